@@ -1,0 +1,47 @@
+/**
+ * The `attnlab` command line. Each command lives in `commands/<name>.ts` and registers itself
+ * here. Errors become one line on stderr and a non-zero exit code (see `errors.ts`).
+ *
+ * @packageDocumentation
+ */
+import { Command, CommanderError } from 'commander'
+import { describeError, exitCodeFor } from './errors.ts'
+import { registerInfo } from './commands/info.ts'
+
+/** Builds the command tree (exposed for tests). */
+export function buildProgram(): Command {
+  const program = new Command()
+  program
+    .name('attnlab')
+    .description('Study sparse attention in transformers: stage-wise emergence, training-free sparse attention, capability heads.')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .configureOutput({
+      outputError: (text, write) => write(text.startsWith('error:') ? `attnlab: ${text}` : text),
+    })
+  registerInfo(program)
+  // Commands register here (one line each):
+  return program
+}
+
+/**
+ * Runs the CLI with the given arguments (without `node` and the script path).
+ *
+ * @returns the process exit code
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram()
+  for (const command of program.commands) command.exitOverride()
+  try {
+    await program.parseAsync([...argv], { from: 'user' })
+    return 0
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // commander already printed its message (help, version, or a usage error).
+      return error.exitCode === 0 ? 0 : 2
+    }
+    console.error(describeError(error))
+    if (process.env.ATTNLAB_DEBUG) console.error(error)
+    return exitCodeFor(error)
+  }
+}

@@ -1,0 +1,56 @@
+import * as tf from '@tensorflow/tfjs-core'
+import { describe, expect, it } from 'vitest'
+import { BackendUnavailableError, ConfigError } from './errors.ts'
+import { availableBackends, defaultBackend, useBackend, type BackendName } from './backend.ts'
+
+describe('useBackend', () => {
+  it('starts wasm and getBackend confirms it', async () => {
+    expect(await useBackend('wasm')).toBe('wasm')
+    expect(tf.getBackend()).toBe('wasm')
+    const x = tf.tensor([1, 2, 3])
+    expect(Array.from(await x.data())).toEqual([1, 2, 3])
+    x.dispose()
+  })
+
+  it('starts cpu', async () => {
+    expect(await useBackend('cpu')).toBe('cpu')
+    expect(tf.getBackend()).toBe('cpu')
+  })
+
+  it('fails for tensorflow with a message naming @tensorflow/tfjs-node', async () => {
+    const error = await useBackend('tensorflow').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(BackendUnavailableError)
+    const e = error as BackendUnavailableError
+    expect(e.code).toBe('BACKEND_UNAVAILABLE')
+    expect(e.message).toContain('@tensorflow/tfjs-node')
+    expect(e.message).toContain('not installed')
+    expect(e.message).toMatch(/available here: .*cpu.*wasm/)
+  })
+
+  it('fails for tensorflow-gpu naming @tensorflow/tfjs-node-gpu', async () => {
+    const error = await useBackend('tensorflow-gpu').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(BackendUnavailableError)
+    expect((error as Error).message).toContain('@tensorflow/tfjs-node-gpu')
+  })
+
+  it('fails clearly for webgl and webgpu in Node and keeps the previous backend', async () => {
+    await useBackend('cpu')
+    for (const name of ['webgl', 'webgpu'] as const) {
+      const error = await useBackend(name).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(BackendUnavailableError)
+      expect((error as Error).message).toContain(`only in a browser`)
+      expect((error as Error).message).toContain(`@tensorflow/tfjs-backend-${name}`)
+    }
+    expect(tf.getBackend()).toBe('cpu')
+  })
+
+  it('rejects unknown names', async () => {
+    await expect(useBackend('gpu' as BackendName)).rejects.toBeInstanceOf(ConfigError)
+  })
+
+  it('lists cpu and wasm as available and prefers wasm in Node', async () => {
+    const available = await availableBackends()
+    expect(available).toEqual(['cpu', 'wasm'])
+    expect(await defaultBackend()).toBe('wasm')
+  })
+})

@@ -1,0 +1,119 @@
+/**
+ * Typed errors shared by every attnlab package.
+ *
+ * Every error thrown on purpose by attnlab is an {@link AttnlabError}: it has a stable,
+ * machine-readable {@link AttnlabError.code} (never changes between versions) and a message that
+ * names the offending value and what was expected. Packages subclass it for their own failures.
+ *
+ * @module
+ */
+
+/**
+ * Stable error codes. Add new codes at the end; never rename one.
+ *
+ * @category Errors
+ */
+export type AttnlabErrorCode =
+  | 'BACKEND_UNAVAILABLE'
+  | 'SHAPE_MISMATCH'
+  | 'INVALID_CONFIG'
+  | 'INVALID_ARGUMENT'
+  | 'INVALID_SAFETENSORS'
+  | 'INVALID_CHECKPOINT'
+  | 'NON_FINITE'
+  | 'UNSUPPORTED'
+  | 'IO_ERROR'
+  | 'TOO_LARGE'
+  | 'INTERRUPTED'
+
+/**
+ * Base class of every error attnlab throws on purpose.
+ *
+ * @example
+ * ```ts
+ * try { await useBackend('tensorflow') } catch (e) {
+ *   if (e instanceof AttnlabError && e.code === 'BACKEND_UNAVAILABLE') { ... }
+ * }
+ * ```
+ * @category Errors
+ */
+export class AttnlabError extends Error {
+  /** Stable, machine-readable code. */
+  readonly code: AttnlabErrorCode
+  /** Structured details (offending value, expected value, ...), for programs. */
+  readonly details: Readonly<Record<string, unknown>>
+
+  constructor(
+    code: AttnlabErrorCode,
+    message: string,
+    details: Record<string, unknown> = {},
+    options?: { cause?: unknown },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause })
+    this.name = new.target.name
+    this.code = code
+    this.details = Object.freeze({ ...details })
+  }
+}
+
+/**
+ * A tensor backend cannot be used here: its package is not installed, or it cannot start in this
+ * runtime (for example `webgl` in Node). The message names the package to install and the
+ * backends that are available.
+ *
+ * @category Errors
+ */
+export class BackendUnavailableError extends AttnlabError {
+  /** The backend that was asked for. */
+  readonly backend: string
+  /** The npm package that provides it. */
+  readonly packageName: string
+  constructor(backend: string, packageName: string, reason: string, available: readonly string[], cause?: unknown) {
+    super(
+      'BACKEND_UNAVAILABLE',
+      `Backend '${backend}' is unavailable: ${reason}. It needs the package '${packageName}'` +
+        ` (install it with: pnpm add ${packageName}).` +
+        ` Backends available here: ${available.length > 0 ? available.join(', ') : 'none'}.`,
+      { backend, packageName, available: [...available] },
+      { cause },
+    )
+    this.backend = backend
+    this.packageName = packageName
+  }
+}
+
+/**
+ * A tensor does not have the shape a function expects.
+ *
+ * @category Errors
+ */
+export class ShapeError extends AttnlabError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('SHAPE_MISMATCH', message, details)
+  }
+}
+
+/**
+ * A configuration or parameter is invalid (out of range, inconsistent, impossible).
+ *
+ * @category Errors
+ */
+export class ConfigError extends AttnlabError {
+  /** The name of the offending parameter. */
+  readonly parameter: string
+  constructor(parameter: string, message: string, details: Record<string, unknown> = {}) {
+    super('INVALID_CONFIG', `Invalid ${parameter}: ${message}`, { parameter, ...details })
+    this.parameter = parameter
+  }
+}
+
+/**
+ * A numerical computation produced NaN or infinity (for example a diverging loss).
+ *
+ * @category Errors
+ */
+export class NonFiniteError extends AttnlabError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('NON_FINITE', message, details)
+  }
+}
