@@ -175,6 +175,11 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
       // setBackend logs a warning and returns false when initialisation fails.
       ok = await quietly(() => tf.setBackend(registered))
       if (ok) await tf.ready()
+      if (ok && name === 'cpu') {
+        // The cpu backend prints a banner recommending tfjs-node on first use in Node; the choice
+        // of backend is ours to report, so silence it.
+        ;(tf.backend() as unknown as { firstUse?: boolean }).firstUse = false
+      }
     } catch (error) {
       failure = error
       ok = false

@@ -1,0 +1,59 @@
+import { mkdtemp, readFile, readdir, writeFile, chmod } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { AttnlabError } from './errors.ts'
+import { readSafetensorsFile, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
+import { SafetensorsError } from './safetensors.ts'
+
+describe('node file helpers', () => {
+  it('writes files atomically, creating parents, leaving no temp files', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
+    const path = join(dir, 'a', 'b', 'x.txt')
+    await writeFileAtomic(path, 'hello')
+    await writeFileAtomic(path, new Uint8Array([104, 105]))
+    expect(await readFile(path, 'utf8')).toBe('hi')
+    expect(await readdir(join(dir, 'a', 'b'))).toEqual(['x.txt'])
+  })
+
+  it('round-trips a safetensors file and names the path on corrupt input', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
+    const path = join(dir, 'w.safetensors')
+    await writeSafetensorsFile(path, { w: { dtype: 'F32', shape: [2], data: new Float32Array([1, 2]) } }, { k: 'v' })
+    const file = await readSafetensorsFile(path)
+    expect(file.metadata).toEqual({ k: 'v' })
+    const bytes = await readFile(path)
+    await writeFile(path, bytes.subarray(0, bytes.byteLength - 3))
+    await expect(readSafetensorsFile(path)).rejects.toThrow(SafetensorsError)
+    await expect(readSafetensorsFile(path)).rejects.toThrow(path)
+    await expect(readSafetensorsFile(join(dir, 'missing.safetensors'))).rejects.toMatchObject({ code: 'IO_ERROR' })
+  })
+
+  it('replaces a directory only when filling it succeeds', async () => {
+    const parent = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
+    const dir = join(parent, 'ckpt')
+    await writeDirectoryAtomic(dir, async (tmp) => {
+      await writeFile(join(tmp, 'one.txt'), '1')
+    })
+    await expect(
+      writeDirectoryAtomic(dir, async (tmp) => {
+        await writeFile(join(tmp, 'two.txt'), '2')
+        throw new Error('boom')
+      }),
+    ).rejects.toThrow(AttnlabError)
+    expect(await readdir(dir)).toEqual(['one.txt'])
+    expect(await readdir(parent)).toEqual(['ckpt'])
+    await writeDirectoryAtomic(dir, async (tmp) => {
+      await writeFile(join(tmp, 'three.txt'), '3')
+    })
+    expect(await readdir(dir)).toEqual(['three.txt'])
+    expect(await readdir(parent)).toEqual(['ckpt'])
+  })
+
+  it('reports an unwritable destination as IO_ERROR', async () => {
+    const parent = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
+    await writeFile(join(parent, 'file'), 'x')
+    await expect(writeFileAtomic(join(parent, 'file', 'sub', 'x.txt'), 'y')).rejects.toMatchObject({ code: 'IO_ERROR' })
+    void chmod
+  })
+})
