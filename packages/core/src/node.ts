@@ -24,7 +24,7 @@ import {
  *
  * @param path - destination path
  * @param data - file contents
- * @throws {@link AttnlabError} with code `IO_ERROR` naming the path when it cannot be written
+ * @throws `AttnlabError` with code `IO_ERROR` naming the path when it cannot be written
  * @category Files
  */
 export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
@@ -37,9 +37,9 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array): 
 }
 
 /**
- * Reads and validates a safetensors file (see {@link parseSafetensors}).
+ * Reads and validates a safetensors file (see `parseSafetensors`).
  *
- * @throws {@link SafetensorsError} on a malformed file, {@link AttnlabError} `IO_ERROR` if unreadable
+ * @throws `SafetensorsError` on a malformed file, `AttnlabError` `IO_ERROR` if unreadable
  * @category Files
  */
 export async function readSafetensorsFile(path: string): Promise<SafetensorsFile> {
