@@ -67,6 +67,16 @@ export interface Task {
    */
   readonly offsetGroups?: readonly OffsetGroup[]
   /**
+   * The absolute positions (ascending) whose tokens determine the distribution of the token at
+   * `position`, given the task's fixed parameters (a teacher, a matrix M), when that dependency
+   * is fixed; `undefined` for unscored positions and for dependencies that are not fixed (for
+   * example a rule that must be inferred from the whole context). Optional: finer-grained than
+   * {@link Task.offsetGroups} for tasks whose pattern varies with the position (linear map).
+   *
+   * @param position - a position in `[0, seqLength)`
+   */
+  parentPositions?(position: number): readonly number[] | undefined
+  /**
    * Draws `batchSize` fresh sequences.
    *
    * @param batchSize - number of sequences, >= 1

@@ -1,0 +1,75 @@
+/**
+ * Parameter checks shared by the task configurations. Every check throws a
+ * {@link ConfigError} naming the parameter, the offending value and the allowed range.
+ *
+ * @module
+ */
+import { ConfigError } from '@attnlab/core'
+
+/** Formats a value for an error message (arrays and objects as JSON). */
+export function show(value: unknown): string {
+  if (typeof value === 'string') return `'${value}'`
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value)
+  try {
+    return JSON.stringify(value)
+  } catch {
+    return String(value)
+  }
+}
+
+/** Checks that `value` is an integer in `[min, max]` and returns it. */
+export function checkInteger(parameter: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`
+    throw new ConfigError(parameter, `got ${show(value)}; expected ${range}`, { value, min, max })
+  }
+  return value
+}
+
+/**
+ * Checks that `value` is a finite number in the given range and returns it.
+ *
+ * @param exclusiveMin - if true the lower bound is excluded (`> min`)
+ */
+export function checkNumber(parameter: string, value: unknown, min: number, max = Infinity, exclusiveMin = false): number {
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (exclusiveMin ? value > min : value >= min) &&
+    value <= max
+  if (!ok) {
+    const low = `${exclusiveMin ? '>' : '>='} ${min}`
+    const range = max === Infinity ? `a finite number ${low}` : `a finite number ${low} and <= ${max}`
+    throw new ConfigError(parameter, `got ${show(value)}; expected ${range}`, { value, min, max })
+  }
+  return value
+}
+
+/** Checks that `value` is a boolean and returns it. */
+export function checkBoolean(parameter: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new ConfigError(parameter, `got ${show(value)}; expected true or false`, { value })
+  return value
+}
+
+/** Checks that `value` is a non-empty array and returns it. */
+export function checkArray(parameter: string, value: unknown, minLength = 1, maxLength = Infinity): readonly unknown[] {
+  if (!Array.isArray(value) || value.length < minLength || value.length > maxLength) {
+    const range = maxLength === Infinity ? `at least ${minLength}` : `${minLength} to ${maxLength}`
+    throw new ConfigError(parameter, `got ${show(value)}; expected an array with ${range} entries`, { value })
+  }
+  return value
+}
+
+/** Rejects keys of `config` that are not in `allowed` (catches typos such as `spam` for `spans`). */
+export function checkKnownKeys(taskName: string, config: object, allowed: readonly string[]): void {
+  for (const key of Object.keys(config)) {
+    if (!allowed.includes(key)) {
+      throw new ConfigError(key, `is not a ${taskName} parameter; expected one of ${allowed.join(', ')}`, { allowed: [...allowed] })
+    }
+  }
+}
+
+/** Checks the arguments of `Task.sample`. */
+export function checkBatchSize(batchSize: unknown): number {
+  return checkInteger('batchSize', batchSize, 1, 1 << 24)
+}
