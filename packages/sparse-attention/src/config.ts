@@ -1,0 +1,58 @@
+/**
+ * Validation helpers for method configurations: every check throws a `ConfigError` naming the
+ * parameter, the offending value and what was expected.
+ *
+ * @module
+ */
+import { ConfigError } from '@attnlab/core'
+
+/** Resolves `overrides` over `defaults`, rejecting unknown keys and `undefined` values. */
+export function resolveConfig<C extends object>(method: string, defaults: C, overrides: Partial<C> | undefined): C {
+  const resolved = { ...defaults }
+  if (overrides === undefined) return resolved
+  if (typeof overrides !== 'object' || overrides === null || Array.isArray(overrides)) {
+    throw new ConfigError(method, `the configuration must be an object, got ${JSON.stringify(overrides)}`)
+  }
+  for (const [key, value] of Object.entries(overrides)) {
+    if (!(key in defaults)) {
+      throw new ConfigError(key, `is not a parameter of ${method} (known: ${Object.keys(defaults).join(', ')})`)
+    }
+    if (value === undefined) throw new ConfigError(key, 'is undefined; omit it to use the default')
+    ;(resolved as Record<string, unknown>)[key] = value
+  }
+  return resolved
+}
+
+/** Checks an integer in `[min, max]`. */
+export function checkInt(parameter: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+    throw new ConfigError(parameter, `must be an integer, got ${JSON.stringify(value)}`)
+  }
+  if (value < min || value > max) {
+    throw new ConfigError(parameter, `must be in [${min}, ${max === Number.MAX_SAFE_INTEGER ? 'inf' : max}], got ${value}`)
+  }
+  return value
+}
+
+/** Checks a finite number in `[min, max]`. */
+export function checkNumber(parameter: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new ConfigError(parameter, `must be a finite number, got ${JSON.stringify(value)}`)
+  }
+  if (value < min || value > max) throw new ConfigError(parameter, `must be in [${min}, ${max === Infinity ? 'inf' : max}], got ${value}`)
+  return value
+}
+
+/** Checks one of a set of strings. */
+export function checkChoice<T extends string>(parameter: string, value: unknown, choices: readonly T[]): T {
+  if (typeof value !== 'string' || !(choices as readonly string[]).includes(value)) {
+    throw new ConfigError(parameter, `must be one of ${choices.map((c) => `'${c}'`).join(', ')}, got ${JSON.stringify(value)}`)
+  }
+  return value as T
+}
+
+/** Checks a boolean. */
+export function checkBoolean(parameter: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new ConfigError(parameter, `must be true or false, got ${JSON.stringify(value)}`)
+  return value
+}

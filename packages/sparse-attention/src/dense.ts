@@ -1,0 +1,28 @@
+/**
+ * Dense causal attention, the reference every sparse method is compared with.
+ *
+ * @module
+ */
+import { defineKernel, type SparseAttentionKernel } from './kernel.ts'
+
+/**
+ * Dense attention has no parameters.
+ *
+ * @category Kernels
+ */
+export type DenseConfig = Readonly<Record<string, never>>
+
+/**
+ * The dense kernel: causal softmax attention over every pair in prefill and over the whole cache
+ * in decode. Both sparsities are 0.
+ *
+ * @returns a kernel named `'dense'`
+ * @example
+ * ```ts
+ * const reference = dense().prefillWithMask(input)
+ * ```
+ * @category Kernels
+ */
+export function dense(): SparseAttentionKernel<DenseConfig> {
+  return defineKernel<DenseConfig>({ method: 'dense', phases: [], config: {} })
+}

@@ -1,0 +1,550 @@
+/**
+ * How the methods plug into `@attnlab/core`'s attention-kernel contract. Every method is a
+ * {@link SparseAttentionKernel}: an `AttentionKernel` (usable by any attnlab model) that also
+ * returns, on request, the boolean mask of the query-key pairs it computed and both sparsities
+ * (the exact one from the mask and the figure the study reports).
+ *
+ * A prefill method is a *planner* (selection in JavaScript from scores read back from tfjs)
+ * followed by softmax attention restricted to the planned mask; a decode method is a *strategy*
+ * that may compact the KV cache after the prefill (eviction) and picks, at every step, which
+ * cache slots each query head reads.
+ *
+ * @module
+ */
+import * as tf from '@tensorflow/tfjs-core'
+import {
+  AttnlabError,
+  ConfigError,
+  ShapeError,
+  assertShape,
+  causalPairs,
+  type AttentionContext,
+  type AttentionDecodeInput,
+  type AttentionKernel,
+  type AttentionPrefillInput,
+  type AttentionResult,
+  type LayerKVCache,
+} from '@attnlab/core'
+import { attendWithMask, causalMask } from './masked-attention.ts'
+
+/**
+ * The method names of this package (`dense` is the reference).
+ *
+ * @category Kernels
+ */
+export type SparseMethodName = 'dense' | 'vertical-slash' | 'flexprefill' | 'block-sparse' | 'snapkv' | 'ada-snapkv' | 'quest'
+
+/**
+ * The two phases of generation. Prefill methods sparsify the prompt's attention and decode
+ * densely; decode methods prefill densely and sparsify each generated token's attention.
+ *
+ * @category Kernels
+ */
+export type AttentionPhase = 'prefill' | 'decode'
+
+/**
+ * The two sparsities every method reports ([v2] §3, pitfall 1 of the study notes): fractions in
+ * `[0, 1]` of causal query-key pairs *not* computed.
+ *
+ * @category Accounting
+ */
+export interface SparsityReport {
+  /** Exact: `1 - computed / causal` from the method's own mask, averaged over batch and heads. */
+  readonly exact: number
+  /**
+   * As the study reports it: 64x64 kernel accounting (Vertical-Slash, FlexPrefill), the analytic
+   * block formula (Block-Sparse), `1 - C/n` (SnapKV), `1 - kept/(n Hkv)` (Ada-SnapKV),
+   * `1 - budget/n` (Quest), 0 for dense phases. Averaged over batch and heads. Kernel accounting
+   * may go below 0 for very short sequences (whole 64x64 blocks are counted).
+   */
+  readonly reported: number
+}
+
+/**
+ * Per-head sparsities, `[batch * nHeads]` (index `b * nHeads + h`).
+ *
+ * @category Accounting
+ */
+export interface HeadSparsity {
+  /** Exact sparsity of each head. */
+  readonly exact: Float64Array
+  /** Reported (study) sparsity of each head. */
+  readonly reported: Float64Array
+}
+
+/**
+ * A prefill's result with its mask and sparsities.
+ *
+ * @category Kernels
+ */
+export interface MaskedPrefillResult extends AttentionResult {
+  /** 1 where the pair was computed, `[batch, nHeads, T, T]` row-major (query-major). */
+  readonly mask: Uint8Array
+  /** `[batch, nHeads, T, T]`. */
+  readonly maskShape: readonly [number, number, number, number]
+  /** Both sparsities, averaged over batch and heads. */
+  readonly sparsity: SparsityReport
+  /** Both sparsities per head. */
+  readonly headSparsity: HeadSparsity
+}
+
+/**
+ * A decode step's result with its mask (over absolute key positions) and sparsities.
+ *
+ * @category Kernels
+ */
+export interface MaskedDecodeResult extends AttentionResult {
+  /** 1 where the new token's query read the key at that absolute position, `[batch, nHeads, position + 1]`. */
+  readonly mask: Uint8Array
+  /** `[batch, nHeads, position + 1]`. */
+  readonly maskShape: readonly [number, number, number]
+  /** Both sparsities, averaged over batch and heads (exact: over the `position + 1` causal keys). */
+  readonly sparsity: SparsityReport
+  /** Both sparsities per head. */
+  readonly headSparsity: HeadSparsity
+}
+
+/**
+ * An attention kernel of this package: the core contract plus masks and sparsity reports.
+ * `prefill`/`decode` are `prefillWithMask`/`decodeWithMask` (the results carry the extra
+ * fields; `extra` holds `exactSparsity`, `reportedSparsity` and method-specific numbers).
+ *
+ * @typeParam C - the method's resolved (frozen) configuration
+ * @category Kernels
+ */
+export interface SparseAttentionKernel<C = unknown> extends AttentionKernel {
+  /** The method (or `prefill+decode` for a {@link combine}d kernel). */
+  readonly method: string
+  /** The phases this kernel sparsifies (empty for dense). */
+  readonly phases: readonly AttentionPhase[]
+  /** The resolved, frozen configuration. */
+  readonly config: C
+  /**
+   * The prefill with its mask.
+   *
+   * @throws {@link ShapeError} on inconsistent input shapes; method-specific errors (see each factory)
+   */
+  prefillWithMask(input: AttentionPrefillInput, context?: AttentionContext): MaskedPrefillResult
+  /**
+   * One decode step with its mask.
+   *
+   * @throws {@link ShapeError} when the cache does not match the query or position
+   */
+  decodeWithMask(input: AttentionDecodeInput, context?: AttentionContext): MaskedDecodeResult
+}
+
+/**
+ * What a prefill planner decides for a whole batch.
+ *
+ * @category Kernels
+ */
+export interface PrefillPlan {
+  /** 1 where the pair is computed, `[batch, nHeads, T, T]`; must be causal and cover every row. */
+  readonly allowed: Uint8Array
+  /** The study's sparsity per head, `[batch * nHeads]`. */
+  readonly reported: Float64Array
+  /** Method-specific numbers (averages over batch and heads). */
+  readonly extra?: Readonly<Record<string, number>>
+}
+
+/**
+ * A prefill method's selection step: reads the input (it may run tfjs ops and read them back)
+ * and returns the mask to compute.
+ *
+ * @category Kernels
+ */
+export type PrefillPlanner = (input: AttentionPrefillInput, shape: PrefillShape) => PrefillPlan
+
+/**
+ * Validated dimensions of a prefill input.
+ *
+ * @category Kernels
+ */
+export interface PrefillShape {
+  readonly batch: number
+  readonly nHeads: number
+  readonly nKvHeads: number
+  /** Sequence length `T`. */
+  readonly length: number
+  readonly dHead: number
+  readonly dValue: number
+}
+
+/**
+ * What a decode strategy picks for one step.
+ *
+ * @category Kernels
+ */
+export interface DecodeSelection {
+  /** 1 where query head `h` reads cache slot `s`, `[batch, nHeads, stored]`. */
+  readonly allowedSlots: Uint8Array
+  /** Absolute position held by each slot per KV head, `[batch, nKvHeads, stored]`; `-1` for padding. */
+  readonly slotPositions: Int32Array
+  /** The study's sparsity per head, `[batch * nHeads]`. */
+  readonly reported: Float64Array
+  /** Method-specific numbers. */
+  readonly extra?: Readonly<Record<string, number>>
+}
+
+/**
+ * A decode method: optional cache compaction after the prefill, and a per-step slot choice.
+ *
+ * @category Kernels
+ */
+export interface DecodeStrategy {
+  /** Compacts or annotates the cache after a generation prefill (see `AttentionKernel.afterPrefill`). */
+  afterPrefill?(input: AttentionPrefillInput, cache: LayerKVCache): void
+  /** Picks the slots of this step (the cache already holds the new token). */
+  select(input: AttentionDecodeInput, shape: DecodeShape): DecodeSelection
+}
+
+/**
+ * Validated dimensions of a decode input.
+ *
+ * @category Kernels
+ */
+export interface DecodeShape {
+  readonly batch: number
+  readonly nHeads: number
+  readonly nKvHeads: number
+  /** Entries stored in the cache (after any eviction), including the new token. */
+  readonly stored: number
+  readonly dHead: number
+  readonly dValue: number
+  /** Absolute position of the new token. */
+  readonly position: number
+}
+
+const NO_CONTEXT: AttentionContext = Object.freeze({ hooks: Object.freeze({}), needsPattern: false })
+
+/**
+ * Checks a prefill input's shapes: `q [b, H, T, d]`, `k [b, Hkv, T, d]`, `v [b, Hkv, T, dv]`,
+ * `H` a multiple of `Hkv`, `T >= 1`, finite scale.
+ *
+ * @throws {@link ShapeError} naming the offending tensor
+ * @category Kernels
+ */
+export function checkPrefillInput(input: AttentionPrefillInput): PrefillShape {
+  const dims = assertShape(input.q, ['batch', 'nHeads', 'pos', 'dHead'], 'q')
+  assertShape(input.k, ['batch', 'nKvHeads', 'pos', 'dHead'], 'k', dims)
+  assertShape(input.v, ['batch', 'nKvHeads', 'pos', 'dValue'], 'v', dims)
+  const shape: PrefillShape = {
+    batch: dims.batch as number,
+    nHeads: dims.nHeads as number,
+    nKvHeads: dims.nKvHeads as number,
+    length: dims.pos as number,
+    dHead: dims.dHead as number,
+    dValue: dims.dValue as number,
+  }
+  checkGroups(shape.nHeads, shape.nKvHeads)
+  if (shape.length < 1) throw new ShapeError(`q has ${shape.length} positions but at least 1 is needed`, { length: shape.length })
+  if (!Number.isFinite(input.scale)) throw new ConfigError('scale', `must be a finite number, got ${input.scale}`)
+  return shape
+}
+
+function checkGroups(nHeads: number, nKvHeads: number): void {
+  if (nKvHeads < 1 || nHeads % nKvHeads !== 0) {
+    throw new ShapeError(`nHeads (${nHeads}) must be a positive multiple of nKvHeads (${nKvHeads}) for grouped-query attention`, {
+      nHeads,
+      nKvHeads,
+    })
+  }
+}
+
+/**
+ * Checks a decode input: `q [b, H, 1, d]`, cache keys `[b, Hkv, stored, d]` and values
+ * `[b, Hkv, stored, dv]` present, `H` a multiple of `Hkv`.
+ *
+ * @throws {@link ShapeError} naming the offending tensor
+ * @category Kernels
+ */
+export function checkDecodeInput(input: AttentionDecodeInput): DecodeShape {
+  const { keys, values } = input.cache
+  if (keys === null || values === null) {
+    throw new ShapeError('decode needs a cache holding at least the new token, but cache.keys/values are null')
+  }
+  const dims = assertShape(input.q, ['batch', 'nHeads', 1, 'dHead'], 'q')
+  assertShape(keys, ['batch', 'nKvHeads', 'stored', 'dHead'], 'cache.keys', dims)
+  assertShape(values, ['batch', 'nKvHeads', 'stored', 'dValue'], 'cache.values', dims)
+  const shape: DecodeShape = {
+    batch: dims.batch as number,
+    nHeads: dims.nHeads as number,
+    nKvHeads: dims.nKvHeads as number,
+    stored: dims.stored as number,
+    dHead: dims.dHead as number,
+    dValue: dims.dValue as number,
+    position: input.position,
+  }
+  checkGroups(shape.nHeads, shape.nKvHeads)
+  if (!Number.isSafeInteger(input.position) || input.position < 0) {
+    throw new ShapeError(`position must be a non-negative integer, got ${input.position}`)
+  }
+  if (shape.stored < 1 || shape.stored > input.position + 1) {
+    throw new ShapeError(
+      `cache holds ${shape.stored} entries but the new token at position ${input.position} allows 1..${input.position + 1}`,
+      { stored: shape.stored, position: input.position },
+    )
+  }
+  if (!Number.isFinite(input.scale)) throw new ConfigError('scale', `must be a finite number, got ${input.scale}`)
+  return shape
+}
+
+function mean(values: Float64Array): number {
+  let sum = 0
+  for (const x of values) sum += x
+  return values.length === 0 ? 0 : sum / values.length
+}
+
+/**
+ * Runs a prefill planner and the masked attention; counts pairs and sparsities.
+ *
+ * @category Kernels
+ */
+export function runPrefill(planner: PrefillPlanner, input: AttentionPrefillInput, context: AttentionContext = NO_CONTEXT): MaskedPrefillResult {
+  const shape = checkPrefillInput(input)
+  const { batch, nHeads, length } = shape
+  const plan = planner(input, shape)
+  const rowSize = length * length
+  if (plan.allowed.length !== batch * nHeads * rowSize) {
+    throw new AttnlabError('INVALID_ARGUMENT', `planner returned a mask of ${plan.allowed.length} entries, expected ${batch * nHeads * rowSize}`)
+  }
+  const causal = causalPairs(length, length)
+  const exact = new Float64Array(batch * nHeads)
+  let computedPairs = 0
+  for (let bh = 0; bh < batch * nHeads; bh++) {
+    let count = 0
+    const base = bh * rowSize
+    for (let i = 0; i < length; i++) {
+      const row = base + i * length
+      for (let j = 0; j <= i; j++) count += plan.allowed[row + j] as number
+      for (let j = i + 1; j < length; j++) {
+        if (plan.allowed[row + j]) throw new AttnlabError('INVALID_ARGUMENT', `internal: non-causal pair (${i}, ${j}) in the plan`)
+      }
+    }
+    exact[bh] = 1 - count / causal
+    computedPairs += count
+  }
+  const z = attendWithMask(input.q, input.k, input.v, plan.allowed, input.scale, context)
+  const sparsity = { exact: mean(exact), reported: mean(plan.reported) }
+  return {
+    z,
+    computedPairs,
+    totalPairs: batch * nHeads * causal,
+    extra: { exactSparsity: sparsity.exact, reportedSparsity: sparsity.reported, ...plan.extra },
+    mask: plan.allowed,
+    maskShape: [batch, nHeads, length, length],
+    sparsity,
+    headSparsity: { exact, reported: plan.reported },
+  }
+}
+
+/**
+ * Runs a decode strategy's selection and the masked attention over the cache. Without hooks the
+ * softmax runs over the stored slots; when hooks are given or `needsPattern`, keys and values are
+ * first laid out by absolute position (evicted positions hold zeros and are masked), so the
+ * hooks see `[batch, nHeads, 1, position + 1]` tensors with TransformerLens semantics.
+ *
+ * @category Kernels
+ */
+export function runDecode(strategy: DecodeStrategy, input: AttentionDecodeInput, context: AttentionContext = NO_CONTEXT): MaskedDecodeResult {
+  const shape = checkDecodeInput(input)
+  const { batch, nHeads, nKvHeads, stored, position } = shape
+  const selection = strategy.select(input, shape)
+  const group = nHeads / nKvHeads
+  const keyCount = position + 1
+  const mask = new Uint8Array(batch * nHeads * keyCount)
+  const exact = new Float64Array(batch * nHeads)
+  let computedPairs = 0
+  let identity = stored === keyCount
+  for (let b = 0; b < batch; b++) {
+    for (let kv = 0; kv < nKvHeads; kv++) {
+      for (let s = 0; s < stored; s++) {
+        const p = selection.slotPositions[(b * nKvHeads + kv) * stored + s] as number
+        if (p !== s) identity = false
+        if (p > position) throw new AttnlabError('INVALID_ARGUMENT', `internal: slot ${s} holds position ${p} after the new token ${position}`)
+      }
+    }
+    for (let h = 0; h < nHeads; h++) {
+      const kv = Math.floor(h / group)
+      let count = 0
+      for (let s = 0; s < stored; s++) {
+        if (!selection.allowedSlots[(b * nHeads + h) * stored + s]) continue
+        const p = selection.slotPositions[(b * nKvHeads + kv) * stored + s] as number
+        if (p < 0) throw new AttnlabError('INVALID_ARGUMENT', `internal: head ${h} reads padding slot ${s}`)
+        mask[(b * nHeads + h) * keyCount + p] = 1
+        count++
+      }
+      exact[b * nHeads + h] = 1 - count / keyCount
+      computedPairs += count
+    }
+  }
+  const hooked = context.needsPattern || context.hooks.attnScores !== undefined || context.hooks.pattern !== undefined
+  let z: tf.Tensor4D
+  const { keys, values } = input.cache as { keys: tf.Tensor4D; values: tf.Tensor4D }
+  if (!hooked || identity) {
+    z = attendWithMask(input.q, keys, values, selection.allowedSlots, input.scale, context)
+  } else {
+    // Lay keys/values out by absolute position: slotOf[p] (0 when p was evicted; masked anyway).
+    const index = new Int32Array(batch * nKvHeads * keyCount)
+    const present = new Float32Array(batch * nKvHeads * keyCount)
+    for (let bk = 0; bk < batch * nKvHeads; bk++) {
+      for (let s = 0; s < stored; s++) {
+        const p = selection.slotPositions[bk * stored + s] as number
+        if (p < 0) continue
+        index[bk * keyCount + p] = bk * stored + s
+        present[bk * keyCount + p] = 1
+      }
+    }
+    const [keysAbs, valuesAbs] = tf.tidy(() => {
+      const flatIndex = tf.tensor1d(index, 'int32')
+      const weight = tf.tensor4d(present, [batch, nKvHeads, keyCount, 1])
+      const gatherAbs = (x: tf.Tensor4D): tf.Tensor4D =>
+        tf.mul(tf.reshape(tf.gather(tf.reshape(x, [batch * nKvHeads * stored, x.shape[3]]), flatIndex), [batch, nKvHeads, keyCount, x.shape[3]]), weight) as tf.Tensor4D
+      return [gatherAbs(keys), gatherAbs(values)]
+    })
+    try {
+      z = attendWithMask(input.q, keysAbs, valuesAbs, mask, input.scale, context)
+    } finally {
+      keysAbs.dispose()
+      valuesAbs.dispose()
+    }
+  }
+  const sparsity = { exact: mean(exact), reported: mean(selection.reported) }
+  return {
+    z,
+    computedPairs,
+    totalPairs: batch * nHeads * keyCount,
+    extra: { exactSparsity: sparsity.exact, reportedSparsity: sparsity.reported, ...selection.extra },
+    mask,
+    maskShape: [batch, nHeads, keyCount],
+    sparsity,
+    headSparsity: { exact, reported: selection.reported },
+  }
+}
+
+/**
+ * The dense prefill planner: the causal mask, reported sparsity 0.
+ *
+ * @category Kernels
+ */
+export const densePlanner: PrefillPlanner = (_input, shape) => ({
+  allowed: causalMask(shape.batch, shape.nHeads, shape.length),
+  reported: new Float64Array(shape.batch * shape.nHeads),
+})
+
+/**
+ * The dense decode strategy: every stored slot, which must be the full cache (slot `s` holds
+ * position `s`).
+ *
+ * @category Kernels
+ */
+export const denseDecodeStrategy: DecodeStrategy = {
+  select(_input, shape) {
+    const { batch, nHeads, nKvHeads, stored, position } = shape
+    if (stored !== position + 1) {
+      throw new ShapeError(
+        `dense decode needs the full cache (${position + 1} entries for position ${position}) but it holds ${stored}; was it compacted by an eviction method?`,
+        { stored, position },
+      )
+    }
+    const slotPositions = new Int32Array(batch * nKvHeads * stored)
+    for (let bk = 0; bk < batch * nKvHeads; bk++) for (let s = 0; s < stored; s++) slotPositions[bk * stored + s] = s
+    return {
+      allowedSlots: new Uint8Array(batch * nHeads * stored).fill(1),
+      slotPositions,
+      reported: new Float64Array(batch * nHeads),
+    }
+  },
+}
+
+/**
+ * The parts a kernel is made of (see {@link defineKernel}).
+ *
+ * @category Kernels
+ */
+export interface KernelParts<C> {
+  /** Name for reports, e.g. `'vertical-slash'`. */
+  readonly method: string
+  /** Phases the kernel sparsifies. */
+  readonly phases: readonly AttentionPhase[]
+  /** The resolved configuration (frozen by {@link defineKernel}). */
+  readonly config: C
+  /** The prefill's selection (default: dense). */
+  readonly planner?: PrefillPlanner
+  /** The decode's strategy (default: dense). */
+  readonly strategy?: DecodeStrategy
+}
+
+/**
+ * Builds a {@link SparseAttentionKernel} from a planner and a decode strategy (dense where
+ * absent). Used by every factory of this package; exposed for custom methods.
+ *
+ * @category Kernels
+ */
+export function defineKernel<C>(parts: KernelParts<C>): SparseAttentionKernel<Readonly<C>> {
+  const planner = parts.planner ?? densePlanner
+  const strategy = parts.strategy ?? denseDecodeStrategy
+  const config = Object.freeze(parts.config) as Readonly<C>
+  const kernel: SparseAttentionKernel<Readonly<C>> = {
+    name: parts.method,
+    method: parts.method,
+    phases: Object.freeze([...parts.phases]),
+    config,
+    prefillWithMask: (input, context) => runPrefill(planner, input, context),
+    prefill: (input, context) => runPrefill(planner, input, context),
+    decodeWithMask: (input, context) => runDecode(strategy, input, context),
+    decode: (input, context) => runDecode(strategy, input, context),
+  }
+  if (strategy.afterPrefill) {
+    const after = strategy.afterPrefill.bind(strategy)
+    ;(kernel as { afterPrefill?: AttentionKernel['afterPrefill'] }).afterPrefill = (input, cache) => after(input, cache)
+  }
+  return Object.freeze(kernel)
+}
+
+/**
+ * Combines a prefill method and a decode method into one kernel: `prefill` from the first,
+ * `afterPrefill` and `decode` from the second (e.g. Vertical-Slash prefill with Quest decoding;
+ * the study evaluated the phases separately, [v2] §3).
+ *
+ * @param prefillKernel - a kernel that sparsifies the prefill (or dense)
+ * @param decodeKernel - a kernel that sparsifies decoding (or dense)
+ * @returns a kernel named `'<prefill>+<decode>'` with config `{ prefill, decode }`
+ * @throws {@link ConfigError} if `prefillKernel` only sparsifies decoding or `decodeKernel` only
+ *   prefill (the combination would silently drop a method)
+ * @example
+ * ```ts
+ * const kernel = combine(verticalSlash(), quest({ tokenBudget: 256 }))
+ * ```
+ * @category Kernels
+ */
+export function combine<P, D>(
+  prefillKernel: SparseAttentionKernel<P>,
+  decodeKernel: SparseAttentionKernel<D>,
+): SparseAttentionKernel<Readonly<{ prefill: P; decode: D }>> {
+  if (prefillKernel.phases.length > 0 && !prefillKernel.phases.includes('prefill')) {
+    throw new ConfigError('prefillKernel', `'${prefillKernel.method}' sparsifies only ${prefillKernel.phases.join(', ')}; pass a prefill method or dense`)
+  }
+  if (decodeKernel.phases.length > 0 && !decodeKernel.phases.includes('decode')) {
+    throw new ConfigError('decodeKernel', `'${decodeKernel.method}' sparsifies only ${decodeKernel.phases.join(', ')}; pass a decode method or dense`)
+  }
+  const method = `${prefillKernel.method}+${decodeKernel.method}`
+  const phases: AttentionPhase[] = []
+  if (prefillKernel.phases.includes('prefill')) phases.push('prefill')
+  if (decodeKernel.phases.includes('decode')) phases.push('decode')
+  const kernel: SparseAttentionKernel<Readonly<{ prefill: P; decode: D }>> = {
+    name: method,
+    method,
+    phases: Object.freeze(phases),
+    config: Object.freeze({ prefill: prefillKernel.config, decode: decodeKernel.config }),
+    prefillWithMask: (input, context) => prefillKernel.prefillWithMask(input, context),
+    prefill: (input, context) => prefillKernel.prefillWithMask(input, context),
+    decodeWithMask: (input, context) => decodeKernel.decodeWithMask(input, context),
+    decode: (input, context) => decodeKernel.decodeWithMask(input, context),
+  }
+  if (decodeKernel.afterPrefill) {
+    const after = decodeKernel.afterPrefill.bind(decodeKernel)
+    ;(kernel as { afterPrefill?: AttentionKernel['afterPrefill'] }).afterPrefill = (input, cache) => after(input, cache)
+  }
+  return Object.freeze(kernel)
+}

@@ -1,0 +1,82 @@
+/**
+ * The method registry: every method by name, for programs that choose a method at run time (the
+ * CLI, sweeps).
+ *
+ * @module
+ */
+import { ConfigError } from '@attnlab/core'
+import { adaSnapKV, type AdaSnapKVConfig } from './ada-snapkv.ts'
+import { blockSparse, type BlockSparseConfig } from './block-sparse.ts'
+import { dense } from './dense.ts'
+import { flexPrefill, type FlexPrefillConfig } from './flexprefill.ts'
+import type { AttentionPhase, SparseAttentionKernel, SparseMethodName } from './kernel.ts'
+import { quest, type QuestConfig } from './quest.ts'
+import { snapKV, type SnapKVConfig } from './snapkv.ts'
+import { verticalSlash, type VerticalSlashConfig } from './vertical-slash.ts'
+
+/**
+ * Every method with the phase it sparsifies (`null` for dense) and its Table 1 description.
+ *
+ * @category Kernels
+ */
+export const SPARSE_METHODS: Readonly<Record<SparseMethodName, { readonly phase: AttentionPhase | null; readonly description: string }>> =
+  Object.freeze({
+    dense: { phase: null, description: 'dense causal attention (the reference)' },
+    'vertical-slash': { phase: 'prefill', description: 'verticals + slashes from the last-W-query estimate, uniform budget' },
+    flexprefill: { phase: 'prefill', description: 'verticals + slashes sized per head by coverage alpha (threshold budget)' },
+    'block-sparse': { phase: 'prefill', description: 'top-K blocks per query block from mean-pooled block scores' },
+    snapkv: { phase: 'decode', description: 'KV eviction by observation-window importance, uniform per KV head' },
+    'ada-snapkv': { phase: 'decode', description: 'KV eviction with adaptive per-head budgets (max aggregation)' },
+    quest: { phase: 'decode', description: 'full cache, top pages by the min/max upper bound of q.k' },
+  })
+
+/**
+ * The configuration type of each method.
+ *
+ * @category Kernels
+ */
+export interface SparseMethodConfigs {
+  dense: Record<string, never>
+  'vertical-slash': VerticalSlashConfig
+  flexprefill: FlexPrefillConfig
+  'block-sparse': BlockSparseConfig
+  snapkv: SnapKVConfig
+  'ada-snapkv': AdaSnapKVConfig
+  quest: QuestConfig
+}
+
+/**
+ * Creates a method's kernel by name.
+ *
+ * @param method - one of {@link SPARSE_METHODS}
+ * @param overrides - parameters to change from the method's study defaults
+ * @returns the kernel
+ * @throws {@link ConfigError} for an unknown method or invalid parameters
+ * @example
+ * ```ts
+ * const kernel = createKernel('quest', { tokenBudget: 64, pageSize: 16 })
+ * ```
+ * @category Kernels
+ */
+export function createKernel<M extends SparseMethodName>(method: M, overrides: Partial<SparseMethodConfigs[M]> = {}): SparseAttentionKernel {
+  const o = overrides as Record<string, unknown>
+  switch (method as SparseMethodName) {
+    case 'dense':
+      if (Object.keys(o).length > 0) throw new ConfigError(Object.keys(o)[0] as string, 'is not a parameter of dense (it has none)')
+      return dense()
+    case 'vertical-slash':
+      return verticalSlash(o as Partial<VerticalSlashConfig>)
+    case 'flexprefill':
+      return flexPrefill(o as Partial<FlexPrefillConfig>)
+    case 'block-sparse':
+      return blockSparse(o as Partial<BlockSparseConfig>)
+    case 'snapkv':
+      return snapKV(o as Partial<SnapKVConfig>)
+    case 'ada-snapkv':
+      return adaSnapKV(o as Partial<AdaSnapKVConfig>)
+    case 'quest':
+      return quest(o as Partial<QuestConfig>)
+    default:
+      throw new ConfigError('method', `must be one of ${Object.keys(SPARSE_METHODS).join(', ')}, got '${String(method)}'`)
+  }
+}

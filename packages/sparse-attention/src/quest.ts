@@ -1,0 +1,264 @@
+/**
+ * Quest (query-aware page selection over the full cache) as configured by the Sparse Frontier
+ * study ([v2] A.1.6; notes §2.6). The prefill is dense; the cache is never compacted. Per KV
+ * head, every page of `pageSize` tokens keeps the element-wise min and max of its keys. At each
+ * decode step (the cache already holds the new token at `position`):
+ *
+ * 1. The current (possibly partial) page is `c = floor(position / P)`; it needs
+ *    `c >= budget + 1` with `budget = tokenBudget / P` pages.
+ * 2. Every earlier page `p < c` is scored per query head as the upper bound of `q . k`:
+ *    `sum_d max(q_d min[p, d], q_d max[p, d])`; with `sharePages` (default) the scores are summed
+ *    over the query heads of a GQA group, so the group reads the same pages.
+ * 3. The top `budget` pages (ties to the lower page) plus the current page are read.
+ *
+ * Reported sparsity `1 - tokenBudget / n` relative to the prompt length `n`.
+ *
+ * @module
+ */
+import * as tf from '@tensorflow/tfjs-core'
+import { ConfigError, ShapeError, type KernelState, type LayerKVCache } from '@attnlab/core'
+import { SequenceTooShortError } from './errors.ts'
+import { checkBoolean, checkInt, resolveConfig } from './config.ts'
+import { checkPrefillInput, defineKernel, type DecodeShape, type DecodeStrategy, type SparseAttentionKernel } from './kernel.ts'
+import { topK } from './select.ts'
+import { questSparsity } from './sparsity.ts'
+
+/**
+ * Quest parameters.
+ *
+ * @category Quest
+ */
+export interface QuestConfig {
+  /** Tokens read per step besides the current page (study YAML: 1024; a multiple of `pageSize`). */
+  readonly tokenBudget: number
+  /** Page size `P` in tokens (study: 16). */
+  readonly pageSize: number
+  /** Select pages per GQA group (summed scores) rather than per query head (study: true). */
+  readonly sharePages: boolean
+}
+
+/**
+ * The study's Quest defaults: budget 1024 tokens, pages of 16, pages shared within a GQA group.
+ *
+ * @category Quest
+ */
+export function defaultQuestConfig(): QuestConfig {
+  return { tokenBudget: 1024, pageSize: 16, sharePages: true }
+}
+
+/**
+ * Resolves and validates a Quest configuration.
+ *
+ * @throws {@link ConfigError} for an unknown parameter, non-positive sizes, or a budget that is
+ *   not a multiple of the page size
+ * @category Quest
+ */
+export function resolveQuestConfig(overrides?: Partial<QuestConfig>): Readonly<QuestConfig> {
+  const c = resolveConfig('quest', defaultQuestConfig(), overrides)
+  checkInt('pageSize', c.pageSize, 1)
+  checkInt('tokenBudget', c.tokenBudget, 1)
+  checkBoolean('sharePages', c.sharePages)
+  if (c.tokenBudget % c.pageSize !== 0) {
+    throw new ConfigError('tokenBudget', `(${c.tokenBudget}) must be a multiple of pageSize (${c.pageSize})`)
+  }
+  return Object.freeze(c)
+}
+
+/**
+ * The shortest prompt Quest accepts: the first generated token must find `budget + 1` earlier
+ * pages before its own, i.e. `n >= (tokenBudget / P + 1) P`.
+ *
+ * @param config - a resolved Quest configuration
+ * @returns the minimum prompt length (tokens)
+ * @category Quest
+ */
+export function questMinimumPromptLength(config: Readonly<QuestConfig>): number {
+  return config.tokenBudget + config.pageSize
+}
+
+/**
+ * Per-page key bounds of one layer's cache, attached as its kernel state.
+ *
+ * @category Quest
+ */
+export class QuestState implements KernelState {
+  readonly [key: string]: unknown
+  /** Marks this state type. */
+  readonly kind = 'quest' as const
+  /** Element-wise minimum of each page's keys, per `(batch, kvHead)`: `[pages * dHead]`. */
+  pageMin: Float32Array[]
+  /** Element-wise maximum, same layout. */
+  pageMax: Float32Array[]
+  /** Tokens summarised so far. */
+  summarized = 0
+  constructor(
+    /** Prompt length (tokens). */
+    readonly promptLength: number,
+    /** `batch * nKvHeads`. */
+    readonly rows: number,
+    /** Key dimension. */
+    readonly dHead: number,
+    /** Page size. */
+    readonly pageSize: number,
+  ) {
+    this.pageMin = Array.from({ length: rows }, () => new Float32Array(0))
+    this.pageMax = Array.from({ length: rows }, () => new Float32Array(0))
+  }
+  /** Adds keys `[rows, count, dHead]` (row-major) of tokens `summarized..summarized+count-1`. */
+  add(keys: Float32Array, count: number): void {
+    const { dHead, pageSize } = this
+    const total = this.summarized + count
+    const pages = Math.ceil(total / pageSize)
+    for (let r = 0; r < this.rows; r++) {
+      let min = this.pageMin[r] as Float32Array
+      let max = this.pageMax[r] as Float32Array
+      if (min.length < pages * dHead) {
+        const grown = Math.max(pages, 2 * (min.length / dHead)) * dHead
+        const newMin = new Float32Array(grown).fill(Infinity)
+        const newMax = new Float32Array(grown).fill(-Infinity)
+        newMin.set(min)
+        newMax.set(max)
+        this.pageMin[r] = min = newMin
+        this.pageMax[r] = max = newMax
+      }
+      for (let t = 0; t < count; t++) {
+        const page = Math.floor((this.summarized + t) / pageSize)
+        for (let d = 0; d < dHead; d++) {
+          const x = keys[(r * count + t) * dHead + d] as number
+          const i = page * dHead + d
+          if (x < (min[i] as number)) min[i] = x
+          if (x > (max[i] as number)) max[i] = x
+        }
+      }
+    }
+    this.summarized = total
+  }
+  /** Nothing to free: the state holds plain arrays. */
+  dispose(): void {}
+}
+
+function summarize(state: QuestState, cache: LayerKVCache, upTo: number): void {
+  const keys = cache.keys
+  if (keys === null || upTo <= state.summarized) return
+  const [batch, nKvHeads, , dHead] = keys.shape
+  const count = upTo - state.summarized
+  const slice = tf.slice(keys, [0, 0, state.summarized, 0], [batch, nKvHeads, count, dHead])
+  const data = slice.dataSync() as Float32Array
+  slice.dispose()
+  state.add(data, count)
+}
+
+function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
+  const pages = config.tokenBudget / config.pageSize
+  const P = config.pageSize
+  const required = questMinimumPromptLength(config)
+  return {
+    afterPrefill(input, cache) {
+      const shape = checkPrefillInput(input)
+      if (shape.length < required) {
+        throw new SequenceTooShortError(
+          'quest',
+          shape.length,
+          required,
+          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs the prompt to span ${pages + 1} full pages before the first generated token`,
+        )
+      }
+      cache.kernelState?.dispose()
+      const state = new QuestState(shape.length, shape.batch * shape.nKvHeads, shape.dHead, P)
+      cache.kernelState = state
+      summarize(state, cache, shape.length)
+    },
+    select(input, shape: DecodeShape) {
+      const { batch, nHeads, nKvHeads, stored, position, dHead } = shape
+      if (stored !== position + 1) {
+        throw new ShapeError(`quest reads the full cache: ${position + 1} entries expected for position ${position}, got ${stored}`, {
+          stored,
+          position,
+        })
+      }
+      let state = input.cache.kernelState
+      if (!(state instanceof QuestState)) {
+        // No afterPrefill (e.g. a model that never calls it): summarise the full cache now.
+        input.cache.kernelState?.dispose()
+        state = new QuestState(input.cache.promptLength, batch * nKvHeads, dHead, P)
+        input.cache.kernelState = state
+      }
+      const quest = state as QuestState
+      if (quest.rows !== batch * nKvHeads || quest.dHead !== dHead) {
+        throw new ShapeError(`quest: cache state is for ${quest.rows} (batch x KV head) rows of dHead ${quest.dHead}, got ${batch * nKvHeads} of ${dHead}`)
+      }
+      if (position < quest.summarized - 1) {
+        throw new ShapeError(`quest: position ${position} is before the ${quest.summarized} tokens already summarised`)
+      }
+      summarize(quest, input.cache, position + 1)
+      const current = Math.floor(position / P)
+      if (current < pages + 1) {
+        throw new SequenceTooShortError(
+          'quest',
+          position,
+          required,
+          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs ${pages + 1} full pages before the current one (prompt of ${input.cache.promptLength} tokens)`,
+        )
+      }
+      const q = input.q.dataSync() as Float32Array // [b, H, 1, d]
+      const group = nHeads / nKvHeads
+      const allowedSlots = new Uint8Array(batch * nHeads * stored)
+      const slotPositions = new Int32Array(batch * nKvHeads * stored)
+      for (let bk = 0; bk < batch * nKvHeads; bk++) for (let s = 0; s < stored; s++) slotPositions[bk * stored + s] = s
+      const scores = new Float64Array(current)
+      const pageScores = (h: number, bk: number, into: Float64Array, accumulate: boolean): void => {
+        const min = quest.pageMin[bk] as Float32Array
+        const max = quest.pageMax[bk] as Float32Array
+        for (let p = 0; p < current; p++) {
+          let score = 0
+          for (let d = 0; d < dHead; d++) {
+            const x = q[h * dHead + d] as number
+            score += Math.max(x * (min[p * dHead + d] as number), x * (max[p * dHead + d] as number))
+          }
+          into[p] = accumulate ? (into[p] as number) + score : score
+        }
+      }
+      const mark = (flatHead: number, chosen: readonly number[]): void => {
+        const base = flatHead * stored
+        for (const p of chosen) allowedSlots.fill(1, base + p * P, base + (p + 1) * P)
+        allowedSlots.fill(1, base + current * P, base + position + 1)
+      }
+      for (let b = 0; b < batch; b++) {
+        for (let kv = 0; kv < nKvHeads; kv++) {
+          const bk = b * nKvHeads + kv
+          if (config.sharePages) {
+            scores.fill(0)
+            for (let g = 0; g < group; g++) pageScores(b * nHeads + kv * group + g, bk, scores, true)
+            const chosen = topK(scores, pages)
+            for (let g = 0; g < group; g++) mark(b * nHeads + kv * group + g, chosen)
+          } else {
+            for (let g = 0; g < group; g++) {
+              const head = b * nHeads + kv * group + g
+              pageScores(head, bk, scores, false)
+              mark(head, topK(scores, pages))
+            }
+          }
+        }
+      }
+      const reported = new Float64Array(batch * nHeads).fill(questSparsity(quest.promptLength, config.tokenBudget))
+      return { allowedSlots, slotPositions, reported, extra: { pages, currentPage: current } }
+    },
+  }
+}
+
+/**
+ * The Quest decode kernel: dense prefill, full cache, query-aware page selection at every step.
+ *
+ * @param overrides - parameters to change from {@link defaultQuestConfig}
+ * @throws {@link ConfigError} on invalid parameters (see {@link resolveQuestConfig}); at run time
+ *   {@link SequenceTooShortError} when the prompt is shorter than {@link questMinimumPromptLength}
+ * @example
+ * ```ts
+ * const kernel = quest({ tokenBudget: questBudgetForSparsity(16384, 0.95) }) // 816 tokens
+ * ```
+ * @category Quest
+ */
+export function quest(overrides?: Partial<QuestConfig>): SparseAttentionKernel<Readonly<QuestConfig>> {
+  const config = resolveQuestConfig(overrides)
+  return defineKernel({ method: 'quest', phases: ['decode'], config, strategy: questStrategy(config) })
+}

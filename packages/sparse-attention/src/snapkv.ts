@@ -1,0 +1,120 @@
+/**
+ * SnapKV as configured by the Sparse Frontier study ([v2] A.1.4; notes §2.4): a dense prefill,
+ * then per KV head (grouped-query aware):
+ *
+ * 1. Window attention of the last `W` prompt queries over the prompt (causal in the corner).
+ * 2. Importance `I[kv, j]` = mean over the group's query heads of the sum over window queries.
+ * 3. Average pooling with `kernelSize` (stride 1, zero padding counted, so edges are damped).
+ * 4. The first `prefix` and last `local` tokens are forced.
+ * 5. The top `C = min(capacity, n)` tokens stay in the cache; every generated token is added.
+ *
+ * Reported sparsity `1 - C/n`. When `n <= capacity` nothing is evicted (the reference asserts
+ * instead; keeping everything is the only sensible reading).
+ *
+ * @module
+ */
+import { ConfigError, type AttentionPrefillInput, type LayerKVCache } from '@attnlab/core'
+import { checkInt, resolveConfig } from './config.ts'
+import { checkAfterPrefill, compactCache, evictionDecodeStrategy, forceEnds, windowImportance } from './eviction.ts'
+import { defineKernel, type SparseAttentionKernel } from './kernel.ts'
+import { topK } from './select.ts'
+import { snapKVSparsity } from './sparsity.ts'
+
+/**
+ * SnapKV parameters.
+ *
+ * @category SnapKV
+ */
+export interface SnapKVConfig {
+  /** Prompt tokens kept per KV head `C` (study YAML: 1024; Table 3: `floor((1 - s) n)`). */
+  readonly capacity: number
+  /** Observation window: last `W` prompt queries (study: 256). */
+  readonly window: number
+  /** Average-pooling kernel (odd; study: 21). */
+  readonly kernelSize: number
+  /** Forced most recent tokens (study: 128). */
+  readonly local: number
+  /** Forced first tokens (study: 4). */
+  readonly prefix: number
+}
+
+/**
+ * The study's SnapKV defaults: `C = 1024`, `W = 256`, kernel 21, local 128, prefix 4.
+ *
+ * @category SnapKV
+ */
+export function defaultSnapKVConfig(): SnapKVConfig {
+  return { capacity: 1024, window: 256, kernelSize: 21, local: 128, prefix: 4 }
+}
+
+/**
+ * Validates the fields SnapKV and Ada-SnapKV share.
+ *
+ * @throws {@link ConfigError} naming the parameter
+ */
+export function checkEvictionConfig(c: SnapKVConfig): void {
+  checkInt('capacity', c.capacity, 1)
+  checkInt('window', c.window, 1)
+  checkInt('kernelSize', c.kernelSize, 1)
+  if (c.kernelSize % 2 !== 1) throw new ConfigError('kernelSize', `must be odd (the pooling keeps the length), got ${c.kernelSize}`)
+  checkInt('local', c.local, 0)
+  checkInt('prefix', c.prefix, 0)
+  if (c.capacity <= c.local + c.prefix) {
+    throw new ConfigError(
+      'capacity',
+      `(${c.capacity}) must be greater than local + prefix (${c.local} + ${c.prefix} = ${c.local + c.prefix}): the forced tokens alone would fill the cache`,
+    )
+  }
+}
+
+/**
+ * Resolves and validates a SnapKV configuration.
+ *
+ * @throws {@link ConfigError} for an unknown parameter, non-positive sizes, an even
+ *   `kernelSize`, or `capacity <= local + prefix`
+ * @category SnapKV
+ */
+export function resolveSnapKVConfig(overrides?: Partial<SnapKVConfig>): Readonly<SnapKVConfig> {
+  const c = resolveConfig('snapkv', defaultSnapKVConfig(), overrides)
+  checkEvictionConfig(c)
+  return Object.freeze(c)
+}
+
+function snapKVAfterPrefill(config: Readonly<SnapKVConfig>, input: AttentionPrefillInput, cache: LayerKVCache): void {
+  const shape = checkAfterPrefill(input)
+  const { batch, nKvHeads, length: n } = shape
+  const capacity = Math.min(config.capacity, n)
+  const kept: number[][] = []
+  if (capacity >= n) {
+    for (let bk = 0; bk < batch * nKvHeads; bk++) kept.push(Array.from({ length: n }, (_, j) => j))
+  } else {
+    for (const scores of windowImportance(input, shape, config.window, config.kernelSize, 'mean')) {
+      forceEnds(scores, config.prefix, config.local)
+      kept.push(topK(scores, capacity).sort((a, b) => a - b))
+    }
+  }
+  compactCache('snapkv', cache, shape, kept, new Float64Array(batch).fill(snapKVSparsity(n, config.capacity)))
+}
+
+/**
+ * The SnapKV decode kernel: dense prefill, eviction in `afterPrefill`, decoding over the kept
+ * tokens plus every generated token. Needs the model to call `afterPrefill(prefillInput, cache)`
+ * once after the prompt's prefill (the prompt queries feed the observation window).
+ *
+ * @param overrides - parameters to change from {@link defaultSnapKVConfig}
+ * @throws {@link ConfigError} on invalid parameters (see {@link resolveSnapKVConfig})
+ * @example
+ * ```ts
+ * const kernel = snapKV({ capacity: snapKVCapacityForSparsity(16384, 0.95) }) // C = 819
+ * ```
+ * @category SnapKV
+ */
+export function snapKV(overrides?: Partial<SnapKVConfig>): SparseAttentionKernel<Readonly<SnapKVConfig>> {
+  const config = resolveSnapKVConfig(overrides)
+  return defineKernel({
+    method: 'snapkv',
+    phases: ['decode'],
+    config,
+    strategy: evictionDecodeStrategy('snapkv', (input, cache) => snapKVAfterPrefill(config, input, cache)),
+  })
+}

@@ -1,0 +1,220 @@
+/**
+ * Vertical-Slash (MInference, as configured by the Sparse Frontier study, [v2] A.1.2; notes
+ * §2.1). Per query head (paired with its GQA key/value head):
+ *
+ * 1. Estimate `A = softmax(scale * Q[n-W:] K^T)` for the last `W` queries (causal in the trailing
+ *    `W x W` corner).
+ * 2. Vertical scores `v[j] = sum_i A[i, j]`; the first `sinks` columns are forced (+Infinity);
+ *    take the top `verticalSize`.
+ * 3. Slash scores `sl[delta] = sum_i A[i, (n - W + i) - delta]` (sum along each query-key
+ *    distance); distances `< local` are forced; take the top `slashSize`.
+ * 4. Build the 64x64 block index (see `vertical-slash-index.ts`) and attend exactly over its
+ *    cells (`maskMode: 'kernel'`, what the study ran) or over the exact lines (`'exact'`).
+ *
+ * @module
+ */
+import { ConfigError, type AttentionPrefillInput } from '@attnlab/core'
+import { checkChoice, checkInt, resolveConfig } from './config.ts'
+import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
+import { lastWindowProbabilities } from './masked-attention.ts'
+import { topK } from './select.ts'
+import { buildVerticalSlashIndex, fillVerticalSlashMask, type VerticalSlashMaskMode } from './vertical-slash-index.ts'
+
+/**
+ * Vertical-Slash parameters.
+ *
+ * @category Vertical-Slash
+ */
+export interface VerticalSlashConfig {
+  /** Number of vertical lines (key columns) per head, `V` (study: 512; Table 3 sets `V = S`). */
+  readonly verticalSize: number
+  /** Number of slash lines (query-key distances) per head, `S` (study: 512). */
+  readonly slashSize: number
+  /** Estimation window: last `W` queries (study: 256; 512 for retrieval-heavy tasks). Clamped to `n`. */
+  readonly window: number
+  /** Forced leading columns (attention sinks), counted in `verticalSize` (study: 4). */
+  readonly sinks: number
+  /** Forced distances `0..local-1`, counted in `slashSize` (study: 64). */
+  readonly local: number
+  /** Kernel tile size `B` of the block index and accounting (study: 64). */
+  readonly kernelBlockSize: number
+  /** Which cells are computed: the kernel's blocks (`'kernel'`, default) or exact lines. */
+  readonly maskMode: VerticalSlashMaskMode
+}
+
+/**
+ * The study's Vertical-Slash defaults (`configs/attention/vertical_and_slash.yaml` with the
+ * paper's prefix 4 / local 64): `V = S = 512`, `W = 256`, 64x64 kernel mask.
+ *
+ * @category Vertical-Slash
+ */
+export function defaultVerticalSlashConfig(): VerticalSlashConfig {
+  return { verticalSize: 512, slashSize: 512, window: 256, sinks: 4, local: 64, kernelBlockSize: 64, maskMode: 'kernel' }
+}
+
+/**
+ * Named Vertical-Slash presets: `study` (the defaults), `retrieval` (window 512, as the study
+ * used for Ruler NIAH and Story Retrieval), `minference` (the original MInference forcing:
+ * last 64 queries, 30 sinks, 100 local distances).
+ *
+ * @category Vertical-Slash
+ */
+export const VERTICAL_SLASH_PRESETS: Readonly<Record<'study' | 'retrieval' | 'minference', Readonly<VerticalSlashConfig>>> = Object.freeze({
+  study: Object.freeze(defaultVerticalSlashConfig()),
+  retrieval: Object.freeze({ ...defaultVerticalSlashConfig(), window: 512 }),
+  minference: Object.freeze({ ...defaultVerticalSlashConfig(), window: 64, sinks: 30, local: 100 }),
+})
+
+/**
+ * Resolves and validates a Vertical-Slash configuration.
+ *
+ * @param overrides - parameters to change from {@link defaultVerticalSlashConfig}
+ * @returns the frozen configuration
+ * @throws {@link ConfigError} for an unknown parameter, a non-integer or out-of-range value,
+ *   `verticalSize < sinks` or `slashSize < local` (forced lines count toward the budget)
+ * @category Vertical-Slash
+ */
+export function resolveVerticalSlashConfig(overrides?: Partial<VerticalSlashConfig>): Readonly<VerticalSlashConfig> {
+  const c = resolveConfig('vertical-slash', defaultVerticalSlashConfig(), overrides)
+  checkInt('verticalSize', c.verticalSize, 1)
+  checkInt('slashSize', c.slashSize, 1)
+  checkInt('window', c.window, 1)
+  checkInt('sinks', c.sinks, 0)
+  checkInt('local', c.local, 1)
+  checkInt('kernelBlockSize', c.kernelBlockSize, 1)
+  checkChoice('maskMode', c.maskMode, ['kernel', 'exact'] as const)
+  if (c.verticalSize < c.sinks) {
+    throw new ConfigError('verticalSize', `(${c.verticalSize}) must be >= sinks (${c.sinks}): the forced sink columns count toward the budget`)
+  }
+  if (c.slashSize < c.local) {
+    throw new ConfigError('slashSize', `(${c.slashSize}) must be >= local (${c.local}): the forced local distances count toward the budget`)
+  }
+  return Object.freeze(c)
+}
+
+/**
+ * Vertical and slash scores of one head from the window probabilities.
+ *
+ * @param probabilities - `[batch * nHeads, W, n]` window probabilities
+ * @param head - flat index `b * nHeads + h`
+ * @returns sums over the window: per key (`vertical`, length `n`) and per distance (`slash`, length `n`)
+ */
+export function windowLineScores(
+  probabilities: Float32Array,
+  head: number,
+  window: number,
+  length: number,
+): { vertical: Float64Array; slash: Float64Array } {
+  const vertical = new Float64Array(length)
+  const slash = new Float64Array(length)
+  const base = head * window * length
+  for (let i = 0; i < window; i++) {
+    const position = length - window + i
+    const row = base + i * length
+    for (let j = 0; j <= position; j++) {
+      const p = probabilities[row + j] as number
+      vertical[j] = (vertical[j] as number) + p
+      slash[position - j] = (slash[position - j] as number) + p
+    }
+  }
+  return { vertical, slash }
+}
+
+/** Selected lines of one head, with forcing applied after any sizing. */
+export function selectLines(
+  vertical: Float64Array,
+  slash: Float64Array,
+  verticalCount: number,
+  slashCount: number,
+  sinks: number,
+  local: number,
+): { verticals: number[]; slashes: number[] } {
+  const length = vertical.length
+  const v = Float64Array.from(vertical)
+  const s = Float64Array.from(slash)
+  for (let j = 0; j < Math.min(sinks, length); j++) v[j] = Infinity
+  for (let d = 0; d < Math.min(local, length); d++) s[d] = Infinity
+  return { verticals: topK(v, Math.min(verticalCount, length)), slashes: topK(s, Math.min(slashCount, length)) }
+}
+
+/** Accumulates one head's lines into a plan under construction. */
+export class LinePlanBuilder {
+  readonly allowed: Uint8Array
+  readonly reported: Float64Array
+  private verticalTotal = 0
+  private slashTotal = 0
+  private blockTotal = 0
+  private columnTotal = 0
+  private heads = 0
+  constructor(
+    private readonly shape: PrefillShape,
+    private readonly kernelBlockSize: number,
+    private readonly maskMode: VerticalSlashMaskMode,
+  ) {
+    this.allowed = new Uint8Array(shape.batch * shape.nHeads * shape.length * shape.length)
+    this.reported = new Float64Array(shape.batch * shape.nHeads)
+  }
+  add(head: number, verticals: number[], slashes: number[]): void {
+    const n = this.shape.length
+    const index = buildVerticalSlashIndex(verticals, slashes, n, this.kernelBlockSize)
+    fillVerticalSlashMask(this.allowed, head * n * n, verticals, slashes, index, this.maskMode)
+    this.reported[head] = index.reportedSparsity
+    this.verticalTotal += verticals.length
+    this.slashTotal += slashes.length
+    this.blockTotal += index.blockCount
+    this.columnTotal += index.columnCount
+    this.heads++
+  }
+  plan(extra: Record<string, number> = {}): PrefillPlan {
+    const heads = Math.max(1, this.heads)
+    return {
+      allowed: this.allowed,
+      reported: this.reported,
+      extra: {
+        verticals: this.verticalTotal / heads,
+        slashes: this.slashTotal / heads,
+        kernelBlocks: this.blockTotal / heads,
+        kernelColumns: this.columnTotal / heads,
+        ...extra,
+      },
+    }
+  }
+}
+
+function verticalSlashPlan(config: Readonly<VerticalSlashConfig>, input: AttentionPrefillInput, shape: PrefillShape): PrefillPlan {
+  const { batch, nHeads, length } = shape
+  const window = Math.min(config.window, length)
+  const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
+  const builder = new LinePlanBuilder(shape, config.kernelBlockSize, config.maskMode)
+  for (let head = 0; head < batch * nHeads; head++) {
+    const { vertical, slash } = windowLineScores(probabilities, head, window, length)
+    const { verticals, slashes } = selectLines(vertical, slash, config.verticalSize, config.slashSize, config.sinks, config.local)
+    builder.add(head, verticals, slashes)
+  }
+  return builder.plan({ window })
+}
+
+/**
+ * The Vertical-Slash prefill kernel (decoding stays dense on the full cache).
+ *
+ * @param overrides - parameters to change from {@link defaultVerticalSlashConfig}
+ * @returns an attention kernel for any attnlab model; its results carry `extra.verticals`,
+ *   `slashes`, `kernelBlocks`, `kernelColumns` (means per head), `window`, `exactSparsity`,
+ *   `reportedSparsity` (64x64 kernel accounting)
+ * @throws {@link ConfigError} on invalid parameters (see {@link resolveVerticalSlashConfig})
+ * @example
+ * ```ts
+ * const kernel = verticalSlash({ verticalSize: 164, slashSize: 164 }) // about 0.95 at 16K (Table 3)
+ * const model = createModel(config, { attention: kernel })
+ * ```
+ * @category Vertical-Slash
+ */
+export function verticalSlash(overrides?: Partial<VerticalSlashConfig>): SparseAttentionKernel<Readonly<VerticalSlashConfig>> {
+  const config = resolveVerticalSlashConfig(overrides)
+  return defineKernel({
+    method: 'vertical-slash',
+    phases: ['prefill'],
+    config,
+    planner: (input, shape) => verticalSlashPlan(config, input, shape),
+  })
+}
