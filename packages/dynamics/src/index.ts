@@ -1,1 +1,58 @@
-export {}
+/**
+ * `@attnlab/dynamics`: the reduced gradient-flow model of stage-wise learning of sparse
+ * attention (Yüksel, Alvarez Lucendo, Flammarion, "Incremental Learning of Sparse Attention
+ * Patterns in Transformers", arXiv 2602.19143; research notes `markov-dynamics.md` section 4).
+ *
+ * - {@link simulate}: integrate `L(V, S) = 1/2 ||G - sum_k V_k s_k^T||_F^2` (replicator or logit
+ *   flow, weight decay, fast-value limit) with an adaptive, error-controlled solver (ODEX).
+ * - {@link plateauLosses}: the exact plateaus `L_j`.
+ * - {@link analyzeStages} / {@link analyzeTrajectory}: transitions, which head took which span,
+ *   competitive vs cooperative phases - on plain arrays, so training runs can use them too.
+ * - {@link fitTimeScale}: map ODE time to optimiser steps for a run and compare transition steps.
+ *
+ * Units: ODE time is dimensionless; the ODE's loss is 1/2 the squared Frobenius norm.
+ *
+ * @packageDocumentation
+ */
+export {
+  DYNAMICS_PRESETS,
+  DYNAMICS_VARIANTS,
+  defaultDynamicsConfig,
+  resolveDynamicsConfig,
+  type DynamicsConfig,
+  type DynamicsVariant,
+  type ResolvedDynamicsConfig,
+} from './config.ts'
+export { buildTarget, learningOrder, plateauLosses, type DynamicsTarget } from './target.ts'
+export { GradientFlowSystem, type DynamicsSnapshot } from './system.ts'
+export { integrateAt, type IntegrationStats, type IntegratorOptions } from './integrator.ts'
+export { sampleTimes, simulate, trajectorySpanMass, type SimulateOptions, type Trajectory } from './simulate.ts'
+export { analyzeTrajectory, simulateAndAnalyze } from './analysis.ts'
+export {
+  analyzeStages,
+  assignHeads,
+  classifyPhases,
+  detectTransitions,
+  headSimilarity,
+  runningMedian,
+  type HeadAssignment,
+  type Phase,
+  type PhaseOptions,
+  type PhaseSegment,
+  type StageAnalysis,
+  type StageAnalysisOptions,
+  type StageInput,
+  type StageTransition,
+  type Transition,
+  type TransitionDetectionOptions,
+} from './stages.ts'
+export {
+  fitTimeScale,
+  mapLossBetweenPlateaus,
+  scaleOdeCurve,
+  stageProgress,
+  type LossCurve,
+  type PredictedTransition,
+  type TimeScaleFit,
+  type TimeScaleFitOptions,
+} from './fit.ts'

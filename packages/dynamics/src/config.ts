@@ -1,0 +1,220 @@
+/**
+ * Configuration of the reduced gradient-flow model (Yüksel et al., arXiv 2602.19143; notes
+ * `markov-dynamics.md` section 4): the target's spans, importance weights and context length,
+ * the number of heads, the flow variant, weight decay, the fast-value limit and the
+ * initialisation noise.
+ *
+ * @module
+ */
+import { ConfigError } from '@attnlab/core'
+
+/**
+ * How attention moves (notes section 4.2).
+ *
+ * - `'replicator'`: `ds_k/dt = J(s_k) R^T V_k` - the replicator (mirror) flow of the paper
+ *   notebook's "Equation (4)". Its first transition time grows like `sqrt(T)`.
+ * - `'logit'`: exact gradient flow on the attention logits, `du_k/dt = J(s_k) R^T V_k` (so
+ *   `ds_k/dt = J(s_k)^2 R^T V_k`, the `ode.py --squared` default). Its first transition time grows
+ *   linearly with `T`.
+ *
+ * `J(s) = diag(s) - s s^T` is the softmax Jacobian and `R = G - sum_k V_k s_k^T` the residual.
+ *
+ * @category Config
+ */
+export type DynamicsVariant = 'replicator' | 'logit'
+
+/** Every accepted {@link DynamicsVariant}, for flag parsers. @category Config */
+export const DYNAMICS_VARIANTS: readonly DynamicsVariant[] = Object.freeze(['replicator', 'logit'])
+
+/**
+ * The reduced model `L(V, S) = 1/2 || G - sum_k V_k s_k^T ||_F^2` (loss in units of 1/2 squared
+ * Frobenius norm; time is dimensionless).
+ *
+ * @category Config
+ */
+export interface DynamicsConfig {
+  /** Number of attention heads `h` (>= 1). */
+  readonly nHeads: number
+  /**
+   * Context length `T`: the number of positions each head attends over (>= sum of `spans`).
+   * Spans occupy positions `0 .. sum(spans) - 1` in order; the other positions are zero columns
+   * of `G` (distractors).
+   */
+  readonly nCtx: number
+  /**
+   * Span lengths `|span_j|`, most important first (`j = 0 .. K-1`, `K >= 1`, each >= 1).
+   * `[1, 1, 1]` gives the singleton spans of the paper's Figure 10.
+   */
+  readonly spans: readonly number[]
+  /**
+   * The paper's multiplicative constant `m` (> 0): span `j` has weight `c_j = m^(K-1-j)`, so
+   * span 0 is the most important when `m > 1`. Ignored when {@link DynamicsConfig.weights} is set.
+   */
+  readonly importanceRatio: number
+  /** Explicit span weights `c_j` (> 0, one per span), overriding `importanceRatio`; or null. */
+  readonly weights: readonly number[] | null
+  /**
+   * Initialisation noise `eps` (>= 0): every head starts at `s_k = softmax(u_k)` with logits
+   * `u_k = eps * T * z`, `z ~ N(0, I)` from the seed, i.e. `s_k = 1/T + eps (z - mean z) + O(eps^2)`
+   * (the paper's "uniform plus eps noise, renormalised", always positive). `eps = 0` makes all
+   * heads identical, and they then stay identical forever (bit for bit).
+   */
+  readonly initNoise: number
+  /** Seed of the initialisation noise (a safe integer). */
+  readonly seed: number
+  /** The attention flow, see {@link DynamicsVariant}. */
+  readonly variant: DynamicsVariant
+  /**
+   * Weight decay `lambda` (>= 0, per unit ODE time): `dV_k/dt -= lambda V_k`; on attention,
+   * `ds_k/dt -= lambda J(s_k) s_k` (replicator, as `ode.py --weight-decay`) or
+   * `du_k/dt -= lambda u_k` (logit: decay of the parameters that produce the logits). With the
+   * fast-value limit, `V` is the ridge optimum instead.
+   */
+  readonly weightDecay: number
+  /**
+   * Fast-value limit (`ode.py --scaled`): `V` is at its least-squares optimum
+   * `V = G pinv(S^T)` (ridge `G S (S^T S + lambda I)^-1` with weight decay) at every instant, so
+   * only the attention evolves. Identical heads share the optimum equally (minimum-norm split).
+   * With `initNoise > 0` it needs `weightDecay > 0`: without the ridge, `V` diverges whenever two
+   * heads' attention columns become nearly parallel (already at initialisation), so the limit is
+   * singular.
+   */
+  readonly fastValue: boolean
+}
+
+/**
+ * The defaults: the paper notebook's Figure 10 simulation (replicator variant, `h = 3`,
+ * `T = 40`, singleton spans, `m = 1.7`, `eps = 1e-6`, no weight decay), seed 0.
+ *
+ * @category Config
+ */
+export function defaultDynamicsConfig(): DynamicsConfig {
+  return {
+    nHeads: 3,
+    nCtx: 40,
+    spans: [1, 1, 1],
+    importanceRatio: 1.7,
+    weights: null,
+    initNoise: 1e-6,
+    seed: 0,
+    variant: 'replicator',
+    weightDecay: 0,
+    fastValue: false,
+  }
+}
+
+/**
+ * Named presets (notes section 4.4 baseline).
+ *
+ * - `reference`: the defaults (replicator; transitions near t = 4.6, 51, 236 in the notes).
+ * - `reference-logit`: the same with gradient flow on the logits (t1 near 21.8).
+ * - `reference-fast-value`: the replicator flow with `V` at its ridge optimum (`lambda = 1e-3`) at
+ *   every instant.
+ * - `minimal-transformer`: spans `[2, 2, 2]` over the `T = 25` positions the last query of the
+ *   minimal model sees (6-token window plus 20 generated tokens, notes section 1.1).
+ *
+ * @category Config
+ */
+export const DYNAMICS_PRESETS: Readonly<Record<'reference' | 'reference-logit' | 'reference-fast-value' | 'minimal-transformer', Partial<DynamicsConfig>>> =
+  Object.freeze({
+    reference: Object.freeze({}),
+    'reference-logit': Object.freeze({ variant: 'logit' as const }),
+    'reference-fast-value': Object.freeze({ fastValue: true, weightDecay: 1e-3 }),
+    'minimal-transformer': Object.freeze({ spans: Object.freeze([2, 2, 2]), nCtx: 25 }),
+  })
+
+/** A {@link DynamicsConfig} after validation: frozen, with resolved span weights. @category Config */
+export interface ResolvedDynamicsConfig extends DynamicsConfig {
+  /** The span weights `c_j` actually used (from `weights` or `m^(K-1-j)`), frozen. */
+  readonly spanWeights: readonly number[]
+}
+
+function isPositiveInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1
+}
+
+/**
+ * Fills defaults into a partial config, validates it and freezes the result.
+ *
+ * @param config - any subset of {@link DynamicsConfig}; missing fields come from
+ *   {@link defaultDynamicsConfig}
+ * @returns the frozen, validated config with resolved span weights
+ * @throws {@link ConfigError} naming the offending field when a value is out of range or
+ *   inconsistent (for example `nCtx` smaller than the sum of `spans`, or the fast-value limit
+ *   with noise but no weight decay)
+ * @example
+ * ```ts
+ * const config = resolveDynamicsConfig({ nHeads: 2, variant: 'logit' })
+ * config.spanWeights // [2.89, 1.7, 1]
+ * ```
+ * @category Config
+ */
+export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): ResolvedDynamicsConfig {
+  const merged: DynamicsConfig = { ...defaultDynamicsConfig(), ...config }
+  const { nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, fastValue } = merged
+  if (!isPositiveInteger(nHeads)) {
+    throw new ConfigError('nHeads', `expected an integer >= 1, got ${String(nHeads)}`, { value: nHeads })
+  }
+  if (!Array.isArray(spans) || spans.length === 0 || !spans.every(isPositiveInteger)) {
+    throw new ConfigError('spans', `expected a non-empty list of integers >= 1, got ${JSON.stringify(spans)}`, { value: spans })
+  }
+  const covered = spans.reduce((a, b) => a + b, 0)
+  if (!isPositiveInteger(nCtx) || nCtx < covered) {
+    throw new ConfigError('nCtx', `expected an integer >= ${covered} (the sum of the spans), got ${String(nCtx)}`, {
+      value: nCtx,
+      minimum: covered,
+    })
+  }
+  if (typeof importanceRatio !== 'number' || !Number.isFinite(importanceRatio) || importanceRatio <= 0) {
+    throw new ConfigError('importanceRatio', `expected a finite number > 0 (the paper's m), got ${String(importanceRatio)}`, {
+      value: importanceRatio,
+    })
+  }
+  if (weights !== null) {
+    if (!Array.isArray(weights) || weights.length !== spans.length || !weights.every((w) => Number.isFinite(w) && w > 0)) {
+      throw new ConfigError('weights', `expected ${spans.length} finite numbers > 0 (one per span), got ${JSON.stringify(weights)}`, {
+        value: weights,
+      })
+    }
+  }
+  if (typeof initNoise !== 'number' || !Number.isFinite(initNoise) || initNoise < 0) {
+    throw new ConfigError('initNoise', `expected a finite number >= 0 (the paper's eps), got ${String(initNoise)}`, {
+      value: initNoise,
+    })
+  }
+  if (!Number.isSafeInteger(seed)) {
+    throw new ConfigError('seed', `expected a safe integer, got ${String(seed)}`, { value: seed })
+  }
+  if (!DYNAMICS_VARIANTS.includes(variant)) {
+    throw new ConfigError('variant', `expected one of ${DYNAMICS_VARIANTS.join(', ')}, got '${String(variant)}'`, { value: variant })
+  }
+  if (typeof weightDecay !== 'number' || !Number.isFinite(weightDecay) || weightDecay < 0) {
+    throw new ConfigError('weightDecay', `expected a finite number >= 0, got ${String(weightDecay)}`, { value: weightDecay })
+  }
+  if (typeof fastValue !== 'boolean') {
+    throw new ConfigError('fastValue', `expected true or false, got ${String(fastValue)}`, { value: fastValue })
+  }
+  if (fastValue && weightDecay === 0 && initNoise > 0) {
+    throw new ConfigError(
+      'weightDecay',
+      'the fast-value limit needs weightDecay > 0 when initNoise > 0: with distinct heads V = G pinv(S^T) diverges as ' +
+        'two heads\' attention columns align, and the flow becomes singular; set weightDecay (e.g. 1e-3) or initNoise = 0',
+      { value: weightDecay, fastValue, initNoise },
+    )
+  }
+  const K = spans.length
+  const spanWeights = weights !== null ? [...weights] : spans.map((_, j) => importanceRatio ** (K - 1 - j))
+  return Object.freeze({
+    nHeads,
+    nCtx,
+    spans: Object.freeze([...spans]),
+    importanceRatio,
+    weights: weights === null ? null : Object.freeze([...weights]),
+    initNoise,
+    seed,
+    variant,
+    weightDecay,
+    fastValue,
+    spanWeights: Object.freeze(spanWeights),
+  })
+}

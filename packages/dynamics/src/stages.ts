@@ -1,0 +1,530 @@
+/**
+ * Stage and phase detection on plain arrays, shared by the ODE (`attnlab dynamics`) and real
+ * training runs (`attnlab emergence`).
+ *
+ * - Transitions: the loss crossing the midpoint between consecutive plateau values (notes
+ *   `markov-dynamics.md` sections 3.1 and 4.4: "a drop of more than 50% of the gap between
+ *   consecutive plateaus"). For the ODE the plateaus are the exact `L_j`; for a training run,
+ *   the restricted-context Bayes losses `H_n` (notes section 1.3). Noisy curves: a running median
+ *   and a persistence requirement.
+ * - Which head took which span: the argmax of each head's attention mass over the spans, once
+ *   the stage has settled.
+ * - Phases (notes section 4.3): **competitive** (every head attends to the same span, mean
+ *   pairwise head similarity near 1) then **cooperative** (heads specialise, similarity drops).
+ *
+ * Times are whatever the caller uses (ODE time, optimiser steps); losses any unit, as long as
+ * the plateaus are in the same unit.
+ *
+ * @module
+ */
+import { AttnlabError, ShapeError } from '@attnlab/core'
+
+/**
+ * Noise handling for {@link detectTransitions}.
+ *
+ * @category Stages
+ */
+export interface TransitionDetectionOptions {
+  /**
+   * Width of the running median applied to the loss first (odd, >= 1; 1 = none, the default).
+   * Use 3-7 for noisy training curves.
+   */
+  readonly smoothing?: number
+  /**
+   * Number of consecutive (smoothed) samples that must stay at or below the midpoint for a
+   * crossing to count (>= 1; default 1). A crossing in the last samples of the curve counts if
+   * all remaining samples stay below.
+   */
+  readonly persistence?: number
+}
+
+/**
+ * One stage transition: the loss falling from plateau `j - 1` to plateau `j`.
+ *
+ * @category Stages
+ */
+export interface Transition {
+  /** `j` (1-based): after this transition `j` spans are fitted. */
+  readonly stage: number
+  /** The midpoint `(P_{j-1} + P_j) / 2` whose crossing marks the transition. */
+  readonly level: number
+  /**
+   * When the (smoothed) loss crossed the level, linearly interpolated between samples, in the
+   * caller's time unit; null if it never did (persistently).
+   */
+  readonly time: number | null
+  /** The first sample at or below the level, or null. */
+  readonly sampleIndex: number | null
+}
+
+function invalid(message: string, details: Record<string, unknown> = {}): AttnlabError {
+  return new AttnlabError('INVALID_ARGUMENT', message, details)
+}
+
+/** Validates a decreasing plateau list. */
+export function checkPlateaus(plateaus: readonly number[], name = 'plateaus'): void {
+  if (!Array.isArray(plateaus) || plateaus.length < 2) {
+    throw invalid(`${name} must list at least two plateau losses (from the no-context level down), got ${JSON.stringify(plateaus)}`)
+  }
+  for (let j = 0; j < plateaus.length; j++) {
+    const value = plateaus[j] as number
+    if (!Number.isFinite(value) || (j > 0 && value >= (plateaus[j - 1] as number))) {
+      throw invalid(`${name} must be finite and strictly decreasing; entry ${j} is ${value} after ${plateaus[j - 1]}`, {
+        index: j,
+        value,
+      })
+    }
+  }
+}
+
+function checkSeries(time: ArrayLike<number>, loss: ArrayLike<number>): void {
+  if (time.length !== loss.length) {
+    throw new ShapeError(`time has ${time.length} samples but loss has ${loss.length}; expected the same number`, {
+      time: time.length,
+      loss: loss.length,
+    })
+  }
+  if (time.length === 0) throw invalid('the curve is empty; expected at least one (time, loss) sample')
+  for (let i = 0; i < time.length; i++) {
+    const t = time[i] as number
+    if (!Number.isFinite(t) || (i > 0 && t < (time[i - 1] as number))) {
+      throw invalid(`time must be finite and non-decreasing; sample ${i} is ${t} after ${time[i - 1]}`, { index: i, value: t })
+    }
+    if (!Number.isFinite(loss[i] as number)) {
+      throw invalid(`loss sample ${i} is ${loss[i]}; expected a finite number (drop diverged samples first)`, { index: i })
+    }
+  }
+}
+
+function checkPositiveInteger(name: string, value: number, odd = false): void {
+  if (!Number.isSafeInteger(value) || value < 1 || (odd && value % 2 === 0)) {
+    throw invalid(`${name} must be ${odd ? 'an odd' : 'an'} integer >= 1, got ${value}`, { [name]: value })
+  }
+}
+
+/**
+ * A centred running median (window shrinks at the ends).
+ *
+ * @param values - the series
+ * @param window - odd width >= 1 (1 returns a copy)
+ * @returns the smoothed series
+ * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an even or non-positive window
+ * @category Stages
+ */
+export function runningMedian(values: ArrayLike<number>, window: number): Float64Array {
+  checkPositiveInteger('smoothing', window, true)
+  const n = values.length
+  const out = new Float64Array(n)
+  const half = (window - 1) / 2
+  const buffer: number[] = []
+  for (let i = 0; i < n; i++) {
+    buffer.length = 0
+    for (let k = Math.max(0, i - half); k <= Math.min(n - 1, i + half); k++) buffer.push(values[k] as number)
+    buffer.sort((a, b) => a - b)
+    const m = buffer.length
+    out[i] = m % 2 === 1 ? (buffer[(m - 1) / 2] as number) : 0.5 * ((buffer[m / 2 - 1] as number) + (buffer[m / 2] as number))
+  }
+  return out
+}
+
+/**
+ * Detects the stage transitions of a loss curve: for each `j = 1 .. K`, the first time the loss
+ * falls (persistently) to the midpoint between plateaus `P_{j-1}` and `P_j`. Transitions are
+ * searched in order, each from the previous one on, so their times never decrease.
+ *
+ * @param time - sample times (ODE time or steps), `[n]`, non-decreasing
+ * @param loss - losses, `[n]`, same unit as `plateaus`
+ * @param plateaus - `P_0 > P_1 > ... > P_K` (for the ODE `L_j`; for a run the `H_n` oracles)
+ * @param options - smoothing and persistence for noisy curves
+ * @returns `K` transitions (missing ones have `time: null`)
+ * @throws {@link ShapeError} when `time` and `loss` differ in length
+ * @throws {@link AttnlabError} `INVALID_ARGUMENT` for non-finite samples, decreasing time,
+ *   non-decreasing plateaus or bad options
+ * @example
+ * ```ts
+ * detectTransitions([0, 1, 2, 3], [6, 5, 1.5, 0.2], [6.12, 1.945, 0.5, 0])
+ * // stage 1 at t = 1.x (level 4.03), stage 2 at 2.x (level 1.22), stage 3 at 2.9x (level 0.25)
+ * ```
+ * @category Stages
+ */
+export function detectTransitions(
+  time: ArrayLike<number>,
+  loss: ArrayLike<number>,
+  plateaus: readonly number[],
+  options: TransitionDetectionOptions = {},
+): Transition[] {
+  checkSeries(time, loss)
+  checkPlateaus(plateaus)
+  const persistence = options.persistence ?? 1
+  checkPositiveInteger('persistence', persistence)
+  const smoothed = runningMedian(loss, options.smoothing ?? 1)
+  const n = smoothed.length
+  const transitions: Transition[] = []
+  let from = 0
+  for (let j = 1; j < plateaus.length; j++) {
+    const level = 0.5 * ((plateaus[j - 1] as number) + (plateaus[j] as number))
+    let found: number | null = null
+    for (let i = from; i < n && found === null; i++) {
+      if ((smoothed[i] as number) > level) continue
+      let holds = true
+      for (let k = i + 1; k < Math.min(n, i + persistence) && holds; k++) holds = (smoothed[k] as number) <= level
+      if (holds) found = i
+    }
+    if (found === null) {
+      transitions.push({ stage: j, level, time: null, sampleIndex: null })
+      continue
+    }
+    let t = time[found] as number
+    if (found > 0) {
+      const before = smoothed[found - 1] as number
+      const after = smoothed[found] as number
+      if (before > level && before > after) {
+        const t0 = time[found - 1] as number
+        t = t0 + ((t - t0) * (before - level)) / (before - after)
+      }
+    }
+    transitions.push({ stage: j, level, time: t, sampleIndex: found })
+    from = found
+  }
+  return transitions
+}
+
+/**
+ * Mean pairwise cosine similarity between heads' attention vectors (span masses, or full
+ * attention rows). 1 for a single head; two all-zero vectors count as identical.
+ *
+ * @param heads - `[nHeads][nSpans]` (any non-negative vectors of equal length)
+ * @returns a number in [-1, 1] (in [0, 1] for non-negative inputs)
+ * @throws {@link ShapeError} when the heads' vectors differ in length
+ * @category Stages
+ */
+export function headSimilarity(heads: ArrayLike<ArrayLike<number>>): number {
+  const h = heads.length
+  if (h <= 1) return 1
+  const width = (heads[0] as ArrayLike<number>).length
+  const norms: number[] = []
+  for (let k = 0; k < h; k++) {
+    const v = heads[k] as ArrayLike<number>
+    if (v.length !== width) throw new ShapeError(`head ${k} has ${v.length} entries but head 0 has ${width}`, { head: k })
+    let s = 0
+    for (let j = 0; j < width; j++) s += (v[j] as number) ** 2
+    norms.push(Math.sqrt(s))
+  }
+  let total = 0
+  let pairs = 0
+  for (let a = 0; a < h; a++) {
+    for (let b = a + 1; b < h; b++) {
+      const na = norms[a] as number
+      const nb = norms[b] as number
+      let cosine: number
+      if (na === 0 || nb === 0) cosine = na === nb ? 1 : 0
+      else {
+        let dot = 0
+        const va = heads[a] as ArrayLike<number>
+        const vb = heads[b] as ArrayLike<number>
+        for (let j = 0; j < width; j++) dot += (va[j] as number) * (vb[j] as number)
+        cosine = dot / (na * nb)
+      }
+      total += cosine
+      pairs++
+    }
+  }
+  return total / pairs
+}
+
+/**
+ * Each head's span (argmax of its attention mass over the spans) at one instant.
+ *
+ * @category Stages
+ */
+export interface HeadAssignment {
+  /** Per head: the span it attends to most (ties: the lower index) and its mass there. */
+  readonly heads: readonly { readonly span: number; readonly mass: number }[]
+  /**
+   * Per span: the head holding it (among heads whose argmax is the span, the one with the most
+   * mass there), or null when no head's argmax is the span.
+   */
+  readonly holders: readonly (number | null)[]
+}
+
+/**
+ * Which head attends to which span at one instant.
+ *
+ * @param heads - span masses `[nHeads][nSpans]` at one sample
+ * @returns per-head argmax spans and per-span holders
+ * @throws {@link ShapeError} when heads have different numbers of spans
+ * @category Stages
+ */
+export function assignHeads(heads: ArrayLike<ArrayLike<number>>): HeadAssignment {
+  const h = heads.length
+  const K = h > 0 ? (heads[0] as ArrayLike<number>).length : 0
+  const perHead: { span: number; mass: number }[] = []
+  const holders: (number | null)[] = new Array<number | null>(K).fill(null)
+  for (let k = 0; k < h; k++) {
+    const v = heads[k] as ArrayLike<number>
+    if (v.length !== K) throw new ShapeError(`head ${k} has ${v.length} span masses but head 0 has ${K}`, { head: k })
+    let best = 0
+    for (let j = 1; j < K; j++) if ((v[j] as number) > (v[best] as number)) best = j
+    perHead.push({ span: best, mass: K > 0 ? (v[best] as number) : 0 })
+  }
+  for (const [k, { span, mass }] of perHead.entries()) {
+    const current = holders[span]
+    if (current === null || current === undefined || mass > (perHead[current] as { mass: number }).mass) holders[span] = k
+  }
+  return { heads: perHead, holders }
+}
+
+/**
+ * The phases of the competitive-to-cooperative picture (notes section 4.3).
+ *
+ * - `'initial'`: before any head focuses on a span;
+ * - `'competitive'`: every head focused on the same span (in the ODE, the most important one),
+ *   and the mean pairwise head similarity at or above the threshold;
+ * - `'cooperative'`: heads attend to different spans, or their similarity dropped.
+ *
+ * @category Stages
+ */
+export type Phase = 'initial' | 'competitive' | 'cooperative'
+
+/**
+ * Thresholds of {@link classifyPhases}.
+ *
+ * @category Stages
+ */
+export interface PhaseOptions {
+  /** Mean pairwise cosine similarity of span-mass vectors above which heads count as identical. Default 0.95. */
+  readonly similarityThreshold?: number
+  /** Span mass at or above which a head counts as focused on its argmax span. Default 0.5. */
+  readonly focusThreshold?: number
+  /** Segments shorter than this many samples merge into the previous one (noise). Default 1. */
+  readonly minSamples?: number
+}
+
+/**
+ * A maximal run of samples with the same phase.
+ *
+ * @category Stages
+ */
+export interface PhaseSegment {
+  /** The phase. */
+  readonly phase: Phase
+  /** Time of the first sample of the segment. */
+  readonly start: number
+  /** Time of the last sample of the segment. */
+  readonly end: number
+  /** Index of the first sample. */
+  readonly startIndex: number
+  /** Index of the last sample. */
+  readonly endIndex: number
+  /** For a competitive segment: the span every head attends to (at its first sample); else null. */
+  readonly span: number | null
+  /** Mean pairwise head similarity, averaged over the segment's samples. */
+  readonly meanSimilarity: number
+}
+
+function resolvePhaseOptions(options: PhaseOptions): Required<PhaseOptions> {
+  const similarityThreshold = options.similarityThreshold ?? 0.95
+  const focusThreshold = options.focusThreshold ?? 0.5
+  const minSamples = options.minSamples ?? 1
+  if (!(similarityThreshold > 0 && similarityThreshold <= 1)) {
+    throw invalid(`similarityThreshold must be in (0, 1], got ${similarityThreshold}`)
+  }
+  if (!(focusThreshold > 0 && focusThreshold <= 1)) throw invalid(`focusThreshold must be in (0, 1], got ${focusThreshold}`)
+  checkPositiveInteger('minSamples', minSamples)
+  return { similarityThreshold, focusThreshold, minSamples }
+}
+
+/**
+ * Labels every sample with a {@link Phase} and groups the labels into segments.
+ *
+ * Per sample: competitive if every head is focused (`mass >= focusThreshold`) on the same argmax
+ * span and the similarity is `>= similarityThreshold`; cooperative if at least one head is
+ * focused and the heads differ (different argmax or lower similarity); otherwise the previous
+ * label holds (`'initial'` at the start), so a head in flight between spans does not flip the
+ * phase back.
+ *
+ * @param time - sample times, `[n]`
+ * @param spanMass - `[n][nHeads][nSpans]` attention mass of each head on each span
+ * @param options - thresholds
+ * @returns segments in time order (at least one)
+ * @throws {@link ShapeError} when `time` and `spanMass` differ in length or the heads' shapes vary
+ * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an empty series or bad options
+ * @category Stages
+ */
+export function classifyPhases(
+  time: ArrayLike<number>,
+  spanMass: ArrayLike<ArrayLike<ArrayLike<number>>>,
+  options: PhaseOptions = {},
+): PhaseSegment[] {
+  const { similarityThreshold, focusThreshold, minSamples } = resolvePhaseOptions(options)
+  if (time.length !== spanMass.length) {
+    throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`, {
+      time: time.length,
+      spanMass: spanMass.length,
+    })
+  }
+  if (time.length === 0) throw invalid('the series is empty; expected at least one sample')
+  const labels: Phase[] = []
+  const spans: (number | null)[] = []
+  const similarities: number[] = []
+  let previous: Phase = 'initial'
+  for (let i = 0; i < time.length; i++) {
+    const heads = spanMass[i] as ArrayLike<ArrayLike<number>>
+    const { heads: assigned } = assignHeads(heads)
+    const similarity = headSimilarity(heads)
+    const sameSpan = assigned.every((a) => a.span === (assigned[0] as { span: number }).span)
+    const allFocused = assigned.every((a) => a.mass >= focusThreshold)
+    const anyFocused = assigned.some((a) => a.mass >= focusThreshold)
+    let label: Phase = previous
+    if (allFocused && sameSpan && similarity >= similarityThreshold) label = 'competitive'
+    else if (anyFocused && !(sameSpan && similarity >= similarityThreshold)) label = 'cooperative'
+    labels.push(label)
+    spans.push(label === 'competitive' ? (assigned[0] as { span: number }).span : null)
+    similarities.push(similarity)
+    previous = label
+  }
+  // Group, then merge short segments into their predecessor.
+  const raw: { phase: Phase; startIndex: number; endIndex: number }[] = []
+  for (let i = 0; i < labels.length; i++) {
+    const last = raw[raw.length - 1]
+    if (last !== undefined && last.phase === labels[i]) last.endIndex = i
+    else raw.push({ phase: labels[i] as Phase, startIndex: i, endIndex: i })
+  }
+  const merged: { phase: Phase; startIndex: number; endIndex: number }[] = []
+  for (const segment of raw) {
+    const last = merged[merged.length - 1]
+    if (last !== undefined && (segment.endIndex - segment.startIndex + 1 < minSamples || last.phase === segment.phase)) {
+      last.endIndex = segment.endIndex
+    } else merged.push({ ...segment })
+  }
+  return merged.map(({ phase, startIndex, endIndex }) => {
+    let sum = 0
+    for (let i = startIndex; i <= endIndex; i++) sum += similarities[i] as number
+    return {
+      phase,
+      start: time[startIndex] as number,
+      end: time[endIndex] as number,
+      startIndex,
+      endIndex,
+      span: phase === 'competitive' ? (spans[startIndex] ?? null) : null,
+      meanSimilarity: sum / (endIndex - startIndex + 1),
+    }
+  })
+}
+
+/**
+ * A detected transition with the head-to-span picture once the stage has settled.
+ *
+ * @category Stages
+ */
+export interface StageTransition extends Transition {
+  /**
+   * The sample used for the assignment: the first one at or after the midpoint in time between
+   * this transition and the next detected one (or the end of the curve); null when the
+   * transition was not detected or neither span masses nor ownership scores were given.
+   */
+  readonly assignmentIndex: number | null
+  /** Per-head argmax spans and per-span holders at `assignmentIndex` (by ownership scores if given, else span mass), or null. */
+  readonly assignment: HeadAssignment | null
+  /** Spans that gained a holder since the previous stage (`{ span, head }`), the stage's "new" spans. */
+  readonly takenSpans: readonly { readonly span: number; readonly head: number }[]
+}
+
+/**
+ * Input of {@link analyzeStages}: one curve, ODE or training run.
+ *
+ * @category Stages
+ */
+export interface StageInput {
+  /** Sample times (ODE time or optimiser steps), `[n]`. */
+  readonly time: ArrayLike<number>
+  /** Loss at each sample, `[n]`, same unit as `plateaus`. */
+  readonly loss: ArrayLike<number>
+  /** Plateau losses `P_0 > ... > P_K`. */
+  readonly plateaus: readonly number[]
+  /** Optional span masses `[n][nHeads][nSpans]`, for head assignment and phases. */
+  readonly spanMass?: ArrayLike<ArrayLike<ArrayLike<number>>>
+  /**
+   * Optional ownership scores `[n][nHeads][nSpans]` used instead of `spanMass` to decide which
+   * head holds which span (e.g. the ODE's fitted share, or span mass times value alignment for
+   * a run). Phases always use `spanMass`.
+   */
+  readonly ownership?: ArrayLike<ArrayLike<ArrayLike<number>>>
+}
+
+/**
+ * Options of {@link analyzeStages}.
+ *
+ * @category Stages
+ */
+export interface StageAnalysisOptions extends TransitionDetectionOptions, PhaseOptions {}
+
+/**
+ * Everything stage detection finds on one curve.
+ *
+ * @category Stages
+ */
+export interface StageAnalysis {
+  /** The plateaus used. */
+  readonly plateaus: readonly number[]
+  /** One entry per stage `j = 1 .. K` (undetected ones have `time: null`). */
+  readonly transitions: readonly StageTransition[]
+  /** Phase segments in time order (empty without span masses). */
+  readonly phases: readonly PhaseSegment[]
+  /** Loss at the last sample. */
+  readonly finalLoss: number
+  /** Number of transitions detected. */
+  readonly stagesReached: number
+}
+
+/**
+ * Transitions, head assignments and phases of one curve. Works on any (time, loss) series with
+ * plateau values: the ODE's `L_j` or a training run's `H_n` oracles (pass `smoothing` and
+ * `persistence` for noisy runs, e.g. 5 and 3).
+ *
+ * @param input - the curve, its plateaus and optionally per-head span masses
+ * @param options - detection and phase thresholds
+ * @throws {@link ShapeError} / {@link AttnlabError} as {@link detectTransitions} and
+ *   {@link classifyPhases}
+ * @category Stages
+ */
+export function analyzeStages(input: StageInput, options: StageAnalysisOptions = {}): StageAnalysis {
+  const { time, loss, plateaus, spanMass } = input
+  const transitions = detectTransitions(time, loss, plateaus, options)
+  if (spanMass !== undefined && spanMass.length !== time.length) {
+    throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`)
+  }
+  if (input.ownership !== undefined && input.ownership.length !== time.length) {
+    throw new ShapeError(`time has ${time.length} samples but ownership has ${input.ownership.length}`)
+  }
+  const scores = input.ownership ?? spanMass
+  const detected = transitions.filter((t) => t.time !== null)
+  const lastTime = time[time.length - 1] as number
+  const result: StageTransition[] = []
+  let previousHolders: readonly (number | null)[] | null = null
+  for (const transition of transitions) {
+    if (transition.time === null || scores === undefined) {
+      result.push({ ...transition, assignmentIndex: null, assignment: null, takenSpans: [] })
+      continue
+    }
+    const next = detected.find((t) => t.stage > transition.stage)
+    const settle = 0.5 * (transition.time + (next?.time ?? lastTime))
+    let index = transition.sampleIndex as number
+    while (index < time.length - 1 && (time[index] as number) < settle) index++
+    const assignment = assignHeads(scores[index] as ArrayLike<ArrayLike<number>>)
+    const takenSpans: { span: number; head: number }[] = []
+    for (const [span, head] of assignment.holders.entries()) {
+      if (head !== null && (previousHolders === null || previousHolders[span] === null)) takenSpans.push({ span, head })
+    }
+    previousHolders = assignment.holders
+    result.push({ ...transition, assignmentIndex: index, assignment, takenSpans })
+  }
+  const phases = spanMass === undefined ? [] : classifyPhases(time, spanMass, options)
+  return {
+    plateaus: [...plateaus],
+    transitions: result,
+    phases,
+    finalLoss: loss[loss.length - 1] as number,
+    stagesReached: detected.length,
+  }
+}
