@@ -7,6 +7,7 @@
 import { Command, CommanderError } from 'commander'
 import { describeError, exitCodeFor } from './errors.ts'
 import { registerInfo } from './commands/info.ts'
+import { registerSparse } from './commands/sparse.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
     })
   registerInfo(program)
   // Commands register here (one line each):
+  registerSparse(program)
   return program
 }
 

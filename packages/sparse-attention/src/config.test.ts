@@ -94,7 +94,7 @@ describe('configurations', () => {
 
   it('SnapKV and Ada-SnapKV', () => {
     for (const make of [snapKV, adaSnapKV]) {
-      expectConfigError(() => make({ capacity: 132 }), 'capacity', /local \+ prefix \(128 \+ 4 = 132\)/)
+      expectConfigError(() => make({ capacity: 132 }), 'capacity', /132 must be greater than local \+ prefix \(128 \+ 4 = 132\)/)
       expectConfigError(() => make({ capacity: 0 }), 'capacity')
       expectConfigError(() => make({ kernelSize: 4 }), 'kernelSize', /odd/)
       expectConfigError(() => make({ kernelSize: 0 }), 'kernelSize')

@@ -101,7 +101,7 @@ export function resolveFlexPrefillConfig(overrides?: Partial<FlexPrefillConfig>)
   checkInt('minBudget', c.minBudget, 1)
   if (c.maxBudget !== null) {
     checkInt('maxBudget', c.maxBudget, 1)
-    if (c.maxBudget < c.minBudget) throw new ConfigError('maxBudget', `(${c.maxBudget}) must be >= minBudget (${c.minBudget})`)
+    if (c.maxBudget < c.minBudget) throw new ConfigError('maxBudget', `${c.maxBudget} must be >= minBudget (${c.minBudget})`)
   }
   checkInt('sinks', c.sinks, 0)
   checkInt('local', c.local, 1)
@@ -112,7 +112,7 @@ export function resolveFlexPrefillConfig(overrides?: Partial<FlexPrefillConfig>)
   if (c.tau === 0 && c.minBudget < Math.max(c.sinks, c.local)) {
     throw new ConfigError(
       'minBudget',
-      `(${c.minBudget}) must be >= sinks (${c.sinks}) and local (${c.local}): the forced lines count toward the budget`,
+      `${c.minBudget} must be >= sinks (${c.sinks}) and local (${c.local}): the forced lines count toward the budget`,
     )
   }
   return Object.freeze(c)

@@ -59,7 +59,7 @@ export function resolveQuestConfig(overrides?: Partial<QuestConfig>): Readonly<Q
   checkInt('tokenBudget', c.tokenBudget, 1)
   checkBoolean('sharePages', c.sharePages)
   if (c.tokenBudget % c.pageSize !== 0) {
-    throw new ConfigError('tokenBudget', `(${c.tokenBudget}) must be a multiple of pageSize (${c.pageSize})`)
+    throw new ConfigError('tokenBudget', `${c.tokenBudget} must be a multiple of pageSize (${c.pageSize})`)
   }
   return Object.freeze(c)
 }

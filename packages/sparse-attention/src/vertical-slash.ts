@@ -84,10 +84,10 @@ export function resolveVerticalSlashConfig(overrides?: Partial<VerticalSlashConf
   checkInt('kernelBlockSize', c.kernelBlockSize, 1)
   checkChoice('maskMode', c.maskMode, ['kernel', 'exact'] as const)
   if (c.verticalSize < c.sinks) {
-    throw new ConfigError('verticalSize', `(${c.verticalSize}) must be >= sinks (${c.sinks}): the forced sink columns count toward the budget`)
+    throw new ConfigError('verticalSize', `${c.verticalSize} must be >= sinks (${c.sinks}): the forced sink columns count toward the budget`)
   }
   if (c.slashSize < c.local) {
-    throw new ConfigError('slashSize', `(${c.slashSize}) must be >= local (${c.local}): the forced local distances count toward the budget`)
+    throw new ConfigError('slashSize', `${c.slashSize} must be >= local (${c.local}): the forced local distances count toward the budget`)
   }
   return Object.freeze(c)
 }

@@ -1,0 +1,222 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
+import { readSafetensorsFile } from '@attnlab/core/node'
+import { main } from '../program.ts'
+
+const H = 4
+const Hkv = 2
+const T = 40
+const D = 8
+
+function normal(seed: string, n: number): Float32Array {
+  return Rng.fromSeed(17).split(seed).fillNormal(new Float32Array(n))
+}
+
+const data = {
+  q: normal('q', H * T * D),
+  k: normal('k', Hkv * T * D),
+  v: normal('v', Hkv * T * D),
+  q_new: normal('q_new', H * D),
+  k_new: normal('k_new', Hkv * D),
+  v_new: normal('v_new', Hkv * D),
+}
+
+function f32(shape: number[], values: Float32Array): SafetensorsTensorInput {
+  return { dtype: 'F32', shape, data: values }
+}
+
+const prefillTensors = { q: f32([H, T, D], data.q), k: f32([Hkv, T, D], data.k), v: f32([Hkv, T, D], data.v) }
+const decodeTensors = { ...prefillTensors, q_new: f32([H, D], data.q_new), k_new: f32([Hkv, D], data.k_new), v_new: f32([Hkv, D], data.v_new) }
+
+/** softmax(q.k / sqrt(d)) v restricted to a mask, plain loops (independent of the package). */
+function reference(q: Float32Array, keys: Float32Array, values: Float32Array, mask: Uint8Array, rows: number, P: number): Float64Array {
+  const out = new Float64Array(H * rows * D)
+  for (let h = 0; h < H; h++) {
+    const kv = Math.floor(h / (H / Hkv))
+    for (let i = 0; i < rows; i++) {
+      const s: number[] = []
+      const idx: number[] = []
+      for (let j = 0; j < P; j++) {
+        if (!mask[(h * rows + i) * P + j]) continue
+        let dot = 0
+        for (let c = 0; c < D; c++) dot += (q[(h * rows + i) * D + c] as number) * (keys[(kv * P + j) * D + c] as number)
+        s.push(dot / Math.sqrt(D))
+        idx.push(j)
+      }
+      const m = Math.max(...s)
+      const e = s.map((x) => Math.exp(x - m))
+      const z = e.reduce((a, b) => a + b, 0)
+      idx.forEach((j, n) => {
+        for (let c = 0; c < D; c++) out[(h * rows + i) * D + c] += ((e[n] as number) / z) * (values[(kv * P + j) * D + c] as number)
+      })
+    }
+  }
+  return out
+}
+
+function withToken(prompt: Float32Array, token: Float32Array): Float32Array {
+  const out = new Float32Array(Hkv * (T + 1) * D)
+  for (let kv = 0; kv < Hkv; kv++) {
+    out.set(prompt.subarray(kv * T * D, (kv + 1) * T * D), kv * (T + 1) * D)
+    out.set(token.subarray(kv * D, (kv + 1) * D), (kv * (T + 1) + T) * D)
+  }
+  return out
+}
+
+let dir: string
+let logs: string[]
+let errors: string[]
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'attnlab-sparse-'))
+  await writeFile(join(dir, 'prefill.safetensors'), serializeSafetensors(prefillTensors))
+  await writeFile(join(dir, 'decode.safetensors'), serializeSafetensors(decodeTensors))
+})
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+async function run(args: string[]): Promise<number> {
+  logs = []
+  errors = []
+  vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void logs.push(a.join(' ')))
+  vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void errors.push(a.join(' ')))
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    errors.push(String(chunk))
+    return true
+  })
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    logs.push(String(chunk))
+    return true
+  })
+  return main(args)
+}
+
+describe('attnlab sparse apply', () => {
+  it.each(['cpu', 'wasm'])('runs a prefill method and writes out [H, T, d] and the uint8 mask [H, T, T] (%s)', async (backend) => {
+    const out = join(dir, `vs-${backend}.safetensors`)
+    const code = await run([
+      'sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir, 'prefill.safetensors'), '--out', out,
+      '--vertical-size', '6', '--slash-size', '6', '--window', '8', '--sinks', '2', '--local', '3', '--backend', backend, '--json',
+    ])
+    expect(errors.join('')).toBe('')
+    expect(code).toBe(0)
+    const report = JSON.parse(logs.join('\n'))
+    expect(report.method).toBe('vertical-slash')
+    expect(report.phase).toBe('prefill')
+    expect(report.config).toMatchObject({ verticalSize: 6, slashSize: 6, window: 8, sinks: 2, local: 3, kernelBlockSize: 64 })
+    const file = await readSafetensorsFile(out)
+    const mask = file.tensors.get('mask')!
+    expect(mask.dtype).toBe('U8')
+    expect(mask.shape).toEqual([H, T, T])
+    const outTensor = file.tensors.get('out')!
+    expect(outTensor.shape).toEqual([H, T, D])
+    let computed = 0
+    for (const m of mask.bytes) computed += m
+    expect(report.sparsity.exact).toBeCloseTo(1 - computed / (H * ((T * (T + 1)) / 2)), 12)
+    // 64x64 kernel accounting on a 40-token sequence counts a whole 64x64 block: negative
+    expect(report.sparsity.reported).toBeCloseTo(1 - 4096 / 820, 12)
+    const expected = reference(data.q, data.k, data.v, mask.bytes, T, T)
+    const got = safetensorsToFloat32(outTensor)
+    for (let n = 0; n < got.length; n++) expect(Math.abs((got[n] as number) - (expected[n] as number))).toBeLessThan(1e-5)
+    expect(file.metadata.method).toBe('vertical-slash')
+  })
+
+  it('runs a decode method: out [H, d], mask [H, T + 1]', async () => {
+    const out = join(dir, 'quest.safetensors')
+    const code = await run(['sparse', 'apply', '--method', 'quest', '--qkv', join(dir, 'decode.safetensors'), '--out', out, '--token-budget', '16', '--page-size', '8', '--backend', 'cpu', '--json'])
+    expect(code).toBe(0)
+    const report = JSON.parse(logs.join('\n'))
+    expect(report.phase).toBe('decode')
+    expect(report.sparsity.reported).toBeCloseTo(1 - 16 / 40, 12)
+    const file = await readSafetensorsFile(out)
+    const mask = file.tensors.get('mask')!
+    expect(mask.shape).toEqual([H, T + 1])
+    expect(file.tensors.get('out')!.shape).toEqual([H, D])
+    for (let h = 0; h < H; h++) {
+      let count = 0
+      for (let j = 0; j <= T; j++) count += mask.bytes[h * (T + 1) + j] as number
+      expect(count).toBe(16 + 1) // two pages + the current page (the new token alone)
+    }
+    const expected = reference(data.q_new, withToken(data.k, data.k_new), withToken(data.v, data.v_new), mask.bytes, 1, T + 1)
+    const got = safetensorsToFloat32(file.tensors.get('out')!)
+    for (let n = 0; n < got.length; n++) expect(Math.abs((got[n] as number) - (expected[n] as number))).toBeLessThan(1e-5)
+  })
+
+  it('dense picks the decode phase when the file has q_new, unless --phase says otherwise', async () => {
+    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'decode.safetensors'), '--out', join(dir, 'd1.safetensors'), '--backend', 'cpu', '--json'])).toBe(0)
+    expect(JSON.parse(logs.join('\n')).maskShape).toEqual([H, T + 1])
+    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'decode.safetensors'), '--out', join(dir, 'd2.safetensors'), '--phase', 'prefill', '--backend', 'cpu'])).toBe(0)
+    expect(logs.join('\n')).toMatch(/dense \(prefill\): exact sparsity 0.0000/)
+  })
+
+  it('snapkv and ada-snapkv run with their flags', async () => {
+    for (const method of ['snapkv', 'ada-snapkv']) {
+      const code = await run(['sparse', 'apply', '--method', method, '--qkv', join(dir, 'decode.safetensors'), '--out', join(dir, `${method}.safetensors`),
+        '--capacity', '12', '--window', '6', '--kernel-size', '3', '--local', '4', '--prefix', '2', '--backend', 'cpu', '--json'])
+      expect(code, errors.join('')).toBe(0)
+      expect(JSON.parse(logs.join('\n')).sparsity.reported).toBeCloseTo(1 - 12 / 40, 12)
+    }
+  })
+
+  describe('rejects bad input with one line, exit code 2 and nothing written', () => {
+    const cases: [string, string[], RegExp][] = [
+      ['a flag of another method', ['--method', 'quest', '--top-k', '4'], /--top-k does not apply to quest \(its flags: --token-budget, --page-size, --per-head-pages\)/],
+      ['a non-integer flag', ['--method', 'block-sparse', '--top-k', '2.5'], /--top-k must be an integer/],
+      ['an unknown method', ['--method', 'h2o'], /--method.*h2o/],
+      ['an invalid configuration', ['--method', 'vertical-slash', '--slash-size', '8'], /Invalid slashSize: 8 must be >= local \(64\)/],
+      ['an alpha out of range', ['--method', 'flexprefill', '--alpha', '2'], /--alpha must be in \[0, 1\]/],
+      ['a budget that is not whole pages', ['--method', 'quest', '--token-budget', '20'], /Invalid tokenBudget: 20 must be a multiple of pageSize \(16\)/],
+      ['a prompt too short for Quest', ['--method', 'quest', '--token-budget', '64', '--page-size', '8'], /quest: sequence of 40 tokens is too short/],
+      ['a phase the method does not have', ['--method', 'quest', '--phase', 'prefill'], /--phase prefill does not fit quest/],
+      ['a bad mask mode', ['--method', 'vertical-slash', '--mask-mode', 'blocks'], /--mask-mode must be 'kernel' or 'exact'/],
+    ]
+    it.each(cases)('%s', async (_name, args, pattern) => {
+      const out = join(dir, 'never.safetensors')
+      const code = await run(['sparse', 'apply', '--qkv', join(dir, 'decode.safetensors'), '--out', out, '--backend', 'cpu', ...args])
+      expect(code).toBe(2)
+      const text = errors.join('')
+      expect(text).toMatch(pattern)
+      expect(text.trim().split('\n')[0]).toMatch(/^attnlab: error/)
+      expect((await readdir(dir)).some((f) => f.startsWith('never'))).toBe(false)
+    })
+
+    const fileCases: [string, Record<string, SafetensorsTensorInput>, string, RegExp][] = [
+      ['a missing tensor', { q: prefillTensors.q, k: prefillTensors.k }, 'vertical-slash', /tensor 'v' is missing/],
+      ['a wrong dtype', { ...prefillTensors, k: { dtype: 'F16', shape: [Hkv, T, D], data: new Uint16Array(Hkv * T * D) } }, 'dense', /tensor 'k' has dtype F16 but F32 is expected/],
+      ['a wrong rank', { ...prefillTensors, q: f32([H * T, D], data.q) }, 'dense', /tensor 'q' has shape \[160, 8\]/],
+      ['mismatched lengths', { ...prefillTensors, v: f32([Hkv, T / 2, 2 * D], data.v) }, 'dense', /tensor 'v' .*dimension 1 must be 40/],
+      ['mismatched dHead', { ...prefillTensors, k: f32([Hkv, T, D / 2], new Float32Array(Hkv * T * D / 2)) }, 'dense', /tensor 'k' .*dimension 2 must be 8/],
+      ['heads not divisible', { ...prefillTensors, k: f32([3, T, D], new Float32Array(3 * T * D)), v: f32([3, T, D], new Float32Array(3 * T * D)) }, 'dense', /q's 4 heads must be a multiple/],
+      ['missing decode tensors', prefillTensors, 'snapkv', /tensor 'q_new' is missing/],
+      ['a wrong decode shape', { ...decodeTensors, k_new: f32([H, D], data.q_new) }, 'quest', /tensor 'k_new' .*dimension 0 must be 2/],
+      ['a non-finite value', { ...prefillTensors, q: f32([H, T, D], Float32Array.from(data.q, (x, i) => (i === 5 ? Number.NaN : x))) }, 'dense', /tensor 'q' holds a non-finite value \(NaN\) at flat index 5/],
+    ]
+    it.each(fileCases)('%s', async (name, tensors, method, pattern) => {
+      const input = join(dir, `bad-${name.replace(/\W+/g, '-')}.safetensors`)
+      await writeFile(input, serializeSafetensors(tensors))
+      const code = await run(['sparse', 'apply', '--method', method, '--qkv', input, '--out', join(dir, 'never.safetensors'), '--backend', 'cpu'])
+      expect(code).toBe(2)
+      expect(errors.join('')).toMatch(pattern)
+      expect((await readdir(dir)).some((f) => f.startsWith('never'))).toBe(false)
+    })
+
+    it('an unreadable input file', async () => {
+      const code = await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'absent.safetensors'), '--out', join(dir, 'never.safetensors')])
+      expect(code).toBe(1)
+      expect(errors.join('')).toMatch(/IO_ERROR.*absent.safetensors/)
+    })
+
+    it('a missing required flag', async () => {
+      const code = await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'prefill.safetensors')])
+      expect(code).toBe(2)
+      expect(errors.join('')).toMatch(/--out/)
+    })
+  })
+})
