@@ -109,6 +109,7 @@ export function integrateAt(
   let evaluations = 0
   for (const [index, target] of times.entries()) {
     if (target > t) {
+      if (steps >= maxSteps) throw stepBudgetError(maxSteps, t, target)
       solver.initialStepSize = Math.min(step, target - t)
       solver.maxSteps = maxSteps - steps
       let lastFullStep = step
@@ -119,14 +120,7 @@ export function integrateAt(
       steps += result.nStep
       rejectedSteps += result.nReject
       evaluations += result.nEval
-      if (result.outcome !== Outcome.Converged) {
-        throw new AttnlabError(
-          'TOO_LARGE',
-          `the ODE integration needed more than ${maxSteps} steps to reach t = ${target} (stopped near t = ${t}); ` +
-            'raise maxSteps or loosen the tolerances',
-          { maxSteps, time: t, target },
-        )
-      }
+      if (result.outcome !== Outcome.Converged) throw stepBudgetError(maxSteps, t, target)
       step = lastFullStep
       y = result.y
       t = target
@@ -134,4 +128,13 @@ export function integrateAt(
     onSample(index, t, y)
   }
   return { steps, rejectedSteps, evaluations, wallTimeMs: performance.now() - start }
+}
+
+function stepBudgetError(maxSteps: number, time: number, target: number): AttnlabError {
+  return new AttnlabError(
+    'TOO_LARGE',
+    `the ODE integration needed more than ${maxSteps} steps to reach t = ${target} (stopped after t = ${time}); ` +
+      'raise maxSteps or loosen the tolerances',
+    { maxSteps, time, target },
+  )
 }
