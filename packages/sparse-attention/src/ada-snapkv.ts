@@ -46,7 +46,7 @@ export function defaultAdaSnapKVConfig(): AdaSnapKVConfig {
 /**
  * Resolves and validates an Ada-SnapKV configuration.
  *
- * @throws {@link ConfigError} as SnapKV, and for `minHeadRatio` outside `[0, 1]`
+ * @throws `ConfigError` (`@attnlab/core`) as SnapKV, and for `minHeadRatio` outside `[0, 1]`
  * @category Ada-SnapKV
  */
 export function resolveAdaSnapKVConfig(overrides?: Partial<AdaSnapKVConfig>): Readonly<AdaSnapKVConfig> {
@@ -110,7 +110,7 @@ function adaSnapKVAfterPrefill(config: Readonly<AdaSnapKVConfig>, input: Attenti
  * cache lengths differ), decoding over the kept tokens plus every generated token.
  *
  * @param overrides - parameters to change from {@link defaultAdaSnapKVConfig}
- * @throws {@link ConfigError} on invalid parameters (see {@link resolveAdaSnapKVConfig})
+ * @throws `ConfigError` (`@attnlab/core`) on invalid parameters (see {@link resolveAdaSnapKVConfig})
  * @example
  * ```ts
  * const kernel = adaSnapKV({ capacity: 1638 }) // 0.9 at 16K

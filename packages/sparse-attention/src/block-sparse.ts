@@ -56,7 +56,7 @@ export const BLOCK_SPARSE_PRESETS: Readonly<Record<'study' | 'minference', Reado
 /**
  * Resolves and validates a Block-Sparse configuration.
  *
- * @throws {@link ConfigError} for an unknown parameter, `blockSize < 8` or `topK < 3` (the three
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown parameter, `blockSize < 8` or `topK < 3` (the three
  *   forced blocks count toward `K`)
  * @category Block-Sparse
  */
@@ -123,7 +123,7 @@ function blockSparsePlan(config: Readonly<BlockSparseConfig>, input: AttentionPr
  *
  * @param overrides - parameters to change from {@link defaultBlockSparseConfig}
  * @returns a kernel whose results carry `extra.topK` (after capping), `blocks`, `blockSize`
- * @throws {@link ConfigError} on invalid parameters (see {@link resolveBlockSparseConfig})
+ * @throws `ConfigError` (`@attnlab/core`) on invalid parameters (see {@link resolveBlockSparseConfig})
  * @example
  * ```ts
  * const kernel = blockSparse({ topK: blockSparseTopKForSparsity(16384, 16, 0.95) }) // K = 26

@@ -46,8 +46,20 @@ export interface ModelShape {
   readonly dMlp: number
   /** Vocabulary size `|V|` [`vocab_size`]. */
   readonly dVocab: number
-  /** Local sliding-window layers, if any: window `W` (tokens) and one global layer every `globalEvery` layers. */
-  readonly slidingWindow: { readonly window: number; readonly globalEvery: number } | null
+  /** Local sliding-window layers, if any (`null`: every layer is global). */
+  readonly slidingWindow: SlidingWindowLayers | null
+}
+
+/**
+ * Interleaved local attention (Gemma-3): which layers attend only to a recent window.
+ *
+ * @category Cost model
+ */
+export interface SlidingWindowLayers {
+  /** Window `W` of the local layers (tokens). */
+  readonly window: number
+  /** One global layer every `globalEvery` layers (Gemma-3: 6, i.e. 5 local : 1 global). */
+  readonly globalEvery: number
 }
 
 function shape(
@@ -65,13 +77,29 @@ function shape(
 }
 
 /**
+ * Names of the presets in {@link MODEL_SHAPES}.
+ *
+ * @category Cost model
+ */
+export type ModelShapeName =
+  | 'qwen2.5-7b'
+  | 'qwen2.5-14b'
+  | 'qwen2.5-32b'
+  | 'qwen2.5-72b'
+  | 'llama-3.1-8b'
+  | 'llama-3.1-70b'
+  | 'gemma-3-4b'
+  | 'gemma-3-12b'
+  | 'gemma-3-27b'
+
+/**
  * The model families of the study ([v2] §3.1, from each model's `config.json`): Qwen2.5
  * 7B/14B/32B/72B, Llama-3.1 8B/70B, Gemma-3 4B/12B/27B (5 sliding-window layers of 1024 tokens
  * per global layer).
  *
  * @category Cost model
  */
-export const MODEL_SHAPES = Object.freeze({
+export const MODEL_SHAPES: Readonly<Record<ModelShapeName, ModelShape>> = Object.freeze({
   'qwen2.5-7b': shape('Qwen2.5-7B', 28, 3584, 28, 4, 128, 18944, 152064),
   'qwen2.5-14b': shape('Qwen2.5-14B', 48, 5120, 40, 8, 128, 13824, 152064),
   'qwen2.5-32b': shape('Qwen2.5-32B', 64, 5120, 40, 8, 128, 27648, 152064),
@@ -81,14 +109,7 @@ export const MODEL_SHAPES = Object.freeze({
   'gemma-3-4b': shape('Gemma-3-4B', 34, 2560, 8, 4, 256, 10240, 262208, { window: 1024, globalEvery: 6 }),
   'gemma-3-12b': shape('Gemma-3-12B', 48, 3840, 16, 8, 256, 15360, 262208, { window: 1024, globalEvery: 6 }),
   'gemma-3-27b': shape('Gemma-3-27B', 62, 5376, 32, 16, 128, 21504, 262208, { window: 1024, globalEvery: 6 }),
-} satisfies Record<string, ModelShape>)
-
-/**
- * Names of the presets in {@link MODEL_SHAPES}.
- *
- * @category Cost model
- */
-export type ModelShapeName = keyof typeof MODEL_SHAPES
+})
 
 /**
  * The Qwen2.5 family the study averages its cost figures over (7B, 14B, 32B, 72B).
@@ -168,7 +189,7 @@ function checkModel(model: ModelShape): void {
  * @param length - sequence length `L` (tokens)
  * @param options - density, batch, density scope
  * @returns FLOPs per component and in total
- * @throws {@link ConfigError} for a non-positive length, a density outside `[0, 1]` or an invalid shape
+ * @throws `ConfigError` (`@attnlab/core`) for a non-positive length, a density outside `[0, 1]` or an invalid shape
  * @example
  * ```ts
  * const dense = prefillFlops(MODEL_SHAPES['qwen2.5-7b'], 16384).total        // 3.40e14 FLOPs
@@ -262,7 +283,7 @@ export interface DecodeMemory {
  * @param model - the model shape
  * @param length - context length `L` (tokens)
  * @param options - density, batch, bytes per element
- * @throws {@link ConfigError} on invalid arguments
+ * @throws `ConfigError` (`@attnlab/core`) on invalid arguments
  * @category Cost model
  */
 export function decodeMemory(model: ModelShape, length: number, options: DecodeCostOptions = {}): DecodeMemory {

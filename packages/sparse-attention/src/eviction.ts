@@ -108,7 +108,7 @@ export function forceEnds(scores: Float64Array, prefix: number, local: number): 
  * tensors are disposed; the new ones are kept (`tf.keep`) and owned by the cache.
  *
  * @param kept - ascending kept positions per `(batch, kvHead)`, `batch * nKvHeads` lists
- * @throws {@link ShapeError} if the cache does not hold exactly the prompt
+ * @throws `ShapeError` (`@attnlab/core`) if the cache does not hold exactly the prompt
  */
 export function compactCache(
   method: string,
@@ -158,7 +158,7 @@ export function compactCache(
 /**
  * Checks an afterPrefill call and returns the prompt's shape.
  *
- * @throws {@link ShapeError} on inconsistent shapes
+ * @throws `ShapeError` (`@attnlab/core`) on inconsistent shapes
  */
 export function checkAfterPrefill(input: AttentionPrefillInput): PrefillShape {
   return checkPrefillInput(input)

@@ -89,7 +89,7 @@ export const FLEXPREFILL_PRESETS: Readonly<Record<'study' | 'original', Readonly
 /**
  * Resolves and validates a FlexPrefill configuration.
  *
- * @throws {@link ConfigError} for an unknown parameter, `alpha` outside `[0, 1]`, `tau < 0`,
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown parameter, `alpha` outside `[0, 1]`, `tau < 0`,
  *   non-positive sizes, `maxBudget < minBudget`, or (for `tau = 0`) `minBudget` below `sinks` or
  *   `local` (forced lines count toward the budget)
  * @category FlexPrefill
@@ -301,7 +301,7 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
  * fallback).
  *
  * @param overrides - parameters to change from {@link defaultFlexPrefillConfig}
- * @throws {@link ConfigError} on invalid parameters (see {@link resolveFlexPrefillConfig})
+ * @throws `ConfigError` (`@attnlab/core`) on invalid parameters (see {@link resolveFlexPrefillConfig})
  * @example
  * ```ts
  * const kernel = flexPrefill({ alpha: 0.55, minBudget: 512 }) // Table 3, 16K

@@ -31,6 +31,7 @@ export {
   runDecode,
   runPrefill,
   type AttentionPhase,
+  type CombinedConfig,
   type DecodeSelection,
   type DecodeShape,
   type DecodeStrategy,
@@ -80,7 +81,7 @@ export { EvictionState } from './eviction.ts'
 export { defaultSnapKVConfig, resolveSnapKVConfig, snapKV, type SnapKVConfig } from './snapkv.ts'
 export { adaSnapKV, defaultAdaSnapKVConfig, resolveAdaSnapKVConfig, type AdaSnapKVConfig } from './ada-snapkv.ts'
 export { QuestState, defaultQuestConfig, quest, questMinimumPromptLength, resolveQuestConfig, type QuestConfig } from './quest.ts'
-export { SPARSE_METHODS, createKernel, type SparseMethodConfigs } from './methods.ts'
+export { SPARSE_METHODS, createKernel, type SparseMethodConfigs, type SparseMethodInfo } from './methods.ts'
 export {
   applyDecode,
   applyPrefill,
@@ -93,6 +94,8 @@ export {
 export {
   TABLE3_BUDGETS,
   TABLE3_SPARSITIES,
+  type Table3Budgets,
+  type Table3Sparsities,
   adaSnapKVSparsity,
   blockSparseSparsity,
   blockSparseTopKForSparsity,
@@ -123,5 +126,6 @@ export {
   type PrefillCostOptions,
   type PrefillFlops,
   type QuestIndexingOptions,
+  type SlidingWindowLayers,
   type VerticalSlashIndexingOptions,
 } from './cost-model.ts'

@@ -122,13 +122,13 @@ export interface SparseAttentionKernel<C = unknown> extends AttentionKernel {
   /**
    * The prefill with its mask.
    *
-   * @throws {@link ShapeError} on inconsistent input shapes; method-specific errors (see each factory)
+   * @throws `ShapeError` (`@attnlab/core`) on inconsistent input shapes; method-specific errors (see each factory)
    */
   prefillWithMask(input: AttentionPrefillInput, context?: AttentionContext): MaskedPrefillResult
   /**
    * One decode step with its mask.
    *
-   * @throws {@link ShapeError} when the cache does not match the query or position
+   * @throws `ShapeError` (`@attnlab/core`) when the cache does not match the query or position
    */
   decodeWithMask(input: AttentionDecodeInput, context?: AttentionContext): MaskedDecodeResult
 }
@@ -161,12 +161,17 @@ export type PrefillPlanner = (input: AttentionPrefillInput, shape: PrefillShape)
  * @category Kernels
  */
 export interface PrefillShape {
+  /** Batch size. */
   readonly batch: number
+  /** Query heads `H`. */
   readonly nHeads: number
+  /** Key/value heads `Hkv` (divides `H`). */
   readonly nKvHeads: number
   /** Sequence length `T`. */
   readonly length: number
+  /** Query/key width. */
   readonly dHead: number
+  /** Value width. */
   readonly dValue: number
 }
 
@@ -204,12 +209,17 @@ export interface DecodeStrategy {
  * @category Kernels
  */
 export interface DecodeShape {
+  /** Batch size. */
   readonly batch: number
+  /** Query heads `H`. */
   readonly nHeads: number
+  /** Key/value heads `Hkv` (divides `H`). */
   readonly nKvHeads: number
   /** Entries stored in the cache (after any eviction), including the new token. */
   readonly stored: number
+  /** Query/key width. */
   readonly dHead: number
+  /** Value width. */
   readonly dValue: number
   /** Absolute position of the new token. */
   readonly position: number
@@ -221,7 +231,7 @@ const NO_CONTEXT: AttentionContext = Object.freeze({ hooks: Object.freeze({}), n
  * Checks a prefill input's shapes: `q [b, H, T, d]`, `k [b, Hkv, T, d]`, `v [b, Hkv, T, dv]`,
  * `H` a multiple of `Hkv`, `T >= 1`, finite scale.
  *
- * @throws {@link ShapeError} naming the offending tensor
+ * @throws `ShapeError` (`@attnlab/core`) naming the offending tensor
  * @category Kernels
  */
 export function checkPrefillInput(input: AttentionPrefillInput): PrefillShape {
@@ -255,7 +265,7 @@ function checkGroups(nHeads: number, nKvHeads: number): void {
  * Checks a decode input: `q [b, H, 1, d]`, cache keys `[b, Hkv, stored, d]` and values
  * `[b, Hkv, stored, dv]` present, `H` a multiple of `Hkv`.
  *
- * @throws {@link ShapeError} naming the offending tensor
+ * @throws `ShapeError` (`@attnlab/core`) naming the offending tensor
  * @category Kernels
  */
 export function checkDecodeInput(input: AttentionDecodeInput): DecodeShape {
@@ -503,6 +513,20 @@ export function defineKernel<C>(parts: KernelParts<C>): SparseAttentionKernel<Re
 }
 
 /**
+ * The configuration of a {@link combine}d kernel.
+ *
+ * @typeParam P - the prefill kernel's configuration
+ * @typeParam D - the decode kernel's configuration
+ * @category Kernels
+ */
+export interface CombinedConfig<P, D> {
+  /** The prefill kernel's configuration. */
+  readonly prefill: P
+  /** The decode kernel's configuration. */
+  readonly decode: D
+}
+
+/**
  * Combines a prefill method and a decode method into one kernel: `prefill` from the first,
  * `afterPrefill` and `decode` from the second (e.g. Vertical-Slash prefill with Quest decoding;
  * the study evaluated the phases separately, [v2] §3).
@@ -510,7 +534,7 @@ export function defineKernel<C>(parts: KernelParts<C>): SparseAttentionKernel<Re
  * @param prefillKernel - a kernel that sparsifies the prefill (or dense)
  * @param decodeKernel - a kernel that sparsifies decoding (or dense)
  * @returns a kernel named `'<prefill>+<decode>'` with config `{ prefill, decode }`
- * @throws {@link ConfigError} if `prefillKernel` only sparsifies decoding or `decodeKernel` only
+ * @throws `ConfigError` (`@attnlab/core`) if `prefillKernel` only sparsifies decoding or `decodeKernel` only
  *   prefill (the combination would silently drop a method)
  * @example
  * ```ts
@@ -521,7 +545,7 @@ export function defineKernel<C>(parts: KernelParts<C>): SparseAttentionKernel<Re
 export function combine<P, D>(
   prefillKernel: SparseAttentionKernel<P>,
   decodeKernel: SparseAttentionKernel<D>,
-): SparseAttentionKernel<Readonly<{ prefill: P; decode: D }>> {
+): SparseAttentionKernel<CombinedConfig<P, D>> {
   if (prefillKernel.phases.length > 0 && !prefillKernel.phases.includes('prefill')) {
     throw new ConfigError('prefillKernel', `'${prefillKernel.method}' sparsifies only ${prefillKernel.phases.join(', ')}; pass a prefill method or dense`)
   }
@@ -532,7 +556,7 @@ export function combine<P, D>(
   const phases: AttentionPhase[] = []
   if (prefillKernel.phases.includes('prefill')) phases.push('prefill')
   if (decodeKernel.phases.includes('decode')) phases.push('decode')
-  const kernel: SparseAttentionKernel<Readonly<{ prefill: P; decode: D }>> = {
+  const kernel: SparseAttentionKernel<CombinedConfig<P, D>> = {
     name: method,
     method,
     phases: Object.freeze(phases),

@@ -14,7 +14,7 @@ import { AttnlabError, ShapeError, assertShape, type AttentionContext } from '@a
  * @param x - keys or values, `[batch, nKvHeads, pos, d]`
  * @param nHeads - number of query heads (a multiple of `nKvHeads`)
  * @returns `[batch, nHeads, pos, d]` (the input itself when `nHeads === nKvHeads`)
- * @throws {@link ShapeError} if `nHeads` is not a multiple of `nKvHeads`
+ * @throws `ShapeError` (`@attnlab/core`) if `nHeads` is not a multiple of `nKvHeads`
  */
 export function repeatKvHeads(x: tf.Tensor4D, nHeads: number): tf.Tensor4D {
   const nKvHeads = x.shape[1]
@@ -50,8 +50,8 @@ export function repeatKvHeads(x: tf.Tensor4D, nHeads: number): tf.Tensor4D {
  * @param scale - multiplier of `q . k` (usually `1 / sqrt(dHead)`)
  * @param context - hooks to call (optional)
  * @returns the output `z`, `[batch, nHeads, queryPos, dValue]` (a new tensor owned by the caller)
- * @throws {@link ShapeError} on inconsistent shapes or a mask of the wrong length;
- *   {@link AttnlabError} `INVALID_ARGUMENT` if a query row has no computed key (softmax of nothing)
+ * @throws `ShapeError` (`@attnlab/core`) on inconsistent shapes or a mask of the wrong length;
+ *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if a query row has no computed key (softmax of nothing)
  * @example
  * ```ts
  * const z = attendWithMask(q, k, v, causalMask(1, 2, 4), 1 / Math.sqrt(8))

@@ -15,11 +15,23 @@ import { snapKV, type SnapKVConfig } from './snapkv.ts'
 import { verticalSlash, type VerticalSlashConfig } from './vertical-slash.ts'
 
 /**
+ * What {@link SPARSE_METHODS} says about a method.
+ *
+ * @category Kernels
+ */
+export interface SparseMethodInfo {
+  /** The phase it sparsifies (`null`: dense, neither). */
+  readonly phase: AttentionPhase | null
+  /** One line from the study's Table 1. */
+  readonly description: string
+}
+
+/**
  * Every method with the phase it sparsifies (`null` for dense) and its Table 1 description.
  *
  * @category Kernels
  */
-export const SPARSE_METHODS: Readonly<Record<SparseMethodName, { readonly phase: AttentionPhase | null; readonly description: string }>> =
+export const SPARSE_METHODS: Readonly<Record<SparseMethodName, SparseMethodInfo>> =
   Object.freeze({
     dense: { phase: null, description: 'dense causal attention (the reference)' },
     'vertical-slash': { phase: 'prefill', description: 'verticals + slashes from the last-W-query estimate, uniform budget' },
@@ -36,12 +48,19 @@ export const SPARSE_METHODS: Readonly<Record<SparseMethodName, { readonly phase:
  * @category Kernels
  */
 export interface SparseMethodConfigs {
+  /** Dense has no parameters. */
   dense: Record<string, never>
+  /** See {@link VerticalSlashConfig}. */
   'vertical-slash': VerticalSlashConfig
+  /** See {@link FlexPrefillConfig}. */
   flexprefill: FlexPrefillConfig
+  /** See {@link BlockSparseConfig}. */
   'block-sparse': BlockSparseConfig
+  /** See {@link SnapKVConfig}. */
   snapkv: SnapKVConfig
+  /** See {@link AdaSnapKVConfig}. */
   'ada-snapkv': AdaSnapKVConfig
+  /** See {@link QuestConfig}. */
   quest: QuestConfig
 }
 
@@ -51,7 +70,7 @@ export interface SparseMethodConfigs {
  * @param method - one of {@link SPARSE_METHODS}
  * @param overrides - parameters to change from the method's study defaults
  * @returns the kernel
- * @throws {@link ConfigError} for an unknown method or invalid parameters
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown method or invalid parameters
  * @example
  * ```ts
  * const kernel = createKernel('quest', { tokenBudget: 64, pageSize: 16 })

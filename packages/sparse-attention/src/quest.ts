@@ -49,7 +49,7 @@ export function defaultQuestConfig(): QuestConfig {
 /**
  * Resolves and validates a Quest configuration.
  *
- * @throws {@link ConfigError} for an unknown parameter, non-positive sizes, or a budget that is
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown parameter, non-positive sizes, or a budget that is
  *   not a multiple of the page size
  * @category Quest
  */
@@ -250,7 +250,7 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
  * The Quest decode kernel: dense prefill, full cache, query-aware page selection at every step.
  *
  * @param overrides - parameters to change from {@link defaultQuestConfig}
- * @throws {@link ConfigError} on invalid parameters (see {@link resolveQuestConfig}); at run time
+ * @throws `ConfigError` (`@attnlab/core`) on invalid parameters (see {@link resolveQuestConfig}); at run time
  *   {@link SequenceTooShortError} when the prompt is shorter than {@link questMinimumPromptLength}
  * @example
  * ```ts

@@ -102,7 +102,7 @@ function checkSequence(qkv: SequenceQKV): Record<string, number> {
  * @param qkv - `q [nHeads, T, dHead]`, `k`/`v [nKvHeads, T, d]`
  * @param options - `scale` (default `1 / sqrt(dHead)`)
  * @returns output, mask `[nHeads, T, T]`, sparsities
- * @throws {@link ShapeError} on inconsistent shapes (naming the tensor); the kernel's own errors
+ * @throws `ShapeError` (`@attnlab/core`) on inconsistent shapes (naming the tensor); the kernel's own errors
  * @example
  * ```ts
  * const { output, mask, sparsity } = applyPrefill(verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8 }), { q, k, v })
@@ -141,7 +141,7 @@ export function applyPrefill(kernel: SparseAttentionKernel, qkv: SequenceQKV, op
  * @param step - the new token: `qNew [nHeads, dHead]`, `kNew [nKvHeads, dHead]`, `vNew [nKvHeads, dValue]`
  * @param options - `scale` (default `1 / sqrt(dHead)`)
  * @returns output `[nHeads, dValue]`, mask `[nHeads, T + 1]`, sparsities
- * @throws {@link ShapeError} naming the offending tensor; the kernel's own errors (e.g.
+ * @throws `ShapeError` (`@attnlab/core`) naming the offending tensor; the kernel's own errors (e.g.
  *   {@link SequenceTooShortError} from Quest)
  * @category Sequence API
  */

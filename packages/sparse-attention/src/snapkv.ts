@@ -50,7 +50,7 @@ export function defaultSnapKVConfig(): SnapKVConfig {
 /**
  * Validates the fields SnapKV and Ada-SnapKV share.
  *
- * @throws {@link ConfigError} naming the parameter
+ * @throws `ConfigError` (`@attnlab/core`) naming the parameter
  */
 export function checkEvictionConfig(c: SnapKVConfig): void {
   checkInt('capacity', c.capacity, 1)
@@ -70,7 +70,7 @@ export function checkEvictionConfig(c: SnapKVConfig): void {
 /**
  * Resolves and validates a SnapKV configuration.
  *
- * @throws {@link ConfigError} for an unknown parameter, non-positive sizes, an even
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown parameter, non-positive sizes, an even
  *   `kernelSize`, or `capacity <= local + prefix`
  * @category SnapKV
  */
@@ -102,7 +102,7 @@ function snapKVAfterPrefill(config: Readonly<SnapKVConfig>, input: AttentionPref
  * once after the prompt's prefill (the prompt queries feed the observation window).
  *
  * @param overrides - parameters to change from {@link defaultSnapKVConfig}
- * @throws {@link ConfigError} on invalid parameters (see {@link resolveSnapKVConfig})
+ * @throws `ConfigError` (`@attnlab/core`) on invalid parameters (see {@link resolveSnapKVConfig})
  * @example
  * ```ts
  * const kernel = snapKV({ capacity: snapKVCapacityForSparsity(16384, 0.95) }) // C = 819

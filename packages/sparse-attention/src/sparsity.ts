@@ -31,7 +31,7 @@ export function causalPairCount(n: number): number {
  * @param blockSize - block size `B` (tokens; the study: 16)
  * @param topK - blocks per query block `K`
  * @returns the sparsity (fraction)
- * @throws {@link ConfigError} for non-positive integers
+ * @throws `ConfigError` (`@attnlab/core`) for non-positive integers
  * @example
  * ```ts
  * blockSparseSparsity(16384, 16, 26)  // 0.94989 (Table 3's 0.95)
@@ -58,7 +58,7 @@ export function blockSparseSparsity(n: number, blockSize: number, topK: number):
  * @param blockSize - block size `B` (tokens)
  * @param target - target sparsity in `[0, 1]`
  * @returns `K` in `[1, N_b]`
- * @throws {@link ConfigError} for invalid arguments
+ * @throws `ConfigError` (`@attnlab/core`) for invalid arguments
  * @category Budgets
  */
 export function blockSparseTopKForSparsity(n: number, blockSize: number, target: number): number {
@@ -170,6 +170,18 @@ export function questBudgetForSparsity(n: number, sparsity: number, pageSize = 1
 }
 
 /**
+ * The sparsity levels of Table 3's columns.
+ *
+ * @category Budgets
+ */
+export interface Table3Sparsities {
+  /** The ten levels of Vertical-Slash, SnapKV, Ada-SnapKV and Quest (0.95 to 0.3). */
+  readonly tenLevels: readonly number[]
+  /** The seven levels of Block-Sparse and FlexPrefill (0.95 to 0.5). */
+  readonly sevenLevels: readonly number[]
+}
+
+/**
  * Sparsity levels of Table 3's columns, highest first: 1/20, 1/15, 1/10, 1/7.5, 1/5, then
  * 0.7..0.3 (the ten-column methods) or 2/3 and 1/2 (Block-Sparse, FlexPrefill), rounded to four
  * decimals as the study did (the rounding matters: `0.8667` gives 2183 tokens at 16K, `13/15`
@@ -177,10 +189,28 @@ export function questBudgetForSparsity(n: number, sparsity: number, pageSize = 1
  *
  * @category Budgets
  */
-export const TABLE3_SPARSITIES: Readonly<{ tenLevels: readonly number[]; sevenLevels: readonly number[] }> = Object.freeze({
+export const TABLE3_SPARSITIES: Table3Sparsities = Object.freeze({
   tenLevels: Object.freeze([0.95, 0.9333, 0.9, 0.8667, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]),
   sevenLevels: Object.freeze([0.95, 0.9333, 0.9, 0.8667, 0.8, 0.6667, 0.5]),
 })
+
+/**
+ * Table 3's budgets per method, keyed by sequence length (tokens), highest sparsity first.
+ *
+ * @category Budgets
+ */
+export interface Table3Budgets {
+  /** Vertical-Slash `V = S` (lines per head), ten levels; lengths 16384, 32768, 65536, 128000. */
+  readonly verticalSlash: Readonly<Record<number, readonly number[]>>
+  /** FlexPrefill `[alpha, minBudget]`, seven levels; lengths 16384, 32768, 65536. */
+  readonly flexPrefill: Readonly<Record<number, readonly (readonly [number, number])[]>>
+  /** Block-Sparse `K` (with `B = 16`), seven levels; lengths 16384, 32768, 65536. */
+  readonly blockSparse: Readonly<Record<number, readonly number[]>>
+  /** SnapKV / Ada-SnapKV capacity `C` (tokens), ten levels; lengths 16384, 32768, 65536. */
+  readonly snapKV: Readonly<Record<number, readonly number[]>>
+  /** Quest token budget, ten levels; lengths 16384, 32768, 65536, 128000. */
+  readonly quest: Readonly<Record<number, readonly number[]>>
+}
 
 /**
  * Table 3 of the study ([v2] A.1): the budgets used per method and sequence length, highest
@@ -190,7 +220,7 @@ export const TABLE3_SPARSITIES: Readonly<{ tenLevels: readonly number[]; sevenLe
  *
  * @category Budgets
  */
-export const TABLE3_BUDGETS = Object.freeze({
+export const TABLE3_BUDGETS: Table3Budgets = Object.freeze({
   verticalSlash: Object.freeze({
     16384: [164, 240, 315, 400, 448, 576, 768, 1024, 1536, 2304],
     32768: [290, 384, 448, 576, 704, 1024, 1536, 2304, 3584, 4608],

@@ -70,7 +70,7 @@ export const VERTICAL_SLASH_PRESETS: Readonly<Record<'study' | 'retrieval' | 'mi
  *
  * @param overrides - parameters to change from {@link defaultVerticalSlashConfig}
  * @returns the frozen configuration
- * @throws {@link ConfigError} for an unknown parameter, a non-integer or out-of-range value,
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown parameter, a non-integer or out-of-range value,
  *   `verticalSize < sinks` or `slashSize < local` (forced lines count toward the budget)
  * @category Vertical-Slash
  */
@@ -201,7 +201,7 @@ function verticalSlashPlan(config: Readonly<VerticalSlashConfig>, input: Attenti
  * @returns an attention kernel for any attnlab model; its results carry `extra.verticals`,
  *   `slashes`, `kernelBlocks`, `kernelColumns` (means per head), `window`, `exactSparsity`,
  *   `reportedSparsity` (64x64 kernel accounting)
- * @throws {@link ConfigError} on invalid parameters (see {@link resolveVerticalSlashConfig})
+ * @throws `ConfigError` (`@attnlab/core`) on invalid parameters (see {@link resolveVerticalSlashConfig})
  * @example
  * ```ts
  * const kernel = verticalSlash({ verticalSize: 164, slashSize: 164 }) // about 0.95 at 16K (Table 3)
