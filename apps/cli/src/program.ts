@@ -8,6 +8,7 @@ import { Command, CommanderError } from 'commander'
 import { describeError, exitCodeFor } from './errors.ts'
 import { registerInfo } from './commands/info.ts'
 import { registerSparse } from './commands/sparse.ts'
+import { registerDynamics } from './commands/dynamics.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerInfo(program)
   // Commands register here (one line each):
   registerSparse(program)
+  registerDynamics(program)
   return program
 }
 

@@ -1,0 +1,98 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { main } from '../program.ts'
+
+let dir: string
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'attnlab-dynamics-'))
+})
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out: string[] = []
+  const err: string[] = []
+  vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => void out.push(args.join(' ')))
+  vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void err.push(args.join(' ')))
+  const stderrWrite = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    err.push(String(chunk))
+    return true
+  })
+  const code = await main(argv)
+  stderrWrite.mockRestore()
+  return { code, stdout: out.join('\n'), stderr: err.join('') }
+}
+
+const reference = ['dynamics', 'simulate', '--heads', '3', '--T', '40', '--m', '1.7', '--eps', '1e-6', '--seed', '0', '--variant', 'replicator']
+
+describe('attnlab dynamics simulate', () => {
+  it('--json prints plateaus, three transitions and the competitive -> cooperative phases', async () => {
+    const { code, stdout } = await run([...reference, '--t-max', '600', '--points', '300', '--json'])
+    expect(code).toBe(0)
+    const summary = JSON.parse(stdout) as {
+      plateaus: number[]
+      transitions: { stage: number; time: number | null; takenSpans: { span: number; head: number }[] }[]
+      phases: { phase: string; span: number | null }[]
+      stagesReached: number
+      finalLoss: number
+    }
+    expect(summary.plateaus[0]).toBeCloseTo(6.12105, 10)
+    expect(summary.plateaus[1]).toBeCloseTo(1.945, 10)
+    expect(summary.plateaus[2]).toBeCloseTo(0.5, 10)
+    expect(summary.plateaus[3]).toBe(0)
+    expect(summary.stagesReached).toBe(3)
+    expect(summary.transitions[0]?.time).toBeCloseTo(4.55, 1)
+    expect(summary.transitions.map((t) => t.takenSpans.map((s) => s.span))).toEqual([[0], [1], [2]])
+    expect(summary.phases.map((p) => p.phase)).toEqual(['initial', 'competitive', 'cooperative'])
+    expect(summary.phases[1]?.span).toBe(0)
+    expect(summary.finalLoss).toBeLessThan(1e-3)
+  })
+
+  it('eps = 0 never leaves the first plateau; the human summary says so', async () => {
+    const { code, stdout } = await run(['dynamics', 'simulate', '--eps', '0', '--t-max', '300', '--points', '100'])
+    expect(code).toBe(0)
+    expect(stdout).toMatch(/stage 1: t = 4\.5/)
+    expect(stdout).toMatch(/stage 2: not reached/)
+    expect(stdout).toMatch(/competitive/)
+    expect(stdout).not.toMatch(/cooperative/)
+  })
+
+  it('--plot writes an SVG of the loss and the per-head span mass', async () => {
+    const file = join(dir, 'flow.svg')
+    const { code, stdout } = await run([...reference, '--variant', 'logit', '--heads', '2', '--T', '12', '--t-max', '400', '--points', '100', '--lambda', '0.001', '--plot', file, '--json'])
+    expect(code).toBe(0)
+    expect(JSON.parse(stdout).plot).toBe(file)
+    const svg = await readFile(file, 'utf8')
+    expect(svg.startsWith('<svg')).toBe(true)
+    expect(svg).toContain('head 1')
+    expect(svg).toContain('span 2')
+  })
+
+  it.each([
+    [['--heads', '0'], /--heads must be in \[1, 64\]/],
+    [['--T', 'forty'], /--T must be an integer/],
+    [['--T', '2'], /Invalid nCtx: expected an integer >= 3/],
+    [['--spans', '1,0'], /--spans values must be >= 1/],
+    [['--m', '-1'], /--m must be in/],
+    [['--eps', 'tiny'], /--eps must be a number/],
+    [['--variant', 'squared'], /Allowed choices are replicator, logit/],
+    [['--lambda', '-0.1'], /--lambda must be in/],
+    [['--fast-value'], /fast-value limit needs weightDecay > 0/],
+    [['--t-max', '0'], /--t-max must be in/],
+    [['--spacing', 'cubic'], /Allowed choices are log, linear/],
+    [['--plot', 'out.png'], /--plot must name an .svg file/],
+    [['--plot', '/nonexistent-attnlab-dir/x.svg'], /does not exist/],
+  ])('rejects %j with one line and exit code 2, before any work', async (flags, message) => {
+    const { code, stdout, stderr } = await run([...reference, ...flags])
+    expect(code).toBe(2)
+    expect(stdout).toBe('')
+    expect(stderr).toMatch(message)
+    expect(stderr.trim().split('\n')[0]).toMatch(/^attnlab: error/)
+  })
+})
