@@ -101,7 +101,8 @@ export function attendWithMask(
   return tf.tidy(() => {
     const kRep = repeatKvHeads(k, nHeads) // [b, H, Tk, d]
     const vRep = repeatKvHeads(v, nHeads) // [b, H, Tk, dv]
-    let scores = tf.add(tf.mul(tf.matMul(q, kRep, false, true), scale), tf.tensor4d(bias, [batch, nHeads, queryPos, keyPos])) as tf.Tensor4D
+    // scale the queries (pos x d) rather than the scores (pos x pos): one pass less over the big tensor
+    let scores = tf.add(tf.matMul(tf.mul(q, scale), kRep, false, true), tf.tensor4d(bias, [batch, nHeads, queryPos, keyPos])) as tf.Tensor4D
     const hooks = context?.hooks
     if (hooks?.attnScores) scores = hooks.attnScores(scores)
     let pattern = tf.softmax(scores, -1) as tf.Tensor4D // [b, H, Tq, Tk]
@@ -132,7 +133,7 @@ export function lastWindowProbabilities(q: tf.Tensor4D, k: tf.Tensor4D, window: 
   const probabilities = tf.tidy(() => {
     const qWindow = tf.slice(q, [0, 0, length - window, 0], [batch, nHeads, window, dHead])
     const kRep = repeatKvHeads(k, nHeads)
-    const scores = tf.add(tf.mul(tf.matMul(qWindow, kRep, false, true), scale), tf.tensor2d(bias, [window, length]))
+    const scores = tf.add(tf.matMul(tf.mul(qWindow, scale), kRep, false, true), tf.tensor2d(bias, [window, length]))
     return tf.softmax(scores, -1)
   })
   const data = probabilities.dataSync() as Float32Array
