@@ -1,1 +1,105 @@
-export {}
+/**
+ * `@attnlab/transformer`: the model every attnlab experiment works on.
+ *
+ * - {@link createTransformer} / {@link Transformer}: three architectures from one implementation
+ *   (`minimal` = Yüksel et al.'s minimal model, `gpt`, `llama`), configured by
+ *   {@link createConfig} / {@link presetConfig}, with TransformerLens parameter names.
+ * - Hooks: {@link Transformer.runWithHooks}, {@link Transformer.runWithCache}, batched head
+ *   masks, {@link getActName}; see `docs/architecture/hooks.md`.
+ * - Pluggable attention: any `@attnlab/core` `AttentionKernel` ({@link denseAttention} by
+ *   default), for prefill and KV-cached decode; see `docs/architecture/attention-kernel.md`.
+ * - Training: {@link train} / {@link Trainer} (AdamW, SGD, clipping, schedules, evaluation,
+ *   analysis metrics, exact resume), {@link analyze} metrics.
+ * - Generation: {@link generate} (KV-cached; greedy, temperature, top-k, top-p).
+ * - Checkpoints on disk: `@attnlab/transformer/node`.
+ *
+ * @packageDocumentation
+ */
+export {
+  DEFAULT_MINIMAL_QUERY_INIT,
+  configFromJSON,
+  configToJSON,
+  createConfig,
+  defaultTransformerConfig,
+  presetConfig,
+  type ActivationFunction,
+  type Architecture,
+  type Normalization,
+  type Positional,
+  type PresetName,
+  type QueryInit,
+  type TransformerConfig,
+  type TransformerConfigInput,
+} from './config.ts'
+export {
+  ActivationCache,
+  Transformer,
+  createTransformer,
+  parameterShapes,
+  type AttentionReport,
+  type ForwardOptions,
+  type HookHandle,
+  type RunWithCacheOptions,
+  type TokenInput,
+  type TransformerOptions,
+} from './model.ts'
+export {
+  BLOCK_HOOK_POINTS,
+  HookRunner,
+  getActName,
+  parseHookName,
+  type ActName,
+  type BlockHookPoint,
+  type ForwardHook,
+  type HookContext,
+  type HookFunction,
+  type HookName,
+  type HookSelector,
+} from './hooks.ts'
+export { causalMask, denseAttention } from './dense-attention.ts'
+export { KVCache } from './kv-cache.ts'
+export { generate, sampleToken, type GenerateOptions, type GenerateResult, type StopReason } from './generate.ts'
+export {
+  Trainer,
+  train,
+  type EvalRecord,
+  type StepRecord,
+  type TrainOptions,
+  type TrainResult,
+  type TrainerState,
+  type TrainingSource,
+} from './train.ts'
+export {
+  clipByGlobalNorm,
+  createOptimizer,
+  decayMatrices,
+  type AdamWOptions,
+  type Optimizer,
+  type OptimizerOptions,
+  type OptimizerState,
+  type SgdOptions,
+} from './optimizers.ts'
+export {
+  createSchedule,
+  type ConstantSchedule,
+  type ReduceOnPlateauSchedule,
+  type Schedule,
+  type ScheduleOptions,
+  type ScheduleState,
+  type WarmupCosineSchedule,
+} from './schedules.ts'
+export { analyze, headSeparation, valueAlignment, type AnalysisMetrics, type AnalyzeOptions, type TeacherSource } from './metrics.ts'
+export {
+  activation,
+  applyRotary,
+  crossEntropyPerRow,
+  dropout,
+  layerNorm,
+  linear,
+  maskedCrossEntropy,
+  oneHotFloat,
+  rmsNorm,
+  ropeTables,
+} from './ops.ts'
+export { KERNEL_NAMES, ensureKernels, gatherRows, pairScatter, pairScores, scatterRows } from './kernels.ts'
+export { ensureGradients, registeredGradientKernels } from './gradients.ts'

@@ -1,0 +1,482 @@
+/**
+ * Transformer configuration: one interface for the three architectures (`minimal`, `gpt`,
+ * `llama`), validated at construction and frozen, with named presets.
+ *
+ * Field names follow TransformerLens' `HookedTransformerConfig` in camelCase (`dModel`,
+ * `nHeads`, `nKvHeads`, `dHead`, `nLayers`, `nCtx`, `dVocab`, `dMlp`, `normalization`,
+ * `positional`, `attnOnly`, `actFn`).
+ *
+ * @module
+ */
+import { ConfigError } from '@attnlab/core'
+
+/**
+ * The three model families one implementation covers.
+ *
+ * - `minimal`: the minimal model of Yüksel, Alvarez Lucendo & Flammarion, "Incremental Learning
+ *   of Sparse Attention Patterns in Transformers" (arXiv 2602.19143; official code
+ *   `tml-epfl/hmm-attention`, `conf/experiments/full_disection.yaml`): input
+ *   `[onehot(token); onehot(position)]`, one attention-only block, no embedding, unembedding,
+ *   LayerNorm, MLP, residual or output projection, key = input, disentangled heads with their own
+ *   full-width `W_Q` and `W_V`, head outputs summed, logits = the first `dVocab` coordinates,
+ *   scores not scaled by `1/sqrt(d)`.
+ * - `gpt`: pre-LN GPT-2 decoder (learned positions, GELU MLP or attention-only, final LN, tied or
+ *   untied unembedding, dropout).
+ * - `llama`: Llama 2 (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases).
+ *
+ * @category Config
+ */
+export type Architecture = 'minimal' | 'gpt' | 'llama'
+
+/** Normalisation layers: LayerNorm (gpt), RMSNorm (llama) or none (minimal). @category Config */
+export type Normalization = 'layernorm' | 'rmsnorm' | 'none'
+
+/**
+ * How positions enter: `learned` absolute embeddings added to the token embedding (gpt),
+ * `rotary` (RoPE on queries and keys, llama), or `onehot` (the minimal model's concatenated
+ * one-hot position, occupying coordinates `dVocab .. dVocab + nCtx - 1` of the input).
+ *
+ * @category Config
+ */
+export type Positional = 'learned' | 'rotary' | 'onehot'
+
+/**
+ * MLP activation. `gelu_new` is GPT-2's tanh approximation (TransformerLens' name); `gelu` the
+ * exact erf form; `silu` (Llama's SwiGLU uses it on the gate); `relu`.
+ *
+ * @category Config
+ */
+export type ActivationFunction = 'gelu_new' | 'gelu' | 'relu' | 'silu'
+
+/**
+ * Initialisation of the minimal model's query matrices: a number `eps` means `U(-eps, eps)`
+ * (0 gives exactly zero), `'xavier'` means Xavier/Glorot uniform `U(-a, a)`,
+ * `a = sqrt(6 / (dModel + dModel))`. Paper (b), `init-ablation.yaml`: eps in {0, 1e-9, 1e-6,
+ * 1e-3} or Xavier.
+ *
+ * @category Config
+ */
+export type QueryInit = number | 'xavier'
+
+/**
+ * A resolved, validated, frozen transformer configuration (what a model was built with).
+ * Create one with {@link createConfig} (or {@link presetConfig}).
+ *
+ * @category Config
+ */
+export interface TransformerConfig {
+  /** Model family. */
+  readonly architecture: Architecture
+  /** Vocabulary size (token ids `0 .. dVocab - 1`). */
+  readonly dVocab: number
+  /** Maximum sequence length (positions `0 .. nCtx - 1`). */
+  readonly nCtx: number
+  /** Width of the residual stream. For `minimal` it is `dVocab + nCtx` (the one-hot input). */
+  readonly dModel: number
+  /** Number of blocks (`minimal`: 1). */
+  readonly nLayers: number
+  /** Query heads per block. */
+  readonly nHeads: number
+  /** Key/value heads (grouped-query attention); divides `nHeads`. `minimal`, `gpt`: `nHeads`. */
+  readonly nKvHeads: number
+  /** Width of each head's queries and keys (`minimal`: `dModel`, full width). */
+  readonly dHead: number
+  /** Hidden width of the MLP (0 when `attnOnly`). */
+  readonly dMlp: number
+  /** Attention-only blocks (no MLP). Always true for `minimal`. */
+  readonly attnOnly: boolean
+  /** Normalisation layer kind. */
+  readonly normalization: Normalization
+  /** Epsilon inside LayerNorm / RMSNorm. */
+  readonly normEps: number
+  /** Positional scheme. */
+  readonly positional: Positional
+  /** RoPE base (`theta`), used when `positional === 'rotary'`. */
+  readonly ropeTheta: number
+  /** MLP activation (`llama`: `silu` on the gate of a gated MLP). */
+  readonly actFn: ActivationFunction
+  /** Gated MLP (`W_gate`, SwiGLU when `actFn === 'silu'`). */
+  readonly gatedMlp: boolean
+  /** Linear layers have biases (`b_Q, b_K, b_V, b_O, b_in, b_out`) and LayerNorms a bias `b`. */
+  readonly bias: boolean
+  /** The unembedding is the transposed token embedding (`unembed.W_U` is then not a parameter). */
+  readonly tiedEmbeddings: boolean
+  /** Dropout probability on the embedding, attention pattern and residual branches (training only). */
+  readonly dropout: number
+  /** Multiplier of `q . k` before the softmax (`1/sqrt(dHead)`; `minimal`: 1). */
+  readonly attnScale: number
+  /** Standard deviation of the normal initialisation of gpt/llama weight matrices. */
+  readonly initRange: number
+  /** Initialisation of the minimal model's `W_Q` (see {@link QueryInit}). */
+  readonly queryInit: QueryInit
+  /** Seed of the weight initialisation (`Rng.fromSeed(seed).split('init')`). */
+  readonly seed: number
+}
+
+/**
+ * What a user passes to {@link createConfig}: any subset of {@link TransformerConfig}; the rest
+ * comes from the architecture's defaults.
+ *
+ * @category Config
+ */
+export type TransformerConfigInput = { readonly architecture: Architecture } & Partial<Omit<TransformerConfig, 'architecture'>>
+
+/** Names of the built-in presets. @category Config */
+export type PresetName = 'minimal' | 'gpt' | 'gpt-nano' | 'llama' | 'llama-260k'
+
+/**
+ * The minimal model's default query initialisation, `U(-1e-5, 1e-5)`: small enough that the
+ * heads stay together through the first plateau (all heads attend alike, as in the paper's
+ * Figure 1), large enough that their differences survive float32 and the heads separate
+ * deterministically on every backend. The paper's `1e-9` is below float32 resolution here (the
+ * scores `~1e-9` vanish inside `exp`), so heads stay bit-identical ("symmetry trap",
+ * `minimal-model-compute.md`); pass `queryInit: 1e-9` to study that.
+ *
+ * @category Config
+ */
+export const DEFAULT_MINIMAL_QUERY_INIT = 1e-5
+
+function base(architecture: Architecture): Omit<TransformerConfig, 'attnScale'> & { attnScale?: number } {
+  switch (architecture) {
+    case 'minimal':
+      // d = 50, spans [2,2,2]: sequences of C + 20 = 26 tokens, the model sees 25.
+      return {
+        architecture,
+        dVocab: 50,
+        nCtx: 25,
+        dModel: 75,
+        nLayers: 1,
+        nHeads: 3,
+        nKvHeads: 3,
+        dHead: 75,
+        dMlp: 0,
+        attnOnly: true,
+        normalization: 'none',
+        normEps: 1e-5,
+        positional: 'onehot',
+        ropeTheta: 10000,
+        actFn: 'gelu_new',
+        gatedMlp: false,
+        bias: false,
+        tiedEmbeddings: false,
+        dropout: 0,
+        attnScale: 1,
+        initRange: 0.02,
+        queryInit: DEFAULT_MINIMAL_QUERY_INIT,
+        seed: 0,
+      }
+    case 'gpt':
+      return {
+        architecture,
+        dVocab: 64,
+        nCtx: 64,
+        dModel: 64,
+        nLayers: 2,
+        nHeads: 4,
+        nKvHeads: 4,
+        dHead: 16,
+        dMlp: 256,
+        attnOnly: false,
+        normalization: 'layernorm',
+        normEps: 1e-5,
+        positional: 'learned',
+        ropeTheta: 10000,
+        actFn: 'gelu_new',
+        gatedMlp: false,
+        bias: true,
+        tiedEmbeddings: true,
+        dropout: 0,
+        initRange: 0.02,
+        queryInit: 'xavier',
+        seed: 0,
+      }
+    case 'llama':
+      return {
+        architecture,
+        dVocab: 512,
+        nCtx: 128,
+        dModel: 64,
+        nLayers: 4,
+        nHeads: 4,
+        nKvHeads: 4,
+        dHead: 16,
+        dMlp: 172,
+        attnOnly: false,
+        normalization: 'rmsnorm',
+        normEps: 1e-5,
+        positional: 'rotary',
+        ropeTheta: 10000,
+        actFn: 'silu',
+        gatedMlp: true,
+        bias: false,
+        tiedEmbeddings: true,
+        dropout: 0,
+        initRange: 0.02,
+        queryInit: 'xavier',
+        seed: 0,
+      }
+  }
+}
+
+const ARCHITECTURES: readonly Architecture[] = ['minimal', 'gpt', 'llama']
+const NORMALIZATIONS: readonly Normalization[] = ['layernorm', 'rmsnorm', 'none']
+const POSITIONALS: readonly Positional[] = ['learned', 'rotary', 'onehot']
+const ACTIVATIONS: readonly ActivationFunction[] = ['gelu_new', 'gelu', 'relu', 'silu']
+const KEYS: readonly (keyof TransformerConfig)[] = [
+  'architecture',
+  'dVocab',
+  'nCtx',
+  'dModel',
+  'nLayers',
+  'nHeads',
+  'nKvHeads',
+  'dHead',
+  'dMlp',
+  'attnOnly',
+  'normalization',
+  'normEps',
+  'positional',
+  'ropeTheta',
+  'actFn',
+  'gatedMlp',
+  'bias',
+  'tiedEmbeddings',
+  'dropout',
+  'attnScale',
+  'initRange',
+  'queryInit',
+  'seed',
+]
+
+/**
+ * The default configuration of an architecture (the `minimal` default is the paper's model for
+ * d = 50, spans [2,2,2]; `gpt` a 2-layer, 4-head, dModel 64 model; `llama` the aidreams260K
+ * shape).
+ *
+ * @category Config
+ */
+export function defaultTransformerConfig(architecture: Architecture = 'gpt'): TransformerConfig {
+  return createConfig({ architecture })
+}
+
+function positiveInt(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new ConfigError(name, `${String(value)} is not a positive integer`, { value })
+  }
+  return value
+}
+
+function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw new ConfigError(name, `'${String(value)}' is not one of ${allowed.join(', ')}`, { value })
+  }
+  return value as T
+}
+
+function bool(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new ConfigError(name, `${String(value)} is not a boolean`, { value })
+  return value
+}
+
+function finite(name: string, value: unknown, min: number, max = Infinity, minExclusive = false): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || (minExclusive && value === min) || value > max) {
+    const range = `${minExclusive ? '(' : '['}${min}, ${max}${max === Infinity ? ')' : ']'}`
+    throw new ConfigError(name, `${String(value)} is not a number in ${range}`, { value })
+  }
+  return value
+}
+
+/**
+ * Resolves, validates and freezes a configuration. Unspecified fields come from the
+ * architecture's defaults; for `minimal`, `dModel` and `dHead` default to `dVocab + nCtx`.
+ *
+ * @param input - the architecture and any fields to override
+ * @returns a frozen {@link TransformerConfig}
+ * @throws {@link ConfigError} naming the field, for unknown fields, out-of-range values and
+ *   inconsistent combinations (e.g. `nHeads` not divisible by `nKvHeads`, `minimal` with a
+ *   `dModel` other than `dVocab + nCtx`, `rotary` with an odd `dHead`)
+ * @example
+ * ```ts
+ * const config = createConfig({ architecture: 'gpt', nLayers: 4, dModel: 128, nHeads: 8, dHead: 16 })
+ * ```
+ * @category Config
+ */
+export function createConfig(input: TransformerConfigInput): TransformerConfig {
+  if (typeof input !== 'object' || input === null) {
+    throw new ConfigError('config', 'expected an object with at least { architecture }', { value: input })
+  }
+  for (const key of Object.keys(input)) {
+    if (!(KEYS as readonly string[]).includes(key)) {
+      throw new ConfigError(key, `unknown configuration field; known fields: ${KEYS.join(', ')}`)
+    }
+  }
+  const architecture = oneOf('architecture', input.architecture, ARCHITECTURES)
+  const defaults = base(architecture)
+  const merged: Record<string, unknown> = { ...defaults }
+  for (const [key, value] of Object.entries(input)) if (value !== undefined) merged[key] = value
+  if (architecture === 'minimal') {
+    const dVocab = positiveInt('dVocab', merged.dVocab)
+    const nCtx = positiveInt('nCtx', merged.nCtx)
+    if (input.dModel === undefined) merged.dModel = dVocab + nCtx
+    if (input.dHead === undefined) merged.dHead = merged.dModel
+    if (input.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
+  } else {
+    if (input.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
+    if (input.dHead === undefined && (input.dModel !== undefined || input.nHeads !== undefined)) {
+      const dModel = positiveInt('dModel', merged.dModel)
+      const nHeads = positiveInt('nHeads', merged.nHeads)
+      if (dModel % nHeads !== 0) {
+        throw new ConfigError('dHead', `not given, and dModel ${dModel} is not divisible by nHeads ${nHeads}; give dHead explicitly`)
+      }
+      merged.dHead = dModel / nHeads
+    }
+    if (input.attnOnly === true && input.dMlp === undefined) merged.dMlp = 0
+    if (input.dMlp === undefined && input.dModel !== undefined && input.attnOnly !== true) {
+      merged.dMlp = 4 * (merged.dModel as number)
+    }
+  }
+  const config = {
+    architecture,
+    dVocab: positiveInt('dVocab', merged.dVocab),
+    nCtx: positiveInt('nCtx', merged.nCtx),
+    dModel: positiveInt('dModel', merged.dModel),
+    nLayers: positiveInt('nLayers', merged.nLayers),
+    nHeads: positiveInt('nHeads', merged.nHeads),
+    nKvHeads: positiveInt('nKvHeads', merged.nKvHeads),
+    dHead: positiveInt('dHead', merged.dHead),
+    dMlp: 0,
+    attnOnly: bool('attnOnly', merged.attnOnly),
+    normalization: oneOf('normalization', merged.normalization, NORMALIZATIONS),
+    normEps: finite('normEps', merged.normEps, 0, 1, true),
+    positional: oneOf('positional', merged.positional, POSITIONALS),
+    ropeTheta: finite('ropeTheta', merged.ropeTheta, 1),
+    actFn: oneOf('actFn', merged.actFn, ACTIVATIONS),
+    gatedMlp: bool('gatedMlp', merged.gatedMlp),
+    bias: bool('bias', merged.bias),
+    tiedEmbeddings: bool('tiedEmbeddings', merged.tiedEmbeddings),
+    dropout: finite('dropout', merged.dropout, 0, 1),
+    attnScale: 0,
+    initRange: finite('initRange', merged.initRange, 0),
+    queryInit: merged.queryInit as QueryInit,
+    seed: merged.seed as number,
+  }
+  if (config.dropout >= 1) throw new ConfigError('dropout', `${config.dropout} must be < 1`, { value: config.dropout })
+  if (!Number.isSafeInteger(config.seed)) {
+    throw new ConfigError('seed', `${String(config.seed)} is not an integer`, { value: config.seed })
+  }
+  config.dMlp = config.attnOnly ? 0 : positiveInt('dMlp', merged.dMlp)
+  if (config.attnOnly && merged.dMlp !== undefined && merged.dMlp !== 0 && input.dMlp !== undefined) {
+    throw new ConfigError('dMlp', `${String(merged.dMlp)} given with attnOnly: true; an attention-only model has no MLP (dMlp 0)`)
+  }
+  const queryInit = config.queryInit
+  if (!(queryInit === 'xavier' || (typeof queryInit === 'number' && Number.isFinite(queryInit) && queryInit >= 0))) {
+    throw new ConfigError('queryInit', `${String(queryInit)} is neither a non-negative number (eps of U(-eps, eps)) nor 'xavier'`, {
+      value: queryInit,
+    })
+  }
+  if (config.nHeads % config.nKvHeads !== 0) {
+    throw new ConfigError('nKvHeads', `${config.nKvHeads} does not divide nHeads ${config.nHeads} (grouped-query attention needs whole groups)`)
+  }
+  const scale = merged.attnScale === undefined ? 1 / Math.sqrt(config.dHead) : merged.attnScale
+  config.attnScale = finite('attnScale', scale, 0, Infinity, true)
+  // Architecture invariants.
+  if (architecture === 'minimal') {
+    const fixed: [keyof TransformerConfig, unknown][] = [
+      ['nLayers', 1],
+      ['attnOnly', true],
+      ['normalization', 'none'],
+      ['positional', 'onehot'],
+      ['bias', false],
+      ['tiedEmbeddings', false],
+    ]
+    for (const [key, value] of fixed) {
+      if (config[key] !== value) {
+        throw new ConfigError(key, `the minimal model requires ${key} = ${String(value)} (got ${String(config[key])})`)
+      }
+    }
+    if (config.dModel !== config.dVocab + config.nCtx) {
+      throw new ConfigError(
+        'dModel',
+        `the minimal model's input is [onehot(token); onehot(position)], so dModel must be dVocab + nCtx = ${config.dVocab + config.nCtx} (got ${config.dModel})`,
+      )
+    }
+    if (config.dHead !== config.dModel) {
+      throw new ConfigError('dHead', `the minimal model's heads are full width: dHead must equal dModel ${config.dModel} (got ${config.dHead})`)
+    }
+    if (config.nKvHeads !== config.nHeads) {
+      throw new ConfigError('nKvHeads', `the minimal model has no key projection; nKvHeads must equal nHeads (got ${config.nKvHeads})`)
+    }
+  } else {
+    if (config.positional === 'onehot') {
+      throw new ConfigError('positional', `'onehot' positions belong to the minimal model; ${architecture} uses 'learned' or 'rotary'`)
+    }
+    if (config.normalization === 'none' && architecture === 'llama') {
+      throw new ConfigError('normalization', `llama uses 'rmsnorm' (got 'none')`)
+    }
+    if (config.positional === 'rotary' && config.dHead % 2 !== 0) {
+      throw new ConfigError('dHead', `rotary embeddings rotate pairs of dimensions: dHead must be even (got ${config.dHead})`)
+    }
+    if (config.gatedMlp && config.attnOnly) {
+      throw new ConfigError('gatedMlp', 'an attention-only model has no MLP to gate')
+    }
+  }
+  return Object.freeze(config)
+}
+
+/**
+ * A named preset, optionally with overrides.
+ *
+ * - `minimal`: Yüksel et al.'s minimal model for d = 50, spans [2,2,2] (3 heads, dModel 75,
+ *   nCtx 25).
+ * - `gpt`: 2 layers, 4 heads, dModel 64, dMlp 256, nCtx 64, dVocab 64, LayerNorm, GELU, tied.
+ * - `gpt-nano`: 1 layer, 2 heads, dModel 16, dMlp 32, nCtx 16, dVocab 16 (for tests).
+ * - `llama`, `llama-260k`: the shape of the aidreams260K Llama 2 checkpoint (dModel 64, 4 layers,
+ *   4 heads, dMlp 172, dVocab 512, nCtx 128, RMSNorm eps 1e-5, theta 10000, tied).
+ *
+ * @param name - preset name
+ * @param overrides - fields to change
+ * @throws {@link ConfigError} for an unknown preset or invalid overrides
+ * @category Config
+ */
+export function presetConfig(name: PresetName, overrides: Partial<Omit<TransformerConfig, 'architecture'>> = {}): TransformerConfig {
+  switch (name) {
+    case 'minimal':
+      return createConfig({ architecture: 'minimal', ...overrides })
+    case 'gpt':
+      return createConfig({ architecture: 'gpt', ...overrides })
+    case 'gpt-nano':
+      return createConfig({ architecture: 'gpt', dVocab: 16, nCtx: 16, dModel: 16, nLayers: 1, nHeads: 2, dHead: 8, dMlp: 32, ...overrides })
+    case 'llama':
+    case 'llama-260k':
+      return createConfig({ architecture: 'llama', ...overrides })
+    default:
+      throw new ConfigError('preset', `'${String(name)}' is not a preset; expected one of minimal, gpt, gpt-nano, llama, llama-260k`, {
+        value: name,
+      })
+  }
+}
+
+/**
+ * The configuration as plain JSON (for checkpoints), in camelCase.
+ *
+ * @category Config
+ */
+export function configToJSON(config: TransformerConfig): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const key of KEYS) out[key] = config[key]
+  return out
+}
+
+/**
+ * Rebuilds a configuration from {@link configToJSON} output (validated like {@link createConfig}).
+ *
+ * @throws {@link ConfigError} naming the field when the JSON is not a valid configuration
+ * @category Config
+ */
+export function configFromJSON(json: unknown): TransformerConfig {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new ConfigError('config', 'expected a JSON object', { value: json })
+  }
+  const record = json as Record<string, unknown>
+  return createConfig(record as unknown as TransformerConfigInput)
+}

@@ -1,0 +1,353 @@
+/**
+ * Gather/scatter kernels for one-hot structured inputs, written in plain JavaScript loops over
+ * the backend's memory and registered (with gradients) for every backend.
+ *
+ * Why: the minimal model's input is two one-hots, so `x W = W[token] + W[d + position]` and the
+ * attention scores `(x W_Q) x^T` are gathers (`minimal-model-compute.md`). On tfjs-wasm the
+ * generic `tf.gather` costs ~150 ns per element and its gradient (`UnsortedSegmentSum`) is
+ * missing; `gatherND`/`scatterND` cost ~15 ns per element. These loops cost 1-2 ns per element
+ * on both `cpu` and `wasm`, which makes the minimal model's forward and backward pass
+ * O(batch * heads * pos^2) memory traffic plus two dense matmuls.
+ *
+ * Kernels (each is the other's gradient):
+ * - `AttnlabGatherRows` (`table [rows, width]`, `indices [n, k]`) -> `[n, width]`, the sum of
+ *   the `k` rows each output row names (k = 1: an embedding lookup; k = 2: the minimal model's
+ *   `x W = W[token] + W[d + position]`), and `AttnlabScatterRows` (`updates [n, width]`,
+ *   `indices [n, k]`, `rows`) -> `[rows, width]` (every named row receives the update;
+ *   duplicates add): its gradient.
+ * - `AttnlabPairScores` (`q [batch, pos, heads, width]`, `tokens [batch, pos]`) ->
+ *   `[batch, heads, pos, pos]`: the score of query `i` with the key whose one-hot input has ones
+ *   at `tokens[b, j]` and `offset + j`, i.e. `q[b, i, h, tokens[b, j]] + q[b, i, h, offset + j]`,
+ *   for `j <= i`, and `maskValue` above the diagonal; and `AttnlabPairScatter` (`p [batch, heads,
+ *   pos, pos]`, `tokens`) -> `[batch, pos, heads, width]`, `sum_j p[b, h, i, j] x_j` (the
+ *   attention-weighted input, lower triangle only).
+ *
+ * Registration happens in {@link ensureKernels} (called by the model), not at import.
+ *
+ * @module
+ */
+import * as tf from '@tensorflow/tfjs-core'
+import { AttnlabError, ShapeError } from '@attnlab/core'
+
+/** Kernel names (stable; registered for every backend by {@link ensureKernels}). @category Kernels */
+export const KERNEL_NAMES = Object.freeze({
+  gatherRows: 'AttnlabGatherRows',
+  scatterRows: 'AttnlabScatterRows',
+  pairScores: 'AttnlabPairScores',
+  pairScatter: 'AttnlabPairScatter',
+})
+
+const BACKENDS = ['cpu', 'wasm', 'webgl', 'webgpu', 'tensorflow'] as const
+
+type TypedArray = Float32Array | Int32Array
+interface WasmLike {
+  makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo
+  typedArrayFromHeap(info: tf.TensorInfo): tf.backend_util.TypedArray
+}
+interface GenericBackend {
+  readSync(dataId: tf.DataId): tf.backend_util.BackendValues
+  makeTensorInfo(shape: number[], dtype: tf.DataType, values?: tf.backend_util.BackendValues): tf.TensorInfo
+}
+
+/**
+ * Runs `compute` on the inputs' values and a zero-filled float32 output of `shape`, using the
+ * wasm heap directly when the backend is wasm (no copies) and readSync/makeTensorInfo otherwise.
+ */
+function runJs(
+  backend: unknown,
+  inputs: readonly tf.TensorInfo[],
+  shape: number[],
+  compute: (values: TypedArray[], out: Float32Array) => void,
+): tf.TensorInfo {
+  const wasm = backend as Partial<WasmLike>
+  if (typeof wasm.makeOutput === 'function' && typeof wasm.typedArrayFromHeap === 'function') {
+    // Allocate first: allocation may grow (and detach) the heap, invalidating earlier views.
+    const out = wasm.makeOutput(shape, 'float32')
+    const values = inputs.map((t) => wasm.typedArrayFromHeap!(t) as TypedArray)
+    const outValues = wasm.typedArrayFromHeap(out) as Float32Array
+    outValues.fill(0)
+    compute(values, outValues)
+    return out
+  }
+  const generic = backend as GenericBackend
+  const values = inputs.map((t) => generic.readSync(t.dataId) as TypedArray)
+  const outValues = new Float32Array(shape.reduce((n, d) => n * d, 1))
+  compute(values, outValues)
+  return generic.makeTensorInfo(shape, 'float32', outValues)
+}
+
+function checkIndex(value: number, limit: number, what: string): void {
+  if (!(value >= 0 && value < limit)) {
+    throw new AttnlabError('INVALID_ARGUMENT', `${what} ${value} is out of range [0, ${limit})`, { value, limit })
+  }
+}
+
+// ---- rows ----
+
+function gatherRowsKernel({ inputs, backend }: { inputs: tf.NamedTensorInfoMap; backend: unknown }): tf.TensorInfo {
+  const table = inputs.table as tf.TensorInfo
+  const indices = inputs.indices as tf.TensorInfo
+  const [rows, width] = table.shape as [number, number]
+  const [n, k] = indices.shape as [number, number]
+  return runJs(backend, [table, indices], [n, width], ([t, idx], out) => {
+    const values = t as Float32Array
+    const index = idx as Int32Array
+    for (let r = 0; r < n; r++) {
+      const dst = r * width
+      for (let m = 0; m < k; m++) {
+        const row = index[r * k + m] as number
+        checkIndex(row, rows, 'row index')
+        const src = row * width
+        for (let c = 0; c < width; c++) out[dst + c] = (out[dst + c] as number) + (values[src + c] as number)
+      }
+    }
+  })
+}
+
+function scatterRowsKernel({
+  inputs,
+  backend,
+  attrs,
+}: {
+  inputs: tf.NamedTensorInfoMap
+  backend: unknown
+  attrs: tf.NamedAttrMap
+}): tf.TensorInfo {
+  const updates = inputs.updates as tf.TensorInfo
+  const indices = inputs.indices as tf.TensorInfo
+  const rows = attrs.rows as number
+  const [n, width] = updates.shape as [number, number]
+  const k = indices.shape[1] as number
+  return runJs(backend, [updates, indices], [rows, width], ([u, idx], out) => {
+    const values = u as Float32Array
+    const index = idx as Int32Array
+    for (let r = 0; r < n; r++) {
+      const src = r * width
+      for (let m = 0; m < k; m++) {
+        const row = index[r * k + m] as number
+        checkIndex(row, rows, 'row index')
+        const dst = row * width
+        for (let c = 0; c < width; c++) out[dst + c] = (out[dst + c] as number) + (values[src + c] as number)
+      }
+    }
+  })
+}
+
+// ---- pairs ----
+
+function pairScoresKernel({
+  inputs,
+  backend,
+  attrs,
+}: {
+  inputs: tf.NamedTensorInfoMap
+  backend: unknown
+  attrs: tf.NamedAttrMap
+}): tf.TensorInfo {
+  const q = inputs.q as tf.TensorInfo
+  const tokens = inputs.tokens as tf.TensorInfo
+  const [batch, pos, heads, width] = q.shape as [number, number, number, number]
+  const offset = attrs.offset as number
+  const maskValue = attrs.maskValue as number
+  return runJs(backend, [q, tokens], [batch, heads, pos, pos], ([qv, tv], out) => {
+    const qs = qv as Float32Array
+    const ts = tv as Int32Array
+    for (let b = 0; b < batch; b++) {
+      const tokenBase = b * pos
+      for (let h = 0; h < heads; h++) {
+        for (let i = 0; i < pos; i++) {
+          const qRow = ((b * pos + i) * heads + h) * width
+          const outRow = ((b * heads + h) * pos + i) * pos
+          for (let j = 0; j <= i; j++) {
+            out[outRow + j] = (qs[qRow + (ts[tokenBase + j] as number)] as number) + (qs[qRow + offset + j] as number)
+          }
+          for (let j = i + 1; j < pos; j++) out[outRow + j] = maskValue
+        }
+      }
+    }
+  })
+}
+
+function pairScatterKernel({
+  inputs,
+  backend,
+  attrs,
+}: {
+  inputs: tf.NamedTensorInfoMap
+  backend: unknown
+  attrs: tf.NamedAttrMap
+}): tf.TensorInfo {
+  const p = inputs.p as tf.TensorInfo
+  const tokens = inputs.tokens as tf.TensorInfo
+  const [batch, heads, pos] = p.shape as [number, number, number, number]
+  const offset = attrs.offset as number
+  const width = attrs.width as number
+  return runJs(backend, [p, tokens], [batch, pos, heads, width], ([pv, tv], out) => {
+    const ps = pv as Float32Array
+    const ts = tv as Int32Array
+    for (let b = 0; b < batch; b++) {
+      const tokenBase = b * pos
+      for (let h = 0; h < heads; h++) {
+        for (let i = 0; i < pos; i++) {
+          const pRow = ((b * heads + h) * pos + i) * pos
+          const outRow = ((b * pos + i) * heads + h) * width
+          for (let j = 0; j <= i; j++) {
+            const value = ps[pRow + j] as number
+            const t = outRow + (ts[tokenBase + j] as number)
+            out[t] = (out[t] as number) + value
+            const o = outRow + offset + j
+            out[o] = (out[o] as number) + value
+          }
+        }
+      }
+    }
+  })
+}
+
+let registered = false
+
+/**
+ * Registers the kernels of this module and their gradients for every backend attnlab knows
+ * (`cpu`, `wasm`, and the GPU/native backends through a read-back fallback). Idempotent.
+ *
+ * @category Kernels
+ */
+export function ensureKernels(): void {
+  if (registered) return
+  const kernels: [string, tf.KernelFunc][] = [
+    [KERNEL_NAMES.gatherRows, gatherRowsKernel as unknown as tf.KernelFunc],
+    [KERNEL_NAMES.scatterRows, scatterRowsKernel as unknown as tf.KernelFunc],
+    [KERNEL_NAMES.pairScores, pairScoresKernel as unknown as tf.KernelFunc],
+    [KERNEL_NAMES.pairScatter, pairScatterKernel as unknown as tf.KernelFunc],
+  ]
+  for (const [kernelName, kernelFunc] of kernels) {
+    for (const backendName of BACKENDS) {
+      if (tf.getKernel(kernelName, backendName) === undefined) tf.registerKernel({ kernelName, backendName, kernelFunc })
+    }
+  }
+  const gradients: tf.GradConfig[] = [
+    {
+      kernelName: KERNEL_NAMES.gatherRows,
+      inputsToSave: ['table', 'indices'],
+      gradFunc: (dy, [table, indices]) => ({
+        table: () => scatterRows(dy as tf.Tensor2D, indices as tf.Tensor2D, table!.shape[0] as number),
+        indices: () => tf.cast(tf.zerosLike(indices!), 'float32'),
+      }),
+    },
+    {
+      kernelName: KERNEL_NAMES.scatterRows,
+      inputsToSave: ['indices'],
+      gradFunc: (dy, [indices]) => ({
+        updates: () => gatherRows(dy as tf.Tensor2D, indices as tf.Tensor2D),
+        indices: () => tf.cast(tf.zerosLike(indices!), 'float32'),
+      }),
+    },
+    {
+      kernelName: KERNEL_NAMES.pairScores,
+      inputsToSave: ['q', 'tokens'],
+      gradFunc: (dy, [q, tokens], attrs) => ({
+        q: () => pairScatter(dy as tf.Tensor4D, tokens as tf.Tensor2D, q!.shape[3] as number, attrs.offset as number),
+        tokens: () => tf.cast(tf.zerosLike(tokens!), 'float32'),
+      }),
+    },
+    {
+      kernelName: KERNEL_NAMES.pairScatter,
+      inputsToSave: ['tokens'],
+      gradFunc: (dy, [tokens], attrs) => ({
+        p: () => pairScores(dy as tf.Tensor4D, tokens as tf.Tensor2D, attrs.offset as number, 0),
+        tokens: () => tf.cast(tf.zerosLike(tokens!), 'float32'),
+      }),
+    },
+  ]
+  for (const config of gradients) {
+    if (tf.getGradient(config.kernelName) === undefined) tf.registerGradient(config)
+  }
+  registered = true
+}
+
+/**
+ * Sums of table rows: `out[n, :] = sum_m table[indices[n, m], :]` (with `k = 1` an embedding
+ * lookup). Trains on every backend: its gradient adds rows back with {@link scatterRows}.
+ *
+ * @param table - `[rows, width]` float32
+ * @param indices - `[n, k]` (or `[n]`, meaning k = 1) int32, each in `[0, rows)`
+ * @returns `[n, width]`
+ * @throws {@link ShapeError} for wrong ranks or dtypes; an `INVALID_ARGUMENT` error for an index out of range
+ * @category Kernels
+ */
+export function gatherRows(table: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2D): tf.Tensor2D {
+  ensureKernels()
+  if (table.rank !== 2 || (indices.rank !== 1 && indices.rank !== 2) || indices.dtype !== 'int32') {
+    throw new ShapeError(`gatherRows expects table [rows, width] and int32 indices [n, k]; got [${table.shape}] and ${indices.dtype} [${indices.shape}]`)
+  }
+  return tf.tidy(() => {
+    const index = indices.rank === 1 ? tf.reshape(indices, [indices.shape[0] as number, 1]) : indices
+    return tf.engine().runKernel(KERNEL_NAMES.gatherRows, { table, indices: index } as unknown as tf.NamedTensorMap, {}) as tf.Tensor2D
+  })
+}
+
+/**
+ * Adds rows into a zero table: `out[indices[n, m], :] += updates[n, :]` for every `m`
+ * (duplicates add). The gradient of {@link gatherRows}.
+ *
+ * @param updates - `[n, width]` float32
+ * @param indices - `[n, k]` (or `[n]`) int32, each in `[0, rows)`
+ * @param rows - number of rows of the output
+ * @returns `[rows, width]`
+ * @throws {@link ShapeError} for wrong ranks or dtypes
+ * @category Kernels
+ */
+export function scatterRows(updates: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2D, rows: number): tf.Tensor2D {
+  ensureKernels()
+  if (updates.rank !== 2 || (indices.rank !== 1 && indices.rank !== 2) || indices.dtype !== 'int32' || updates.shape[0] !== indices.shape[0]) {
+    throw new ShapeError(`scatterRows expects updates [n, width] and int32 indices [n, k]; got [${updates.shape}] and ${indices.dtype} [${indices.shape}]`)
+  }
+  return tf.tidy(() => {
+    const index = indices.rank === 1 ? tf.reshape(indices, [indices.shape[0] as number, 1]) : indices
+    return tf.engine().runKernel(KERNEL_NAMES.scatterRows, { updates, indices: index } as unknown as tf.NamedTensorMap, { rows }) as tf.Tensor2D
+  })
+}
+
+/**
+ * Causal attention scores against one-hot keys `x_j = onehot(tokens[b, j]) + onehot(offset + j)`:
+ * `out[b, h, i, j] = q[b, i, h, tokens[b, j]] + q[b, i, h, offset + j]` for `j <= i`, `maskValue`
+ * for `j > i`. Equals `q . x_j` without materialising `x`.
+ *
+ * @param q - queries, `[batch, pos, heads, width]`
+ * @param tokens - `[batch, pos]` int32, each `< offset`
+ * @param offset - where the position one-hots start (`dVocab`); `offset + pos <= width`
+ * @param maskValue - value above the diagonal (`-Infinity` for scores)
+ * @returns `[batch, heads, pos, pos]`
+ * @throws {@link ShapeError} for inconsistent shapes
+ * @category Kernels
+ */
+export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, maskValue: number): tf.Tensor4D {
+  ensureKernels()
+  const [batch, pos, , width] = q.shape
+  if (tokens.dtype !== 'int32' || tokens.shape[0] !== batch || tokens.shape[1] !== pos || offset + pos > width) {
+    throw new ShapeError(`pairScores: q [${q.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width (offset ${offset}); got ${tokens.dtype} [${tokens.shape}]`)
+  }
+  return tf.engine().runKernel(KERNEL_NAMES.pairScores, { q, tokens } as unknown as tf.NamedTensorMap, { offset, maskValue }) as tf.Tensor4D
+}
+
+/**
+ * The attention-weighted one-hot input: `out[b, i, h, :] = sum_{j <= i} p[b, h, i, j] x_j` with
+ * `x_j = onehot(tokens[b, j]) + onehot(offset + j)` of length `width` (entries of `p` above the
+ * diagonal are ignored).
+ *
+ * @param p - attention probabilities, `[batch, heads, pos, pos]`
+ * @param tokens - `[batch, pos]` int32
+ * @param width - length of the one-hot input (`dModel`)
+ * @param offset - where the position one-hots start (`dVocab`)
+ * @returns `[batch, pos, heads, width]`
+ * @throws {@link ShapeError} for inconsistent shapes
+ * @category Kernels
+ */
+export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, offset: number): tf.Tensor4D {
+  ensureKernels()
+  const [batch, , pos] = p.shape
+  if (tokens.dtype !== 'int32' || tokens.shape[0] !== batch || tokens.shape[1] !== pos || p.shape[3] !== pos || offset + pos > width) {
+    throw new ShapeError(`pairScatter: p [${p.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], width ${width}, offset ${offset}`)
+  }
+  return tf.engine().runKernel(KERNEL_NAMES.pairScatter, { p, tokens } as unknown as tf.NamedTensorMap, { offset, width }) as tf.Tensor4D
+}

@@ -1,0 +1,1014 @@
+/**
+ * The transformer: one readable implementation of three architectures (`minimal`, `gpt`,
+ * `llama`; see {@link Architecture}), in dependency order Attention -> Mlp -> Block ->
+ * Transformer, built from tfjs-core ops and `tf.variable`s, with TransformerLens hook points,
+ * batched head masks, and pluggable attention through `@attnlab/core`'s `AttentionKernel`.
+ *
+ * Conventions:
+ * - Inside the model the residual stream is 2-D, `[batch * pos, dModel]`, so every projection is
+ *   one rank-2 matmul (the fast path on wasm); hooks see TransformerLens shapes
+ *   (`[batch, pos, dModel]`, reshaped for free).
+ * - Parameters are stored in TransformerLens layout and names (`blocks.0.attn.W_Q` is
+ *   `[nHeads, dModel, dHead]`); the fused projection matrices are assembled from them on each
+ *   forward pass (a few small copies, differentiable).
+ * - Queries, keys and values are computed by one fused QKV matmul; attention runs per
+ *   `[batch, heads]` without loops over heads; embeddings use {@link gatherRows}, which trains on
+ *   every backend (tfjs-wasm lacks `tf.gather`'s gradient).
+ *
+ * The minimal model (Yüksel et al., arXiv 2602.19143; `tml-epfl/hmm-attention`) has two
+ * computations that give the same numbers: the literal one (materialise
+ * `x = [onehot(token); onehot(position)]`, `q = x W_Q`, `k = x`, `v = x W_V`, call the attention
+ * kernel, sum heads, take the first `dVocab` coordinates) used whenever a hook, a KV cache or a
+ * non-default kernel needs it; and the structured one (`minimal-model-compute.md`) used
+ * otherwise (training): `x W_Q = W_Q[token] + W_Q[d + position]` by {@link gatherRows}, the scores
+ * `q . x_j` by {@link pairScores}, the attention-weighted input by {@link pairScatter}, and one
+ * matmul with the first `dVocab` columns of `W_V` (the only ones that reach the logits).
+ *
+ * @module
+ */
+import * as tf from '@tensorflow/tfjs-core'
+import {
+  AttnlabError,
+  ConfigError,
+  Rng,
+  ShapeError,
+  type AttentionContext,
+  type AttentionHooks,
+  type AttentionKernel,
+  type AttentionPrefillInput,
+} from '@attnlab/core'
+import { configToJSON, type TransformerConfig } from './config.ts'
+import { denseAttention } from './dense-attention.ts'
+import { ensureGradients } from './gradients.ts'
+import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
+import { ensureKernels, gatherRows, pairScatter, pairScores } from './kernels.ts'
+import type { KVCache } from './kv-cache.ts'
+import { activation, applyRotary, dropout, layerNorm, linear, oneHotFloat, rmsNorm } from './ops.ts'
+
+/**
+ * Token ids: an int32 tensor `[batch, pos]`, or nested arrays.
+ *
+ * @category Model
+ */
+export type TokenInput = tf.Tensor2D | readonly (readonly number[])[]
+
+/**
+ * What one attention call reported (see `AttentionResult` in `@attnlab/core`).
+ *
+ * @category Model
+ */
+export interface AttentionReport {
+  /** Block index. */
+  readonly layer: number
+  /** Kernel name. */
+  readonly kernel: string
+  /** Query-key pairs computed (summed over batch and heads). */
+  readonly computedPairs: number
+  /** Causal pairs a dense computation computes. */
+  readonly totalPairs: number
+  /** Method-specific numbers. */
+  readonly extra?: Readonly<Record<string, number>>
+}
+
+/**
+ * Options of a forward pass.
+ *
+ * @category Model
+ */
+export interface ForwardOptions {
+  /** Temporary hooks for this pass only (never stored on the model). */
+  readonly fwdHooks?: readonly ForwardHook[]
+  /**
+   * Per-head multipliers of `hook_z` (1 keeps a head, 0 knocks it out): `[nLayers, nHeads]`
+   * (same for every sequence) or `[batch, nLayers, nHeads]` (one pattern per sequence, so many
+   * knockout patterns run in one batched pass). Applied before `hook_z` runs, so the hook and a
+   * cache see the masked values.
+   */
+  readonly headMask?: tf.Tensor
+  /** Attention kernel for this pass (default: the model's {@link Transformer.attention}). */
+  readonly attention?: AttentionKernel
+  /** Training mode: dropout is applied (when `config.dropout > 0`) with masks drawn from `rng`. */
+  readonly training?: boolean
+  /** Random stream for dropout (required when training with dropout > 0). */
+  readonly rng?: Rng
+  /** If given, each attention call's accounting is pushed here. */
+  readonly attentionReports?: AttentionReport[]
+}
+
+/**
+ * Options of {@link Transformer.runWithCache}.
+ *
+ * @category Model
+ */
+export interface RunWithCacheOptions {
+  /** Which activations to keep: a name, a list of names, or a predicate (default: all). */
+  readonly namesFilter?: HookName | readonly HookName[] | ((name: HookName) => boolean)
+  /** As {@link ForwardOptions.headMask}. */
+  readonly headMask?: tf.Tensor
+  /** Extra hooks that run before caching (e.g. an intervention). */
+  readonly fwdHooks?: readonly ForwardHook[]
+  /** As {@link ForwardOptions.attention}. */
+  readonly attention?: AttentionKernel
+}
+
+/**
+ * Activations recorded by {@link Transformer.runWithCache}. Owns its tensors: call
+ * {@link ActivationCache.dispose} when done.
+ *
+ * @category Model
+ */
+export class ActivationCache {
+  private readonly entries = new Map<HookName, tf.Tensor>()
+  private disposed = false
+
+  /** @internal */
+  set(name: HookName, tensor: tf.Tensor): void {
+    const previous = this.entries.get(name)
+    if (previous !== undefined) previous.dispose()
+    this.entries.set(name, tensor)
+  }
+
+  /**
+   * The activation recorded at `name` (owned by the cache: do not dispose it).
+   *
+   * @throws {@link AttnlabError} `INVALID_ARGUMENT` naming the available activations if absent
+   */
+  get(name: HookName): tf.Tensor {
+    const tensor = this.entries.get(name)
+    if (tensor === undefined || this.disposed) {
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        this.disposed ? `activation cache was disposed; cannot read '${name}'` : `'${name}' is not in the cache; cached: ${[...this.entries.keys()].join(', ') || 'nothing'}`,
+        { name },
+      )
+    }
+    return tensor
+  }
+
+  /** Whether `name` was recorded. */
+  has(name: HookName): boolean {
+    return !this.disposed && this.entries.has(name)
+  }
+
+  /** The recorded names, in forward order. */
+  names(): HookName[] {
+    return [...this.entries.keys()]
+  }
+
+  /** Number of recorded activations. */
+  get size(): number {
+    return this.entries.size
+  }
+
+  /** Frees every recorded tensor. Safe to call twice. */
+  dispose(): void {
+    if (this.disposed) return
+    this.disposed = true
+    for (const tensor of this.entries.values()) tensor.dispose()
+    this.entries.clear()
+  }
+}
+
+/** A handle to a permanent hook added with {@link Transformer.addHook}. @category Model */
+export interface HookHandle {
+  /** Removes the hook (idempotent). */
+  remove(): void
+}
+
+/** Options of {@link createTransformer}. @category Model */
+export interface TransformerOptions {
+  /** The attention kernel (default {@link denseAttention}). */
+  readonly attention?: AttentionKernel
+}
+
+/** Everything one forward pass needs, passed down the module tree. */
+interface PassContext {
+  readonly config: TransformerConfig
+  readonly batch: number
+  readonly pos: number
+  /** Absolute position of the first token (0 except when decoding with a KV cache). */
+  readonly start: number
+  /** `[batch, pos]` int32. */
+  readonly tokens: tf.Tensor2D
+  readonly hooks: HookRunner
+  /** `[batch or 1, nLayers, nHeads]` or null. */
+  readonly headMask: tf.Tensor3D | null
+  readonly attention: AttentionKernel
+  readonly cache: KVCache | null
+  /** Dropout stream when training with dropout > 0, else null. */
+  readonly rng: Rng | null
+  readonly reports: AttentionReport[] | undefined
+}
+
+/** Parameter lookup shared by the modules. */
+type Parameters = ReadonlyMap<string, tf.Variable>
+
+function param(parameters: Parameters, name: string): tf.Variable {
+  const value = parameters.get(name)
+  if (value === undefined) throw new AttnlabError('INVALID_ARGUMENT', `the model has no parameter '${name}'`)
+  return value
+}
+
+/** `[heads, dModel, dHead]` (TransformerLens) -> `[dModel, heads * dHead]` (one matmul for all heads). */
+function headsToColumns(w: tf.Tensor): tf.Tensor2D {
+  const [heads, dModel, dHead] = w.shape as [number, number, number]
+  return tf.reshape(tf.transpose(w, [1, 0, 2]), [dModel, heads * dHead]) // [dModel, heads * dHead]
+}
+
+function headMaskFor(context: PassContext, layer: number): tf.Tensor | null {
+  if (context.headMask === null) return null
+  const [maskBatch, , heads] = context.headMask.shape
+  return tf.reshape(tf.slice(context.headMask, [0, layer, 0], [maskBatch, 1, heads]), [maskBatch, heads]) // [batch or 1, nHeads]
+}
+
+// =====================================================================================
+// Attention
+// =====================================================================================
+
+/**
+ * One block's attention: fused QKV projection, rotary embedding, the attention kernel, head
+ * masks, output projection. The minimal model's attention (key = input, no output projection,
+ * heads summed) is the same module with the projections it lacks left out.
+ */
+class Attention {
+  constructor(
+    private readonly parameters: Parameters,
+    private readonly config: TransformerConfig,
+    readonly layer: number,
+  ) {}
+
+  private name(suffix: string): string {
+    return `blocks.${this.layer}.attn.${suffix}`
+  }
+
+  private hookName(point: string): HookName {
+    return `blocks.${this.layer}.attn.${point}` as HookName
+  }
+
+  /** The hooks the kernel calls on the scores and pattern (plus attention dropout when training). */
+  private kernelContext(context: PassContext): AttentionContext {
+    const scoresName = this.hookName('hook_attn_scores')
+    const patternName = this.hookName('hook_pattern')
+    const hooks: { attnScores?: (s: tf.Tensor4D) => tf.Tensor4D; pattern?: (p: tf.Tensor4D) => tf.Tensor4D } = {}
+    if (context.hooks.has(scoresName)) hooks.attnScores = (scores) => context.hooks.run(scoresName, scores)
+    const dropPattern = context.rng !== null && this.config.dropout > 0
+    if (context.hooks.has(patternName) || dropPattern) {
+      hooks.pattern = (pattern) => {
+        const hooked = context.hooks.run(patternName, pattern)
+        return dropPattern ? dropout(hooked, this.config.dropout, context.rng as Rng) : hooked
+      }
+    }
+    return { hooks: hooks as AttentionHooks, needsPattern: hooks.attnScores !== undefined || hooks.pattern !== undefined }
+  }
+
+  /**
+   * @param x - the block's normalised input (minimal: the one-hot input), `[batch * pos, dModel]`
+   * @returns the attention output `[batch * pos, dModel]` (minimal: `[batch * pos, dModel]`, the summed head outputs)
+   */
+  forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+    const { batch, pos } = context
+    const { nHeads, nKvHeads, dHead, architecture } = this.config
+    const minimal = architecture === 'minimal'
+    // --- queries, keys, values: one fused matmul ---
+    let q: tf.Tensor4D
+    let k: tf.Tensor4D
+    let v: tf.Tensor4D
+    if (minimal) {
+      const wqv = tf.concat([headsToColumns(param(this.parameters, this.name('W_Q'))), headsToColumns(param(this.parameters, this.name('W_V')))], 1) // [dModel, 2 * nHeads * dModel]
+      const [q2, v2] = tf.split(linear(x, wqv), 2, 1) as [tf.Tensor2D, tf.Tensor2D] // [batch * pos, nHeads * dModel] each
+      q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
+      v = tf.reshape(v2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
+      // No key projection: every head's key is the input itself.
+      k = tf.add(tf.reshape(x, [batch, pos, 1, dHead]), tf.zeros([1, 1, nHeads, 1])) as tf.Tensor4D // [batch, pos, nHeads, dModel]
+    } else {
+      const wqkv = tf.concat(
+        [
+          headsToColumns(param(this.parameters, this.name('W_Q'))), // [dModel, nHeads * dHead]
+          headsToColumns(param(this.parameters, this.name('W_K'))), // [dModel, nKvHeads * dHead]
+          headsToColumns(param(this.parameters, this.name('W_V'))), // [dModel, nKvHeads * dHead]
+        ],
+        1,
+      ) // [dModel, (nHeads + 2 nKvHeads) * dHead]
+      let qkv = linear(x, wqkv) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
+      if (this.config.bias) {
+        const bqkv = tf.concat(
+          [
+            tf.reshape(param(this.parameters, this.name('b_Q')), [-1]),
+            tf.reshape(param(this.parameters, this.name('b_K')), [-1]),
+            tf.reshape(param(this.parameters, this.name('b_V')), [-1]),
+          ],
+          0,
+        ) // [(nHeads + 2 nKvHeads) * dHead]
+        qkv = tf.add(qkv, bqkv)
+      }
+      const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D]
+      q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dHead]
+      k = tf.reshape(k2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
+      v = tf.reshape(v2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
+    }
+    q = context.hooks.run(this.hookName('hook_q'), q)
+    k = context.hooks.run(this.hookName('hook_k'), k)
+    v = context.hooks.run(this.hookName('hook_v'), v)
+    if (this.config.positional === 'rotary') {
+      q = context.hooks.run(this.hookName('hook_rot_q'), applyRotary(q, context.start, this.config.ropeTheta)) // [batch, pos, nHeads, dHead]
+      k = context.hooks.run(this.hookName('hook_rot_k'), applyRotary(k, context.start, this.config.ropeTheta)) // [batch, pos, nKvHeads, dHead]
+    }
+    // --- the attention kernel, on [batch, heads, pos, d] ---
+    const input: AttentionPrefillInput = {
+      q: tf.transpose(q, [0, 2, 1, 3]), // [batch, nHeads, pos, dHead]
+      k: tf.transpose(k, [0, 2, 1, 3]), // [batch, nKvHeads, pos, dHead]
+      v: tf.transpose(v, [0, 2, 1, 3]), // [batch, nKvHeads, pos, dValue]
+      scale: this.config.attnScale,
+      layer: this.layer,
+    }
+    const kernelContext = this.kernelContext(context)
+    let result
+    const layerCache = context.cache?.layers[this.layer]
+    if (context.cache !== null && layerCache !== undefined && layerCache.positions > 0) {
+      context.cache.append(this.layer, input.k, input.v)
+      result = context.attention.decode({ q: input.q, cache: layerCache, position: context.start, scale: input.scale, layer: this.layer }, kernelContext)
+    } else {
+      if (context.cache !== null && layerCache !== undefined) {
+        context.cache.append(this.layer, input.k, input.v)
+        layerCache.promptLength = pos
+      }
+      result = context.attention.prefill(input, kernelContext)
+      if (context.cache !== null && layerCache !== undefined) context.attention.afterPrefill?.(input, layerCache)
+    }
+    context.reports?.push({
+      layer: this.layer,
+      kernel: context.attention.name,
+      computedPairs: result.computedPairs,
+      totalPairs: result.totalPairs,
+      ...(result.extra === undefined ? {} : { extra: result.extra }),
+    })
+    const dValue = result.z.shape[3]
+    let z = tf.transpose(result.z, [0, 2, 1, 3]) as tf.Tensor4D // [batch, pos, nHeads, dValue]
+    const mask = headMaskFor(context, this.layer)
+    if (mask !== null) z = tf.mul(z, tf.reshape(mask, [mask.shape[0] as number, 1, nHeads, 1])) as tf.Tensor4D
+    z = context.hooks.run(this.hookName('hook_z'), z)
+    // --- output: minimal sums the heads; others project with W_O ---
+    if (minimal) {
+      const result4 = context.hooks.run(this.hookName('hook_result'), z) // [batch, pos, nHeads, dModel] (no W_O)
+      return tf.reshape(tf.sum(result4, 2), [batch * pos, dValue]) as tf.Tensor2D // [batch * pos, dModel]
+    }
+    const wO = param(this.parameters, this.name('W_O')) // [nHeads, dHead, dModel]
+    let out: tf.Tensor2D
+    if (context.hooks.has(this.hookName('hook_result'))) {
+      // Per-head outputs (TransformerLens hook_result), materialised only when hooked.
+      const zHeads = tf.reshape(tf.transpose(z, [2, 0, 1, 3]), [nHeads, batch * pos, dValue]) // [nHeads, batch * pos, dHead]
+      const perHead = tf.matMul(zHeads, wO as tf.Tensor3D) // [nHeads, batch * pos, dModel]
+      const result4 = context.hooks.run(
+        this.hookName('hook_result'),
+        tf.reshape(tf.transpose(perHead, [1, 0, 2]), [batch, pos, nHeads, this.config.dModel]) as tf.Tensor4D,
+      ) // [batch, pos, nHeads, dModel]
+      out = tf.reshape(tf.sum(result4, 2), [batch * pos, this.config.dModel]) as tf.Tensor2D
+    } else {
+      out = linear(tf.reshape(z, [batch * pos, nHeads * dValue]), tf.reshape(wO, [nHeads * dValue, this.config.dModel])) // [batch * pos, dModel]
+    }
+    if (this.config.bias) out = tf.add(out, param(this.parameters, this.name('b_O'))) as tf.Tensor2D
+    return out
+  }
+
+  /**
+   * The minimal model's structured computation (no hooks except q/scores/pattern, dense kernel,
+   * no cache): gathers instead of one-hot matmuls. Same numbers as {@link Attention.forward}.
+   *
+   * @returns the logits `[batch * pos, dVocab]`
+   */
+  minimalStructured(context: PassContext): tf.Tensor2D {
+    const { batch, pos, tokens } = context
+    const { nHeads, dModel, dVocab } = this.config
+    const wQ = param(this.parameters, this.name('W_Q')) // [nHeads, dModel, dModel]
+    const wV = param(this.parameters, this.name('W_V')) // [nHeads, dModel, dModel]
+    // x W_Q = W_Q[token] + W_Q[dVocab + position], all heads at once.
+    const rows = positionPairs(tokens, dVocab, context.start) // [batch * pos, 2] int32
+    let q = tf.reshape(gatherRows(headsToColumns(wQ), rows), [batch, pos, nHeads, dModel]) as tf.Tensor4D // [batch, pos, nHeads, dModel]
+    q = context.hooks.run(this.hookName('hook_q'), q)
+    // Scores against the one-hot keys (key = input), masked above the diagonal.
+    let scores = pairScores(q, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]
+    if (this.config.attnScale !== 1) scores = tf.mul(scores, this.config.attnScale)
+    scores = context.hooks.run(this.hookName('hook_attn_scores'), scores)
+    let pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
+    pattern = context.hooks.run(this.hookName('hook_pattern'), pattern)
+    if (context.rng !== null && this.config.dropout > 0) pattern = dropout(pattern, this.config.dropout, context.rng)
+    context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: batch * nHeads * ((pos * (pos + 1)) / 2), totalPairs: batch * nHeads * ((pos * (pos + 1)) / 2) })
+    const mask = headMaskFor(context, this.layer)
+    if (mask !== null) pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D // z_h is linear in pattern_h
+    // sum_j pattern[h, i, j] x_j, then the value matrices' first dVocab columns (the logits).
+    const weighted = tf.reshape(pairScatter(pattern, tokens, dModel, dVocab), [batch * pos, nHeads * dModel]) // [batch * pos, nHeads * dModel]
+    const wVLogits = tf.reshape(tf.slice(wV, [0, 0, 0], [nHeads, dModel, dVocab]), [nHeads * dModel, dVocab]) // [nHeads * dModel, dVocab]
+    return linear(weighted as tf.Tensor2D, wVLogits as tf.Tensor2D) // [batch * pos, dVocab]
+  }
+}
+
+/** `[batch * pos, 2]` int32 rows `(token, offset + start + position)`: the two ones of each input. */
+function positionPairs(tokens: tf.Tensor2D, offset: number, start: number): tf.Tensor2D {
+  const [batch, pos] = tokens.shape
+  const positions = tf.add(tf.range(offset + start, offset + start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')) // [batch, pos]
+  return tf.reshape(tf.stack([tokens, positions], 2), [batch * pos, 2]) as tf.Tensor2D
+}
+
+// =====================================================================================
+// Mlp
+// =====================================================================================
+
+/** The MLP: `W_out act(x W_in + b_in) + b_out`, or gated `W_out (act(x W_gate) * (x W_in))` (SwiGLU). */
+class Mlp {
+  constructor(
+    private readonly parameters: Parameters,
+    private readonly config: TransformerConfig,
+    readonly layer: number,
+  ) {}
+
+  private name(suffix: string): string {
+    return `blocks.${this.layer}.mlp.${suffix}`
+  }
+
+  /**
+   * @param x - normalised input `[batch * pos, dModel]`
+   * @returns `[batch * pos, dModel]`
+   */
+  forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+    const { batch, pos } = context
+    const { dMlp, gatedMlp, bias } = this.config
+    const hook = (point: string, t: tf.Tensor2D): tf.Tensor2D =>
+      tf.reshape(context.hooks.run(`blocks.${this.layer}.mlp.${point}` as HookName, tf.reshape(t, [batch, pos, dMlp])), [batch * pos, dMlp]) as tf.Tensor2D
+    let post: tf.Tensor2D
+    if (gatedMlp) {
+      const fused = tf.concat([param(this.parameters, this.name('W_gate')), param(this.parameters, this.name('W_in'))], 1) // [dModel, 2 dMlp]
+      let [gate, up] = tf.split(linear(x, fused as tf.Tensor2D), 2, 1) as [tf.Tensor2D, tf.Tensor2D] // [batch * pos, dMlp] each
+      if (bias) {
+        up = tf.add(up, param(this.parameters, this.name('b_in'))) as tf.Tensor2D
+      }
+      gate = hook('hook_pre', gate)
+      up = hook('hook_pre_linear', up)
+      post = tf.mul(activation(gate, this.config.actFn), up) as tf.Tensor2D // [batch * pos, dMlp]
+    } else {
+      let pre = linear(x, param(this.parameters, this.name('W_in')) as tf.Tensor2D) // [batch * pos, dMlp]
+      if (bias) pre = tf.add(pre, param(this.parameters, this.name('b_in'))) as tf.Tensor2D
+      pre = hook('hook_pre', pre)
+      post = activation(pre, this.config.actFn) // [batch * pos, dMlp]
+    }
+    post = hook('hook_post', post)
+    let out = linear(post, param(this.parameters, this.name('W_out')) as tf.Tensor2D) // [batch * pos, dModel]
+    if (bias) out = tf.add(out, param(this.parameters, this.name('b_out'))) as tf.Tensor2D
+    return out
+  }
+}
+
+// =====================================================================================
+// Block
+// =====================================================================================
+
+/** A pre-norm block: `resid + attn(ln1(resid))`, then `+ mlp(ln2(.))`; minimal: attention only, no residual. */
+class Block {
+  readonly attention: Attention
+  readonly mlp: Mlp | null
+
+  constructor(
+    private readonly parameters: Parameters,
+    private readonly config: TransformerConfig,
+    readonly layer: number,
+  ) {
+    this.attention = new Attention(parameters, config, layer)
+    this.mlp = config.attnOnly ? null : new Mlp(parameters, config, layer)
+  }
+
+  private normalize(x: tf.Tensor2D, which: 'ln1' | 'ln2', context: PassContext): tf.Tensor2D {
+    const { normalization, normEps, bias, dModel } = this.config
+    if (normalization === 'none') return x
+    const prefix = `blocks.${this.layer}.${which}`
+    const w = param(this.parameters, `${prefix}.w`) as tf.Tensor1D
+    const normalized =
+      normalization === 'layernorm'
+        ? layerNorm(x, w, bias ? (param(this.parameters, `${prefix}.b`) as tf.Tensor1D) : null, normEps)
+        : rmsNorm(x, w, normEps) // [batch * pos, dModel]
+    return this.hook(`${which}.hook_normalized`, normalized, context, dModel)
+  }
+
+  private hook(point: string, x: tf.Tensor2D, context: PassContext, width: number): tf.Tensor2D {
+    const name = `blocks.${this.layer}.${point}` as HookName
+    if (!context.hooks.has(name)) return x
+    const { batch, pos } = context
+    return tf.reshape(context.hooks.run(name, tf.reshape(x, [batch, pos, width])), [batch * pos, width]) as tf.Tensor2D
+  }
+
+  private drop(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+    return context.rng !== null && this.config.dropout > 0 ? dropout(x, this.config.dropout, context.rng) : x
+  }
+
+  /**
+   * @param residual - `[batch * pos, dModel]`
+   * @returns the block output `[batch * pos, dModel]` (minimal: the summed head outputs, no residual)
+   */
+  forward(residual: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+    const { dModel } = this.config
+    const residPre = this.hook('hook_resid_pre', residual, context, dModel) // [batch * pos, dModel]
+    const attnOut = this.hook('hook_attn_out', this.drop(this.attention.forward(this.normalize(residPre, 'ln1', context), context), context), context, dModel)
+    if (this.config.architecture === 'minimal') {
+      return this.hook('hook_resid_post', attnOut, context, dModel) // no residual connection
+    }
+    const residMid = tf.add(residPre, attnOut) as tf.Tensor2D // [batch * pos, dModel]
+    if (this.mlp === null) return this.hook('hook_resid_post', residMid, context, dModel)
+    const residMidHooked = this.hook('hook_resid_mid', residMid, context, dModel)
+    const mlpOut = this.hook('hook_mlp_out', this.drop(this.mlp.forward(this.normalize(residMidHooked, 'ln2', context), context), context), context, dModel)
+    return this.hook('hook_resid_post', tf.add(residMidHooked, mlpOut) as tf.Tensor2D, context, dModel) // [batch * pos, dModel]
+  }
+}
+
+// =====================================================================================
+// Transformer
+// =====================================================================================
+
+/** Shape and initialisation of one parameter. */
+interface ParameterSpec {
+  readonly name: string
+  readonly shape: readonly number[]
+  readonly init: (rng: Rng, size: number) => Float32Array
+}
+
+function normalInit(std: number): ParameterSpec['init'] {
+  return (rng, size) => rng.fillNormal(new Float32Array(size), 0, std)
+}
+const zerosInit: ParameterSpec['init'] = (_rng, size) => new Float32Array(size)
+const onesInit: ParameterSpec['init'] = (_rng, size) => new Float32Array(size).fill(1)
+
+/**
+ * The parameters of a configuration, in a fixed order, with TransformerLens names and shapes.
+ *
+ * @param config - a resolved configuration
+ * @returns `[name, shape]` pairs
+ * @category Model
+ */
+export function parameterShapes(config: TransformerConfig): [string, number[]][] {
+  return parameterSpecs(config).map((spec) => [spec.name, [...spec.shape]])
+}
+
+function parameterSpecs(config: TransformerConfig): ParameterSpec[] {
+  const { dVocab, nCtx, dModel, nLayers, nHeads, nKvHeads, dHead, dMlp, initRange } = config
+  const specs: ParameterSpec[] = []
+  if (config.architecture === 'minimal') {
+    const queryInit: ParameterSpec['init'] =
+      config.queryInit === 'xavier'
+        ? (rng, size) => {
+            const bound = Math.sqrt(6 / (dModel + dModel))
+            return rng.fillUniform(new Float32Array(size), -bound, bound)
+          }
+        : config.queryInit === 0
+          ? zerosInit
+          : (rng, size) => rng.fillUniform(new Float32Array(size), -(config.queryInit as number), config.queryInit as number)
+    specs.push({ name: 'blocks.0.attn.W_Q', shape: [nHeads, dModel, dModel], init: queryInit })
+    specs.push({ name: 'blocks.0.attn.W_V', shape: [nHeads, dModel, dModel], init: zerosInit })
+    return specs
+  }
+  const outputStd = initRange / Math.sqrt(2 * nLayers) // GPT-2: residual projections scaled by 1/sqrt(2 nLayers)
+  const layerNormBias = config.normalization === 'layernorm' && config.bias
+  specs.push({ name: 'embed.W_E', shape: [dVocab, dModel], init: normalInit(initRange) })
+  if (config.positional === 'learned') specs.push({ name: 'pos_embed.W_pos', shape: [nCtx, dModel], init: normalInit(initRange) })
+  for (let l = 0; l < nLayers; l++) {
+    const p = `blocks.${l}`
+    specs.push({ name: `${p}.ln1.w`, shape: [dModel], init: onesInit })
+    if (layerNormBias) specs.push({ name: `${p}.ln1.b`, shape: [dModel], init: zerosInit })
+    specs.push({ name: `${p}.attn.W_Q`, shape: [nHeads, dModel, dHead], init: normalInit(initRange) })
+    specs.push({ name: `${p}.attn.W_K`, shape: [nKvHeads, dModel, dHead], init: normalInit(initRange) })
+    specs.push({ name: `${p}.attn.W_V`, shape: [nKvHeads, dModel, dHead], init: normalInit(initRange) })
+    specs.push({ name: `${p}.attn.W_O`, shape: [nHeads, dHead, dModel], init: normalInit(outputStd) })
+    if (config.bias) {
+      specs.push({ name: `${p}.attn.b_Q`, shape: [nHeads, dHead], init: zerosInit })
+      specs.push({ name: `${p}.attn.b_K`, shape: [nKvHeads, dHead], init: zerosInit })
+      specs.push({ name: `${p}.attn.b_V`, shape: [nKvHeads, dHead], init: zerosInit })
+      specs.push({ name: `${p}.attn.b_O`, shape: [dModel], init: zerosInit })
+    }
+    if (!config.attnOnly) {
+      specs.push({ name: `${p}.ln2.w`, shape: [dModel], init: onesInit })
+      if (layerNormBias) specs.push({ name: `${p}.ln2.b`, shape: [dModel], init: zerosInit })
+      specs.push({ name: `${p}.mlp.W_in`, shape: [dModel, dMlp], init: normalInit(initRange) })
+      if (config.gatedMlp) specs.push({ name: `${p}.mlp.W_gate`, shape: [dModel, dMlp], init: normalInit(initRange) })
+      specs.push({ name: `${p}.mlp.W_out`, shape: [dMlp, dModel], init: normalInit(outputStd) })
+      if (config.bias) {
+        specs.push({ name: `${p}.mlp.b_in`, shape: [dMlp], init: zerosInit })
+        specs.push({ name: `${p}.mlp.b_out`, shape: [dModel], init: zerosInit })
+      }
+    }
+  }
+  specs.push({ name: 'ln_final.w', shape: [dModel], init: onesInit })
+  if (layerNormBias) specs.push({ name: 'ln_final.b', shape: [dModel], init: zerosInit })
+  if (!config.tiedEmbeddings) specs.push({ name: 'unembed.W_U', shape: [dModel, dVocab], init: normalInit(initRange) })
+  return specs
+}
+
+/**
+ * A transformer with TransformerLens-style hook points. Create with {@link createTransformer};
+ * free its weights with {@link Transformer.dispose}.
+ *
+ * @example
+ * ```ts
+ * const model = createTransformer(presetConfig('gpt'))
+ * const logits = model.forward([[1, 2, 3]]) // [1, 3, dVocab]
+ * const { cache } = model.runWithCache([[1, 2, 3]], { namesFilter: (n) => n.endsWith('hook_pattern') })
+ * cache.get('blocks.0.attn.hook_pattern') // [1, nHeads, 3, 3]
+ * cache.dispose(); logits.dispose(); model.dispose()
+ * ```
+ * @category Model
+ */
+export class Transformer {
+  /** The resolved, frozen configuration. */
+  readonly config: TransformerConfig
+  /** The attention kernel used when a call does not pass one. */
+  attention: AttentionKernel
+  private readonly parameters = new Map<string, tf.Variable>()
+  private readonly blocks: Block[]
+  private readonly permanentHooks: { selector: HookSelector; hook: HookFunction; id: number }[] = []
+  private nextHookId = 0
+  private disposed = false
+
+  /**
+   * @param config - a resolved configuration (see {@link createConfig})
+   * @param options - the attention kernel
+   */
+  constructor(config: TransformerConfig, options: TransformerOptions = {}) {
+    if (!Object.isFrozen(config)) throw new ConfigError('config', 'pass a configuration from createConfig() or presetConfig() (it must be resolved and frozen)')
+    ensureGradients()
+    ensureKernels()
+    this.config = config
+    this.attention = options.attention ?? denseAttention
+    const root = Rng.fromSeed(config.seed).split('init')
+    for (const spec of parameterSpecs(config)) {
+      const size = spec.shape.reduce((n, d) => n * d, 1)
+      const values = spec.init(root.split(spec.name), size)
+      this.parameters.set(spec.name, tf.variable(tf.tensor(values, [...spec.shape], 'float32'), true))
+    }
+    this.blocks = Array.from({ length: config.nLayers }, (_, l) => new Block(this.parameters, config, l))
+  }
+
+  private checkAlive(): void {
+    if (this.disposed) throw new AttnlabError('INVALID_ARGUMENT', 'this model was disposed')
+  }
+
+  // ---------------------------------------------------------------- weights
+
+  /** Parameter names in a fixed order (TransformerLens names). */
+  parameterNames(): string[] {
+    return [...this.parameters.keys()]
+  }
+
+  /** Number of trainable scalars. */
+  numParameters(): number {
+    let n = 0
+    for (const v of this.parameters.values()) n += v.size
+    return n
+  }
+
+  /**
+   * The live parameter variables by name (owned by the model: read them, do not dispose them).
+   * Tied models have no `unembed.W_U` (the logits use `embed.W_E` transposed).
+   */
+  getWeights(): ReadonlyMap<string, tf.Variable> {
+    this.checkAlive()
+    return this.parameters
+  }
+
+  /**
+   * Copies each parameter's values out (for saving).
+   *
+   * @returns name -> `{ shape, data }`, in {@link Transformer.parameterNames} order
+   */
+  async getWeightData(): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
+    this.checkAlive()
+    const out = new Map<string, { shape: number[]; data: Float32Array }>()
+    for (const [name, variable] of this.parameters) out.set(name, { shape: [...variable.shape], data: (await variable.data()) as Float32Array })
+    return out
+  }
+
+  /**
+   * Replaces parameter values. Every shape is checked before anything is assigned, so a failed
+   * call changes nothing.
+   *
+   * @param weights - name -> tensor or `{ shape, data }` (float32)
+   * @param options - `strict` (default true): every parameter must be given
+   * @throws {@link ShapeError} naming the tensor whose shape differs;
+   *   {@link AttnlabError} `INVALID_ARGUMENT` for an unknown name or (strict) a missing one
+   */
+  setWeights(
+    weights: ReadonlyMap<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }> | Readonly<Record<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }>>,
+    options: { strict?: boolean } = {},
+  ): void {
+    this.checkAlive()
+    const entries = weights instanceof Map ? [...weights.entries()] : Object.entries(weights)
+    const seen = new Set<string>()
+    for (const [name, value] of entries) {
+      const variable = this.parameters.get(name)
+      if (variable === undefined) {
+        throw new AttnlabError('INVALID_ARGUMENT', `unknown parameter '${name}'; this ${this.config.architecture} model has: ${this.parameterNames().join(', ')}`, { name })
+      }
+      const shape: readonly number[] = value instanceof tf.Tensor ? value.shape : value.shape
+      if (shape.length !== variable.shape.length || shape.some((d, i) => d !== variable.shape[i])) {
+        throw new ShapeError(`parameter '${name}' has shape [${variable.shape.join(', ')}] but the value has shape [${shape.join(', ')}]`, {
+          name,
+          shape: [...shape],
+          expected: [...variable.shape],
+        })
+      }
+      if (!(value instanceof tf.Tensor) && value.data.length !== variable.size) {
+        throw new ShapeError(`parameter '${name}': ${value.data.length} values for shape [${shape.join(', ')}] (${variable.size} expected)`, { name })
+      }
+      seen.add(name)
+    }
+    if (options.strict ?? true) {
+      const missing = this.parameterNames().filter((n) => !seen.has(n))
+      if (missing.length > 0) throw new AttnlabError('INVALID_ARGUMENT', `setWeights is missing parameters: ${missing.join(', ')}`, { missing })
+    }
+    tf.tidy(() => {
+      for (const [name, value] of entries) {
+        const variable = this.parameters.get(name) as tf.Variable
+        variable.assign(value instanceof tf.Tensor ? tf.cast(value, 'float32') : tf.tensor(value.data, [...value.shape], 'float32'))
+      }
+    })
+  }
+
+  // ---------------------------------------------------------------- hooks
+
+  /**
+   * Adds a permanent hook (TransformerLens `add_hook(..., is_permanent=True)`); it runs on every
+   * pass until removed.
+   *
+   * @returns a handle whose `remove()` detaches it
+   */
+  addHook(selector: HookSelector, hook: HookFunction): HookHandle {
+    const id = this.nextHookId++
+    this.permanentHooks.push({ selector, hook, id })
+    return {
+      remove: () => {
+        const index = this.permanentHooks.findIndex((h) => h.id === id)
+        if (index >= 0) this.permanentHooks.splice(index, 1)
+      },
+    }
+  }
+
+  /** Removes every permanent hook. */
+  resetHooks(): void {
+    this.permanentHooks.length = 0
+  }
+
+  /** Number of permanent hooks attached. */
+  get hookCount(): number {
+    return this.permanentHooks.length
+  }
+
+  // ---------------------------------------------------------------- forward passes
+
+  /**
+   * Logits of every position: `[batch, pos, dVocab]` (caller disposes).
+   *
+   * @param tokens - `[batch, pos]` token ids, `pos <= nCtx`
+   * @param options - hooks, head mask, kernel, training mode
+   * @throws {@link ShapeError} for a token array of the wrong rank/size or a bad head mask;
+   *   {@link AttnlabError} `INVALID_ARGUMENT` for a token id outside `[0, dVocab)`
+   */
+  forward(tokens: TokenInput, options: ForwardOptions = {}): tf.Tensor3D {
+    return this.forwardInternal(tokens, options, null, false)
+  }
+
+  /**
+   * A forward pass with temporary hooks (TransformerLens `run_with_hooks`). The hooks are never
+   * attached to the model, so they are gone when this returns or throws.
+   *
+   * @returns logits `[batch, pos, dVocab]` (caller disposes)
+   */
+  runWithHooks(tokens: TokenInput, options: { fwdHooks: readonly ForwardHook[]; headMask?: tf.Tensor; attention?: AttentionKernel }): tf.Tensor3D {
+    return this.forward(tokens, options)
+  }
+
+  /**
+   * A forward pass that records activations (TransformerLens `run_with_cache`).
+   *
+   * @returns the logits `[batch, pos, dVocab]` and an {@link ActivationCache}; the caller owns
+   *   and disposes both
+   * @example
+   * ```ts
+   * const { logits, cache } = model.runWithCache(tokens, { namesFilter: ['blocks.0.attn.hook_pattern'] })
+   * ```
+   */
+  runWithCache(tokens: TokenInput, options: RunWithCacheOptions = {}): { logits: tf.Tensor3D; cache: ActivationCache } {
+    const filter = options.namesFilter
+    const wanted: (name: HookName) => boolean =
+      filter === undefined ? () => true : typeof filter === 'function' ? filter : typeof filter === 'string' ? (n) => n === filter : (n) => filter.includes(n)
+    const cache = new ActivationCache()
+    const record: HookFunction = (activation, context) => {
+      cache.set(context.name, tf.keep(tf.clone(activation)))
+    }
+    try {
+      const logits = this.forward(tokens, {
+        fwdHooks: [...(options.fwdHooks ?? []), [wanted, record]],
+        ...(options.headMask === undefined ? {} : { headMask: options.headMask }),
+        ...(options.attention === undefined ? {} : { attention: options.attention }),
+      })
+      return { logits, cache }
+    } catch (error) {
+      cache.dispose()
+      throw error
+    }
+  }
+
+  /**
+   * Runs tokens through the model with a KV cache (generation): the first call (empty cache) is a
+   * prefill of the prompt through the kernel's `prefill` (+ `afterPrefill`); later calls take one
+   * new position per sequence through the kernel's `decode`.
+   *
+   * @param tokens - `[batch, pos]` (prefill) or `[batch, 1]` (decode)
+   * @param cache - the run's cache (see {@link KVCache})
+   * @returns logits `[batch, pos, dVocab]` (caller disposes)
+   * @throws {@link ShapeError} when decoding more than one position at a time or past `nCtx`
+   */
+  forwardCached(tokens: TokenInput, cache: KVCache, options: Omit<ForwardOptions, 'training' | 'rng'> = {}): tf.Tensor3D {
+    if (cache.layers.length !== this.config.nLayers) {
+      throw new ShapeError(`KV cache has ${cache.layers.length} layers but the model has ${this.config.nLayers}`)
+    }
+    return this.forwardInternal(tokens, options, cache, false)
+  }
+
+  /** @internal Forward pass for the trainer: tokens already validated. */
+  forwardTrusted(tokens: tf.Tensor2D, options: ForwardOptions): tf.Tensor3D {
+    return this.forwardInternal(tokens, options, null, true)
+  }
+
+  private forwardInternal(tokens: TokenInput, options: ForwardOptions, cache: KVCache | null, trusted: boolean): tf.Tensor3D {
+    this.checkAlive()
+    const hooks = new HookRunner([...this.permanentHooks.map((h) => [h.selector, h.hook] as const), ...(options.fwdHooks ?? [])])
+    const training = options.training === true
+    if (training && this.config.dropout > 0 && options.rng === undefined) {
+      throw new ConfigError('rng', `training with dropout ${this.config.dropout} needs a random stream (options.rng)`)
+    }
+    return tf.tidy(() => {
+      const tokenTensor = trusted ? (tokens as tf.Tensor2D) : this.toTokens(tokens)
+      const [batch, pos] = tokenTensor.shape
+      const start = cache === null ? 0 : cache.positions
+      if (cache !== null && start > 0 && pos !== 1) {
+        throw new ShapeError(`decoding with a KV cache takes one position at a time (got ${pos}); the cache holds ${start} positions`)
+      }
+      if (start + pos > this.config.nCtx) {
+        throw new ShapeError(`sequence of ${start + pos} positions exceeds the context length nCtx = ${this.config.nCtx}`, { positions: start + pos, nCtx: this.config.nCtx })
+      }
+      const context: PassContext = {
+        config: this.config,
+        batch,
+        pos,
+        start,
+        tokens: tokenTensor,
+        hooks,
+        headMask: this.resolveHeadMask(options.headMask, batch),
+        attention: options.attention ?? this.attention,
+        cache,
+        rng: training && this.config.dropout > 0 ? (options.rng as Rng) : null,
+        reports: options.attentionReports,
+      }
+      const logits = this.run(context) // [batch * pos, dVocab]
+      return tf.reshape(logits, [batch, pos, this.config.dVocab]) as tf.Tensor3D
+    })
+  }
+
+  private toTokens(tokens: TokenInput): tf.Tensor2D {
+    let tensor: tf.Tensor2D
+    if (tokens instanceof tf.Tensor) {
+      if (tokens.rank !== 2) throw new ShapeError(`tokens must be [batch, pos]; got shape [${tokens.shape.join(', ')}]`, { shape: [...tokens.shape] })
+      if (tokens.dtype !== 'int32') throw new ShapeError(`tokens must be int32; got ${tokens.dtype}`, { dtype: tokens.dtype })
+      tensor = tokens
+    } else {
+      if (!Array.isArray(tokens) || tokens.length === 0 || !Array.isArray(tokens[0])) {
+        throw new ShapeError('tokens must be a non-empty array of token-id arrays ([batch, pos])')
+      }
+      const pos = (tokens[0] as readonly number[]).length
+      const flat = new Int32Array(tokens.length * pos)
+      tokens.forEach((row, b) => {
+        if (!Array.isArray(row) || row.length !== pos) {
+          throw new ShapeError(`token row ${b} has length ${Array.isArray(row) ? row.length : 'n/a'} but row 0 has ${pos} (rows must have equal length)`)
+        }
+        row.forEach((t, p) => {
+          if (!Number.isInteger(t)) throw new AttnlabError('INVALID_ARGUMENT', `token [${b}, ${p}] = ${t} is not an integer`, { value: t })
+          flat[b * pos + p] = t
+        })
+      })
+      tensor = tf.tensor2d(flat, [tokens.length, pos], 'int32')
+    }
+    if (tensor.shape[1] === 0 || tensor.shape[0] === 0) throw new ShapeError(`tokens must have at least one sequence and one position; got [${tensor.shape.join(', ')}]`)
+    const values = tensor.dataSync() as Int32Array
+    for (let i = 0; i < values.length; i++) {
+      const t = values[i] as number
+      if (t < 0 || t >= this.config.dVocab) {
+        const pos = tensor.shape[1]
+        throw new AttnlabError('INVALID_ARGUMENT', `token [${Math.floor(i / pos)}, ${i % pos}] = ${t} is outside the vocabulary [0, ${this.config.dVocab})`, { value: t })
+      }
+    }
+    return tensor
+  }
+
+  private resolveHeadMask(mask: tf.Tensor | undefined, batch: number): tf.Tensor3D | null {
+    if (mask === undefined) return null
+    const { nLayers, nHeads } = this.config
+    if (mask.rank === 2 && mask.shape[0] === nLayers && mask.shape[1] === nHeads) return tf.reshape(tf.cast(mask, 'float32'), [1, nLayers, nHeads])
+    if (mask.rank === 3 && mask.shape[0] === batch && mask.shape[1] === nLayers && mask.shape[2] === nHeads) return tf.cast(mask, 'float32') as tf.Tensor3D
+    throw new ShapeError(`headMask has shape [${mask.shape.join(', ')}]; expected [nLayers, nHeads] = [${nLayers}, ${nHeads}] or [batch, nLayers, nHeads] = [${batch}, ${nLayers}, ${nHeads}]`, {
+      shape: [...mask.shape],
+    })
+  }
+
+  /** Whether the minimal model can take its structured path for this pass. */
+  private structured(context: PassContext): boolean {
+    if (this.config.architecture !== 'minimal' || context.cache !== null || context.attention !== denseAttention) return false
+    if (!context.hooks.active) return true
+    const allowed = new Set(['blocks.0.attn.hook_q', 'blocks.0.attn.hook_attn_scores', 'blocks.0.attn.hook_pattern'])
+    const all: HookName[] = [
+      'hook_embed',
+      'hook_pos_embed',
+      'blocks.0.hook_resid_pre',
+      'blocks.0.attn.hook_q',
+      'blocks.0.attn.hook_k',
+      'blocks.0.attn.hook_v',
+      'blocks.0.attn.hook_attn_scores',
+      'blocks.0.attn.hook_pattern',
+      'blocks.0.attn.hook_z',
+      'blocks.0.attn.hook_result',
+      'blocks.0.hook_attn_out',
+      'blocks.0.hook_resid_post',
+      'ln_final.hook_normalized',
+    ]
+    return all.every((name) => allowed.has(name) || !context.hooks.has(name))
+  }
+
+  /** The forward pass proper: `[batch * pos, dVocab]` logits. */
+  private run(context: PassContext): tf.Tensor2D {
+    const { batch, pos, tokens, hooks } = context
+    const { dModel, dVocab } = this.config
+    const as3 = (x: tf.Tensor2D): tf.Tensor3D => tf.reshape(x, [batch, pos, dModel]) as tf.Tensor3D
+    const from3 = (x: tf.Tensor): tf.Tensor2D => tf.reshape(x, [batch * pos, dModel]) as tf.Tensor2D
+    const hook2 = (name: HookName, x: tf.Tensor2D): tf.Tensor2D => (hooks.has(name) ? from3(hooks.run(name, as3(x))) : x)
+
+    if (this.config.architecture === 'minimal') {
+      const attention = (this.blocks[0] as Block).attention
+      if (this.structured(context)) return attention.minimalStructured(context) // [batch * pos, dVocab]
+      // The literal model: x = [onehot(token); onehot(position)].
+      const flatTokens = tf.reshape(tokens, [batch * pos])
+      const tokenPart = tf.pad(oneHotFloat(flatTokens, dVocab), [[0, 0], [0, dModel - dVocab]]) as tf.Tensor2D // [batch * pos, dModel]
+      const positions = tf.add(tf.range(dVocab + context.start, dVocab + context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32'))
+      const positionPart = oneHotFloat(tf.reshape(positions, [batch * pos]), dModel) as tf.Tensor2D // [batch * pos, dModel]
+      const embed = hook2('hook_embed', tokenPart)
+      const posEmbed = hook2('hook_pos_embed', positionPart)
+      const x = tf.add(embed, posEmbed) as tf.Tensor2D // [batch * pos, dModel]
+      const out = (this.blocks[0] as Block).forward(x, context) // [batch * pos, dModel]
+      return tf.slice(out, [0, 0], [batch * pos, dVocab]) // the first dVocab coordinates are the logits
+    }
+
+    // Embeddings.
+    const flatTokens = tf.reshape(tokens, [batch * pos]) as tf.Tensor1D
+    let residual = hook2('hook_embed', gatherRows(param(this.parameters, 'embed.W_E') as tf.Tensor2D, flatTokens)) // [batch * pos, dModel]
+    if (this.config.positional === 'learned') {
+      const positions = tf.reshape(tf.add(tf.range(context.start, context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')), [batch * pos]) as tf.Tensor1D
+      const posEmbed = hook2('hook_pos_embed', gatherRows(param(this.parameters, 'pos_embed.W_pos') as tf.Tensor2D, positions)) // [batch * pos, dModel]
+      residual = tf.add(residual, posEmbed) as tf.Tensor2D
+    }
+    if (context.rng !== null && this.config.dropout > 0) residual = dropout(residual, this.config.dropout, context.rng)
+    for (const block of this.blocks) residual = block.forward(residual, context) // [batch * pos, dModel]
+    // Final norm and unembedding.
+    const w = param(this.parameters, 'ln_final.w') as tf.Tensor1D
+    const normalized =
+      this.config.normalization === 'layernorm'
+        ? layerNorm(residual, w, this.parameters.has('ln_final.b') ? (param(this.parameters, 'ln_final.b') as tf.Tensor1D) : null, this.config.normEps)
+        : this.config.normalization === 'rmsnorm'
+          ? rmsNorm(residual, w, this.config.normEps)
+          : residual
+    const final = hook2('ln_final.hook_normalized', normalized) // [batch * pos, dModel]
+    const wU = this.config.tiedEmbeddings ? tf.transpose(param(this.parameters, 'embed.W_E')) : param(this.parameters, 'unembed.W_U') // [dModel, dVocab]
+    return linear(final, wU as tf.Tensor2D) // [batch * pos, dVocab]
+  }
+
+  /** The configuration as JSON (for checkpoints and reports). */
+  toJSON(): Record<string, unknown> {
+    return configToJSON(this.config)
+  }
+
+  /** Frees the model's variables. Safe to call twice; the model is unusable afterwards. */
+  dispose(): void {
+    if (this.disposed) return
+    this.disposed = true
+    for (const variable of this.parameters.values()) variable.dispose()
+    this.parameters.clear()
+    this.permanentHooks.length = 0
+  }
+}
+
+/**
+ * Builds a transformer with freshly initialised weights (seeded by `config.seed`).
+ *
+ * Initialisation: gpt/llama weight matrices `N(0, initRange^2)`, the residual output projections
+ * (`W_O`, `W_out`) `N(0, (initRange / sqrt(2 nLayers))^2)` (GPT-2), biases 0, norm weights 1;
+ * minimal `W_Q ~ U(-eps, eps)` (or Xavier) and `W_V = 0` (paper (b), `init-ablation.yaml`).
+ *
+ * @param config - from {@link createConfig} or {@link presetConfig}
+ * @param options - attention kernel
+ * @throws {@link ConfigError} if `config` was not resolved by `createConfig`
+ * @category Model
+ */
+export function createTransformer(config: TransformerConfig, options: TransformerOptions = {}): Transformer {
+  return new Transformer(config, options)
+}

@@ -1,0 +1,342 @@
+/**
+ * Optimizers written for attnlab (tfjs has no AdamW): AdamW with decoupled weight decay
+ * (Loshchilov & Hutter, "Decoupled Weight Decay Regularization", ICLR 2019, Algorithm 2; the
+ * update order of PyTorch's `torch.optim.AdamW`), SGD with (Nesterov) momentum as PyTorch's
+ * `torch.optim.SGD`, and global gradient-norm clipping as `torch.nn.utils.clip_grad_norm_`.
+ * State (moments, step count) is exportable for checkpoints, so a resumed run continues exactly.
+ *
+ * @module
+ */
+import * as tf from '@tensorflow/tfjs-core'
+import { AttnlabError, ConfigError } from '@attnlab/core'
+
+/**
+ * AdamW settings. Defaults are PyTorch's except `weightDecay` (0.01 is also PyTorch's AdamW default).
+ *
+ * @category Training
+ */
+export interface AdamWOptions {
+  readonly kind: 'adamw'
+  /** beta1, default 0.9. */
+  readonly beta1?: number
+  /** beta2, default 0.999. */
+  readonly beta2?: number
+  /** Added to `sqrt(v_hat)`, default 1e-8. */
+  readonly epsilon?: number
+  /** Decoupled weight decay `lambda`: each step multiplies decayed parameters by `1 - lr * lambda`. Default 0.01. */
+  readonly weightDecay?: number
+}
+
+/**
+ * SGD settings (PyTorch semantics: `buf = momentum * buf + (1 - dampening) * g`, first step
+ * `buf = g`; Nesterov uses `g + momentum * buf`; weight decay is L2, added to the gradient).
+ *
+ * @category Training
+ */
+export interface SgdOptions {
+  readonly kind: 'sgd'
+  /** Momentum, default 0 (paper (b)'s SGD runs use 0.9). */
+  readonly momentum?: number
+  /** Dampening, default 0. */
+  readonly dampening?: number
+  /** Nesterov momentum, default false. */
+  readonly nesterov?: boolean
+  /** L2 weight decay (coupled, added to the gradient), default 0. */
+  readonly weightDecay?: number
+}
+
+/** Optimizer choice. @category Training */
+export type OptimizerOptions = AdamWOptions | SgdOptions
+
+/**
+ * A serialisable optimizer state: per-parameter slot tensors (named `<slot>.<parameter>`) and
+ * scalars.
+ *
+ * @category Training
+ */
+export interface OptimizerState {
+  /** `'adamw'` or `'sgd'`. */
+  readonly kind: 'adamw' | 'sgd'
+  /** Steps taken (AdamW bias correction uses it). */
+  readonly step: number
+  /** Resolved hyperparameters (for checks on resume). */
+  readonly hyperparameters: Readonly<Record<string, number | boolean>>
+  /** Slot values by `<slot>.<parameter>` (e.g. `exp_avg.blocks.0.attn.W_Q`). */
+  readonly slots: ReadonlyMap<string, { shape: number[]; data: Float32Array }>
+}
+
+/**
+ * An optimizer over named variables. `step(grads, lr)` applies one update.
+ *
+ * @category Training
+ */
+export interface Optimizer {
+  /** `'adamw'` or `'sgd'`. */
+  readonly kind: 'adamw' | 'sgd'
+  /** Steps taken so far. */
+  readonly stepCount: number
+  /**
+   * Applies one update.
+   *
+   * @param grads - gradient per parameter name (same shapes as the variables)
+   * @param learningRate - this step's learning rate
+   */
+  step(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>, learningRate: number): void
+  /** Copies the state out (moments, step). */
+  getState(): Promise<OptimizerState>
+  /**
+   * Restores a state saved by {@link Optimizer.getState}.
+   *
+   * @throws {@link AttnlabError} `INVALID_CHECKPOINT` naming the slot or field that does not fit
+   */
+  setState(state: OptimizerState): void
+  /** Frees the slot variables. */
+  dispose(): void
+}
+
+function checkRange(name: string, value: number, min: number, max: number, maxInclusive = false): number {
+  if (!Number.isFinite(value) || value < min || (maxInclusive ? value > max : value >= max)) {
+    throw new ConfigError(name, `${value} is not in [${min}, ${max}${maxInclusive ? ']' : ')'}`, { value })
+  }
+  return value
+}
+
+function entriesOf(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>): [string, tf.Tensor][] {
+  return grads instanceof Map ? [...grads.entries()] : Object.entries(grads)
+}
+
+/** Shared slot bookkeeping. */
+abstract class SlotOptimizer implements Optimizer {
+  abstract readonly kind: 'adamw' | 'sgd'
+  protected readonly slots = new Map<string, tf.Variable>()
+  protected steps = 0
+
+  constructor(
+    protected readonly variables: ReadonlyMap<string, tf.Variable>,
+    protected readonly decayed: (name: string, variable: tf.Variable) => boolean,
+  ) {}
+
+  get stepCount(): number {
+    return this.steps
+  }
+
+  protected abstract readonly slotNames: readonly string[]
+  protected abstract hyperparameters(): Record<string, number | boolean>
+  abstract step(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>, learningRate: number): void
+
+  protected slot(slotName: string, name: string, variable: tf.Variable): tf.Variable {
+    const key = `${slotName}.${name}`
+    let slot = this.slots.get(key)
+    if (slot === undefined) {
+      slot = tf.variable(tf.zerosLike(variable), false)
+      this.slots.set(key, slot)
+    }
+    return slot
+  }
+
+  protected variable(name: string, grad: tf.Tensor): tf.Variable {
+    const variable = this.variables.get(name)
+    if (variable === undefined) throw new AttnlabError('INVALID_ARGUMENT', `gradient for unknown parameter '${name}'`, { name })
+    if (grad.shape.length !== variable.shape.length || grad.shape.some((d, i) => d !== variable.shape[i])) {
+      throw new AttnlabError('INVALID_ARGUMENT', `gradient of '${name}' has shape [${grad.shape}] but the parameter has [${variable.shape}]`, { name })
+    }
+    return variable
+  }
+
+  async getState(): Promise<OptimizerState> {
+    const slots = new Map<string, { shape: number[]; data: Float32Array }>()
+    for (const [key, slot] of this.slots) slots.set(key, { shape: [...slot.shape], data: (await slot.data()) as Float32Array })
+    return { kind: this.kind, step: this.steps, hyperparameters: this.hyperparameters(), slots }
+  }
+
+  setState(state: OptimizerState): void {
+    if (state.kind !== this.kind) {
+      throw new AttnlabError('INVALID_CHECKPOINT', `optimizer state is for '${state.kind}' but this optimizer is '${this.kind}'`, { field: 'optimizer.kind' })
+    }
+    if (!Number.isSafeInteger(state.step) || state.step < 0) {
+      throw new AttnlabError('INVALID_CHECKPOINT', `optimizer step ${String(state.step)} is not a non-negative integer`, { field: 'optimizer.step' })
+    }
+    // Validate everything before changing anything.
+    for (const [key, value] of state.slots) {
+      const dot = key.indexOf('.')
+      const slotName = key.slice(0, dot)
+      const name = key.slice(dot + 1)
+      const variable = this.variables.get(name)
+      if (dot < 0 || !this.slotNames.includes(slotName) || variable === undefined) {
+        throw new AttnlabError('INVALID_CHECKPOINT', `optimizer slot '${key}' does not belong to this model/optimizer (slots: ${this.slotNames.join(', ')})`, { field: key })
+      }
+      if (value.shape.length !== variable.shape.length || value.shape.some((d, i) => d !== variable.shape[i]) || value.data.length !== variable.size) {
+        throw new AttnlabError('INVALID_CHECKPOINT', `optimizer slot '${key}' has shape [${value.shape}] but parameter '${name}' has [${variable.shape}]`, { field: key })
+      }
+    }
+    for (const slot of this.slots.values()) slot.dispose()
+    this.slots.clear()
+    for (const [key, value] of state.slots) this.slots.set(key, tf.variable(tf.tensor(value.data, value.shape, 'float32'), false))
+    this.steps = state.step
+  }
+
+  dispose(): void {
+    for (const slot of this.slots.values()) slot.dispose()
+    this.slots.clear()
+  }
+}
+
+class AdamW extends SlotOptimizer {
+  readonly kind = 'adamw' as const
+  protected readonly slotNames = ['exp_avg', 'exp_avg_sq'] as const
+  private readonly beta1: number
+  private readonly beta2: number
+  private readonly epsilon: number
+  private readonly weightDecay: number
+
+  constructor(variables: ReadonlyMap<string, tf.Variable>, options: AdamWOptions, decayed: (name: string, variable: tf.Variable) => boolean) {
+    super(variables, decayed)
+    this.beta1 = checkRange('beta1', options.beta1 ?? 0.9, 0, 1)
+    this.beta2 = checkRange('beta2', options.beta2 ?? 0.999, 0, 1)
+    this.epsilon = checkRange('epsilon', options.epsilon ?? 1e-8, 0, Infinity)
+    this.weightDecay = checkRange('weightDecay', options.weightDecay ?? 0.01, 0, Infinity)
+  }
+
+  protected hyperparameters(): Record<string, number> {
+    return { beta1: this.beta1, beta2: this.beta2, epsilon: this.epsilon, weightDecay: this.weightDecay }
+  }
+
+  step(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>, learningRate: number): void {
+    this.steps += 1
+    const t = this.steps
+    const correction1 = 1 - Math.pow(this.beta1, t)
+    const correction2 = 1 - Math.pow(this.beta2, t)
+    const stepSize = learningRate / correction1
+    const sqrtCorrection2 = Math.sqrt(correction2)
+    tf.tidy(() => {
+      for (const [name, grad] of entriesOf(grads)) {
+        const variable = this.variable(name, grad)
+        const m = this.slot('exp_avg', name, variable)
+        const v = this.slot('exp_avg_sq', name, variable)
+        // theta <- theta (1 - lr lambda)   (decoupled weight decay, applied first as in PyTorch)
+        const decayedValue = this.weightDecay > 0 && this.decayed(name, variable) ? tf.mul(variable, 1 - learningRate * this.weightDecay) : variable
+        const newM = tf.add(tf.mul(m, this.beta1), tf.mul(grad, 1 - this.beta1)) // m <- b1 m + (1 - b1) g
+        const newV = tf.add(tf.mul(v, this.beta2), tf.mul(tf.square(grad), 1 - this.beta2)) // v <- b2 v + (1 - b2) g^2
+        const denominator = tf.add(tf.div(tf.sqrt(newV), sqrtCorrection2), this.epsilon) // sqrt(v_hat) + eps
+        m.assign(newM)
+        v.assign(newV)
+        variable.assign(tf.sub(decayedValue, tf.mul(tf.div(newM, denominator), stepSize))) // theta - lr m_hat / (sqrt(v_hat) + eps)
+      }
+    })
+  }
+}
+
+class Sgd extends SlotOptimizer {
+  readonly kind = 'sgd' as const
+  protected readonly slotNames = ['momentum_buffer'] as const
+  private readonly momentum: number
+  private readonly dampening: number
+  private readonly nesterov: boolean
+  private readonly weightDecay: number
+
+  constructor(variables: ReadonlyMap<string, tf.Variable>, options: SgdOptions, decayed: (name: string, variable: tf.Variable) => boolean) {
+    super(variables, decayed)
+    this.momentum = checkRange('momentum', options.momentum ?? 0, 0, 1)
+    this.dampening = checkRange('dampening', options.dampening ?? 0, 0, 1, true)
+    this.nesterov = options.nesterov ?? false
+    this.weightDecay = checkRange('weightDecay', options.weightDecay ?? 0, 0, Infinity)
+    if (this.nesterov && (this.momentum === 0 || this.dampening !== 0)) {
+      throw new ConfigError('nesterov', 'Nesterov momentum needs momentum > 0 and dampening 0')
+    }
+  }
+
+  protected hyperparameters(): Record<string, number | boolean> {
+    return { momentum: this.momentum, dampening: this.dampening, nesterov: this.nesterov, weightDecay: this.weightDecay }
+  }
+
+  step(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>, learningRate: number): void {
+    this.steps += 1
+    tf.tidy(() => {
+      for (const [name, rawGrad] of entriesOf(grads)) {
+        const variable = this.variable(name, rawGrad)
+        // d_p = g (+ lambda theta)
+        let direction = this.weightDecay > 0 && this.decayed(name, variable) ? tf.add(rawGrad, tf.mul(variable, this.weightDecay)) : rawGrad
+        if (this.momentum > 0) {
+          const key = `momentum_buffer.${name}`
+          const buffer = this.slots.get(key)
+          let newBuffer: tf.Tensor
+          if (buffer === undefined) {
+            newBuffer = direction // first step: buf = d_p
+            this.slots.set(key, tf.variable(tf.clone(direction), false))
+          } else {
+            newBuffer = tf.add(tf.mul(buffer, this.momentum), tf.mul(direction, 1 - this.dampening)) // buf = mu buf + (1 - dampening) d_p
+            buffer.assign(newBuffer)
+          }
+          direction = this.nesterov ? tf.add(direction, tf.mul(newBuffer, this.momentum)) : newBuffer
+        }
+        variable.assign(tf.sub(variable, tf.mul(direction, learningRate))) // theta - lr d_p
+      }
+    })
+  }
+}
+
+/**
+ * The default weight-decay filter: parameters of rank >= 2 (weight matrices) decay; biases and
+ * norm weights do not (nanoGPT's grouping). The minimal model has only matrices.
+ *
+ * @category Training
+ */
+export function decayMatrices(_name: string, variable: tf.Variable): boolean {
+  return variable.rank >= 2
+}
+
+/**
+ * Creates an optimizer over named variables.
+ *
+ * @param variables - the parameters by name (e.g. `model.getWeights()`)
+ * @param options - AdamW or SGD settings
+ * @param decayed - which parameters weight decay applies to (default {@link decayMatrices})
+ * @throws {@link ConfigError} for out-of-range hyperparameters
+ * @example
+ * ```ts
+ * const optimizer = createOptimizer(model.getWeights(), { kind: 'adamw', weightDecay: 0.01 })
+ * optimizer.step(grads, 0.08)
+ * ```
+ * @category Training
+ */
+export function createOptimizer(
+  variables: ReadonlyMap<string, tf.Variable>,
+  options: OptimizerOptions,
+  decayed: (name: string, variable: tf.Variable) => boolean = decayMatrices,
+): Optimizer {
+  switch (options.kind) {
+    case 'adamw':
+      return new AdamW(variables, options, decayed)
+    case 'sgd':
+      return new Sgd(variables, options, decayed)
+    default:
+      throw new ConfigError('optimizer', `'${String((options as { kind?: unknown }).kind)}' is not an optimizer; expected 'adamw' or 'sgd'`)
+  }
+}
+
+/**
+ * Global L2 norm of a set of gradients and, if it exceeds `maxNorm`, the gradients scaled by
+ * `maxNorm / (norm + 1e-6)` (as `torch.nn.utils.clip_grad_norm_`). Computed without reading
+ * values back.
+ *
+ * @param grads - gradients by parameter name
+ * @param maxNorm - clipping threshold (`Infinity` disables clipping)
+ * @returns the (possibly scaled) gradients (new tensors) and the pre-clipping norm as a scalar tensor
+ * @category Training
+ */
+export function clipByGlobalNorm(
+  grads: ReadonlyMap<string, tf.Tensor>,
+  maxNorm: number,
+): { grads: Map<string, tf.Tensor>; norm: tf.Scalar } {
+  if (!(maxNorm > 0)) throw new ConfigError('gradClip', `${maxNorm} must be > 0 (Infinity disables clipping)`, { value: maxNorm })
+  const out = new Map<string, tf.Tensor>()
+  let norm: tf.Scalar | undefined
+  tf.tidy(() => {
+    const squares = [...grads.values()].map((g) => tf.sum(tf.square(g)))
+    const total = tf.sqrt(squares.length === 0 ? tf.scalar(0) : tf.addN(squares)) as tf.Scalar // sqrt(sum_i ||g_i||^2)
+    norm = tf.keep(total)
+    const coefficient = Number.isFinite(maxNorm) ? tf.minimum(tf.div(maxNorm, tf.add(total, 1e-6)), 1) : null
+    for (const [name, g] of grads) out.set(name, tf.keep(coefficient === null ? tf.clone(g) : tf.mul(g, coefficient)))
+  })
+  return { grads: out, norm: norm as tf.Scalar }
+}

@@ -1,0 +1,591 @@
+/**
+ * Training: a generic trainer (minGPT's `Trainer` shape: options with defaults, event callbacks,
+ * nothing model-specific) over a finite dataset or an online `@attnlab/markov` {@link Task}.
+ *
+ * One step: draw a batch, feed `tokens[:, :-1]`, score `tokens[:, 1:]` where `lossMask[:, 1:]`
+ * is 1 (mean cross-entropy in nats), backpropagate, clip the global gradient norm, check the
+ * loss and norm are finite ({@link NonFiniteError} names the step otherwise; the update is not
+ * applied), update with AdamW or SGD at the schedule's learning rate. Evaluations every
+ * `evalEvery` steps compute the validation loss and the analysis metrics ({@link analyze}).
+ *
+ * Deterministic on `cpu`: data, dropout and validation come from `Rng.fromSeed(seed)` streams
+ * (`'data'`, `'dropout'`, `'validation'`), and a run resumed from {@link Trainer.getState}
+ * continues bit-for-bit.
+ *
+ * @module
+ */
+import * as tf from '@tensorflow/tfjs-core'
+import { AttnlabError, ConfigError, NonFiniteError, Rng, type RngState } from '@attnlab/core'
+import type { Task, TokenBatch } from '@attnlab/markov'
+import { analyze, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
+import type { Transformer } from './model.ts'
+import { maskedCrossEntropy } from './ops.ts'
+import { clipByGlobalNorm, createOptimizer, decayMatrices, type Optimizer, type OptimizerOptions, type OptimizerState } from './optimizers.ts'
+import { createSchedule, type Schedule, type ScheduleOptions, type ScheduleState } from './schedules.ts'
+
+/**
+ * What to train on: an online task (fresh sequences every step) or a finite dataset (sampled
+ * without replacement, reshuffled every epoch; a final partial batch is dropped).
+ *
+ * @category Training
+ */
+export type TrainingSource = Task | TokenBatch
+
+/** One training step, reported to {@link TrainOptions.onStep}. @category Training */
+export interface StepRecord {
+  /** Steps completed (1 after the first update). */
+  readonly step: number
+  /** Training loss of this step's batch (nats, before the update). */
+  readonly loss: number
+  /** Learning rate used. */
+  readonly lr: number
+  /** Global gradient norm before clipping. */
+  readonly gradNorm: number
+  /** Training tokens processed so far (inputs, `batch * (seqLength - 1)` per step). */
+  readonly tokens: number
+  /** Seconds spent in training steps so far (excluding evaluation and callbacks). */
+  readonly seconds: number
+  /** `tokens / seconds`. */
+  readonly tokensPerSecond: number
+}
+
+/** One evaluation, reported to {@link TrainOptions.onEval}. @category Training */
+export interface EvalRecord {
+  /** Steps completed at evaluation time. */
+  readonly step: number
+  /** Mean training loss since the previous evaluation (nats). */
+  readonly trainLoss: number
+  /** Mean validation loss (nats) over the whole validation set. */
+  readonly validationLoss: number
+  /** Analysis metrics on the first `analysisSize` validation sequences (absent when disabled). */
+  readonly metrics?: AnalysisMetrics
+  /** Learning rate after the schedule saw this evaluation. */
+  readonly lr: number
+}
+
+/**
+ * Training options. Required: `steps`, `batchSize`, `lr`.
+ *
+ * @category Training
+ */
+export interface TrainOptions {
+  /** Total optimizer steps of the run (a resumed run continues up to this). */
+  readonly steps: number
+  /** Sequences per step. */
+  readonly batchSize: number
+  /** Peak learning rate. */
+  readonly lr: number
+  /** Optimizer (default AdamW, weight decay 0.01). */
+  readonly optimizer?: OptimizerOptions
+  /** Which parameters weight decay applies to (default: rank >= 2). */
+  readonly weightDecayFilter?: (name: string, variable: tf.Variable) => boolean
+  /** Schedule (default constant). */
+  readonly schedule?: ScheduleOptions
+  /** Global gradient-norm clip (default 1.0, paper (b)); `Infinity` disables. */
+  readonly gradClip?: number
+  /** Seed of data, dropout and validation streams (default 0). */
+  readonly seed?: number
+  /** Evaluate every N steps (0: only at the end; default 0). */
+  readonly evalEvery?: number
+  /** Validation data: a dataset, or (for a task source) the number of sequences to draw once (default 1024). */
+  readonly validation?: TokenBatch | number
+  /** Sequences per evaluation forward pass (default 1024). */
+  readonly evalBatchSize?: number
+  /** Analysis metrics at each evaluation: `false` disables; default on, on 512 sequences. */
+  readonly analysis?: false | { readonly size?: number; readonly teacher?: TeacherSource }
+  /** Called after every step (awaited). */
+  readonly onStep?: (record: StepRecord) => void | Promise<void>
+  /** Called after every evaluation (awaited). */
+  readonly onEval?: (record: EvalRecord) => void | Promise<void>
+  /** Called with the full state every `checkpointEvery` steps and at the end (awaited), e.g. to save a checkpoint. */
+  readonly onCheckpoint?: (state: TrainerState) => void | Promise<void>
+  /** Steps between `onCheckpoint` calls (default 0: only at the end). */
+  readonly checkpointEvery?: number
+  /** Stop early (after the current step) when aborted; the result has `stopped: true`. */
+  readonly signal?: AbortSignal
+  /** Continue from a saved state (see {@link Trainer.getState}); the model must hold that state's weights. */
+  readonly resume?: TrainerState
+}
+
+/**
+ * Everything needed to continue a run exactly (besides the model weights): JSON-serialisable
+ * except the optimizer's slot arrays.
+ *
+ * @category Training
+ */
+export interface TrainerState {
+  /** Format version (1). */
+  readonly version: 1
+  /** Steps completed. */
+  readonly step: number
+  /** Optimizer moments and step count. */
+  readonly optimizer: OptimizerState
+  /** Schedule state. */
+  readonly schedule: ScheduleState
+  /** The data stream (task sampling or epoch shuffles). */
+  readonly dataRng: RngState
+  /** The dropout stream. */
+  readonly dropoutRng: RngState
+  /** Finite datasets: the current epoch's order and position. */
+  readonly dataset: { readonly permutation: readonly number[]; readonly cursor: number; readonly epoch: number } | null
+  /** Identifies the data source (task description or dataset hash); checked on resume. */
+  readonly source: Readonly<Record<string, unknown>>
+  /** Settings that must match on resume. */
+  readonly settings: { readonly batchSize: number; readonly seed: number; readonly lr: number; readonly gradClip: number }
+  /** Training tokens processed. */
+  readonly tokens: number
+  /** Seconds spent in training steps. */
+  readonly seconds: number
+  /** Last validation loss, if any. */
+  readonly lastValidationLoss: number | null
+}
+
+/** What {@link train} returns. @category Training */
+export interface TrainResult {
+  /** Steps completed (including steps before a resume). */
+  readonly steps: number
+  /** True if the run was stopped by `signal` before `steps`. */
+  readonly stopped: boolean
+  /** Mean loss of the last `min(10, steps)` steps of this run (nats), or null if no step ran. */
+  readonly finalTrainLoss: number | null
+  /** Validation loss of the final evaluation (nats). */
+  readonly finalValidationLoss: number
+  /** Training loss of every step of this run (nats). */
+  readonly losses: readonly number[]
+  /** Every evaluation of this run. */
+  readonly evaluations: readonly EvalRecord[]
+  /** Training tokens processed (whole run, including before a resume). */
+  readonly tokens: number
+  /** Seconds in training steps (whole run). */
+  readonly seconds: number
+  /** Training tokens per second of this session's steps. */
+  readonly tokensPerSecond: number
+}
+
+/** FNV-1a over a dataset's tokens and mask: detects resuming on other data. */
+function fingerprint(batch: TokenBatch): string {
+  let h = 0x811c9dc5
+  const mix = (value: number): void => {
+    h ^= value & 0xff
+    h = Math.imul(h, 0x01000193) >>> 0
+    h ^= (value >>> 8) & 0xff
+    h = Math.imul(h, 0x01000193) >>> 0
+  }
+  for (let i = 0; i < batch.tokens.length; i++) mix(batch.tokens[i] as number)
+  for (let i = 0; i < batch.lossMask.length; i++) mix(batch.lossMask[i] as number)
+  return `${batch.batchSize}x${batch.seqLength}:${(h >>> 0).toString(16)}`
+}
+
+function isTask(source: TrainingSource): source is Task {
+  return typeof (source as Task).sample === 'function'
+}
+
+function checkBatch(batch: TokenBatch, what: string): void {
+  if (
+    !(batch.tokens instanceof Int32Array) ||
+    !(batch.lossMask instanceof Uint8Array) ||
+    !Number.isSafeInteger(batch.batchSize) ||
+    !Number.isSafeInteger(batch.seqLength) ||
+    batch.batchSize < 1 ||
+    batch.seqLength < 2 ||
+    batch.tokens.length !== batch.batchSize * batch.seqLength ||
+    batch.lossMask.length !== batch.tokens.length
+  ) {
+    throw new ConfigError(what, `expected { tokens: Int32Array, lossMask: Uint8Array } of batchSize * seqLength (>= 2) entries`)
+  }
+}
+
+/**
+ * A training run over one model. Create, `run()`, read `getState()` for checkpoints, `dispose()`
+ * (frees optimizer state; the model stays).
+ *
+ * @example
+ * ```ts
+ * const trainer = new Trainer(model, task, { steps: 1000, batchSize: 1024, lr: 0.08, evalEvery: 50 })
+ * const result = await trainer.run()
+ * trainer.dispose()
+ * ```
+ * @category Training
+ */
+export class Trainer {
+  private readonly optimizer: Optimizer
+  private readonly schedule: Schedule
+  private dataRng: Rng
+  private dropoutRng: Rng
+  private readonly gradClip: number
+  private readonly seed: number
+  private readonly validation: TokenBatch
+  private readonly sourceDescription: Readonly<Record<string, unknown>>
+  private readonly variableNames = new Map<string, string>()
+  private step: number
+  private tokens: number
+  private seconds: number
+  private lastValidationLoss: number | null
+  private dataset: { permutation: number[]; cursor: number; epoch: number } | null = null
+
+  /**
+   * @param model - the model to train (its weights change)
+   * @param source - an online task or a finite dataset
+   * @param options - see {@link TrainOptions}
+   * @throws {@link ConfigError} for invalid options or data that does not fit the model;
+   *   {@link AttnlabError} `INVALID_CHECKPOINT` when `resume` does not fit this run
+   */
+  constructor(
+    private readonly model: Transformer,
+    private readonly source: TrainingSource,
+    private readonly options: TrainOptions,
+  ) {
+    const { steps, batchSize, lr } = options
+    if (!Number.isSafeInteger(steps) || steps < 0) throw new ConfigError('steps', `${steps} must be a non-negative integer`, { value: steps })
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ConfigError('batchSize', `${batchSize} must be a positive integer`, { value: batchSize })
+    if (!(Number.isFinite(lr) && lr > 0)) throw new ConfigError('lr', `${lr} must be a positive number`, { value: lr })
+    this.gradClip = options.gradClip ?? 1
+    if (!(this.gradClip > 0)) throw new ConfigError('gradClip', `${this.gradClip} must be > 0 (Infinity disables clipping)`)
+    for (const [name, value] of [
+      ['evalEvery', options.evalEvery ?? 0],
+      ['checkpointEvery', options.checkpointEvery ?? 0],
+    ] as const) {
+      if (!Number.isSafeInteger(value) || value < 0) throw new ConfigError(name, `${value} must be a non-negative integer`, { value })
+    }
+    this.seed = options.seed ?? 0
+    const root = Rng.fromSeed(this.seed)
+    const { dVocab, nCtx } = model.config
+    let seqLength: number
+    if (isTask(source)) {
+      seqLength = source.seqLength
+      if (source.vocabSize > dVocab) throw new ConfigError('task', `the task has ${source.vocabSize} tokens but the model's dVocab is ${dVocab}`)
+      this.sourceDescription = { kind: 'task', ...source.describe() }
+    } else {
+      checkBatch(source, 'dataset')
+      seqLength = source.seqLength
+      if (batchSize > source.batchSize) throw new ConfigError('batchSize', `${batchSize} exceeds the dataset's ${source.batchSize} sequences`)
+      this.sourceDescription = { kind: 'dataset', fingerprint: fingerprint(source) }
+    }
+    if (seqLength - 1 > nCtx) throw new ConfigError('task', `sequences of ${seqLength} tokens need nCtx >= ${seqLength - 1} (the model has ${nCtx})`)
+    // Validation set.
+    const validation = options.validation ?? 1024
+    if (typeof validation === 'number') {
+      if (!isTask(source)) throw new ConfigError('validation', 'a finite dataset needs an explicit validation dataset (or pass the dataset itself)')
+      if (!Number.isSafeInteger(validation) || validation < 1) throw new ConfigError('validation', `${validation} must be a positive integer`)
+      this.validation = source.sample(validation, root.split('validation'))
+    } else {
+      checkBatch(validation, 'validation')
+      if (validation.seqLength !== seqLength) throw new ConfigError('validation', `validation sequences have ${validation.seqLength} tokens, training ones ${seqLength}`)
+      this.validation = validation
+    }
+    this.checkTokens(this.validation, 'validation')
+    if (!isTask(source)) this.checkTokens(source, 'dataset')
+    const variables = model.getWeights()
+    for (const [name, variable] of variables) this.variableNames.set(variable.name, name)
+    this.optimizer = createOptimizer(variables, options.optimizer ?? { kind: 'adamw', weightDecay: 0.01 }, options.weightDecayFilter ?? decayMatrices)
+    this.schedule = createSchedule(options.schedule ?? { kind: 'constant' }, lr, Math.max(steps, 1))
+    this.dataRng = root.split('data')
+    this.dropoutRng = root.split('dropout')
+    this.step = 0
+    this.tokens = 0
+    this.seconds = 0
+    this.lastValidationLoss = null
+    if (options.resume !== undefined) {
+      try {
+        this.restore(options.resume)
+      } catch (error) {
+        this.optimizer.dispose()
+        throw error
+      }
+    }
+  }
+
+  private checkTokens(batch: TokenBatch, what: string): void {
+    const dVocab = this.model.config.dVocab
+    for (let i = 0; i < batch.tokens.length; i++) {
+      const t = batch.tokens[i] as number
+      if (!(t >= 0 && t < dVocab)) {
+        throw new AttnlabError('INVALID_ARGUMENT', `${what}: token ${t} at sequence ${Math.floor(i / batch.seqLength)}, position ${i % batch.seqLength} is outside [0, ${dVocab})`, { value: t })
+      }
+    }
+  }
+
+  private restore(state: TrainerState): void {
+    const fail = (field: string, message: string): never => {
+      throw new AttnlabError('INVALID_CHECKPOINT', `cannot resume: ${message}`, { field })
+    }
+    if (state === null || typeof state !== 'object' || state.version !== 1) fail('version', `unsupported trainer state version ${String((state as { version?: unknown })?.version)} (expected 1)`)
+    if (!Number.isSafeInteger(state.step) || state.step < 0) fail('step', `step ${String(state.step)} is not a non-negative integer`)
+    if (state.step > this.options.steps) fail('step', `the checkpoint is at step ${state.step}, past the requested ${this.options.steps} steps`)
+    const settings = state.settings ?? ({} as TrainerState['settings'])
+    if (settings.batchSize !== this.options.batchSize) fail('settings.batchSize', `the run used batch size ${settings.batchSize}, this one ${this.options.batchSize}`)
+    if (settings.seed !== this.seed) fail('settings.seed', `the run used seed ${settings.seed}, this one ${this.seed}`)
+    if (JSON.stringify(state.source) !== JSON.stringify(this.sourceDescription)) {
+      fail('source', `the checkpoint was trained on ${JSON.stringify(state.source)}, not on ${JSON.stringify(this.sourceDescription)}`)
+    }
+    this.optimizer.setState(state.optimizer)
+    this.schedule.setState(state.schedule)
+    try {
+      this.dataRng = Rng.fromState(state.dataRng)
+      this.dropoutRng = Rng.fromState(state.dropoutRng)
+    } catch (error) {
+      fail('dataRng', `malformed random-stream state (${(error as Error).message})`)
+    }
+    if (isTask(this.source)) {
+      if (state.dataset !== null) fail('dataset', 'the checkpoint has a dataset position but the source is a task')
+    } else {
+      const d = state.dataset
+      const n = (this.source as TokenBatch).batchSize
+      if (d === null || !Array.isArray(d.permutation) || d.permutation.length !== n || !Number.isSafeInteger(d.cursor) || d.cursor < 0 || d.cursor > n) {
+        fail('dataset', `dataset position is missing or does not fit a dataset of ${n} sequences`)
+      }
+      const position = d as NonNullable<TrainerState['dataset']>
+      this.dataset = { permutation: [...position.permutation], cursor: position.cursor, epoch: position.epoch }
+    }
+    this.step = state.step
+    this.tokens = state.tokens
+    this.seconds = state.seconds
+    this.lastValidationLoss = state.lastValidationLoss
+  }
+
+  /** Steps completed. */
+  get completedSteps(): number {
+    return this.step
+  }
+
+  /** The next training batch (advances the data stream). */
+  private nextBatch(): TokenBatch {
+    const { batchSize } = this.options
+    if (isTask(this.source)) {
+      const batch = this.source.sample(batchSize, this.dataRng)
+      this.checkTokens(batch, 'task batch')
+      return batch
+    }
+    const data = this.source
+    const n = data.batchSize
+    if (this.dataset === null || this.dataset.cursor + batchSize > n) {
+      const permutation = Array.from({ length: n }, (_, i) => i)
+      if (batchSize < n) this.dataRng.shuffle(permutation)
+      this.dataset = { permutation, cursor: 0, epoch: (this.dataset?.epoch ?? -1) + 1 }
+    }
+    const L = data.seqLength
+    const tokens = new Int32Array(batchSize * L)
+    const lossMask = new Uint8Array(batchSize * L)
+    for (let b = 0; b < batchSize; b++) {
+      const index = this.dataset.permutation[this.dataset.cursor + b] as number
+      tokens.set(data.tokens.subarray(index * L, (index + 1) * L), b * L)
+      lossMask.set(data.lossMask.subarray(index * L, (index + 1) * L), b * L)
+    }
+    this.dataset.cursor += batchSize
+    return { tokens, lossMask, batchSize, seqLength: L }
+  }
+
+  /** Splits a batch into model inputs `[B, T]`, targets `[B*T]` and weights `[B*T]`. */
+  private static tensors(batch: TokenBatch, start = 0, count = batch.batchSize): { inputs: tf.Tensor2D; targets: tf.Tensor1D; weights: tf.Tensor1D } {
+    const L = batch.seqLength
+    const T = L - 1
+    const inputs = new Int32Array(count * T)
+    const targets = new Int32Array(count * T)
+    const weights = new Float32Array(count * T)
+    for (let b = 0; b < count; b++) {
+      const row = (start + b) * L
+      for (let p = 0; p < T; p++) {
+        inputs[b * T + p] = batch.tokens[row + p] as number
+        targets[b * T + p] = batch.tokens[row + p + 1] as number
+        weights[b * T + p] = batch.lossMask[row + p + 1] as number
+      }
+    }
+    return {
+      inputs: tf.tensor2d(inputs, [count, T], 'int32'),
+      targets: tf.tensor1d(targets, 'int32'),
+      weights: tf.tensor1d(weights, 'float32'),
+    }
+  }
+
+  /** Mean validation loss over the whole validation set (nats, weighted by scored positions). */
+  async validationLoss(): Promise<number> {
+    const chunk = Math.max(1, this.options.evalBatchSize ?? 1024)
+    let sum = 0
+    let count = 0
+    for (let start = 0; start < this.validation.batchSize; start += chunk) {
+      const size = Math.min(chunk, this.validation.batchSize - start)
+      const { inputs, targets, weights } = Trainer.tensors(this.validation, start, size)
+      const [lossSum, scored] = tf.tidy(() => {
+        const logits = this.model.forwardTrusted(inputs, {})
+        const rows = tf.reshape(logits, [-1, this.model.config.dVocab]) as tf.Tensor2D
+        const mean = maskedCrossEntropy(rows, targets, weights)
+        const total = tf.sum(weights)
+        return [tf.mul(mean, total), total]
+      })
+      sum += ((await lossSum.data())[0] as number)
+      count += ((await scored.data())[0] as number)
+      tf.dispose([inputs, targets, weights, lossSum, scored])
+    }
+    if (count === 0) throw new AttnlabError('INVALID_ARGUMENT', 'the validation set has no scored positions (lossMask[:, 1:] is all 0)')
+    return sum / count
+  }
+
+  /**
+   * Trains until `options.steps` steps are completed (or `signal` aborts).
+   *
+   * @returns the run's summary
+   * @throws {@link NonFiniteError} naming the step whose loss or gradient norm is NaN/infinite
+   */
+  async run(): Promise<TrainResult> {
+    const { steps, batchSize, onStep, onEval, onCheckpoint, signal } = this.options
+    const evalEvery = this.options.evalEvery ?? 0
+    const checkpointEvery = this.options.checkpointEvery ?? 0
+    const names = [...this.model.getWeights().keys()]
+    const variables = names.map((n) => this.model.getWeights().get(n) as tf.Variable)
+    const losses: number[] = []
+    const evaluations: EvalRecord[] = []
+    let sinceEval: number[] = []
+    let sessionTokens = 0
+    let sessionSeconds = 0
+    let stopped = false
+    const dVocab = this.model.config.dVocab
+    while (this.step < steps) {
+      if (signal?.aborted) {
+        stopped = true
+        break
+      }
+      const batch = this.nextBatch()
+      const started = performance.now()
+      const { inputs, targets, weights } = Trainer.tensors(batch)
+      const lr = this.schedule.learningRate(this.step)
+      const { value, grads } = tf.variableGrads(() => {
+        const logits = this.model.forwardTrusted(inputs, { training: true, rng: this.dropoutRng }) // [B, T, dVocab]
+        return maskedCrossEntropy(tf.reshape(logits, [-1, dVocab]) as tf.Tensor2D, targets, weights)
+      }, variables)
+      const named = new Map<string, tf.Tensor>()
+      for (const [variableName, grad] of Object.entries(grads)) named.set(this.variableNames.get(variableName) as string, grad)
+      const { grads: clipped, norm } = clipByGlobalNorm(named, this.gradClip)
+      tf.dispose(Object.values(grads))
+      const loss = (await value.data())[0] as number
+      const gradNorm = (await norm.data())[0] as number
+      if (!Number.isFinite(loss) || !Number.isFinite(gradNorm)) {
+        tf.dispose([value, norm, inputs, targets, weights, ...clipped.values()])
+        const what = !Number.isFinite(loss) ? `loss is ${loss}` : `gradient norm is ${gradNorm} (loss ${loss})`
+        throw new NonFiniteError(`training diverged at step ${this.step + 1}: ${what}; the update was not applied (try a lower learning rate or gradient clipping)`, {
+          step: this.step + 1,
+          loss,
+          gradNorm,
+        })
+      }
+      this.optimizer.step(clipped, lr)
+      tf.dispose([value, norm, inputs, targets, weights, ...clipped.values()])
+      const elapsed = (performance.now() - started) / 1000
+      this.step += 1
+      const stepTokens = batchSize * (batch.seqLength - 1)
+      this.tokens += stepTokens
+      this.seconds += elapsed
+      sessionTokens += stepTokens
+      sessionSeconds += elapsed
+      losses.push(loss)
+      sinceEval.push(loss)
+      if (onStep !== undefined) {
+        await onStep({ step: this.step, loss, lr, gradNorm, tokens: this.tokens, seconds: this.seconds, tokensPerSecond: this.seconds > 0 ? this.tokens / this.seconds : 0 })
+      }
+      const last = this.step === steps
+      if ((evalEvery > 0 && this.step % evalEvery === 0) || last) {
+        const record = await this.evaluate(sinceEval)
+        sinceEval = []
+        evaluations.push(record)
+        if (onEval !== undefined) await onEval(record)
+      }
+      if (onCheckpoint !== undefined && ((checkpointEvery > 0 && this.step % checkpointEvery === 0) || last)) {
+        await onCheckpoint(await this.getState())
+      }
+    }
+    if (evaluations.length === 0) {
+      // Stopped early or nothing to do: still report a validation loss.
+      const record = await this.evaluate(sinceEval)
+      evaluations.push(record)
+      if (onEval !== undefined) await onEval(record)
+      if (onCheckpoint !== undefined && stopped) await onCheckpoint(await this.getState())
+    } else if (stopped && onCheckpoint !== undefined) {
+      await onCheckpoint(await this.getState())
+    }
+    const tail = losses.slice(-10)
+    return {
+      steps: this.step,
+      stopped,
+      finalTrainLoss: tail.length > 0 ? tail.reduce((a, b) => a + b, 0) / tail.length : null,
+      finalValidationLoss: (evaluations[evaluations.length - 1] as EvalRecord).validationLoss,
+      losses,
+      evaluations,
+      tokens: this.tokens,
+      seconds: this.seconds,
+      tokensPerSecond: sessionSeconds > 0 ? sessionTokens / sessionSeconds : 0,
+    }
+  }
+
+  private async evaluate(sinceEval: readonly number[]): Promise<EvalRecord> {
+    const validationLoss = await this.validationLoss()
+    this.lastValidationLoss = validationLoss
+    this.schedule.onValidation(validationLoss)
+    const analysis = this.options.analysis
+    let metrics: AnalysisMetrics | undefined
+    if (analysis !== false) {
+      const size = Math.min(analysis?.size ?? 512, this.validation.batchSize)
+      const L = this.validation.seqLength
+      const subset: TokenBatch = {
+        tokens: this.validation.tokens.subarray(0, size * L),
+        lossMask: this.validation.lossMask.subarray(0, size * L),
+        batchSize: size,
+        seqLength: L,
+      }
+      const groups = isTask(this.source) ? this.source.offsetGroups : undefined
+      const teacher = analysis?.teacher ?? (isTask(this.source) && typeof (this.source as unknown as TeacherSource).teacherProbabilities === 'function' ? (this.source as unknown as TeacherSource) : undefined)
+      metrics = await analyze(this.model, subset, { ...(groups === undefined ? {} : { offsetGroups: groups }), ...(teacher === undefined ? {} : { teacher }) })
+    }
+    return {
+      step: this.step,
+      trainLoss: sinceEval.length > 0 ? sinceEval.reduce((a, b) => a + b, 0) / sinceEval.length : Number.NaN,
+      validationLoss,
+      ...(metrics === undefined ? {} : { metrics }),
+      lr: this.schedule.learningRate(this.step),
+    }
+  }
+
+  /** The state needed to continue exactly (see {@link TrainerState}). */
+  async getState(): Promise<TrainerState> {
+    return {
+      version: 1,
+      step: this.step,
+      optimizer: await this.optimizer.getState(),
+      schedule: this.schedule.getState(),
+      dataRng: this.dataRng.getState(),
+      dropoutRng: this.dropoutRng.getState(),
+      dataset: this.dataset === null ? null : { permutation: [...this.dataset.permutation], cursor: this.dataset.cursor, epoch: this.dataset.epoch },
+      source: this.sourceDescription,
+      settings: { batchSize: this.options.batchSize, seed: this.seed, lr: this.options.lr, gradClip: this.gradClip },
+      tokens: this.tokens,
+      seconds: this.seconds,
+      lastValidationLoss: this.lastValidationLoss,
+    }
+  }
+
+  /** Frees the optimizer's state (the model is not touched). */
+  dispose(): void {
+    this.optimizer.dispose()
+  }
+}
+
+/**
+ * Trains `model` on `source` (see {@link Trainer}, {@link TrainOptions}).
+ *
+ * @returns the summary: final train/validation loss (nats), evaluations, tokens/s
+ * @throws {@link ConfigError} for invalid options; {@link NonFiniteError} when the loss diverges
+ *   (naming the step); {@link AttnlabError} `INVALID_CHECKPOINT` for a resume state that does not fit
+ * @example
+ * ```ts
+ * const task = new SparseMarkovTask({ vocabSize: 50, spans: [2, 2, 2] })
+ * const model = createTransformer(presetConfig('minimal'))
+ * const result = await train(model, task, { steps: 1300, batchSize: 1024, lr: 0.08, evalEvery: 25 })
+ * ```
+ * @category Training
+ */
+export async function train(model: Transformer, source: TrainingSource, options: TrainOptions): Promise<TrainResult> {
+  const trainer = new Trainer(model, source, options)
+  try {
+    return await trainer.run()
+  } finally {
+    trainer.dispose()
+  }
+}
