@@ -21,8 +21,16 @@
  *
  * @module
  */
-import { Outcome, Solver } from 'odex'
+import * as odexModule from '#odex'
 import { AttnlabError, ConfigError } from '@attnlab/core'
+
+/**
+ * `odex` is CommonJS. Node's ESM loader exposes `module.exports` as the default export but does
+ * not detect every named export (`Outcome` is assigned in a pattern its lexer misses), while
+ * CommonJS transpilers hand over `module.exports` itself; accept both.
+ */
+const odex: typeof odexModule =
+  (odexModule as unknown as { default?: typeof odexModule }).default ?? odexModule
 
 /**
  * Error control and limits of the integration.
@@ -96,7 +104,7 @@ export function integrateAt(
 ): IntegrationStats {
   const { relativeTolerance, absoluteTolerance, maxSteps } = resolveIntegratorOptions(options)
   const start = performance.now()
-  const solver = new Solver(y0.length)
+  const solver = new odex.Solver(y0.length)
   solver.relativeTolerance = relativeTolerance
   solver.absoluteTolerance = absoluteTolerance
   solver.denseOutput = false
@@ -120,7 +128,7 @@ export function integrateAt(
       steps += result.nStep
       rejectedSteps += result.nReject
       evaluations += result.nEval
-      if (result.outcome !== Outcome.Converged) throw stepBudgetError(maxSteps, t, target)
+      if (result.outcome !== odex.Outcome.Converged) throw stepBudgetError(maxSteps, t, target)
       step = lastFullStep
       y = result.y
       t = target

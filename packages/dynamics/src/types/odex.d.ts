@@ -1,8 +1,9 @@
 // Type declarations for the parts of `odex` 2.0.4 (Hairer & Wanner's ODEX, ported by Colin
 // Smith; CommonJS) that @attnlab/dynamics uses. The package ships its TypeScript source instead
-// of declarations, and that source does not compile under our strict settings, so
-// tsconfig.json maps the module name 'odex' to this file (`paths`). Runtime resolution is the
-// real package. Keep in sync with node_modules/odex/src/odex.ts when upgrading.
+// of declarations, and that source does not compile under our strict settings, so the code
+// imports the subpath '#odex', which package.json "imports" maps to this file for TypeScript
+// (the "types" condition) and to the real package everywhere else. Keep in sync with
+// node_modules/odex/src/odex.ts when upgrading.
 
 /** y' = f(x, y); must return a new array of length n. */
 export type Derivative = (x: number, y: number[]) => number[]
