@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
 import { readSafetensorsFile } from '@attnlab/core/node'
 import { main } from '../program.ts'
+import { attentionKernelFromFlags } from './sparse.ts'
 
 const H = 4
 const Hkv = 2
@@ -220,3 +221,24 @@ describe('attnlab sparse apply', () => {
     })
   })
 })
+
+describe('attentionKernelFromFlags (for --attention METHOD on other commands)', () => {
+  it('builds one method or a prefill+decode combination, routing each flag to its methods', () => {
+    const single = attentionKernelFromFlags('snapkv', { capacity: 200, window: 32 })
+    expect(single.method).toBe('snapkv')
+    expect(single.config).toMatchObject({ capacity: 200, window: 32 })
+    const pair = attentionKernelFromFlags('vertical-slash+snapkv', { window: 32, verticalSize: 100, slashSize: 100, capacity: 300 })
+    expect(pair.method).toBe('vertical-slash+snapkv')
+    expect(pair.config).toMatchObject({ prefill: { window: 32, verticalSize: 100 }, decode: { window: 32, capacity: 300 } })
+    expect(attentionKernelFromFlags('quest', { perHeadPages: true }).config).toMatchObject({ sharePages: false })
+  })
+
+  it('rejects unknown methods, flags of other methods and impossible combinations', () => {
+    expect(() => attentionKernelFromFlags('h2o', {})).toThrow(/unknown attention method 'h2o'/)
+    expect(() => attentionKernelFromFlags('dense', { topK: 3 })).toThrow(/--top-k does not apply to dense \(it has no parameters\)/)
+    expect(() => attentionKernelFromFlags('vertical-slash+quest', { capacity: 3 })).toThrow(/--capacity does not apply to vertical-slash\+quest/)
+    expect(() => attentionKernelFromFlags('snapkv+quest', {})).toThrow(/prefillKernel/)
+    expect(() => attentionKernelFromFlags('dense+dense+dense', {})).toThrow(/one method or prefill\+decode/)
+  })
+})
+

@@ -12,6 +12,7 @@ import {
   SPARSE_METHODS,
   applyDecode,
   applyPrefill,
+  combine,
   createKernel,
   type SparseAttentionKernel,
   type SparseMethodName,
@@ -95,18 +96,52 @@ interface ApplyOptions {
 
 /** Builds the kernel from the method and its flags; a flag of another method is a usage error. */
 export function kernelFromFlags(method: SparseMethodName, options: Record<string, unknown>): SparseAttentionKernel {
-  const overrides: Record<string, unknown> = {}
+  return attentionKernelFromFlags(method, options)
+}
+
+/**
+ * Adds the method flags (`--vertical-size`, `--capacity`, ...) to a command, for commands that
+ * take `--attention METHOD` (e.g. `attnlab generate`). Pair with {@link attentionKernelFromFlags}.
+ */
+export function addMethodFlags(command: Command): Command {
+  for (const f of METHOD_FLAGS) {
+    if (f.parse) command.option(f.flag, f.description, f.parse as (value: string, previous: unknown) => unknown)
+    else command.option(f.flag, f.description)
+  }
+  return command
+}
+
+/**
+ * Builds the attention kernel named by `spec` from parsed flags: a method name
+ * (`vertical-slash`, `quest`, ...) or a prefill and a decode method joined by `+`
+ * (`vertical-slash+quest`, run with `combine`). Each method takes the flags that apply to it; a
+ * flag that applies to none of them is a usage error.
+ *
+ * @throws UsageError for an unknown method or a flag of another method; ConfigError (from the
+ *   package) for invalid values
+ */
+export function attentionKernelFromFlags(spec: string, options: Record<string, unknown>): SparseAttentionKernel {
+  const methods = spec.split('+').map((m) => m.trim())
+  const known = Object.keys(SPARSE_METHODS)
+  for (const m of methods) {
+    if (!known.includes(m)) throw new UsageError(`unknown attention method '${m}' (expected one of ${known.join(', ')}, or prefill+decode)`)
+  }
+  if (methods.length > 2) throw new UsageError(`--attention takes one method or prefill+decode, got '${spec}'`)
+  const names = methods as SparseMethodName[]
+  const overrides = names.map(() => ({}) as Record<string, unknown>)
   for (const f of METHOD_FLAGS) {
     const value = options[attributeOf(f.flag)]
     if (value === undefined) continue
-    const name = f.flag.split(' ')[0] as string
-    if (!f.methods.includes(method)) {
-      const own = METHOD_FLAGS.filter((g) => g.methods.includes(method)).map((g) => g.flag.split(' ')[0])
-      throw new UsageError(`${name} does not apply to ${method}${own.length > 0 ? ` (its flags: ${own.join(', ')})` : ' (it has no parameters)'}`)
+    const flag = f.flag.split(' ')[0] as string
+    const users = names.map((m, i) => (f.methods.includes(m) ? i : -1)).filter((i) => i >= 0)
+    if (users.length === 0) {
+      const own = [...new Set(METHOD_FLAGS.filter((g) => g.methods.some((m) => names.includes(m))).map((g) => g.flag.split(' ')[0]))]
+      throw new UsageError(`${flag} does not apply to ${spec}${own.length > 0 ? ` (its flags: ${own.join(', ')})` : ' (it has no parameters)'}`)
     }
-    overrides[f.key] = f.key === 'sharePages' ? false : value
+    for (const i of users) (overrides[i] as Record<string, unknown>)[f.key] = f.key === 'sharePages' ? false : value
   }
-  return createKernel(method, overrides as never)
+  const kernels = names.map((m, i) => createKernel(m, overrides[i] as never))
+  return kernels.length === 1 ? (kernels[0] as SparseAttentionKernel) : combine(kernels[0] as SparseAttentionKernel, kernels[1] as SparseAttentionKernel)
 }
 
 /** The q/k/v of one sequence read from a file, validated. */
@@ -260,10 +295,7 @@ export function registerSparse(program: Command): void {
     .requiredOption('--out <file>', 'output safetensors: out ([H, T, dValue] or [H, dValue]) and mask (uint8, [H, T, T] or [H, T + 1])')
     .addOption(new Option('--phase <phase>', 'for dense: prefill or decode (default: decode if the file has q_new)').choices(['prefill', 'decode']))
     .option('--scale <x>', 'multiplier of q.k (default 1/sqrt(dHead))', numberParser('--scale'))
-  for (const f of METHOD_FLAGS) {
-    if (f.parse) apply.option(f.flag, f.description, f.parse as (value: string, previous: unknown) => unknown)
-    else apply.option(f.flag, f.description)
-  }
+  addMethodFlags(apply)
   apply
     .addOption(backendOption())
     .option('--json', 'print the report as JSON')
