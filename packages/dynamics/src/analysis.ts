@@ -34,6 +34,18 @@ export function analyzeTrajectory(trajectory: Trajectory, options: StageAnalysis
 }
 
 /**
+ * A trajectory with its stage analysis.
+ *
+ * @category Simulation
+ */
+export interface SimulationResult {
+  /** The sampled trajectory. */
+  readonly trajectory: Trajectory
+  /** Its transitions, head assignments and phases. */
+  readonly analysis: StageAnalysis
+}
+
+/**
  * {@link simulate} then {@link analyzeTrajectory}.
  *
  * @param config - any subset of {@link DynamicsConfig}
@@ -50,7 +62,7 @@ export function analyzeTrajectory(trajectory: Trajectory, options: StageAnalysis
 export function simulateAndAnalyze(
   config: Partial<DynamicsConfig> = {},
   options: SimulateOptions & StageAnalysisOptions = {},
-): { trajectory: Trajectory; analysis: StageAnalysis } {
+): SimulationResult {
   const trajectory = simulate(config, options)
   return { trajectory, analysis: analyzeTrajectory(trajectory, options) }
 }

@@ -139,7 +139,7 @@ function isPositiveInteger(value: unknown): value is number {
  * @param config - any subset of {@link DynamicsConfig}; missing fields come from
  *   {@link defaultDynamicsConfig}
  * @returns the frozen, validated config with resolved span weights
- * @throws {@link ConfigError} naming the offending field when a value is out of range or
+ * @throws `ConfigError` (`@attnlab/core`) naming the offending field when a value is out of range or
  *   inconsistent (for example `nCtx` smaller than the sum of `spans`, or the fast-value limit
  *   with noise but no weight decay)
  * @example

@@ -23,7 +23,7 @@ import { checkPlateaus, detectTransitions, type TransitionDetectionOptions } fro
  * @param loss - a loss in the plateaus' unit
  * @param plateaus - `P_0 > ... > P_K`
  * @returns progress in stage units (0 at `P_0`, `K` at `P_K`; extrapolated outside)
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for plateaus that are not strictly decreasing
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for plateaus that are not strictly decreasing
  * @example
  * ```ts
  * stageProgress(1.2225, [6.12105, 1.945, 0.5, 0]) // 1.5: halfway from L_1 to L_2
@@ -60,7 +60,7 @@ function lossAtProgress(progress: number, plateaus: readonly number[]): number {
  * @param from - plateaus of the source curve, `P_0 > ... > P_K`
  * @param to - plateaus of the destination curve, same length
  * @returns the loss in the units of `to`
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for invalid plateaus or different lengths
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for invalid plateaus or different lengths
  * @category Fitting
  */
 export function mapLossBetweenPlateaus(loss: number, from: readonly number[], to: readonly number[]): number {
@@ -186,8 +186,8 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
  * @param run - the training curve (`time` = steps, `plateaus` = e.g. `H_n` in nats)
  * @param options - method, offset and detection options
  * @returns the fitted scale, its RMSE and predicted vs observed transitions
- * @throws {@link ShapeError} when a curve's arrays differ in length
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for invalid curves, plateau counts that differ,
+ * @throws `ShapeError` (`@attnlab/core`) when a curve's arrays differ in length
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for invalid curves, plateau counts that differ,
  *   or `'transitions'` with no transition detected in both curves
  * @example
  * ```ts
@@ -306,6 +306,18 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
 }
 
 /**
+ * An ODE curve in a run's coordinates.
+ *
+ * @category Fitting
+ */
+export interface ScaledCurve {
+  /** Optimiser steps, `[n]`. */
+  readonly step: Float64Array
+  /** Loss in the run's unit (e.g. nats), `[n]`. */
+  readonly loss: Float64Array
+}
+
+/**
  * The ODE curve in a run's coordinates, for overlays: times `scale * t + offset` (steps) and
  * losses mapped through the plateaus ({@link mapLossBetweenPlateaus}).
  *
@@ -313,14 +325,14 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
  * @param fit - from {@link fitTimeScale}
  * @param runPlateaus - the run's plateaus (same count as the ODE's)
  * @returns `{ step, loss }`, `[n]` each
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for invalid or mismatched plateaus
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for invalid or mismatched plateaus
  * @category Fitting
  */
 export function scaleOdeCurve(
   ode: LossCurve,
   fit: Pick<TimeScaleFit, 'scale' | 'offset'>,
   runPlateaus: readonly number[],
-): { step: Float64Array; loss: Float64Array } {
+): ScaledCurve {
   checkCurve(ode, 'ode')
   mapLossBetweenPlateaus(ode.plateaus[0] as number, ode.plateaus, runPlateaus)
   const n = ode.time.length

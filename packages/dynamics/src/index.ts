@@ -27,7 +27,7 @@ export { buildTarget, learningOrder, plateauLosses, type DynamicsTarget } from '
 export { GradientFlowSystem, type DynamicsSnapshot } from './system.ts'
 export { integrateAt, type IntegrationStats, type IntegratorOptions } from './integrator.ts'
 export { sampleTimes, simulate, trajectorySpanMass, type SimulateOptions, type Trajectory } from './simulate.ts'
-export { analyzeTrajectory, simulateAndAnalyze } from './analysis.ts'
+export { analyzeTrajectory, simulateAndAnalyze, type SimulationResult } from './analysis.ts'
 export {
   analyzeStages,
   assignHeads,
@@ -36,6 +36,7 @@ export {
   headSimilarity,
   runningMedian,
   type HeadAssignment,
+  type HeadSpan,
   type Phase,
   type PhaseOptions,
   type PhaseSegment,
@@ -43,6 +44,7 @@ export {
   type StageAnalysisOptions,
   type StageInput,
   type StageTransition,
+  type TakenSpan,
   type Transition,
   type TransitionDetectionOptions,
 } from './stages.ts'
@@ -53,6 +55,7 @@ export {
   stageProgress,
   type LossCurve,
   type PredictedTransition,
+  type ScaledCurve,
   type TimeScaleFit,
   type TimeScaleFitOptions,
 } from './fit.ts'

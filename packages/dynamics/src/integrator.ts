@@ -91,7 +91,7 @@ export function resolveIntegratorOptions(options: IntegratorOptions = {}): Requi
  * @param onSample - called with `(index, time, y)` for each requested time, in order
  * @param options - tolerances and step budget
  * @returns work counters
- * @throws {@link AttnlabError} with code `TOO_LARGE` when the step budget runs out
+ * @throws `AttnlabError` (`@attnlab/core`) with code `TOO_LARGE` when the step budget runs out
  * @throws whatever `derivative` or `onSample` throw (for example a non-finite error)
  * @category Simulation
  */

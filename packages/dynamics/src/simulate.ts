@@ -68,7 +68,16 @@ export interface Trajectory {
   readonly stats: IntegrationStats
 }
 
-/** The sample times for a run (validated). */
+/**
+ * The sample times {@link simulate} uses for a config and options: `options.times` as given, or
+ * `t = 0` followed by `points` log- or linearly spaced times up to `tMax`.
+ *
+ * @param config - the variant decides the default `tMax`
+ * @param options - see {@link SimulateOptions}
+ * @returns increasing times, starting at 0 unless `times` says otherwise
+ * @throws `ConfigError` (`@attnlab/core`) for invalid times, tMax, points or spacing
+ * @category Simulation
+ */
 export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: SimulateOptions = {}): number[] {
   if (options.times !== undefined) {
     const times = [...options.times]
@@ -109,9 +118,9 @@ export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: Si
  * @param config - any subset of {@link DynamicsConfig} (defaults: {@link defaultDynamicsConfig})
  * @param options - sample times and tolerances
  * @returns the sampled trajectory with the exact plateau values
- * @throws {@link ConfigError} for an invalid config or options
- * @throws {@link NonFiniteError} if the flow diverges
- * @throws {@link AttnlabError} `TOO_LARGE` if the step budget runs out
+ * @throws `ConfigError` (`@attnlab/core`) for an invalid config or options
+ * @throws `NonFiniteError` (`@attnlab/core`) if the flow diverges
+ * @throws `AttnlabError` (`@attnlab/core`) `TOO_LARGE` if the step budget runs out
  * @example
  * ```ts
  * const run = simulate({ nHeads: 3, nCtx: 40, importanceRatio: 1.7, initNoise: 1e-6 })

@@ -108,7 +108,7 @@ function checkPositiveInteger(name: string, value: number, odd = false): void {
  * @param values - the series
  * @param window - odd width >= 1 (1 returns a copy)
  * @returns the smoothed series
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an even or non-positive window
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an even or non-positive window
  * @category Stages
  */
 export function runningMedian(values: ArrayLike<number>, window: number): Float64Array {
@@ -137,8 +137,8 @@ export function runningMedian(values: ArrayLike<number>, window: number): Float6
  * @param plateaus - `P_0 > P_1 > ... > P_K` (for the ODE `L_j`; for a run the `H_n` oracles)
  * @param options - smoothing and persistence for noisy curves
  * @returns `K` transitions (missing ones have `time: null`)
- * @throws {@link ShapeError} when `time` and `loss` differ in length
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for non-finite samples, decreasing time,
+ * @throws `ShapeError` (`@attnlab/core`) when `time` and `loss` differ in length
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for non-finite samples, decreasing time,
  *   non-decreasing plateaus or bad options
  * @example
  * ```ts
@@ -195,7 +195,7 @@ export function detectTransitions(
  *
  * @param heads - `[nHeads][nSpans]` (any non-negative vectors of equal length)
  * @returns a number in [-1, 1] (in [0, 1] for non-negative inputs)
- * @throws {@link ShapeError} when the heads' vectors differ in length
+ * @throws `ShapeError` (`@attnlab/core`) when the heads' vectors differ in length
  * @category Stages
  */
 export function headSimilarity(heads: ArrayLike<ArrayLike<number>>): number {
@@ -233,13 +233,37 @@ export function headSimilarity(heads: ArrayLike<ArrayLike<number>>): number {
 }
 
 /**
+ * One head's argmax span and its score there.
+ *
+ * @category Stages
+ */
+export interface HeadSpan {
+  /** The span with the largest score (ties: the lower index). */
+  readonly span: number
+  /** The score there (attention mass, or the ownership score used). */
+  readonly mass: number
+}
+
+/**
+ * A span that gained a holder at a transition.
+ *
+ * @category Stages
+ */
+export interface TakenSpan {
+  /** The span. */
+  readonly span: number
+  /** The head now holding it. */
+  readonly head: number
+}
+
+/**
  * Each head's span (argmax of its attention mass over the spans) at one instant.
  *
  * @category Stages
  */
 export interface HeadAssignment {
   /** Per head: the span it attends to most (ties: the lower index) and its mass there. */
-  readonly heads: readonly { readonly span: number; readonly mass: number }[]
+  readonly heads: readonly HeadSpan[]
   /**
    * Per span: the head holding it (among heads whose argmax is the span, the one with the most
    * mass there), or null when no head's argmax is the span.
@@ -252,7 +276,7 @@ export interface HeadAssignment {
  *
  * @param heads - span masses `[nHeads][nSpans]` at one sample
  * @returns per-head argmax spans and per-span holders
- * @throws {@link ShapeError} when heads have different numbers of spans
+ * @throws `ShapeError` (`@attnlab/core`) when heads have different numbers of spans
  * @category Stages
  */
 export function assignHeads(heads: ArrayLike<ArrayLike<number>>): HeadAssignment {
@@ -347,8 +371,8 @@ function resolvePhaseOptions(options: PhaseOptions): Required<PhaseOptions> {
  * @param spanMass - `[n][nHeads][nSpans]` attention mass of each head on each span
  * @param options - thresholds
  * @returns segments in time order (at least one)
- * @throws {@link ShapeError} when `time` and `spanMass` differ in length or the heads' shapes vary
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an empty series or bad options
+ * @throws `ShapeError` (`@attnlab/core`) when `time` and `spanMass` differ in length or the heads' shapes vary
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an empty series or bad options
  * @category Stages
  */
 export function classifyPhases(
@@ -427,7 +451,7 @@ export interface StageTransition extends Transition {
   /** Per-head argmax spans and per-span holders at `assignmentIndex` (by ownership scores if given, else span mass), or null. */
   readonly assignment: HeadAssignment | null
   /** Spans that gained a holder since the previous stage (`{ span, head }`), the stage's "new" spans. */
-  readonly takenSpans: readonly { readonly span: number; readonly head: number }[]
+  readonly takenSpans: readonly TakenSpan[]
 }
 
 /**
@@ -484,7 +508,7 @@ export interface StageAnalysis {
  *
  * @param input - the curve, its plateaus and optionally per-head span masses
  * @param options - detection and phase thresholds
- * @throws {@link ShapeError} / {@link AttnlabError} as {@link detectTransitions} and
+ * @throws `ShapeError` (`@attnlab/core`) / `AttnlabError` (`@attnlab/core`) as {@link detectTransitions} and
  *   {@link classifyPhases}
  * @category Stages
  */

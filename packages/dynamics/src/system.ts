@@ -148,7 +148,7 @@ export class GradientFlowSystem {
    *
    * @param y - a state vector of length {@link GradientFlowSystem.dimension}
    * @returns `dy/dt`, a new array of the same length
-   * @throws {@link NonFiniteError} if the state is not finite (the flow diverged)
+   * @throws `NonFiniteError` (`@attnlab/core`) if the state is not finite (the flow diverged)
    */
   derivative(y: ArrayLike<number>): number[] {
     this.evaluations++
@@ -190,7 +190,7 @@ export class GradientFlowSystem {
    * Decodes a state: values, attention and loss (copies).
    *
    * @param y - a state vector of length {@link GradientFlowSystem.dimension}
-   * @throws {@link NonFiniteError} if the state is not finite
+   * @throws `NonFiniteError` (`@attnlab/core`) if the state is not finite
    */
   evaluate(y: ArrayLike<number>): DynamicsSnapshot {
     this.decode(y)
