@@ -5,7 +5,9 @@ import { join } from 'node:path'
 import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
 import { readSafetensorsFile } from '@attnlab/core/node'
 import { main } from '../program.ts'
-import { attentionKernelFromFlags } from './sparse.ts'
+import { attentionKernelFromFlags, budgetFor, compareDistributions, compareMethods, compareSvg } from './sparse.ts'
+import { createConfig, createTransformer } from '@attnlab/transformer'
+import { useBackend } from '@attnlab/core'
 
 const H = 4
 const Hkv = 2
@@ -239,6 +241,80 @@ describe('attentionKernelFromFlags (for --attention METHOD on other commands)', 
     expect(() => attentionKernelFromFlags('vertical-slash+quest', { capacity: 3 })).toThrow(/--capacity does not apply to vertical-slash\+quest/)
     expect(() => attentionKernelFromFlags('snapkv+quest', {})).toThrow(/prefillKernel/)
     expect(() => attentionKernelFromFlags('dense+dense+dense', {})).toThrow(/one method or prefill\+decode/)
+  })
+})
+
+describe('sparse compare (computation on a real attnlab model)', () => {
+  const config = createConfig({ architecture: 'llama', dVocab: 32, nCtx: 80, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dHead: 8, dMlp: 48, initRange: 0.3, seed: 3 })
+  const rng = Rng.fromSeed(9)
+  const prompt = Array.from({ length: 64 }, () => rng.int(32))
+
+  it('sets budgets from the target sparsity (scaled auxiliary sizes, user flags win)', () => {
+    expect(budgetFor('snapkv', 16384, 0.95).config).toMatchObject({ capacity: 819, window: 256, local: 128, prefix: 4, kernelSize: 21 })
+    expect(budgetFor('quest', 16384, 0.8).config).toMatchObject({ tokenBudget: 3280, pageSize: 16 })
+    expect(budgetFor('block-sparse', 16384, 0.95).config).toMatchObject({ blockSize: 16, topK: 26 })
+    expect(budgetFor('vertical-slash', 16384, 0.9).config).toMatchObject({ window: 256, local: 64, sinks: 4 })
+    expect(budgetFor('snapkv', 128, 0.5).config).toMatchObject({ capacity: 64, local: 1, kernelSize: 1, window: 16 })
+    expect(budgetFor('quest', 128, 0.95).config).toMatchObject({ pageSize: 8, tokenBudget: 8 })
+    expect(budgetFor('snapkv', 128, 0.5, { capacity: 20, local: 3 }).config).toMatchObject({ capacity: 20, local: 3 })
+  })
+
+  it('KL and top-1 agreement', () => {
+    const p = Float64Array.from([Math.log(0.6), Math.log(0.4), 0, -Infinity, Math.log(0.6), Math.log(0.4)])
+    const q = Float64Array.from([Math.log(0.55), Math.log(0.45), 0, -Infinity, Math.log(0.3), Math.log(0.7)])
+    const r = compareDistributions(p, q, 3, 2)
+    const kl = (a: number, b: number) => a * Math.log(a / b) + (1 - a) * Math.log((1 - a) / (1 - b))
+    expect(r.kl).toBeCloseTo((kl(0.6, 0.55) + 0 + kl(0.6, 0.3)) / 3, 12)
+    expect(r.top1).toBeCloseTo(2 / 3, 12)
+  })
+
+  it('measures every method against dense: no loss without sparsity, loss growing with it', async () => {
+    await useBackend('cpu')
+    const model = createTransformer(config)
+    try {
+      const rows = await compareMethods(model, prompt, {
+        methods: ['dense', 'vertical-slash', 'flexprefill', 'block-sparse', 'snapkv', 'ada-snapkv', 'quest'],
+        sparsities: [0, 0.8],
+        decodeSteps: 6,
+      })
+      expect(rows).toHaveLength(12)
+      for (const r of rows) {
+        expect(r.klDenseSparse).toBeGreaterThanOrEqual(0)
+        expect(r.top1Agreement).toBeGreaterThanOrEqual(0)
+        expect(r.positions).toBe(r.phase === 'prefill' ? 64 : 6)
+        if (r.targetSparsity === 0 && r.method !== 'quest') {
+          expect(r.klDenseSparse, r.method).toBeLessThan(1e-6)
+          expect(r.top1Agreement, r.method).toBe(1)
+          expect(r.exactSparsity, r.method).toBeCloseTo(0, 6)
+        }
+        if (r.targetSparsity === 0.8) {
+          // 64 tokens make only 8 blocks of 8 for Block-Sparse, 3 of them forced: about 0.42 at most
+          expect(r.exactSparsity, r.method).toBeGreaterThan(r.method === 'block-sparse' ? 0.4 : 0.5)
+          const low = rows.find((x) => x.method === r.method && x.targetSparsity === 0) as typeof r
+          expect(r.klDenseSparse, r.method).toBeGreaterThan(low.klDenseSparse)
+        }
+      }
+      // the calibrated prefill methods land near the target exact sparsity
+      for (const m of ['vertical-slash', 'snapkv', 'ada-snapkv']) {
+        expect(Math.abs((rows.find((r) => r.method === m && r.targetSparsity === 0.8) as (typeof rows)[number]).exactSparsity - 0.8), m).toBeLessThan(0.06)
+      }
+      const svg = compareSvg(rows, 'test')
+      expect(svg.startsWith('<svg')).toBe(true)
+      expect(svg.match(/<polyline/g)).toHaveLength(2 * 6)
+    } finally {
+      model.dispose()
+    }
+  })
+
+  it('rejects prompts that do not fit', async () => {
+    const model = createTransformer(config)
+    try {
+      await expect(compareMethods(model, [1], { methods: ['quest'], sparsities: [0.5], decodeSteps: 4 })).rejects.toThrow(/at least 2/)
+      await expect(compareMethods(model, Array.from({ length: 81 }, () => 1), { methods: ['quest'], sparsities: [0.5], decodeSteps: 4 })).rejects.toThrow(/context is 80/)
+      await expect(compareMethods(model, Array.from({ length: 80 }, () => 1), { methods: ['quest'], sparsities: [0.5], decodeSteps: 4 })).rejects.toThrow(/no room for decode steps/)
+    } finally {
+      model.dispose()
+    }
   })
 })
 

@@ -12,11 +12,16 @@ import {
   SPARSE_METHODS,
   applyDecode,
   applyPrefill,
+  blockSparseTopKForSparsity,
   combine,
   createKernel,
+  dense,
+  questBudgetForSparsity,
+  snapKVCapacityForSparsity,
   type SparseAttentionKernel,
   type SparseMethodName,
 } from '@attnlab/sparse-attention'
+import { KVCache, generate, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, numberParser } from '../options.ts'
 
@@ -282,6 +287,327 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
     },
   )
   return report
+}
+
+// ------------------------------------------------------------------ sparse compare
+
+/** One method at one target sparsity, compared with dense attention on the same model and prompt. */
+export interface CompareRow {
+  /** The method. */
+  readonly method: SparseMethodName
+  /** The phase it sparsifies (prefill methods: every prompt position; decode methods: teacher-forced decode steps). */
+  readonly phase: 'prefill' | 'decode'
+  /** The sparsity asked for. */
+  readonly targetSparsity: number
+  /** The configuration that ran (budget set for the target, see {@link budgetFor}). */
+  readonly config: unknown
+  /** Exact sparsity from the masks, mean over layers (and decode steps). */
+  readonly exactSparsity: number
+  /** The study's reported sparsity, mean over layers (and decode steps). */
+  readonly reportedSparsity: number
+  /** Fraction of compared positions where the sparse top-1 token equals the dense one. */
+  readonly top1Agreement: number
+  /** Mean KL(dense || sparse) of the next-token distributions, nats. */
+  readonly klDenseSparse: number
+  /** Number of next-token distributions compared. */
+  readonly positions: number
+}
+
+/** Options of {@link compareMethods}. */
+export interface CompareOptions {
+  /** Methods to compare (dense is the reference and is skipped if listed). */
+  readonly methods: readonly SparseMethodName[]
+  /** Target sparsities in [0, 1). */
+  readonly sparsities: readonly number[]
+  /** Teacher-forced decode steps for decode methods (clamped to the context left). */
+  readonly decodeSteps: number
+  /** User method flags (override the budget rules' auxiliary sizes). */
+  readonly flags?: Readonly<Record<string, unknown>>
+}
+
+function oddAtLeastOne(x: number): number {
+  const r = Math.max(1, Math.round(x))
+  return r % 2 === 1 ? r : r + 1
+}
+
+/**
+ * The configuration of `method` for a target sparsity on an `n`-token prompt. The study's sizes
+ * are for 16K-128K tokens; for a prompt of `n` tokens the auxiliary sizes scale by `n / 16384`
+ * (VS/FlexPrefill window 256 -> at least 16 queries, local 64 -> at least 1; SnapKV window 256,
+ * local 128, kernel 21), and the budget follows the target: SnapKV/Ada-SnapKV `C = floor((1-s)n)`,
+ * Quest `(1-s)n` in whole pages (pages of 16, or 8 below 256 tokens), Block-Sparse `K` from the
+ * analytic formula (B = 16, or 8 below 128 tokens). Vertical-Slash (`V = S`) and FlexPrefill
+ * (`alpha`) are calibrated by bisection on the measured exact sparsity (`calibrate`). Flags given
+ * by the user win over the rules. Exact-line masks are the default here (`maskMode: 'exact'`):
+ * 64x64 kernel tiles are meaningless on prompts of a few hundred tokens.
+ */
+export function budgetFor(
+  method: SparseMethodName,
+  n: number,
+  sparsity: number,
+  flags: Readonly<Record<string, unknown>> = {},
+): { config: Record<string, unknown>; calibrate: 'verticalSize' | 'alpha' | null } {
+  const scale = n / 16384
+  const user = (key: string): unknown => flags[key]
+  const pick = <T>(key: string, fallback: T): T => (user(key) === undefined ? fallback : (user(key) as T))
+  switch (method) {
+    case 'dense':
+      return { config: {}, calibrate: null }
+    case 'vertical-slash': {
+      const config = {
+        window: pick('window', Math.min(n, Math.max(16, Math.round(256 * scale)))),
+        local: pick('local', Math.max(1, Math.round(64 * scale))),
+        sinks: pick('sinks', 4),
+        maskMode: pick('maskMode', 'exact'),
+      }
+      return { config, calibrate: 'verticalSize' }
+    }
+    case 'flexprefill': {
+      const local = pick('local', Math.max(1, Math.round(64 * scale)))
+      const sinks = pick('sinks', 4)
+      const config = {
+        window: pick('window', Math.min(n, Math.max(16, Math.round(512 * scale)))),
+        local,
+        sinks,
+        minBudget: pick('minBudget', Math.max(local, sinks, Math.round(512 * scale))),
+        maskMode: pick('maskMode', 'exact'),
+        ...(user('tau') === undefined ? {} : { tau: user('tau') }),
+        ...(user('blockSize') === undefined ? {} : { blockSize: user('blockSize') }),
+      }
+      return { config, calibrate: 'alpha' }
+    }
+    case 'block-sparse': {
+      const blockSize = pick('blockSize', n >= 128 ? 16 : 8)
+      return { config: { blockSize, topK: pick('topK', Math.max(3, blockSparseTopKForSparsity(n, blockSize, sparsity))) }, calibrate: null }
+    }
+    case 'snapkv':
+    case 'ada-snapkv': {
+      const local = pick('local', Math.max(1, Math.round(128 * scale)))
+      const prefix = pick('prefix', 4)
+      const config: Record<string, unknown> = {
+        window: pick('window', Math.min(n, Math.max(16, Math.round(256 * scale)))),
+        local,
+        prefix,
+        kernelSize: pick('kernelSize', oddAtLeastOne(21 * scale)),
+        capacity: pick('capacity', Math.max(local + prefix + 1, snapKVCapacityForSparsity(n, sparsity))),
+      }
+      if (method === 'ada-snapkv') config.minHeadRatio = pick('minHeadRatio', 0.2)
+      return { config, calibrate: null }
+    }
+    case 'quest': {
+      const pageSize = pick('pageSize', n >= 256 ? 16 : 8)
+      const fit = Math.min(Math.max(pageSize, questBudgetForSparsity(n, sparsity, pageSize)), Math.floor(n / pageSize - 1) * pageSize)
+      return {
+        config: { pageSize, tokenBudget: pick('tokenBudget', Math.max(pageSize, fit)), ...(user('sharePages') === undefined ? {} : { sharePages: false }) },
+        calibrate: null,
+      }
+    }
+    default:
+      throw new UsageError(`unknown method '${String(method)}'`)
+  }
+}
+
+/** Log-softmax of each row of `[rows, vocab]` logits, float64. */
+function logSoftmaxRows(logits: Float32Array, rows: number, vocab: number): Float64Array {
+  const out = new Float64Array(rows * vocab)
+  for (let r = 0; r < rows; r++) {
+    let max = -Infinity
+    for (let v = 0; v < vocab; v++) max = Math.max(max, logits[r * vocab + v] as number)
+    let sum = 0
+    for (let v = 0; v < vocab; v++) sum += Math.exp((logits[r * vocab + v] as number) - max)
+    const lse = max + Math.log(sum)
+    for (let v = 0; v < vocab; v++) out[r * vocab + v] = (logits[r * vocab + v] as number) - lse
+  }
+  return out
+}
+
+/** Mean KL(p || q) (nats) and top-1 agreement between two sets of log-distributions `[rows, vocab]`. */
+export function compareDistributions(denseLog: Float64Array, sparseLog: Float64Array, rows: number, vocab: number): { kl: number; top1: number } {
+  let kl = 0
+  let agree = 0
+  for (let r = 0; r < rows; r++) {
+    let rowKl = 0
+    let bestDense = 0
+    let bestSparse = 0
+    for (let v = 0; v < vocab; v++) {
+      const lp = denseLog[r * vocab + v] as number
+      const lq = sparseLog[r * vocab + v] as number
+      if (lp > -Infinity) rowKl += Math.exp(lp) * (lp - lq)
+      if (lp > (denseLog[r * vocab + bestDense] as number)) bestDense = v
+      if (lq > (sparseLog[r * vocab + bestSparse] as number)) bestSparse = v
+    }
+    kl += Math.max(0, rowKl)
+    if (bestDense === bestSparse) agree++
+  }
+  return { kl: rows === 0 ? 0 : kl / rows, top1: rows === 0 ? 1 : agree / rows }
+}
+
+function meanExtra(reports: readonly AttentionReport[], key: string): number {
+  const values = reports.map((r) => r.extra?.[key]).filter((x): x is number => typeof x === 'number')
+  return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length
+}
+
+/** Logits of every prompt position with a kernel, `[n, vocab]`, and the attention reports. */
+function prefillLogits(model: Transformer, prompt: readonly number[], kernel: SparseAttentionKernel): { logits: Float32Array; reports: AttentionReport[] } {
+  const reports: AttentionReport[] = []
+  const out = model.forward([[...prompt]], { attention: kernel, attentionReports: reports })
+  const logits = out.dataSync().slice() as Float32Array
+  out.dispose()
+  return { logits, reports }
+}
+
+/** Teacher-forced decode: logits after each of `tokens` fed one at a time after the prompt, `[m, vocab]`, and the decode reports. */
+function decodeLogits(
+  model: Transformer,
+  prompt: readonly number[],
+  tokens: readonly number[],
+  kernel: SparseAttentionKernel,
+): { logits: Float32Array; reports: AttentionReport[] } {
+  const { dVocab, nLayers } = model.config
+  const cache = new KVCache(nLayers)
+  const prefillReports: AttentionReport[] = []
+  const reports: AttentionReport[] = []
+  const logits = new Float32Array(tokens.length * dVocab)
+  try {
+    model.forwardCached([[...prompt]], cache, { attention: kernel, attentionReports: prefillReports }).dispose()
+    tokens.forEach((token, step) => {
+      const out = model.forwardCached([[token]], cache, { attention: kernel, attentionReports: reports })
+      logits.set(out.dataSync() as Float32Array, step * dVocab)
+      out.dispose()
+    })
+  } finally {
+    cache.dispose()
+  }
+  return { logits, reports }
+}
+
+/**
+ * Compares methods with dense attention on one prompt: for prefill methods the next-token
+ * distributions at every prompt position, for decode methods those of `decodeSteps`
+ * teacher-forced decode steps along dense's greedy continuation. Reports top-1 agreement,
+ * KL(dense || sparse) and both sparsities per method and target sparsity.
+ *
+ * @throws UsageError when the prompt is empty, longer than the context, or leaves no room to decode
+ */
+export async function compareMethods(model: Transformer, prompt: readonly number[], options: CompareOptions): Promise<CompareRow[]> {
+  const { dVocab, nCtx } = model.config
+  const n = prompt.length
+  if (n < 2) throw new UsageError(`the prompt has ${n} token(s); comparing needs at least 2`)
+  if (n > nCtx) throw new UsageError(`the prompt has ${n} tokens but the model's context is ${nCtx}`)
+  const flags = options.flags ?? {}
+  const reference = dense()
+  const methods = options.methods.filter((m) => m !== 'dense')
+  const rows: CompareRow[] = []
+  const needsDecode = methods.some((m) => SPARSE_METHODS[m].phase === 'decode')
+  const denseLog = logSoftmaxRows(prefillLogits(model, prompt, reference).logits, n, dVocab)
+  let steps: number[] = []
+  let denseDecodeLog: Float64Array = new Float64Array(0)
+  if (needsDecode) {
+    const m = Math.min(options.decodeSteps, nCtx - n)
+    if (m < 1) throw new UsageError(`the prompt fills the context (${n} of ${nCtx} tokens): no room for decode steps; shorten the prompt`)
+    steps = [...((await generate(model, [[...prompt]], { maxTokens: m, temperature: 0 })).tokens[0] ?? [])]
+    denseDecodeLog = logSoftmaxRows(decodeLogits(model, prompt, steps, reference).logits, steps.length, dVocab)
+  }
+  for (const method of methods) {
+    const phase = SPARSE_METHODS[method].phase as 'prefill' | 'decode'
+    for (const target of options.sparsities) {
+      const { config, calibrate } = budgetFor(method, n, target, flags)
+      const run = (overrides: Record<string, unknown>) => {
+        const kernel = createKernel(method, overrides as never)
+        const result = phase === 'prefill' ? prefillLogits(model, prompt, kernel) : decodeLogits(model, prompt, steps, kernel)
+        return { kernel, ...result, exact: meanExtra(result.reports, 'exactSparsity') }
+      }
+      let best: ReturnType<typeof run>
+      if (calibrate === 'verticalSize' && flags.verticalSize === undefined && flags.slashSize === undefined) {
+        // smallest V = S whose exact sparsity is <= target (masks are nested in V), then the nearer neighbour
+        const lowest = Math.max(config.sinks as number, config.local as number, 1)
+        const at = new Map<number, ReturnType<typeof run>>()
+        const measure = (v: number) => {
+          if (!at.has(v)) at.set(v, run({ ...config, verticalSize: v, slashSize: v }))
+          return at.get(v) as ReturnType<typeof run>
+        }
+        let lo = lowest
+        let hi = n
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1
+          if (measure(mid).exact > target) lo = mid + 1
+          else hi = mid
+        }
+        best = measure(lo)
+        if (lo > lowest && Math.abs(measure(lo - 1).exact - target) < Math.abs(best.exact - target)) best = measure(lo - 1)
+      } else if (calibrate === 'alpha' && flags.alpha === undefined) {
+        let lo = 0
+        let hi = 1
+        best = run({ ...config, alpha: 0 })
+        for (let i = 0; i < 12 && best.exact > target; i++) {
+          const mid = (lo + hi) / 2
+          const r = run({ ...config, alpha: mid })
+          if (Math.abs(r.exact - target) < Math.abs(best.exact - target)) best = r
+          if (r.exact > target) lo = mid
+          else hi = mid
+        }
+      } else {
+        const extra = calibrate === 'verticalSize' ? { verticalSize: flags.verticalSize ?? flags.slashSize, slashSize: flags.slashSize ?? flags.verticalSize } : calibrate === 'alpha' ? { alpha: flags.alpha } : {}
+        best = run({ ...config, ...extra })
+      }
+      const reference = phase === 'prefill' ? denseLog : denseDecodeLog
+      const count = phase === 'prefill' ? n : steps.length
+      const { kl, top1 } = compareDistributions(reference, logSoftmaxRows(best.logits, count, dVocab), count, dVocab)
+      rows.push({
+        method,
+        phase,
+        targetSparsity: target,
+        config: best.kernel.config,
+        exactSparsity: best.exact,
+        reportedSparsity: meanExtra(best.reports, 'reportedSparsity'),
+        top1Agreement: top1,
+        klDenseSparse: kl,
+        positions: count,
+      })
+    }
+  }
+  return rows
+}
+
+/** An SVG with two panels (KL(dense || sparse) and top-1 agreement against the measured exact sparsity), one line per method. */
+export function compareSvg(rows: readonly CompareRow[], title: string): string {
+  const methods = [...new Set(rows.map((r) => r.method))]
+  const colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b']
+  const width = 420
+  const height = 300
+  const margin = { left: 56, right: 16, top: 36, bottom: 44 }
+  const maxKl = Math.max(1e-6, ...rows.map((r) => r.klDenseSparse))
+  const esc = (t: string) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+  const panel = (offset: number, label: string, value: (r: CompareRow) => number, top: number): string => {
+    const x = (s: number) => offset + margin.left + s * (width - margin.left - margin.right)
+    const y = (v: number) => margin.top + (1 - v / top) * (height - margin.top - margin.bottom)
+    let svg = `<g><rect x="${offset + margin.left}" y="${margin.top}" width="${width - margin.left - margin.right}" height="${height - margin.top - margin.bottom}" fill="none" stroke="#999"/>`
+    svg += `<text x="${offset + width / 2}" y="${margin.top - 10}" text-anchor="middle" font-size="13">${esc(label)}</text>`
+    for (const t of [0, 0.25, 0.5, 0.75, 1]) {
+      svg += `<text x="${x(t)}" y="${height - margin.bottom + 16}" text-anchor="middle" font-size="10">${t}</text>`
+      svg += `<text x="${offset + margin.left - 6}" y="${y(t * top) + 3}" text-anchor="end" font-size="10">${(t * top).toPrecision(2)}</text>`
+    }
+    svg += `<text x="${offset + width / 2}" y="${height - 8}" text-anchor="middle" font-size="11">exact sparsity</text>`
+    methods.forEach((m, i) => {
+      const points = rows.filter((r) => r.method === m).sort((a, b) => a.exactSparsity - b.exactSparsity)
+      const color = colors[i % colors.length] as string
+      svg += `<polyline fill="none" stroke="${color}" stroke-width="2" points="${points.map((r) => `${x(r.exactSparsity).toFixed(1)},${y(value(r)).toFixed(1)}`).join(' ')}"/>`
+      for (const r of points) svg += `<circle cx="${x(r.exactSparsity).toFixed(1)}" cy="${y(value(r)).toFixed(1)}" r="3" fill="${color}"/>`
+    })
+    return `${svg}</g>`
+  }
+  let legend = ''
+  methods.forEach((m, i) => {
+    legend += `<rect x="${2 * width + 8}" y="${margin.top + i * 18}" width="12" height="12" fill="${colors[i % colors.length]}"/><text x="${2 * width + 26}" y="${margin.top + i * 18 + 10}" font-size="12">${esc(m)}</text>`
+  })
+  return (
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${2 * width + 130}" height="${height}" font-family="sans-serif">` +
+    `<text x="8" y="16" font-size="12">${esc(title)}</text>` +
+    panel(0, 'KL(dense || sparse), nats', (r) => r.klDenseSparse, maxKl) +
+    panel(width, 'top-1 agreement with dense', (r) => r.top1Agreement, 1) +
+    legend +
+    '</svg>\n'
+  )
 }
 
 /** Registers `attnlab sparse` and its subcommands. */
