@@ -16,10 +16,11 @@ import type { TensorMap } from './layout.ts'
  * - `attnlab`: an attnlab-native directory (`config.json` with `model_type: "attnlab"` +
  *   `model.safetensors` under attnlab parameter names), for models Hugging Face has no class
  *   for (`minimal`, `gpt`, non-standard `llama` variants).
+ * - `checkpoint`: an attnlab training checkpoint (`saveCheckpoint`, `manifest.json`).
  *
  * @category Import
  */
-export type CheckpointFormat = 'llama2c' | 'huggingface' | 'attnlab'
+export type CheckpointFormat = 'llama2c' | 'huggingface' | 'attnlab' | 'checkpoint'
 
 /**
  * A checkpoint read and validated, not yet in a model: the configuration it implies and every

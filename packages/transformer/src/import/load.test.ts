@@ -1,0 +1,136 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import * as tf from '@tensorflow/tfjs-core'
+import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { AIDREAMS, HAVE_AIDREAMS, REFERENCE_IDS_FROM_BOS, REFERENCE_TEXT } from '../__fixtures__/import/aidreams.ts'
+import expected from '../__fixtures__/import/hf-tiny/expected.json' with { type: 'json' }
+import { sameWeights } from '../__fixtures__/import/weights.ts'
+import { generate } from '../generate.ts'
+import type { Transformer } from '../model.ts'
+import { saveModelDirectory } from './files.ts'
+import { serializeLlama2cCheckpoint } from './llama2c.ts'
+import { loadModel, type LoadedModel } from './load.ts'
+
+const HF_TINY = join(dirname(fileURLToPath(import.meta.url)), '../__fixtures__/import/hf-tiny')
+
+let root: string
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'attnlab-load-'))
+})
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true })
+})
+
+async function logitsOf(model: Transformer, tokens: readonly number[]): Promise<Float32Array> {
+  const logits = model.forward([tokens])
+  const values = (await logits.data()) as Float32Array
+  logits.dispose()
+  return values
+}
+
+function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  let max = 0
+  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs((a[i] as number) - (b[i] as number)))
+  return max
+}
+
+describeWithBackends('Hugging Face checkpoints against the PyTorch reference (tools/import/hf_reference.py)', () => {
+  for (const [name, reference] of Object.entries(expected)) {
+    it(`${name} (${reference.dtype}): logits match`, async () => {
+      const loaded = await loadModel(join(HF_TINY, name))
+      try {
+        expect(loaded.format).toBe('huggingface')
+        const values = await expectNoLeaks(() => logitsOf(loaded.model, reference.tokens))
+        expectArraysClose(values, reference.logits.flat(), 1e-4, 1e-4)
+      } finally {
+        loaded.model.dispose()
+      }
+    })
+  }
+
+  it('mistral: the context is capped at the sliding window', async () => {
+    const loaded = await loadModel(join(HF_TINY, 'mistral-window'))
+    expect(loaded.model.config.nCtx).toBe(8)
+    expect(loaded.notes.join()).toMatch(/sliding window/)
+    loaded.model.dispose()
+  })
+})
+
+describeWithBackends(`aidreams260K, both formats (${HAVE_AIDREAMS ? 'present' : 'ABSENT: skipped'})`, () => {
+  let bin: LoadedModel
+  let hf: LoadedModel
+  beforeAll(async () => {
+    if (!HAVE_AIDREAMS) return
+    bin = await loadModel(AIDREAMS.bin)
+    hf = await loadModel(AIDREAMS.hf, { tokenizer: AIDREAMS.tokenizer })
+  })
+  afterAll(() => {
+    bin?.model.dispose()
+    hf?.model.dispose()
+  })
+
+  it.skipIf(!HAVE_AIDREAMS)('finds tokenizer.bin beside model.bin and reads the expected configuration', () => {
+    expect(bin.format).toBe('llama2c')
+    expect(bin.tokenizerPath).toBe(AIDREAMS.tokenizer)
+    expect(hf.format).toBe('huggingface')
+    expect(bin.model.config).toEqual(hf.model.config)
+    expect(bin.model.config).toMatchObject({ dModel: 64, dMlp: 172, nLayers: 4, nHeads: 4, nKvHeads: 4, dVocab: 512, nCtx: 128, normEps: 1e-5, ropeTheta: 10000, tiedEmbeddings: true })
+  })
+
+  it.skipIf(!HAVE_AIDREAMS)('greedy decoding of "I dreamed" (BOS, 60 positions) gives the README text token for token, in both formats', async () => {
+    for (const loaded of [bin, hf]) {
+      const tokenizer = loaded.tokenizer!
+      const prompt = tokenizer.encode('I dreamed')
+      expect(prompt).toEqual([1, 303, 281, 269, 435, 447, 328])
+      // llama2.c's `-n 60` runs positions 0..59 and prints the tokens of positions 1..60.
+      const before = tf.memory().numTensors
+      const { tokens, stopReasons } = await generate(loaded.model, prompt, { maxTokens: 61 - prompt.length, temperature: 0, eosToken: [tokenizer.eosId, tokenizer.bosId] })
+      expect(tf.memory().numTensors).toBe(before)
+      expect(stopReasons).toEqual(['max-tokens'])
+      expect(tokenizer.decode([...prompt, ...(tokens[0] as number[])])).toBe(REFERENCE_TEXT)
+    }
+  })
+
+  it.skipIf(!HAVE_AIDREAMS)('from BOS alone the first 12 greedy ids are the README ones, in both formats', async () => {
+    for (const loaded of [bin, hf]) {
+      const { tokens } = await generate(loaded.model, [1], { maxTokens: 12, temperature: 0 })
+      expect(tokens[0]).toEqual(REFERENCE_IDS_FROM_BOS)
+    }
+  })
+
+  it.skipIf(!HAVE_AIDREAMS)('the two formats give the same logits on a 128-token prompt (max abs difference < 1e-4)', async () => {
+    const tokenizer = bin.tokenizer!
+    const text = `${REFERENCE_TEXT}. ${REFERENCE_TEXT} Then the dream shifts: numbers, rivers of light, and a quiet voice.`
+    const prompt = tokenizer.encode(text).slice(0, 128)
+    expect(prompt.length).toBe(128)
+    const a = await logitsOf(bin.model, prompt)
+    const b = await logitsOf(hf.model, prompt)
+    const difference = maxAbsDiff(a, b)
+    console.log(`[${tf.getBackend()}] aidreams260K llama2.c vs HF: max |logit difference| over 128 x 512 = ${difference.toExponential(3)}`)
+    expect(difference).toBeLessThan(1e-4)
+  })
+
+  it.skipIf(!HAVE_AIDREAMS)('exports to Hugging Face and llama2.c files that load back with identical weights and logits', async () => {
+    const config = bin.model.config
+    const weights = await bin.model.getWeightData()
+    const dir = join(root, `aidreams-hf-${tf.getBackend()}`)
+    expect(await saveModelDirectory(dir, { config, weights }, { tokenizer: bin.tokenizer! })).toEqual({ format: 'huggingface', files: ['config.json', 'model.safetensors', 'tokenizer.bin'] })
+    const file = join(root, `aidreams-${tf.getBackend()}.bin`)
+    await writeFile(file, serializeLlama2cCheckpoint(config, weights))
+    const prompt = bin.tokenizer!.encode('I dreamed of a garden')
+    const reference = await logitsOf(bin.model, prompt)
+    for (const path of [dir, file]) {
+      const again = await loadModel(path, { tokenizer: AIDREAMS.tokenizer })
+      try {
+        expect(again.model.config).toEqual(config)
+        expect(sameWeights(await again.model.getWeightData(), weights)).toBeUndefined()
+        expect(maxAbsDiff(await logitsOf(again.model, prompt), reference)).toBe(0)
+      } finally {
+        again.model.dispose()
+      }
+    }
+  })
+})

@@ -1,0 +1,186 @@
+/**
+ * One entry point for real checkpoints: {@link loadModel} takes a llama2.c `.bin` file or a
+ * Hugging Face / attnlab model directory and returns a ready model (and its tokenizer when one
+ * is found or given). {@link modelFromCheckpoint} puts already-read weights into a model.
+ *
+ * @module
+ */
+import type { AttentionKernel } from '@attnlab/core'
+import { createTransformer, type Transformer } from '../model.ts'
+import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
+import { ModelFileError } from './errors.ts'
+import { HF_CONFIG_FILE, LLAMA2C_TOKENIZER_FILE, readFileBytes, readHuggingFaceDirectory, readLlama2cFile } from './files.ts'
+import { Llama2cTokenizer } from './tokenizer.ts'
+
+/**
+ * Options of {@link loadModel}.
+ *
+ * @category Import
+ */
+export interface LoadModelOptions {
+  /**
+   * A llama2.c `tokenizer.bin` to load with the model. Default: `tokenizer.bin` beside a `.bin`
+   * checkpoint or inside a model directory, when present. `false`: no tokenizer.
+   */
+  readonly tokenizer?: string | false
+  /** Attention kernel of the model (default dense). */
+  readonly attention?: AttentionKernel
+  /** Cap the context of Hugging Face models at this many positions. */
+  readonly maxContext?: number
+  /** RoPE theta for llama2.c checkpoints (default: read from the file, else 10000). */
+  readonly ropeTheta?: number
+}
+
+/**
+ * A loaded model and what came with it. The caller owns `model` (call `model.dispose()`).
+ *
+ * @category Import
+ */
+export interface LoadedModel {
+  /** The model, weights loaded. */
+  readonly model: Transformer
+  /** The tokenizer, when one was given or found. */
+  readonly tokenizer: Llama2cTokenizer | undefined
+  /** Where the tokenizer came from, when there is one. */
+  readonly tokenizerPath: string | undefined
+  /** The format the model was read from. */
+  readonly format: CheckpointFormat
+  /** BOS/EOS ids the checkpoint (or tokenizer) declares. */
+  readonly specialTokens: SpecialTokens
+  /** Choices made while reading (inferred RoPE theta, capped context...). */
+  readonly notes: readonly string[]
+}
+
+/**
+ * Puts validated checkpoint weights into a new model. The model is created only now, after the
+ * checkpoint was fully read and checked, and disposed again if assigning fails, so a failed load
+ * never leaves a half-loaded model behind.
+ *
+ * @param checkpoint - from `readLlama2cCheckpoint`, `readLlama2cFile` or
+ *   `readHuggingFaceDirectory`
+ * @param options - the attention kernel
+ * @returns the model (caller disposes)
+ * @throws `ShapeError` / `AttnlabError` from `setWeights` if the weights do not match the
+ *   configuration (impossible for checkpoints read by this library)
+ * @category Import
+ */
+export function modelFromCheckpoint(checkpoint: ImportedCheckpoint, options: { readonly attention?: AttentionKernel } = {}): Transformer {
+  const model = createTransformer(checkpoint.config, options.attention === undefined ? {} : { attention: options.attention })
+  try {
+    model.setWeights(checkpoint.weights)
+  } catch (error) {
+    model.dispose()
+    throw error
+  }
+  return model
+}
+
+/**
+ * Reads a llama2.c `tokenizer.bin` file.
+ *
+ * @param path - the file
+ * @param options - expected vocabulary size (the model's `dVocab`), BOS/EOS ids
+ * @throws {@link ModelFileError} `missing-file`, `truncated`, `invalid-header`, `inconsistent`
+ * @category Tokenizer
+ */
+export async function loadTokenizer(path: string, options: { vocabSize?: number; bosId?: number; eosId?: number } = {}): Promise<Llama2cTokenizer> {
+  const bytes = await readFileBytes(path, 'tokenizer')
+  return Llama2cTokenizer.fromBytes(bytes, { ...options, file: path })
+}
+
+async function isTrainingCheckpoint(manifestPath: string): Promise<boolean> {
+  const { readFile } = await import('node:fs/promises')
+  try {
+    const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as { format?: unknown }
+    return typeof manifest.format === 'string' && manifest.format.startsWith('attnlab-checkpoint/')
+  } catch {
+    return false
+  }
+}
+
+async function kindOf(path: string): Promise<'directory' | 'file'> {
+  const { stat } = await import('node:fs/promises')
+  try {
+    return (await stat(path)).isDirectory() ? 'directory' : 'file'
+  } catch (error) {
+    throw new ModelFileError('missing-file', 'model not found (expected a llama2.c .bin file or a model directory with config.json)', { file: path }, { cause: error })
+  }
+}
+
+/**
+ * Loads a model from a llama2.c `.bin` checkpoint or a Hugging Face (or attnlab-native) model
+ * directory, plus a llama2.c tokenizer when one is given or found beside it. Everything is read
+ * and validated before the model is created.
+ *
+ * Formats: llama2.c legacy and version 1 float32 files; Hugging Face `model_type` `llama`,
+ * `mistral`, `qwen2` with `model.safetensors` or sharded `model.safetensors.index.json` in
+ * F32/F16/BF16; attnlab-native directories written by `saveModelDirectory`; attnlab training
+ * checkpoints (a `manifest.json` of format `attnlab-checkpoint/1`, validated by
+ * `loadCheckpoint`). A path to a directory's `config.json` or `model.safetensors` means the
+ * directory.
+ *
+ * @param path - a `.bin` file or a model directory
+ * @param options - tokenizer path (or `false`), attention kernel, context cap, RoPE theta
+ * @returns the model (caller disposes), the tokenizer, format, special tokens and notes
+ * @throws {@link ModelFileError} for missing, truncated, oversized or inconsistent files (a
+ *   directory without `config.json` included) and for a tokenizer whose vocabulary is not the
+ *   model's; `SafetensorsError` for malformed safetensors; `CheckpointError` for a corrupt
+ *   training checkpoint; {@link UnsupportedModelError} for
+ *   architectures and features attnlab cannot run exactly
+ * @example
+ * ```ts
+ * const { model, tokenizer } = await loadModel('models/aidreams260K/model.bin')
+ * const ids = tokenizer!.encode('I dreamed')
+ * const logits = model.forward([ids]) // [1, ids.length, 512]
+ * ```
+ * @category Import
+ */
+export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<LoadedModel> {
+  const { basename, dirname, join } = await import('node:path')
+  let target = path
+  let kind = await kindOf(path)
+  if (kind === 'file' && (basename(path) === HF_CONFIG_FILE || path.endsWith('.safetensors') || path.endsWith('.safetensors.index.json'))) {
+    target = dirname(path)
+    kind = 'directory'
+  }
+  let checkpoint: ImportedCheckpoint
+  if (kind === 'directory' && (await isTrainingCheckpoint(join(target, 'manifest.json')))) {
+    const { loadCheckpoint } = await import('../checkpoint.ts')
+    const loaded = await loadCheckpoint(target)
+    checkpoint = { format: 'checkpoint', config: loaded.config, weights: loaded.weights, specialTokens: {}, notes: [] }
+  } else if (kind === 'directory') {
+    checkpoint = await readHuggingFaceDirectory(target, options.maxContext === undefined ? {} : { maxContext: options.maxContext })
+  } else {
+    checkpoint = await readLlama2cFile(target, options.ropeTheta === undefined ? {} : { ropeTheta: options.ropeTheta })
+  }
+  let tokenizer: Llama2cTokenizer | undefined
+  let tokenizerPath: string | undefined
+  const tokenizerOptions = {
+    vocabSize: checkpoint.config.dVocab,
+    ...(checkpoint.specialTokens.bos === undefined ? {} : { bosId: checkpoint.specialTokens.bos }),
+    ...(checkpoint.specialTokens.eos?.[0] === undefined ? {} : { eosId: checkpoint.specialTokens.eos[0] }),
+  }
+  if (typeof options.tokenizer === 'string') {
+    tokenizerPath = options.tokenizer
+    tokenizer = await loadTokenizer(options.tokenizer, tokenizerOptions)
+  } else if (options.tokenizer === undefined) {
+    const candidate = join(kind === 'directory' ? target : dirname(target), LLAMA2C_TOKENIZER_FILE)
+    if (candidate !== target) {
+      const { stat } = await import('node:fs/promises')
+      const found = await stat(candidate).then(
+        (s) => s.isFile(),
+        () => false,
+      )
+      if (found) {
+        tokenizerPath = candidate
+        tokenizer = await loadTokenizer(candidate, tokenizerOptions)
+      }
+    }
+  }
+  const notes = [...checkpoint.notes]
+  if (tokenizerPath !== undefined && options.tokenizer === undefined) notes.push(`tokenizer found beside the model: ${tokenizerPath}`)
+  const model = modelFromCheckpoint(checkpoint, options.attention === undefined ? {} : { attention: options.attention })
+  const specialTokens: SpecialTokens =
+    tokenizer === undefined ? checkpoint.specialTokens : { bos: tokenizer.bosId, eos: checkpoint.specialTokens.eos ?? [tokenizer.eosId] }
+  return { model, tokenizer, tokenizerPath, format: checkpoint.format, specialTokens, notes }
+}
