@@ -1,0 +1,189 @@
+import * as tf from '@tensorflow/tfjs-core'
+import { AttnlabError, ConfigError, NonFiniteError, Rng } from '@attnlab/core'
+import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
+import { SparseMarkovTask } from '@attnlab/markov'
+import { expect, it } from 'vitest'
+import { createConfig, presetConfig } from './config.ts'
+import { createTransformer } from './model.ts'
+import { Trainer, train, type EvalRecord, type StepRecord, type TrainerState } from './train.ts'
+
+// A small sparse-markov task: d = 8, spans [1, 1], 6 generated tokens (sequences of 8).
+const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 })
+const minimalConfig = createConfig({ architecture: 'minimal', dVocab: 8, nCtx: 7, nHeads: 2, queryInit: 1e-3 })
+const gptConfig = createConfig({ architecture: 'gpt', dVocab: 8, nCtx: 7, dModel: 16, nLayers: 1, nHeads: 2, dHead: 8, dMlp: 32, dropout: 0.1 })
+
+describeWithBackends('train', (backend) => {
+  it('lowers the loss of the minimal and gpt models on a task, with evaluations and analysis metrics', async () => {
+    for (const config of [minimalConfig, gptConfig]) {
+      const model = createTransformer(config)
+      const evals: EvalRecord[] = []
+      const result = await train(model, task, { steps: 40, batchSize: 64, lr: config.architecture === 'minimal' ? 0.08 : 0.01, evalEvery: 20, validation: 128, onEval: (r) => void evals.push(r) })
+      expect(result.steps).toBe(40)
+      expect(result.losses.length).toBe(40)
+      expect(result.finalValidationLoss).toBeLessThan(Math.log(8) - 0.2)
+      expect(evals.map((e) => e.step)).toEqual([20, 40])
+      const metrics = evals[1]!.metrics!
+      expect(metrics.attentionEntropy.length).toBe(config.nLayers)
+      expect(metrics.offsetGroupMass![0]!.length).toBe(config.nHeads)
+      expect(metrics.offsetGroupNames!.length).toBe(2)
+      expect(metrics.teacherKL!.length).toBe(2)
+      expect(metrics.perPositionLoss.length).toBe(7)
+      expect(metrics.perPositionLoss[0]).toBeNull() // token 1 is burn-in (not scored)
+      if (config.architecture === 'minimal') expect(metrics.valueAlignment!.cosine.length).toBe(2)
+      expect(result.tokensPerSecond).toBeGreaterThan(0)
+      expect(result.tokens).toBe(40 * 64 * 7)
+      model.dispose()
+    }
+  })
+
+  if (backend === 'cpu') {
+    it('is deterministic on cpu: the same seed gives bit-identical losses and weights', async () => {
+      const runOnce = async (seed: number): Promise<{ losses: readonly number[]; w: Float32Array }> => {
+        const model = createTransformer(gptConfig)
+        const result = await train(model, task, { steps: 8, batchSize: 16, lr: 0.01, seed, validation: 32, analysis: false })
+        const w = (await model.getWeightData()).get('blocks.0.attn.W_Q')!.data
+        model.dispose()
+        return { losses: result.losses, w }
+      }
+      const a = await runOnce(1)
+      const b = await runOnce(1)
+      const c = await runOnce(2)
+      expect(a.losses).toEqual(b.losses)
+      expect(a.w).toEqual(b.w)
+      expect(a.losses).not.toEqual(c.losses)
+    })
+
+    it('resumes exactly: 6 + 6 steps equal 12 uninterrupted steps, for a task and a finite dataset', async () => {
+      const dataset = task.sample(48, Rng.fromSeed(3))
+      const validation = task.sample(16, Rng.fromSeed(4))
+      for (const source of [task, dataset]) {
+        for (const optimizer of [{ kind: 'adamw' as const }, { kind: 'sgd' as const, momentum: 0.9 }]) {
+          const options = {
+            steps: 12,
+            batchSize: 16,
+            lr: 0.01,
+            validation: source === task ? 32 : validation,
+            analysis: false as const,
+            optimizer,
+            schedule: { kind: 'warmup-cosine' as const, warmupSteps: 3 },
+          }
+          const full = createTransformer(gptConfig)
+          const fullResult = await train(full, source, options)
+          const fullWeights = await full.getWeightData()
+          full.dispose()
+          const first = createTransformer(gptConfig)
+          let saved: TrainerState | undefined
+          const controller = new AbortController()
+          const firstResult = await train(first, source, {
+            ...options,
+            onStep: (r) => {
+              if (r.step === 6) controller.abort()
+            },
+            signal: controller.signal,
+            onCheckpoint: (state) => {
+              saved = state
+            },
+          })
+          expect(firstResult.stopped).toBe(true)
+          expect(firstResult.steps).toBe(6)
+          expect(saved!.step).toBe(6)
+          // A fresh model with the saved weights continues.
+          const weights = await first.getWeightData()
+          first.dispose()
+          const second = createTransformer(gptConfig)
+          second.setWeights(weights)
+          const secondResult = await train(second, source, { ...options, resume: saved! })
+          expect([...firstResult.losses, ...secondResult.losses]).toEqual(fullResult.losses)
+          const resumedWeights = await second.getWeightData()
+          for (const [name, w] of fullWeights) expect(resumedWeights.get(name)!.data, name).toEqual(w.data)
+          expect(secondResult.tokens).toBe(fullResult.tokens)
+          second.dispose()
+        }
+      }
+    })
+  }
+
+  it('throws NonFiniteError naming the step and does not apply the update', async () => {
+    const model = createTransformer(gptConfig)
+    const w = model.getWeights().get('blocks.0.mlp.W_in')!
+    let seen = 0
+    const trainer = new Trainer(model, task, {
+      steps: 10,
+      batchSize: 8,
+      lr: 0.01,
+      validation: 8,
+      analysis: false,
+      onStep: (r: StepRecord) => {
+        seen = r.step
+        if (r.step === 2) w.assign(tf.fill(w.shape, Number.NaN) as tf.Tensor2D)
+      },
+    })
+    await expect(trainer.run()).rejects.toThrow(NonFiniteError)
+    await expect(
+      train(model, task, { steps: 1, batchSize: 8, lr: 0.01, validation: 8, analysis: false }),
+    ).rejects.toThrow(/training diverged at step 1: loss is NaN/)
+    expect(seen).toBe(2)
+    trainer.dispose()
+    model.dispose()
+  })
+
+  it('has no tensor leaks across 100 training steps (with evaluations, dropout and metrics)', async () => {
+    const model = createTransformer(gptConfig)
+    const trainer = new Trainer(model, task, { steps: 100, batchSize: 8, lr: 0.01, validation: 16, evalEvery: 50 })
+    await trainer.run() // warm up (creates optimizer slots)
+    trainer.dispose()
+    await expectNoLeaks(async () => {
+      const again = new Trainer(model, task, { steps: 100, batchSize: 8, lr: 0.01, validation: 16, evalEvery: 50 })
+      await again.run()
+      again.dispose()
+    })
+    model.dispose()
+  })
+
+  it('validates options, data and resume states', async () => {
+    const model = createTransformer(minimalConfig)
+    const base = { steps: 2, batchSize: 4, lr: 0.1, validation: 4 }
+    expect(() => new Trainer(model, task, { ...base, steps: -1 })).toThrow(ConfigError)
+    expect(() => new Trainer(model, task, { ...base, batchSize: 0 })).toThrow(/batchSize/)
+    expect(() => new Trainer(model, task, { ...base, lr: 0 })).toThrow(/lr/)
+    expect(() => new Trainer(model, task, { ...base, gradClip: 0 })).toThrow(/gradClip/)
+    expect(() => new Trainer(model, task, { ...base, evalEvery: 1.5 })).toThrow(/evalEvery/)
+    expect(() => new Trainer(model, new SparseMarkovTask({ vocabSize: 9, spans: [1, 1], genLen: 6 }), base)).toThrow(/9 tokens but the model's dVocab is 8/)
+    expect(() => new Trainer(model, new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 7 }), base)).toThrow(/nCtx >= 8/)
+    const dataset = task.sample(8, Rng.fromSeed(1))
+    expect(() => new Trainer(model, dataset, base)).toThrow(/explicit validation dataset/)
+    expect(() => new Trainer(model, dataset, { ...base, batchSize: 9, validation: dataset })).toThrow(/exceeds the dataset's 8/)
+    const bad = { ...dataset, tokens: dataset.tokens.map((t, i) => (i === 3 ? 8 : t)) }
+    expect(() => new Trainer(model, bad, { ...base, validation: dataset })).toThrow(/token 8 at sequence 0, position 3/)
+    expect(() => new Trainer(model, { ...dataset, tokens: new Int32Array(3) }, { ...base, validation: dataset })).toThrow(ConfigError)
+    // resume states that do not fit
+    const trainer = new Trainer(model, task, base)
+    const state = await trainer.getState()
+    trainer.dispose()
+    expect(() => new Trainer(model, task, { ...base, batchSize: 5, resume: state })).toThrow(/batch size 4, this one 5/)
+    expect(() => new Trainer(model, task, { ...base, seed: 9, resume: state })).toThrow(/seed/)
+    expect(() => new Trainer(model, dataset, { ...base, validation: dataset, resume: state })).toThrow(/trained on/)
+    expect(() => new Trainer(model, task, { ...base, resume: { ...state, step: 3 } })).toThrow(/past the requested 2 steps/)
+    expect(() => new Trainer(model, task, { ...base, resume: { ...state, version: 2 as 1 } })).toThrow(AttnlabError)
+    expect(() => new Trainer(model, task, { ...base, resume: { ...state, dataRng: { key: 1 } as never } })).toThrow(/random-stream/)
+    model.dispose()
+  })
+
+  it('reduce-on-plateau lowers the learning rate from validation losses', async () => {
+    const model = createTransformer(minimalConfig)
+    const lrs: number[] = []
+    await train(model, task, {
+      steps: 12,
+      batchSize: 8,
+      lr: 0.5,
+      validation: 8,
+      evalEvery: 1,
+      analysis: false,
+      schedule: { kind: 'reduce-on-plateau', patience: 0, factor: 0.5, threshold: 0.5 },
+      onEval: (r) => void lrs.push(r.lr),
+    })
+    expect(Math.min(...lrs)).toBeLessThan(0.5)
+    model.dispose()
+    void presetConfig
+  })
+})
