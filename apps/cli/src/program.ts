@@ -9,6 +9,7 @@ import { describeError, exitCodeFor } from './errors.ts'
 import { registerInfo } from './commands/info.ts'
 import { registerSparse } from './commands/sparse.ts'
 import { registerDynamics } from './commands/dynamics.ts'
+import { registerGenerate } from './commands/generate.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   // Commands register here (one line each):
   registerSparse(program)
   registerDynamics(program)
+  registerGenerate(program)
   return program
 }
 
