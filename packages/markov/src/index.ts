@@ -1,10 +1,23 @@
 /**
- * `@attnlab/markov`: data generators for the learning-dynamics experiments.
+ * `@attnlab/markov`: data generators for the learning-dynamics experiments, with the oracles a
+ * loss curve is compared against.
+ *
+ * - {@link SparseMarkovTask}: the sparse high-order Markov chain of Yüksel et al. (arXiv
+ *   2602.19143), with its truncated teachers ({@link SparseMarkovTask.teacherProbabilities}) and
+ *   plateau oracles: exact ({@link restrictedContextEntropy}) and Monte-Carlo
+ *   ({@link restrictedContextEntropyMonteCarlo}).
+ * - The emergence tasks of Baherwani et al. (arXiv 2606.25010): {@link LinearMapTask},
+ *   {@link CellularAutomatonTask}, {@link IclMarkovTask}, each with its loss floor.
+ * - {@link createTask} rebuilds any task from its `describe()` output; {@link sampleDataset},
+ *   {@link DatasetBatches} and {@link batchToTensors} feed a trainer.
+ *
+ * Sampling is pure TypeScript on typed arrays (no tensors) and deterministic per seed.
  *
  * @packageDocumentation
  */
 export type { OffsetGroup, Task, TaskKind, TokenBatch } from './task.ts'
 export { OracleTooLargeError } from './errors.ts'
+export type { Estimate } from './entropy.ts'
 export { randomOrthogonalMatrix } from './orthogonal.ts'
 export {
   SPARSE_MARKOV_PRESETS,
@@ -21,3 +34,32 @@ export {
   type ExactOracleOptions,
   type RestrictedContextEntropy,
 } from './sparse-markov-exact.ts'
+export {
+  restrictedContextEntropyMonteCarlo,
+  type EntropyEstimate,
+  type MonteCarloOracleOptions,
+  type RestrictedContextEntropyEstimate,
+} from './sparse-markov-monte-carlo.ts'
+export {
+  LinearMapTask,
+  defaultLinearMapConfig,
+  resolveLinearMapConfig,
+  type LinearMapConfig,
+} from './linear-map.ts'
+export {
+  CellularAutomatonTask,
+  defaultCellularAutomatonConfig,
+  resolveCellularAutomatonConfig,
+  type BayesLossEstimate,
+  type CellularAutomatonConfig,
+} from './cellular-automaton.ts'
+export { IclMarkovTask, defaultIclMarkovConfig, resolveIclMarkovConfig, type IclMarkovConfig } from './icl-markov.ts'
+export { TASK_KINDS, createTask, type AnyTask, type TaskDescription } from './create-task.ts'
+export {
+  DatasetBatches,
+  sampleDataset,
+  selectSequences,
+  type DatasetBatchesOptions,
+  type DatasetBatchesState,
+} from './dataset.ts'
+export { batchToTensors, type BatchTensors } from './tensors.ts'

@@ -465,17 +465,27 @@ export class SparseMarkovTask implements Task {
    * @internal
    */
   sampleSequenceInto(tokens: Int32Array, lossMask: Uint8Array, offset: number, rng: Rng): void {
+    const C = this.contextLength
+    this.generateInto(tokens, offset, this.seqLength, rng)
+    lossMask.fill(0, offset, offset + C)
+    lossMask.fill(1, offset + C, offset + this.seqLength)
+  }
+
+  /**
+   * Writes the first `length` tokens of a fresh sequence at `tokens[offset ..]`: `min(length, C)`
+   * uniform burn-in tokens, then teacher samples.
+   *
+   * @internal
+   */
+  generateInto(tokens: Int32Array, offset: number, length: number, rng: Rng): void {
     const d = this.vocabSize
     const C = this.contextLength
-    const L = this.seqLength
+    const L = length
     const { log } = this.tables()
     const { chunks, sizes } = this.samplingTables()
     const chunkCount = chunks.length
     const acc = this.scratch
-    for (let p = 0; p < C; p++) {
-      tokens[offset + p] = rng.int(d)
-      lossMask[offset + p] = 0
-    }
+    for (let p = 0; p < Math.min(C, L); p++) tokens[offset + p] = rng.int(d)
     const t0 = chunks[0] as Float64Array
     const t1 = (chunks[1] ?? t0) as Float64Array
     const t2 = (chunks[2] ?? t0) as Float64Array
@@ -529,7 +539,6 @@ export class SparseMarkovTask implements Task {
         if (target < 0) break
       }
       tokens[offset + p] = y
-      lossMask[offset + p] = 1
     }
   }
 
@@ -634,10 +643,20 @@ export class SparseMarkovTask implements Task {
 /**
  * Writes the unnormalised next-token weights of the window `tokens[start .. start+C)` into
  * `out` and returns their total (product of exp columns; log-space fallback on underflow).
+ * If `shift` is given, `shift[0]` receives the log-space offset so that
+ * `log P(y) = sum_pos log[pos, token, y] - shift[0] - log(total)` (0 on the fast path).
  *
  * @internal
  */
-export function windowWeights(tables: TeacherTables, tokens: ArrayLike<number>, start: number, C: number, d: number, out: Float64Array): number {
+export function windowWeights(
+  tables: TeacherTables,
+  tokens: ArrayLike<number>,
+  start: number,
+  C: number,
+  d: number,
+  out: Float64Array,
+  shift?: Float64Array,
+): number {
   const { exp, log } = tables
   for (let y = 0; y < d; y++) out[y] = 1
   for (let pos = 0; pos < C; pos++) {
@@ -646,7 +665,8 @@ export function windowWeights(tables: TeacherTables, tokens: ArrayLike<number>, 
   }
   let sum = 0
   for (let y = 0; y < d; y++) sum += out[y] as number
-  if (!(sum > TINY) || sum === Infinity) sum = logSpaceWeights(log, tokens, start, C, d, out)
+  if (shift) shift[0] = 0
+  if (!(sum > TINY) || sum === Infinity) sum = logSpaceWeights(log, tokens, start, C, d, out, shift)
   return sum
 }
 
@@ -658,7 +678,15 @@ function chunkIndex(tokens: Int32Array, start: number, size: number, d: number):
 }
 
 /** Recomputes the weights in log space (max-shifted) and returns their total (>= 1). */
-function logSpaceWeights(log: Float64Array, tokens: ArrayLike<number>, start: number, C: number, d: number, out: Float64Array): number {
+function logSpaceWeights(
+  log: Float64Array,
+  tokens: ArrayLike<number>,
+  start: number,
+  C: number,
+  d: number,
+  out: Float64Array,
+  shift?: Float64Array,
+): number {
   for (let y = 0; y < d; y++) out[y] = 0
   for (let pos = 0; pos < C; pos++) {
     const o = (pos * d + (tokens[start + pos] as number)) * d
@@ -672,6 +700,7 @@ function logSpaceWeights(log: Float64Array, tokens: ArrayLike<number>, start: nu
     out[y] = v
     sum += v
   }
+  if (shift) shift[0] = max
   return sum
 }
 

@@ -1,0 +1,264 @@
+/**
+ * The elementary-cellular-automaton task of Baherwani et al., "Emergent Capabilities Arise
+ * Randomly from Learning Sparse Attention Patterns" (arXiv 2606.25010; markov-dynamics.md
+ * section 2): the rule is drawn per sequence, so it must be inferred in context.
+ *
+ * @module
+ */
+import { ConfigError, type Rng } from '@attnlab/core'
+import { meanAndStandardError } from './entropy.ts'
+import { deepFreeze } from './sparse-markov.ts'
+import type { OffsetGroup, Task, TokenBatch } from './task.ts'
+import { checkArray, checkBatchSize, checkBoolean, checkInteger, checkKnownKeys, show } from './validate.ts'
+
+/**
+ * Configuration of a {@link CellularAutomatonTask}.
+ *
+ * Token layout (vocabulary `{0, 1}`, plus `2` = BOS when `bos` is true): `[BOS] x_0 x_1 ..
+ * x_{T-1}`, `T = states` states of `S = cells` bits each, oldest first; `x_0` is uniform and
+ * `x_{t+1}[i] = rule(x_t[i-1], x_t[i], x_t[i+1])` with periodic boundary (indices mod S).
+ *
+ * @category Emergence tasks
+ */
+export interface CellularAutomatonConfig {
+  /** `S`: cells per state; default 16. Range `[3, 1024]`. */
+  readonly cells: number
+  /** `T`: states per sequence; default 4. Range `[2, 256]`. */
+  readonly states: number
+  /**
+   * Wolfram rule numbers (0-255, distinct) a sequence's rule is drawn from uniformly; `null`
+   * (default) means all 256 elementary rules.
+   */
+  readonly rules: readonly number[] | null
+  /** Prepend a BOS token (id 2); default false. */
+  readonly bos: boolean
+  /** Score the bits of the random initial state too; default true. */
+  readonly scoreInitialState: boolean
+}
+
+/**
+ * Default: 16 cells, 4 states per sequence, all 256 rules, no BOS, all positions scored.
+ *
+ * @category Emergence tasks
+ */
+export function defaultCellularAutomatonConfig(): CellularAutomatonConfig {
+  return { cells: 16, states: 4, rules: null, bos: false, scoreInitialState: true }
+}
+
+const KEYS = ['cells', 'states', 'rules', 'bos', 'scoreInitialState'] as const
+
+/**
+ * Validates a (partial) configuration, fills in defaults and freezes it.
+ *
+ * @throws {@link ConfigError} naming the parameter and its allowed range (a rule outside
+ *   [0, 255], duplicate rules, `cells < 3`, ...)
+ * @category Emergence tasks
+ */
+export function resolveCellularAutomatonConfig(config: Partial<CellularAutomatonConfig> = {}): CellularAutomatonConfig {
+  if (typeof config !== 'object' || config === null) {
+    throw new ConfigError('config', `got ${show(config)}; expected an object of cellular-automaton parameters`)
+  }
+  checkKnownKeys('cellular-automaton', config, KEYS)
+  const merged = { ...defaultCellularAutomatonConfig(), ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)) }
+  let rules: number[] | null = null
+  if (merged.rules !== null) {
+    rules = checkArray('rules', merged.rules, 1, 256).map((rule, i) => checkInteger(`rules[${i}]`, rule, 0, 255))
+    const duplicate = rules.find((rule, i) => rules?.indexOf(rule) !== i)
+    if (duplicate !== undefined) throw new ConfigError('rules', `rule ${duplicate} is listed twice; expected distinct rule numbers`, { rules })
+  }
+  return deepFreeze({
+    cells: checkInteger('cells', merged.cells, 3, 1024),
+    states: checkInteger('states', merged.states, 2, 256),
+    rules,
+    bos: checkBoolean('bos', merged.bos),
+    scoreInitialState: checkBoolean('scoreInitialState', merged.scoreInitialState),
+  })
+}
+
+/**
+ * A Monte-Carlo estimate of a Bayes loss (nats per scored token).
+ *
+ * @category Oracles
+ */
+export interface BayesLossEstimate {
+  /** Mean loss per scored token over the sampled sequences (nats). */
+  readonly estimate: number
+  /** Standard error across sequences (nats). */
+  readonly standardError: number
+  /** Sequences sampled. */
+  readonly samples: number
+  /** Mean loss at each position (nats), `NaN` where a position is never scored; `[seqLength]`. */
+  readonly perPosition: readonly number[]
+}
+
+/**
+ * Elementary cellular automata (Baherwani et al., arXiv 2606.25010, "cellular automata task";
+ * markov-dynamics.md section 2): `S` binary cells, periodic boundary, radius-1 neighbourhood,
+ * several states per sequence, the rule drawn per sequence from a configurable set (so a model
+ * must infer it in context from the transitions it has seen).
+ *
+ * @example
+ * ```ts
+ * const task = new CellularAutomatonTask({ cells: 32, rules: [30, 90, 110, 184] })
+ * task.bayesLoss(2000, Rng.fromSeed(0)).estimate // the in-context Bayes floor
+ * ```
+ * @category Emergence tasks
+ */
+export class CellularAutomatonTask implements Task {
+  /** Always `'cellular-automaton'`. */
+  readonly kind = 'cellular-automaton' as const
+  /** The resolved, frozen configuration. */
+  readonly config: CellularAutomatonConfig
+  /** 2 (bits), or 3 with BOS. */
+  readonly vocabSize: number
+  /** `T * S` (+1 with BOS). */
+  readonly seqLength: number
+  /**
+   * The rule's inputs relative to the query (the token before the predicted one), valid for
+   * interior cells `0 < i < S-1`: offsets `S` (left), `S-1` (centre), `S-2` (right). The
+   * boundary cells wrap around (see {@link CellularAutomatonTask.parentPositions}).
+   */
+  readonly offsetGroups: readonly OffsetGroup[]
+  /** The rule set (all 256 when `config.rules` is null). */
+  readonly ruleSet: readonly number[]
+  private readonly offset: number
+
+  /**
+   * @param config - overrides of {@link defaultCellularAutomatonConfig}
+   * @throws {@link ConfigError} on invalid parameters
+   */
+  constructor(config: Partial<CellularAutomatonConfig> = {}) {
+    this.config = resolveCellularAutomatonConfig(config)
+    const { cells: S, states, bos, rules } = this.config
+    this.offset = bos ? 1 : 0
+    this.vocabSize = bos ? 3 : 2
+    this.seqLength = states * S + this.offset
+    this.ruleSet = Object.freeze(rules === null ? Array.from({ length: 256 }, (_, r) => r) : [...rules])
+    this.offsetGroups = Object.freeze([Object.freeze({ name: 'neighbourhood (left, centre, right)', offsets: Object.freeze([S - 2, S - 1, S]) })])
+  }
+
+  /**
+   * Draws `batchSize` sequences: per sequence a rule (`rng.int` over the rule set), then the
+   * initial bits (`rng.int(2)` each).
+   *
+   * @throws {@link ConfigError} for a bad `batchSize`
+   */
+  sample(batchSize: number, rng: Rng): TokenBatch {
+    checkBatchSize(batchSize)
+    const L = this.seqLength
+    const tokens = new Int32Array(batchSize * L)
+    const lossMask = new Uint8Array(batchSize * L)
+    for (let b = 0; b < batchSize; b++) this.sampleInto(tokens, lossMask, b * L, rng)
+    return { tokens, lossMask, batchSize, seqLength: L }
+  }
+
+  private sampleInto(tokens: Int32Array, lossMask: Uint8Array, base: number, rng: Rng): number {
+    const { cells: S, states, scoreInitialState } = this.config
+    const rule = this.ruleSet[rng.int(this.ruleSet.length)] as number
+    if (this.offset === 1) tokens[base] = 2
+    const first = base + this.offset
+    for (let i = 0; i < S; i++) tokens[first + i] = rng.int(2)
+    for (let t = 1; t < states; t++) {
+      const previous = first + (t - 1) * S
+      const current = first + t * S
+      for (let i = 0; i < S; i++) {
+        const left = tokens[previous + ((i + S - 1) % S)] as number
+        const centre = tokens[previous + i] as number
+        const right = tokens[previous + ((i + 1) % S)] as number
+        tokens[current + i] = (rule >> ((left << 2) | (centre << 1) | right)) & 1
+      }
+    }
+    for (let p = 1; p < this.seqLength; p++) {
+      lossMask[base + p] = p - this.offset < S && !scoreInitialState ? 0 : 1
+    }
+    return rule
+  }
+
+  /**
+   * Monte-Carlo estimate of the Bayes-optimal loss per scored token: the loss of the exact
+   * in-context predictor that keeps the uniform posterior over the rules of the set consistent
+   * with every transition seen so far (earlier states and the cells already revealed in the
+   * current state) and predicts `P(bit = 1) = (consistent rules mapping this neighbourhood to 1)
+   * / (consistent rules)`; initial-state bits cost `ln 2`. Exact per sequence; the estimate
+   * averages sequences, with its standard error.
+   *
+   * @param sequences - sequences to sample, >= 2
+   * @param rng - the sampling stream
+   * @throws {@link ConfigError} for a bad `sequences`
+   */
+  bayesLoss(sequences: number, rng: Rng): BayesLossEstimate {
+    checkInteger('sequences', sequences, 2, 1e8)
+    const { cells: S, states } = this.config
+    const L = this.seqLength
+    const tokens = new Int32Array(L)
+    const mask = new Uint8Array(L)
+    const perSequence = new Float64Array(sequences)
+    const positionSums = new Float64Array(L)
+    const positionCounts = new Float64Array(L)
+    const rules = this.ruleSet
+    const consistent = new Uint8Array(rules.length)
+    for (let b = 0; b < sequences; b++) {
+      this.sampleInto(tokens, mask, 0, rng)
+      consistent.fill(1)
+      let total = 0
+      let scored = 0
+      const record = (p: number, loss: number): void => {
+        if (mask[p] !== 1) return
+        total += loss
+        scored++
+        positionSums[p] = (positionSums[p] as number) + loss
+        positionCounts[p] = (positionCounts[p] as number) + 1
+      }
+      for (let i = 0; i < S; i++) record(this.offset + i, Math.LN2)
+      for (let t = 1; t < states; t++) {
+        const previous = this.offset + (t - 1) * S
+        for (let i = 0; i < S; i++) {
+          const p = previous + S + i
+          const code =
+            ((tokens[previous + ((i + S - 1) % S)] as number) << 2) |
+            ((tokens[previous + i] as number) << 1) |
+            (tokens[previous + ((i + 1) % S)] as number)
+          const bit = tokens[p] as number
+          let alive = 0
+          let agree = 0
+          for (let r = 0; r < rules.length; r++) {
+            if (consistent[r] === 0) continue
+            alive++
+            if ((((rules[r] as number) >> code) & 1) === bit) agree++
+            else consistent[r] = 0
+          }
+          record(p, -Math.log(agree / alive))
+        }
+      }
+      perSequence[b] = total / scored
+    }
+    const summary = meanAndStandardError(perSequence)
+    return {
+      estimate: summary.estimate,
+      standardError: summary.standardError,
+      samples: sequences,
+      perPosition: Array.from(positionSums, (sum, p) => ((positionCounts[p] as number) > 0 ? sum / (positionCounts[p] as number) : NaN)),
+    }
+  }
+
+  /**
+   * The positions of the previous state's left, centre and right cells (ascending) that the
+   * rule maps to the bit at `position`; `undefined` for the BOS and the initial state.
+   *
+   * @throws {@link ConfigError} if `position` is not in `[0, seqLength)`
+   */
+  parentPositions(position: number): readonly number[] | undefined {
+    checkInteger('position', position, 0, this.seqLength - 1)
+    const S = this.config.cells
+    const index = position - this.offset
+    if (index < S) return undefined
+    const cell = index % S
+    const previous = this.offset + (Math.floor(index / S) - 1) * S
+    return [(cell + S - 1) % S, cell, (cell + 1) % S].map((j) => previous + j).sort((a, b) => a - b)
+  }
+
+  /** The configuration as plain JSON with `kind: 'cellular-automaton'` (feed it to {@link createTask}). */
+  describe(): Readonly<Record<string, unknown>> {
+    return { kind: this.kind, ...structuredClone(this.config) }
+  }
+}
