@@ -260,7 +260,7 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
   },
   // ---- shape and data movement ----
   { kernelName: 'Reshape', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.reshape(single(dy), x!.shape) }) },
-  { kernelName: 'ExpandDims', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.reshape(single(dy), x!.shape) }) },
+  { kernelName: 'ExpandDims', inputsToSave: ['input'], gradFunc: (dy, [input]) => ({ input: () => tf.reshape(single(dy), input!.shape) }) },
   {
     kernelName: 'Transpose',
     gradFunc: (dy, _saved, attrs) => {

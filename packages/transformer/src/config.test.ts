@@ -1,0 +1,70 @@
+import { ConfigError } from '@attnlab/core'
+import { describe, expect, it } from 'vitest'
+import { DEFAULT_MINIMAL_QUERY_INIT, configFromJSON, configToJSON, createConfig, defaultTransformerConfig, presetConfig } from './config.ts'
+
+describe('config', () => {
+  it('resolves presets and freezes them', () => {
+    const minimal = presetConfig('minimal')
+    expect(minimal).toMatchObject({ architecture: 'minimal', dVocab: 50, nCtx: 25, dModel: 75, dHead: 75, nHeads: 3, nLayers: 1, attnOnly: true, attnScale: 1, queryInit: DEFAULT_MINIMAL_QUERY_INIT })
+    expect(Object.isFrozen(minimal)).toBe(true)
+    expect(presetConfig('gpt')).toMatchObject({ nLayers: 2, nHeads: 4, dModel: 64, dHead: 16, dMlp: 256, normalization: 'layernorm', positional: 'learned', attnScale: 0.25 })
+    expect(presetConfig('llama-260k')).toMatchObject({ dModel: 64, dMlp: 172, nLayers: 4, nHeads: 4, nKvHeads: 4, dVocab: 512, nCtx: 128, normalization: 'rmsnorm', positional: 'rotary', gatedMlp: true, bias: false, tiedEmbeddings: true })
+    expect(presetConfig('gpt-nano').dModel).toBe(16)
+    expect(defaultTransformerConfig().architecture).toBe('gpt')
+    expect(defaultTransformerConfig('llama').dVocab).toBe(512)
+  })
+
+  it('derives dependent fields', () => {
+    expect(createConfig({ architecture: 'minimal', dVocab: 10, nCtx: 7 })).toMatchObject({ dModel: 17, dHead: 17, nKvHeads: 3 })
+    expect(createConfig({ architecture: 'gpt', dModel: 96, nHeads: 3 })).toMatchObject({ dHead: 32, dMlp: 384, nKvHeads: 3 })
+    expect(createConfig({ architecture: 'gpt', attnOnly: true }).dMlp).toBe(0)
+    expect(createConfig({ architecture: 'llama', nHeads: 8, nKvHeads: 2, dHead: 8 }).attnScale).toBeCloseTo(1 / Math.sqrt(8))
+    expect(presetConfig('minimal', { queryInit: 0 }).queryInit).toBe(0)
+    expect(presetConfig('minimal', { queryInit: 'xavier' }).queryInit).toBe('xavier')
+  })
+
+  it('round-trips through JSON', () => {
+    for (const c of [presetConfig('minimal'), presetConfig('gpt', { dropout: 0.1 }), presetConfig('llama', { nKvHeads: 2 })]) {
+      const json = JSON.parse(JSON.stringify(configToJSON(c)))
+      expect(configFromJSON(json)).toEqual(c)
+    }
+    expect(() => configFromJSON(null)).toThrow(ConfigError)
+    expect(() => configFromJSON([1])).toThrow(/JSON object/)
+  })
+
+  const bad: [string, object, RegExp][] = [
+    ['unknown field', { architecture: 'gpt', dModle: 3 }, /Invalid dModle: unknown configuration field/],
+    ['architecture', { architecture: 'bert' }, /'bert' is not one of minimal, gpt, llama/],
+    ['dModel', { architecture: 'gpt', dModel: 0 }, /Invalid dModel: 0 is not a positive integer/],
+    ['nLayers', { architecture: 'gpt', nLayers: 1.5 }, /nLayers/],
+    ['heads split', { architecture: 'gpt', dModel: 10, nHeads: 3 }, /dModel 10 is not divisible by nHeads 3/],
+    ['gqa', { architecture: 'llama', nHeads: 4, nKvHeads: 3 }, /nKvHeads: 3 does not divide nHeads 4/],
+    ['rotary odd', { architecture: 'llama', dModel: 15, nHeads: 3, dHead: 5 }, /dHead must be even/],
+    ['dropout', { architecture: 'gpt', dropout: 1 }, /dropout/],
+    ['normEps', { architecture: 'gpt', normEps: 0 }, /normEps/],
+    ['activation', { architecture: 'gpt', actFn: 'swish' }, /actFn/],
+    ['seed', { architecture: 'gpt', seed: 0.5 }, /seed/],
+    ['queryInit', { architecture: 'minimal', queryInit: -1 }, /queryInit/],
+    ['attnScale', { architecture: 'gpt', attnScale: 0 }, /attnScale/],
+    ['minimal dModel', { architecture: 'minimal', dModel: 70 }, /dModel must be dVocab \+ nCtx = 75/],
+    ['minimal layers', { architecture: 'minimal', nLayers: 2 }, /requires nLayers = 1/],
+    ['minimal norm', { architecture: 'minimal', normalization: 'layernorm' }, /requires normalization = none/],
+    ['minimal kv', { architecture: 'minimal', nKvHeads: 1 }, /nKvHeads must equal nHeads/],
+    ['minimal dHead', { architecture: 'minimal', dHead: 5 }, /full width/],
+    ['onehot on gpt', { architecture: 'gpt', positional: 'onehot' }, /belong to the minimal model/],
+    ['llama no norm', { architecture: 'llama', normalization: 'none' }, /rmsnorm/],
+    ['gated attn-only', { architecture: 'gpt', attnOnly: true, gatedMlp: true }, /no MLP to gate/],
+    ['attn-only with dMlp', { architecture: 'gpt', attnOnly: true, dMlp: 12 }, /attention-only model has no MLP/],
+  ]
+  for (const [name, input, pattern] of bad) {
+    it(`rejects ${name}`, () => {
+      expect(() => createConfig(input as never)).toThrow(ConfigError)
+      expect(() => createConfig(input as never)).toThrow(pattern)
+    })
+  }
+
+  it('rejects unknown presets and non-objects', () => {
+    expect(() => presetConfig('gpt-9' as never)).toThrow(/not a preset/)
+    expect(() => createConfig(null as never)).toThrow(ConfigError)
+  })
+})

@@ -1,0 +1,91 @@
+import * as tf from '@tensorflow/tfjs-core'
+import { AttnlabError, Rng, ShapeError } from '@attnlab/core'
+import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
+import { expect, it } from 'vitest'
+import { ensureGradients } from './gradients.ts'
+import { gatherRows, pairScatter, pairScores, scatterRows } from './kernels.ts'
+
+describeWithBackends('one-hot gather kernels', () => {
+  const rng = Rng.fromSeed(0)
+  ensureGradients()
+
+  it('gatherRows sums the named rows; scatterRows adds back; each is the other gradient', async () => {
+    const table = tf.tensor2d(rng.fillNormal(new Float32Array(5 * 3)), [5, 3])
+    const indices = tf.tensor2d([[0, 4], [2, 2], [1, 0]], [3, 2], 'int32')
+    const rows = (await table.array()) as number[][]
+    const out = gatherRows(table, indices)
+    const expected = [[0, 4], [2, 2], [1, 0]].map(([a, b]) => rows[a!]!.map((x, c) => x + rows[b!]![c]!))
+    expectArraysClose(await out.data(), expected.flat(), 1e-6)
+    const single = gatherRows(table, tf.tensor1d([3, 3], 'int32'))
+    expectArraysClose(await single.data(), [...rows[3]!, ...rows[3]!], 0)
+    const updates = tf.tensor2d([[1, 2, 3], [10, 20, 30], [100, 200, 300]])
+    const scattered = scatterRows(updates, indices, 5)
+    expectArraysClose(await scattered.data(), [101, 202, 303, 100, 200, 300, 20, 40, 60, 0, 0, 0, 1, 2, 3], 0)
+    // Gradients.
+    const weights = tf.tensor2d(rng.fillNormal(new Float32Array(9)), [3, 3])
+    const g = tf.grad((t: tf.Tensor) => tf.sum(tf.mul(gatherRows(t as tf.Tensor2D, indices), weights)))(table)
+    expectArraysClose(await g.data(), await scatterRows(weights, indices, 5).data(), 1e-6)
+    const h = tf.grad((u: tf.Tensor) => tf.sum(tf.mul(scatterRows(u as tf.Tensor2D, indices, 5), table)))(updates)
+    expectArraysClose(await h.data(), await gatherRows(table, indices).data(), 1e-6)
+    expect(() => gatherRows(table, tf.tensor1d([5], 'int32'))).toThrow(/row index 5 is out of range \[0, 5\)/)
+    expect(() => gatherRows(table, tf.tensor1d([1]))).toThrow(ShapeError)
+    expect(() => scatterRows(updates, tf.tensor1d([0, 1], 'int32'), 5)).toThrow(ShapeError)
+    expect(() => scatterRows(updates, tf.tensor1d([0, 1, 7], 'int32'), 5)).toThrow(AttnlabError)
+  })
+
+  it('pairScores / pairScatter equal dense products with the one-hot inputs, and are each other gradient', async () => {
+    const [batch, pos, heads, vocab] = [2, 4, 3, 5]
+    const width = vocab + 6
+    const tokensArray = [[1, 4, 4, 0], [3, 2, 1, 1]]
+    const tokens = tf.tensor2d(tokensArray, [batch, pos], 'int32')
+    // Dense one-hot inputs x [batch, pos, width].
+    const x = tokensArray.map((row) => row.map((t, j) => Array.from({ length: width }, (_, c) => (c === t ? 1 : 0) + (c === vocab + j ? 1 : 0))))
+    const xT = tf.tensor3d(x)
+    const q = tf.tensor4d(rng.fillNormal(new Float32Array(batch * pos * heads * width)), [batch, pos, heads, width])
+    const scores = pairScores(q, tokens, vocab, -Infinity)
+    // dense: s[b, h, i, j] = q[b, i, h, :] . x[b, j, :]
+    const dense = tf.einsum ? null : null
+    void dense
+    const qh = tf.transpose(q, [0, 2, 1, 3]) // [b, h, i, w]
+    const reference = tf.matMul(qh, tf.tile(tf.expandDims(tf.transpose(xT, [0, 2, 1]), 1), [1, heads, 1, 1])) // [b, h, i, j]
+    const refValues = (await reference.array()) as number[][][][]
+    const values = (await scores.array()) as number[][][][]
+    for (let b = 0; b < batch; b++)
+      for (let h = 0; h < heads; h++)
+        for (let i = 0; i < pos; i++)
+          for (let j = 0; j < pos; j++) {
+            if (j > i) expect(values[b]![h]![i]![j]).toBe(-Infinity)
+            else expect(values[b]![h]![i]![j]).toBeCloseTo(refValues[b]![h]![i]![j]!, 5)
+          }
+    const p = tf.softmax(scores) as tf.Tensor4D
+    const weighted = pairScatter(p, tokens, width, vocab) // [b, i, h, w]
+    const refWeighted = tf.transpose(tf.matMul(p, tf.tile(tf.expandDims(xT, 1), [1, heads, 1, 1])), [0, 2, 1, 3])
+    expectArraysClose(await weighted.data(), await refWeighted.data(), 1e-5)
+    // Gradients against the dense formulation.
+    const r = tf.tensor4d(rng.fillNormal(new Float32Array(batch * pos * heads * width)), [batch, pos, heads, width])
+    const viaKernels = tf.grad((qq: tf.Tensor) => tf.sum(tf.mul(pairScatter(tf.softmax(pairScores(qq as tf.Tensor4D, tokens, vocab, -Infinity)) as tf.Tensor4D, tokens, width, vocab), r)))(q)
+    const xh = tf.tile(tf.expandDims(xT, 1), [1, heads, 1, 1]) // [b, h, j, w]
+    const mask = tf.linalg.bandPart(tf.ones([pos, pos]), -1, 0)
+    const viaDense = tf.grad((qq: tf.Tensor) => {
+      const s = tf.matMul(tf.transpose(qq, [0, 2, 1, 3]), tf.transpose(xh, [0, 1, 3, 2]))
+      const masked = tf.add(s, tf.mul(tf.sub(1, mask), -1e9))
+      const out = tf.transpose(tf.matMul(tf.softmax(masked), xh), [0, 2, 1, 3])
+      return tf.sum(tf.mul(out, r))
+    })(q)
+    expectArraysClose(await viaKernels.data(), await viaDense.data(), 1e-4)
+    expect(() => pairScores(q, tf.tensor2d([[1]], [1, 1], 'int32'), vocab, 0)).toThrow(ShapeError)
+    expect(() => pairScatter(p, tokens, vocab + 2, vocab)).toThrow(/offset \+ pos <= width/)
+  })
+
+  it('kernels leak nothing', async () => {
+    const table = tf.tensor2d([[1, 2], [3, 4]])
+    const idx = tf.tensor1d([1, 0, 1], 'int32')
+    await expectNoLeaks(() => {
+      tf.tidy(() => {
+        gatherRows(table, idx)
+        scatterRows(gatherRows(table, idx), idx, 2)
+      })
+    })
+    tf.dispose([table, idx])
+  })
+})
