@@ -47,7 +47,7 @@ function check(data: Float32Array, expected: number, what: string): void {
  * Transposes a row-major matrix `[rows, cols]` to `[cols, rows]`.
  *
  * @param data - `[rows, cols]` values
- * @throws {@link ShapeError} when `data.length !== rows * cols`
+ * @throws `ShapeError` when `data.length !== rows * cols`
  */
 export function transpose2d(data: Float32Array, rows: number, cols: number): Float32Array {
   check(data, rows * cols, 'transpose2d')
@@ -64,7 +64,7 @@ export function transpose2d(data: Float32Array, rows: number, cols: number): Flo
  * features, head-major) to attnlab's per-head layout `[heads, dModel, dHead]`:
  * `out[h, i, d] = w[h * dHead + d, i]`. Used for `W_Q`, `W_K`, `W_V`.
  *
- * @throws {@link ShapeError} on a length mismatch
+ * @throws `ShapeError` on a length mismatch
  */
 export function linearToHeads(w: Float32Array, heads: number, dModel: number, dHead: number): Float32Array {
   check(w, heads * dHead * dModel, 'linearToHeads')
@@ -82,7 +82,7 @@ export function linearToHeads(w: Float32Array, heads: number, dModel: number, dH
 /**
  * Inverse of {@link linearToHeads}: `[heads, dModel, dHead]` to `[heads * dHead, dModel]`.
  *
- * @throws {@link ShapeError} on a length mismatch
+ * @throws `ShapeError` on a length mismatch
  */
 export function headsToLinear(w: Float32Array, heads: number, dModel: number, dHead: number): Float32Array {
   check(w, heads * dHead * dModel, 'headsToLinear')
@@ -101,7 +101,7 @@ export function headsToLinear(w: Float32Array, heads: number, dModel: number, dH
  * The output projection stored as `nn.Linear` weight `[dModel, heads * dHead]` to attnlab's
  * `W_O` layout `[heads, dHead, dModel]`: `out[h, d, o] = w[o, h * dHead + d]`.
  *
- * @throws {@link ShapeError} on a length mismatch
+ * @throws `ShapeError` on a length mismatch
  */
 export function outLinearToHeads(w: Float32Array, heads: number, dHead: number, dModel: number): Float32Array {
   // [dModel, heads*dHead] transposed is [heads*dHead, dModel] = [heads, dHead, dModel].
@@ -111,7 +111,7 @@ export function outLinearToHeads(w: Float32Array, heads: number, dHead: number, 
 /**
  * Inverse of {@link outLinearToHeads}: `[heads, dHead, dModel]` to `[dModel, heads * dHead]`.
  *
- * @throws {@link ShapeError} on a length mismatch
+ * @throws `ShapeError` on a length mismatch
  */
 export function headsToOutLinear(w: Float32Array, heads: number, dHead: number, dModel: number): Float32Array {
   return transpose2d(w, heads * dHead, dModel)
@@ -133,7 +133,7 @@ export function headsToOutLinear(w: Float32Array, heads: number, dHead: number, 
  *
  * @param w - `[heads * dHead, dModel]`, interleaved layout
  * @returns `[heads * dHead, dModel]`, rotate-half layout
- * @throws {@link ShapeError} on a length mismatch or an odd `dHead`
+ * @throws `ShapeError` on a length mismatch or an odd `dHead`
  */
 export function interleavedToRotateHalf(w: Float32Array, heads: number, dHead: number, dModel: number): Float32Array {
   return permuteRows(w, heads, dHead, dModel, true)
@@ -144,7 +144,7 @@ export function interleavedToRotateHalf(w: Float32Array, heads: number, dHead: n
  * pairs.
  *
  * @param w - `[heads * dHead, dModel]`, rotate-half layout
- * @throws {@link ShapeError} on a length mismatch or an odd `dHead`
+ * @throws `ShapeError` on a length mismatch or an odd `dHead`
  */
 export function rotateHalfToInterleaved(w: Float32Array, heads: number, dHead: number, dModel: number): Float32Array {
   return permuteRows(w, heads, dHead, dModel, false)

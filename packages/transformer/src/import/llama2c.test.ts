@@ -195,3 +195,31 @@ describe.skipIf(!HAVE_AIDREAMS)('aidreams260K model.bin against its Hugging Face
     expect(raw.some((v, i) => v !== hfQ[i])).toBe(true)
   })
 })
+
+describe('llama2.c reader fuzzing', () => {
+  it('random truncations, header edits and byte flips either parse or throw a typed error, never anything else', async () => {
+    const { Rng } = await import('@attnlab/core')
+    const rng = Rng.fromSeed(2024)
+    const good = serializeLlama2cCheckpoint(tiedGqa, randomWeights(tiedGqa, 9))
+    let typed = 0
+    for (let trial = 0; trial < 400; trial++) {
+      let bytes = good.slice()
+      const kind = trial % 4
+      if (kind === 0) bytes = bytes.subarray(0, rng.int(bytes.byteLength))
+      else if (kind === 1) new DataView(bytes.buffer).setInt32(4 * rng.int(7), rng.int(2 ** 31) - 2 ** 30 * (rng.int(2) === 0 ? 0 : 2), true)
+      else if (kind === 2) for (let i = 0; i < 8; i++) bytes[rng.int(bytes.byteLength)] = rng.int(256)
+      else {
+        const longer = new Uint8Array(bytes.byteLength + 1 + rng.int(64))
+        longer.set(bytes)
+        bytes = longer
+      }
+      try {
+        readLlama2cCheckpoint(bytes)
+      } catch (error) {
+        if (!(error instanceof ModelFileError || error instanceof UnsupportedModelError)) throw error
+        typed++
+      }
+    }
+    expect(typed).toBeGreaterThan(250)
+  })
+})

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { Rng } from '@attnlab/core'
+import { AttnlabError, Rng } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
 import { AIDREAMS, HAVE_AIDREAMS } from '../__fixtures__/import/aidreams.ts'
 import fixture from '../__fixtures__/import/aidreams-tokenizer.json' with { type: 'json' }
@@ -201,5 +201,28 @@ describe.skipIf(!HAVE_AIDREAMS)('Llama2cTokenizer on aidreams260K tokenizer.bin'
     }
     // '夢' has no piece: its three UTF-8 bytes become <0xE5> <0xA4> <0xA2>.
     expect(tokenizer.encode('夢', { bos: false })).toEqual([tokenizer.idOf(' '), 3 + 0xe5, 3 + 0xa4, 3 + 0xa2])
+  })
+})
+
+describe('tokenizer.bin fuzzing', () => {
+  it('random truncations and byte flips either parse or throw ModelFileError, never anything else', () => {
+    const good = smallTokenizer().serialize()
+    const rng = Rng.fromSeed(99)
+    let typed = 0
+    for (let trial = 0; trial < 400; trial++) {
+      let bytes = good.slice()
+      if (trial % 2 === 0) bytes = bytes.subarray(0, rng.int(bytes.byteLength))
+      else for (let i = 0; i < 6; i++) bytes[rng.int(bytes.byteLength)] = rng.int(256)
+      try {
+        const tokenizer = Llama2cTokenizer.fromBytes(bytes)
+        // Whatever parsed must still encode and decode without crashing.
+        tokenizer.decode(tokenizer.encode('hello wörld'))
+      } catch (error) {
+        // A corrupted vocabulary may lose the pieces a character needs: UNSUPPORTED, typed too.
+        if (!(error instanceof ModelFileError || (error instanceof AttnlabError && error.code === 'UNSUPPORTED'))) throw error
+        typed++
+      }
+    }
+    expect(typed).toBeGreaterThan(150)
   })
 })

@@ -272,7 +272,7 @@ export class Llama2cTokenizer {
    *
    * @param pieces - each token's text (`▁` written as a space; byte fallbacks as `<0xNN>`)
    * @param scores - each token's merge score (higher merges first)
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` when the lengths differ or BOS/EOS are out of range
+   * @throws `AttnlabError` `INVALID_ARGUMENT` when the lengths differ or BOS/EOS are out of range
    */
   static fromPieces(pieces: readonly (string | Uint8Array)[], scores: ArrayLike<number>, options: Omit<Llama2cTokenizerOptions, 'file' | 'vocabSize'> = {}): Llama2cTokenizer {
     if (pieces.length !== scores.length) {
@@ -310,14 +310,14 @@ export class Llama2cTokenizer {
   /**
    * A token's piece as raw bytes (byte-fallback pieces as their `<0xNN>` text).
    *
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
    */
   piece(id: number): Uint8Array {
     this.checkId(id)
     return (this.pieces[id] as Uint8Array).slice()
   }
 
-  /** A token's merge score. @throws {@link AttnlabError} `INVALID_ARGUMENT` for an id outside the vocabulary */
+  /** A token's merge score. @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary */
   score(id: number): number {
     this.checkId(id)
     return this.scores[id] as number
@@ -372,7 +372,7 @@ export class Llama2cTokenizer {
    * @param text - any string (lone surrogates are encoded as U+FFFD, as UTF-8 requires)
    * @param options - `bos` (default true), `eos` (default false)
    * @returns token ids
-   * @throws {@link AttnlabError} `UNSUPPORTED` when a character cannot be represented (no
+   * @throws `AttnlabError` `UNSUPPORTED` when a character cannot be represented (no
    *   piece, no byte piece and no `<unk>`)
    */
   encode(text: string, options: EncodeOptions = {}): number[] {
@@ -439,7 +439,7 @@ export class Llama2cTokenizer {
    *
    * @param ids - token ids
    * @param options - the token before `ids[0]`; whether to skip BOS/EOS (default true)
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
    */
   decodeBytes(ids: readonly number[], options: DecodeOptions = {}): Uint8Array {
     const skip = options.skipSpecialTokens ?? true
@@ -471,7 +471,7 @@ export class Llama2cTokenizer {
    *
    * @param previous - the token before (or `undefined` at the start)
    * @param id - the token
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
    */
   pieceBytes(previous: number | undefined, id: number): Uint8Array {
     this.checkId(id)
@@ -488,7 +488,7 @@ export class Llama2cTokenizer {
    *
    * @param ids - token ids
    * @param options - the token before `ids[0]`; whether to skip BOS/EOS (default true)
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
    */
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     return new TextDecoder('utf-8').decode(this.decodeBytes(ids, options))
