@@ -149,6 +149,8 @@ describe('attnlab generate', () => {
       await mkdir(dir, { recursive: true })
       for (const name of ['config.json', 'model.safetensors']) await writeFile(join(dir, name), await readFile(join(tiny, name)))
       await expectFailure(['--model', dir, '--prompt', 'hi', '--backend', 'cpu'], /no tokenizer: none was given/)
+      await writeFile(join(dir, 'tokenizer.json'), '{}')
+      await expectFailure(['--model', dir, '--prompt', 'hi', '--backend', 'cpu'], /\(tokenizer\.json found, but attnlab reads llama2\.c tokenizer\.bin files only/)
       const io = capture()
       expect(await main(['generate', '--model', dir, '--prompt-ids', '1,2', '--ids', '--max-tokens', '3', '--backend', 'cpu'])).toBe(0)
       expect(io.out()[0]).toMatch(/^\d+( \d+)*$|^$/)

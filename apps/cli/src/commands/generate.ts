@@ -49,8 +49,9 @@ function promptIds(flags: GenerateFlags, loaded: LoadedModel): number[] {
       const bos = loaded.specialTokens.bos
       if (bos !== undefined && flags.bos) return [bos]
     }
+    const hint = loaded.notes.find((note) => note.includes('tokenizer.bin files only'))
     throw new UsageError(
-      `no tokenizer: none was given and no tokenizer.bin is beside ${flags.model}; pass --tokenizer PATH (a llama2.c tokenizer.bin), or --prompt-ids with --ids`,
+      `no tokenizer: none was given and no tokenizer.bin is beside ${flags.model}; pass --tokenizer PATH (a llama2.c tokenizer.bin), or --prompt-ids with --ids${hint === undefined ? '' : ` (${hint})`}`,
     )
   }
   return tokenizer.encode(flags.prompt ?? '', { bos: flags.bos })

@@ -179,6 +179,13 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   }
   const notes = [...checkpoint.notes]
   if (tokenizerPath !== undefined && options.tokenizer === undefined) notes.push(`tokenizer found beside the model: ${tokenizerPath}`)
+  if (tokenizer === undefined && kind === 'directory') {
+    const { readdir } = await import('node:fs/promises')
+    const other = (await readdir(target)).filter((name) => name === 'tokenizer.json' || name === 'tokenizer.model')
+    if (other.length > 0) {
+      notes.push(`${other.join(' and ')} found, but attnlab reads llama2.c tokenizer.bin files only (convert with llama2.c's tokenizer.py)`)
+    }
+  }
   const model = modelFromCheckpoint(checkpoint, options.attention === undefined ? {} : { attention: options.attention })
   const specialTokens: SpecialTokens =
     tokenizer === undefined ? checkpoint.specialTokens : { bos: tokenizer.bosId, eos: checkpoint.specialTokens.eos ?? [tokenizer.eosId] }
