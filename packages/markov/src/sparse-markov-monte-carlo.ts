@@ -103,6 +103,8 @@ const MAX_BIAS_CORRECTION = 0.02
  * bias expansion has not converged (nats).
  */
 const MAX_RESIDUAL = 0.01
+/** Below this teacher entropy (nats) posterior sampling is not attempted (slow mixing). */
+const MIN_POSTERIOR_TEACHER_ENTROPY = 0.3
 
 /**
  * Monte-Carlo estimates, with standard errors, of the restricted-context entropies `H_n` (the
@@ -221,11 +223,18 @@ export function restrictedContextEntropyMonteCarlo(
       if (value) return countingEstimate(n, value, n === 0 ? 'no context' : `the last ${n} tokens`)
       return notEstimated(n, `too many (context, position) tables to count H_${n} per position in memory`)
     }
+    if (teacherEntropy.estimate < MIN_POSTERIOR_TEACHER_ENTROPY) {
+      return notEstimated(
+        n,
+        `not estimated: the teacher is nearly deterministic (entropy ${teacherEntropy.estimate.toFixed(3)} nat < ${MIN_POSTERIOR_TEACHER_ENTROPY}), ` +
+          'where posterior sampling of the history mixes too slowly to trust; use the exact oracle (small d) instead',
+      )
+    }
     return posteriorEstimate(task, n, positionSpecific, teacherEntropy, resolved, root.split(`posterior n=${n} ${positionSpecific ? 'position' : 'pooled'}`))
   }
 
-  const pooled = contextLengths.map((n) => estimateFor(n, false))
-  const positionSpecific = resolved.positionSpecific ? contextLengths.map((n) => estimateFor(n, true)) : null
+  const pooled = checkOrdering(contextLengths.map((n) => estimateFor(n, false)))
+  const positionSpecific = resolved.positionSpecific ? checkOrdering(contextLengths.map((n) => estimateFor(n, true))) : null
   const topPooled = topSets.map((set, j): EntropyEstimate => {
     const n = set.positions.length
     if (set.isSuffix) {
@@ -251,6 +260,33 @@ export function restrictedContextEntropyMonteCarlo(
     truncatedTeacherCrossEntropy: counting.truncatedCrossEntropy,
     options: resolved,
   }
+}
+
+/**
+ * `H_n` is non-increasing in `n`: a posterior estimate that contradicts a reliable neighbour by
+ * more than 3 combined standard errors is withdrawn (it signals a chain that did not mix).
+ */
+function checkOrdering(estimates: EntropyEstimate[]): EntropyEstimate[] {
+  return estimates.map((e) => {
+    if (e.method !== 'posterior' || e.estimate === null || e.standardError === null) return e
+    for (const other of estimates) {
+      if (other === e || other.estimate === null || other.standardError === null || other.method === 'posterior') continue
+      const tolerance = 3 * Math.hypot(e.standardError, other.standardError)
+      const violated =
+        (other.contextLength < e.contextLength && e.estimate > other.estimate + tolerance) ||
+        (other.contextLength > e.contextLength && e.estimate < other.estimate - tolerance)
+      if (violated) {
+        return {
+          ...e,
+          estimate: null,
+          standardError: null,
+          reliable: false,
+          note: `not estimated: the posterior-sampling estimate ${e.estimate.toFixed(3)} contradicts H_${other.contextLength} = ${other.estimate.toFixed(3)} (H_n must not increase with n); raise sweeps`,
+        }
+      }
+    }
+    return e
+  })
 }
 
 type ResolvedOptions = Readonly<Required<Omit<MonteCarloOracleOptions, 'contextLengths'>>>
@@ -491,7 +527,6 @@ function posteriorEstimate(
   const difference = meanAndStandardError(differences)
   const correction = meanAndStandardError(corrections).estimate
   const residual = meanAndStandardError(residuals).estimate
-  ;(globalThis as { residual?: number }).residual = residual
   const estimate = teacherEntropy.estimate + difference.estimate
   const standardError = Math.sqrt(teacherEntropy.standardError ** 2 + difference.standardError ** 2)
   const reliable = Math.abs(correction) <= MAX_BIAS_CORRECTION && Math.abs(residual) <= MAX_RESIDUAL
