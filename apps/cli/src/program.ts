@@ -10,6 +10,8 @@ import { registerInfo } from './commands/info.ts'
 import { registerSparse } from './commands/sparse.ts'
 import { registerDynamics } from './commands/dynamics.ts'
 import { registerGenerate } from './commands/generate.ts'
+import { registerMarkov } from './commands/markov.ts'
+import { registerTrain } from './commands/train.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -27,6 +29,8 @@ export function buildProgram(): Command {
   registerSparse(program)
   registerDynamics(program)
   registerGenerate(program)
+  registerMarkov(program)
+  registerTrain(program)
   return program
 }
 

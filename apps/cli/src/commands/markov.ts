@@ -1,0 +1,324 @@
+/**
+ * `attnlab markov sample | oracle`: data for the learning-dynamics experiments and the loss
+ * floors / plateau lines a loss curve is compared against (`@attnlab/markov`).
+ */
+import { Command, Option } from 'commander'
+import { Rng } from '@attnlab/core'
+import { writeSafetensorsFile } from '@attnlab/core/node'
+import {
+  CellularAutomatonTask,
+  DEFAULT_MAX_EXACT_STATES,
+  IclMarkovTask,
+  LinearMapTask,
+  SparseMarkovTask,
+  TASK_KINDS,
+  createTask,
+  restrictedContextEntropy,
+  restrictedContextEntropyMonteCarlo,
+  type AnyTask,
+  type EntropyEstimate,
+  type TaskKind,
+} from '@attnlab/markov'
+import { UsageError } from '../errors.ts'
+import { intListParser, intParser, numberListParser, numberParser } from '../options.ts'
+
+/** Task flags, and the task kinds each applies to. */
+const TASK_FLAGS: Readonly<Record<string, { readonly key: string; readonly kinds: readonly TaskKind[] }>> = {
+  '--vocab': { key: 'vocab', kinds: ['sparse-markov', 'icl-markov'] },
+  '--spans': { key: 'spans', kinds: ['sparse-markov'] },
+  '--m': { key: 'm', kinds: ['sparse-markov'] },
+  '--tau': { key: 'tau', kinds: ['sparse-markov'] },
+  '--reverse': { key: 'reverse', kinds: ['sparse-markov'] },
+  '--stride': { key: 'stride', kinds: ['sparse-markov'] },
+  '--position-weights': { key: 'positionWeights', kinds: ['sparse-markov'] },
+  '--gen-len': { key: 'genLen', kinds: ['sparse-markov'] },
+  '--state-size': { key: 'stateSize', kinds: ['linear-map'] },
+  '--ones-per-row': { key: 'onesPerRow', kinds: ['linear-map'] },
+  '--states': { key: 'states', kinds: ['linear-map', 'cellular-automaton'] },
+  '--cells': { key: 'cells', kinds: ['cellular-automaton'] },
+  '--rules': { key: 'rules', kinds: ['cellular-automaton'] },
+  '--bos': { key: 'bos', kinds: ['linear-map', 'cellular-automaton'] },
+  '--no-score-initial': { key: 'scoreInitial', kinds: ['linear-map', 'cellular-automaton'] },
+  '--order': { key: 'order', kinds: ['icl-markov'] },
+  '--alpha': { key: 'alpha', kinds: ['icl-markov'] },
+  '--length': { key: 'length', kinds: ['icl-markov'] },
+}
+
+interface TaskOptions {
+  task: string
+  seed: number
+  vocab?: number
+  spans?: number[]
+  m?: number
+  tau?: number
+  reverse?: boolean
+  stride?: number
+  positionWeights?: number[]
+  genLen?: number
+  stateSize?: number
+  onesPerRow?: number
+  states?: number
+  cells?: number
+  rules?: number[]
+  bos?: boolean
+  scoreInitial?: boolean
+  order?: number
+  alpha?: number
+  length?: number
+}
+
+function addTaskOptions(command: Command): Command {
+  return command
+    .addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default('sparse-markov'))
+    .option('--seed <n>', 'seed of the fixed task parameters (teacher, matrix M) and of the sampling', intParser('--seed'), 0)
+    .option('--vocab <d>', 'sparse-markov: vocabulary d (default 50); icl-markov: states k (default 3)', intParser('--vocab', 2, 4096))
+    .option('--spans <list>', 'sparse-markov: span lengths, oldest first (default 2,2,2)', intListParser('--spans', 1))
+    .option('--m <x>', 'sparse-markov: importance base, c_i = m^i (default 1.7)', numberParser('--m', 0))
+    .option('--tau <x>', 'sparse-markov: softmax temperature (default 0.1)', numberParser('--tau', 0))
+    .option('--reverse', 'sparse-markov: make the oldest span the most important')
+    .option('--stride <n>', 'sparse-markov: start-to-start distance of spans (overlapping spans)', intParser('--stride', 1))
+    .option('--position-weights <list>', 'sparse-markov: within-span token weights, oldest first', numberListParser('--position-weights'))
+    .option('--gen-len <n>', 'sparse-markov: generated tokens per sequence (default 20)', intParser('--gen-len', 1))
+    .option('--state-size <S>', 'linear-map: cells per state (default 16)', intParser('--state-size', 2))
+    .option('--ones-per-row <s>', 'linear-map: ones per row of M (default 3)', intParser('--ones-per-row', 1))
+    .option('--states <T>', 'linear-map / cellular-automaton: states per sequence', intParser('--states', 2))
+    .option('--cells <S>', 'cellular-automaton: cells per state (default 16)', intParser('--cells', 3))
+    .option('--rules <list>', 'cellular-automaton: Wolfram rule numbers to draw from (default all 256)', intListParser('--rules', 0))
+    .option('--bos', 'linear-map / cellular-automaton: prepend a BOS token (id 2)')
+    .option('--no-score-initial', 'linear-map / cellular-automaton: do not score the random initial state')
+    .option('--order <n>', 'icl-markov: chain order (default 1)', intParser('--order', 1))
+    .option('--alpha <x>', 'icl-markov: Dirichlet concentration (default 1)', numberParser('--alpha', 0))
+    .option('--length <n>', 'icl-markov: tokens per sequence (default 100)', intParser('--length', 2))
+}
+
+/**
+ * Builds the task from the parsed flags; a flag of another task kind is a usage error.
+ *
+ * @throws UsageError for a flag that does not apply to `--task`; ConfigError for invalid values
+ */
+export function taskFromFlags(options: TaskOptions, command: Command): AnyTask {
+  const kind = options.task as TaskKind
+  for (const [flag, { key, kinds }] of Object.entries(TASK_FLAGS)) {
+    if (command.getOptionValueSource(key) === 'cli' && !kinds.includes(kind)) {
+      throw new UsageError(`${flag} does not apply to --task ${kind} (it is a ${kinds.join(' / ')} flag)`)
+    }
+  }
+  const defined = <T extends object>(object: T): Partial<T> =>
+    Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined)) as Partial<T>
+  const explicit = (key: keyof TaskOptions): boolean => command.getOptionValueSource(key) === 'cli'
+  switch (kind) {
+    case 'sparse-markov':
+      return createTask({
+        kind,
+        ...defined({
+          vocabSize: options.vocab,
+          spans: options.spans,
+          m: options.m,
+          tau: options.tau,
+          reverse: options.reverse,
+          stride: options.stride,
+          positionWeights: options.positionWeights,
+          genLen: options.genLen,
+        }),
+        teacherSeed: options.seed,
+      })
+    case 'linear-map':
+      return createTask({
+        kind,
+        ...defined({ stateSize: options.stateSize, onesPerRow: options.onesPerRow, states: options.states, bos: options.bos }),
+        ...(explicit('scoreInitial') ? { scoreInitialState: false } : {}),
+        matrixSeed: options.seed,
+      })
+    case 'cellular-automaton':
+      return createTask({
+        kind,
+        ...defined({ cells: options.cells, states: options.states, rules: options.rules, bos: options.bos }),
+        ...(explicit('scoreInitial') ? { scoreInitialState: false } : {}),
+      })
+    case 'icl-markov':
+      return createTask({ kind, ...defined({ vocabSize: options.vocab, order: options.order, alpha: options.alpha, seqLength: options.length }) })
+    default:
+      throw new UsageError(`unknown task '${String(kind)}' (expected one of ${TASK_KINDS.join(', ')})`)
+  }
+}
+
+/** The random stream `markov sample` draws sequences from (documented in the file metadata). */
+export function samplingRng(seed: number): Rng {
+  return Rng.fromSeed(seed).split('markov/sample')
+}
+
+interface SampleOptions extends TaskOptions {
+  sequences: number
+  out?: string
+  json?: boolean
+}
+
+interface OracleOptions extends TaskOptions {
+  json?: boolean
+  method: 'auto' | 'exact' | 'monte-carlo'
+  maxStates: number
+  mcSequences?: number
+  contexts?: number
+  sweeps?: number
+  positionSpecific?: boolean
+  oracleSequences: number
+}
+
+/** `attnlab markov`: `sample` and `oracle`. */
+export function registerMarkov(program: Command): void {
+  const markov = program
+    .command('markov')
+    .description('sparse high-order Markov chains and the emergence tasks: sample datasets, compute loss floors and plateau lines')
+
+  addTaskOptions(
+    markov
+      .command('sample')
+      .description('sample sequences and write tokens (int32) and loss_mask (uint8) [N, length] to a safetensors file')
+      .option('--sequences <n>', 'number of sequences', intParser('--sequences', 1, 1 << 24), 1000)
+      .option('--out <file>', 'output .safetensors file (written atomically)')
+      .option('--json', 'print a JSON summary'),
+  ).action(async (options: SampleOptions, command: Command) => {
+    if (options.out === undefined || options.out.trim() === '') throw new UsageError('--out <file> is required (the .safetensors file to write)')
+    const task = taskFromFlags(options, command)
+    const batch = task.sample(options.sequences, samplingRng(options.seed))
+    const description = task.describe()
+    const metadata = {
+      format: 'attnlab-markov-dataset/1',
+      task: JSON.stringify(description),
+      seed: String(options.seed),
+      sampling: `Rng.fromSeed(${options.seed}).split('markov/sample'), task.sample(${options.sequences})`,
+      sequences: String(batch.batchSize),
+      seq_length: String(batch.seqLength),
+      vocab_size: String(task.vocabSize),
+    }
+    await writeSafetensorsFile(
+      options.out,
+      {
+        tokens: { dtype: 'I32', shape: [batch.batchSize, batch.seqLength], data: batch.tokens },
+        loss_mask: { dtype: 'U8', shape: [batch.batchSize, batch.seqLength], data: batch.lossMask },
+      },
+      metadata,
+    )
+    const summary = { out: options.out, sequences: batch.batchSize, seqLength: batch.seqLength, vocabSize: task.vocabSize, task: description }
+    if (options.json) console.log(JSON.stringify(summary, null, 2))
+    else console.log(`wrote ${batch.batchSize} sequences x ${batch.seqLength} tokens (${task.kind}, vocab ${task.vocabSize}) to ${options.out}`)
+  })
+
+  addTaskOptions(
+    markov
+      .command('oracle')
+      .description('loss floors in nats: restricted-context entropies (sparse-markov), closed-form floor (linear-map), in-context Bayes loss (cellular-automaton, icl-markov)')
+      .addOption(new Option('--method <method>', 'sparse-markov: exact enumeration, Monte-Carlo, or exact when it fits').choices(['auto', 'exact', 'monte-carlo']).default('auto'))
+      .option('--max-states <n>', 'sparse-markov: largest d^C the exact oracle enumerates', intParser('--max-states', 1, 2 ** 28), DEFAULT_MAX_EXACT_STATES)
+      .option('--mc-sequences <n>', 'sparse-markov Monte-Carlo: sequences for counting estimates (default 40000)', intParser('--mc-sequences', 20))
+      .option('--contexts <n>', 'sparse-markov Monte-Carlo: contexts per posterior estimate (default 1000)', intParser('--contexts', 10))
+      .option('--sweeps <n>', 'sparse-markov Monte-Carlo: chain sweeps per context, a multiple of 4 (default 32)', intParser('--sweeps', 4))
+      .option('--position-specific', 'sparse-markov Monte-Carlo: also estimate the position-specific variant')
+      .option('--oracle-sequences <n>', 'cellular-automaton / icl-markov: sequences for the Bayes-loss estimate', intParser('--oracle-sequences', 2, 1e8), 20_000)
+      .option('--json', 'print JSON (nats)'),
+  ).action(async (options: OracleOptions, command: Command) => {
+    const task = taskFromFlags(options, command)
+    if (task.kind !== 'sparse-markov') {
+      for (const key of ['method', 'maxStates', 'mcSequences', 'contexts', 'sweeps', 'positionSpecific'] as const) {
+        if (command.getOptionValueSource(key) === 'cli') {
+          throw new UsageError(`--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only to --task sparse-markov`)
+        }
+      }
+    } else if (command.getOptionValueSource('oracleSequences') === 'cli') {
+      throw new UsageError('--oracle-sequences applies only to --task cellular-automaton or icl-markov')
+    }
+    const result = computeOracle(task, options)
+    if (options.json) {
+      console.log(JSON.stringify(result, null, 2))
+      return
+    }
+    printOracle(result)
+  })
+}
+
+/** Computes the oracle JSON for any task kind. */
+function computeOracle(task: AnyTask, options: OracleOptions): Record<string, unknown> {
+  const base = { task: task.describe(), units: 'nats' }
+  if (task instanceof SparseMarkovTask) {
+    const states = Math.pow(task.vocabSize, task.contextLength)
+    const exact = options.method === 'exact' || (options.method === 'auto' && states <= options.maxStates)
+    if (exact) {
+      const oracle = restrictedContextEntropy(task, { maxStates: options.maxStates })
+      return {
+        ...base,
+        method: 'exact',
+        restrictedContextEntropy: oracle.pooled,
+        positionSpecificEntropy: oracle.positionSpecific,
+        teacherEntropy: oracle.teacherEntropy,
+        topSpans: oracle.topSpans,
+        truncatedTeacherCrossEntropy: oracle.truncatedTeacherCrossEntropy,
+        perPositionEntropy: oracle.perPosition,
+      }
+    }
+    if (options.method === 'auto' && !options.json) {
+      console.error(`attnlab: d^C = ${states.toExponential(2)} windows is beyond the exact oracle (--max-states ${options.maxStates}); estimating by Monte Carlo`)
+    }
+    const estimate = restrictedContextEntropyMonteCarlo(task, {
+      seed: options.seed,
+      ...(options.mcSequences !== undefined ? { sequences: options.mcSequences } : {}),
+      ...(options.contexts !== undefined ? { contexts: options.contexts } : {}),
+      ...(options.sweeps !== undefined ? { sweeps: options.sweeps } : {}),
+      positionSpecific: options.positionSpecific === true,
+    })
+    const values = (list: readonly EntropyEstimate[]): (number | null)[] => list.map((e) => e.estimate)
+    const errors = (list: readonly EntropyEstimate[]): (number | null)[] => list.map((e) => e.standardError)
+    return {
+      ...base,
+      method: 'monte-carlo',
+      restrictedContextEntropy: values(estimate.pooled),
+      restrictedContextEntropyStandardError: errors(estimate.pooled),
+      ...(estimate.positionSpecific
+        ? { positionSpecificEntropy: values(estimate.positionSpecific), positionSpecificEntropyStandardError: errors(estimate.positionSpecific) }
+        : {}),
+      teacherEntropy: estimate.teacherEntropy.estimate,
+      teacherEntropyStandardError: estimate.teacherEntropy.standardError,
+      topSpans: { spans: estimate.topSpans.spans, pooled: values(estimate.topSpans.pooled), standardError: errors(estimate.topSpans.pooled) },
+      truncatedTeacherCrossEntropy: estimate.truncatedTeacherCrossEntropy.map((e) => e.estimate),
+      truncatedTeacherCrossEntropyStandardError: estimate.truncatedTeacherCrossEntropy.map((e) => e.standardError),
+      estimates: estimate.pooled,
+      monteCarloOptions: estimate.options,
+    }
+  }
+  if (task instanceof LinearMapTask) {
+    return { ...base, lossFloor: task.lossFloor(), chanceLoss: Math.LN2, formula: 'ln2 * (random scored bits) / (scored bits)' }
+  }
+  const rng = Rng.fromSeed(options.seed).split('markov/oracle')
+  const loss = (task as CellularAutomatonTask | IclMarkovTask).bayesLoss(options.oracleSequences, rng)
+  return {
+    ...base,
+    bayesLoss: loss.estimate,
+    bayesLossStandardError: loss.standardError,
+    sequences: loss.samples,
+    chanceLoss: Math.log(task.kind === 'icl-markov' ? task.vocabSize : 2),
+    perPositionBayesLoss: loss.perPosition.map((x) => (Number.isNaN(x) ? null : x)),
+  }
+}
+
+function printOracle(result: Record<string, unknown>): void {
+  const fmt = (x: unknown, se?: unknown): string =>
+    typeof x === 'number' ? `${x.toFixed(4)}${typeof se === 'number' ? ` +- ${se.toFixed(4)}` : ''}` : 'not estimated'
+  const task = result.task as { kind: string }
+  if (Array.isArray(result.restrictedContextEntropy)) {
+    const values = result.restrictedContextEntropy as (number | null)[]
+    const errors = (result.restrictedContextEntropyStandardError as (number | null)[] | undefined) ?? []
+    console.log(`${task.kind}: restricted-context entropy H_n (nats, ${String(result.method)}), pooled over positions`)
+    values.forEach((h, n) => console.log(`  H_${n} = ${fmt(h, errors[n])}`))
+    console.log(`  teacher entropy = ${fmt(result.teacherEntropy, result.teacherEntropyStandardError)}`)
+    const trunc = result.truncatedTeacherCrossEntropy as (number | null)[]
+    console.log(`  truncated-teacher cross-entropy (k = 0..K): ${trunc.map((x) => fmt(x)).join(', ')}`)
+    if (Array.isArray(result.estimates)) {
+      for (const e of result.estimates as EntropyEstimate[]) if (!e.reliable) console.log(`  note H_${e.contextLength}: ${e.note}`)
+    }
+    return
+  }
+  if (typeof result.lossFloor === 'number') {
+    console.log(`${task.kind}: Bayes loss floor ${fmt(result.lossFloor)} nats (chance ${fmt(result.chanceLoss)})`)
+    return
+  }
+  console.log(`${task.kind}: Bayes loss ${fmt(result.bayesLoss, result.bayesLossStandardError)} nats per scored token (chance ${fmt(result.chanceLoss)})`)
+}
