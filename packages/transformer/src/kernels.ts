@@ -22,6 +22,12 @@
  *   pos, pos]`, `tokens`) -> `[batch, pos, heads, width]`, `sum_j p[b, h, i, j] x_j` (the
  *   attention-weighted input, lower triangle only).
  *
+ * - `AttnlabTwoHotScores` (`w [heads, width, width]`, `tokens [batch, pos]`) ->
+ *   `[batch, heads, pos, pos]`: the minimal model's scores straight from `W_Q`,
+ *   `x_i W_Q^h x_j^T = W[t_i, t_j] + W[t_i, o + j] + W[o + i, t_j] + W[o + i, o + j]` (four lookups
+ *   per causal pair, no query tensor), and its gradient `AttnlabTwoHotScoresGrad` (`dScores`,
+ *   `tokens`) -> `[heads, width, width]` (four scatter-adds per pair into a small table).
+ *
  * Registration happens in {@link ensureKernels} (called by the model), not at import.
  *
  * @module
@@ -35,6 +41,8 @@ export const KERNEL_NAMES = Object.freeze({
   scatterRows: 'AttnlabScatterRows',
   pairScores: 'AttnlabPairScores',
   pairScatter: 'AttnlabPairScatter',
+  twoHotScores: 'AttnlabTwoHotScores',
+  twoHotScoresGrad: 'AttnlabTwoHotScoresGrad',
 })
 
 const BACKENDS = ['cpu', 'wasm', 'webgl', 'webgpu', 'tensorflow'] as const
@@ -204,6 +212,88 @@ function pairScatterKernel({
   })
 }
 
+function twoHotScoresKernel({
+  inputs,
+  backend,
+  attrs,
+}: {
+  inputs: tf.NamedTensorInfoMap
+  backend: unknown
+  attrs: tf.NamedAttrMap
+}): tf.TensorInfo {
+  const w = inputs.w as tf.TensorInfo
+  const tokens = inputs.tokens as tf.TensorInfo
+  const [heads, width] = w.shape as [number, number, number]
+  const [batch, pos] = tokens.shape as [number, number]
+  const offset = attrs.offset as number
+  const maskValue = attrs.maskValue as number
+  return runJs(backend, [w, tokens], [batch, heads, pos, pos], ([wv, tv], out) => {
+    const ws = wv as Float32Array
+    const ts = tv as Int32Array
+    for (let b = 0; b < batch; b++) {
+      const tokenBase = b * pos
+      for (let h = 0; h < heads; h++) {
+        const table = h * width * width
+        for (let i = 0; i < pos; i++) {
+          const rowToken = table + (ts[tokenBase + i] as number) * width // W[h, t_i, :]
+          const rowPosition = table + (offset + i) * width // W[h, o + i, :]
+          const outRow = ((b * heads + h) * pos + i) * pos
+          for (let j = 0; j <= i; j++) {
+            const columnToken = ts[tokenBase + j] as number
+            const columnPosition = offset + j
+            out[outRow + j] =
+              (ws[rowToken + columnToken] as number) +
+              (ws[rowToken + columnPosition] as number) +
+              (ws[rowPosition + columnToken] as number) +
+              (ws[rowPosition + columnPosition] as number)
+          }
+          for (let j = i + 1; j < pos; j++) out[outRow + j] = maskValue
+        }
+      }
+    }
+  })
+}
+
+function twoHotScoresGradKernel({
+  inputs,
+  backend,
+  attrs,
+}: {
+  inputs: tf.NamedTensorInfoMap
+  backend: unknown
+  attrs: tf.NamedAttrMap
+}): tf.TensorInfo {
+  const dy = inputs.dy as tf.TensorInfo
+  const tokens = inputs.tokens as tf.TensorInfo
+  const [batch, heads, pos] = dy.shape as [number, number, number, number]
+  const offset = attrs.offset as number
+  const width = attrs.width as number
+  return runJs(backend, [dy, tokens], [heads, width, width], ([dv, tv], out) => {
+    const ds = dv as Float32Array
+    const ts = tv as Int32Array
+    for (let b = 0; b < batch; b++) {
+      const tokenBase = b * pos
+      for (let h = 0; h < heads; h++) {
+        const table = h * width * width
+        for (let i = 0; i < pos; i++) {
+          const rowToken = table + (ts[tokenBase + i] as number) * width
+          const rowPosition = table + (offset + i) * width
+          const dyRow = ((b * heads + h) * pos + i) * pos
+          for (let j = 0; j <= i; j++) {
+            const g = ds[dyRow + j] as number
+            const columnToken = ts[tokenBase + j] as number
+            const columnPosition = offset + j
+            out[rowToken + columnToken] = (out[rowToken + columnToken] as number) + g
+            out[rowToken + columnPosition] = (out[rowToken + columnPosition] as number) + g
+            out[rowPosition + columnToken] = (out[rowPosition + columnToken] as number) + g
+            out[rowPosition + columnPosition] = (out[rowPosition + columnPosition] as number) + g
+          }
+        }
+      }
+    }
+  })
+}
+
 let registered = false
 
 /**
@@ -219,6 +309,8 @@ export function ensureKernels(): void {
     [KERNEL_NAMES.scatterRows, scatterRowsKernel as unknown as tf.KernelFunc],
     [KERNEL_NAMES.pairScores, pairScoresKernel as unknown as tf.KernelFunc],
     [KERNEL_NAMES.pairScatter, pairScatterKernel as unknown as tf.KernelFunc],
+    [KERNEL_NAMES.twoHotScores, twoHotScoresKernel as unknown as tf.KernelFunc],
+    [KERNEL_NAMES.twoHotScoresGrad, twoHotScoresGradKernel as unknown as tf.KernelFunc],
   ]
   for (const [kernelName, kernelFunc] of kernels) {
     for (const backendName of BACKENDS) {
@@ -255,6 +347,23 @@ export function ensureKernels(): void {
       inputsToSave: ['tokens'],
       gradFunc: (dy, [tokens], attrs) => ({
         p: () => pairScores(dy as tf.Tensor4D, tokens as tf.Tensor2D, attrs.offset as number, 0),
+        tokens: () => tf.cast(tf.zerosLike(tokens!), 'float32'),
+      }),
+    },
+    {
+      kernelName: KERNEL_NAMES.twoHotScores,
+      inputsToSave: ['w', 'tokens'],
+      gradFunc: (dy, [w, tokens], attrs) => ({
+        w: () => twoHotScoresGrad(dy as tf.Tensor4D, tokens as tf.Tensor2D, w!.shape[1] as number, attrs.offset as number),
+        tokens: () => tf.cast(tf.zerosLike(tokens!), 'float32'),
+      }),
+    },
+    {
+      // The gradient kernel is linear in dy; its adjoint is the score gather itself.
+      kernelName: KERNEL_NAMES.twoHotScoresGrad,
+      inputsToSave: ['tokens'],
+      gradFunc: (dy, [tokens], attrs) => ({
+        dy: () => twoHotScores(dy as tf.Tensor3D, tokens as tf.Tensor2D, attrs.offset as number, 0),
         tokens: () => tf.cast(tf.zerosLike(tokens!), 'float32'),
       }),
     },
@@ -350,4 +459,45 @@ export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, 
     throw new ShapeError(`pairScatter: p [${p.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], width ${width}, offset ${offset}`)
   }
   return tf.engine().runKernel(KERNEL_NAMES.pairScatter, { p, tokens } as unknown as tf.NamedTensorMap, { offset, width }) as tf.Tensor4D
+}
+
+/**
+ * The minimal model's attention scores computed from the query matrices directly: with
+ * `x_i = onehot(t_i) + onehot(offset + i)`, `out[b, h, i, j] = x_i W^h x_j^T =
+ * W[h, t_i, t_j] + W[h, t_i, offset + j] + W[h, offset + i, t_j] + W[h, offset + i, offset + j]`
+ * for `j <= i` and `maskValue` above the diagonal (key = input, no scaling). Four lookups per
+ * causal pair; the gradient adds `dScores` back into those four entries of `W`.
+ *
+ * @param w - `W_Q`, `[heads, width, width]` (TransformerLens layout: input row, query column)
+ * @param tokens - `[batch, pos]` int32, each `< offset`
+ * @param offset - where the position one-hots start (`dVocab`); `offset + pos <= width`
+ * @param maskValue - value above the diagonal (`-Infinity` for scores)
+ * @returns `[batch, heads, pos, pos]`
+ * @throws {@link ShapeError} for inconsistent shapes
+ * @category Kernels
+ */
+export function twoHotScores(w: tf.Tensor3D, tokens: tf.Tensor2D, offset: number, maskValue: number): tf.Tensor4D {
+  ensureKernels()
+  const [, rows, columns] = w.shape
+  const [, pos] = tokens.shape
+  if (rows !== columns || tokens.dtype !== 'int32' || tokens.rank !== 2 || offset + pos > rows) {
+    throw new ShapeError(`twoHotScores: w [${w.shape}] must be [heads, width, width] and int32 tokens [batch, pos] with offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], offset ${offset}`)
+  }
+  return tf.engine().runKernel(KERNEL_NAMES.twoHotScores, { w, tokens } as unknown as tf.NamedTensorMap, { offset, maskValue }) as tf.Tensor4D
+}
+
+/**
+ * The gradient of {@link twoHotScores} with respect to `w`: `dW[h, r, c] = sum` of the
+ * `dScores[b, h, i, j]` (`j <= i`) whose pair `(x_i, x_j)` has a one at row `r` and column `c`.
+ *
+ * @param dScores - `[batch, heads, pos, pos]`
+ * @param tokens - `[batch, pos]` int32
+ * @param width - `dModel`
+ * @param offset - `dVocab`
+ * @returns `[heads, width, width]`
+ * @category Kernels
+ */
+export function twoHotScoresGrad(dScores: tf.Tensor4D, tokens: tf.Tensor2D, width: number, offset: number): tf.Tensor3D {
+  ensureKernels()
+  return tf.engine().runKernel(KERNEL_NAMES.twoHotScoresGrad, { dy: dScores, tokens } as unknown as tf.NamedTensorMap, { offset, width }) as tf.Tensor3D
 }

@@ -20,9 +20,9 @@
  * `x = [onehot(token); onehot(position)]`, `q = x W_Q`, `k = x`, `v = x W_V`, call the attention
  * kernel, sum heads, take the first `dVocab` coordinates) used whenever a hook, a KV cache or a
  * non-default kernel needs it; and the structured one (`minimal-model-compute.md`) used
- * otherwise (training): `x W_Q = W_Q[token] + W_Q[d + position]` by {@link gatherRows}, the scores
- * `q . x_j` by {@link pairScores}, the attention-weighted input by {@link pairScatter}, and one
- * matmul with the first `dVocab` columns of `W_V` (the only ones that reach the logits).
+ * otherwise (training): the scores `x_i W_Q^h x_j^T` as four lookups in `W_Q` ({@link twoHotScores}),
+ * the attention-weighted input `sum_j p_ij x_j` by {@link pairScatter}, and one matmul with the
+ * first `dVocab` columns of `W_V` (the only ones that reach the logits).
  *
  * @module
  */
@@ -41,7 +41,7 @@ import { configToJSON, type TransformerConfig } from './config.ts'
 import { denseAttention } from './dense-attention.ts'
 import { ensureGradients } from './gradients.ts'
 import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
-import { ensureKernels, gatherRows, pairScatter, pairScores } from './kernels.ts'
+import { ensureKernels, gatherRows, pairScatter, twoHotScores } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
 import { activation, applyRotary, dropout, layerNorm, linear, oneHotFloat, rmsNorm } from './ops.ts'
 
@@ -371,7 +371,7 @@ class Attention {
   }
 
   /**
-   * The minimal model's structured computation (no hooks except q/scores/pattern, dense kernel,
+   * The minimal model's structured computation (no hooks except scores/pattern, dense kernel,
    * no cache): gathers instead of one-hot matmuls. Same numbers as {@link Attention.forward}.
    *
    * @returns the logits `[batch * pos, dVocab]`
@@ -379,14 +379,10 @@ class Attention {
   minimalStructured(context: PassContext): tf.Tensor2D {
     const { batch, pos, tokens } = context
     const { nHeads, dModel, dVocab } = this.config
-    const wQ = param(this.parameters, this.name('W_Q')) // [nHeads, dModel, dModel]
+    const wQ = param(this.parameters, this.name('W_Q')) as tf.Tensor3D // [nHeads, dModel, dModel]
     const wV = param(this.parameters, this.name('W_V')) // [nHeads, dModel, dModel]
-    // x W_Q = W_Q[token] + W_Q[dVocab + position], all heads at once.
-    const rows = positionPairs(tokens, dVocab, context.start) // [batch * pos, 2] int32
-    let q = tf.reshape(gatherRows(headsToColumns(wQ), rows), [batch, pos, nHeads, dModel]) as tf.Tensor4D // [batch, pos, nHeads, dModel]
-    q = context.hooks.run(this.hookName('hook_q'), q)
-    // Scores against the one-hot keys (key = input), masked above the diagonal.
-    let scores = pairScores(q, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]
+    // Scores x_i W_Q^h x_j^T against the one-hot keys (key = input) as four lookups in W_Q, masked above the diagonal.
+    let scores = twoHotScores(wQ, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]
     if (this.config.attnScale !== 1) scores = tf.mul(scores, this.config.attnScale)
     scores = context.hooks.run(this.hookName('hook_attn_scores'), scores)
     let pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
@@ -400,13 +396,6 @@ class Attention {
     const wVLogits = tf.reshape(tf.slice(wV, [0, 0, 0], [nHeads, dModel, dVocab]), [nHeads * dModel, dVocab]) // [nHeads * dModel, dVocab]
     return linear(weighted as tf.Tensor2D, wVLogits as tf.Tensor2D) // [batch * pos, dVocab]
   }
-}
-
-/** `[batch * pos, 2]` int32 rows `(token, offset + start + position)`: the two ones of each input. */
-function positionPairs(tokens: tf.Tensor2D, offset: number, start: number): tf.Tensor2D {
-  const [batch, pos] = tokens.shape
-  const positions = tf.add(tf.range(offset + start, offset + start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')) // [batch, pos]
-  return tf.reshape(tf.stack([tokens, positions], 2), [batch * pos, 2]) as tf.Tensor2D
 }
 
 // =====================================================================================
@@ -917,7 +906,7 @@ export class Transformer {
   private structured(context: PassContext): boolean {
     if (this.config.architecture !== 'minimal' || context.cache !== null || context.attention !== denseAttention) return false
     if (!context.hooks.active) return true
-    const allowed = new Set(['blocks.0.attn.hook_q', 'blocks.0.attn.hook_attn_scores', 'blocks.0.attn.hook_pattern'])
+    const allowed = new Set(['blocks.0.attn.hook_attn_scores', 'blocks.0.attn.hook_pattern'])
     const all: HookName[] = [
       'hook_embed',
       'hook_pos_embed',

@@ -189,9 +189,12 @@ export function oneHotFloat(indices: tf.Tensor, depth: number): tf.Tensor {
 
 /**
  * Mean cross-entropy (nats) of `logits` against integer `targets` over the positions where
- * `weights` is non-zero: `sum(w * (logsumexp(logits) - logits[target])) / sum(w)`. The gradient
- * is written out (`(softmax - onehot) * w / sum(w)`), which avoids tfjs' generic log-softmax
- * gradient and any gather.
+ * `weights` is non-zero: `sum(w * (logsumexp(logits) - logits[target])) / sum(w)`.
+ *
+ * Computed from one softmax (the fastest kernel here): with `m = max(logits)` and `p = softmax`,
+ * `logsumexp = m - log(max(p))` (the largest probability is `1/sum(exp(logits - m))`, never
+ * below `1/dVocab`, so nothing underflows), and the gradient is written out,
+ * `(p - onehot) * w / sum(w)`, without any `exp` of a full `[rows, dVocab]` tensor.
  *
  * @param logits - `[rows, dVocab]`
  * @param targets - `[rows]` int32 in `[0, dVocab)`
@@ -201,21 +204,21 @@ export function oneHotFloat(indices: tf.Tensor, depth: number): tf.Tensor {
  */
 export function maskedCrossEntropy(logits: tf.Tensor2D, targets: tf.Tensor1D, weights: tf.Tensor1D): tf.Scalar {
   const dVocab = logits.shape[1] as number
-  const total = tf.sum(weights)
-  const denominator = tf.maximum(total, 1e-12)
+  const denominator = tf.maximum(tf.sum(weights), 1e-12)
   const onehot = oneHotFloat(targets, dVocab) as tf.Tensor2D // [rows, dVocab]
   const column = tf.reshape(tf.div(weights, denominator), [-1, 1]) // [rows, 1]
   const fn = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-    const [z, save] = args as [tf.Tensor, tf.GradSaveFunc]
-    const logProbabilities = tf.logSoftmax(z) // [rows, dVocab]
-    save([logProbabilities, onehot, column]) // saved tensors outlive the forward scope; closures do not
-    const perRow = tf.neg(tf.sum(tf.mul(logProbabilities, onehot), -1)) // [rows]
+    const [z, save] = args as [tf.Tensor2D, tf.GradSaveFunc]
+    const probabilities = tf.softmax(z) // [rows, dVocab]
+    save([probabilities, onehot, column]) // saved tensors outlive the forward scope; closures do not
+    const logSumExp = tf.sub(tf.max(z, -1), tf.log(tf.max(probabilities, -1))) // [rows]
+    const targetLogit = tf.sum(tf.mul(z, onehot), -1) // [rows]
+    const perRow = tf.sub(logSumExp, targetLogit) // [rows], nats
     return {
       value: tf.sum(tf.mul(perRow, tf.reshape(column, [-1]))) as tf.Scalar,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
-        const [savedLogProbabilities, savedOnehot, savedColumn] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
-        const probabilities = tf.exp(savedLogProbabilities) // [rows, dVocab]
-        return [tf.mul(tf.mul(tf.sub(probabilities, savedOnehot), savedColumn), dy)]
+        const [savedProbabilities, savedOnehot, savedColumn] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
+        return [tf.mul(tf.mul(tf.sub(savedProbabilities, savedOnehot), savedColumn), dy)]
       },
     }
   })
