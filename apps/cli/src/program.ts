@@ -12,7 +12,6 @@ import { registerDynamics } from './commands/dynamics.ts'
 import { registerGenerate } from './commands/generate.ts'
 import { registerMarkov } from './commands/markov.ts'
 import { registerTrain } from './commands/train.ts'
-import { registerTrain } from './commands/train.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -31,7 +30,6 @@ export function buildProgram(): Command {
   registerDynamics(program)
   registerGenerate(program)
   registerMarkov(program)
-  registerTrain(program)
   registerTrain(program)
   return program
 }
