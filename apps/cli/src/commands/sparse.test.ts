@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
@@ -315,6 +315,61 @@ describe('sparse compare (computation on a real attnlab model)', () => {
     } finally {
       model.dispose()
     }
+  })
+})
+
+describe('attnlab sparse compare on ../shared/models/aidreams260K', () => {
+  const model = new URL('../../../../../shared/models/aidreams260K', import.meta.url).pathname
+  const hasModel = stat(join(model, 'model.bin')).then(() => true, () => false)
+
+  it('runs all six methods and writes the plot', async () => {
+    if (!(await hasModel)) return expect.fail(`the shared model is missing at ${model}`)
+    const promptFile = join(dir, 'prompt.txt')
+    await writeFile(promptFile, 'I dreamed of a quiet city where the lights hummed softly, and every street remembered the footsteps of those who had walked there before. The wind carried fragments of songs, and I followed them')
+    const plot = join(dir, 'compare.svg')
+    const code = await run([
+      'sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--methods', 'vertical-slash,flexprefill,block-sparse,snapkv,ada-snapkv,quest',
+      '--sparsity', '0.8', '--decode-steps', '4', '--plot', plot, '--backend', 'cpu', '--json',
+    ])
+    expect(errors.join(''), errors.join('')).toBe('')
+    expect(code).toBe(0)
+    const report = JSON.parse(logs.join('\n'))
+    expect(report.model).toMatch(/model\.bin$/)
+    expect(report.context).toBe(128)
+    expect(report.decodeSteps).toBe(4)
+    expect(report.rows).toHaveLength(6)
+    for (const row of report.rows) {
+      expect(row.positions).toBe(row.phase === 'prefill' ? report.promptTokens : 4)
+      expect(row.exactSparsity, row.method).toBeGreaterThan(0.5)
+      expect(row.klDenseSparse, row.method).toBeGreaterThan(0)
+      expect(row.top1Agreement, row.method).toBeGreaterThan(0.3)
+      expect(row).toHaveProperty('reportedSparsity')
+    }
+    const svg = await readFile(plot, 'utf8')
+    expect(svg).toMatch(/^<svg/)
+    expect(svg.match(/<polyline/g)).toHaveLength(12)
+  })
+
+  const bad: [string, string[], RegExp][] = [
+    ['an unknown method', ['--methods', 'quest,h2o'], /--methods must be a comma-separated list .* got 'h2o'/],
+    ['a sparsity of 1', ['--methods', 'quest', '--sparsity', '0.5,1'], /--sparsity must be comma-separated numbers in \[0, 1\), got '1'/],
+    ['a flag no listed method takes', ['--methods', 'quest,snapkv', '--top-k', '4'], /--top-k does not apply to any of quest, snapkv/],
+    ['a missing prompt file', ['--methods', 'quest', '--prompt-file', '/nonexistent/prompt.txt'], /cannot read --prompt-file/],
+  ]
+  it.each(bad)('rejects %s', async (_name, args, pattern) => {
+    const promptFile = join(dir, 'prompt-ok.txt')
+    await writeFile(promptFile, 'I dreamed')
+    const code = await run(['sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--backend', 'cpu', ...args])
+    expect(code).toBe(2)
+    expect(errors.join('')).toMatch(pattern)
+  })
+
+  it('rejects a model path that does not exist', async () => {
+    const promptFile = join(dir, 'prompt-ok.txt')
+    await writeFile(promptFile, '1 2 3')
+    const code = await run(['sparse', 'compare', '--model', join(dir, 'absent.bin'), '--prompt-file', promptFile, '--methods', 'quest', '--backend', 'cpu'])
+    expect(code).not.toBe(0)
+    expect(errors.join('')).toMatch(/absent\.bin/)
   })
 })
 

@@ -3,11 +3,13 @@
  *
  * - `sparse apply`: run one method on q/k/v from a safetensors file (one sequence, no model) and
  *   write its output and mask of computed pairs, with both sparsities.
+ * - `sparse compare`: run methods at target sparsities on a real model and prompt and measure
+ *   top-1 agreement and KL(dense || sparse) of the next-token distributions.
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import * as tf from '@tensorflow/tfjs-core'
 import { SafetensorsError, safetensorsToFloat32, type SafetensorsFile } from '@attnlab/core'
-import { readSafetensorsFile, writeSafetensorsFile } from '@attnlab/core/node'
+import { readSafetensorsFile, writeFileAtomic, writeSafetensorsFile } from '@attnlab/core/node'
 import {
   SPARSE_METHODS,
   applyDecode,
@@ -21,7 +23,7 @@ import {
   type SparseAttentionKernel,
   type SparseMethodName,
 } from '@attnlab/sparse-attention'
-import { KVCache, generate, type AttentionReport, type Transformer } from '@attnlab/transformer'
+import { KVCache, generate, loadModel, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, numberParser } from '../options.ts'
 
@@ -610,6 +612,106 @@ export function compareSvg(rows: readonly CompareRow[], title: string): string {
   )
 }
 
+/** Options of `sparse compare` as commander parses them. */
+interface CompareFlags {
+  model: string
+  tokenizer?: string
+  promptFile: string
+  methods: SparseMethodName[]
+  sparsity: number[]
+  decodeSteps: number
+  plot?: string
+  json?: boolean
+  backend?: string
+  [flag: string]: unknown
+}
+
+/** The method flags given, keyed by config key; a flag that no listed method takes is a usage error. */
+export function compareFlags(methods: readonly SparseMethodName[], options: Record<string, unknown>): Record<string, unknown> {
+  const flags: Record<string, unknown> = {}
+  for (const f of METHOD_FLAGS) {
+    const value = options[attributeOf(f.flag)]
+    if (value === undefined) continue
+    if (!f.methods.some((m) => methods.includes(m))) {
+      throw new UsageError(`${f.flag.split(' ')[0]} does not apply to any of ${methods.join(', ')}`)
+    }
+    flags[f.key] = f.key === 'sharePages' ? false : value
+  }
+  return flags
+}
+
+function methodListParser(value: string): SparseMethodName[] {
+  const names = value.split(',').map((m) => m.trim()).filter((m) => m.length > 0)
+  const known = Object.keys(SPARSE_METHODS)
+  const bad = names.find((m) => !known.includes(m))
+  if (names.length === 0 || bad !== undefined) {
+    throw new InvalidArgumentError(`--methods must be a comma-separated list of ${known.join(', ')}; got '${bad ?? value}'`)
+  }
+  return [...new Set(names)] as SparseMethodName[]
+}
+
+function sparsityListParser(value: string): number[] {
+  const parts = value.split(',').map((x) => x.trim())
+  const numbers = parts.map(Number)
+  const bad = parts.findIndex((p, i) => p === '' || !Number.isFinite(numbers[i]) || (numbers[i] as number) < 0 || (numbers[i] as number) >= 1)
+  if (bad >= 0) throw new InvalidArgumentError(`--sparsity must be comma-separated numbers in [0, 1), got '${parts[bad]}'`)
+  return numbers
+}
+
+/** A model path: a `.bin`, a model directory, or a folder holding `model.bin` (like `shared/models/aidreams260K`). */
+async function resolveModelPath(path: string): Promise<string> {
+  const { stat } = await import('node:fs/promises')
+  const { join } = await import('node:path')
+  const isFile = (p: string) => stat(p).then((x) => x.isFile(), () => false)
+  if ((await stat(path).then((x) => x.isDirectory(), () => false)) && !(await isFile(join(path, 'config.json'))) && (await isFile(join(path, 'model.bin')))) {
+    return join(path, 'model.bin')
+  }
+  return path
+}
+
+/** Runs `sparse compare`; returns the JSON report. */
+export async function runCompare(options: CompareFlags): Promise<Record<string, unknown>> {
+  const flags = compareFlags(options.methods, options)
+  for (const m of options.methods) budgetFor(m, 16384, 0.5, flags) // unknown combos fail before loading
+  const { readFile } = await import('node:fs/promises')
+  let text: string
+  try {
+    text = await readFile(options.promptFile, 'utf8')
+  } catch (error) {
+    throw new UsageError(`cannot read --prompt-file '${options.promptFile}': ${(error as Error).message}`)
+  }
+  await activateBackend(options.backend)
+  const modelPath = await resolveModelPath(options.model)
+  const loaded = await loadModel(modelPath, options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer })
+  try {
+    let prompt: number[]
+    if (/^[\s\d,]+$/.test(text) && /\d/.test(text)) {
+      prompt = text.split(/[\s,]+/).filter((x) => x.length > 0).map(Number)
+      const dVocab = loaded.model.config.dVocab
+      const bad = prompt.find((t) => t >= dVocab)
+      if (bad !== undefined) throw new UsageError(`--prompt-file token id ${bad} is outside the vocabulary [0, ${dVocab})`)
+    } else if (loaded.tokenizer === undefined) {
+      throw new UsageError(`no tokenizer beside ${modelPath}: pass --tokenizer PATH, or a --prompt-file of token ids`)
+    } else {
+      prompt = loaded.tokenizer.encode(text.replace(/\s+$/, ''))
+    }
+    const rows = await compareMethods(loaded.model, prompt, { methods: options.methods, sparsities: options.sparsity, decodeSteps: options.decodeSteps, flags })
+    const report = {
+      model: modelPath,
+      promptTokens: prompt.length,
+      context: loaded.model.config.nCtx,
+      decodeSteps: Math.min(options.decodeSteps, loaded.model.config.nCtx - prompt.length),
+      rows,
+    }
+    if (options.plot !== undefined) {
+      await writeFileAtomic(options.plot, compareSvg(rows, `${modelPath}: ${prompt.length}-token prompt vs dense`))
+    }
+    return report
+  } finally {
+    loaded.model.dispose()
+  }
+}
+
 /** Registers `attnlab sparse` and its subcommands. */
 export function registerSparse(program: Command): void {
   const sparse = program.command('sparse').description('training-free sparse attention (Sparse Frontier): apply methods, compare them')
@@ -635,5 +737,34 @@ export function registerSparse(program: Command): void {
       console.log(
         `${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) sparsity ${sparsity.reported.toFixed(4)}; wrote ${options.out}`,
       )
+    })
+
+  const compare = sparse
+    .command('compare')
+    .description('compare methods with dense attention on a model and prompt: top-1 agreement and KL(dense || sparse) of next-token distributions, with both sparsities')
+    .requiredOption('--model <path>', 'a llama2.c .bin, a model directory, or a folder holding model.bin')
+    .option('--tokenizer <path>', 'llama2.c tokenizer.bin (default: the one beside the model)')
+    .requiredOption('--prompt-file <file>', 'the prompt: text (encoded with BOS) or token ids separated by spaces/commas')
+    .requiredOption('--methods <list>', `comma-separated methods (${Object.keys(SPARSE_METHODS).join(', ')})`, methodListParser)
+    .option('--sparsity <list>', 'target sparsities in [0, 1)', sparsityListParser, [0.5, 0.8, 0.95])
+    .option('--decode-steps <n>', 'teacher-forced decode steps for decode methods (along dense greedy decoding)', intParser('--decode-steps', 1), 16)
+    .option('--plot <file.svg>', 'write an SVG of KL and top-1 agreement against the exact sparsity')
+  addMethodFlags(compare)
+  compare
+    .addOption(backendOption())
+    .option('--json', 'print the report as JSON')
+    .action(async (options: CompareFlags) => {
+      const report = await runCompare(options)
+      if (options.json) {
+        console.log(JSON.stringify(report, null, 2))
+        return
+      }
+      console.log(`${report.model}: ${report.promptTokens}-token prompt, ${report.decodeSteps} decode steps`)
+      console.log('method          target  exact  reported  top-1   KL (nats)')
+      for (const r of report.rows as CompareRow[]) {
+        console.log(
+          `${r.method.padEnd(15)} ${r.targetSparsity.toFixed(2).padStart(6)} ${r.exactSparsity.toFixed(3).padStart(6)} ${r.reportedSparsity.toFixed(3).padStart(9)} ${r.top1Agreement.toFixed(3).padStart(6)} ${r.klDenseSparse.toExponential(3).padStart(11)}`,
+        )
+      }
     })
 }
