@@ -576,8 +576,8 @@ export function compareSvg(rows: readonly CompareRow[], title: string): string {
   const methods = [...new Set(rows.map((r) => r.method))]
   const colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b']
   const width = 420
-  const height = 300
-  const margin = { left: 56, right: 16, top: 36, bottom: 44 }
+  const height = 320
+  const margin = { left: 56, right: 16, top: 52, bottom: 44 }
   const maxKl = Math.max(1e-6, ...rows.map((r) => r.klDenseSparse))
   const esc = (t: string) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;')
   const panel = (offset: number, label: string, value: (r: CompareRow) => number, top: number): string => {
