@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
 import { readSafetensorsFile } from '@attnlab/core/node'
 import { main } from '../program.ts'
-import { attentionKernelFromFlags, budgetFor, compareDistributions, compareMethods, compareSvg } from './sparse.ts'
+import { addMethodFlags, attentionKernelFromFlags, budgetFor, compareDistributions, compareMethods, compareSvg } from './sparse.ts'
 import { createConfig, createTransformer } from '@attnlab/transformer'
 import { useBackend } from '@attnlab/core'
 
@@ -233,6 +233,19 @@ describe('attentionKernelFromFlags (for --attention METHOD on other commands)', 
     expect(pair.method).toBe('vertical-slash+snapkv')
     expect(pair.config).toMatchObject({ prefill: { window: 32, verticalSize: 100 }, decode: { window: 32, capacity: 300 } })
     expect(attentionKernelFromFlags('quest', { perHeadPages: true }).config).toMatchObject({ sharePages: false })
+  })
+
+  it('supports renamed flags for commands whose own flags collide (generate has a sampling --top-k)', async () => {
+    const { Command } = await import('commander')
+    const command = addMethodFlags(new Command('generate').option('--top-k <n>', 'sampling top-k').exitOverride(), { '--top-k': '--block-top-k' })
+    command.parse(['--top-k', '5', '--block-top-k', '7', '--block-size', '8'], { from: 'user' })
+    const options = command.opts()
+    expect(options.topK).toBe('5')
+    const kernel = attentionKernelFromFlags('block-sparse', options, { '--top-k': '--block-top-k' })
+    expect(kernel.config).toEqual({ blockSize: 8, topK: 7 })
+    expect(() => attentionKernelFromFlags('quest', { blockTopK: 3 }, { '--top-k': '--block-top-k' })).toThrow(/--block-top-k does not apply to quest/)
+    const strict = addMethodFlags(new Command('x').exitOverride().configureOutput({ writeErr: () => {} }), { '--top-k': '--block-top-k' })
+    expect(() => strict.parse(['--block-top-k', '2.5'], { from: 'user' })).toThrow(/--block-top-k must be an integer/)
   })
 
   it('rejects unknown methods, flags of other methods and impossible combinations', () => {

@@ -107,13 +107,40 @@ export function kernelFromFlags(method: SparseMethodName, options: Record<string
 }
 
 /**
- * Adds the method flags (`--vertical-size`, `--capacity`, ...) to a command, for commands that
- * take `--attention METHOD` (e.g. `attnlab generate`). Pair with {@link attentionKernelFromFlags}.
+ * Renamed method flags, for commands whose own flags collide (e.g. `attnlab generate` has a
+ * sampling `--top-k`: pass `{ '--top-k': '--block-top-k' }`).
  */
-export function addMethodFlags(command: Command): Command {
+export type FlagRenames = Readonly<Record<string, string>>
+
+/** The spelling of a method flag after renames, e.g. `--block-top-k <n>`. */
+function spelled(f: MethodFlag, renames: FlagRenames): string {
+  const [long, ...rest] = f.flag.split(' ')
+  const name = renames[long as string] ?? (long as string)
+  return [name, ...rest].join(' ')
+}
+
+/**
+ * Adds the method flags (`--vertical-size`, `--capacity`, ...) to a command, for commands that
+ * take `--attention METHOD` (e.g. `attnlab generate`). Pair with {@link attentionKernelFromFlags}
+ * (with the same `renames`).
+ */
+export function addMethodFlags(command: Command, renames: FlagRenames = {}): Command {
   for (const f of METHOD_FLAGS) {
-    if (f.parse) command.option(f.flag, f.description, f.parse as (value: string, previous: unknown) => unknown)
-    else command.option(f.flag, f.description)
+    const flag = spelled(f, renames)
+    const name = flag.split(' ')[0] as string
+    if (f.parse) {
+      const parse = f.parse
+      command.option(flag, f.description, ((value: string) => {
+        try {
+          return parse(value)
+        } catch (error) {
+          if (error instanceof InvalidArgumentError && name !== f.flag.split(' ')[0]) {
+            throw new InvalidArgumentError(error.message.replace(f.flag.split(' ')[0] as string, name))
+          }
+          throw error
+        }
+      }) as (value: string, previous: unknown) => unknown)
+    } else command.option(flag, f.description)
   }
   return command
 }
@@ -127,7 +154,7 @@ export function addMethodFlags(command: Command): Command {
  * @throws UsageError for an unknown method or a flag of another method; ConfigError (from the
  *   package) for invalid values
  */
-export function attentionKernelFromFlags(spec: string, options: Record<string, unknown>): SparseAttentionKernel {
+export function attentionKernelFromFlags(spec: string, options: Record<string, unknown>, renames: FlagRenames = {}): SparseAttentionKernel {
   const methods = spec.split('+').map((m) => m.trim())
   const known = Object.keys(SPARSE_METHODS)
   for (const m of methods) {
@@ -137,12 +164,12 @@ export function attentionKernelFromFlags(spec: string, options: Record<string, u
   const names = methods as SparseMethodName[]
   const overrides = names.map(() => ({}) as Record<string, unknown>)
   for (const f of METHOD_FLAGS) {
-    const value = options[attributeOf(f.flag)]
+    const value = options[attributeOf(spelled(f, renames))]
     if (value === undefined) continue
-    const flag = f.flag.split(' ')[0] as string
+    const flag = spelled(f, renames).split(' ')[0] as string
     const users = names.map((m, i) => (f.methods.includes(m) ? i : -1)).filter((i) => i >= 0)
     if (users.length === 0) {
-      const own = [...new Set(METHOD_FLAGS.filter((g) => g.methods.some((m) => names.includes(m))).map((g) => g.flag.split(' ')[0]))]
+      const own = [...new Set(METHOD_FLAGS.filter((g) => g.methods.some((m) => names.includes(m))).map((g) => spelled(g, renames).split(' ')[0]))]
       throw new UsageError(`${flag} does not apply to ${spec}${own.length > 0 ? ` (its flags: ${own.join(', ')})` : ' (it has no parameters)'}`)
     }
     for (const i of users) (overrides[i] as Record<string, unknown>)[f.key] = f.key === 'sharePages' ? false : value
