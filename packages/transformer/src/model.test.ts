@@ -102,6 +102,25 @@ describeWithBackends('transformer forward', (backend) => {
     void backend
   })
 
+  it('logitsFrom computes only the later positions, equal to the full logits there', async () => {
+    for (const config of [createConfig(tiny.minimal!), createConfig(tiny.gpt!), createConfig(tiny.llama!)]) {
+      const model = createTransformer(config)
+      randomizeWeights(model, 2, 0.4)
+      const tokens = randomTokens(2, 4, 5, 9)
+      const full = model.forward(tokens)
+      const tail = model.forward(tokens, { logitsFrom: 2 })
+      expect(tail.shape).toEqual([2, 2, config.dVocab])
+      const expected = tf.slice(full, [0, 2, 0], [-1, -1, -1])
+      expectArraysClose(await tail.data(), await expected.data(), 1e-5)
+      // also through the literal minimal path
+      const literal = model.forward(tokens, { logitsFrom: 3, fwdHooks: [['hook_embed', () => undefined]] })
+      expectArraysClose(await literal.data(), await tf.slice(full, [0, 3, 0], [-1, -1, -1]).data(), 1e-5)
+      expect(() => model.forward(tokens, { logitsFrom: 4 })).toThrow(/logitsFrom 4 must be an integer in \[0, 3\]/)
+      tf.dispose([full, tail, expected, literal])
+      model.dispose()
+    }
+  })
+
   it('is deterministic in its initialisation seed', async () => {
     const a = createTransformer(presetConfig('gpt-nano', { seed: 3 }))
     const b = createTransformer(presetConfig('gpt-nano', { seed: 3 }))

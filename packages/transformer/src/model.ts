@@ -93,6 +93,12 @@ export interface ForwardOptions {
   readonly rng?: Rng
   /** If given, each attention call's accounting is pushed here. */
   readonly attentionReports?: AttentionReport[]
+  /**
+   * Compute logits only for positions `logitsFrom .. pos - 1` (default 0: all); the result is then
+   * `[batch, pos - logitsFrom, dVocab]`. Trainers use it to skip positions no loss scores (the
+   * minimal model saves that share of its largest matmuls).
+   */
+  readonly logitsFrom?: number
 }
 
 /**
@@ -198,6 +204,8 @@ interface PassContext {
   /** Dropout stream when training with dropout > 0, else null. */
   readonly rng: Rng | null
   readonly reports: AttentionReport[] | undefined
+  /** First position whose logits are computed. */
+  readonly logitsFrom: number
 }
 
 /** Parameter lookup shared by the modules. */
@@ -392,9 +400,11 @@ class Attention {
     const mask = headMaskFor(context, this.layer)
     if (mask !== null) pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D // z_h is linear in pattern_h
     // sum_j pattern[h, i, j] x_j, then the value matrices' first dVocab columns (the logits).
-    const weighted = tf.reshape(pairScatter(pattern, tokens, dModel, dVocab), [batch * pos, nHeads * dModel]) // [batch * pos, nHeads * dModel]
+    let weighted = pairScatter(pattern, tokens, dModel, dVocab) as tf.Tensor // [batch, pos, nHeads, dModel]
+    if (context.logitsFrom > 0) weighted = tf.slice(weighted, [0, context.logitsFrom, 0, 0], [-1, -1, -1, -1]) // positions whose logits are needed
+    weighted = tf.reshape(weighted, [batch * (pos - context.logitsFrom), nHeads * dModel]) // [batch * outPos, nHeads * dModel]
     const wVLogits = tf.reshape(tf.slice(wV, [0, 0, 0], [nHeads, dModel, dVocab]), [nHeads * dModel, dVocab]) // [nHeads * dModel, dVocab]
-    return linear(weighted as tf.Tensor2D, wVLogits as tf.Tensor2D) // [batch * pos, dVocab]
+    return linear(weighted as tf.Tensor2D, wVLogits as tf.Tensor2D) // [batch * outPos, dVocab]
   }
 }
 
@@ -509,6 +519,13 @@ class Block {
 // =====================================================================================
 // Transformer
 // =====================================================================================
+
+/** Rows of positions `from .. pos - 1` of a `[batch * pos, width]` tensor. */
+function fromPosition(x: tf.Tensor2D, batch: number, pos: number, from: number): tf.Tensor2D {
+  if (from === 0) return x
+  const width = x.shape[1] as number
+  return tf.reshape(tf.slice(tf.reshape(x, [batch, pos, width]), [0, from, 0], [-1, -1, -1]), [batch * (pos - from), width]) as tf.Tensor2D
+}
 
 /** Shape and initialisation of one parameter. */
 interface ParameterSpec {
@@ -851,10 +868,19 @@ export class Transformer {
         cache,
         rng: training && this.config.dropout > 0 ? (options.rng as Rng) : null,
         reports: options.attentionReports,
+        logitsFrom: this.checkLogitsFrom(options.logitsFrom, pos),
       }
-      const logits = this.run(context) // [batch * pos, dVocab]
-      return tf.reshape(logits, [batch, pos, this.config.dVocab]) as tf.Tensor3D
+      const logits = this.run(context) // [batch * (pos - logitsFrom), dVocab]
+      return tf.reshape(logits, [batch, pos - context.logitsFrom, this.config.dVocab]) as tf.Tensor3D
     })
+  }
+
+  private checkLogitsFrom(from: number | undefined, pos: number): number {
+    if (from === undefined) return 0
+    if (!Number.isSafeInteger(from) || from < 0 || from >= pos) {
+      throw new ShapeError(`logitsFrom ${from} must be an integer in [0, ${pos - 1}] for ${pos} positions`, { value: from })
+    }
+    return from
   }
 
   private toTokens(tokens: TokenInput): tf.Tensor2D {
@@ -945,7 +971,7 @@ export class Transformer {
       const posEmbed = hook2('hook_pos_embed', positionPart)
       const x = tf.add(embed, posEmbed) as tf.Tensor2D // [batch * pos, dModel]
       const out = (this.blocks[0] as Block).forward(x, context) // [batch * pos, dModel]
-      return tf.slice(out, [0, 0], [batch * pos, dVocab]) // the first dVocab coordinates are the logits
+      return fromPosition(tf.slice(out, [0, 0], [batch * pos, dVocab]) as tf.Tensor2D, batch, pos, context.logitsFrom) // the first dVocab coordinates are the logits
     }
 
     // Embeddings.
@@ -966,9 +992,9 @@ export class Transformer {
         : this.config.normalization === 'rmsnorm'
           ? rmsNorm(residual, w, this.config.normEps)
           : residual
-    const final = hook2('ln_final.hook_normalized', normalized) // [batch * pos, dModel]
+    const final = fromPosition(hook2('ln_final.hook_normalized', normalized), batch, pos, context.logitsFrom) // [batch * outPos, dModel]
     const wU = this.config.tiedEmbeddings ? tf.transpose(param(this.parameters, 'embed.W_E')) : param(this.parameters, 'unembed.W_U') // [dModel, dVocab]
-    return linear(final, wU as tf.Tensor2D) // [batch * pos, dVocab]
+    return linear(final, wU as tf.Tensor2D) // [batch * outPos, dVocab]
   }
 
   /** The configuration as JSON (for checkpoints and reports). */

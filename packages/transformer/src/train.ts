@@ -375,25 +375,45 @@ export class Trainer {
     return { tokens, lossMask, batchSize, seqLength: L }
   }
 
-  /** Splits a batch into model inputs `[B, T]`, targets `[B*T]` and weights `[B*T]`. */
-  private static tensors(batch: TokenBatch, start = 0, count = batch.batchSize): { inputs: tf.Tensor2D; targets: tf.Tensor1D; weights: tf.Tensor1D } {
+  /**
+   * Splits a batch into model inputs `[B, T]`, and targets / weights `[B * (T - from)]` for the
+   * positions `from .. T - 1`, where `from` is the first input position whose next token some
+   * sequence scores (earlier logits are not computed).
+   */
+  private static tensors(
+    batch: TokenBatch,
+    start = 0,
+    count = batch.batchSize,
+  ): { inputs: tf.Tensor2D; targets: tf.Tensor1D; weights: tf.Tensor1D; from: number } {
     const L = batch.seqLength
     const T = L - 1
+    let from = T - 1
+    for (let b = 0; b < count && from > 0; b++) {
+      const row = (start + b) * L
+      for (let p = 0; p < from; p++) {
+        if (batch.lossMask[row + p + 1] !== 0) {
+          from = p
+          break
+        }
+      }
+    }
     const inputs = new Int32Array(count * T)
-    const targets = new Int32Array(count * T)
-    const weights = new Float32Array(count * T)
+    const kept = T - from
+    const targets = new Int32Array(count * kept)
+    const weights = new Float32Array(count * kept)
     for (let b = 0; b < count; b++) {
       const row = (start + b) * L
-      for (let p = 0; p < T; p++) {
-        inputs[b * T + p] = batch.tokens[row + p] as number
-        targets[b * T + p] = batch.tokens[row + p + 1] as number
-        weights[b * T + p] = batch.lossMask[row + p + 1] as number
+      for (let p = 0; p < T; p++) inputs[b * T + p] = batch.tokens[row + p] as number
+      for (let p = from; p < T; p++) {
+        targets[b * kept + p - from] = batch.tokens[row + p + 1] as number
+        weights[b * kept + p - from] = batch.lossMask[row + p + 1] as number
       }
     }
     return {
       inputs: tf.tensor2d(inputs, [count, T], 'int32'),
       targets: tf.tensor1d(targets, 'int32'),
       weights: tf.tensor1d(weights, 'float32'),
+      from,
     }
   }
 
@@ -404,9 +424,9 @@ export class Trainer {
     let count = 0
     for (let start = 0; start < this.validation.batchSize; start += chunk) {
       const size = Math.min(chunk, this.validation.batchSize - start)
-      const { inputs, targets, weights } = Trainer.tensors(this.validation, start, size)
+      const { inputs, targets, weights, from } = Trainer.tensors(this.validation, start, size)
       const [lossSum, scored] = tf.tidy(() => {
-        const logits = this.model.forwardTrusted(inputs, {})
+        const logits = this.model.forwardTrusted(inputs, { logitsFrom: from })
         const rows = tf.reshape(logits, [-1, this.model.config.dVocab]) as tf.Tensor2D
         const mean = maskedCrossEntropy(rows, targets, weights)
         const total = tf.sum(weights)
@@ -446,10 +466,10 @@ export class Trainer {
       }
       const batch = this.nextBatch()
       const started = performance.now()
-      const { inputs, targets, weights } = Trainer.tensors(batch)
+      const { inputs, targets, weights, from } = Trainer.tensors(batch)
       const lr = this.schedule.learningRate(this.step)
       const { value, grads } = tf.variableGrads(() => {
-        const logits = this.model.forwardTrusted(inputs, { training: true, rng: this.dropoutRng }) // [B, T, dVocab]
+        const logits = this.model.forwardTrusted(inputs, { training: true, rng: this.dropoutRng, logitsFrom: from }) // [B, T - from, dVocab]
         return maskedCrossEntropy(tf.reshape(logits, [-1, dVocab]) as tf.Tensor2D, targets, weights)
       }, variables)
       const named = new Map<string, tf.Tensor>()
