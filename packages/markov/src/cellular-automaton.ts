@@ -50,7 +50,7 @@ const KEYS = ['cells', 'states', 'rules', 'bos', 'scoreInitialState'] as const
 /**
  * Validates a (partial) configuration, fills in defaults and freezes it.
  *
- * @throws {@link ConfigError} naming the parameter and its allowed range (a rule outside
+ * @throws `ConfigError` (`@attnlab/core`) naming the parameter and its allowed range (a rule outside
  *   [0, 255], duplicate rules, `cells < 3`, ...)
  * @category Emergence tasks
  */
@@ -125,7 +125,7 @@ export class CellularAutomatonTask implements Task {
 
   /**
    * @param config - overrides of {@link defaultCellularAutomatonConfig}
-   * @throws {@link ConfigError} on invalid parameters
+   * @throws `ConfigError` (`@attnlab/core`) on invalid parameters
    */
   constructor(config: Partial<CellularAutomatonConfig> = {}) {
     this.config = resolveCellularAutomatonConfig(config)
@@ -141,7 +141,7 @@ export class CellularAutomatonTask implements Task {
    * Draws `batchSize` sequences: per sequence a rule (`rng.int` over the rule set), then the
    * initial bits (`rng.int(2)` each).
    *
-   * @throws {@link ConfigError} for a bad `batchSize`
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
     checkBatchSize(batchSize)
@@ -184,7 +184,7 @@ export class CellularAutomatonTask implements Task {
    *
    * @param sequences - sequences to sample, >= 2
    * @param rng - the sampling stream
-   * @throws {@link ConfigError} for a bad `sequences`
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `sequences`
    */
   bayesLoss(sequences: number, rng: Rng): BayesLossEstimate {
     checkInteger('sequences', sequences, 2, 1e8)
@@ -245,7 +245,7 @@ export class CellularAutomatonTask implements Task {
    * The positions of the previous state's left, centre and right cells (ascending) that the
    * rule maps to the bit at `position`; `undefined` for the BOS and the initial state.
    *
-   * @throws {@link ConfigError} if `position` is not in `[0, seqLength)`
+   * @throws `ConfigError` (`@attnlab/core`) if `position` is not in `[0, seqLength)`
    */
   parentPositions(position: number): readonly number[] | undefined {
     checkInteger('position', position, 0, this.seqLength - 1)

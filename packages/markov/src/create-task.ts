@@ -43,7 +43,7 @@ export const TASK_KINDS: readonly TaskKind[] = Object.freeze(['sparse-markov', '
  *
  * @param kindOrDescription - a {@link TaskKind}, or `{ kind, ...overrides }` (JSON)
  * @returns the task
- * @throws {@link ConfigError} for an unknown `kind` or invalid parameters (naming the parameter)
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown `kind` or invalid parameters (naming the parameter)
  * @example
  * ```ts
  * const task = createTask({ kind: 'sparse-markov', vocabSize: 4, spans: [1, 1, 1] })

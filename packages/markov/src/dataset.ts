@@ -18,7 +18,7 @@ import { checkInteger } from './validate.ts'
  * @param count - sequences, in `[1, 2^24]`
  * @param rng - the sampling stream (use e.g. `Rng.fromSeed(seed).split('train')` and `'validation'`)
  * @returns all sequences, `[count, seqLength]`
- * @throws {@link ConfigError} for a bad `count`
+ * @throws `ConfigError` (`@attnlab/core`) for a bad `count`
  * @example
  * ```ts
  * const root = Rng.fromSeed(0)
@@ -38,7 +38,7 @@ export function sampleDataset(task: Task, count: number, rng: Rng): TokenBatch {
  * @param batch - the source, `[batchSize, seqLength]`
  * @param indices - sequence indices in `[0, batchSize)`
  * @returns `[indices.length, seqLength]`
- * @throws {@link ShapeError} for an inconsistent batch; {@link AttnlabError} `INVALID_ARGUMENT`
+ * @throws `ShapeError` (`@attnlab/core`) for an inconsistent batch; `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT`
  *   for an index out of range or an empty selection
  * @category Datasets
  */
@@ -116,7 +116,7 @@ export class DatasetBatches {
    * @param batchSize - sequences per batch, in `[1, size]`
    * @param rng - the shuffling stream
    * @param options - what to do with an epoch's remainder
-   * @throws {@link ConfigError} for a bad `batchSize` or `remainder`; {@link ShapeError} for an inconsistent dataset
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize` or `remainder`; `ShapeError` (`@attnlab/core`) for an inconsistent dataset
    */
   constructor(dataset: TokenBatch, batchSize: number, rng: Rng, options: DatasetBatchesOptions = {}) {
     this.dataset = checkBatch(dataset)
@@ -160,8 +160,8 @@ export class DatasetBatches {
   /**
    * Resumes from a snapshot taken on a batcher over the same dataset.
    *
-   * @throws {@link ShapeError} if the snapshot's order does not match the dataset size;
-   *   {@link ConfigError} for a malformed rng state
+   * @throws `ShapeError` (`@attnlab/core`) if the snapshot's order does not match the dataset size;
+   *   `ConfigError` (`@attnlab/core`) for a malformed rng state
    */
   restore(state: DatasetBatchesState): void {
     if (!Array.isArray(state.order) || state.order.length !== this.dataset.batchSize) {

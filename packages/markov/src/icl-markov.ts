@@ -42,7 +42,7 @@ const KEYS = ['vocabSize', 'order', 'alpha', 'seqLength'] as const
 /**
  * Validates a (partial) configuration, fills in defaults and freezes it.
  *
- * @throws {@link ConfigError} naming the parameter and its allowed range
+ * @throws `ConfigError` (`@attnlab/core`) naming the parameter and its allowed range
  * @category Emergence tasks
  */
 export function resolveIclMarkovConfig(config: Partial<IclMarkovConfig> = {}): IclMarkovConfig {
@@ -97,7 +97,7 @@ export class IclMarkovTask implements Task {
 
   /**
    * @param config - overrides of {@link defaultIclMarkovConfig}
-   * @throws {@link ConfigError} on invalid parameters
+   * @throws `ConfigError` (`@attnlab/core`) on invalid parameters
    */
   constructor(config: Partial<IclMarkovConfig> = {}) {
     this.config = resolveIclMarkovConfig(config)
@@ -118,7 +118,7 @@ export class IclMarkovTask implements Task {
    * time their context occurs in a sequence, which is the same distribution as drawing the whole
    * table up front.
    *
-   * @throws {@link ConfigError} for a bad `batchSize`
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
     checkBatchSize(batchSize)
@@ -162,7 +162,7 @@ export class IclMarkovTask implements Task {
    *
    * @param sequences - sequences to sample, >= 2
    * @param rng - the sampling stream
-   * @throws {@link ConfigError} for a bad `sequences`
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `sequences`
    */
   bayesLoss(sequences: number, rng: Rng): BayesLossEstimate {
     checkInteger('sequences', sequences, 2, 1e8)
@@ -209,7 +209,7 @@ export class IclMarkovTask implements Task {
    * The `n` previous positions (the context) for generated positions; `undefined` for the first
    * `n`. (The distribution given that context is learned in context, from the whole sequence.)
    *
-   * @throws {@link ConfigError} if `position` is not in `[0, seqLength)`
+   * @throws `ConfigError` (`@attnlab/core`) if `position` is not in `[0, seqLength)`
    */
   parentPositions(position: number): readonly number[] | undefined {
     checkInteger('position', position, 0, this.seqLength - 1)

@@ -50,7 +50,7 @@ const KEYS = ['stateSize', 'onesPerRow', 'states', 'bos', 'scoreInitialState', '
 /**
  * Validates a (partial) linear-map configuration, fills in defaults and freezes it.
  *
- * @throws {@link ConfigError} naming the parameter and its allowed range (e.g. `onesPerRow > stateSize`)
+ * @throws `ConfigError` (`@attnlab/core`) naming the parameter and its allowed range (e.g. `onesPerRow > stateSize`)
  * @category Emergence tasks
  */
 export function resolveLinearMapConfig(config: Partial<LinearMapConfig> = {}): LinearMapConfig {
@@ -100,7 +100,7 @@ export class LinearMapTask implements Task {
 
   /**
    * @param config - overrides of {@link defaultLinearMapConfig}
-   * @throws {@link ConfigError} on invalid parameters
+   * @throws `ConfigError` (`@attnlab/core`) on invalid parameters
    */
   constructor(config: Partial<LinearMapConfig> = {}) {
     this.config = resolveLinearMapConfig(config)
@@ -123,7 +123,7 @@ export class LinearMapTask implements Task {
    * Draws `batchSize` trajectories (initial bits from `rng.int(2)`).
    *
    * @returns tokens and loss mask `[batchSize, seqLength]`
-   * @throws {@link ConfigError} for a bad `batchSize`
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
     checkBatchSize(batchSize)
@@ -174,7 +174,7 @@ export class LinearMapTask implements Task {
    * The positions (ascending) of the previous state's cells that determine the bit at
    * `position` (row `i` of `M`); `undefined` for the BOS and the initial state.
    *
-   * @throws {@link ConfigError} if `position` is not in `[0, seqLength)`
+   * @throws `ConfigError` (`@attnlab/core`) if `position` is not in `[0, seqLength)`
    */
   parentPositions(position: number): readonly number[] | undefined {
     checkInteger('position', position, 0, this.seqLength - 1)

@@ -21,7 +21,7 @@ import { checkInteger } from './validate.ts'
  * @param size - the dimension, >= 1
  * @param rng - the random stream (draws exactly `size * size` normals)
  * @returns the matrix, row-major (`out[row * size + column]`), with `Q^T Q = I` to about 1e-14
- * @throws {@link ConfigError} if `size` is not a positive integer
+ * @throws `ConfigError` (`@attnlab/core`) if `size` is not a positive integer
  * @example
  * ```ts
  * const q = randomOrthogonalMatrix(50, Rng.fromSeed(0)) // Float64Array(2500)

@@ -96,7 +96,7 @@ export const DEFAULT_MAX_EXACT_STATES = 1_000_000
  * @param options - `maxStates`
  * @returns the oracle values in nats
  * @throws {@link OracleTooLargeError} (code `TOO_LARGE`) when `d^C > maxStates`; use
- *   {@link restrictedContextEntropyMonteCarlo} then. {@link ConfigError} for a bad `maxStates`.
+ *   {@link restrictedContextEntropyMonteCarlo} then. `ConfigError` (`@attnlab/core`) for a bad `maxStates`.
  * @example
  * ```ts
  * const task = new SparseMarkovTask({ vocabSize: 50, spans: [1, 1, 1] })

@@ -144,7 +144,7 @@ const MIN_POSTERIOR_TEACHER_ENTROPY = 0.3
  * @param task - the chain
  * @param options - sample sizes and which values to estimate
  * @returns estimates in nats with standard errors
- * @throws {@link ConfigError} for invalid options (naming the option and its allowed range)
+ * @throws `ConfigError` (`@attnlab/core`) for invalid options (naming the option and its allowed range)
  * @example
  * ```ts
  * const oracle = restrictedContextEntropyMonteCarlo(new SparseMarkovTask()) // d = 50, [2,2,2]

@@ -114,7 +114,7 @@ const CONFIG_KEYS = [
  *
  * @param config - overrides of {@link defaultSparseMarkovConfig}
  * @returns the resolved, deeply frozen configuration
- * @throws {@link ConfigError} naming the parameter and its allowed range: `vocabSize` not in
+ * @throws `ConfigError` (`@attnlab/core`) naming the parameter and its allowed range: `vocabSize` not in
  *   [2, 4096], a span < 1, more than 16 spans or a window longer than 64, `m` not in (0, 100],
  *   `tau` not in (0, 1000], `genLen` not in [1, 4096], `stride` not in [1, min span],
  *   overlapping spans whose newest span does not end the window, `positionWeights` of the wrong
@@ -319,7 +319,7 @@ export class SparseMarkovTask implements Task {
 
   /**
    * @param config - overrides of {@link defaultSparseMarkovConfig}
-   * @throws {@link ConfigError} on invalid parameters (see {@link resolveSparseMarkovConfig})
+   * @throws `ConfigError` (`@attnlab/core`) on invalid parameters (see {@link resolveSparseMarkovConfig})
    */
   constructor(config: Partial<SparseMarkovConfig> = {}) {
     this.config = resolveSparseMarkovConfig(config)
@@ -420,8 +420,8 @@ export class SparseMarkovTask implements Task {
    * @param options - `keepSpans` for a truncated teacher
    * @param out - optional output buffer of length `d`
    * @returns `P(next = y | window)` for `y = 0 .. d-1` (sums to 1)
-   * @throws {@link ShapeError} if `window` does not have `C` entries; {@link AttnlabError}
-   *   `INVALID_ARGUMENT` for a token outside `[0, d)`; {@link ConfigError} for a bad `keepSpans`
+   * @throws `ShapeError` (`@attnlab/core`) if `window` does not have `C` entries; `AttnlabError` (`@attnlab/core`)
+   *   `INVALID_ARGUMENT` for a token outside `[0, d)`; `ConfigError` (`@attnlab/core`) for a bad `keepSpans`
    */
   nextTokenProbabilities(window: ArrayLike<number>, options: TeacherOptions = {}, out = new Float64Array(this.vocabSize)): Float64Array {
     const keepSpans = this.checkKeepSpans(options)
@@ -448,7 +448,7 @@ export class SparseMarkovTask implements Task {
    * @param batchSize - sequences, in `[1, 2^24]`
    * @param rng - the sampling stream
    * @returns tokens and loss mask, `[batchSize, C + genLen]`
-   * @throws {@link ConfigError} for a bad `batchSize`
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
     checkBatchSize(batchSize)
@@ -590,9 +590,9 @@ export class SparseMarkovTask implements Task {
    * @param options - `keepSpans` for the truncated teacher `A*_{1:k}` (arXiv 2602.19143,
    *   `with_lag_restriction`)
    * @returns float32 `[batchSize, seqLength, d]` row-major
-   * @throws {@link ShapeError} if the arrays do not match `batchSize * seqLength`;
-   *   {@link AttnlabError} `INVALID_ARGUMENT` if a scored position has fewer than `C` tokens
-   *   before it or a window holds a token outside `[0, d)`; {@link ConfigError} for a bad `keepSpans`
+   * @throws `ShapeError` (`@attnlab/core`) if the arrays do not match `batchSize * seqLength`;
+   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if a scored position has fewer than `C` tokens
+   *   before it or a window holds a token outside `[0, d)`; `ConfigError` (`@attnlab/core`) for a bad `keepSpans`
    */
   teacherProbabilities(batch: TokenBatch, options: TeacherOptions = {}): Float32Array {
     const keepSpans = this.checkKeepSpans(options)
@@ -626,7 +626,7 @@ export class SparseMarkovTask implements Task {
    * The window positions (absolute, ascending) the token at `position` depends on: the `C`
    * previous tokens for generated positions, `undefined` for burn-in positions.
    *
-   * @throws {@link ConfigError} if `position` is not in `[0, seqLength)`
+   * @throws `ConfigError` (`@attnlab/core`) if `position` is not in `[0, seqLength)`
    */
   parentPositions(position: number): readonly number[] | undefined {
     checkInteger('position', position, 0, this.seqLength - 1)

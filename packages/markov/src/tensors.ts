@@ -26,7 +26,7 @@ export interface BatchTensors {
  *
  * @param batch - the batch
  * @returns the two tensors
- * @throws {@link ShapeError} if the batch's arrays do not match `batchSize * seqLength`
+ * @throws `ShapeError` (`@attnlab/core`) if the batch's arrays do not match `batchSize * seqLength`
  * @example
  * ```ts
  * const { tokens, lossMask } = batchToTensors(task.sample(32, rng))

@@ -1,6 +1,6 @@
 /**
  * Parameter checks shared by the task configurations. Every check throws a
- * {@link ConfigError} naming the parameter, the offending value and the allowed range.
+ * `ConfigError` (`@attnlab/core`) naming the parameter, the offending value and the allowed range.
  *
  * @module
  */
