@@ -6,6 +6,7 @@
  *
  *   node --conditions=@attnlab/source --import tsx bench/minimal-acceptance.ts \
  *     [--backend wasm] [--query-init 1e-5] [--batch 1024] [--steps 1500] [--train-size 0] [--seed 0] [--eval-every 25]
+ *     [--lr 0.08] [--out DIR (checkpoint every 100 steps)] [--resume DIR]
  *
  * `--train-size N` trains on a fixed dataset of N sequences (the paper: 9000 with batch 3000);
  * 0 (default) samples fresh sequences every step. Run under `flock /work/locks/bench` when timing.
@@ -15,7 +16,8 @@ import { SparseMarkovTask } from '@attnlab/markov'
 import { presetConfig } from '../src/config.ts'
 import { headSeparation } from '../src/metrics.ts'
 import { createTransformer } from '../src/model.ts'
-import { train } from '../src/train.ts'
+import { train, type TrainerState } from '../src/train.ts'
+import { loadCheckpoint, saveCheckpoint } from '../src/checkpoint.ts'
 
 function flag(name: string, fallback: string): string {
   const index = process.argv.indexOf(`--${name}`)
@@ -31,10 +33,18 @@ const trainSize = Number(flag('train-size', '0'))
 const seed = Number(flag('seed', '0'))
 const evalEvery = Number(flag('eval-every', '25'))
 const lr = Number(flag('lr', '0.08'))
+const out = flag('out', '')
+const resume = flag('resume', '')
 
 await useBackend(backend)
 const task = new SparseMarkovTask({ vocabSize: 50, spans: [2, 2, 2], m: 1.7, tau: 0.1 })
 const model = createTransformer(presetConfig('minimal', { queryInit, seed }))
+let resumeState: TrainerState | undefined
+if (resume !== '') {
+  const checkpoint = await loadCheckpoint(resume)
+  model.setWeights(checkpoint.weights)
+  resumeState = checkpoint.trainerState ?? undefined
+}
 const validation = task.sample(2000, Rng.fromSeed(seed).split('validation'))
 const source = trainSize > 0 ? task.sample(trainSize, Rng.fromSeed(seed).split('dataset')) : task
 console.log(`minimal preset, backend ${backend}, queryInit ${queryInit}, batch ${batchSize}, lr ${lr}, ${trainSize > 0 ? `fixed dataset of ${trainSize}` : 'online sampling'}, seed ${seed}`)
@@ -50,7 +60,9 @@ const result = await train(model, source, {
   gradClip: 1,
   evalEvery,
   validation,
-  analysis: { size: 512 },
+  analysis: { size: 512, teacher: task, offsetGroups: task.offsetGroups },
+  ...(resumeState === undefined ? {} : { resume: resumeState }),
+  ...(out === '' ? {} : { checkpointEvery: 100, onCheckpoint: (state: TrainerState) => saveCheckpoint(out, model, state) }),
   onEval: async (record) => {
     const metrics = record.metrics!
     teacherEntropy = metrics.teacherEntropy ?? teacherEntropy

@@ -16,7 +16,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError, ConfigError, NonFiniteError, Rng, type RngState } from '@attnlab/core'
-import type { Task, TokenBatch } from '@attnlab/markov'
+import type { OffsetGroup, Task, TokenBatch } from '@attnlab/markov'
 import { analyze, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
 import type { Transformer } from './model.ts'
 import { maskedCrossEntropy } from './ops.ts'
@@ -91,8 +91,12 @@ export interface TrainOptions {
   readonly validation?: TokenBatch | number
   /** Sequences per evaluation forward pass (default 1024). */
   readonly evalBatchSize?: number
-  /** Analysis metrics at each evaluation: `false` disables; default on, on 512 sequences. */
-  readonly analysis?: false | { readonly size?: number; readonly teacher?: TeacherSource }
+  /**
+   * Analysis metrics at each evaluation: `false` disables; default on, on 512 validation
+   * sequences, with the task's offset groups and teacher when the source is a task (pass them
+   * here for a finite dataset).
+   */
+  readonly analysis?: false | { readonly size?: number; readonly teacher?: TeacherSource; readonly offsetGroups?: readonly OffsetGroup[] }
   /** Called after every step (awaited). */
   readonly onStep?: (record: StepRecord) => void | Promise<void>
   /** Called after every evaluation (awaited). */
@@ -550,7 +554,7 @@ export class Trainer {
         batchSize: size,
         seqLength: L,
       }
-      const groups = isTask(this.source) ? this.source.offsetGroups : undefined
+      const groups = analysis?.offsetGroups ?? (isTask(this.source) ? this.source.offsetGroups : undefined)
       const teacher = analysis?.teacher ?? (isTask(this.source) && typeof (this.source as unknown as TeacherSource).teacherProbabilities === 'function' ? (this.source as unknown as TeacherSource) : undefined)
       metrics = await analyze(this.model, subset, { ...(groups === undefined ? {} : { offsetGroups: groups }), ...(teacher === undefined ? {} : { teacher }) })
     }

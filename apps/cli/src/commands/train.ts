@@ -15,6 +15,7 @@ import {
   type OptimizerOptions,
   type PresetName,
   type ScheduleOptions,
+  type TeacherSource,
   type TrainResult,
   type TransformerConfig,
   type TrainerState,
@@ -164,6 +165,12 @@ function formatTokens(perSecond: number): string {
   return perSecond >= 1e6 ? `${(perSecond / 1e6).toFixed(2)}M` : `${(perSecond / 1e3).toFixed(1)}k`
 }
 
+type TrainOffsetGroups = readonly { readonly name: string; readonly offsets: readonly number[] }[]
+
+function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
+  return typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' && (task as Partial<TeacherSource>).teacher !== undefined
+}
+
 /** Runs `attnlab train` (exported for tests). */
 export async function runTrain(flags: TrainFlags, command: Command): Promise<Record<string, unknown>> {
   if (flags.out === undefined) throw new UsageError('--out DIR is required (the checkpoint directory)')
@@ -235,6 +242,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       seed: settings.seed,
       evalEvery: flags.evalEvery,
       validation,
+      ...(source === task ? {} : { analysis: { offsetGroups: (task as { offsetGroups?: TrainOffsetGroups }).offsetGroups ?? [], ...(isTeacher(task) ? { teacher: task } : {}) } }),
       checkpointEvery: flags.checkpointEvery,
       onCheckpoint: save,
       signal: controller.signal,
