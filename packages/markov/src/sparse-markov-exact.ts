@@ -100,7 +100,7 @@ export const DEFAULT_MAX_EXACT_STATES = 1_000_000
  * @example
  * ```ts
  * const task = new SparseMarkovTask({ vocabSize: 50, spans: [1, 1, 1] })
- * restrictedContextEntropy(task).pooled // about [3.7, 1.6, 1.0, 0.8]
+ * restrictedContextEntropy(task).pooled // [3.696, 1.759, 1.167, 0.964] for teacher seed 0
  * ```
  * @category Oracles
  */

@@ -72,6 +72,23 @@ describe('restrictedContextEntropyMonteCarlo', () => {
     expect(estimate.estimate).toBeNull()
     expect(estimate.reliable).toBe(false)
     expect(estimate.note).toMatch(/nearly deterministic/)
+    // Bounded instead: H_3 lies between H_6 (teacher entropy) and the counted H_0.
+    expect(mc.pooled.length).toBe(1)
+  })
+
+  it('brackets a value it cannot estimate between estimated neighbours and truncated-teacher losses', () => {
+    const task = new SparseMarkovTask({ vocabSize: 6, spans: [2, 2, 2] })
+    const exact = restrictedContextEntropy(task)
+    const mc = restrictedContextEntropyMonteCarlo(task, { sequences: 2_000, maxCountingContexts: 40, contextLengths: [0, 2, 4, 6] })
+    const h4 = mc.pooled[2] as EntropyEstimate
+    expect(h4.estimate).toBeNull()
+    const [lower, upper] = h4.bounds as readonly [number, number]
+    expect(lower).toBeLessThanOrEqual(exact.pooled[4] as number)
+    expect(upper).toBeGreaterThanOrEqual(exact.pooled[4] as number)
+    // The upper end is at most H_2 (+2 SE) and the truncated-teacher loss keeping the two newest spans.
+    expect(upper).toBeLessThanOrEqual(mc.truncatedTeacherCrossEntropy[2]!.estimate + 2 * mc.truncatedTeacherCrossEntropy[2]!.standardError)
+    expect(upper).toBeLessThanOrEqual((mc.pooled[1]?.estimate as number) + 2 * (mc.pooled[1]?.standardError as number))
+    expect(mc.pooled[1]?.bounds).toBeNull()
   })
 
   it('estimates the d = 50, spans [2,2,2] plateau lines it can count, and is deterministic per seed', () => {

@@ -272,6 +272,7 @@ function computeOracle(task: AnyTask, options: OracleOptions): Record<string, un
       method: 'monte-carlo',
       restrictedContextEntropy: values(estimate.pooled),
       restrictedContextEntropyStandardError: errors(estimate.pooled),
+      restrictedContextEntropyBounds: estimate.pooled.map((e) => e.bounds),
       ...(estimate.positionSpecific
         ? { positionSpecificEntropy: values(estimate.positionSpecific), positionSpecificEntropyStandardError: errors(estimate.positionSpecific) }
         : {}),
@@ -312,7 +313,11 @@ function printOracle(result: Record<string, unknown>): void {
     const trunc = result.truncatedTeacherCrossEntropy as (number | null)[]
     console.log(`  truncated-teacher cross-entropy (k = 0..K): ${trunc.map((x) => fmt(x)).join(', ')}`)
     if (Array.isArray(result.estimates)) {
-      for (const e of result.estimates as EntropyEstimate[]) if (!e.reliable) console.log(`  note H_${e.contextLength}: ${e.note}`)
+      for (const e of result.estimates as EntropyEstimate[]) {
+        if (e.reliable) continue
+        const bounds = e.bounds ? ` (it lies in [${e.bounds[0].toFixed(3)}, ${e.bounds[1].toFixed(3)}])` : ''
+        console.log(`  note H_${e.contextLength}: ${e.note}${bounds}`)
+      }
     }
     return
   }
