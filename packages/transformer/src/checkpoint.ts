@@ -78,7 +78,7 @@ function tensorInputs(map: ReadonlyMap<string, { shape: number[]; data: Float32A
  * @param model - the model (its weights and configuration are saved)
  * @param state - the trainer state ({@link Trainer.getState}), or null/undefined for a model-only checkpoint
  * @param extra - JSON to store alongside (e.g. training options)
- * @throws {@link AttnlabError} `IO_ERROR` if the directory cannot be written
+ * @throws `AttnlabError` (`@attnlab/core`) `IO_ERROR` if the directory cannot be written
  * @category Checkpoints
  */
 export async function saveCheckpoint(dir: string, model: Transformer, state?: TrainerState | null, extra: Readonly<Record<string, unknown>> = {}): Promise<void> {

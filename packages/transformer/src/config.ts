@@ -292,7 +292,7 @@ function finite(name: string, value: unknown, min: number, max = Infinity, minEx
  *
  * @param input - the architecture and any fields to override
  * @returns a frozen {@link TransformerConfig}
- * @throws {@link ConfigError} naming the field, for unknown fields, out-of-range values and
+ * @throws `ConfigError` (`@attnlab/core`) naming the field, for unknown fields, out-of-range values and
  *   inconsistent combinations (e.g. `nHeads` not divisible by `nKvHeads`, `minimal` with a
  *   `dModel` other than `dVocab + nCtx`, `rotary` with an odd `dHead`)
  * @example
@@ -435,7 +435,7 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
  *
  * @param name - preset name
  * @param overrides - fields to change
- * @throws {@link ConfigError} for an unknown preset or invalid overrides
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown preset or invalid overrides
  * @category Config
  */
 export function presetConfig(name: PresetName, overrides: Partial<Omit<TransformerConfig, 'architecture'>> = {}): TransformerConfig {
@@ -470,7 +470,7 @@ export function configToJSON(config: TransformerConfig): Record<string, unknown>
 /**
  * Rebuilds a configuration from {@link configToJSON} output (validated like {@link createConfig}).
  *
- * @throws {@link ConfigError} naming the field when the JSON is not a valid configuration
+ * @throws `ConfigError` (`@attnlab/core`) naming the field when the JSON is not a valid configuration
  * @category Config
  */
 export function configFromJSON(json: unknown): TransformerConfig {

@@ -109,7 +109,7 @@ function checkOptions(options: GenerateOptions, dVocab: number): void {
  * @param prompts - one prompt (`number[]`) or a batch of equal-length prompts (`number[][]`)
  * @param options - length, sampling, seed, EOS, kernel
  * @returns generated tokens and stop reasons per prompt
- * @throws {@link ConfigError} for invalid options; {@link ShapeError} for empty or ragged prompts
+ * @throws `ConfigError` (`@attnlab/core`) for invalid options; `ShapeError` (`@attnlab/core`) for empty or ragged prompts
  *   or a prompt longer than `nCtx`
  * @example
  * ```ts

@@ -168,7 +168,7 @@ const ACT_PATHS: Readonly<Record<Exclude<ActName, 'embed' | 'pos_embed' | 'ln_fi
  * @param layer - block index (required for block activations, ignored for `embed`, `pos_embed`, `ln_final`)
  * @param layerType - for `normalized`: `'ln1'`, `'ln2'` or `'ln_final'`
  * @returns the hook name
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an unknown name or a missing/invalid layer
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an unknown name or a missing/invalid layer
  * @example
  * ```ts
  * getActName('pattern', 0) // 'blocks.0.attn.hook_pattern'
@@ -253,7 +253,7 @@ export class HookRunner {
    * Applies the hooks attached to `name` to `activation`.
    *
    * @returns the (possibly replaced) activation
-   * @throws {@link ShapeError} when a hook returns a tensor of another shape
+   * @throws `ShapeError` (`@attnlab/core`) when a hook returns a tensor of another shape
    */
   run<T extends tf.Tensor>(name: HookName, activation: T): T {
     if (this.hooks.length === 0) return activation

@@ -381,7 +381,7 @@ export function ensureKernels(): void {
  * @param table - `[rows, width]` float32
  * @param indices - `[n, k]` (or `[n]`, meaning k = 1) int32, each in `[0, rows)`
  * @returns `[n, width]`
- * @throws {@link ShapeError} for wrong ranks or dtypes; an `INVALID_ARGUMENT` error for an index out of range
+ * @throws `ShapeError` (`@attnlab/core`) for wrong ranks or dtypes; an `INVALID_ARGUMENT` error for an index out of range
  * @category Kernels
  */
 export function gatherRows(table: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2D): tf.Tensor2D {
@@ -403,7 +403,7 @@ export function gatherRows(table: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2
  * @param indices - `[n, k]` (or `[n]`) int32, each in `[0, rows)`
  * @param rows - number of rows of the output
  * @returns `[rows, width]`
- * @throws {@link ShapeError} for wrong ranks or dtypes
+ * @throws `ShapeError` (`@attnlab/core`) for wrong ranks or dtypes
  * @category Kernels
  */
 export function scatterRows(updates: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2D, rows: number): tf.Tensor2D {
@@ -427,7 +427,7 @@ export function scatterRows(updates: tf.Tensor2D, indices: tf.Tensor1D | tf.Tens
  * @param offset - where the position one-hots start (`dVocab`); `offset + pos <= width`
  * @param maskValue - value above the diagonal (`-Infinity` for scores)
  * @returns `[batch, heads, pos, pos]`
- * @throws {@link ShapeError} for inconsistent shapes
+ * @throws `ShapeError` (`@attnlab/core`) for inconsistent shapes
  * @category Kernels
  */
 export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, maskValue: number): tf.Tensor4D {
@@ -449,7 +449,7 @@ export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, 
  * @param width - length of the one-hot input (`dModel`)
  * @param offset - where the position one-hots start (`dVocab`)
  * @returns `[batch, pos, heads, width]`
- * @throws {@link ShapeError} for inconsistent shapes
+ * @throws `ShapeError` (`@attnlab/core`) for inconsistent shapes
  * @category Kernels
  */
 export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, offset: number): tf.Tensor4D {
@@ -473,7 +473,7 @@ export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, 
  * @param offset - where the position one-hots start (`dVocab`); `offset + pos <= width`
  * @param maskValue - value above the diagonal (`-Infinity` for scores)
  * @returns `[batch, heads, pos, pos]`
- * @throws {@link ShapeError} for inconsistent shapes
+ * @throws `ShapeError` (`@attnlab/core`) for inconsistent shapes
  * @category Kernels
  */
 export function twoHotScores(w: tf.Tensor3D, tokens: tf.Tensor2D, offset: number, maskValue: number): tf.Tensor4D {

@@ -35,7 +35,7 @@ export class KVCache {
    * @param layer - block index
    * @param keys - `[batch, nKvHeads, new, dHead]`
    * @param values - `[batch, nKvHeads, new, dValue]`
-   * @throws {@link ShapeError} if the shapes do not continue the cached ones
+   * @throws `ShapeError` (`@attnlab/core`) if the shapes do not continue the cached ones
    */
   append(layer: number, keys: tf.Tensor4D, values: tf.Tensor4D): void {
     const cache = this.layers[layer]

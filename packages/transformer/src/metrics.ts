@@ -129,7 +129,7 @@ function patternStatistics(
  * @param batch - sequences of the task (`tokens`, `lossMask`), `seqLength - 1 <= nCtx`
  * @param options - offset groups, teacher, chunk size
  * @returns the metrics
- * @throws {@link ShapeError} if the batch does not fit the model; {@link AttnlabError}
+ * @throws `ShapeError` (`@attnlab/core`) if the batch does not fit the model; `AttnlabError` (`@attnlab/core`)
  *   `INVALID_ARGUMENT` if nothing in the batch is scored
  * @category Metrics
  */
@@ -243,7 +243,7 @@ export async function analyze(model: Transformer, batch: TokenBatch, options: An
  * @param model - a `minimal` model
  * @param teacher - the teacher (its `d` must not exceed `dVocab`)
  * @returns `inner[h][k]` and `cosine[h][k]`
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a non-minimal model or a teacher that does not fit
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a non-minimal model or a teacher that does not fit
  * @category Metrics
  */
 export async function valueAlignment(model: Transformer, teacher: TeacherSource): Promise<{ inner: number[][]; cosine: number[][] }> {

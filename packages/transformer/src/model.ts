@@ -137,7 +137,7 @@ export class ActivationCache {
   /**
    * The activation recorded at `name` (owned by the cache: do not dispose it).
    *
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` naming the available activations if absent
+   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the available activations if absent
    */
   get(name: HookName): tf.Tensor {
     const tensor = this.entries.get(name)
@@ -693,8 +693,8 @@ export class Transformer {
    *
    * @param weights - name -> tensor or `{ shape, data }` (float32)
    * @param options - `strict` (default true): every parameter must be given
-   * @throws {@link ShapeError} naming the tensor whose shape differs;
-   *   {@link AttnlabError} `INVALID_ARGUMENT` for an unknown name or (strict) a missing one
+   * @throws `ShapeError` (`@attnlab/core`) naming the tensor whose shape differs;
+   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an unknown name or (strict) a missing one
    */
   setWeights(
     weights: ReadonlyMap<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }> | Readonly<Record<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }>>,
@@ -769,8 +769,8 @@ export class Transformer {
    *
    * @param tokens - `[batch, pos]` token ids, `pos <= nCtx`
    * @param options - hooks, head mask, kernel, training mode
-   * @throws {@link ShapeError} for a token array of the wrong rank/size or a bad head mask;
-   *   {@link AttnlabError} `INVALID_ARGUMENT` for a token id outside `[0, dVocab)`
+   * @throws `ShapeError` (`@attnlab/core`) for a token array of the wrong rank/size or a bad head mask;
+   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a token id outside `[0, dVocab)`
    */
   forward(tokens: TokenInput, options: ForwardOptions = {}): tf.Tensor3D {
     return this.forwardInternal(tokens, options, null, false)
@@ -825,7 +825,7 @@ export class Transformer {
    * @param tokens - `[batch, pos]` (prefill) or `[batch, 1]` (decode)
    * @param cache - the run's cache (see {@link KVCache})
    * @returns logits `[batch, pos, dVocab]` (caller disposes)
-   * @throws {@link ShapeError} when decoding more than one position at a time or past `nCtx`
+   * @throws `ShapeError` (`@attnlab/core`) when decoding more than one position at a time or past `nCtx`
    */
   forwardCached(tokens: TokenInput, cache: KVCache, options: Omit<ForwardOptions, 'training' | 'rng'> = {}): tf.Tensor3D {
     if (cache.layers.length !== this.config.nLayers) {
@@ -1021,7 +1021,7 @@ export class Transformer {
  *
  * @param config - from {@link createConfig} or {@link presetConfig}
  * @param options - attention kernel
- * @throws {@link ConfigError} if `config` was not resolved by `createConfig`
+ * @throws `ConfigError` (`@attnlab/core`) if `config` was not resolved by `createConfig`
  * @category Model
  */
 export function createTransformer(config: TransformerConfig, options: TransformerOptions = {}): Transformer {

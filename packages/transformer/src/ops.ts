@@ -2,7 +2,7 @@
  * Numerical building blocks of the transformer, shaped for the backends we ship: 2-D matmuls
  * with explicit-transpose gradients (only untransposed rank-2 matmuls reach XNNPACK on wasm;
  * `tfjs-cpu-performance.md`), LayerNorm/RMSNorm, activations, rotary embeddings (rotate-half
- * layout), dropout from a seeded {@link Rng}, and the masked cross-entropy loss.
+ * layout), dropout from a seeded `Rng` (`@attnlab/core`), and the masked cross-entropy loss.
  *
  * @module
  */
@@ -163,7 +163,7 @@ export function applyRotary(x: tf.Tensor4D, start: number, theta: number): tf.Te
  * @param x - any tensor
  * @param rate - drop probability in [0, 1)
  * @param rng - the random stream (advanced by `x.size` draws)
- * @throws {@link ConfigError} for a rate outside [0, 1)
+ * @throws `ConfigError` (`@attnlab/core`) for a rate outside [0, 1)
  * @category Ops
  */
 export function dropout<T extends tf.Tensor>(x: T, rate: number, rng: Rng): T {

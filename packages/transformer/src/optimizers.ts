@@ -87,7 +87,7 @@ export interface Optimizer {
   /**
    * Restores a state saved by {@link Optimizer.getState}.
    *
-   * @throws {@link AttnlabError} `INVALID_CHECKPOINT` naming the slot or field that does not fit
+   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` naming the slot or field that does not fit
    */
   setState(state: OptimizerState): void
   /** Frees the slot variables. */
@@ -291,7 +291,7 @@ export function decayMatrices(_name: string, variable: tf.Variable): boolean {
  * @param variables - the parameters by name (e.g. `model.getWeights()`)
  * @param options - AdamW or SGD settings
  * @param decayed - which parameters weight decay applies to (default {@link decayMatrices})
- * @throws {@link ConfigError} for out-of-range hyperparameters
+ * @throws `ConfigError` (`@attnlab/core`) for out-of-range hyperparameters
  * @example
  * ```ts
  * const optimizer = createOptimizer(model.getWeights(), { kind: 'adamw', weightDecay: 0.01 })

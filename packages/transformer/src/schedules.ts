@@ -81,7 +81,7 @@ export interface Schedule {
   /**
    * Restores a state.
    *
-   * @throws {@link AttnlabError} `INVALID_CHECKPOINT` when the state is for another kind or malformed
+   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` when the state is for another kind or malformed
    */
   setState(state: ScheduleState): void
 }
@@ -92,7 +92,7 @@ export interface Schedule {
  * @param options - which schedule
  * @param baseLr - the peak/initial learning rate (> 0)
  * @param steps - the run length (default horizon of the cosine)
- * @throws {@link ConfigError} for invalid settings
+ * @throws `ConfigError` (`@attnlab/core`) for invalid settings
  * @category Training
  */
 export function createSchedule(options: ScheduleOptions, baseLr: number, steps: number): Schedule {

@@ -4,7 +4,7 @@
  *
  * One step: draw a batch, feed `tokens[:, :-1]`, score `tokens[:, 1:]` where `lossMask[:, 1:]`
  * is 1 (mean cross-entropy in nats), backpropagate, clip the global gradient norm, check the
- * loss and norm are finite ({@link NonFiniteError} names the step otherwise; the update is not
+ * loss and norm are finite (`NonFiniteError` (`@attnlab/core`) names the step otherwise; the update is not
  * applied), update with AdamW or SGD at the schedule's learning rate. Evaluations every
  * `evalEvery` steps compute the validation loss and the analysis metrics ({@link analyze}).
  *
@@ -231,8 +231,8 @@ export class Trainer {
    * @param model - the model to train (its weights change)
    * @param source - an online task or a finite dataset
    * @param options - see {@link TrainOptions}
-   * @throws {@link ConfigError} for invalid options or data that does not fit the model;
-   *   {@link AttnlabError} `INVALID_CHECKPOINT` when `resume` does not fit this run
+   * @throws `ConfigError` (`@attnlab/core`) for invalid options or data that does not fit the model;
+   *   `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` when `resume` does not fit this run
    */
   constructor(
     private readonly model: Transformer,
@@ -448,7 +448,7 @@ export class Trainer {
    * Trains until `options.steps` steps are completed (or `signal` aborts).
    *
    * @returns the run's summary
-   * @throws {@link NonFiniteError} naming the step whose loss or gradient norm is NaN/infinite
+   * @throws `NonFiniteError` (`@attnlab/core`) naming the step whose loss or gradient norm is NaN/infinite
    */
   async run(): Promise<TrainResult> {
     const { steps, batchSize, onStep, onEval, onCheckpoint, signal } = this.options
@@ -595,8 +595,8 @@ export class Trainer {
  * Trains `model` on `source` (see {@link Trainer}, {@link TrainOptions}).
  *
  * @returns the summary: final train/validation loss (nats), evaluations, tokens/s
- * @throws {@link ConfigError} for invalid options; {@link NonFiniteError} when the loss diverges
- *   (naming the step); {@link AttnlabError} `INVALID_CHECKPOINT` for a resume state that does not fit
+ * @throws `ConfigError` (`@attnlab/core`) for invalid options; `NonFiniteError` (`@attnlab/core`) when the loss diverges
+ *   (naming the step); `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` for a resume state that does not fit
  * @example
  * ```ts
  * const task = new SparseMarkovTask({ vocabSize: 50, spans: [2, 2, 2] })
