@@ -1,1 +1,87 @@
-export {}
+/**
+ * `@attnlab/knockout`: find the few attention heads a capability needs, with few model
+ * evaluations (Bair, Xu, Sun & Kolter, "Compressed Sensing for Capability Localization in Large
+ * Language Models", arXiv 2603.03335; notes in `shared/papers/llm-components.md`).
+ *
+ * - Ablations of any set of query heads at `hook_z` ({@link HeadAblation}: zero, mean,
+ *   resample), many masks per forward pass through the transformer's batched `headMask`.
+ * - {@link Capability}: a fixed evaluation set and a metric (loss, accuracy, log-prob);
+ *   built-ins for `@attnlab/markov` tasks, sparse-Markov spans, the induction probe and text.
+ * - Localization ({@link compressedSensing}, {@link exhaustiveSweep}, {@link greedySearch}):
+ *   ranked heads with scores and the number of evaluations spent; our own {@link lasso}
+ *   (coordinate descent matching scikit-learn's `Lasso`).
+ * - Reports: per-head heatmaps ({@link headHeatmap}, {@link heatmapSpec}) and knockout effects
+ *   on the target and off-target controls ({@link knockoutEffects}).
+ * - {@link MixtureTask}: several tasks marked by prefix tokens, for planted-structure validation.
+ *
+ * @packageDocumentation
+ */
+export { ABLATION_MODES, HeadAblation, type AblationMode, type AblationOptions, type ReferenceInputs } from './ablation.ts'
+export {
+  METRIC_NAMES,
+  checkCapability,
+  evaluationSetFromBatch,
+  higherIsBetter,
+  inductionCapability,
+  performance,
+  sparseMarkovSpanCapability,
+  taskCapability,
+  textCapability,
+  type Capability,
+  type CapabilityOptions,
+  type EvaluationSet,
+  type InductionOptions,
+  type MetricName,
+} from './capability.ts'
+export { checkHead, formatHead, headAt, headCount, headIndex, parseHeads, type HeadLayout, type HeadRef } from './heads.ts'
+export {
+  lasso,
+  lassoAlphaGrid,
+  lassoCV,
+  lassoObjective,
+  matrixFromRows,
+  type LassoCVOptions,
+  type LassoCVResult,
+  type LassoFit,
+  type LassoOptions,
+  type Matrix,
+} from './lasso.ts'
+export {
+  compressedSensing,
+  exhaustivePairBudget,
+  exhaustiveSweep,
+  greedySearch,
+  type CompressedSensingOptions,
+  type CompressedSensingResult,
+  type ExhaustiveResult,
+  type GreedyResult,
+  type GreedyRound,
+  type LocalizationBase,
+  type LocalizationResult,
+  type LocalizeOptions,
+  type RankedHead,
+} from './localize.ts'
+export {
+  checkMasks,
+  headsPerMask,
+  knockoutCounts,
+  masksFromHeadSets,
+  randomMasks,
+  singleHeadMasks,
+  type KnockoutMasks,
+  type MaskDesign,
+  type RandomMaskOptions,
+} from './masks.ts'
+export { MixtureTask, taskFromDescription, type MixtureComponent, type MixtureOptions } from './mixture.ts'
+export {
+  headHeatmap,
+  heatmapSpec,
+  knockoutEffects,
+  precisionRecall,
+  sweepHeads,
+  type EffectRow,
+  type EffectsOptions,
+  type EffectsReport,
+  type HeadHeatmap,
+} from './report.ts'
+export { scoreMasks, type MaskScores, type ScoreOptions } from './scoring.ts'

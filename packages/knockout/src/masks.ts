@@ -1,0 +1,189 @@
+/**
+ * Knockout masks: which heads each evaluation knocks out. A set of masks is a 0/1 matrix
+ * `[count, N]` (row-major `Uint8Array`, 1 = knocked out, the paper's convention), N heads in
+ * layer-major order. Random designs for compressed sensing follow Bair et al. (arXiv
+ * 2603.03335; `llm-components.md` section 2, step 1): i.i.d. Bernoulli(fraction) entries, or a
+ * balanced ("stratified") design with exactly `k` heads per mask, each mask taking the heads used
+ * least so far (ties broken at random), so every head is knocked out `floor(Mk/N)` or
+ * `ceil(Mk/N)` times. Unlike the reference code, both designs are seeded.
+ *
+ * @module
+ */
+import { AttnlabError, ConfigError, Rng } from '@attnlab/core'
+import { headCount, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
+
+/**
+ * A set of knockout masks.
+ *
+ * @category Masks
+ */
+export interface KnockoutMasks {
+  /** Number of masks `M`. */
+  readonly count: number
+  /** Number of heads `N` (columns). */
+  readonly heads: number
+  /** `[count, heads]` row-major, 1 = head knocked out in that mask. */
+  readonly data: Uint8Array
+}
+
+/**
+ * How random masks are drawn: `iid` (each head knocked out independently with probability
+ * `fraction`; a mask that came out empty is redrawn) or `balanced` (exactly
+ * `k = max(1, floor(fraction * N))` heads per mask, least-used heads first).
+ *
+ * @category Masks
+ */
+export type MaskDesign = 'iid' | 'balanced'
+
+/**
+ * Options of {@link randomMasks}.
+ *
+ * @category Masks
+ */
+export interface RandomMaskOptions {
+  /** Number of masks `M` (default 100, the paper's README setting). */
+  readonly count?: number
+  /** Fraction of heads knocked out per mask (default 0.02, at least one head). In (0, 1]. */
+  readonly fraction?: number
+  /** `balanced` (default; the paper recommends `--stratified`) or `iid`. */
+  readonly design?: MaskDesign
+  /** Seed of the draw (default 0). */
+  readonly seed?: number
+}
+
+/**
+ * Number of heads a balanced mask knocks out: `max(1, floor(fraction * N))` (the reference code's
+ * `int(p * N)`, with the "at least one head" rule).
+ *
+ * @category Masks
+ */
+export function headsPerMask(fraction: number, heads: number): number {
+  return Math.min(heads, Math.max(1, Math.floor(fraction * heads + 1e-9)))
+}
+
+/**
+ * Draws `count` random knockout masks over the layout's heads (seeded).
+ *
+ * @param layout - the head grid (or `{ nLayers: 1, nHeads: N }` for N abstract features)
+ * @param options - count (default 100), fraction (default 0.02), design (default balanced), seed
+ * @returns the masks `[count, N]`, 1 = knocked out; every mask knocks out at least one head
+ * @throws {@link ConfigError} for a count < 1 or a fraction outside (0, 1]
+ * @example
+ * ```ts
+ * const masks = randomMasks({ nLayers: 32, nHeads: 32 }, { count: 100, fraction: 0.02 }) // 20 heads per mask
+ * ```
+ * @category Masks
+ */
+export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {}): KnockoutMasks {
+  const count = options.count ?? 100
+  const fraction = options.fraction ?? 0.02
+  const design = options.design ?? 'balanced'
+  if (!Number.isSafeInteger(count) || count < 1) throw new ConfigError('masks', `${String(count)} is not a positive integer number of masks`)
+  if (typeof fraction !== 'number' || !(fraction > 0 && fraction <= 1)) throw new ConfigError('fraction', `${String(fraction)} is not in (0, 1]`)
+  if (design !== 'iid' && design !== 'balanced') throw new ConfigError('design', `'${String(design)}' is not 'iid' or 'balanced'`)
+  const n = headCount(layout)
+  const rng = Rng.fromSeed(options.seed ?? 0).split(`knockout/masks/${design}`)
+  const data = new Uint8Array(count * n)
+  if (design === 'iid') {
+    for (let j = 0; j < count; j++) {
+      const row = data.subarray(j * n, (j + 1) * n)
+      let on = 0
+      do {
+        on = 0
+        for (let i = 0; i < n; i++) {
+          const bit = rng.float() < fraction ? 1 : 0
+          row[i] = bit
+          on += bit
+        }
+      } while (on === 0)
+    }
+  } else {
+    const k = headsPerMask(fraction, n)
+    const uses = new Float64Array(n)
+    const order = Array.from({ length: n }, (_, i) => i)
+    const tieBreak = new Float64Array(n)
+    for (let j = 0; j < count; j++) {
+      for (let i = 0; i < n; i++) tieBreak[i] = rng.float()
+      order.sort((a, b) => (uses[a] as number) - (uses[b] as number) || (tieBreak[a] as number) - (tieBreak[b] as number))
+      for (let t = 0; t < k; t++) {
+        const i = order[t] as number
+        data[j * n + i] = 1
+        uses[i] = (uses[i] as number) + 1
+      }
+    }
+  }
+  return { count, heads: n, data }
+}
+
+/**
+ * One mask per head knocking out that head alone (the exhaustive sweep's design), optionally
+ * on top of a fixed set of heads (the greedy search's later rounds).
+ *
+ * @param layout - the head grid
+ * @param options - `base`: heads knocked out in every mask; `candidates`: flat indices to sweep
+ *   (default all heads not in `base`)
+ * @returns `[candidates.length, N]`
+ * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a head outside the layout
+ * @category Masks
+ */
+export function singleHeadMasks(layout: HeadLayout, options: { base?: readonly HeadRef[]; candidates?: readonly number[] } = {}): KnockoutMasks {
+  const n = headCount(layout)
+  const base = (options.base ?? []).map((h) => headIndex(h, layout))
+  const baseSet = new Set(base)
+  const candidates = options.candidates ?? Array.from({ length: n }, (_, i) => i).filter((i) => !baseSet.has(i))
+  const data = new Uint8Array(candidates.length * n)
+  candidates.forEach((c, j) => {
+    if (!Number.isSafeInteger(c) || c < 0 || c >= n) throw new AttnlabError('INVALID_ARGUMENT', `candidate head index ${c} is outside [0, ${n})`)
+    for (const b of base) data[j * n + b] = 1
+    data[j * n + c] = 1
+  })
+  return { count: candidates.length, heads: n, data }
+}
+
+/**
+ * Masks from explicit head sets (one mask per set; an empty set is the unablated model).
+ *
+ * @param layout - the head grid
+ * @param sets - the heads to knock out in each mask
+ * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a head outside the layout
+ * @category Masks
+ */
+export function masksFromHeadSets(layout: HeadLayout, sets: readonly (readonly HeadRef[])[]): KnockoutMasks {
+  const n = headCount(layout)
+  const data = new Uint8Array(sets.length * n)
+  sets.forEach((set, j) => {
+    for (const head of set) data[j * n + headIndex(head, layout)] = 1
+  })
+  return { count: sets.length, heads: n, data }
+}
+
+/**
+ * How often each head is knocked out across a set of masks.
+ *
+ * @returns `[N]` counts
+ * @category Masks
+ */
+export function knockoutCounts(masks: KnockoutMasks): Int32Array {
+  const counts = new Int32Array(masks.heads)
+  for (let j = 0; j < masks.count; j++) for (let i = 0; i < masks.heads; i++) counts[i] = (counts[i] as number) + (masks.data[j * masks.heads + i] as number)
+  return counts
+}
+
+/**
+ * Checks a mask set's shape and values against a layout.
+ *
+ * @throws {@link AttnlabError} `INVALID_ARGUMENT` when `heads` differs from the layout's N, the
+ *   data has the wrong length, or an entry is not 0 or 1
+ * @category Masks
+ */
+export function checkMasks(masks: KnockoutMasks, layout: HeadLayout): void {
+  const n = headCount(layout)
+  if (masks.heads !== n) throw new AttnlabError('INVALID_ARGUMENT', `masks cover ${masks.heads} heads; the model has ${n} (${layout.nLayers} layers x ${layout.nHeads} heads)`)
+  if (!Number.isSafeInteger(masks.count) || masks.count < 0 || masks.data.length !== masks.count * n) {
+    throw new AttnlabError('INVALID_ARGUMENT', `mask data has ${masks.data.length} entries; expected count * heads = ${masks.count * n}`)
+  }
+  for (let i = 0; i < masks.data.length; i++) {
+    const v = masks.data[i] as number
+    if (v !== 0 && v !== 1) throw new AttnlabError('INVALID_ARGUMENT', `mask ${Math.floor(i / n)} head ${i % n} is ${v}; expected 0 (kept) or 1 (knocked out)`)
+  }
+}

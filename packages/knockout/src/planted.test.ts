@@ -1,0 +1,92 @@
+/**
+ * Validation on planted ground truth (the fast version of bench/planted-validation.ts): a trained
+ * minimal model in which each head owns one span of a sparse Markov chain
+ * (`__fixtures__/planted-minimal`, written by tools/knockout/planted-fixtures.ts).
+ */
+import { fileURLToPath } from 'node:url'
+import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
+import { createTask, type SparseMarkovTask } from '@attnlab/markov'
+import { createTransformer, type Transformer } from '@attnlab/transformer'
+import { loadCheckpoint } from '@attnlab/transformer/node'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { sparseMarkovSpanCapability, taskCapability, type Capability } from './capability.ts'
+import { formatHead, type HeadRef } from './heads.ts'
+import { compressedSensing, exhaustivePairBudget, exhaustiveSweep, greedySearch } from './localize.ts'
+import { headHeatmap, heatmapSpec, knockoutEffects, precisionRecall, sweepHeads } from './report.ts'
+
+const fixture = fileURLToPath(new URL('./__fixtures__/planted-minimal', import.meta.url))
+
+describeWithBackends('planted minimal model (each head owns one span)', () => {
+  let model: Transformer
+  let task: SparseMarkovTask
+  let planted: Record<string, HeadRef[]>
+  let spans: Capability[]
+  beforeAll(async () => {
+    const checkpoint = await loadCheckpoint(fixture)
+    model = createTransformer(checkpoint.config)
+    model.setWeights(checkpoint.weights)
+    task = createTask(checkpoint.extra.task as Record<string, unknown>) as SparseMarkovTask
+    planted = checkpoint.extra.planted as Record<string, HeadRef[]>
+    spans = [0, 1, 2].map((i) => sparseMarkovSpanCapability(task, i, { count: 96, seed: 1 }))
+  })
+  afterAll(() => model.dispose())
+
+  it('the exhaustive sweep finds exactly the owning head of each span', async () => {
+    for (const capability of spans) {
+      const sweep = await exhaustiveSweep(model, capability, { top: 1 })
+      expect(sweep.evaluations).toBe(4)
+      expect(sweepHeads(sweep)).toEqual(planted[capability.name])
+      expect(sweep.top.map(formatHead)).toEqual((planted[capability.name] as HeadRef[]).map(formatHead))
+      expect(sweep.top[0]?.score).toBeGreaterThan(0.3) // nats lost by knocking out the owner
+    }
+  })
+
+  it('compressed sensing recovers the owning head from a handful of random masks (recall 1, precision 1)', async () => {
+    for (const capability of spans) {
+      const found = await compressedSensing(model, capability, { masks: 6, fraction: 0.34, design: 'iid', seed: 0, top: 1 })
+      expect(found.evaluations).toBe(6)
+      const { precision, recall } = precisionRecall(found.top, planted[capability.name] as HeadRef[])
+      expect(recall).toBe(1)
+      expect(precision).toBe(1)
+      expect(found.fit.r2).toBeGreaterThan(0.8)
+      expect(found.scores[found.top[0]!.index]).toBeLessThan(0)
+    }
+  })
+
+  it('greedy search picks the owner first and spends 1 + N + (N - 1) evaluations for k = 2', async () => {
+    const greedy = await greedySearch(model, spans[2] as Capability, { top: 2 })
+    expect(greedy.evaluations).toBe(1 + 3 + 2)
+    expect(formatHead(greedy.top[0] as HeadRef)).toBe(formatHead((planted['span-2'] as HeadRef[])[0] as HeadRef))
+    expect(greedy.rounds[0]!.metricAfter).toBeGreaterThan(greedy.baseline)
+  })
+
+  it('knocking out the found head hurts its span at least 5x more than any other span', async () => {
+    for (const capability of spans) {
+      const found = await compressedSensing(model, capability, { masks: 6, fraction: 0.34, design: 'iid', seed: 0, top: 1 })
+      const report = await knockoutEffects(model, found.top, spans, { target: capability.name })
+      expect(report.rows.map((r) => r.role)).toEqual(spans.map((s) => (s.name === capability.name ? 'target' : 'control')))
+      expect(report.targetHurt).toBeGreaterThan(0.3)
+      expect(report.ratio).toBeGreaterThanOrEqual(5)
+      expect(report.evaluations).toBe(6)
+    }
+  })
+
+  it('the whole-task loss needs every head; heatmap and plot spec have one cell per head', async () => {
+    const whole = taskCapability(task, { name: 'task', count: 64 })
+    const sweep = await exhaustiveSweep(model, whole, { top: 3 })
+    expect(sweep.ranking.every((h) => h.score > 0.1)).toBe(true)
+    const heatmap = headHeatmap(sweep)
+    expect(heatmap.values).toHaveLength(1)
+    expect(heatmap.values[0]).toHaveLength(3)
+    const spec = heatmapSpec(heatmap) as { data: { values: unknown[] }; layer: unknown[] }
+    expect(spec.data.values).toHaveLength(3)
+    expect(exhaustivePairBudget(model.config)).toBe(6)
+  })
+
+  it('leaks no tensors', async () => {
+    await expectNoLeaks(async () => {
+      await compressedSensing(model, spans[0] as Capability, { masks: 4, fraction: 0.34, seed: 1, mode: 'mean' })
+      await exhaustiveSweep(model, spans[1] as Capability, { mode: 'resample' })
+    })
+  })
+})
