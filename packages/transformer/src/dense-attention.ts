@@ -21,6 +21,7 @@ import {
   type AttentionPrefillInput,
   type AttentionResult,
 } from '@attnlab/core'
+import { softmax } from './kernels.ts'
 
 const maskCache = new Map<number, Float32Array>()
 
@@ -76,7 +77,7 @@ function attend(
   if (scale !== 1) scores = tf.mul(scores, scale)
   if (mask !== null) scores = tf.add(scores, mask) // masked entries -Infinity
   if (context.hooks.attnScores !== undefined) scores = context.hooks.attnScores(scores)
-  let pattern = tf.softmax(scores) as tf.Tensor4D // [b, H, q, keys]
+  let pattern = softmax(scores) // [b, H, q, keys]
   if (context.hooks.pattern !== undefined) pattern = context.hooks.pattern(pattern)
   const groupedPattern = tf.reshape(pattern, [batch, kvHeads, group * queries, stored]) // [b, kvH, g*q, keys]
   return tf.reshape(tf.matMul(groupedPattern, values), [batch, heads, queries, dValue]) as tf.Tensor4D // [b, H, q, dValue]

@@ -41,7 +41,7 @@ import { configToJSON, type TransformerConfig } from './config.ts'
 import { denseAttention } from './dense-attention.ts'
 import { ensureGradients } from './gradients.ts'
 import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
-import { ensureKernels, gatherRows, pairScatter, twoHotScores } from './kernels.ts'
+import { ensureKernels, gatherRows, pairScatter, softmax, twoHotScores } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
 import { activation, applyRotary, dropout, layerNorm, linear, oneHotFloat, rmsNorm } from './ops.ts'
 
@@ -393,7 +393,7 @@ class Attention {
     let scores = twoHotScores(wQ, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]
     if (this.config.attnScale !== 1) scores = tf.mul(scores, this.config.attnScale)
     scores = context.hooks.run(this.hookName('hook_attn_scores'), scores)
-    let pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
+    let pattern = softmax(scores) // [batch, nHeads, pos, pos]
     pattern = context.hooks.run(this.hookName('hook_pattern'), pattern)
     if (context.rng !== null && this.config.dropout > 0) pattern = dropout(pattern, this.config.dropout, context.rng)
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: batch * nHeads * ((pos * (pos + 1)) / 2), totalPairs: batch * nHeads * ((pos * (pos + 1)) / 2) })

@@ -9,6 +9,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, type Rng } from '@attnlab/core'
 import type { ActivationFunction } from './config.ts'
+import { softmax } from './kernels.ts'
 
 /**
  * `x @ w` for 2-D tensors, with a gradient that uses only untransposed matmuls on explicitly
@@ -209,7 +210,7 @@ export function maskedCrossEntropy(logits: tf.Tensor2D, targets: tf.Tensor1D, we
   const column = tf.reshape(tf.div(weights, denominator), [-1, 1]) // [rows, 1]
   const fn = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const [z, save] = args as [tf.Tensor2D, tf.GradSaveFunc]
-    const probabilities = tf.softmax(z) // [rows, dVocab]
+    const probabilities = softmax(z) // [rows, dVocab]
     save([probabilities, onehot, column]) // saved tensors outlive the forward scope; closures do not
     const logSumExp = tf.sub(tf.max(z, -1), tf.log(tf.max(probabilities, -1))) // [rows]
     const targetLogit = tf.sum(tf.mul(z, onehot), -1) // [rows]

@@ -17,11 +17,11 @@ describeWithBackends('train', (backend) => {
     for (const config of [minimalConfig, gptConfig]) {
       const model = createTransformer(config)
       const evals: EvalRecord[] = []
-      const result = await train(model, task, { steps: 40, batchSize: 64, lr: config.architecture === 'minimal' ? 0.08 : 0.01, evalEvery: 20, validation: 128, onEval: (r) => void evals.push(r) })
-      expect(result.steps).toBe(40)
-      expect(result.losses.length).toBe(40)
+      const result = await train(model, task, { steps: 30, batchSize: 48, lr: config.architecture === 'minimal' ? 0.08 : 0.01, evalEvery: 15, validation: 96, onEval: (r) => void evals.push(r) })
+      expect(result.steps).toBe(30)
+      expect(result.losses.length).toBe(30)
       expect(result.finalValidationLoss).toBeLessThan(Math.log(8) - 0.2)
-      expect(evals.map((e) => e.step)).toEqual([20, 40])
+      expect(evals.map((e) => e.step)).toEqual([15, 30])
       const metrics = evals[1]!.metrics!
       expect(metrics.attentionEntropy.length).toBe(config.nLayers)
       expect(metrics.offsetGroupMass![0]!.length).toBe(config.nHeads)
@@ -31,7 +31,7 @@ describeWithBackends('train', (backend) => {
       expect(metrics.perPositionLoss[0]).toBeNull() // token 1 is burn-in (not scored)
       if (config.architecture === 'minimal') expect(metrics.valueAlignment!.cosine.length).toBe(2)
       expect(result.tokensPerSecond).toBeGreaterThan(0)
-      expect(result.tokens).toBe(40 * 64 * 7)
+      expect(result.tokens).toBe(30 * 48 * 7)
       model.dispose()
     }
   })
@@ -129,8 +129,8 @@ describeWithBackends('train', (backend) => {
 
   it('has no tensor leaks across 100 training steps (with evaluations, dropout and metrics)', async () => {
     const model = createTransformer(gptConfig)
-    const trainer = new Trainer(model, task, { steps: 100, batchSize: 8, lr: 0.01, validation: 16, evalEvery: 50 })
-    await trainer.run() // warm up (creates optimizer slots)
+    const trainer = new Trainer(model, task, { steps: 3, batchSize: 8, lr: 0.01, validation: 16, evalEvery: 50 })
+    await trainer.run() // warm up (kernels, gradients, caches)
     trainer.dispose()
     await expectNoLeaks(async () => {
       const again = new Trainer(model, task, { steps: 100, batchSize: 8, lr: 0.01, validation: 16, evalEvery: 50 })
