@@ -78,7 +78,8 @@ export function rmsNorm(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2
 /**
  * An MLP activation function.
  *
- * - `gelu_new`: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (GPT-2);
+ * - `gelu_new`: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (GPT-2), computed as the
+ *   identical `x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`;
  * - `gelu`: `0.5 x (1 + erf(x / sqrt 2))`;
  * - `silu`: `x sigmoid(x)`; `relu`: `max(x, 0)`.
  *
@@ -87,8 +88,11 @@ export function rmsNorm(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2
 export function activation<T extends tf.Tensor>(x: T, fn: ActivationFunction): T {
   switch (fn) {
     case 'gelu_new': {
-      const inner = tf.mul(Math.sqrt(2 / Math.PI), tf.add(x, tf.mul(0.044715, tf.pow(x, 3))))
-      return tf.mul(tf.mul(0.5, x), tf.add(1, tf.tanh(inner))) as T
+      // 0.5 x (1 + tanh(u)) = x sigmoid(2u): the same function, but sigmoid is ~10x faster than
+      // tanh on tfjs-wasm, and x^3 as two products avoids tf.pow (also ~10x slower).
+      const cube = tf.mul(tf.mul(x, x), x)
+      const u = tf.mul(2 * Math.sqrt(2 / Math.PI), tf.add(x, tf.mul(0.044715, cube)))
+      return tf.mul(x, tf.sigmoid(u)) as T
     }
     case 'gelu':
       return tf.mul(tf.mul(0.5, x), tf.add(1, tf.erf(tf.mul(x, Math.SQRT1_2)))) as T
