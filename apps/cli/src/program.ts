@@ -12,6 +12,7 @@ import { registerDynamics } from './commands/dynamics.ts'
 import { registerGenerate } from './commands/generate.ts'
 import { registerMarkov } from './commands/markov.ts'
 import { registerTrain } from './commands/train.ts'
+import { registerKnockout } from './commands/knockout.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerGenerate(program)
   registerMarkov(program)
   registerTrain(program)
+  registerKnockout(program)
   return program
 }
 

@@ -83,6 +83,12 @@ export interface EvaluationSet {
    * length]`. Mean ablation averages only real positions. Default: all real.
    */
   readonly inputMask?: Uint8Array
+  /**
+   * Weight of each scored position in the metric, which is then `sum_s w_s v_s` instead of the
+   * mean of the per-position values `v_s` (for example +1/n on a second copy and -1/n on the first
+   * for an in-context gain). Default: the mean (`w_s = 1 / scored`).
+   */
+  readonly scoreWeights?: Float64Array
 }
 
 /**
@@ -259,31 +265,43 @@ export function sparseMarkovSpanCapability(task: SparseMarkovTask, span: number,
  * @category Capabilities
  */
 export interface InductionOptions extends CapabilityOptions {
-  /** Length `L` of the random block that is repeated (default 16); the sequence has `prefix + 2L` tokens. */
+  /** Length `L` of each random block that is repeated (default 16); a sequence has `prefix + 2L` tokens. */
   readonly blockLength?: number
   /** Tokens put before the first copy (e.g. `[bos]`); default none. */
   readonly prefix?: readonly number[]
   /**
-   * The token ids the random block is drawn from (uniformly, without repeats inside a block
-   * when the pool allows). Give the ordinary word pieces of a tokenizer (no special or byte
-   * tokens). Default `0 .. vocabSize - 1`.
+   * The token ids random blocks are drawn from (uniformly, without repeats inside a block when
+   * the pool allows). Give the ordinary word pieces of a tokenizer (no special or byte tokens).
+   * Default `0 .. vocabSize - 1`.
    */
   readonly tokens?: readonly number[]
-  /** Vocabulary size of the model (required when `tokens` is not given). */
+  /** Vocabulary size of the model (required when neither `tokens` nor `blocks` is given). */
   readonly vocabSize?: number
+  /**
+   * Repeat these token blocks (e.g. tokenized held-out sentences) instead of random ones; `count`,
+   * `blockLength`, `tokens` and `seed` are then ignored. Blocks of different lengths are padded.
+   */
+  readonly blocks?: readonly (readonly number[])[]
+  /**
+   * Score the in-context gain instead of the second copy alone: the metric on the second copy
+   * minus the metric on the first copy (the same tokens predicted without a copy to look at).
+   * This separates copying from ordinary next-token prediction; default false.
+   */
+  readonly contrast?: boolean
 }
 
 /**
- * The copying / induction probe for any language model: a random block of `L` tokens, then the
- * same block again; the second copy's tokens `2..L` are scored (the first token of the second copy
- * cannot be predicted from the context). Induction heads make these predictions nearly free
- * (Olsson et al. 2022, "In-context learning and induction heads"); knocking them out destroys
- * the in-context copy while ordinary next-token prediction is spared.
+ * The copying / induction probe for any language model: a block of `L` tokens (random by
+ * default), then the same block again; the second copy's tokens `2..L` are scored (its first
+ * token cannot be predicted from the context). Induction heads make these predictions nearly
+ * free (Olsson et al. 2022, "In-context learning and induction heads"). With `contrast`, the
+ * score is the second copy minus the first copy (the in-context gain), which is 0 for a model
+ * that does not copy at all.
  *
- * @param options - block length (default 16), prefix, token pool or vocabulary size, metric
- *   (default `logprob`), count (default 64), seed
+ * @param options - block length (default 16), prefix, token pool or vocabulary size, explicit
+ *   blocks, contrast, metric (default `logprob`), count (default 64), seed
  * @throws {@link ConfigError} for a missing pool, a pool with fewer than 2 tokens, a block
- *   length < 2, a bad metric or count
+ *   length < 2 (or a given block shorter than 2 tokens), a bad metric or count
  * @example
  * ```ts
  * const probe = inductionCapability({ vocabSize: 512, prefix: [1], blockLength: 16 })
@@ -292,63 +310,96 @@ export interface InductionOptions extends CapabilityOptions {
  */
 export function inductionCapability(options: InductionOptions): Capability {
   const metric = checkMetric(options.metric ?? 'logprob')
-  const count = checkCount(options.count ?? 64)
-  const L = options.blockLength ?? 16
-  if (!Number.isSafeInteger(L) || L < 2 || L > 4096) throw new ConfigError('blockLength', `${String(L)} is not an integer in [2, 4096]`)
-  let pool: number[]
-  if (options.tokens !== undefined) {
-    pool = [...new Set(options.tokens)]
-    if (pool.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('tokens', 'token ids must be non-negative integers')
-  } else {
-    if (options.vocabSize === undefined) throw new ConfigError('vocabSize', 'give the vocabulary size or an explicit token pool')
-    checkCount(options.vocabSize, 'vocabSize')
-    pool = Array.from({ length: options.vocabSize }, (_, i) => i)
-  }
-  if (pool.length < 2) throw new ConfigError('tokens', `the token pool has ${pool.length} token(s); expected at least 2`)
   const prefix = [...(options.prefix ?? [])]
   if (prefix.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('prefix', 'prefix token ids must be non-negative integers')
-  const P = prefix.length
-  const length = P + 2 * L
-  const rng = Rng.fromSeed(options.seed ?? 0).split('knockout/induction')
-  const inputs = new Int32Array(count * length)
-  const scored: number[] = []
-  const targets: number[] = []
-  const shuffled = [...pool]
-  for (let b = 0; b < count; b++) {
-    const row = b * length
-    prefix.forEach((t, i) => (inputs[row + i] = t))
-    let block: number[]
-    if (pool.length >= L) {
-      // A partial Fisher-Yates shuffle: L distinct tokens.
-      for (let i = 0; i < L; i++) {
-        const j = i + rng.int(shuffled.length - i)
-        const tmp = shuffled[i] as number
-        shuffled[i] = shuffled[j] as number
-        shuffled[j] = tmp
-      }
-      block = shuffled.slice(0, L)
-    } else {
-      block = Array.from({ length: L }, () => pool[rng.int(pool.length)] as number)
-    }
-    block.forEach((t, i) => {
-      inputs[row + P + i] = t
-      inputs[row + P + L + i] = t
+  let blocks: number[][]
+  if (options.blocks !== undefined) {
+    if (options.blocks.length === 0) throw new ConfigError('blocks', 'expected at least one block')
+    blocks = options.blocks.map((block, i) => {
+      if (block.length < 2) throw new ConfigError('blocks', `block ${i} has ${block.length} token(s); expected at least 2`)
+      if (block.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('blocks', `block ${i} holds a token that is not a non-negative integer`)
+      return [...block]
     })
-    // The model's output at position P + L + i - 1 predicts the second copy's token i (i >= 1).
-    for (let i = 1; i < L; i++) {
-      scored.push(row + P + L + i - 1)
-      targets.push(block[i] as number)
+  } else {
+    const count = checkCount(options.count ?? 64)
+    const L = options.blockLength ?? 16
+    if (!Number.isSafeInteger(L) || L < 2 || L > 4096) throw new ConfigError('blockLength', `${String(L)} is not an integer in [2, 4096]`)
+    let pool: number[]
+    if (options.tokens !== undefined) {
+      pool = [...new Set(options.tokens)]
+      if (pool.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('tokens', 'token ids must be non-negative integers')
+    } else {
+      if (options.vocabSize === undefined) throw new ConfigError('vocabSize', 'give the vocabulary size or an explicit token pool')
+      checkCount(options.vocabSize, 'vocabSize')
+      pool = Array.from({ length: options.vocabSize }, (_, i) => i)
+    }
+    if (pool.length < 2) throw new ConfigError('tokens', `the token pool has ${pool.length} token(s); expected at least 2`)
+    const rng = Rng.fromSeed(options.seed ?? 0).split('knockout/induction')
+    const shuffled = [...pool]
+    blocks = []
+    for (let b = 0; b < count; b++) {
+      if (pool.length >= L) {
+        // A partial Fisher-Yates shuffle: L distinct tokens.
+        for (let i = 0; i < L; i++) {
+          const j = i + rng.int(shuffled.length - i)
+          const tmp = shuffled[i] as number
+          shuffled[i] = shuffled[j] as number
+          shuffled[j] = tmp
+        }
+        blocks.push(shuffled.slice(0, L))
+      } else {
+        blocks.push(Array.from({ length: L }, () => pool[rng.int(pool.length)] as number))
+      }
     }
   }
-  // The last input token is the end of the second copy; nothing after it is scored, so drop it.
-  const trimmed = new Int32Array(count * (length - 1))
-  for (let b = 0; b < count; b++) trimmed.set(inputs.subarray(b * length, b * length + length - 1), b * (length - 1))
-  const remapped = scored.map((flat) => Math.floor(flat / length) * (length - 1) + (flat % length))
+  const contrast = options.contrast ?? false
+  const P = prefix.length
+  const count = blocks.length
+  // Inputs: prefix, block, block without its last token (nothing after it is scored).
+  const length = P + 2 * Math.max(...blocks.map((b) => b.length)) - 1
+  const inputs = new Int32Array(count * length)
+  const inputMask = new Uint8Array(count * length)
+  const scored: number[] = []
+  const targets: number[] = []
+  const weights: number[] = []
+  const second = blocks.reduce((n, b) => n + b.length - 1, 0)
+  blocks.forEach((block, b) => {
+    const L = block.length
+    const row = [...prefix, ...block, ...block.slice(0, L - 1)]
+    row.forEach((t, p) => {
+      inputs[b * length + p] = t
+      inputMask[b * length + p] = 1
+    })
+    for (let i = 1; i < L; i++) {
+      if (contrast) {
+        // The first copy's token i, predicted from position P + i - 1 (no copy to look at yet).
+        scored.push(b * length + P + i - 1)
+        targets.push(block[i] as number)
+        weights.push(-1 / second)
+      }
+      // The second copy's token i, predicted from position P + L + i - 1.
+      scored.push(b * length + P + L + i - 1)
+      targets.push(block[i] as number)
+      weights.push(1 / second)
+    }
+  })
+  const order = scored.map((_, i) => i).sort((x, y) => (scored[x] as number) - (scored[y] as number))
+  const what = options.blocks !== undefined ? `${count} given blocks` : `${count} random ${blocks[0]?.length}-token blocks`
   return {
-    name: options.name ?? 'induction',
-    description: `${metric} of the second copy of ${count} random ${L}-token blocks (copying / induction probe)`,
+    name: options.name ?? (contrast ? 'induction-gain' : 'induction'),
+    description: contrast
+      ? `${metric} of the second copy minus the first copy of ${what} (in-context copying gain)`
+      : `${metric} of the second copy of ${what} (copying / induction probe)`,
     metric,
-    data: { inputs: trimmed, count, length: length - 1, scoredPositions: Int32Array.from(remapped), targets: Int32Array.from(targets) },
+    data: {
+      inputs,
+      count,
+      length,
+      scoredPositions: Int32Array.from(order, (i) => scored[i] as number),
+      targets: Int32Array.from(order, (i) => targets[i] as number),
+      scoreWeights: Float64Array.from(order, (i) => weights[i] as number),
+      inputMask,
+    },
   }
 }
 
@@ -429,4 +480,8 @@ export function checkCapability(capability: Capability, model: { readonly dVocab
     if (data.targetDistributions.length !== width * data.scoredPositions.length) fail(`target distributions hold ${data.targetDistributions.length} values; expected ${width * data.scoredPositions.length}`)
   }
   if (data.inputMask !== undefined && data.inputMask.length !== data.inputs.length) fail(`inputMask has ${data.inputMask.length} entries; expected ${data.inputs.length}`)
+  if (data.scoreWeights !== undefined) {
+    if (data.scoreWeights.length !== data.scoredPositions.length) fail(`scoreWeights has ${data.scoreWeights.length} entries; expected one per scored position (${data.scoredPositions.length})`)
+    if (data.scoreWeights.some((w) => !Number.isFinite(w))) fail('scoreWeights holds a non-finite weight')
+  }
 }

@@ -33,6 +33,7 @@ export {
   type InductionOptions,
   type MetricName,
 } from './capability.ts'
+export { builtinCapability, builtinCapabilityNames, parseCapabilityName, type BuiltinContext, type BuiltinOptions } from './builtins.ts'
 export { checkHead, formatHead, headAt, headCount, headIndex, parseHeads, type HeadLayout, type HeadRef } from './heads.ts'
 export {
   lasso,
@@ -84,4 +85,5 @@ export {
   type EffectsReport,
   type HeadHeatmap,
 } from './report.ts'
+export { HELD_OUT_SENTENCES } from './sentences.ts'
 export { scoreMasks, type MaskScores, type ScoreOptions } from './scoring.ts'

@@ -81,6 +81,19 @@ describeWithBackends('scoreMasks', () => {
     }
   })
 
+  it('weighted metrics: the in-context gain is the second copy minus the first copy', async () => {
+    const blocks = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 1, 2]]
+    const second = inductionCapability({ blocks, prefix: [0] })
+    const gain = inductionCapability({ blocks, prefix: [0], contrast: true })
+    const first = { ...second, data: { ...gain.data, scoreWeights: gain.data.scoreWeights!.map((w) => (w < 0 ? -w : 0)) } }
+    const masks = randomMasks(gptConfig, { count: 3, fraction: 0.25, seed: 8 })
+    const [a, b, c] = await Promise.all([scoreMasks(gpt, second, masks), scoreMasks(gpt, gain, masks), scoreMasks(gpt, first, masks)])
+    for (let j = 0; j < 3; j++) {
+      expectArraysClose([b.values[j] as number], [(a.values[j] as number) - (c.values[j] as number)], 2e-4)
+      expectArraysClose([b.values[j] as number], [await manualMetric(gpt, gain, knockedSet(masks, j, 4), () => null)], 2e-4)
+    }
+  })
+
   it('mean ablation equals replacing the knocked-out heads by their mean output', async () => {
     const means = await manualMeans(gpt, capability)
     const ablation = await HeadAblation.create(gpt, 'mean', { reference: capability.data })

@@ -118,6 +118,7 @@ export async function scoreMasks(model: Transformer, capability: Capability, mas
       const targets: number[] = []
       const soft: number[] = []
       const owner: number[] = []
+      const weight: number[] = []
       for (let r = 0; r < rows; r++) {
         const j = Math.floor((row + r) / count)
         const b = (row + r) % count
@@ -130,6 +131,7 @@ export async function scoreMasks(model: Transformer, capability: Capability, mas
           targets.push(data.targets[s] as number)
           soft.push(s)
           owner.push(j)
+          weight.push(data.scoreWeights === undefined ? 1 / scoredPerMask : (data.scoreWeights[s] as number))
         }
       }
       const [values, predictions] = tf.tidy(() => {
@@ -162,14 +164,14 @@ export async function scoreMasks(model: Transformer, capability: Capability, mas
             : metric === 'loss'
               ? -(logProbabilityValues[i] as number)
               : (logProbabilityValues[i] as number)
-        sums[j] = (sums[j] as number) + v
+        sums[j] = (sums[j] as number) + (weight[i] as number) * v
       }
       passes += 1
       done += rows
       row = end
       options.onProgress?.(done, totalRows)
     }
-    const values = Float64Array.from(sums, (s) => s / scoredPerMask)
+    const values = sums
     for (let j = 0; j < M; j++) {
       if (!Number.isFinite(values[j] as number)) {
         throw new AttnlabError('NON_FINITE', `capability '${capability.name}': the ${metric} under mask ${j} is ${values[j]} (the model produced non-finite logits)`)

@@ -39,9 +39,10 @@ export function metricFromLogits(capability: Capability, logits: Float32Array, d
     } else {
       logProbability = (row[data.targets[s] as number] as number) - logZ
     }
-    sum += metric === 'accuracy' ? (argmax === data.targets[s] ? 1 : 0) : metric === 'loss' ? -logProbability : logProbability
+    const w = data.scoreWeights === undefined ? 1 / data.scoredPositions.length : (data.scoreWeights[s] as number)
+    sum += w * (metric === 'accuracy' ? (argmax === data.targets[s] ? 1 : 0) : metric === 'loss' ? -logProbability : logProbability)
   }
-  return sum / data.scoredPositions.length
+  return sum
 }
 
 /** Runs the model on the capability's inputs with hooks that replace knocked-out heads' `hook_z` by `replacement(layer)` (`[count, length, nHeads, dHead]` values), and returns the metric. */

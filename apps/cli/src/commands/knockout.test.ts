@@ -1,0 +1,141 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { main } from '../program.ts'
+
+const planted = fileURLToPath(new URL('../../../../packages/knockout/src/__fixtures__/planted-minimal', import.meta.url))
+let dir: string
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'attnlab-knockout-'))
+})
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out: string[] = []
+  const err: string[] = []
+  vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => void out.push(args.join(' ')))
+  vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void err.push(args.join(' ')))
+  const stderrWrite = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    err.push(String(chunk))
+    return true
+  })
+  const code = await main(argv)
+  stderrWrite.mockRestore()
+  return { code, stdout: out.join('\n'), stderr: err.join('') }
+}
+
+describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
+  it('capabilities lists the probes and the task capabilities of the checkpoint', async () => {
+    const { code, stdout } = await run(['knockout', 'capabilities', '--model', planted, '--backend', 'cpu', '--json'])
+    expect(code).toBe(0)
+    const names = (JSON.parse(stdout) as { capabilities: { name: string }[] }).capabilities.map((c) => c.name)
+    expect(names).toEqual(['induction', 'induction-gain', 'task', 'span-0', 'span-1', 'span-2'])
+  })
+
+  it('locate --method cs finds the owning head, reports evaluations, the Lasso fit, controls, and writes the heatmap', async () => {
+    const plot = join(dir, 'heads.svg')
+    const { code, stdout } = await run([
+      'knockout', 'locate', '--model', planted, '--capability', 'span-2', '--masks', '6', '--fraction', '0.34', '--design', 'iid',
+      '--top', '1', '--seed', '0', '--controls', 'span-0,span-1', '--count', '64', '--plot', plot, '--backend', 'cpu', '--json',
+    ])
+    expect(code).toBe(0)
+    const result = JSON.parse(stdout) as {
+      method: string
+      evaluations: number
+      top: { head: string; score: number }[]
+      lasso: { alpha: number; r2: number }
+      heatmap: number[][]
+      budget: { exhaustiveSweep: number; exhaustivePairs: number }
+      effects: { rows: { capability: string; role: string; before: number; after: number }[]; ratio: number | string }
+    }
+    expect(result.method).toBe('compressed-sensing')
+    expect(result.evaluations).toBe(6)
+    expect(result.top.map((h) => h.head)).toEqual(['0.2'])
+    expect(result.top[0]!.score).toBeLessThan(0)
+    expect(result.lasso.alpha).toBe(0.01)
+    expect(result.heatmap).toHaveLength(1)
+    expect(result.heatmap[0]).toHaveLength(3)
+    expect(result.budget).toEqual({ heads: 3, exhaustiveSweep: 4, exhaustivePairs: 6 })
+    expect(result.effects.rows.map((r) => [r.capability, r.role])).toEqual([
+      ['span-2', 'target'],
+      ['span-0', 'control'],
+      ['span-1', 'control'],
+    ])
+    expect(result.effects.rows[0]!.after).toBeGreaterThan(result.effects.rows[0]!.before)
+    expect(typeof result.effects.ratio === 'string' || (result.effects.ratio as number) >= 5).toBe(true)
+    expect(await readFile(plot, 'utf8')).toMatch(/^<svg/)
+  })
+
+  it('locate --method exhaustive and greedy rank heads by the drop; the human summary names the heads', async () => {
+    const exhaustive = await run(['knockout', 'locate', '--model', planted, '--capability', 'span-0', '--method', 'exhaustive', '--top', '1', '--count', '32', '--controls', 'none', '--backend', 'cpu', '--json'])
+    expect(exhaustive.code).toBe(0)
+    const parsed = JSON.parse(exhaustive.stdout) as { evaluations: number; top: { head: string }[]; baseline: number }
+    expect(parsed.evaluations).toBe(4)
+    expect(parsed.top[0]!.head).toBe('0.0')
+    const greedy = await run(['knockout', 'locate', '--model', planted, '--capability', 'span-1@accuracy', '--method', 'greedy', '--top', '2', '--count', '32', '--controls', 'span-0', '--backend', 'cpu'])
+    expect(greedy.code).toBe(0)
+    expect(greedy.stdout).toMatch(/greedy \(zero ablation\): 6 evaluations/)
+    expect(greedy.stdout).toMatch(/top heads \(drop \(accuracy\)\): 0\.1 /)
+    expect(greedy.stdout).toMatch(/span-1@accuracy\s+target/)
+  })
+
+  it('ablate prints before/after per capability (zero and mean)', async () => {
+    const { code, stdout } = await run(['knockout', 'ablate', '--model', planted, '--heads', '0.1', '--capabilities', 'span-0,span-1,span-2', '--target', 'span-1', '--count', '32', '--backend', 'cpu', '--json'])
+    expect(code).toBe(0)
+    const report = JSON.parse(stdout) as { heads: string[]; rows: { capability: string; before: number; after: number; hurt: number }[]; evaluations: number }
+    expect(report.heads).toEqual(['0.1'])
+    expect(report.evaluations).toBe(6)
+    const hurt = Object.fromEntries(report.rows.map((r) => [r.capability, r.hurt]))
+    expect(hurt['span-1']).toBeGreaterThan(0.3)
+    expect(hurt['span-0']).toBeLessThan(0.1)
+    expect(hurt['span-2']).toBeLessThan(0.1)
+    const mean = await run(['knockout', 'ablate', '--model', planted, '--heads', 'L0H1', '--mode', 'mean', '--capabilities', 'span-1', '--count', '32', '--backend', 'cpu'])
+    expect(mean.code).toBe(0)
+    expect(mean.stdout).toMatch(/knocking out 0\.1 \(mean ablation\)/)
+    expect(mean.stdout).toMatch(/span-1\s+control\s+loss/)
+  })
+
+  it('--text supplies sentences (and needs a tokenizer to be used)', async () => {
+    const file = join(dir, 'sentences.txt')
+    await writeFile(file, 'one line\n\n')
+    const { code, stderr } = await run(['knockout', 'ablate', '--model', planted, '--heads', '0.0', '--capabilities', 'text', '--text', file, '--backend', 'cpu'])
+    expect(code).toBe(2)
+    expect(stderr).toMatch(/'text' is not available for this model \(it needs a tokenizer\)/)
+  })
+})
+
+describe('attnlab knockout: bad input stops with one clear line and a non-zero exit', () => {
+  const cases: [string, string[], RegExp][] = [
+    ['heads out of range', ['ablate', '--model', planted, '--heads', '0.3', '--backend', 'cpu'], /head 0\.3: head 3 is outside \[0, 3\)/],
+    ['layer out of range', ['ablate', '--model', planted, '--heads', '1.0', '--backend', 'cpu'], /layer 1 is outside \[0, 1\)/],
+    ['malformed heads', ['ablate', '--model', planted, '--heads', '0-1'], /--heads must be a comma-separated list of layer\.head/],
+    ['repeated head', ['ablate', '--model', planted, '--heads', '0.1,0.1', '--backend', 'cpu'], /listed twice/],
+    ['bad mode', ['ablate', '--model', planted, '--heads', '0.1', '--mode', 'scale'], /--mode.*'scale'.*Allowed choices are zero, mean, resample/],
+    ['bad method', ['locate', '--model', planted, '--capability', 'span-0', '--method', 'lasso'], /Allowed choices are cs, exhaustive, greedy/],
+    ['bad fraction', ['locate', '--model', planted, '--capability', 'span-0', '--fraction', '0'], /--fraction must be a number in \(0, 1\]/],
+    ['bad masks', ['locate', '--model', planted, '--capability', 'span-0', '--masks', '0'], /--masks must be in \[1, 1000000\]/],
+    ['bad top', ['locate', '--model', planted, '--capability', 'span-0', '--top', 'x'], /--top must be an integer/],
+    ['unknown capability', ['locate', '--model', planted, '--capability', 'math', '--backend', 'cpu'], /'math' is not available for this model; available: induction, induction-gain, task, span-0, span-1, span-2/],
+    ['bad metric', ['locate', '--model', planted, '--capability', 'span-0@perplexity'], /'perplexity' is not a metric/],
+    ['plot not svg', ['locate', '--model', planted, '--capability', 'span-0', '--plot', join(tmpdir(), 'x.png')], /--plot must name an .svg file/],
+    ['missing model', ['locate', '--model', '/nonexistent/model.bin', '--capability', 'induction', '--backend', 'cpu'], /model not found/],
+    ['target not listed', ['ablate', '--model', planted, '--heads', '0.1', '--capabilities', 'span-0', '--target', 'span-1'], /--target 'span-1' is not among --capabilities/],
+    ['missing heads', ['ablate', '--model', planted], /required option '--heads <list>'/],
+  ]
+  for (const [name, argv, message] of cases) {
+    it(name, async () => {
+      const { code, stdout, stderr } = await run(['knockout', ...argv])
+      expect(code).not.toBe(0)
+      expect(stdout).toBe('')
+      expect(stderr).toMatch(message)
+      expect(stderr.trim().split('\n').filter((l) => !l.startsWith('(run with --help')).length).toBe(1)
+    })
+  }
+})

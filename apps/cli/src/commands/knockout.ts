@@ -1,0 +1,359 @@
+/**
+ * `attnlab knockout`: find the few attention heads a capability needs (`@attnlab/knockout`;
+ * Bair, Xu, Sun & Kolter, arXiv 2603.03335).
+ *
+ * ```
+ * attnlab knockout capabilities --model PATH
+ * attnlab knockout locate --model PATH --capability induction [--method cs|exhaustive|greedy] [--masks 100 --fraction 0.02 --top 5 --seed 0] [--plot heads.svg] --json
+ * attnlab knockout ablate --model PATH --heads 0.1,2.3 --mode zero|mean|resample --capabilities induction,text --json
+ * ```
+ *
+ * PATH is an attnlab checkpoint directory (its training task gives `task`, `span-i` and mixture
+ * component capabilities) or any model `loadModel` reads (llama2.c `.bin`, Hugging Face
+ * directory). Locating always reports the effect of knocking out the top heads on the target and
+ * on every control capability.
+ */
+import { existsSync, statSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { dirname, resolve } from 'node:path'
+import { InvalidArgumentError, Option, type Command } from 'commander'
+import { writeFileAtomic } from '@attnlab/core/node'
+import {
+  ABLATION_MODES,
+  builtinCapability,
+  builtinCapabilityNames,
+  compressedSensing,
+  exhaustivePairBudget,
+  exhaustiveSweep,
+  formatHead,
+  greedySearch,
+  headCount,
+  headHeatmap,
+  heatmapSpec,
+  knockoutEffects,
+  parseCapabilityName,
+  parseHeads,
+  taskFromDescription,
+  type AblationMode,
+  type BuiltinContext,
+  type Capability,
+  type EffectsReport,
+  type LocalizationResult,
+} from '@attnlab/knockout'
+import { loadModel, type LoadedModel } from '@attnlab/transformer'
+import { loadCheckpoint } from '@attnlab/transformer/node'
+import { UsageError } from '../errors.ts'
+import { activateBackend, backendOption, intParser, numberParser } from '../options.ts'
+import { renderSvg, type PlotSpec } from '../plot.ts'
+
+const METHODS = ['cs', 'exhaustive', 'greedy'] as const
+
+/** Flags shared by the subcommands. */
+interface CommonFlags {
+  model: string
+  tokenizer?: string
+  text?: string
+  count?: number
+  evalSeed: number
+  mode: AblationMode
+  json?: boolean
+  backend?: string
+}
+
+/** Flags of `knockout locate`. */
+interface LocateFlags extends CommonFlags {
+  capability: string
+  method: (typeof METHODS)[number]
+  masks: number
+  fraction: number
+  design: 'balanced' | 'iid'
+  top: number
+  seed: number
+  alpha: number
+  cv?: number | boolean
+  controls?: string
+  plot?: string
+}
+
+/** Flags of `knockout ablate`. */
+interface AblateFlags extends CommonFlags {
+  heads: string
+  capabilities?: string
+  target?: string
+}
+
+function listParser(flag: string): (value: string) => string[] {
+  return (value: string) => {
+    const items = value
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0)
+    if (items.length === 0) throw new InvalidArgumentError(`${flag} must be a comma-separated list, got '${value}'`)
+    return items.flat()
+  }
+}
+
+function fractionParser(value: string): number {
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isFinite(n) || !(n > 0 && n <= 1)) throw new InvalidArgumentError(`--fraction must be a number in (0, 1], got '${value}'`)
+  return n
+}
+
+function headListSyntax(value: string): string {
+  const parts = value.split(',').map((s) => s.trim())
+  if (parts.length === 0 || parts.some((p) => !/^(\d+\.\d+|[lL]\d+[hH]\d+)$/.test(p))) {
+    throw new InvalidArgumentError(`--heads must be a comma-separated list of layer.head (e.g. 0.1,2.3), got '${value}'`)
+  }
+  return value
+}
+
+/** Checks that `--plot` names an .svg file in an existing directory (before any work). */
+function checkPlotPath(path: string): string {
+  const absolute = resolve(path)
+  if (!absolute.toLowerCase().endsWith('.svg')) throw new UsageError(`--plot must name an .svg file, got '${path}'`)
+  const directory = dirname(absolute)
+  if (!existsSync(directory) || !statSync(directory).isDirectory()) throw new UsageError(`--plot: directory '${directory}' does not exist`)
+  if (existsSync(absolute) && statSync(absolute).isDirectory()) throw new UsageError(`--plot: '${path}' is a directory`)
+  return absolute
+}
+
+/** A model with what the knockout needs to know about it. */
+interface Prepared {
+  readonly loaded: LoadedModel
+  readonly context: BuiltinContext
+}
+
+async function prepare(flags: CommonFlags): Promise<Prepared> {
+  let sentences: string[] | undefined
+  if (flags.text !== undefined) {
+    let raw: string
+    try {
+      raw = await readFile(flags.text, 'utf8')
+    } catch (error) {
+      throw new UsageError(`--text: cannot read '${flags.text}' (${(error as Error).message})`)
+    }
+    sentences = raw
+      .split(/\r?\n/)
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0)
+    if (sentences.length === 0) throw new UsageError(`--text: '${flags.text}' holds no non-empty line`)
+  }
+  const loaded = await loadModel(flags.model, flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer })
+  try {
+    const { dVocab, nCtx } = loaded.model.config
+    let task
+    if (loaded.format === 'checkpoint') {
+      const { extra } = await loadCheckpoint(flags.model.endsWith('.json') || flags.model.endsWith('.safetensors') ? dirname(flags.model) : flags.model)
+      if (extra.task !== undefined) task = taskFromDescription(extra.task)
+    }
+    const tokenizer = loaded.tokenizer
+    const specials = [loaded.specialTokens.bos, ...(loaded.specialTokens.eos ?? [])].filter((t): t is number => t !== undefined)
+    let tokenPool: number[] | undefined
+    if (tokenizer !== undefined) {
+      // Ordinary word pieces only: no special tokens and no byte-fallback pieces such as <0x0A>.
+      const decoder = new TextDecoder()
+      tokenPool = []
+      for (let id = 0; id < Math.min(dVocab, tokenizer.vocabSize); id++) {
+        if (specials.includes(id)) continue
+        if (/^<.*>$/.test(decoder.decode(tokenizer.piece(id)))) continue
+        tokenPool.push(id)
+      }
+    }
+    const context: BuiltinContext = {
+      dVocab,
+      nCtx,
+      ...(task === undefined ? {} : { task }),
+      ...(tokenizer === undefined ? {} : { encode: (text: string) => tokenizer.encode(text) }),
+      ...(tokenPool === undefined ? {} : { tokenPool }),
+      exclude: specials,
+      ...(loaded.specialTokens.bos === undefined ? {} : { bos: loaded.specialTokens.bos }),
+      ...(sentences === undefined ? {} : { sentences }),
+    }
+    return { loaded, context }
+  } catch (error) {
+    loaded.model.dispose()
+    throw error
+  }
+}
+
+function capability(spec: string, prepared: Prepared, flags: CommonFlags): Capability {
+  return builtinCapability(spec, prepared.context, { seed: flags.evalSeed, ...(flags.count === undefined ? {} : { count: flags.count }) })
+}
+
+function commonOptions(command: Command): Command {
+  return command
+    .requiredOption('--model <path>', 'attnlab checkpoint directory, llama2.c .bin or Hugging Face model directory')
+    .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
+    .option('--text <file>', 'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in held-out set)')
+    .option('--count <n>', 'sequences per generated evaluation set (default 64 for probes, 128 for tasks)', intParser('--count', 1, 1 << 20))
+    .option('--eval-seed <n>', 'seed of the evaluation sets', intParser('--eval-seed', 0, Number.MAX_SAFE_INTEGER), 0)
+    .addOption(new Option('--mode <mode>', 'ablation: zero (the paper), mean (over the evaluation set) or resample (from other sequences)').choices([...ABLATION_MODES]).default('zero'))
+    .option('--json', 'print JSON to stdout')
+    .addOption(backendOption())
+}
+
+function effectsTable(report: EffectsReport): string[] {
+  const lines = [`  ${'capability'.padEnd(22)} ${'role'.padEnd(8)} ${'metric'.padEnd(9)} ${'before'.padStart(10)} ${'after'.padStart(10)} ${'change'.padStart(10)}`]
+  for (const row of report.rows) {
+    lines.push(
+      `  ${row.capability.padEnd(22)} ${row.role.padEnd(8)} ${row.metric.padEnd(9)} ${row.before.toFixed(4).padStart(10)} ${row.after.toFixed(4).padStart(10)} ${((row.change >= 0 ? '+' : '') + row.change.toFixed(4)).padStart(10)}`,
+    )
+  }
+  if (report.ratio !== null) {
+    const ratio = report.ratio === Infinity ? 'inf (no control got worse)' : report.ratio.toFixed(2)
+    lines.push(`  target hurt / worst control hurt: ${ratio}`)
+  }
+  return lines
+}
+
+function effectsJson(report: EffectsReport) {
+  return {
+    heads: report.heads.map(formatHead),
+    mode: report.mode,
+    rows: report.rows,
+    targetHurt: report.targetHurt,
+    maxControlHurt: report.maxControlHurt,
+    ratio: report.ratio === Infinity ? 'Infinity' : report.ratio,
+    relativeRatio: report.relativeRatio === Infinity ? 'Infinity' : report.relativeRatio,
+  }
+}
+
+function resultJson(result: LocalizationResult) {
+  const base = {
+    method: result.method,
+    capability: result.capability,
+    metric: result.metric,
+    mode: result.mode,
+    layout: result.layout,
+    evaluations: result.evaluations,
+    forwardPasses: result.forwardPasses,
+    seconds: result.seconds,
+    top: result.top.map((h) => ({ head: formatHead(h), layer: h.layer, index: h.head, score: h.score })),
+    ranking: result.ranking.map((h) => ({ head: formatHead(h), score: Number.isFinite(h.score) ? h.score : null })),
+    heatmap: headHeatmap(result).values.map((row) => row.map((v) => (Number.isFinite(v) ? v : null))),
+  }
+  if (result.method === 'compressed-sensing') {
+    return {
+      ...base,
+      masks: result.masks.count,
+      headsPerMask: Math.round(result.knockoutCounts.reduce((s, v) => s + v, 0) / result.masks.count),
+      untestedHeads: [...result.knockoutCounts].filter((c) => c === 0).length,
+      constantScores: result.constantScores,
+      lasso: { alpha: result.fit.alpha, r2: result.fit.r2, intercept: result.fit.intercept, iterations: result.fit.iterations, converged: result.fit.converged },
+      ...(result.crossValidation === undefined ? {} : { crossValidation: result.crossValidation }),
+    }
+  }
+  return { ...base, baseline: result.baseline }
+}
+
+/** `attnlab knockout`: registers the command and its subcommands. */
+export function registerKnockout(program: Command): void {
+  const knockout = program.command('knockout').description('find the attention heads a capability needs: head ablations, compressed-sensing localization, off-target controls')
+
+  commonOptions(knockout.command('capabilities').description('list the built-in capabilities available for a model')).action(async (flags: CommonFlags) => {
+    await activateBackend(flags.backend)
+    const prepared = await prepare(flags)
+    try {
+      const names = builtinCapabilityNames(prepared.context)
+      const described = names.map((name) => ({ name, description: capability(name, prepared, flags).description }))
+      if (flags.json) console.log(JSON.stringify({ model: flags.model, capabilities: described }, null, 2))
+      else for (const c of described) console.log(`${c.name.padEnd(16)} ${c.description}`)
+    } finally {
+      prepared.loaded.model.dispose()
+    }
+  })
+
+  commonOptions(
+    knockout
+      .command('locate')
+      .description('rank heads by how much a capability needs them (compressed sensing, exhaustive sweep or greedy search)')
+      .requiredOption('--capability <name>', 'capability to localize, NAME or NAME@METRIC (see `knockout capabilities`)'),
+  )
+    .addOption(new Option('--method <method>', 'cs (compressed sensing), exhaustive (one head at a time) or greedy (iterative)').choices([...METHODS]).default('cs'))
+    .option('--masks <n>', 'cs: number of random masks', intParser('--masks', 1, 1_000_000), 100)
+    .option('--fraction <f>', 'cs: fraction of heads knocked out per mask (at least one head)', fractionParser, 0.02)
+    .addOption(new Option('--design <design>', 'cs: balanced (each head knocked out about equally often) or iid').choices(['balanced', 'iid']).default('balanced'))
+    .option('--top <k>', 'number of heads to report and knock out for the effect table', intParser('--top', 1, 100_000), 5)
+    .option('--seed <n>', 'cs: seed of the masks', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
+    .option('--alpha <a>', 'cs: Lasso alpha', numberParser('--alpha', 0), 0.01)
+    .option('--cv [folds]', 'cs: choose alpha by K-fold cross-validation (default 5 folds)', intParser('--cv', 2, 1000))
+    .option('--controls <list>', "off-target capabilities for the effect table (default: every other built-in; 'none' for none)")
+    .option('--plot <file.svg>', 'write the per-head score heatmap as SVG')
+    .action(async (flags: LocateFlags) => {
+      parseCapabilityName(flags.capability)
+      const plotPath = flags.plot === undefined ? null : checkPlotPath(flags.plot)
+      const controlSpecs = flags.controls === undefined ? null : flags.controls.trim() === 'none' ? [] : listParser('--controls')(flags.controls)
+      await activateBackend(flags.backend)
+      const prepared = await prepare(flags)
+      const { model } = prepared.loaded
+      try {
+        const target = capability(flags.capability, prepared, flags)
+        const controlNames = (controlSpecs ?? builtinCapabilityNames(prepared.context)).filter((name) => name !== target.name && parseCapabilityName(name).name !== parseCapabilityName(target.name).name)
+        const controls = controlNames.map((name) => capability(name, prepared, flags))
+        const common = { top: flags.top, mode: flags.mode }
+        let result: LocalizationResult
+        if (flags.method === 'exhaustive') result = await exhaustiveSweep(model, target, common)
+        else if (flags.method === 'greedy') result = await greedySearch(model, target, common)
+        else {
+          result = await compressedSensing(model, target, {
+            ...common,
+            masks: flags.masks,
+            fraction: flags.fraction,
+            design: flags.design,
+            seed: flags.seed,
+            alpha: flags.alpha,
+            ...(flags.cv === undefined ? {} : { crossValidate: { folds: typeof flags.cv === 'number' ? flags.cv : 5 } }),
+          })
+        }
+        const effects = await knockoutEffects(model, result.top, [target, ...controls], { target: target.name, mode: flags.mode })
+        if (plotPath !== null) await writeFileAtomic(plotPath, await renderSvg(heatmapSpec(headHeatmap(result)) as unknown as PlotSpec))
+        const layout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
+        const budget = { heads: headCount(layout), exhaustiveSweep: headCount(layout) + 1, exhaustivePairs: exhaustivePairBudget(layout) }
+        if (flags.json) {
+          console.log(JSON.stringify({ model: flags.model, format: prepared.loaded.format, target: target.description, ...resultJson(result), budget, effects: effectsJson(effects), plot: plotPath }, null, 2))
+          return
+        }
+        console.log(`${target.name}: ${target.description}`)
+        const fit = result.method === 'compressed-sensing' ? `, Lasso alpha ${result.fit.alpha.toPrecision(3)}, R^2 ${result.fit.r2.toFixed(3)}` : ''
+        console.log(`${result.method} (${result.mode} ablation): ${result.evaluations} evaluations in ${result.forwardPasses} forward passes, ${result.seconds.toFixed(1)} s${fit}`)
+        console.log(`  (an exhaustive sweep needs ${budget.exhaustiveSweep}, all heads and pairs ${budget.exhaustivePairs})`)
+        const label = result.method === 'compressed-sensing' ? 'coefficient' : `drop (${result.metric})`
+        console.log(`top heads (${label}): ${result.top.length === 0 ? 'none (no head has a negative coefficient)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`)
+        console.log(`knocking out ${result.top.length === 0 ? 'no heads' : result.top.map(formatHead).join(', ')}:`)
+        for (const line of effectsTable(effects)) console.log(line)
+        if (plotPath !== null) console.log(`heatmap: ${plotPath}`)
+      } finally {
+        model.dispose()
+      }
+    })
+
+  commonOptions(
+    knockout
+      .command('ablate')
+      .description('knock out given heads and report every capability before and after')
+      .requiredOption('--heads <list>', 'heads to knock out, layer.head comma-separated (e.g. 0.1,2.3)', headListSyntax),
+  )
+    .option('--capabilities <list>', 'capabilities to score (default: every built-in)')
+    .option('--target <name>', 'one of the capabilities, reported as the target (the others as controls)')
+    .action(async (flags: AblateFlags) => {
+      const specs = flags.capabilities === undefined ? null : listParser('--capabilities')(flags.capabilities)
+      for (const spec of specs ?? []) parseCapabilityName(spec)
+      if (flags.target !== undefined && specs !== null && !specs.includes(flags.target)) throw new UsageError(`--target '${flags.target}' is not among --capabilities (${specs.join(', ')})`)
+      await activateBackend(flags.backend)
+      const prepared = await prepare(flags)
+      const { model } = prepared.loaded
+      try {
+        const heads = parseHeads(flags.heads, model.config)
+        const capabilities = (specs ?? builtinCapabilityNames(prepared.context)).map((name) => capability(name, prepared, flags))
+        const report = await knockoutEffects(model, heads, capabilities, { mode: flags.mode, ...(flags.target === undefined ? {} : { target: flags.target }) })
+        if (flags.json) {
+          console.log(JSON.stringify({ model: flags.model, format: prepared.loaded.format, ...effectsJson(report), evaluations: report.evaluations }, null, 2))
+          return
+        }
+        console.log(`knocking out ${heads.map(formatHead).join(', ')} (${flags.mode} ablation):`)
+        for (const line of effectsTable(report)) console.log(line)
+      } finally {
+        model.dispose()
+      }
+    })
+}
