@@ -7,6 +7,7 @@
 import { Command, CommanderError } from 'commander'
 import { describeError, exitCodeFor } from './errors.ts'
 import { registerInfo } from './commands/info.ts'
+import { registerEmergence } from './commands/emergence.ts'
 import { registerSparse } from './commands/sparse.ts'
 import { registerDynamics } from './commands/dynamics.ts'
 import { registerGenerate } from './commands/generate.ts'
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
     .configureOutput({
       outputError: (text, write) => write(text.startsWith('error:') ? `attnlab: ${text}` : text),
     })
+  registerEmergence(program)
   registerInfo(program)
   // Commands register here (one line each):
   registerSparse(program)

@@ -1,0 +1,342 @@
+/**
+ * `report.html`: one self-contained page (inline SVG, inline CSS, no scripts, opens offline)
+ * with the plots of an emergence run, rendered by vega-lite + vega in Node (`../plot.ts`).
+ */
+import { renderSvg, type PlotSpec } from '../plot.ts'
+import type { OdeOverlay } from './ode.ts'
+import type { OracleLine } from './oracles.ts'
+import type { MetricLine, RunAnalysis } from './stages.ts'
+
+/** Mean attention pattern of every head at one step: `[head][query][key]`. */
+export interface PatternSnapshot {
+  readonly seed: number
+  readonly step: number
+  /** Why it was kept: `'start'`, `'stage 2'`, `'end'`, ... */
+  readonly label: string
+  readonly patterns: readonly (readonly (readonly number[])[])[]
+}
+
+/** Everything the report shows for one seed. */
+export interface SeedReport {
+  readonly seed: number
+  readonly lines: readonly MetricLine[]
+  readonly analysis: RunAnalysis
+  readonly snapshots: readonly PatternSnapshot[]
+  readonly ode: OdeOverlay | null
+}
+
+/** Inputs of {@link buildReport}. */
+export interface ReportInput {
+  readonly title: string
+  /** One-paragraph description of the experiment (plain text). */
+  readonly description: string
+  /** Key settings shown in a table. */
+  readonly settings: Readonly<Record<string, string>>
+  readonly oracles: readonly OracleLine[]
+  readonly oracleNote: string
+  readonly groupNames: readonly string[]
+  readonly heads: readonly string[]
+  readonly seeds: readonly SeedReport[]
+  /** Final loss minus floor etc., for the headline. */
+  readonly headline: readonly string[]
+  /** Whether the run was interrupted before its last step. */
+  readonly interrupted: boolean
+}
+
+const escape = (text: string): string =>
+  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
+
+const fmt = (x: number | null | undefined, digits = 3): string => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(digits))
+
+function lossSpec(input: ReportInput): PlotSpec {
+  const multi = input.seeds.length > 1
+  const rows: Record<string, unknown>[] = []
+  for (const seed of input.seeds) {
+    for (const line of seed.lines) {
+      rows.push({ step: line.step, loss: line.validationLoss, series: multi ? `seed ${seed.seed}` : 'validation' })
+      if (!multi && line.trainLoss !== null) rows.push({ step: line.step, loss: line.trainLoss, series: 'train' })
+    }
+  }
+  const valued = input.oracles.filter((o) => o.value !== null)
+  const bands = input.oracles.filter((o) => o.value === null && o.bounds !== null).map((o) => ({ label: `${o.label} (bounds)`, lower: o.bounds![0], upper: o.bounds![1] }))
+  const stageRules = input.seeds.flatMap((s) => s.analysis.stages.map((st) => ({ step: st.step, label: `stage ${st.stage}${multi ? ` (seed ${s.seed})` : ''}` })))
+  const layers: Record<string, unknown>[] = []
+  if (bands.length > 0) {
+    layers.push({
+      data: { values: bands },
+      mark: { type: 'rect', opacity: 0.12, color: '#7b3294' },
+      encoding: { y: { field: 'lower', type: 'quantitative' }, y2: { field: 'upper' } },
+    })
+  }
+  layers.push({
+    data: { values: valued.map((o) => ({ value: o.value, label: o.label, dashed: o.kind === 'truncated-teacher' })) },
+    mark: { type: 'rule', strokeDash: [5, 4], color: '#888' },
+    encoding: { y: { field: 'value', type: 'quantitative' }, tooltip: [{ field: 'label' }, { field: 'value' }] },
+  })
+  layers.push({
+    data: { values: valued.map((o) => ({ value: o.value, label: o.label })) },
+    mark: { type: 'text', align: 'left', dx: 4, fontSize: 10, color: '#555' },
+    encoding: { y: { field: 'value', type: 'quantitative' }, x: { value: 650 }, text: { field: 'label' } },
+  })
+  if (stageRules.length > 0) {
+    layers.push({
+      data: { values: stageRules },
+      mark: { type: 'rule', color: '#d62728', strokeWidth: 1 },
+      encoding: { x: { field: 'step', type: 'quantitative' }, tooltip: [{ field: 'label' }, { field: 'step' }] },
+    })
+  }
+  layers.push({
+    data: { values: rows },
+    mark: { type: 'line', strokeWidth: 1.6 },
+    encoding: {
+      x: { field: 'step', type: 'quantitative', title: 'step' },
+      y: { field: 'loss', type: 'quantitative', title: 'loss (nats)', scale: { zero: true } },
+      color: { field: 'series', type: 'nominal', title: null },
+    },
+  })
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    width: 640,
+    height: 320,
+    padding: { left: 5, right: 150, top: 5, bottom: 5 },
+    layer: layers,
+  } as unknown as PlotSpec
+}
+
+function spanMassSpec(input: ReportInput, seed: SeedReport): PlotSpec {
+  const rows: Record<string, unknown>[] = []
+  for (const line of seed.lines) {
+    line.spanMass?.forEach((perGroup, h) =>
+      perGroup.forEach((mass, g) => rows.push({ step: line.step, mass, head: input.heads[h], span: input.groupNames[g] })),
+    )
+  }
+  const stageRules = seed.analysis.stages.map((st) => ({ step: st.step }))
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    data: { values: rows },
+    facet: { column: { field: 'head', type: 'nominal', title: null, sort: input.heads } },
+    spec: {
+      width: 220,
+      height: 180,
+      layer: [
+        {
+          mark: { type: 'line', strokeWidth: 1.6 },
+          encoding: {
+            x: { field: 'step', type: 'quantitative' },
+            y: { field: 'mass', type: 'quantitative', title: 'attention mass', scale: { domain: [0, 1] } },
+            color: { field: 'span', type: 'nominal', sort: input.groupNames, title: 'span' },
+          },
+        },
+        {
+          data: { values: stageRules },
+          mark: { type: 'rule', color: '#d62728', strokeDash: [3, 3] },
+          encoding: { x: { field: 'step', type: 'quantitative' } },
+        },
+      ],
+    },
+  } as unknown as PlotSpec
+}
+
+function perPositionSpec(seed: SeedReport): PlotSpec {
+  const rows: Record<string, unknown>[] = []
+  for (const line of seed.lines) {
+    line.perPositionLoss.forEach((loss, p) => {
+      if (loss !== null) rows.push({ step: line.step, loss, position: p + 1 })
+    })
+  }
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    width: 640,
+    height: 300,
+    data: { values: rows },
+    mark: { type: 'line', strokeWidth: 1 },
+    encoding: {
+      x: { field: 'step', type: 'quantitative' },
+      y: { field: 'loss', type: 'quantitative', title: 'loss at position (nats)' },
+      color: { field: 'position', type: 'quantitative', title: 'position', scale: { scheme: 'viridis' } },
+      detail: { field: 'position', type: 'nominal' },
+    },
+  } as unknown as PlotSpec
+}
+
+function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
+  const rows: Record<string, unknown>[] = []
+  for (const snapshot of seed.snapshots) {
+    const label = `${snapshot.label} (step ${snapshot.step})`
+    snapshot.patterns.forEach((pattern, h) => {
+      pattern.forEach((row, q) => {
+        row.forEach((p, k) => {
+          if (k <= q) rows.push({ snapshot: label, head: input.heads[h], query: q, key: k, p })
+        })
+      })
+    })
+  }
+  const order = seed.snapshots.map((s) => `${s.label} (step ${s.step})`)
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    data: { values: rows },
+    facet: {
+      row: { field: 'snapshot', type: 'nominal', sort: order, title: null, header: { labelAngle: 0, labelAlign: 'left' } },
+      column: { field: 'head', type: 'nominal', sort: input.heads, title: null },
+    },
+    spec: {
+      width: 150,
+      height: 150,
+      mark: { type: 'rect' },
+      encoding: {
+        x: { field: 'key', type: 'ordinal', title: 'key position', axis: { labels: false, ticks: false } },
+        y: { field: 'query', type: 'ordinal', title: 'query position', axis: { labels: false, ticks: false } },
+        color: { field: 'p', type: 'quantitative', title: 'attention', scale: { scheme: 'blues', domain: [0, 1] } },
+      },
+    },
+    resolve: { scale: { color: 'shared' } },
+  } as unknown as PlotSpec
+}
+
+function odeSpec(seed: SeedReport): PlotSpec | null {
+  if (seed.ode === null) return null
+  const rows: Record<string, unknown>[] = seed.lines.map((l) => ({ step: l.step, loss: l.validationLoss, series: 'transformer (validation)' }))
+  seed.ode.curve.step.forEach((step, i) => rows.push({ step, loss: seed.ode!.curve.loss[i], series: `reduced ODE (x${seed.ode!.fit.scale.toFixed(1)} steps per unit time)` }))
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    width: 640,
+    height: 300,
+    data: { values: rows },
+    mark: { type: 'line', strokeWidth: 1.6 },
+    encoding: {
+      x: { field: 'step', type: 'quantitative' },
+      y: { field: 'loss', type: 'quantitative', title: 'loss (nats)' },
+      color: { field: 'series', type: 'nominal', title: null },
+      strokeDash: { field: 'series', type: 'nominal', legend: null },
+    },
+  } as unknown as PlotSpec
+}
+
+function seedsSpec(input: ReportInput): PlotSpec | null {
+  if (input.seeds.length < 2) return null
+  const rows: Record<string, unknown>[] = []
+  for (const seed of input.seeds) {
+    for (const stage of seed.analysis.stages) rows.push({ seed: seed.seed, step: stage.step, stage: `stage ${stage.stage}` })
+    if (seed.analysis.method === 'loss') {
+      seed.analysis.positionEmergence.forEach((step, p) => {
+        if (step !== null) rows.push({ seed: seed.seed, step, stage: `position ${p + 1}` })
+      })
+    }
+  }
+  if (rows.length === 0) return null
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    width: 640,
+    data: { values: rows },
+    layer: [
+      {
+        mark: { type: 'boxplot', extent: 'min-max', opacity: 0.35 },
+        encoding: { y: { field: 'stage', type: 'nominal', title: null }, x: { field: 'step', type: 'quantitative', title: 'emergence step' } },
+      },
+      {
+        mark: { type: 'point', filled: true, size: 50 },
+        encoding: {
+          y: { field: 'stage', type: 'nominal' },
+          x: { field: 'step', type: 'quantitative' },
+          color: { field: 'seed', type: 'nominal' },
+          tooltip: [{ field: 'seed' }, { field: 'step' }],
+        },
+      },
+    ],
+  } as unknown as PlotSpec
+}
+
+function stageTable(input: ReportInput, seed: SeedReport): string {
+  if (seed.analysis.stages.length === 0) return '<p>No stage was detected.</p>'
+  const rows = seed.analysis.stages
+    .map(
+      (s) =>
+        `<tr><td>${s.stage}</td><td>${Math.round(s.step)}</td><td>${fmt(s.plateauLoss)}</td><td>${escape(
+          s.nearestOracle ? `${s.nearestOracle.label} = ${fmt(s.nearestOracle.value)} (${fmt(s.nearestOracle.distance, 3)} away)` : '-',
+        )}</td><td>${escape(s.spanNames.map((name, i) => `${name} <- ${s.heads[i] ?? '?'}`).join(', ') || '-')}</td></tr>`,
+    )
+    .join('')
+  void input
+  return `<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>nearest oracle</th><th>span taken by head</th></tr></thead><tbody>${rows}</tbody></table>`
+}
+
+/**
+ * Builds the report page.
+ *
+ * @returns the HTML document
+ */
+export async function buildReport(input: ReportInput): Promise<string> {
+  const figures: string[] = []
+  const figure = async (title: string, caption: string, spec: PlotSpec | null): Promise<void> => {
+    if (spec === null) return
+    const svg = await renderSvg(spec)
+    figures.push(`<figure><h2>${escape(title)}</h2>${svg}<figcaption>${escape(caption)}</figcaption></figure>`)
+  }
+  await figure(
+    '1. Validation loss and the oracle plateaus',
+    `Validation loss (nats) against the restricted-context Bayes losses H_n (dashed; ${input.oracleNote}) and the detected stage boundaries (red).`,
+    lossSpec(input),
+  )
+  const first = input.seeds[0]
+  if (first !== undefined) {
+    if (input.groupNames.length > 0) {
+      await figure(
+        '2. Attention mass of each head on each span',
+        'Competitive phase: every head on the most important span; cooperative phase: heads specialise, one span each. Red: stage boundaries' +
+          (input.seeds.length > 1 ? ` (seed ${first.seed}).` : '.'),
+        spanMassSpec(input, first),
+      )
+    } else {
+      await figure('2. Loss at each output position', 'Each scored position is learned at its own time (Baherwani et al.).', perPositionSpec(first))
+    }
+    if (first.snapshots.length > 0) {
+      await figure(
+        '3. Attention patterns of every head',
+        'Mean attention (query rows, key columns) over validation sequences at the start, at each stage and at the end' +
+          (input.seeds.length > 1 ? ` (seed ${first.seed}).` : '.'),
+        patternsSpec(input, first),
+      )
+    }
+    await figure(
+      '4. The reduced ODE model against the run',
+      first.ode
+        ? `Replicator gradient flow (h = ${first.ode.config.nHeads}, T = ${first.ode.config.nCtx}, spans ${first.ode.config.spans.join(',')}, m = ${first.ode.config.m}), ODE time scaled by ${first.ode.fit.scale.toFixed(2)} steps per unit and losses mapped through the plateaus; progress RMSE ${first.ode.fit.rmse.toFixed(2)} stages.`
+        : '',
+      odeSpec(first),
+    )
+  }
+  await figure('5. Emergence steps across seeds', 'Each point is one seed; emergence is random across seeds (Baherwani et al.).', seedsSpec(input))
+  const settings = Object.entries(input.settings)
+    .map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(v)}</td></tr>`)
+    .join('')
+  const oracleRows = input.oracles
+    .map(
+      (o) =>
+        `<tr><td>${escape(o.label)}</td><td>${o.value !== null ? fmt(o.value, 4) : o.bounds ? `in [${fmt(o.bounds[0])}, ${fmt(o.bounds[1])}]` : 'not estimated'}</td><td>${o.standardError !== null ? fmt(o.standardError, 4) : '-'}</td><td>${o.method}</td></tr>`,
+    )
+    .join('')
+  const tables = input.seeds
+    .map((s) => `<h3>Stages${input.seeds.length > 1 ? `, seed ${s.seed}` : ''}</h3>${stageTable(input, s)}`)
+    .join('')
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escape(input.title)}</title>
+<style>
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}h3{font-size:1rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left;font-size:.9rem}
+th{background:#f6f6f6}figure{margin:1rem 0 2rem}figcaption{color:#555;font-size:.9rem;max-width:900px}
+.warn{background:#fff3cd;border:1px solid #e0c36a;padding:.5rem .8rem}svg{max-width:100%;height:auto}
+</style></head><body>
+<h1>${escape(input.title)}</h1>
+<p>${escape(input.description)}</p>
+${input.interrupted ? '<p class="warn">The run was interrupted; this report shows what was computed until then.</p>' : ''}
+<ul>${input.headline.map((h) => `<li>${escape(h)}</li>`).join('')}</ul>
+${tables}
+${figures.join('\n')}
+<h2>Oracle lines</h2>
+<table><thead><tr><th>line</th><th>value (nats)</th><th>standard error</th><th>method</th></tr></thead><tbody>${oracleRows}</tbody></table>
+<h2>Settings</h2>
+<table><tbody>${settings}</tbody></table>
+</body></html>
+`
+}

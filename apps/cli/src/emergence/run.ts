@@ -1,0 +1,225 @@
+/**
+ * One seed of an emergence experiment: train, evaluate every N steps (validation loss, analysis
+ * metrics, mean attention patterns), append to `metrics.jsonl`, keep a checkpoint that resumes
+ * exactly, and stop cleanly on abort.
+ */
+import { appendFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import * as tf from '@tensorflow/tfjs-core'
+import { Rng } from '@attnlab/core'
+import { writeFileAtomic } from '@attnlab/core/node'
+import type { AnyTask, Task, TokenBatch } from '@attnlab/markov'
+import {
+  Trainer,
+  analyze,
+  configFromJSON,
+  configToJSON,
+  createTransformer,
+  type AnalysisMetrics,
+  type OptimizerOptions,
+  type ScheduleOptions,
+  type StepRecord,
+  type TeacherSource,
+  type TrainResult,
+  type Transformer,
+  type TransformerConfig,
+  type TrainerState,
+} from '@attnlab/transformer'
+import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
+import type { PatternSnapshot } from './report.ts'
+import type { MetricLine } from './stages.ts'
+
+/** Training settings shared by every seed. */
+export interface TrainingSettings {
+  readonly steps: number
+  readonly batchSize: number
+  readonly lr: number
+  readonly optimizer: OptimizerOptions
+  readonly schedule: ScheduleOptions
+  readonly gradClip: number
+  /** 0: fresh sequences every step (online); else a fixed training set of this many sequences. */
+  readonly trainSize: number
+  readonly validationSize: number
+  readonly evalEvery: number
+  /** Sequences for the analysis metrics and attention patterns at each evaluation. */
+  readonly analysisSize: number
+}
+
+/** Callbacks for progress display. */
+export interface SeedCallbacks {
+  readonly onStep?: (record: StepRecord) => void
+  readonly onEval?: (line: MetricLine) => void
+}
+
+/** Result of one seed. */
+export interface SeedRun {
+  readonly seed: number
+  readonly lines: MetricLine[]
+  readonly snapshots: PatternSnapshot[]
+  readonly result: TrainResult | null
+  readonly stopped: boolean
+  readonly tokensPerSecond: number
+  readonly trainingSeconds: number
+  readonly completedSteps: number
+}
+
+function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
+  return typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' && (task as Partial<TeacherSource>).teacher !== undefined
+}
+
+function subset(batch: TokenBatch, count: number): TokenBatch {
+  const n = Math.min(count, batch.batchSize)
+  const L = batch.seqLength
+  return { tokens: batch.tokens.subarray(0, n * L), lossMask: batch.lossMask.subarray(0, n * L), batchSize: n, seqLength: L }
+}
+
+/** Mean attention pattern of every head (all layers) over a batch: `[head][query][key]`. */
+export function meanPatterns(model: Transformer, batch: TokenBatch): number[][][] {
+  const { nLayers, nHeads } = model.config
+  const L = batch.seqLength
+  const T = L - 1
+  const inputs = new Int32Array(batch.batchSize * T)
+  for (let b = 0; b < batch.batchSize; b++) inputs.set(batch.tokens.subarray(b * L, b * L + T), b * T)
+  const names = Array.from({ length: nLayers }, (_, l) => `blocks.${l}.attn.hook_pattern`)
+  const means = tf.tidy(() => {
+    const tokens = tf.tensor2d(inputs, [batch.batchSize, T], 'int32')
+    const { cache } = model.runWithCache(tokens, { namesFilter: (name: string) => names.includes(name) })
+    try {
+      return names.map((name) => tf.mean(cache.get(name as never) as tf.Tensor4D, 0)) // [nHeads, T, T]
+    } finally {
+      cache.dispose()
+    }
+  })
+  const out: number[][][] = []
+  for (const mean of means) {
+    const data = mean.dataSync()
+    for (let h = 0; h < nHeads; h++) {
+      const rows: number[][] = []
+      for (let q = 0; q < T; q++) rows.push(Array.from(data.subarray((h * T + q) * T, (h * T + q + 1) * T), (x) => Math.round(x * 1e4) / 1e4))
+      out.push(rows)
+    }
+  }
+  tf.dispose(means)
+  return out
+}
+
+function lineOf(seed: number, step: number, tokens: number, seconds: number, trainLoss: number | null, validationLoss: number, lr: number, metrics: AnalysisMetrics | undefined): MetricLine {
+  const round = (x: number): number => Math.round(x * 1e6) / 1e6
+  return {
+    seed,
+    step,
+    tokens,
+    seconds: round(seconds),
+    trainLoss: trainLoss === null || Number.isNaN(trainLoss) ? null : round(trainLoss),
+    validationLoss: round(validationLoss),
+    lr,
+    spanMass: metrics?.offsetGroupMass ? metrics.offsetGroupMass.flatMap((layer) => layer.map((head) => head.map(round))) : null,
+    attentionEntropy: metrics ? metrics.attentionEntropy.flatMap((layer) => layer.map(round)) : [],
+    teacherKL: metrics?.teacherKL ? metrics.teacherKL.map(round) : null,
+    valueAlignment: metrics?.valueAlignment ? metrics.valueAlignment.cosine.map((row) => row.map(round)) : null,
+    perPositionLoss: metrics ? metrics.perPositionLoss.map((x) => (x === null ? null : round(x))) : [],
+  }
+}
+
+/** Where a seed's files live. */
+export function seedDirectory(out: string, seed: number): string {
+  return join(out, 'seeds', String(seed))
+}
+
+/**
+ * Trains one seed (or continues it from its checkpoint).
+ *
+ * @param previous - lines and snapshots already recorded for this seed (when resuming)
+ */
+export async function runSeed(options: {
+  readonly out: string
+  readonly seed: number
+  readonly task: AnyTask
+  readonly config: TransformerConfig
+  readonly training: TrainingSettings
+  readonly previous: { readonly lines: readonly MetricLine[]; readonly snapshots: readonly PatternSnapshot[] } | null
+  readonly signal: AbortSignal
+  readonly callbacks: SeedCallbacks
+}): Promise<SeedRun> {
+  const { out, seed, task, training, signal, callbacks } = options
+  const dir = seedDirectory(out, seed)
+  const checkpointDir = join(dir, 'checkpoint')
+  const metricsPath = join(out, 'metrics.jsonl')
+  let resume: TrainerState | undefined
+  let weights: Map<string, { shape: number[]; data: Float32Array }> | undefined
+  if (options.previous !== null) {
+    const checkpoint = await loadCheckpoint(checkpointDir)
+    resume = checkpoint.trainerState ?? undefined
+    weights = checkpoint.weights
+  }
+  const model = createTransformer(configFromJSON({ ...configToJSON(options.config), seed }))
+  if (weights !== undefined) model.setWeights(weights)
+  const root = Rng.fromSeed(seed)
+  const source = training.trainSize > 0 ? task.sample(training.trainSize, root.split('dataset')) : task
+  const validation = task.sample(training.validationSize, root.split('validation'))
+  const analysisBatch = subset(validation, training.analysisSize)
+  const patternBatch = subset(validation, Math.min(64, training.analysisSize))
+  const analysisOptions = {
+    ...((task as Task).offsetGroups === undefined ? {} : { offsetGroups: (task as Task).offsetGroups }),
+    ...(isTeacher(task) ? { teacher: task } : {}),
+  }
+  const lines: MetricLine[] = [...(options.previous?.lines ?? [])]
+  const snapshots: PatternSnapshot[] = [...(options.previous?.snapshots ?? [])]
+  const writeSnapshots = async (): Promise<void> => {
+    await writeFileAtomic(join(dir, 'patterns.json'), JSON.stringify(snapshots))
+  }
+  const record = async (line: MetricLine): Promise<void> => {
+    lines.push(line)
+    snapshots.push({ seed, step: line.step, label: `step ${line.step}`, patterns: meanPatterns(model, patternBatch) })
+    await appendFile(metricsPath, `${JSON.stringify(line)}\n`)
+    callbacks.onEval?.(line)
+  }
+  const trainer = new Trainer(model, source, {
+    steps: training.steps,
+    batchSize: training.batchSize,
+    lr: training.lr,
+    optimizer: training.optimizer,
+    schedule: training.schedule,
+    gradClip: training.gradClip,
+    seed,
+    evalEvery: training.evalEvery,
+    validation,
+    analysis: { size: training.analysisSize, ...(isTeacher(task) ? { teacher: task } : {}) },
+    checkpointEvery: training.evalEvery * 4,
+    signal,
+    ...(resume === undefined ? {} : { resume }),
+    ...(callbacks.onStep === undefined ? {} : { onStep: callbacks.onStep }),
+    onEval: async (evaluation) => {
+      const state = await trainer.getState()
+      await record(lineOf(seed, evaluation.step, state.tokens, state.seconds, evaluation.trainLoss, evaluation.validationLoss, evaluation.lr, evaluation.metrics))
+    },
+    onCheckpoint: async (state) => {
+      await saveCheckpoint(checkpointDir, model, state, { command: 'emergence', seed })
+      await writeSnapshots()
+    },
+  })
+  try {
+    if (lines.length === 0) {
+      // The untrained model: step 0 of every curve.
+      const validationLoss = await trainer.validationLoss()
+      const metrics = await analyze(model, analysisBatch, analysisOptions)
+      await record(lineOf(seed, 0, 0, 0, null, validationLoss, training.lr, metrics))
+      await saveCheckpoint(checkpointDir, model, await trainer.getState(), { command: 'emergence', seed })
+      await writeSnapshots()
+    }
+    const result = await trainer.run()
+    return {
+      seed,
+      lines,
+      snapshots,
+      result,
+      stopped: result.stopped,
+      tokensPerSecond: result.tokensPerSecond,
+      trainingSeconds: result.seconds,
+      completedSteps: result.steps,
+    }
+  } finally {
+    trainer.dispose()
+    model.dispose()
+  }
+}

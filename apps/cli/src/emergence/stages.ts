@@ -1,0 +1,264 @@
+/**
+ * Stage detection on a real training run (Yüksel et al., arXiv 2602.19143, sec. 3-4: each stage
+ * is the model learning to copy from one more span through a sparse attention pattern).
+ *
+ * For tasks with a fixed sparse dependency pattern (offset groups = spans), a span counts as
+ * *held* once some head puts more than `focusThreshold` (0.5) of its attention on it; stage `j`
+ * begins when `j` distinct spans are held, persistently (the competitive stage `1` has every head
+ * on the most important span, so one span is held). The crossing step is interpolated between
+ * evaluations. Each stage's plateau is the median validation loss over the second half of the
+ * stage, compared with the nearest oracle line. Phases (competitive / cooperative) come from
+ * `@attnlab/dynamics`' `classifyPhases` on the same span masses.
+ *
+ * For tasks without a fixed pattern (linear map, cellular automata, in-context chains) the
+ * emergence step is where the validation loss first falls, persistently, below the midpoint
+ * between chance and the Bayes floor (Baherwani et al.'s abrupt drop), and each scored output
+ * position gets its own emergence step from its per-position loss (the per-token drops of their
+ * Figure 3).
+ */
+import { classifyPhases, headSimilarity, type PhaseSegment } from '@attnlab/dynamics'
+import type { OracleLine } from './oracles.ts'
+
+/** One evaluation of a run, as stored in `metrics.jsonl`. */
+export interface MetricLine {
+  readonly seed: number
+  readonly step: number
+  /** Training tokens processed so far. */
+  readonly tokens: number
+  /** Seconds in training steps so far. */
+  readonly seconds: number
+  /** Mean training loss since the previous evaluation (nats); null at step 0. */
+  readonly trainLoss: number | null
+  /** Validation loss (nats). */
+  readonly validationLoss: number
+  readonly lr: number
+  /** Attention mass of each head on each offset group, `[head][group]` (heads over all layers, `L{l}H{h}`). */
+  readonly spanMass: readonly (readonly number[])[] | null
+  /** Mean attention entropy of each head (nats). */
+  readonly attentionEntropy: readonly number[]
+  /** KL(teacher_k || model), k = 1..K (nats), for tasks with a teacher. */
+  readonly teacherKL: readonly number[] | null
+  /** Cosine of each head's value map with each teacher matrix, `[head][span]` (minimal model). */
+  readonly valueAlignment: readonly (readonly number[])[] | null
+  /** Mean loss per predicted position (nats), null where unscored. */
+  readonly perPositionLoss: readonly (number | null)[]
+}
+
+/** A detected stage of a run. */
+export interface RunStage {
+  /** Stage number `j` (spans held after it). */
+  readonly stage: number
+  /** Interpolated step at which the `j`-th span became held. */
+  readonly step: number
+  /** The span(s) newly held, by offset-group index. */
+  readonly spans: readonly number[]
+  /** Names of those spans. */
+  readonly spanNames: readonly string[]
+  /** The head(s) holding them, e.g. `L0H2`. */
+  readonly heads: readonly string[]
+  /** Median validation loss over the second half of the stage (nats). */
+  readonly plateauLoss: number
+  /** The oracle line closest to the plateau, with the distance (nats). */
+  readonly nearestOracle: { readonly label: string; readonly value: number; readonly distance: number } | null
+}
+
+/** The stage picture of one run. */
+export interface RunAnalysis {
+  /** `'spans'` (offset groups) or `'loss'` (chance -> floor drop). */
+  readonly method: 'spans' | 'loss'
+  readonly stages: readonly RunStage[]
+  /** Competitive / cooperative segments (span method only). */
+  readonly phases: readonly PhaseSegment[]
+  /** Final holder of each span: `[group] -> { head, mass }` (span method only). */
+  readonly finalHolders: readonly ({ readonly head: string; readonly mass: number } | null)[]
+  /** Whether every span ends held by a different head with mass above the threshold. */
+  readonly eachSpanOwnHead: boolean
+  /** Step of the (first) emergence: the first stage's step, or the loss-drop step. */
+  readonly emergenceStep: number | null
+  /** Per scored output position: the step its loss dropped (loss method), else empty. */
+  readonly positionEmergence: readonly (number | null)[]
+  /** Mean pairwise similarity of the heads' span masses at each evaluation. */
+  readonly headSimilarity: readonly number[]
+}
+
+/** Options of {@link analyzeRun}. */
+export interface RunAnalysisOptions {
+  /** Mass above which a head holds a span (default 0.5). */
+  readonly focusThreshold?: number
+  /** Evaluations a new stage must persist (default 2; fewer at the end of the run). */
+  readonly persistence?: number
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const n = sorted.length
+  return n % 2 === 1 ? (sorted[(n - 1) / 2] as number) : 0.5 * ((sorted[n / 2 - 1] as number) + (sorted[n / 2] as number))
+}
+
+function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['nearestOracle'] {
+  let best: RunStage['nearestOracle'] = null
+  for (const line of oracles) {
+    const candidates = line.value !== null ? [line.value] : line.bounds !== null ? [...line.bounds] : []
+    for (const value of candidates) {
+      // Inside a bounds interval the distance is zero.
+      const distance = line.value === null && line.bounds !== null && loss >= line.bounds[0] && loss <= line.bounds[1] ? 0 : Math.abs(loss - value)
+      if (best === null || distance < best.distance) best = { label: line.label, value: line.value ?? value, distance }
+    }
+  }
+  return best
+}
+
+/** Names heads across layers: `L{layer}H{head}`. */
+export function headNames(nLayers: number, nHeads: number): string[] {
+  const names: string[] = []
+  for (let l = 0; l < nLayers; l++) for (let h = 0; h < nHeads; h++) names.push(`L${l}H${h}`)
+  return names
+}
+
+/**
+ * Detects stages, phases and span ownership in a run's evaluations.
+ *
+ * @param lines - the run's evaluations in step order
+ * @param groupNames - offset-group (span) names, most important first; empty for tasks without
+ * @param heads - head names, in the order of `spanMass`
+ * @param oracles - reference lines (nearest-oracle and the loss method's chance/floor)
+ */
+export function analyzeRun(
+  lines: readonly MetricLine[],
+  groupNames: readonly string[],
+  heads: readonly string[],
+  oracles: readonly OracleLine[],
+  options: RunAnalysisOptions = {},
+): RunAnalysis {
+  const focus = options.focusThreshold ?? 0.5
+  const persistence = options.persistence ?? 2
+  const steps = lines.map((l) => l.step)
+  const losses = lines.map((l) => l.validationLoss)
+  const masses = lines.map((l) => l.spanMass)
+  const similarity = masses.map((m) => (m === null || m.length === 0 ? 1 : headSimilarity(m)))
+  const withGroups = groupNames.length > 0 && masses.length > 0 && masses.every((m) => m !== null && m.length === heads.length)
+  if (!withGroups) return analyzeByLoss(lines, oracles, similarity, persistence)
+  const K = groupNames.length
+  const heldAt = (i: number): Set<number> => {
+    const held = new Set<number>()
+    const m = masses[i] as readonly (readonly number[])[]
+    for (let g = 0; g < K; g++) if (m.some((row) => (row[g] as number) > focus)) held.add(g)
+    return held
+  }
+  const held = lines.map((_, i) => heldAt(i))
+  const stages: RunStage[] = []
+  let from = 0
+  let previous = new Set<number>()
+  for (let j = 1; j <= K; j++) {
+    let found = -1
+    for (let i = from; i < lines.length && found < 0; i++) {
+      if ((held[i] as Set<number>).size < j) continue
+      let holds = true
+      for (let k = i + 1; k < Math.min(lines.length, i + persistence) && holds; k++) holds = (held[k] as Set<number>).size >= j
+      if (holds) found = i
+    }
+    if (found < 0) break
+    const now = held[found] as Set<number>
+    const fresh = [...now].filter((g) => !previous.has(g))
+    const spans = fresh.length > 0 ? fresh : [...now].slice(0, 1)
+    // Interpolate the step where the newly held span's best mass crossed the threshold.
+    let step = steps[found] as number
+    if (found > 0) {
+      const g = spans[0] as number
+      const best = (i: number): number => Math.max(...(masses[i] as readonly (readonly number[])[]).map((row) => row[g] as number))
+      const before = best(found - 1)
+      const after = best(found)
+      if (before < focus && after > before) {
+        const s0 = steps[found - 1] as number
+        step = s0 + ((step - s0) * (focus - before)) / (after - before)
+      }
+    }
+    const m = masses[found] as readonly (readonly number[])[]
+    const holders = spans.map((g) => {
+      let bestHead = 0
+      for (let h = 1; h < heads.length; h++) if ((m[h]?.[g] as number) > (m[bestHead]?.[g] as number)) bestHead = h
+      return heads[bestHead] as string
+    })
+    stages.push({ stage: j, step, spans, spanNames: spans.map((g) => groupNames[g] as string), heads: holders, plateauLoss: NaN, nearestOracle: null })
+    previous = now
+    from = found
+  }
+  // Plateau of stage j: median loss over the second half of [start_j, start_{j+1}).
+  const withPlateaus = stages.map((stage, index) => {
+    const end = stages[index + 1]?.step ?? (steps[steps.length - 1] as number) + 1
+    const mid = 0.5 * (stage.step + end)
+    let window = losses.filter((_, i) => (steps[i] as number) >= mid && (steps[i] as number) < end)
+    if (window.length === 0) window = losses.filter((_, i) => (steps[i] as number) >= stage.step && (steps[i] as number) < end)
+    if (window.length === 0) window = [losses[losses.length - 1] as number]
+    const plateauLoss = median(window)
+    return { ...stage, plateauLoss, nearestOracle: nearest(plateauLoss, oracles) }
+  })
+  const last = masses[masses.length - 1] as readonly (readonly number[])[]
+  const finalHolders = groupNames.map((_, g) => {
+    let bestHead = 0
+    for (let h = 1; h < heads.length; h++) if ((last[h]?.[g] as number) > (last[bestHead]?.[g] as number)) bestHead = h
+    const mass = last[bestHead]?.[g] as number
+    return mass > focus ? { head: heads[bestHead] as string, mass } : null
+  })
+  const owners = finalHolders.map((h) => h?.head ?? null)
+  const eachSpanOwnHead = owners.every((o) => o !== null) && new Set(owners).size === owners.length
+  const phases = classifyPhases(steps, masses as readonly (readonly (readonly number[])[])[], { focusThreshold: focus, minSamples: 2 })
+  return {
+    method: 'spans',
+    stages: withPlateaus,
+    phases,
+    finalHolders,
+    eachSpanOwnHead,
+    emergenceStep: withPlateaus[0]?.step ?? null,
+    positionEmergence: [],
+    headSimilarity: similarity,
+  }
+}
+
+function firstPersistentBelow(steps: readonly number[], values: readonly (number | null)[], level: number, persistence: number): number | null {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]
+    if (v === null || v === undefined || v > level) continue
+    let holds = true
+    for (let k = i + 1; k < Math.min(values.length, i + persistence) && holds; k++) {
+      const w = values[k]
+      holds = w !== null && w !== undefined && w <= level
+    }
+    if (!holds) continue
+    const prev = i > 0 ? values[i - 1] : null
+    if (prev !== null && prev !== undefined && prev > level && prev > v) {
+      const s0 = steps[i - 1] as number
+      return s0 + (((steps[i] as number) - s0) * (prev - level)) / (prev - v)
+    }
+    return steps[i] as number
+  }
+  return null
+}
+
+function analyzeByLoss(lines: readonly MetricLine[], oracles: readonly OracleLine[], similarity: readonly number[], persistence: number): RunAnalysis {
+  const steps = lines.map((l) => l.step)
+  const chance = oracles.find((o) => o.kind === 'chance')?.value ?? lines[0]?.validationLoss ?? 0
+  const floor = oracles.find((o) => o.kind === 'floor' || o.kind === 'teacher-entropy')?.value ?? 0
+  const level = 0.5 * (chance + floor)
+  const emergenceStep = firstPersistentBelow(steps, lines.map((l) => l.validationLoss), level, persistence)
+  // Per position: from the position's own initial loss halfway down to zero (determined
+  // positions) or to its floor when it never gets below chance's half.
+  const positions = lines[0]?.perPositionLoss.length ?? 0
+  const positionEmergence: (number | null)[] = []
+  for (let p = 0; p < positions; p++) {
+    const series = lines.map((l) => l.perPositionLoss[p] ?? null)
+    const start = series.find((x) => x !== null) ?? null
+    if (start === null) {
+      positionEmergence.push(null)
+      continue
+    }
+    positionEmergence.push(firstPersistentBelow(steps, series, 0.5 * start, persistence))
+  }
+  const stages: RunStage[] = []
+  if (emergenceStep !== null) {
+    const after = lines.filter((l) => l.step >= emergenceStep).map((l) => l.validationLoss)
+    const plateauLoss = median(after.slice(Math.floor(after.length / 2)))
+    stages.push({ stage: 1, step: emergenceStep, spans: [], spanNames: [], heads: [], plateauLoss, nearestOracle: nearest(plateauLoss, oracles) })
+  }
+  return { method: 'loss', stages, phases: [], finalHolders: [], eachSpanOwnHead: false, emergenceStep, positionEmergence, headSimilarity: similarity }
+}
