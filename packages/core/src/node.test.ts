@@ -1,10 +1,20 @@
-import { mkdtemp, readFile, readdir, writeFile, chmod } from 'node:fs/promises'
+import { mkdtemp as makeTemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { AttnlabError } from './errors.ts'
 import { readSafetensorsFile, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
 import { SafetensorsError } from './safetensors.ts'
+
+const made: string[] = []
+async function mkdtemp(prefix: string): Promise<string> {
+  const dir = await makeTemp(prefix)
+  made.push(dir)
+  return dir
+}
+afterAll(async () => {
+  await Promise.all(made.map((dir) => rm(dir, { recursive: true, force: true })))
+})
 
 describe('node file helpers', () => {
   it('writes files atomically, creating parents, leaving no temp files', async () => {
@@ -54,6 +64,5 @@ describe('node file helpers', () => {
     const parent = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
     await writeFile(join(parent, 'file'), 'x')
     await expect(writeFileAtomic(join(parent, 'file', 'sub', 'x.txt'), 'y')).rejects.toMatchObject({ code: 'IO_ERROR' })
-    void chmod
   })
 })

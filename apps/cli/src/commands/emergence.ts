@@ -41,7 +41,7 @@ import { odeOverlay, type OdeOverlay } from '../emergence/ode.ts'
 import { computeOracles, type Oracles } from '../emergence/oracles.ts'
 import { buildReport, type PatternSnapshot, type SeedReport } from '../emergence/report.ts'
 import { runSeed, seedDirectory, type SeedRun, type TrainingSettings } from '../emergence/run.ts'
-import { analyzeRun, headNames, type MetricLine, type RunAnalysis } from '../emergence/stages.ts'
+import { analyzeRun, describeOracle, headNames, type MetricLine, type RunAnalysis } from '../emergence/stages.ts'
 
 /** Flags of `attnlab emergence`. */
 interface EmergenceFlags extends TaskFlags, ModelFlags, OptimizationFlags {
@@ -450,7 +450,7 @@ function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[
         String(st.stage),
         String(Math.round(st.step)),
         st.plateauLoss.toFixed(3),
-        st.nearestOracle ? `${st.nearestOracle.label} ${st.nearestOracle.value.toFixed(3)}` : '-',
+        st.nearestOracle ? describeOracle(st.nearestOracle) : '-',
         st.spanNames.map((name, i) => `${name} <- ${st.heads[i] ?? '?'}`).join(', ') || '-',
       ])
       const header = ['stage', 'step', 'plateau (nats)', 'nearest oracle', 'span taken by head']

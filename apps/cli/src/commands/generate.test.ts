@@ -67,6 +67,23 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
     expect(text!.length).toBeGreaterThan(REFERENCE.length)
   })
 
+  it('--attention runs a sparse method: everything covered equals dense, a small budget skips pairs', async () => {
+    const prompt = 'I dreamed of a quiet garden where the nodes hum and the light settles on every leaf, and I listened'
+    const run = async (extra: string[]): Promise<{ ids: number[]; attentionSparsity: number }> => {
+      const io = capture()
+      expect(await main(['generate', '--model', join(AIDREAMS, 'model.bin'), '--prompt', prompt, '--max-tokens', '8', '--temperature', '0', '--json', '--backend', 'cpu', ...extra])).toBe(0)
+      const summary = JSON.parse(io.out().join('\n'))
+      vi.restoreAllMocks()
+      return summary
+    }
+    const dense = await run([])
+    expect(dense.attentionSparsity).toBe(0)
+    const covered = await run(['--attention', 'snapkv', '--capacity', '512'])
+    expect(covered.ids).toEqual(dense.ids)
+    const sparse = await run(['--attention', 'quest', '--token-budget', '16', '--page-size', '8'])
+    expect(sparse.attentionSparsity).toBeGreaterThan(0.1)
+  })
+
   it('--ids from BOS alone prints the README ids', async () => {
     const io = capture()
     expect(await main(['generate', '--model', join(AIDREAMS, 'hf'), '--tokenizer', join(AIDREAMS, 'tokenizer.bin'), '--ids', '--max-tokens', '12', '--temperature', '0', '--backend', 'wasm'])).toBe(0)
@@ -164,6 +181,9 @@ describe('attnlab generate', () => {
       await expectFailure(['--model', tiny, '--temperature', 'hot'], /--temperature must be a number, got 'hot'/)
       await expectFailure(['--model', tiny, '--prompt-ids', '1,x'], /--prompt-ids must be token ids/)
       await expectFailure(['--prompt', 'x'], /required option '--model <path>' not specified/)
+      await expectFailure(['--model', tiny, '--page-size', '8'], /attention-method flags need --attention METHOD \(got --page-size\)/)
+      await expectFailure(['--model', tiny, '--attention', 'bogus'], /unknown attention method 'bogus'/)
+      await expectFailure(['--model', tiny, '--attention', 'quest', '--block-top-k', '4'], /--block-top-k does not apply to quest/)
     })
 
     it('a prompt id outside the vocabulary or longer than the context', async () => {

@@ -12,6 +12,10 @@ import { InvalidArgumentError, Option, type Command } from 'commander'
 import { generate, loadModel, type LoadedModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, numberParser } from '../options.ts'
+import { addMethodFlags, attentionKernelFromFlags } from './sparse.ts'
+
+/** Generation's own --top-k (sampling) collides with Block-Sparse's; the method flag is renamed. */
+const METHOD_FLAG_RENAMES = { '--top-k': '--block-top-k' } as const
 
 /** Options of `attnlab generate` as commander parses them. */
 interface GenerateFlags {
@@ -30,6 +34,7 @@ interface GenerateFlags {
   ids?: boolean
   json?: boolean
   backend?: string
+  attention?: string
 }
 
 function idListParser(value: string): number[] {
@@ -59,7 +64,7 @@ function promptIds(flags: GenerateFlags, loaded: LoadedModel): number[] {
 
 /** `attnlab generate`: registers the command. */
 export function registerGenerate(program: Command): void {
-  program
+  const command = program
     .command('generate')
     .description('generate text from a llama2.c .bin, a Hugging Face (llama/mistral/qwen2) or attnlab model directory, or a training checkpoint')
     .requiredOption('--model <path>', 'a llama2.c .bin checkpoint or a model directory (config.json + model.safetensors)')
@@ -77,9 +82,16 @@ export function registerGenerate(program: Command): void {
     .option('--ids', 'print the generated token ids (space-separated) instead of the text')
     .option('--json', 'print a JSON summary (prompt ids, generated ids, text, stop reason, tokens/s)')
     .addOption(backendOption())
-    .action(async (flags: GenerateFlags) => {
+    .option('--attention <method>', 'attention method: dense (default), vertical-slash, flexprefill, block-sparse, snapkv, ada-snapkv, quest, or prefill+decode (e.g. vertical-slash+quest); method flags as in `attnlab sparse apply` (Block-Sparse top-k is --block-top-k here)')
+  addMethodFlags(command, METHOD_FLAG_RENAMES)
+  command.action(async (flags: GenerateFlags) => {
       if (flags.prompt !== undefined && flags.promptIds !== undefined) throw new UsageError('give --prompt or --prompt-ids, not both')
       if (flags.topP !== undefined && flags.topP <= 0) throw new UsageError(`--top-p must be in (0, 1], got ${flags.topP}`)
+      const attention = flags.attention === undefined ? undefined : attentionKernelFromFlags(flags.attention, flags as unknown as Record<string, unknown>, METHOD_FLAG_RENAMES)
+      if (flags.attention === undefined) {
+        const stray = Object.keys(flags).filter((key) => command.getOptionValueSource(key) === 'cli' && !KNOWN_GENERATE_KEYS.has(key))
+        if (stray.length > 0) throw new UsageError(`attention-method flags need --attention METHOD (got ${stray.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')})`)
+      }
       const backend = await activateBackend(flags.backend)
       const loaded = await loadModel(flags.model, flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer })
       const { model, tokenizer } = loaded
@@ -98,7 +110,10 @@ export function registerGenerate(program: Command): void {
           ...(flags.topK === undefined ? {} : { topK: flags.topK }),
           ...(flags.topP === undefined ? {} : { topP: flags.topP }),
           ...(stops.length === 0 ? {} : { eosToken: stops }),
+          ...(attention === undefined ? {} : { attention }),
         })
+        const computed = result.attentionReports.reduce((sum, r) => sum + r.computedPairs, 0)
+        const total = result.attentionReports.reduce((sum, r) => sum + r.totalPairs, 0)
         const seconds = (performance.now() - started) / 1000
         const ids = [...(result.tokens[0] ?? [])]
         const text = tokenizer?.decode([...prompt, ...ids])
@@ -116,6 +131,8 @@ export function registerGenerate(program: Command): void {
                 stopReason: result.stopReasons[0],
                 seconds,
                 tokensPerSecond: ids.length / seconds,
+                attention: flags.attention ?? 'dense',
+                attentionSparsity: total > 0 ? 1 - computed / total : 0,
                 notes: loaded.notes,
               },
               null,
@@ -130,8 +147,12 @@ export function registerGenerate(program: Command): void {
           return
         }
         console.log(text)
+        if (attention !== undefined) console.error(`attention ${flags.attention}: ${((1 - computed / Math.max(total, 1)) * 100).toFixed(1)}% of causal query-key pairs skipped`)
       } finally {
         model.dispose()
       }
-    })
+  })
 }
+
+/** Flags of generate itself (anything else given on the command line is a method flag). */
+const KNOWN_GENERATE_KEYS = new Set(['model', 'tokenizer', 'prompt', 'promptIds', 'maxTokens', 'steps', 'temperature', 'topK', 'topP', 'seed', 'bos', 'ignoreEos', 'ids', 'json', 'backend', 'attention'])

@@ -5,7 +5,7 @@
 import { renderSvg, type PlotSpec } from '../plot.ts'
 import type { OdeOverlay } from './ode.ts'
 import type { OracleLine } from './oracles.ts'
-import type { MetricLine, RunAnalysis } from './stages.ts'
+import { describeOracle, type MetricLine, type RunAnalysis } from './stages.ts'
 
 /** Mean attention pattern of every head at one step: `[head][query][key]`. */
 export interface PatternSnapshot {
@@ -252,7 +252,7 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
     .map(
       (s) =>
         `<tr><td>${s.stage}</td><td>${Math.round(s.step)}</td><td>${fmt(s.plateauLoss)}</td><td>${escape(
-          s.nearestOracle ? `${s.nearestOracle.label} = ${fmt(s.nearestOracle.value)} (${fmt(s.nearestOracle.distance, 3)} away)` : '-',
+          s.nearestOracle ? `${describeOracle(s.nearestOracle)} (${fmt(s.nearestOracle.distance, 3)} away)` : '-',
         )}</td><td>${escape(s.spanNames.map((name, i) => `${name} <- ${s.heads[i] ?? '?'}`).join(', ') || '-')}</td></tr>`,
     )
     .join('')
@@ -325,7 +325,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}h3{font-size:1rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left;font-size:.9rem}
 th{background:#f6f6f6}figure{margin:1rem 0 2rem}figcaption{color:#555;font-size:.9rem;max-width:900px}
-.warn{background:#fff3cd;border:1px solid #e0c36a;padding:.5rem .8rem}svg{max-width:100%;height:auto}
+td{overflow-wrap:anywhere}.warn{background:#fff3cd;border:1px solid #e0c36a;padding:.5rem .8rem}svg{max-width:100%;height:auto}
 </style></head><body>
 <h1>${escape(input.title)}</h1>
 <p>${escape(input.description)}</p>

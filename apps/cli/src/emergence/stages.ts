@@ -58,8 +58,16 @@ export interface RunStage {
   readonly heads: readonly string[]
   /** Median validation loss over the second half of the stage (nats). */
   readonly plateauLoss: number
-  /** The oracle line closest to the plateau, with the distance (nats). */
-  readonly nearestOracle: { readonly label: string; readonly value: number; readonly distance: number } | null
+  /**
+   * The oracle line closest to the plateau, with the distance (nats; 0 inside a line known only
+   * by bounds). `value` is null for such a line, whose `bounds` are given instead.
+   */
+  readonly nearestOracle: {
+    readonly label: string
+    readonly value: number | null
+    readonly bounds: readonly [number, number] | null
+    readonly distance: number
+  } | null
 }
 
 /** The stage picture of one run. */
@@ -98,14 +106,20 @@ function median(values: readonly number[]): number {
 function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['nearestOracle'] {
   let best: RunStage['nearestOracle'] = null
   for (const line of oracles) {
-    const candidates = line.value !== null ? [line.value] : line.bounds !== null ? [...line.bounds] : []
-    for (const value of candidates) {
-      // Inside a bounds interval the distance is zero.
-      const distance = line.value === null && line.bounds !== null && loss >= line.bounds[0] && loss <= line.bounds[1] ? 0 : Math.abs(loss - value)
-      if (best === null || distance < best.distance) best = { label: line.label, value: line.value ?? value, distance }
-    }
+    let distance: number
+    if (line.value !== null) distance = Math.abs(loss - line.value)
+    else if (line.bounds !== null) distance = loss < line.bounds[0] ? line.bounds[0] - loss : loss > line.bounds[1] ? loss - line.bounds[1] : 0
+    else continue
+    if (best === null || distance < best.distance) best = { label: line.label, value: line.value, bounds: line.value === null ? line.bounds : null, distance }
   }
   return best
+}
+
+/** `H_2 (newest 1 span) 1.439` or `H_4 (newest 2 spans) in [0.54, 1.14]`. */
+export function describeOracle(oracle: NonNullable<RunStage['nearestOracle']>, digits = 3): string {
+  if (oracle.value !== null) return `${oracle.label} ${oracle.value.toFixed(digits)}`
+  if (oracle.bounds !== null) return `${oracle.label} in [${oracle.bounds[0].toFixed(2)}, ${oracle.bounds[1].toFixed(2)}]`
+  return oracle.label
 }
 
 /** Names heads across layers: `L{layer}H{head}`. */
