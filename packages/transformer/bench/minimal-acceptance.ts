@@ -6,7 +6,7 @@
  *
  *   node --conditions=@attnlab/source --import tsx bench/minimal-acceptance.ts \
  *     [--backend wasm] [--query-init 1e-5] [--batch 1024] [--steps 1500] [--train-size 0] [--seed 0] [--eval-every 25]
- *     [--lr 0.08] [--out DIR (checkpoint every 100 steps)] [--resume DIR]
+ *     [--lr 0.08] [--task-seed 0] [--out DIR (checkpoint every 100 steps)] [--resume DIR]
  *
  * `--train-size N` trains on a fixed dataset of N sequences (the paper: 9000 with batch 3000);
  * 0 (default) samples fresh sequences every step. Run under `flock /work/locks/bench` when timing.
@@ -33,11 +33,12 @@ const trainSize = Number(flag('train-size', '0'))
 const seed = Number(flag('seed', '0'))
 const evalEvery = Number(flag('eval-every', '25'))
 const lr = Number(flag('lr', '0.08'))
+const taskSeed = Number(flag('task-seed', '0'))
 const out = flag('out', '')
 const resume = flag('resume', '')
 
 await useBackend(backend)
-const task = new SparseMarkovTask({ vocabSize: 50, spans: [2, 2, 2], m: 1.7, tau: 0.1 })
+const task = new SparseMarkovTask({ vocabSize: 50, spans: [2, 2, 2], m: 1.7, tau: 0.1, teacherSeed: taskSeed })
 const model = createTransformer(presetConfig('minimal', { queryInit, seed }))
 let resumeState: TrainerState | undefined
 if (resume !== '') {
@@ -47,7 +48,7 @@ if (resume !== '') {
 }
 const validation = task.sample(2000, Rng.fromSeed(seed).split('validation'))
 const source = trainSize > 0 ? task.sample(trainSize, Rng.fromSeed(seed).split('dataset')) : task
-console.log(`minimal preset, backend ${backend}, queryInit ${queryInit}, batch ${batchSize}, lr ${lr}, ${trainSize > 0 ? `fixed dataset of ${trainSize}` : 'online sampling'}, seed ${seed}`)
+console.log(`minimal preset, backend ${backend}, queryInit ${queryInit}, batch ${batchSize}, lr ${lr}, ${trainSize > 0 ? `fixed dataset of ${trainSize}` : 'online sampling'}, seed ${seed}, teacher seed ${taskSeed}`)
 const started = performance.now()
 let teacherEntropy = Number.NaN
 let reached: { step: number; seconds: number } | null = null

@@ -6,7 +6,7 @@ import { Rng, parseSafetensors, serializeSafetensors, useBackend } from '@attnla
 import { SparseMarkovTask } from '@attnlab/markov'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createConfig, configToJSON } from './config.ts'
-import { CheckpointError, loadCheckpoint, loadModel, saveCheckpoint } from './checkpoint.ts'
+import { CheckpointError, loadCheckpoint, loadCheckpointModel, saveCheckpoint } from './checkpoint.ts'
 import { createTransformer } from './model.ts'
 import { train, type TrainerState } from './train.ts'
 
@@ -67,7 +67,7 @@ describe('checkpoints', () => {
     const file = parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors'))))
     expect(file.metadata.format).toBe('pt')
     expect(file.tensors.get('blocks.0.attn.W_Q')!.shape).toEqual([2, 16, 8])
-    const model = await loadModel(dir)
+    const model = await loadCheckpointModel(dir)
     expect(model.parameterNames()).toEqual(createTransformer(config).parameterNames())
     model.dispose()
   })

@@ -249,7 +249,7 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
  * @throws {@link CheckpointError} as {@link loadCheckpoint}
  * @category Checkpoints
  */
-export async function loadModel(dir: string, options: TransformerOptions = {}): Promise<Transformer> {
+export async function loadCheckpointModel(dir: string, options: TransformerOptions = {}): Promise<Transformer> {
   const checkpoint = await loadCheckpoint(dir)
   const model = createTransformer(checkpoint.config, options)
   try {

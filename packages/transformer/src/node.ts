@@ -1,7 +1,7 @@
 /**
  * `@attnlab/transformer/node`: Node-only parts of the package (file system). Training
- * checkpoints: {@link saveCheckpoint}, {@link loadCheckpoint}, {@link loadModel}.
+ * checkpoints: {@link saveCheckpoint}, {@link loadCheckpoint}, {@link loadCheckpointModel}.
  *
  * @packageDocumentation
  */
-export { CHECKPOINT_FORMAT, CheckpointError, loadCheckpoint, loadModel, saveCheckpoint, type LoadedCheckpoint } from './checkpoint.ts'
+export { CHECKPOINT_FORMAT, CheckpointError, loadCheckpoint, loadCheckpointModel, saveCheckpoint, type LoadedCheckpoint } from './checkpoint.ts'
