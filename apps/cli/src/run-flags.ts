@@ -78,11 +78,14 @@ export function kebab(key: string): string {
   return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 }
 
-/** Adds the task flags. */
-export function addTaskFlags(command: Command, defaultTask = 'sparse-markov'): Command {
+/**
+ * Adds the task flags. `--task-seed` (the seed of the task's fixed parameters) is added unless
+ * `options.taskSeed` is false (`attnlab markov` uses one `--seed` for both).
+ */
+export function addTaskFlags(command: Command, defaultTask = 'sparse-markov', options: { readonly taskSeed?: boolean } = {}): Command {
+  command.addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default(defaultTask))
+  if (options.taskSeed !== false) command.option('--task-seed <n>', "seed of the task's fixed parameters (teacher, matrix M)", intParser('--task-seed'), 0)
   return command
-    .addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default(defaultTask))
-    .option('--task-seed <n>', "seed of the task's fixed parameters (teacher, matrix M)", intParser('--task-seed'), 0)
     .option('--vocab <d>', 'sparse-markov: vocabulary d (default 50); icl-markov: states k', intParser('--vocab', 2, 4096))
     .option('--spans <list>', 'sparse-markov: span lengths, oldest first (default 2,2,2)', intListParser('--spans', 1))
     .option('--m <x>', 'sparse-markov: importance base, c_i = m^i (default 1.7)', numberParser('--m', 0))
@@ -123,6 +126,8 @@ export interface OptimizationDefaults {
   readonly lr: number
   readonly steps: number
   readonly evalEvery: number
+  /** Whether `--eval-every 0` (evaluate only at the end) and `--steps 0` are allowed. */
+  readonly allowZero?: boolean
 }
 
 /** Adds the optimisation flags. */
@@ -130,14 +135,19 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
   return command
     .option('--batch <n>', 'sequences per step', intParser('--batch', 1), defaults.batch)
     .option('--lr <x>', 'peak learning rate', numberParser('--lr', 0), defaults.lr)
-    .option('--steps <n>', 'total optimizer steps (a resumed run continues up to this)', intParser('--steps', 1), defaults.steps)
+    .option('--steps <n>', 'total optimizer steps (a resumed run continues up to this)', intParser('--steps', defaults.allowZero === true ? 0 : 1), defaults.steps)
     .addOption(new Option('--optimizer <name>', 'optimizer').choices(['adamw', 'sgd']).default('adamw'))
     .option('--weight-decay <x>', 'AdamW decoupled weight decay (default 0.01) / SGD L2 (default 0)', numberParser('--weight-decay', 0))
     .option('--momentum <x>', 'SGD momentum', numberParser('--momentum', 0, 0.999), 0.9)
     .option('--grad-clip <x>', 'global gradient-norm clip', numberParser('--grad-clip', 0), 1)
     .addOption(new Option('--schedule <name>', 'learning-rate schedule').choices(['constant', 'warmup-cosine', 'plateau']).default('constant'))
     .option('--warmup <n>', 'warmup steps for warmup-cosine', intParser('--warmup', 0), 100)
-    .option('--eval-every <n>', 'evaluate every N steps', intParser('--eval-every', 1), defaults.evalEvery)
+    .option(
+      '--eval-every <n>',
+      defaults.allowZero === true ? 'evaluate every N steps (0: only at the end)' : 'evaluate every N steps',
+      intParser('--eval-every', defaults.allowZero === true ? 0 : 1),
+      defaults.evalEvery,
+    )
     .option('--train-size <n>', 'train on a fixed dataset of N sequences (0: fresh sequences every step)', intParser('--train-size', 0), 0)
     .option('--validation-size <n>', 'validation sequences', intParser('--validation-size', 1), 1024)
 }

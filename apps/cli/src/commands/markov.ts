@@ -20,7 +20,8 @@ import {
   type TaskKind,
 } from '@attnlab/markov'
 import { UsageError } from '../errors.ts'
-import { intListParser, intParser, numberListParser, numberParser } from '../options.ts'
+import { intParser } from '../options.ts'
+import { addTaskFlags } from '../run-flags.ts'
 
 /** Task flags, and the task kinds each applies to. */
 const TASK_FLAGS: Readonly<Record<string, { readonly key: string; readonly kinds: readonly TaskKind[] }>> = {
@@ -68,27 +69,8 @@ interface TaskOptions {
 }
 
 function addTaskOptions(command: Command): Command {
-  return command
-    .addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default('sparse-markov'))
-    .option('--seed <n>', 'seed of the fixed task parameters (teacher, matrix M) and of the sampling', intParser('--seed'), 0)
-    .option('--vocab <d>', 'sparse-markov: vocabulary d (default 50); icl-markov: states k (default 3)', intParser('--vocab', 2, 4096))
-    .option('--spans <list>', 'sparse-markov: span lengths, oldest first (default 2,2,2)', intListParser('--spans', 1))
-    .option('--m <x>', 'sparse-markov: importance base, c_i = m^i (default 1.7)', numberParser('--m', 0))
-    .option('--tau <x>', 'sparse-markov: softmax temperature (default 0.1)', numberParser('--tau', 0))
-    .option('--reverse', 'sparse-markov: make the oldest span the most important')
-    .option('--stride <n>', 'sparse-markov: start-to-start distance of spans (overlapping spans)', intParser('--stride', 1))
-    .option('--position-weights <list>', 'sparse-markov: within-span token weights, oldest first', numberListParser('--position-weights'))
-    .option('--gen-len <n>', 'sparse-markov: generated tokens per sequence (default 20)', intParser('--gen-len', 1))
-    .option('--state-size <S>', 'linear-map: cells per state (default 16)', intParser('--state-size', 2))
-    .option('--ones-per-row <s>', 'linear-map: ones per row of M (default 3)', intParser('--ones-per-row', 1))
-    .option('--states <T>', 'linear-map / cellular-automaton: states per sequence', intParser('--states', 2))
-    .option('--cells <S>', 'cellular-automaton: cells per state (default 16)', intParser('--cells', 3))
-    .option('--rules <list>', 'cellular-automaton: Wolfram rule numbers to draw from (default all 256)', intListParser('--rules', 0))
-    .option('--bos', 'linear-map / cellular-automaton: prepend a BOS token (id 2)')
-    .option('--no-score-initial', 'linear-map / cellular-automaton: do not score the random initial state')
-    .option('--order <n>', 'icl-markov: chain order (default 1)', intParser('--order', 1))
-    .option('--alpha <x>', 'icl-markov: Dirichlet concentration (default 1)', numberParser('--alpha', 0))
-    .option('--length <n>', 'icl-markov: tokens per sequence (default 100)', intParser('--length', 2))
+  addTaskFlags(command, 'sparse-markov', { taskSeed: false })
+  return command.option('--seed <n>', 'seed of the fixed task parameters (teacher, matrix M) and of the sampling', intParser('--seed'), 0)
 }
 
 /**
