@@ -82,13 +82,22 @@ export function kebab(key: string): string {
  * Adds the task flags. `--task-seed` (the seed of the task's fixed parameters) is added unless
  * `options.taskSeed` is false (`attnlab markov` uses one `--seed` for both).
  */
-export function addTaskFlags(command: Command, defaultTask = 'sparse-markov', options: { readonly taskSeed?: boolean } = {}): Command {
+export function addTaskFlags(
+  command: Command,
+  defaultTask = 'sparse-markov',
+  options: { readonly taskSeed?: boolean; readonly m?: number } = {},
+): Command {
   command.addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default(defaultTask))
   if (options.taskSeed !== false) command.option('--task-seed <n>', "seed of the task's fixed parameters (teacher, matrix M)", intParser('--task-seed'), 0)
   return command
     .option('--vocab <d>', 'sparse-markov: vocabulary d (default 50); icl-markov: states k', intParser('--vocab', 2, 4096))
     .option('--spans <list>', 'sparse-markov: span lengths, oldest first (default 2,2,2)', intListParser('--spans', 1))
-    .option('--m <x>', 'sparse-markov: importance base, c_i = m^i (default 1.7)', numberParser('--m', 0))
+    .option(
+      '--m <x>',
+      `sparse-markov: importance base, c_i = m^i (default ${options.m ?? 1.7})`,
+      numberParser('--m', 0),
+      ...(options.m === undefined ? [] : [options.m]),
+    )
     .option('--tau <x>', 'sparse-markov: softmax temperature (default 0.1)', numberParser('--tau', 0))
     .option('--reverse', 'sparse-markov: make the oldest span the most important')
     .option('--stride <n>', 'sparse-markov: start-to-start distance of spans', intParser('--stride', 1))

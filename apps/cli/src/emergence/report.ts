@@ -257,7 +257,7 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
     )
     .join('')
   void input
-  return `<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>nearest oracle</th><th>span taken by head</th></tr></thead><tbody>${rows}</tbody></table>`
+  return `<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>oracle of the stage (distance)</th><th>span taken by head</th></tr></thead><tbody>${rows}</tbody></table>`
 }
 
 /**

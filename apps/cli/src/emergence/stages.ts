@@ -7,7 +7,7 @@
  * begins when `j` distinct spans are held, persistently (the competitive stage `1` has every head
  * on the most important span, so one span is held). The crossing step is interpolated between
  * evaluations. Each stage's plateau is the median validation loss over the second half of the
- * stage, compared with the nearest oracle line. Phases (competitive / cooperative) come from
+ * stage, compared with the stage's oracle (the Bayes loss given its spans). Phases (competitive / cooperative) come from
  * `@attnlab/dynamics`' `classifyPhases` on the same span masses.
  *
  * For tasks without a fixed pattern (linear map, cellular automata, in-context chains) the
@@ -59,8 +59,9 @@ export interface RunStage {
   /** Median validation loss over the second half of the stage (nats). */
   readonly plateauLoss: number
   /**
-   * The oracle line closest to the plateau, with the distance (nats; 0 inside a line known only
-   * by bounds). `value` is null for such a line, whose `bounds` are given instead.
+   * The oracle of this stage (the Bayes loss given the `j` most important spans) or, without
+   * one, the closest oracle line; with the plateau's distance to it (nats; 0 inside a line known
+   * only by bounds). `value` is null for such a line, whose `bounds` are given instead.
    */
   readonly nearestOracle: {
     readonly label: string
@@ -113,6 +114,19 @@ function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['neares
     if (best === null || distance < best.distance) best = { label: line.label, value: line.value, bounds: line.value === null ? line.bounds : null, distance }
   }
   return best
+}
+
+/**
+ * The oracle of stage `j`: the Bayes loss of the best predictor that sees the `j` most important
+ * spans (the plateau the papers predict for stage `j`), with the plateau's distance to it.
+ */
+function stageOracle(stage: number, loss: number, oracles: readonly OracleLine[]): RunStage['nearestOracle'] {
+  const line = oracles.find((o) => (o.kind === 'restricted-context' || o.kind === 'teacher-entropy') && o.spans === stage)
+  if (line === undefined) return null
+  if (line.value !== null) return { label: line.label, value: line.value, bounds: null, distance: Math.abs(loss - line.value) }
+  if (line.bounds === null) return null
+  const distance = loss < line.bounds[0] ? line.bounds[0] - loss : loss > line.bounds[1] ? loss - line.bounds[1] : 0
+  return { label: line.label, value: null, bounds: line.bounds, distance }
 }
 
 /** `H_2 (newest 1 span) 1.439` or `H_4 (newest 2 spans) in [0.54, 1.14]`. */
@@ -205,7 +219,7 @@ export function analyzeRun(
     if (window.length === 0) window = losses.filter((_, i) => (steps[i] as number) >= stage.step && (steps[i] as number) < end)
     if (window.length === 0) window = [losses[losses.length - 1] as number]
     const plateauLoss = median(window)
-    return { ...stage, plateauLoss, nearestOracle: nearest(plateauLoss, oracles) }
+    return { ...stage, plateauLoss, nearestOracle: stageOracle(stage.stage, plateauLoss, oracles) ?? nearest(plateauLoss, oracles) }
   })
   const last = masses[masses.length - 1] as readonly (readonly number[])[]
   const finalHolders = groupNames.map((_, g) => {
