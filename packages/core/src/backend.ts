@@ -8,7 +8,10 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { BackendUnavailableError, ConfigError } from './errors.ts'
+import { BackendUnavailableError, ConfigError, KernelsUnavailableError } from './errors.ts'
+import { jsKernelProvider } from './kernels/js-provider.ts'
+import type { KernelProvider, KernelProviderName } from './kernels/provider.ts'
+import { activeKernels, registerAttnlabKernels } from './kernels/register.ts'
 
 /**
  * The tfjs backends attnlab knows how to start.
@@ -62,7 +65,30 @@ export interface UseBackendOptions {
    * in a browser: tfjs' own default (next to the script).
    */
   readonly wasmPaths?: string
+  /**
+   * Which attnlab kernels back the fused ops and replace the stock matmul/softmax kernels
+   * (`wasm` and `cpu` only; see `docs/performance.md`):
+   * - `auto` (default): on `wasm`, `native` when the native kernels are built and load (Node),
+   *   else `wasm`, else none; on `cpu`, `js`; elsewhere none.
+   * - `native`: the C++ addon (Node; build with `attnlab kernels build`).
+   * - `wasm`: AssemblyScript WebAssembly SIMD kernels on the tfjs wasm heap (Node and browsers).
+   * - `js`: plain JavaScript (the reference; slow on `wasm`).
+   * - `none`: stock tfjs kernels only; fused ops run as composites.
+   */
+  readonly kernels?: KernelsMode
+  /** Threads for the native kernels (default 1; ignored by the other providers). */
+  readonly threads?: number
 }
+
+/**
+ * The kernel choice of {@link UseBackendOptions.kernels}.
+ *
+ * @category Backends
+ */
+export type KernelsMode = 'auto' | KernelProviderName | 'none'
+
+/** All kernel modes, in a stable order. @category Backends */
+export const KERNELS_MODES: readonly KernelsMode[] = Object.freeze(['auto', 'native', 'wasm', 'js', 'none'])
 
 const isNode = (): boolean =>
   typeof process !== 'undefined' && typeof process.versions === 'object' && typeof process.versions.node === 'string'
@@ -139,23 +165,30 @@ function checkName(name: string): asserts name is BackendName {
  * Imports a backend's package, activates it (`tf.setBackend` + `tf.ready`) and returns the
  * backend that is actually active.
  *
- * For `wasm`, `setWasmPaths` is called first (see {@link UseBackendOptions.wasmPaths}).
+ * For `wasm`, `setWasmPaths` is called first (see {@link UseBackendOptions.wasmPaths}). Then
+ * attnlab's kernels are registered per {@link UseBackendOptions.kernels} (default `auto`: the
+ * native kernels when built, else the WebAssembly ones; `none` restores the stock kernels).
  *
  * @param name - the backend to use
  * @param options - backend-specific options
  * @returns the active backend's name, as confirmed by `tf.getBackend()`
  * @throws {@link BackendUnavailableError} when the package is missing or the backend cannot start
  *   here (e.g. `webgl` in Node); the message names the package and the backends available here.
- * @throws {@link ConfigError} for an unknown backend name
+ * @throws {@link ConfigError} for an unknown backend name, kernels mode or thread count, or
+ *   kernels the backend cannot host
+ * @throws {@link KernelsUnavailableError} when explicitly requested kernels cannot be used (e.g.
+ *   `native` not built: the message names the build command); `auto` never throws for this
  * @example
  * ```ts
  * import { useBackend } from '@attnlab/core'
- * await useBackend('wasm') // 'wasm'
+ * await useBackend('wasm') // 'wasm', with the fastest attnlab kernels available
+ * await useBackend('wasm', { kernels: 'none' }) // stock tfjs-wasm kernels only
  * ```
  * @category Backends
  */
 export async function useBackend(name: BackendName, options: UseBackendOptions = {}): Promise<BackendName> {
   checkName(name)
+  checkKernelOptions(name, options)
   try {
     await quietly(() => importBackendPackage(name, options))
   } catch (error) {
@@ -194,7 +227,98 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
       failure,
     )
   }
+  await enableKernels(name, options)
   return name
+}
+
+function checkKernelOptions(name: BackendName, options: UseBackendOptions): void {
+  const mode = options.kernels
+  if (mode !== undefined && !(KERNELS_MODES as readonly string[]).includes(mode)) {
+    throw new ConfigError('kernels', `'${String(mode)}' is not a kernels mode; expected one of ${KERNELS_MODES.join(', ')}`, { value: mode })
+  }
+  const threads = options.threads
+  if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 256)) {
+    throw new ConfigError('threads', `${threads} must be an integer in [1, 256]`, { value: threads })
+  }
+  if (mode === 'wasm' && name !== 'wasm') {
+    throw new ConfigError('kernels', `'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend, not '${name}'`, { value: mode })
+  }
+  if ((mode === 'native' || mode === 'js') && name !== 'wasm' && name !== 'cpu') {
+    throw new ConfigError('kernels', `attnlab kernels register on the 'wasm' and 'cpu' backends, not '${name}'; use kernels 'auto' or 'none'`, { value: mode })
+  }
+  if (mode === 'native' && !isNode()) {
+    throw new ConfigError('kernels', `'native' kernels need Node.js; use 'wasm' in a browser`, { value: mode })
+  }
+}
+
+async function loadProvider(mode: KernelProviderName, threads: number): Promise<KernelProvider> {
+  switch (mode) {
+    case 'js':
+      return jsKernelProvider
+    case 'wasm': {
+      const { loadWasmKernelProvider } = await import('./kernels/wasm-provider.ts')
+      try {
+        return await loadWasmKernelProvider()
+      } catch (error) {
+        throw new KernelsUnavailableError('wasm', `the WebAssembly kernels could not be instantiated (${error instanceof Error ? error.message : String(error)})`, error)
+      }
+    }
+    case 'native': {
+      const { loadNativeKernelProvider } = await import('./kernels/native-provider.ts')
+      return await loadNativeKernelProvider({ threads })
+    }
+  }
+}
+
+/** Registers (or removes) attnlab kernels on the backend just activated. */
+async function enableKernels(name: BackendName, options: UseBackendOptions): Promise<void> {
+  const mode = options.kernels ?? 'auto'
+  const threads = options.threads ?? 1
+  const target = name === 'wasm' || name === 'cpu' ? name : undefined
+  if (target === undefined) return
+  if (mode === 'none') {
+    activeKernels(target)?.dispose()
+    return
+  }
+  if (mode !== 'auto') {
+    const current = activeKernels(target)
+    if (current?.provider.name === mode) {
+      current.provider.setThreads(threads)
+      return
+    }
+    registerAttnlabKernels(target, await loadProvider(mode, threads))
+    return
+  }
+  const order: KernelProviderName[] = target === 'cpu' ? ['js'] : isNode() ? ['native', 'wasm'] : ['wasm']
+  for (const candidate of order) {
+    const current = activeKernels(target)
+    if (current?.provider.name === candidate) {
+      current.provider.setThreads(threads)
+      return
+    }
+    try {
+      registerAttnlabKernels(target, await loadProvider(candidate, threads))
+      return
+    } catch {
+      // 'auto' falls through to the next provider (native not built, wasm internals changed, ...).
+    }
+  }
+  activeKernels(target)?.dispose()
+}
+
+/**
+ * Which attnlab kernel provider is registered on a backend (default: the active one), or `none`.
+ *
+ * @example
+ * ```ts
+ * await useBackend('wasm')
+ * kernelsInUse() // 'native' when built, else 'wasm'
+ * ```
+ * @category Backends
+ */
+export function kernelsInUse(backendName?: BackendName): KernelProviderName | 'none' {
+  const name = backendName === undefined ? undefined : REGISTERED_NAME[backendName]
+  return activeKernels(name)?.provider.name ?? 'none'
 }
 
 async function quietly<T>(fn: () => Promise<T>): Promise<T> {

@@ -83,6 +83,22 @@ export class BackendUnavailableError extends AttnlabError {
 }
 
 /**
+ * Requested kernels cannot be used here: the native kernels are not built (or were built from
+ * other sources), they do not load, or the backend lacks what they need. Code
+ * `BACKEND_UNAVAILABLE`; the message says how to fix it (for native kernels: the build command).
+ *
+ * @category Errors
+ */
+export class KernelsUnavailableError extends AttnlabError {
+  /** The kernel provider that was asked for (`native`, `wasm`, `js`). */
+  readonly provider: string
+  constructor(provider: string, reason: string, cause?: unknown) {
+    super('BACKEND_UNAVAILABLE', `Kernels '${provider}' are unavailable: ${reason}.`, { provider }, { cause })
+    this.provider = provider
+  }
+}
+
+/**
  * A tensor does not have the shape a function expects.
  *
  * @category Errors

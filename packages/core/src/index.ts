@@ -8,6 +8,11 @@
  * - {@link assertShape}: shape checks at API boundaries.
  * - {@link AttentionKernel}: the contract pluggable attention methods implement.
  * - {@link parseSafetensors} / {@link serializeSafetensors}: the safetensors format.
+ * - Fused ops ({@link linear}, {@link layerNorm}, {@link causalAttention},
+ *   {@link softmaxCrossEntropy}, {@link oneHotAttention}, {@link adamwUpdate}): one kernel each
+ *   when attnlab kernels are registered (by `useBackend`), an equivalent composite otherwise.
+ * - Kernels ({@link registerAttnlabKernels}, {@link KernelProvider}): the `native`, `wasm` and
+ *   `js` providers behind the fused ops (see `docs/performance.md`).
  *
  * Node-only file helpers are in `@attnlab/core/node`; test helpers in `@attnlab/core/testing`.
  *
@@ -17,6 +22,7 @@ export {
   AttnlabError,
   BackendUnavailableError,
   ConfigError,
+  KernelsUnavailableError,
   NonFiniteError,
   ShapeError,
   type AttnlabErrorCode,
@@ -28,10 +34,25 @@ export {
   availableBackends,
   defaultBackend,
   isNodeRuntime,
+  KERNELS_MODES,
+  kernelsInUse,
   useBackend,
   type BackendName,
+  type KernelsMode,
   type UseBackendOptions,
 } from './backend.ts'
+export { ATTNLAB_KERNELS, REPLACED_STOCK_KERNELS } from './kernels/names.ts'
+export type { AdamWHyper, FloatArray, IntArray, KernelProvider, KernelProviderName, OneHotAttentionShape } from './kernels/provider.ts'
+export { activeKernels, kernelsActive, registerAttnlabKernels, type KernelRegistration, type RegisterKernelsOptions } from './kernels/register.ts'
+export { backendMemory, wasmInternalsProblems, type BackendMemory } from './kernels/memory.ts'
+export { jsKernelProvider } from './kernels/js-provider.ts'
+export { loadWasmKernelProvider, type WasmKernelOptions } from './kernels/wasm-provider.ts'
+export { linear, type LinearActivation } from './ops/linear.ts'
+export { layerNorm } from './ops/layer-norm.ts'
+export { causalAttention, type CausalAttentionOptions } from './ops/causal-attention.ts'
+export { softmaxCrossEntropy } from './ops/softmax-cross-entropy.ts'
+export { oneHotAttention, type OneHotAttentionOptions } from './ops/one-hot-attention.ts'
+export { adamwUpdate } from './ops/adamw.ts'
 export { Rng, type RngState } from './rng.ts'
 export {
   causalPairs,

@@ -1,6 +1,6 @@
 /**
- * Node-only helpers: atomic file writes and safetensors files on disk. Import from
- * `@attnlab/core/node`; the main entry stays browser-safe.
+ * Node-only helpers: atomic file writes, safetensors files on disk, and the native kernels'
+ * build and load helpers. Import from `@attnlab/core/node`; the main entry stays browser-safe.
  *
  * Every write goes to a temporary file in the same directory and is renamed into place, so a
  * crash or Ctrl-C never leaves a half-written file under the final name.
@@ -17,6 +17,16 @@ import {
   type SafetensorsFile,
   type SafetensorsTensorInput,
 } from './safetensors.ts'
+
+export {
+  buildNativeKernels,
+  loadNativeKernelProvider,
+  loadedNativeKernelsInfo,
+  nativeKernelsStatus,
+  type NativeBuildResult,
+  type NativeBuildStamp,
+  type NativeKernelsStatus,
+} from './kernels/native-provider.ts'
 
 /**
  * Writes a file atomically (temp file + fsync + rename, via the `write-file-atomic` library),

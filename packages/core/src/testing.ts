@@ -6,30 +6,83 @@
  * @packageDocumentation
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { beforeAll, describe, expect } from 'vitest'
-import { useBackend, type BackendName } from './backend.ts'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { BACKEND_NAMES, isNodeRuntime, useBackend, type BackendName, type KernelsMode } from './backend.ts'
+import { ConfigError } from './errors.ts'
 
 /**
- * The backends test suites run on: `ATTNLAB_TEST_BACKENDS` (comma-separated) or `cpu,wasm`.
+ * A backend plus kernel mode a suite runs on:
+ * - `cpu`: the cpu backend with the plain-JS attnlab kernels;
+ * - `wasm`: the stock tfjs-wasm kernels (no attnlab kernels; fused ops run as composites);
+ * - `wasm+wasm-kernels`: the wasm backend with the AssemblyScript kernels;
+ * - `wasm+native`: the wasm backend with the native kernels (skipped, with the reason in the
+ *   suite's name, when they are not built, unless `ATTNLAB_REQUIRE_NATIVE=1`, which makes the
+ *   suite fail instead);
+ * - any other {@link BackendName} (`webgl`, ...): that backend with its default kernels.
  *
  * @category Testing
  */
-export function testBackends(): BackendName[] {
-  const env = typeof process !== 'undefined' ? process.env.ATTNLAB_TEST_BACKENDS : undefined
-  const names = (env ?? 'cpu,wasm')
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0)
-  return names as BackendName[]
+export type TestBackend = BackendName | 'wasm+wasm-kernels' | 'wasm+native' | 'wasm+js-kernels'
+
+/** The default test modes. @category Testing */
+export const DEFAULT_TEST_BACKENDS: readonly TestBackend[] = Object.freeze(['cpu', 'wasm', 'wasm+wasm-kernels', 'wasm+native'])
+
+const MODES: Readonly<Record<string, { backend: BackendName; kernels: KernelsMode }>> = {
+  cpu: { backend: 'cpu', kernels: 'js' },
+  wasm: { backend: 'wasm', kernels: 'none' },
+  'wasm+wasm-kernels': { backend: 'wasm', kernels: 'wasm' },
+  'wasm+native': { backend: 'wasm', kernels: 'native' },
+  'wasm+js-kernels': { backend: 'wasm', kernels: 'js' },
 }
 
 /**
- * Declares `suite` once per test backend, as `describe('<name> [<backend>]')`, activating the
- * backend before the suite's tests run.
+ * The backend and kernels of a test mode.
+ *
+ * @throws {@link ConfigError} for an unknown mode
+ * @category Testing
+ */
+export function resolveTestBackend(mode: TestBackend): { backend: BackendName; kernels: KernelsMode } {
+  const known = MODES[mode]
+  if (known !== undefined) return known
+  if ((BACKEND_NAMES as readonly string[]).includes(mode)) return { backend: mode as BackendName, kernels: 'auto' }
+  throw new ConfigError('ATTNLAB_TEST_BACKENDS', `'${mode}' is not a test backend; expected one of ${[...Object.keys(MODES), ...BACKEND_NAMES].join(', ')}`, { value: mode })
+}
+
+/**
+ * The modes test suites run on: `ATTNLAB_TEST_BACKENDS` (comma-separated) or
+ * {@link DEFAULT_TEST_BACKENDS}.
+ *
+ * @category Testing
+ */
+export function testBackends(): TestBackend[] {
+  const env = typeof process !== 'undefined' ? process.env.ATTNLAB_TEST_BACKENDS : undefined
+  if (env === undefined) return [...DEFAULT_TEST_BACKENDS]
+  return env
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0) as TestBackend[]
+}
+
+/** Why native kernels cannot load here (undefined when they can), probed once at import. */
+const nativeUnavailable: string | undefined = await (async () => {
+  if (!isNodeRuntime()) return 'not Node.js'
+  try {
+    const { nativeKernelsStatus } = await import('./kernels/native-provider.ts')
+    const status = await nativeKernelsStatus()
+    if (status.state === 'loadable') return undefined
+    return status.state === 'stale' ? 'native kernels built from other sources; run pnpm attnlab kernels build' : 'native kernels not built; run pnpm attnlab kernels build'
+  } catch (error) {
+    return `native kernels cannot be probed (${error instanceof Error ? error.message : String(error)})`
+  }
+})()
+
+/**
+ * Declares `suite` once per test mode, as `describe('<name> [<mode>]')`, activating the backend
+ * and kernels before the suite's tests run. `suite` receives the tfjs backend name and the mode.
  *
  * @example
  * ```ts
- * describeWithBackends('softmax', (backend) => {
+ * describeWithBackends('softmax', (backend, mode) => {
  *   it('sums to one', () => { ... })
  * })
  * ```
@@ -37,15 +90,29 @@ export function testBackends(): BackendName[] {
  */
 export function describeWithBackends(
   name: string,
-  suite: (backend: BackendName) => void,
-  backends: readonly BackendName[] = testBackends(),
+  suite: (backend: BackendName, mode: TestBackend) => void,
+  backends: readonly TestBackend[] = testBackends(),
 ): void {
-  for (const backend of backends) {
-    describe(`${name} [${backend}]`, () => {
+  for (const mode of backends) {
+    const { backend, kernels } = resolveTestBackend(mode)
+    if (kernels === 'native' && nativeUnavailable !== undefined) {
+      const required = typeof process !== 'undefined' && process.env.ATTNLAB_REQUIRE_NATIVE === '1'
+      if (required) {
+        describe(`${name} [${mode}]`, () => {
+          it('has the native kernels (ATTNLAB_REQUIRE_NATIVE=1)', () => {
+            expect.fail(`ATTNLAB_REQUIRE_NATIVE=1 but ${nativeUnavailable}`)
+          })
+        })
+      } else {
+        describe.skip(`${name} [${mode}: skipped, ${nativeUnavailable}]`, () => suite(backend, mode))
+      }
+      continue
+    }
+    describe(`${name} [${mode}]`, () => {
       beforeAll(async () => {
-        await useBackend(backend)
+        await useBackend(backend, { kernels })
       })
-      suite(backend)
+      suite(backend, mode)
     })
   }
 }

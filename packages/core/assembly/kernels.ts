@@ -1,0 +1,498 @@
+// attnlab's kernels in AssemblyScript, compiled to WebAssembly SIMD128
+// (packages/core/src/kernels/attnlab-kernels.wasm; `pnpm --filter @attnlab/core build:kernels`).
+//
+// The module IMPORTS the tfjs wasm backend's own memory (env.memory): every pointer below is a
+// byte address in that heap, so kernels read and write tensors in place. It must have no data
+// segments (they would be written over the backend's heap at instantiation) and no start function,
+// and it never allocates: scratch space comes from the caller (malloc'ed through tfjs' _malloc).
+// scripts/build-wasm-kernels.mjs checks the sections. Math is table-free for the same reason
+// (AssemblyScript's Mathf.exp/log carry lookup tables in data segments).
+//
+// Layouts and semantics: src/kernels/provider.ts (KernelProvider); the plain-JS reference is
+// src/kernels/js-provider.ts.
+
+// @ts-nocheck  (AssemblyScript, not TypeScript)
+
+const MR: i32 = 4 // rows per gemm micro-tile
+const NR: i32 = 8 // columns per gemm micro-tile (two f32x4)
+const KC: i32 = 256 // packed depth
+
+@inline function ld(p: usize): f32 { return load<f32>(p) }
+@inline function st(p: usize, v: f32): void { store<f32>(p, v) }
+@inline function at(base: usize, i: i64): usize { return base + (<usize>i << 2) }
+@inline function ldi(base: usize, i: i64): i32 { return load<i32>(base + (<usize>i << 2)) }
+
+// exp (Cephes-style range reduction + degree-6 polynomial, ~2 ulp). Exactly 0 below -87.3: a
+// denormal result (masked scores) would slow every later operation that reads it.
+@inline function expf(x: f32): f32 {
+  if (!(x >= -87.3)) return x != x ? x : 0
+  x = min(x, <f32>88.7)
+  const n = Mathf.floor(x * 1.44269504088896341 + 0.5)
+  const r = x - n * <f32>0.693359375 + n * <f32>2.12194440e-4
+  let q: f32 = 1.9875691500e-4
+  q = q * r + 1.3981999507e-3
+  q = q * r + 8.3334519073e-3
+  q = q * r + 4.1665795894e-2
+  q = q * r + 1.6666665459e-1
+  q = q * r + 5.0000001201e-1
+  const y = q * r * r + r + 1
+  return y * reinterpret<f32>((<i32>n + 127) << 23)
+}
+
+// log for v > 0 (Cephes logf): v = m 2^e, m in [sqrt(1/2), sqrt(2)).
+@inline function logf(v: f32): f32 {
+  const bits = reinterpret<i32>(v)
+  let e = <f32>(((bits >> 23) & 0xff) - 126)
+  let x = reinterpret<f32>((bits & 0x007fffff) | 0x3f000000) // [0.5, 1)
+  if (x < 0.70710678118654752) { e -= 1; x = x + x - 1 } else { x = x - 1 }
+  const z = x * x
+  let y: f32 = 7.0376836292e-2
+  y = y * x - 1.1514610310e-1
+  y = y * x + 1.1676998740e-1
+  y = y * x - 1.2420140846e-1
+  y = y * x + 1.4249322787e-1
+  y = y * x - 1.6668057665e-1
+  y = y * x + 2.0000714765e-1
+  y = y * x - 2.4999993993e-1
+  y = y * x + 3.3333331174e-1
+  y = y * x * z
+  y += -2.12194440e-4 * e
+  y += -0.5 * z
+  return x + y + 0.693359375 * e
+}
+
+// ---- gemm ----------------------------------------------------------------------------------
+
+@inline function aAt(A: usize, tA: bool, M: i32, K: i32, i: i32, k: i32): f32 {
+  return tA ? ld(at(A, <i64>k * M + i)) : ld(at(A, <i64>i * K + k))
+}
+
+function packB(B: usize, tB: bool, K: i32, N: i32, kb: i32, kc: i32, Bp: usize): void {
+  const panels = (N + NR - 1) / NR
+  for (let p = 0; p < panels; p++) {
+    const j0 = p * NR
+    const nj = min(NR, N - j0)
+    for (let k = 0; k < kc; k++) {
+      const row = at(Bp, (<i64>p * kc + k) * NR)
+      if (!tB && nj == NR) {
+        const src = at(B, <i64>(kb + k) * N + j0)
+        v128.store(row, v128.load(src))
+        v128.store(row, v128.load(src, 16), 16)
+        continue
+      }
+      for (let j = 0; j < NR; j++) {
+        let v: f32 = 0
+        if (j < nj) v = tB ? ld(at(B, <i64>(j0 + j) * K + kb + k)) : ld(at(B, <i64>(kb + k) * N + j0 + j))
+        st(at(row, j), v)
+      }
+    }
+  }
+}
+
+function packA(A: usize, tA: bool, M: i32, K: i32, ib: i32, kb: i32, kc: i32, Ap: usize): void {
+  const ni = min(MR, M - ib)
+  for (let k = 0; k < kc; k++) {
+    for (let i = 0; i < MR; i++) {
+      st(at(Ap, <i64>k * MR + i), i < ni ? aAt(A, tA, M, K, ib + i, kb + k) : <f32>0)
+    }
+  }
+}
+
+@inline function laneOf(v: v128, j: i32): f32 {
+  return j == 0 ? f32x4.extract_lane(v, 0) : j == 1 ? f32x4.extract_lane(v, 1) : j == 2 ? f32x4.extract_lane(v, 2) : f32x4.extract_lane(v, 3)
+}
+
+/**
+ * C[b] = op(A[b]) op(B[b]) (C[b] is M x N, batch stride M*N); strides of A and B in floats
+ * (0 broadcasts). scratch: >= gemmScratchFloats(N) floats.
+ */
+export function gemm(tA: bool, tB: bool, batch: i32, M: i32, N: i32, K: i32, A: usize, sA: i32, B: usize, sB: i32,
+  C: usize, scratch: usize): void {
+  const panels = (N + NR - 1) / NR
+  const Bp = scratch
+  const Ap = at(scratch, <i64>panels * NR * KC)
+  for (let b = 0; b < batch; b++) {
+    const a = at(A, <i64>b * sA), bb = at(B, <i64>b * sB), c = at(C, <i64>b * M * N)
+    for (let kb = 0; kb < K; kb += KC) {
+      const kc = min(KC, K - kb)
+      packB(bb, tB, K, N, kb, kc, Bp)
+      for (let ib = 0; ib < M; ib += MR) {
+        packA(a, tA, M, K, ib, kb, kc, Ap)
+        const ni = min(MR, M - ib)
+        for (let p = 0; p < panels; p++) {
+          let c00 = f32x4.splat(0), c01 = f32x4.splat(0), c10 = f32x4.splat(0), c11 = f32x4.splat(0)
+          let c20 = f32x4.splat(0), c21 = f32x4.splat(0), c30 = f32x4.splat(0), c31 = f32x4.splat(0)
+          let bp = at(Bp, <i64>p * kc * NR)
+          let ap = Ap
+          for (let k = 0; k < kc; k++) {
+            const b0 = v128.load(bp), b1 = v128.load(bp, 16)
+            const a0 = v128.load32_splat(ap), a1 = v128.load32_splat(ap, 4)
+            const a2 = v128.load32_splat(ap, 8), a3 = v128.load32_splat(ap, 12)
+            c00 = f32x4.add(c00, f32x4.mul(a0, b0)); c01 = f32x4.add(c01, f32x4.mul(a0, b1))
+            c10 = f32x4.add(c10, f32x4.mul(a1, b0)); c11 = f32x4.add(c11, f32x4.mul(a1, b1))
+            c20 = f32x4.add(c20, f32x4.mul(a2, b0)); c21 = f32x4.add(c21, f32x4.mul(a2, b1))
+            c30 = f32x4.add(c30, f32x4.mul(a3, b0)); c31 = f32x4.add(c31, f32x4.mul(a3, b1))
+            bp += NR << 2
+            ap += MR << 2
+          }
+          const j0 = p * NR
+          const nj = min(NR, N - j0)
+          for (let i = 0; i < ni; i++) {
+            const lo = i == 0 ? c00 : i == 1 ? c10 : i == 2 ? c20 : c30
+            const hi = i == 0 ? c01 : i == 1 ? c11 : i == 2 ? c21 : c31
+            const row = at(c, <i64>(ib + i) * N + j0)
+            if (nj == NR) {
+              let r0 = lo, r1 = hi
+              if (kb > 0) { r0 = f32x4.add(r0, v128.load(row)); r1 = f32x4.add(r1, v128.load(row, 16)) }
+              v128.store(row, r0); v128.store(row, r1, 16)
+            } else {
+              for (let j = 0; j < nj; j++) {
+                const v = j < 4 ? laneOf(lo, j) : laneOf(hi, j - 4)
+                st(at(row, j), kb > 0 ? ld(at(row, j)) + v : v)
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/** Scratch floats gemm needs for N output columns. */
+export function gemmScratchFloats(N: i32): i32 {
+  return ((N + NR - 1) / NR) * NR * KC + MR * KC
+}
+
+// ---- softmax ---------------------------------------------------------------------------------
+
+@inline function softmaxRow(x: usize, y: usize, n: i32, scale: f32): void {
+  let mx = -Infinity as f32
+  for (let j = 0; j < n; j++) mx = max(mx, ld(at(x, j)) * scale)
+  if (mx == -Infinity) { for (let j = 0; j < n; j++) st(at(y, j), 0); return }
+  let sum: f32 = 0
+  for (let j = 0; j < n; j++) { const e = expf(ld(at(x, j)) * scale - mx); st(at(y, j), e); sum += e }
+  const inv: f32 = 1 / sum
+  for (let j = 0; j < n; j++) st(at(y, j), ld(at(y, j)) * inv)
+}
+
+export function softmax(x: usize, y: usize, rows: i32, cols: i32): void {
+  for (let r = 0; r < rows; r++) softmaxRow(at(x, <i64>r * cols), at(y, <i64>r * cols), cols, 1)
+}
+
+// ---- fused attention (qkv [B, T, 3, H, dh], out [B, T, H, dh], probs [B, H, T, T]) ----------
+// scratch: >= attentionScratchFloats(T, dh) floats.
+
+export function attentionScratchFloats(T: i32, dh: i32): i32 {
+  const dp = (dh + 3) & ~3, Tp = (T + 3) & ~3
+  return 3 * T * dp + dp * Tp + 2 * T * Tp + 2 * dp
+}
+
+function gather(src: usize, rowStride: i32, T: i32, dh: i32, dp: i32, Tp: i32, rows: usize, cols: usize): void {
+  for (let i = 0; i < T; i++) {
+    for (let d = 0; d < dp; d++) {
+      const v: f32 = d < dh ? ld(at(src, <i64>i * rowStride + d)) : 0
+      if (rows) st(at(rows, <i64>i * dp + d), v)
+      if (cols) st(at(cols, <i64>d * Tp + i), v)
+    }
+  }
+}
+
+// row[0:nPad) = a[0:dh] . M[0:dh, 0:nPad) with M [dh, Tp]
+@inline function rowTimesMatrix(a: usize, M: usize, dh: i32, Tp: i32, n: i32, row: usize): void {
+  for (let j = 0; j < n; j += 4) v128.store(at(row, j), f32x4.splat(0))
+  for (let d = 0; d < dh; d++) {
+    const ad = f32x4.splat(ld(at(a, d)))
+    const m = at(M, <i64>d * Tp)
+    for (let j = 0; j < n; j += 4) {
+      const p = at(row, j)
+      v128.store(p, f32x4.add(v128.load(p), f32x4.mul(ad, v128.load(at(m, j)))))
+    }
+  }
+}
+
+// out[0:dp) = sum_j w[j] X[j, 0:dp)  (X rows of dp floats)
+@inline function weightedRowSum(w: usize, X: usize, dp: i32, n: i32, out: usize): void {
+  for (let d = 0; d < dp; d += 4) {
+    let acc = f32x4.splat(0)
+    for (let j = 0; j < n; j++) acc = f32x4.add(acc, f32x4.mul(f32x4.splat(ld(at(w, j))), v128.load(at(X, <i64>j * dp + d))))
+    v128.store(at(out, d), acc)
+  }
+}
+
+export function attentionForward(qkv: usize, out: usize, probs: usize, B: i32, T: i32, H: i32, dh: i32, scale: f32,
+  causal: bool, scratch: usize): void {
+  const dModel = H * dh, rs = 3 * dModel
+  const dp = (dh + 3) & ~3, Tp = (T + 3) & ~3
+  const Q = scratch, V = at(Q, <i64>T * dp), Kt = at(V, <i64>T * dp), row = at(Kt, <i64>dp * Tp), o = at(row, Tp)
+  for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) {
+    const base = at(qkv, <i64>b * T * rs + h * dh)
+    gather(base, rs, T, dh, dp, Tp, Q, 0)
+    gather(at(base, dModel), rs, T, dh, dp, Tp, 0, Kt)
+    gather(at(base, 2 * dModel), rs, T, dh, dp, Tp, V, 0)
+    const P = at(probs, (<i64>b * H + h) * T * T)
+    for (let i = 0; i < T; i++) {
+      const n = causal ? i + 1 : T
+      const nPad = (n + 3) & ~3
+      rowTimesMatrix(at(Q, <i64>i * dp), Kt, dh, Tp, nPad, row)
+      const pi = at(P, <i64>i * T)
+      softmaxRow(row, pi, n, scale)
+      for (let j = n; j < T; j++) st(at(pi, j), 0)
+      weightedRowSum(pi, V, dp, n, o)
+      const oi = at(out, (<i64>b * T + i) * dModel + h * dh)
+      for (let d = 0; d < dh; d++) st(at(oi, d), ld(at(o, d)))
+    }
+  }
+}
+
+export function attentionBackward(qkv: usize, probs: usize, dOut: usize, dqkv: usize, B: i32, T: i32, H: i32, dh: i32,
+  scale: f32, causal: bool, scratch: usize): void {
+  const dModel = H * dh, rs = 3 * dModel
+  const dp = (dh + 3) & ~3, Tp = (T + 3) & ~3
+  const Q = scratch, K = at(Q, <i64>T * dp), dO = at(K, <i64>T * dp), Vt = at(dO, <i64>T * dp), dS = at(Vt, <i64>dp * Tp)
+  const acc = at(dS, <i64>T * Tp), acc2 = at(acc, dp)
+  for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) {
+    const base = at(qkv, <i64>b * T * rs + h * dh), dbase = at(dqkv, <i64>b * T * rs + h * dh)
+    gather(base, rs, T, dh, dp, Tp, Q, 0)
+    gather(at(base, dModel), rs, T, dh, dp, Tp, K, 0)
+    gather(at(base, 2 * dModel), rs, T, dh, dp, Tp, 0, Vt)
+    gather(at(dOut, <i64>b * T * dModel + h * dh), dModel, T, dh, dp, Tp, dO, 0)
+    const P = at(probs, (<i64>b * H + h) * T * T)
+    for (let i = 0; i < T; i++) {
+      const n = causal ? i + 1 : T
+      const nPad = (n + 3) & ~3
+      const pi = at(P, <i64>i * T), dsi = at(dS, <i64>i * Tp)
+      rowTimesMatrix(at(dO, <i64>i * dp), Vt, dh, Tp, nPad, dsi)
+      let dot: f32 = 0
+      for (let j = 0; j < n; j++) dot += ld(at(pi, j)) * ld(at(dsi, j))
+      for (let j = 0; j < n; j++) st(at(dsi, j), ld(at(pi, j)) * (ld(at(dsi, j)) - dot) * scale)
+      for (let j = n; j < T; j++) st(at(dsi, j), 0)
+      weightedRowSum(dsi, K, dp, n, acc) // dQ_i
+      const dqi = at(dbase, <i64>i * rs)
+      for (let d = 0; d < dh; d++) st(at(dqi, d), ld(at(acc, d)))
+    }
+    for (let j = 0; j < T; j++) {
+      const i0 = causal ? j : 0
+      for (let d = 0; d < dp; d += 4) {
+        let dk = f32x4.splat(0), dv = f32x4.splat(0)
+        for (let i = i0; i < T; i++) {
+          dk = f32x4.add(dk, f32x4.mul(f32x4.splat(ld(at(dS, <i64>i * Tp + j))), v128.load(at(Q, <i64>i * dp + d))))
+          dv = f32x4.add(dv, f32x4.mul(f32x4.splat(ld(at(P, <i64>i * T + j))), v128.load(at(dO, <i64>i * dp + d))))
+        }
+        v128.store(at(acc, d), dk)
+        v128.store(at(acc2, d), dv)
+      }
+      const dkj = at(dbase, <i64>j * rs + dModel), dvj = at(dbase, <i64>j * rs + 2 * dModel)
+      for (let d = 0; d < dh; d++) { st(at(dkj, d), ld(at(acc, d))); st(at(dvj, d), ld(at(acc2, d))) }
+    }
+  }
+}
+
+// ---- loss, normalisation, activations, optimizer ---------------------------------------------
+
+@inline function weightTotal(weights: usize, rows: i32): f64 {
+  let total: f64 = 0
+  for (let r = 0; r < rows; r++) total += <f64>ld(at(weights, r))
+  return max(total, 1e-12)
+}
+
+export function softmaxCrossEntropy(logits: usize, labels: usize, weights: usize, rows: i32, cols: i32): f64 {
+  let total: f64 = 0
+  for (let r = 0; r < rows; r++) {
+    const w = ld(at(weights, r))
+    if (w == 0) continue
+    const x = at(logits, <i64>r * cols)
+    let mx = -Infinity as f32
+    for (let j = 0; j < cols; j++) mx = max(mx, ld(at(x, j)))
+    let sum: f32 = 0
+    for (let j = 0; j < cols; j++) sum += expf(ld(at(x, j)) - mx)
+    total += <f64>w * <f64>(logf(sum) + mx - ld(at(x, ldi(labels, r))))
+  }
+  return total / weightTotal(weights, rows)
+}
+
+export function softmaxCrossEntropyBackward(logits: usize, labels: usize, weights: usize, rows: i32, cols: i32, dLoss: f32, dLogits: usize): void {
+  const scale = <f32>(<f64>dLoss / weightTotal(weights, rows))
+  for (let r = 0; r < rows; r++) {
+    const x = at(logits, <i64>r * cols), d = at(dLogits, <i64>r * cols)
+    const g = scale * ld(at(weights, r))
+    if (g == 0) { for (let j = 0; j < cols; j++) st(at(d, j), 0); continue }
+    softmaxRow(x, d, cols, 1)
+    for (let j = 0; j < cols; j++) st(at(d, j), ld(at(d, j)) * g)
+    const y = at(d, ldi(labels, r))
+    st(y, ld(y) - g)
+  }
+}
+
+export function addBias(C: usize, rows: i32, cols: i32, bias: usize): void {
+  for (let r = 0; r < rows; r++) {
+    const c = at(C, <i64>r * cols)
+    let j = 0
+    for (; j + 4 <= cols; j += 4) v128.store(at(c, j), f32x4.add(v128.load(at(c, j)), v128.load(at(bias, j))))
+    for (; j < cols; j++) st(at(c, j), ld(at(c, j)) + ld(at(bias, j)))
+  }
+}
+
+const GELU_C: f32 = 0.7978845608028654
+const GELU_A: f32 = 0.044715
+@inline function tanhf(u: f32): f32 { return 1 - 2 / (expf(2 * u) + 1) }
+
+export function geluForward(x: usize, y: usize, n: i32): void {
+  for (let i = 0; i < n; i++) { const v = ld(at(x, i)); st(at(y, i), 0.5 * v * (1 + tanhf(GELU_C * (v + GELU_A * v * v * v)))) }
+}
+
+export function geluBackward(x: usize, dy: usize, dx: usize, n: i32): void {
+  for (let i = 0; i < n; i++) {
+    const v = ld(at(x, i)), t = tanhf(GELU_C * (v + GELU_A * v * v * v))
+    st(at(dx, i), ld(at(dy, i)) * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * GELU_C * (1 + 3 * GELU_A * v * v)))
+  }
+}
+
+export function columnSum(x: usize, out: usize, rows: i32, cols: i32): void {
+  for (let j = 0; j < cols; j++) st(at(out, j), 0)
+  for (let r = 0; r < rows; r++) {
+    const xr = at(x, <i64>r * cols)
+    let j = 0
+    for (; j + 4 <= cols; j += 4) v128.store(at(out, j), f32x4.add(v128.load(at(out, j)), v128.load(at(xr, j))))
+    for (; j < cols; j++) st(at(out, j), ld(at(out, j)) + ld(at(xr, j)))
+  }
+}
+
+export function layerNormForward(x: usize, g: usize, b: usize, y: usize, mean: usize, rstd: usize, rows: i32, cols: i32, eps: f32): void {
+  for (let r = 0; r < rows; r++) {
+    const xr = at(x, <i64>r * cols), yr = at(y, <i64>r * cols)
+    let s: f32 = 0
+    for (let j = 0; j < cols; j++) s += ld(at(xr, j))
+    const mu = s / <f32>cols
+    let ss: f32 = 0
+    for (let j = 0; j < cols; j++) { const c = ld(at(xr, j)) - mu; ss += c * c }
+    const rs: f32 = 1 / Mathf.sqrt(ss / <f32>cols + eps)
+    st(at(mean, r), mu); st(at(rstd, r), rs)
+    for (let j = 0; j < cols; j++) st(at(yr, j), (ld(at(xr, j)) - mu) * rs * ld(at(g, j)) + (b ? ld(at(b, j)) : 0))
+  }
+}
+
+export function layerNormBackward(x: usize, g: usize, mean: usize, rstd: usize, dy: usize, dx: usize, dg: usize, db: usize, rows: i32, cols: i32): void {
+  for (let j = 0; j < cols; j++) { st(at(dg, j), 0); if (db) st(at(db, j), 0) }
+  for (let r = 0; r < rows; r++) {
+    const xr = at(x, <i64>r * cols), dyr = at(dy, <i64>r * cols), dxr = at(dx, <i64>r * cols)
+    const mu = ld(at(mean, r)), rs = ld(at(rstd, r))
+    let sumD: f32 = 0, sumDX: f32 = 0
+    for (let j = 0; j < cols; j++) {
+      const xh = (ld(at(xr, j)) - mu) * rs, dyj = ld(at(dyr, j)), d = dyj * ld(at(g, j))
+      sumD += d; sumDX += d * xh
+      st(at(dg, j), ld(at(dg, j)) + dyj * xh)
+      if (db) st(at(db, j), ld(at(db, j)) + dyj)
+    }
+    const mD = sumD / <f32>cols, mDX = sumDX / <f32>cols
+    for (let j = 0; j < cols; j++) {
+      const xh = (ld(at(xr, j)) - mu) * rs
+      st(at(dxr, j), rs * (ld(at(dyr, j)) * ld(at(g, j)) - mD - xh * mDX))
+    }
+  }
+}
+
+// Bias corrections come from the caller (Mathf.pow would bring lookup tables):
+// stepSize = lr / (1 - beta1^t), rbc2 = 1 / sqrt(1 - beta2^t), decay = 1 - lr wd.
+export function adamw(p: usize, g: usize, m: usize, v: usize, n: i32, stepSize: f32, rbc2: f32, beta1: f32, beta2: f32, eps: f32, decay: f32): void {
+  for (let i = 0; i < n; i++) {
+    const gi = ld(at(g, i))
+    const mi = beta1 * ld(at(m, i)) + (1 - beta1) * gi
+    const vi = beta2 * ld(at(v, i)) + (1 - beta2) * gi * gi
+    st(at(m, i), mi); st(at(v, i), vi)
+    st(at(p, i), ld(at(p, i)) * decay - stepSize * mi / (Mathf.sqrt(vi) * rbc2 + eps))
+  }
+}
+
+// ---- minimal-model attention on one-hot inputs (gather form) ----------------------------------
+// wq [H, D, D], wv [H, D, dV]; tokens [B, T]; logits [B, T, c]; probs [B, H, T, T].
+// scratch >= oneHotScratchFloats(T, D, c) floats.
+
+export function oneHotScratchFloats(T: i32, D: i32, c: i32): i32 {
+  return T * D + 2 * T * c + T
+}
+
+@inline function addRows(dst: usize, a: usize, b: usize, n: i32): void {
+  let e = 0
+  for (; e + 4 <= n; e += 4) v128.store(at(dst, e), f32x4.add(v128.load(at(a, e)), v128.load(at(b, e))))
+  for (; e < n; e++) st(at(dst, e), ld(at(a, e)) + ld(at(b, e)))
+}
+
+export function oneHotAttentionForward(tokens: usize, wq: usize, wv: usize, logits: usize, probs: usize,
+  B: i32, T: i32, H: i32, D: i32, dV: i32, d: i32, c: i32, scale: f32, scratch: usize): void {
+  const q = scratch, v = at(q, <i64>T * D), row = at(v, <i64>T * c)
+  for (let i: i64 = 0; i < <i64>B * T * c; i++) st(at(logits, i), 0)
+  for (let b = 0; b < B; b++) {
+    const tok = at(tokens, <i64>b * T)
+    for (let h = 0; h < H; h++) {
+      const wq0 = at(wq, <i64>h * D * D), wv0 = at(wv, <i64>h * D * dV)
+      for (let t = 0; t < T; t++) {
+        const tk = ldi(tok, t)
+        addRows(at(q, <i64>t * D), at(wq0, <i64>tk * D), at(wq0, <i64>(d + t) * D), D)
+        addRows(at(v, <i64>t * c), at(wv0, <i64>tk * dV), at(wv0, <i64>(d + t) * dV), c)
+      }
+      const P = at(probs, (<i64>b * H + h) * T * T)
+      for (let t = 0; t < T; t++) {
+        const qt = at(q, <i64>t * D)
+        for (let s = 0; s <= t; s++) st(at(row, s), ld(at(qt, ldi(tok, s))) + ld(at(qt, d + s)))
+        const pt = at(P, <i64>t * T)
+        softmaxRow(row, pt, t + 1, scale)
+        const out = at(logits, (<i64>b * T + t) * c)
+        for (let s = 0; s <= t; s++) {
+          const av = f32x4.splat(ld(at(pt, s))), a = ld(at(pt, s))
+          const vs = at(v, <i64>s * c)
+          let e = 0
+          for (; e + 4 <= c; e += 4) v128.store(at(out, e), f32x4.add(v128.load(at(out, e)), f32x4.mul(av, v128.load(at(vs, e)))))
+          for (; e < c; e++) st(at(out, e), ld(at(out, e)) + a * ld(at(vs, e)))
+        }
+        for (let s = t + 1; s < T; s++) st(at(pt, s), 0)
+      }
+    }
+  }
+}
+
+export function oneHotAttentionBackward(tokens: usize, wq: usize, wv: usize, probs: usize, dLogits: usize, dwq: usize,
+  dwv: usize, B: i32, T: i32, H: i32, D: i32, dV: i32, d: i32, c: i32, scale: f32, scratch: usize): void {
+  for (let i: i64 = 0; i < <i64>H * D * D; i++) st(at(dwq, i), 0)
+  for (let i: i64 = 0; i < <i64>H * D * dV; i++) st(at(dwv, i), 0)
+  const dq = scratch, v = at(dq, <i64>T * D), dv = at(v, <i64>T * c), dA = at(dv, <i64>T * c)
+  for (let b = 0; b < B; b++) {
+    const tok = at(tokens, <i64>b * T)
+    for (let h = 0; h < H; h++) {
+      const wv0 = at(wv, <i64>h * D * dV)
+      for (let t = 0; t < T; t++) addRows(at(v, <i64>t * c), at(wv0, <i64>ldi(tok, t) * dV), at(wv0, <i64>(d + t) * dV), c)
+      for (let i = 0; i < T * c; i++) st(at(dv, i), 0)
+      for (let i = 0; i < T * D; i++) st(at(dq, i), 0)
+      const P = at(probs, (<i64>b * H + h) * T * T)
+      for (let t = 0; t < T; t++) {
+        const go = at(dLogits, (<i64>b * T + t) * c), pt = at(P, <i64>t * T)
+        let dot: f32 = 0
+        for (let s = 0; s <= t; s++) {
+          const p = ld(at(pt, s)), vs = at(v, <i64>s * c), dvs = at(dv, <i64>s * c), pv = f32x4.splat(p)
+          let gv = f32x4.splat(0), e = 0
+          for (; e + 4 <= c; e += 4) {
+            const g4 = v128.load(at(go, e))
+            gv = f32x4.add(gv, f32x4.mul(g4, v128.load(at(vs, e))))
+            v128.store(at(dvs, e), f32x4.add(v128.load(at(dvs, e)), f32x4.mul(pv, g4)))
+          }
+          let g = f32x4.extract_lane(gv, 0) + f32x4.extract_lane(gv, 1) + f32x4.extract_lane(gv, 2) + f32x4.extract_lane(gv, 3)
+          for (; e < c; e++) { const ge = ld(at(go, e)); g += ge * ld(at(vs, e)); st(at(dvs, e), ld(at(dvs, e)) + p * ge) }
+          st(at(dA, s), g); dot += p * g
+        }
+        const dqt = at(dq, <i64>t * D)
+        for (let s = 0; s <= t; s++) {
+          const g = ld(at(pt, s)) * (ld(at(dA, s)) - dot) * scale
+          const c1 = at(dqt, ldi(tok, s)), c2 = at(dqt, d + s)
+          st(c1, ld(c1) + g); st(c2, ld(c2) + g)
+        }
+      }
+      const gq0 = at(dwq, <i64>h * D * D), gv0 = at(dwv, <i64>h * D * dV)
+      for (let t = 0; t < T; t++) {
+        const tk = ldi(tok, t)
+        const dqt = at(dq, <i64>t * D), ga = at(gq0, <i64>tk * D), gp = at(gq0, <i64>(d + t) * D)
+        addRows(ga, ga, dqt, D); addRows(gp, gp, dqt, D)
+        const dvt = at(dv, <i64>t * c), wa = at(gv0, <i64>tk * dV), wp = at(gv0, <i64>(d + t) * dV)
+        addRows(wa, wa, dvt, c); addRows(wp, wp, dvt, c)
+      }
+    }
+  }
+}

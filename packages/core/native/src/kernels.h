@@ -1,0 +1,58 @@
+// attnlab native kernels: plain C++17 on raw float pointers (no Node, no tfjs). Row-major.
+// Semantics and layouts: packages/core/src/kernels/provider.ts (KernelProvider); the plain-JS
+// reference is src/kernels/js-provider.ts. Inputs are validated by the caller.
+#pragma once
+#include <cstdint>
+
+namespace attn {
+
+// C[b] = op(A[b]) @ op(B[b]) for b < batch; op(A) is M x K (stored K x M if transA), op(B) is
+// K x N (stored N x K if transB), C[b] is M x N (batch stride M*N). Strides of 0 broadcast.
+void gemm(bool transA, bool transB, int batch, int M, int N, int K, const float* A, int64_t strideA,
+          const float* B, int64_t strideB, float* C);
+// y = softmax(x) over rows of length cols; -inf entries give exactly 0.
+void softmaxRows(const float* x, float* y, int64_t rows, int cols);
+// C[r, :] += bias.
+void addBias(float* C, int64_t rows, int cols, const float* bias);
+// out[j] = sum_r x[r, j].
+void columnSum(const float* x, float* out, int64_t rows, int cols);
+// GELU, tanh approximation, and its derivative times dy.
+void geluForward(const float* x, float* y, int64_t n);
+void geluBackward(const float* x, const float* dy, float* dx, int64_t n);
+// LayerNorm over rows; b / db may be null (no bias).
+void layerNormForward(const float* x, const float* g, const float* b, float* y, float* mean,
+                      float* rstd, int64_t rows, int cols, float eps);
+void layerNormBackward(const float* x, const float* g, const float* mean, const float* rstd,
+                       const float* dy, float* dx, float* dg, float* db, int64_t rows, int cols);
+// Multi-head attention on qkv [B, T, 3, H, dh] -> out [B, T, H, dh], probs [B, H, T, T].
+void attentionForward(const float* qkv, float* out, float* probs, int B, int T, int H, int dh,
+                      float scale, bool causal);
+void attentionBackward(const float* qkv, const float* probs, const float* dOut, float* dqkv, int B,
+                       int T, int H, int dh, float scale, bool causal);
+// Weighted mean softmax cross-entropy (nats) and its gradient.
+double softmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,
+                           int64_t rows, int cols);
+void softmaxCrossEntropyBackward(const float* logits, const int32_t* labels, const float* weights,
+                                 int64_t rows, int cols, float dLoss, float* dLogits);
+// The minimal model's attention on one-hot inputs (gather form). wq [H, D, D], wv [H, D, dV],
+// tokens [B, T] in [0, d), logits [B, T, c], probs [B, H, T, T].
+struct OneHotShape {
+  int B, T, H, D, dV, d, c;
+  float scale;
+};
+void oneHotAttentionForward(const int32_t* tokens, const float* wq, const float* wv, float* logits,
+                            float* probs, const OneHotShape& s);
+void oneHotAttentionBackward(const int32_t* tokens, const float* wq, const float* wv,
+                             const float* probs, const float* dLogits, float* dwq, float* dwv,
+                             const OneHotShape& s);
+// AdamW in place (PyTorch semantics), step from 1.
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+           float beta2, float eps, float weightDecay, int step);
+
+void setThreads(int n);
+int getThreads();
+bool haveOpenMP();
+// Which clone of the multiversioned kernels this CPU runs ("x86-64-v4", "x86-64-v3", "baseline").
+const char* cpuLevel();
+
+}  // namespace attn

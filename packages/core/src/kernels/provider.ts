@@ -1,0 +1,212 @@
+/**
+ * The contract every kernel provider implements: plain compute functions on flat, row-major
+ * float32/int32 arrays. The registration layer ({@link registerAttnlabKernels}) turns tfjs
+ * tensors into such arrays (views of the backend's own memory: no copies) and calls these.
+ *
+ * Three providers implement it: `native` (a C++ Node addon, `@attnlab/core/node`), `wasm`
+ * (AssemblyScript compiled to WebAssembly SIMD, computing on the tfjs wasm backend's heap; Node
+ * and browsers) and `js` (plain JavaScript: the reference, and the `cpu` backend's kernels).
+ *
+ * Conventions shared by every function: arrays are row-major; sizes are element counts; inputs
+ * are already validated (shapes, token ranges) by the caller; outputs are fully overwritten.
+ *
+ * @module
+ */
+
+/** The names of the kernel providers. @category Kernels */
+export type KernelProviderName = 'native' | 'wasm' | 'js'
+
+/** A contiguous float32 array (often a view of a tfjs backend's memory). @category Kernels */
+export type FloatArray = Float32Array
+/** A contiguous int32 array (token ids, labels). @category Kernels */
+export type IntArray = Int32Array
+
+/**
+ * Compute kernels on flat arrays. All matrices are row-major.
+ *
+ * @category Kernels
+ */
+export interface KernelProvider {
+  /** Which implementation this is. */
+  readonly name: KernelProviderName
+  /**
+   * Whether this provider's matmul beats the backend's own for every shape, so it may replace
+   * the stock `BatchMatMul` / `_FusedMatMul` kernels (true for `native` and `wasm` on the wasm
+   * backend, false for `js`).
+   */
+  readonly fastMatMul: boolean
+  /**
+   * `c[i] = op(a[i]) @ op(b[i])` for `i < batch`, where `op(a[i])` is `[m, k]` (stored `[k, m]`
+   * when `transposeA`), `op(b[i])` is `[k, n]` (stored `[n, k]` when `transposeB`) and `c[i]`
+   * is `[m, n]`. Batch strides are in elements; a stride of 0 broadcasts that operand.
+   */
+  gemm(
+    transposeA: boolean,
+    transposeB: boolean,
+    batch: number,
+    m: number,
+    n: number,
+    k: number,
+    a: FloatArray,
+    strideA: number,
+    b: FloatArray,
+    strideB: number,
+    c: FloatArray,
+  ): void
+  /** `y = softmax(x)` over the last axis of `x [rows, cols]`; `-Infinity` gives exactly 0. */
+  softmax(x: FloatArray, y: FloatArray, rows: number, cols: number): void
+  /** `c[r, :] += bias` for `c [rows, cols]`, `bias [cols]` (in place). */
+  addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void
+  /** `out[j] = sum_r x[r, j]` for `x [rows, cols]`. */
+  columnSum(x: FloatArray, out: FloatArray, rows: number, cols: number): void
+  /** GELU, tanh approximation (`gelu_new`): `y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, `n` elements. */
+  geluForward(x: FloatArray, y: FloatArray, n: number): void
+  /** `dx = dy * gelu'(x)` for the tanh approximation, `n` elements. */
+  geluBackward(x: FloatArray, dy: FloatArray, dx: FloatArray, n: number): void
+  /**
+   * LayerNorm over the last axis of `x [rows, cols]`: `y = (x - mean) * rstd * gain + bias`
+   * (`rstd = 1 / sqrt(var + eps)`, biased variance); writes `mean [rows]` and `rstd [rows]`.
+   * `bias` may be null (no bias).
+   */
+  layerNormForward(
+    x: FloatArray,
+    gain: FloatArray,
+    bias: FloatArray | null,
+    y: FloatArray,
+    mean: FloatArray,
+    rstd: FloatArray,
+    rows: number,
+    cols: number,
+    eps: number,
+  ): void
+  /** Gradients of {@link KernelProvider.layerNormForward}: `dx`, `dGain` and (unless null) `dBias`. */
+  layerNormBackward(
+    x: FloatArray,
+    gain: FloatArray,
+    mean: FloatArray,
+    rstd: FloatArray,
+    dy: FloatArray,
+    dx: FloatArray,
+    dGain: FloatArray,
+    dBias: FloatArray | null,
+    rows: number,
+    cols: number,
+  ): void
+  /**
+   * Multi-head attention on a fused projection: `qkv [batch, pos, 3 * nHeads * dHead]` (column
+   * blocks q | k | v, heads contiguous inside each) -> `out [batch, pos, nHeads * dHead]` and the
+   * pattern `probs [batch, nHeads, pos, pos]` (exactly 0 above the diagonal when `causal`).
+   */
+  attentionForward(
+    qkv: FloatArray,
+    out: FloatArray,
+    probs: FloatArray,
+    batch: number,
+    pos: number,
+    nHeads: number,
+    dHead: number,
+    scale: number,
+    causal: boolean,
+  ): void
+  /** `dQkv [batch, pos, 3 * nHeads * dHead]` from `dOut [batch, pos, nHeads * dHead]`. */
+  attentionBackward(
+    qkv: FloatArray,
+    probs: FloatArray,
+    dOut: FloatArray,
+    dQkv: FloatArray,
+    batch: number,
+    pos: number,
+    nHeads: number,
+    dHead: number,
+    scale: number,
+    causal: boolean,
+  ): void
+  /**
+   * Weighted mean softmax cross-entropy (nats): `sum_r w_r (logsumexp(x_r) - x_r[label_r]) /
+   * max(sum_r w_r, 1e-12)` for `logits [rows, cols]`, `labels [rows]` in `[0, cols)`, and
+   * `weights [rows]` (null = all ones).
+   */
+  softmaxCrossEntropy(logits: FloatArray, labels: IntArray, weights: FloatArray | null, rows: number, cols: number): number
+  /** `dLogits = dLoss * w_r (softmax(x_r) - onehot(label_r)) / max(sum w, 1e-12)`. */
+  softmaxCrossEntropyBackward(
+    logits: FloatArray,
+    labels: IntArray,
+    weights: FloatArray | null,
+    rows: number,
+    cols: number,
+    dLoss: number,
+    dLogits: FloatArray,
+  ): void
+  /**
+   * The minimal model's attention layer on one-hot inputs `x_t = onehot(tokens[b, t]) +
+   * onehot(dVocab + t)` (width `dModel`), computed with gathers: per head `h`,
+   * `S = scale (X W_Q^h) X^T` (causal), `A = softmax(S)`, `logits += A X W_V^h[:, :outCols]`.
+   * `wq [nHeads, dModel, dModel]`, `wv [nHeads, dModel, dValue]` (TransformerLens layout),
+   * `tokens [batch, pos]` in `[0, dVocab)`, `dVocab + pos <= dModel`. Writes
+   * `logits [batch, pos, outCols]` and `probs [batch, nHeads, pos, pos]`.
+   */
+  oneHotAttentionForward(
+    tokens: IntArray,
+    wq: FloatArray,
+    wv: FloatArray,
+    logits: FloatArray,
+    probs: FloatArray,
+    shape: OneHotAttentionShape,
+  ): void
+  /** `dWq [nHeads, dModel, dModel]` and `dWv [nHeads, dModel, dValue]` (columns `>= outCols` zero) from `dLogits`. */
+  oneHotAttentionBackward(
+    tokens: IntArray,
+    wq: FloatArray,
+    wv: FloatArray,
+    probs: FloatArray,
+    dLogits: FloatArray,
+    dWq: FloatArray,
+    dWv: FloatArray,
+    shape: OneHotAttentionShape,
+  ): void
+  /**
+   * AdamW in place with PyTorch's semantics: `m = b1 m + (1 - b1) g`, `v = b2 v + (1 - b2) g^2`,
+   * `p = p (1 - lr wd) - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
+   */
+  adamw(p: FloatArray, g: FloatArray, m: FloatArray, v: FloatArray, n: number, hyper: AdamWHyper): void
+  /** Sets the number of threads the provider may use (native only; others ignore it). */
+  setThreads(threads: number): void
+  /** The number of threads in use. */
+  threads(): number
+}
+
+/** Sizes of a one-hot attention call (see {@link KernelProvider.oneHotAttentionForward}). @category Kernels */
+export interface OneHotAttentionShape {
+  /** Sequences in the batch. */
+  readonly batch: number
+  /** Positions per sequence. */
+  readonly pos: number
+  /** Attention heads. */
+  readonly nHeads: number
+  /** Width of the one-hot input (rows and columns of each `W_Q^h`, rows of each `W_V^h`). */
+  readonly dModel: number
+  /** Columns of each `W_V^h`. */
+  readonly dValue: number
+  /** Token vocabulary; position `t`'s one-hot is at `dVocab + t`. */
+  readonly dVocab: number
+  /** Output columns (the first `outCols` columns of `W_V^h`). */
+  readonly outCols: number
+  /** Score multiplier (1 in the minimal model). */
+  readonly scale: number
+}
+
+/** AdamW hyperparameters for one update (step counted from 1). @category Kernels */
+export interface AdamWHyper {
+  /** Learning rate. */
+  readonly lr: number
+  /** First-moment decay. */
+  readonly beta1: number
+  /** Second-moment decay. */
+  readonly beta2: number
+  /** Denominator epsilon. */
+  readonly eps: number
+  /** Decoupled weight decay (applied as `p *= 1 - lr * weightDecay`). */
+  readonly weightDecay: number
+  /** The update's step number, from 1 (bias corrections). */
+  readonly step: number
+}
