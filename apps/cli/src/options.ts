@@ -2,8 +2,8 @@
  * Shared flag parsers and the backend flag. Every parser throws a {@link UsageError} naming the
  * flag and what was expected, so bad input stops before any work.
  */
-import { InvalidArgumentError, Option } from 'commander'
-import { BACKEND_NAMES, defaultBackend, useBackend, type BackendName } from '@attnlab/core'
+import { InvalidArgumentError, Option, type Command } from 'commander'
+import { BACKEND_NAMES, KERNELS_MODES, defaultBackend, useBackend, type BackendName, type KernelsMode } from '@attnlab/core'
 
 /** Parses an integer flag within [min, max]. */
 export function intParser(flag: string, min = -Infinity, max = Infinity): (value: string) => number {
@@ -54,13 +54,49 @@ export function numberListParser(flag: string): (value: string) => number[] {
 
 /** The `--backend` option, shared by every command that computes with tensors. */
 export function backendOption(): Option {
-  return new Option('--backend <name>', 'tensor backend (default: the fastest available here)').choices([
+  return new Option('--backend <name>', 'tensor backend (default: the fastest available here; --kernels/--threads pick its attnlab kernels)').choices([
     ...BACKEND_NAMES,
   ])
 }
 
-/** Activates the requested backend, or the default one. Returns its name. */
+/** The global `--kernels` option: which attnlab kernels back the backend (see `attnlab kernels status`). */
+export function kernelsOption(): Option {
+  return new Option('--kernels <mode>', "attnlab kernels for the wasm/cpu backends: auto (native if built, else wasm), native, wasm, js, none").choices([...KERNELS_MODES])
+}
+
+/** The global `--threads` option: threads for the native kernels. */
+export function threadsOption(): Option {
+  return new Option('--threads <n>', 'threads for the native kernels (default 1)').argParser(intParser('--threads', 1, 256))
+}
+
+let kernelFlags: { kernels?: KernelsMode; threads?: number } = {}
+
+/**
+ * Adds `--kernels` and `--threads` to the program as global options (accepted before or after
+ * any subcommand, next to its `--backend`) and records them before each action for
+ * {@link activateBackend}.
+ */
+export function installKernelFlags(program: Command): void {
+  program.addOption(kernelsOption()).addOption(threadsOption())
+  // List them in every subcommand's --help too (commands registered so far).
+  const showGlobal = (command: Command): void => {
+    command.configureHelp({ ...command.configureHelp(), showGlobalOptions: true })
+    command.commands.forEach(showGlobal)
+  }
+  showGlobal(program)
+  program.hook('preAction', (root) => {
+    const options = root.opts<{ kernels?: KernelsMode; threads?: number }>()
+    kernelFlags = {}
+    if (options.kernels !== undefined) kernelFlags.kernels = options.kernels
+    if (options.threads !== undefined) kernelFlags.threads = options.threads
+  })
+}
+
+/**
+ * Activates the requested backend, or the default one, with the kernels chosen by `--kernels` /
+ * `--threads` (default `auto`, 1 thread). Returns its name.
+ */
 export async function activateBackend(name: string | undefined): Promise<BackendName> {
   const chosen = (name as BackendName | undefined) ?? (await defaultBackend())
-  return useBackend(chosen)
+  return useBackend(chosen, kernelFlags)
 }

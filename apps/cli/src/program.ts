@@ -14,6 +14,7 @@ import { registerGenerate } from './commands/generate.ts'
 import { registerMarkov } from './commands/markov.ts'
 import { registerTrain } from './commands/train.ts'
 import { registerKnockout } from './commands/knockout.ts'
+import { registerKernels } from './commands/kernels.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerMarkov(program)
   registerTrain(program)
   registerKnockout(program)
+  registerKernels(program)
   return program
 }
 

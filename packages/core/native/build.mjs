@@ -11,7 +11,8 @@
 // Output: <package>/native/build/attnlab_kernels.node plus attnlab_kernels.json (a stamp with the
 // sources' hash: a binary built from other sources is never loaded), or, when the package folder
 // is read-only, $XDG_CACHE_HOME/attnlab/native/<hash>-<platform>-<arch>/.
-// Environment: CXX (compiler), ATTNLAB_SKIP_NATIVE_BUILD=1 (postinstall skips), ATTNLAB_NATIVE_OPENMP=0.
+// Environment: CXX (compiler), ATTNLAB_SKIP_NATIVE_BUILD=1 (postinstall skips), ATTNLAB_NATIVE_OPENMP=0
+// (no OpenMP), ATTNLAB_NATIVE_DIR (build and load there instead).
 // @ts-check
 import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -36,8 +37,12 @@ export function nativeSourceHash() {
   return hash.digest('hex')
 }
 
-/** Where a build may live, in lookup order: the package's own folder, then the user cache. */
+/**
+ * Where a build may live, in lookup order: the package's own folder, then the user cache
+ * (ATTNLAB_NATIVE_DIR, when set, replaces both).
+ */
 export function nativeCandidateDirectories(hash = nativeSourceHash()) {
+  if (process.env.ATTNLAB_NATIVE_DIR) return [resolve(process.env.ATTNLAB_NATIVE_DIR)]
   const cacheRoot = process.env.XDG_CACHE_HOME || join(homedir(), '.cache')
   return [join(here, 'build'), join(cacheRoot, 'attnlab', 'native', `${hash.slice(0, 16)}-${process.platform}-${process.arch}`)]
 }

@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core'
-import { expect, it } from 'vitest'
-import { describeWithBackends, expectArraysClose, expectNoLeaks } from './testing.ts'
+import { describe, expect, it } from 'vitest'
+import { ConfigError } from './errors.ts'
+import { DEFAULT_TEST_BACKENDS, describeWithBackends, expectArraysClose, expectNoLeaks, resolveTestBackend, testBackends, type TestBackend } from './testing.ts'
 
 describeWithBackends('testing helpers', (backend) => {
   it('runs on the requested backend', () => {
@@ -26,5 +27,21 @@ describeWithBackends('testing helpers', (backend) => {
       }),
     ).rejects.toThrow(/leaked 1 tensors/)
     leaked?.dispose()
+  })
+})
+
+describe('test modes', () => {
+  it('resolve to a backend and kernels; unknown modes are a ConfigError', () => {
+    expect(resolveTestBackend('cpu')).toEqual({ backend: 'cpu', kernels: 'js' })
+    expect(resolveTestBackend('wasm')).toEqual({ backend: 'wasm', kernels: 'none' })
+    expect(resolveTestBackend('wasm+wasm-kernels')).toEqual({ backend: 'wasm', kernels: 'wasm' })
+    expect(resolveTestBackend('wasm+native')).toEqual({ backend: 'wasm', kernels: 'native' })
+    expect(resolveTestBackend('webgl')).toEqual({ backend: 'webgl', kernels: 'auto' })
+    expect(() => resolveTestBackend('gpu' as TestBackend)).toThrow(ConfigError)
+  })
+
+  it('default to cpu, stock wasm, wasm with WebAssembly kernels and wasm with native kernels', () => {
+    expect(DEFAULT_TEST_BACKENDS).toEqual(['cpu', 'wasm', 'wasm+wasm-kernels', 'wasm+native'])
+    if (process.env.ATTNLAB_TEST_BACKENDS === undefined) expect(testBackends()).toEqual([...DEFAULT_TEST_BACKENDS])
   })
 })

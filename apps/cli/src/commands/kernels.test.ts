@@ -1,0 +1,87 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import * as tf from '@tensorflow/tfjs-core'
+import { kernelsInUse, useBackend } from '@attnlab/core'
+import { nativeKernelsStatus } from '@attnlab/core/node'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { activateBackend } from '../options.ts'
+import { main } from '../program.ts'
+
+afterEach(() => {
+  vi.restoreAllMocks()
+  delete process.env.ATTNLAB_NATIVE_DIR
+})
+
+function capture(): { out: () => string; err: () => string } {
+  const log = vi.spyOn(console, 'log').mockImplementation(() => {})
+  const error = vi.spyOn(console, 'error').mockImplementation(() => {})
+  const written: string[] = []
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    written.push(typeof chunk === 'string' ? chunk : new TextDecoder().decode(chunk))
+    return true
+  })
+  return { out: () => log.mock.calls.map((c) => c.join(' ')).join('\n'), err: () => [...error.mock.calls.map((c) => c.join(' ')), ...written].join('\n') }
+}
+
+const native = await nativeKernelsStatus()
+
+describe('attnlab kernels', () => {
+  it('status --json reports what auto picks and the native build', async () => {
+    const io = capture()
+    expect(await main(['kernels', 'status', '--json'])).toBe(0)
+    const report = JSON.parse(io.out())
+    expect(report.native.state).toBe(native.state)
+    expect(report.autoOnWasm).toBe(native.state === 'loadable' ? 'native' : 'wasm')
+    expect(report.native.searched.length).toBeGreaterThan(0)
+  })
+
+  it('status explains how to build when the native kernels are missing, and auto uses the WebAssembly kernels', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'attnlab-cli-no-native-'))
+    process.env.ATTNLAB_NATIVE_DIR = empty
+    try {
+      const io = capture()
+      expect(await main(['kernels', 'status'])).toBe(0)
+      // The native addon may already be loaded in this process (first test); the status of the
+      // build folder is what is reported.
+      expect(io.out()).toContain('native kernels: not built; build them with: pnpm attnlab kernels build')
+    } finally {
+      rmSync(empty, { recursive: true, force: true })
+    }
+  })
+
+  it.skipIf(native.state !== 'loadable')('build is a no-op when the build is up to date', async () => {
+    const io = capture()
+    expect(await main(['kernels', 'build'])).toBe(0)
+    expect(io.out()).toContain('native kernels up to date')
+  })
+
+  it('rejects bad --kernels and --threads values with one line and exit code 2', async () => {
+    const io = capture()
+    expect(await main(['kernels', 'status', '--kernels', 'fast'])).toBe(2)
+    expect(io.err()).toMatch(/--kernels <mode>' argument 'fast' is invalid/)
+    expect(await main(['kernels', 'status', '--threads', '0'])).toBe(2)
+    expect(io.err()).toMatch(/--threads/)
+  })
+})
+
+describe('--kernels / --threads with --backend', () => {
+  it('activateBackend applies the flags recorded for the running command', async () => {
+    capture()
+    // 'kernels status' records the global flags before its action, like any command.
+    expect(await main(['kernels', 'status', '--kernels', 'none', '--json'])).toBe(0)
+    expect(await activateBackend('wasm')).toBe('wasm')
+    expect(kernelsInUse('wasm')).toBe('none')
+    expect(await main(['kernels', 'status', '--kernels', 'js', '--json'])).toBe(0)
+    await activateBackend('cpu')
+    expect(kernelsInUse('cpu')).toBe('js')
+    expect(tf.getBackend()).toBe('cpu')
+  })
+
+  it('a kernels mode the backend cannot host is a usage error (exit 2), before any work', async () => {
+    const io = capture()
+    expect(await main(['train', '--preset', 'minimal', '--backend', 'cpu', '--kernels', 'wasm', '--steps', '1', '--out', join(tmpdir(), 'attnlab-never-written')])).toBe(2)
+    expect(io.err()).toMatch(/'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend/)
+    await useBackend('wasm', { kernels: 'auto' })
+  })
+})
