@@ -124,8 +124,8 @@ export class HeadAblation {
    * @param mode - `zero`, `mean` or `resample`
    * @param options - the reference sequences (required for `mean` and `resample`), per-position
    *   mean, resample seed
-   * @throws {@link ConfigError} for an unknown mode or a missing/empty reference;
-   *   {@link AttnlabError} `INVALID_ARGUMENT` for reference tokens the model cannot read
+   * @throws `ConfigError` (`@attnlab/core`) for an unknown mode or a missing/empty reference;
+   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for reference tokens the model cannot read
    */
   static async create(model: Transformer, mode: AblationMode, options: AblationOptions = {}): Promise<HeadAblation> {
     if (!(ABLATION_MODES as readonly string[]).includes(mode)) {
@@ -222,7 +222,7 @@ export class HeadAblation {
    * @param count - number of evaluated sequences
    * @param length - their length (must equal the reference length)
    * @returns `[count]` reference indices
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` if the lengths differ, or if a derangement is
+   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if the lengths differ, or if a derangement is
    *   requested and the counts differ
    */
   pairing(count: number, length: number): Int32Array {
@@ -262,7 +262,7 @@ export class HeadAblation {
    * @param knocked - `[rows, nLayers * nHeads]` 0/1, 1 = knocked out (layer-major)
    * @param sources - resample mode: `[rows]` reference sequence per row (see {@link HeadAblation.pairing})
    * @returns logits `[rows, length, dVocab]`
-   * @throws {@link AttnlabError} `INVALID_ARGUMENT` when used after {@link HeadAblation.dispose}
+   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` when used after {@link HeadAblation.dispose}
    *   or with another model shape
    */
   forward(model: Transformer, tokens: tf.Tensor2D, knocked: Uint8Array, sources?: Int32Array): tf.Tensor3D {

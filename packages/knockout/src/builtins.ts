@@ -80,7 +80,7 @@ export function builtinCapabilityNames(context: BuiltinContext): string[] {
 /**
  * Parses `name` or `name@metric`.
  *
- * @throws {@link ConfigError} for an empty name or an unknown metric
+ * @throws `ConfigError` (`@attnlab/core`) for an empty name or an unknown metric
  * @category Capabilities
  */
 export function parseCapabilityName(spec: string): { name: string; metric: MetricName | undefined } {
@@ -99,7 +99,7 @@ export function parseCapabilityName(spec: string): { name: string; metric: Metri
  * @param context - what is known about the model
  * @param options - count and seed of generated sets
  * @returns the capability (its name is `spec` without the metric suffix, plus `@metric` when one was given)
- * @throws {@link ConfigError} naming the available capabilities when `spec` is unknown or needs
+ * @throws `ConfigError` (`@attnlab/core`) naming the available capabilities when `spec` is unknown or needs
  *   a tokenizer/task the context lacks
  * @category Capabilities
  */

@@ -144,7 +144,7 @@ function checkCount(count: unknown, name = 'count'): number {
  *
  * @param batch - sequences of at least 2 tokens
  * @returns the evaluation set (`length = seqLength - 1`)
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` if the batch is malformed or scores nothing
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if the batch is malformed or scores nothing
  * @category Capabilities
  */
 export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
@@ -178,7 +178,7 @@ export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
  *
  * @param task - the task (its `sample` draws the evaluation set once)
  * @param options - name (default the task kind), metric (default `loss`), count (default 128), seed
- * @throws {@link ConfigError} for a bad metric or count
+ * @throws `ConfigError` (`@attnlab/core`) for a bad metric or count
  * @example
  * ```ts
  * const capability = taskCapability(new SparseMarkovTask({ vocabSize: 10, spans: [1, 1, 1] }), { count: 256 })
@@ -208,7 +208,7 @@ export function taskCapability(task: Task, options: CapabilityOptions = {}): Cap
  * @param task - the sparse Markov task
  * @param span - span index, oldest first (`0 .. K-1`)
  * @param options - name (default `span-{i}`), metric (default `loss`), count (default 128), seed
- * @throws {@link ConfigError} for a span outside `[0, K)`, a bad metric or count
+ * @throws `ConfigError` (`@attnlab/core`) for a span outside `[0, K)`, a bad metric or count
  * @category Capabilities
  */
 export function sparseMarkovSpanCapability(task: SparseMarkovTask, span: number, options: CapabilityOptions = {}): Capability {
@@ -300,7 +300,7 @@ export interface InductionOptions extends CapabilityOptions {
  *
  * @param options - block length (default 16), prefix, token pool or vocabulary size, explicit
  *   blocks, contrast, metric (default `logprob`), count (default 64), seed
- * @throws {@link ConfigError} for a missing pool, a pool with fewer than 2 tokens, a block
+ * @throws `ConfigError` (`@attnlab/core`) for a missing pool, a pool with fewer than 2 tokens, a block
  *   length < 2 (or a given block shorter than 2 tokens), a bad metric or count
  * @example
  * ```ts
@@ -410,7 +410,7 @@ export function inductionCapability(options: InductionOptions): Capability {
  *
  * @param sequences - token ids per sequence (each at least 2 tokens; include BOS if the model uses one)
  * @param options - name (default `text`), metric (default `loss`), `maxLength` to truncate to
- * @throws {@link ConfigError} for no sequences, a sequence shorter than 2 tokens, negative ids or a bad metric
+ * @throws `ConfigError` (`@attnlab/core`) for no sequences, a sequence shorter than 2 tokens, negative ids or a bad metric
  * @category Capabilities
  */
 export function textCapability(sequences: readonly (readonly number[])[], options: Omit<CapabilityOptions, 'count' | 'seed'> & { maxLength?: number } = {}): Capability {
@@ -450,7 +450,7 @@ export function textCapability(sequences: readonly (readonly number[])[], option
  *
  * @param capability - the capability
  * @param model - `{ dVocab, nCtx }` of the model
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` naming the capability and the offending value
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the capability and the offending value
  * @category Capabilities
  */
 export function checkCapability(capability: Capability, model: { readonly dVocab: number; readonly nCtx: number }): void {

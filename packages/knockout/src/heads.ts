@@ -44,7 +44,7 @@ export function headCount(layout: HeadLayout): number {
 /**
  * The flat, layer-major index of a head (`layer * nHeads + head`).
  *
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` if the head is outside the layout
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if the head is outside the layout
  * @category Heads
  */
 export function headIndex(head: HeadRef, layout: HeadLayout): number {
@@ -55,7 +55,7 @@ export function headIndex(head: HeadRef, layout: HeadLayout): number {
 /**
  * The head at a flat index.
  *
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an index outside `[0, N)`
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an index outside `[0, N)`
  * @category Heads
  */
 export function headAt(index: number, layout: HeadLayout): HeadRef {
@@ -69,7 +69,7 @@ export function headAt(index: number, layout: HeadLayout): HeadRef {
 /**
  * Checks that a head exists in the layout.
  *
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` naming the head and the valid ranges
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the head and the valid ranges
  * @category Heads
  */
 export function checkHead(head: HeadRef, layout: HeadLayout): void {
@@ -98,7 +98,7 @@ export function formatHead(head: HeadRef): string {
  * @param text - the list
  * @param layout - the model's head grid
  * @returns the heads, in the given order
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` naming the malformed, out-of-range or repeated entry
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the malformed, out-of-range or repeated entry
  * @example
  * ```ts
  * parseHeads('0.1,2.3', { nLayers: 4, nHeads: 4 }) // [{ layer: 0, head: 1 }, { layer: 2, head: 3 }]

@@ -80,7 +80,7 @@ export interface LassoFit {
  * Builds a {@link Matrix} from an array of equal-length rows.
  *
  * @param rows - `rows[i][j]` is entry `(i, j)`
- * @throws {@link ShapeError} for ragged rows or an empty matrix
+ * @throws `ShapeError` (`@attnlab/core`) for ragged rows or an empty matrix
  * @category Lasso
  */
 export function matrixFromRows(rows: readonly (readonly number[])[]): Matrix {
@@ -338,8 +338,8 @@ function fitCentered(
  * @param y - targets `[n]` (for compressed sensing: standardized scores)
  * @param options - alpha (default 0.01), intercept, iterations, tolerance, sign constraint
  * @returns coefficients, intercept, in-sample R^2, iterations and duality gap
- * @throws {@link ShapeError} when `y` or `initial` do not fit `X`; {@link ConfigError} for a
- *   negative or non-finite `alpha`/`tol` or a non-positive `maxIter`; {@link AttnlabError}
+ * @throws `ShapeError` (`@attnlab/core`) when `y` or `initial` do not fit `X`; `ConfigError` (`@attnlab/core`) for a
+ *   negative or non-finite `alpha`/`tol` or a non-positive `maxIter`; `AttnlabError` (`@attnlab/core`)
  *   `NON_FINITE` for NaN/infinite data
  * @example
  * ```ts
@@ -374,7 +374,7 @@ export function lasso(X: Matrix, y: ArrayLike<number>, options: LassoOptions = {
  * @param w - `[p]`
  * @param intercept - `b`
  * @param alpha - L1 weight
- * @throws {@link ShapeError} when the sizes disagree
+ * @throws `ShapeError` (`@attnlab/core`) when the sizes disagree
  * @category Lasso
  */
 export function lassoObjective(X: Matrix, y: ArrayLike<number>, w: ArrayLike<number>, intercept: number, alpha: number): number {
@@ -400,7 +400,7 @@ export function lassoObjective(X: Matrix, y: ArrayLike<number>, w: ArrayLike<num
  * @param y - `[n]`
  * @param options - `nAlphas` (default 100), `eps` (default 1e-3), `fitIntercept` (default true)
  * @returns the alphas, largest first
- * @throws {@link ShapeError} / {@link ConfigError} for bad inputs
+ * @throws `ShapeError` (`@attnlab/core`) / `ConfigError` (`@attnlab/core`) for bad inputs
  * @category Lasso
  */
 export function lassoAlphaGrid(X: Matrix, y: ArrayLike<number>, options: { nAlphas?: number; eps?: number; fitIntercept?: boolean } = {}): number[] {
@@ -473,8 +473,8 @@ export interface LassoCVResult {
  * @param X - `[n, p]`, `n >= folds`
  * @param y - `[n]`
  * @param options - folds (default 5), grid, and the {@link LassoOptions} of every fit
- * @throws {@link ConfigError} for fewer than 2 folds or more folds than rows, or a bad grid;
- *   {@link ShapeError} for mismatched sizes
+ * @throws `ConfigError` (`@attnlab/core`) for fewer than 2 folds or more folds than rows, or a bad grid;
+ *   `ShapeError` (`@attnlab/core`) for mismatched sizes
  * @category Lasso
  */
 export function lassoCV(X: Matrix, y: ArrayLike<number>, options: LassoCVOptions = {}): LassoCVResult {

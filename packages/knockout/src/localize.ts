@@ -190,7 +190,7 @@ function rank(scores: Float64Array, layout: HeadLayout, descending: boolean): Ra
  * @param capability - what to score
  * @param options - top-k (default 5), ablation, pass size
  * @returns heads ranked by performance drop (metric units; positive = knocking it out hurts)
- * @throws {@link ConfigError} for a bad `top`; scoring errors (see {@link scoreMasks})
+ * @throws `ConfigError` (`@attnlab/core`) for a bad `top`; scoring errors (see {@link scoreMasks})
  * @category Localization
  */
 export async function exhaustiveSweep(model: Transformer, capability: Capability, options: LocalizeOptions = {}): Promise<ExhaustiveResult> {
@@ -236,7 +236,7 @@ export async function exhaustiveSweep(model: Transformer, capability: Capability
  * @param options - k = top (default 5), ablation, pass size
  * @returns the chosen heads in order (score = the marginal performance drop when chosen), then
  *   the rest ranked by their marginal drop in the last round
- * @throws {@link ConfigError} for a bad `top`; scoring errors
+ * @throws `ConfigError` (`@attnlab/core`) for a bad `top`; scoring errors
  * @category Localization
  */
 export async function greedySearch(model: Transformer, capability: Capability, options: LocalizeOptions = {}): Promise<GreedyResult> {
@@ -339,7 +339,7 @@ export interface CompressedSensingOptions extends LocalizeOptions {
  * @param options - masks (default 100), fraction (default 0.02), design (default balanced),
  *   seed, alpha (default 0.01) or cross-validation, top-k (default 5), ablation, pass size
  * @returns the ranking, coefficients, R^2, masks and measurements
- * @throws {@link ConfigError} for bad options (see {@link randomMasks}, {@link lasso});
+ * @throws `ConfigError` (`@attnlab/core`) for bad options (see {@link randomMasks}, {@link lasso});
  *   scoring errors
  * @example
  * ```ts

@@ -67,7 +67,7 @@ export function headsPerMask(fraction: number, heads: number): number {
  * @param layout - the head grid (or `{ nLayers: 1, nHeads: N }` for N abstract features)
  * @param options - count (default 100), fraction (default 0.02), design (default balanced), seed
  * @returns the masks `[count, N]`, 1 = knocked out; every mask knocks out at least one head
- * @throws {@link ConfigError} for a count < 1 or a fraction outside (0, 1]
+ * @throws `ConfigError` (`@attnlab/core`) for a count < 1 or a fraction outside (0, 1]
  * @example
  * ```ts
  * const masks = randomMasks({ nLayers: 32, nHeads: 32 }, { count: 100, fraction: 0.02 }) // 20 heads per mask
@@ -123,7 +123,7 @@ export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {})
  * @param options - `base`: heads knocked out in every mask; `candidates`: flat indices to sweep
  *   (default all heads not in `base`)
  * @returns `[candidates.length, N]`
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a head outside the layout
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a head outside the layout
  * @category Masks
  */
 export function singleHeadMasks(layout: HeadLayout, options: { base?: readonly HeadRef[]; candidates?: readonly number[] } = {}): KnockoutMasks {
@@ -145,7 +145,7 @@ export function singleHeadMasks(layout: HeadLayout, options: { base?: readonly H
  *
  * @param layout - the head grid
  * @param sets - the heads to knock out in each mask
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a head outside the layout
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a head outside the layout
  * @category Masks
  */
 export function masksFromHeadSets(layout: HeadLayout, sets: readonly (readonly HeadRef[])[]): KnockoutMasks {
@@ -172,7 +172,7 @@ export function knockoutCounts(masks: KnockoutMasks): Int32Array {
 /**
  * Checks a mask set's shape and values against a layout.
  *
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` when `heads` differs from the layout's N, the
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` when `heads` differs from the layout's N, the
  *   data has the wrong length, or an entry is not 0 or 1
  * @category Masks
  */

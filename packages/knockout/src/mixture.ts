@@ -76,7 +76,7 @@ export class MixtureTask implements Task {
   /**
    * @param components - at least one task (unique names, positive weights)
    * @param options - vocabulary layout
-   * @throws {@link ConfigError} for no components, duplicate or empty names, a non-positive
+   * @throws `ConfigError` (`@attnlab/core`) for no components, duplicate or empty names, a non-positive
    *   weight, or a component that is not a task
    */
   constructor(components: readonly MixtureComponent[], options: MixtureOptions = {}) {
@@ -113,12 +113,12 @@ export class MixtureTask implements Task {
     for (let i = 0; i < components.length; i++) this.cumulative[i] = (this.cumulative[i] as number) / total
   }
 
-  /** The prefix token of component `index` (or name). @throws {@link ConfigError} for an unknown component */
+  /** The prefix token of component `index` (or name). @throws `ConfigError` (`@attnlab/core`) for an unknown component */
   prefixToken(component: number | string): number {
     return this.prefixBase + this.indexOf(component)
   }
 
-  /** The index of a component given by index or name. @throws {@link ConfigError} for an unknown component */
+  /** The index of a component given by index or name. @throws `ConfigError` (`@attnlab/core`) for an unknown component */
   indexOf(component: number | string): number {
     const index = typeof component === 'number' ? component : this.components.findIndex((c) => c.name === component)
     if (!Number.isSafeInteger(index) || index < 0 || index >= this.components.length) {
@@ -134,7 +134,7 @@ export class MixtureTask implements Task {
    * @param batchSize - number of sequences (>= 1)
    * @param rng - the sampling stream
    * @returns tokens and loss mask, `[batchSize, seqLength]`
-   * @throws {@link ConfigError} for a bad batch size
+   * @throws `ConfigError` (`@attnlab/core`) for a bad batch size
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ConfigError('batchSize', `${String(batchSize)} is not a positive integer`)
@@ -155,7 +155,7 @@ export class MixtureTask implements Task {
    * layout): the evaluation data of that component's capability.
    *
    * @param component - index or name
-   * @throws {@link ConfigError} for an unknown component
+   * @throws `ConfigError` (`@attnlab/core`) for an unknown component
    */
   only(component: number | string): Task {
     const t = this.indexOf(component)
@@ -220,7 +220,7 @@ export class MixtureTask implements Task {
  *
  * @param description - a task description (JSON)
  * @returns the task
- * @throws {@link ConfigError} for an unknown kind or invalid parameters
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown kind or invalid parameters
  * @category Mixture
  */
 export function taskFromDescription(description: unknown): Task {

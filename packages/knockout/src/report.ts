@@ -186,8 +186,8 @@ export interface EffectsOptions extends Omit<ScoreOptions, 'ablation'> {
  * @param capabilities - the target and the off-target controls (names must be unique)
  * @param options - target name, ablation, pass size
  * @returns one row per capability and the target/control ratios
- * @throws {@link ConfigError} for duplicate capability names or an unknown target;
- *   {@link AttnlabError} `INVALID_ARGUMENT` for heads outside the model; scoring errors
+ * @throws `ConfigError` (`@attnlab/core`) for duplicate capability names or an unknown target;
+ *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for heads outside the model; scoring errors
  * @example
  * ```ts
  * const report = await knockoutEffects(model, found.top, [spanCapability, ...controls], { target: 'span-2' })
@@ -280,7 +280,7 @@ export function precisionRecall(found: readonly HeadRef[], truth: readonly HeadR
  * @param options - `minDrop` (metric units, default 0), `relative` (fraction of the largest drop,
  *   default 0.25)
  * @returns the heads, largest drop first
- * @throws {@link ConfigError} for a negative `minDrop` or a `relative` outside [0, 1]
+ * @throws `ConfigError` (`@attnlab/core`) for a negative `minDrop` or a `relative` outside [0, 1]
  * @category Reports
  */
 export function sweepHeads(result: { readonly ranking: readonly { readonly layer: number; readonly head: number; readonly score: number }[] }, options: { minDrop?: number; relative?: number } = {}): HeadRef[] {

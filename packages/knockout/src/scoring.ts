@@ -62,8 +62,8 @@ export interface MaskScores {
  * @param masks - `[M, N]` knockout masks (1 = knocked out); an all-zero row is the clean model
  * @param options - ablation (default zero), pass size, batching, progress callback
  * @returns the metric per mask and the cost
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` when the masks or capability do not fit the
- *   model; {@link ConfigError} for a bad pass size; errors of the ablation (e.g. resample with
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` when the masks or capability do not fit the
+ *   model; `ConfigError` (`@attnlab/core`) for a bad pass size; errors of the ablation (e.g. resample with
  *   misaligned lengths)
  * @example
  * ```ts

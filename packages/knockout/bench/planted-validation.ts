@@ -1,0 +1,247 @@
+// Validation of the knockout localization on planted ground truth (issue 8), the long version of
+// src/planted.test.ts:
+//
+// 1. the trained minimal model of src/__fixtures__/planted-minimal (3 heads, each owning one span
+//    of a sparse Markov chain; tools/knockout/planted-fixtures.ts);
+// 2. a small gpt trained here on a mixture of @attnlab/markov tasks, each sequence marked by a
+//    prefix token (MixtureTask, disjoint vocabularies): a sparse Markov chain whose next token
+//    depends on the token 3 back ("near"), one whose next token depends on the token 6 back
+//    ("far"), and an in-context Markov chain ("icl", a fresh transition table per sequence).
+//
+// For every capability: the exhaustive single-head sweep defines the ground truth (heads whose
+// knockout costs at least 25% of the largest single-head drop and at least `--min-drop` nats);
+// compressed sensing (the paper's default M = 100, fraction 0.02, and a budget run with M = 10% of
+// the evaluations an exhaustive search over all heads and pairs needs, and a lean run with M = 2N)
+// and the greedy search are
+// scored by precision/recall against it; knocking out the top-k heads of the default compressed
+// sensing run (k = number of true heads) is compared on the target and on the other capabilities
+// (the controls).
+//
+// Usage (from packages/knockout; the gpt is trained once and cached under --out):
+//   node --conditions=@attnlab/source --import tsx bench/planted-validation.ts [--backend wasm]
+//     [--out ../../runs/knockout] [--retrain] [--steps 4000] [--min-drop 0.01] [--count 256]
+import { existsSync } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { Rng, useBackend, type BackendName } from '@attnlab/core'
+import { writeFileAtomic } from '@attnlab/core/node'
+import { IclMarkovTask, LinearMapTask, SparseMarkovTask, createTask, randomOrthogonalMatrix } from '@attnlab/markov'
+import { createTransformer, presetConfig, train, type Transformer } from '@attnlab/transformer'
+import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
+import {
+  MixtureTask,
+  compressedSensing,
+  exhaustivePairBudget,
+  exhaustiveSweep,
+  formatHead,
+  greedySearch,
+  headCount,
+  knockoutEffects,
+  precisionRecall,
+  sparseMarkovSpanCapability,
+  sweepHeads,
+  taskCapability,
+  taskFromDescription,
+  type Capability,
+  type HeadRef,
+} from '../src/index.ts'
+
+const { values: args } = parseArgs({
+  options: {
+    backend: { type: 'string', default: 'wasm' },
+    out: { type: 'string', default: fileURLToPath(new URL('../../../runs/knockout', import.meta.url)) },
+    retrain: { type: 'boolean', default: false },
+    steps: { type: 'string', default: '4000' },
+    'min-drop': { type: 'string', default: '0.01' },
+    count: { type: 'string', default: '256' },
+    mixture: { type: 'string', default: 'near-icl-far' },
+  },
+})
+const MIXTURES = ['near-icl-far', 'near-icl-linear'] as const
+if (!(MIXTURES as readonly string[]).includes(args.mixture)) throw new Error(`--mixture must be one of ${MIXTURES.join(', ')}`)
+await useBackend(args.backend as BackendName)
+await mkdir(args.out, { recursive: true })
+const minDrop = Number(args['min-drop'])
+const count = Number(args.count)
+
+/**
+ * The mixture of three tasks with disjoint vocabularies: `near-icl-far` (8 + 3 + 8 tokens + 3
+ * prefixes) or `near-icl-linear` (8 + 3 + 2 + 3): the far chain replaced by a linear map with one
+ * 1 per row (the second state is a fixed permutation of the first: an absolute-position copy).
+ */
+function mixtureTask(): MixtureTask {
+  const d = 8
+  const zero = new Array<number>(d * d).fill(0)
+  const oldestOnly = (spans: number, seed: number): number[][] => [Array.from(randomOrthogonalMatrix(d, Rng.fromSeed(seed))), ...new Array(spans - 1).fill(zero)]
+  // Spans [1,1,1] with only the oldest span's teacher non-zero: the next token depends on the token 3 back.
+  const near = new SparseMarkovTask({ vocabSize: d, spans: [1, 1, 1], m: 1, tau: 0.3, genLen: 15, teacherMatrices: oldestOnly(3, 5) })
+  const far = new SparseMarkovTask({ vocabSize: d, spans: [1, 1, 1, 1, 1, 1], m: 1, tau: 0.3, genLen: 12, teacherMatrices: oldestOnly(6, 6) })
+  const icl = new IclMarkovTask({ vocabSize: 3, order: 1, seqLength: 18 })
+  const third = args.mixture === 'near-icl-far' ? { name: 'far', task: far } : { name: 'linear', task: new LinearMapTask({ stateSize: 8, onesPerRow: 1, states: 2, matrixSeed: 3 }) }
+  return new MixtureTask(
+    [
+      { name: 'near', task: near },
+      { name: 'icl', task: icl },
+      third,
+    ],
+    { vocabulary: 'disjoint' },
+  )
+}
+
+async function mixtureModel(): Promise<{ model: Transformer; task: MixtureTask; training: unknown }> {
+  const dir = join(args.out, `mixture-gpt-${args.mixture}`)
+  if (!args.retrain && existsSync(join(dir, 'manifest.json'))) {
+    const checkpoint = await loadCheckpoint(dir)
+    const model = createTransformer(checkpoint.config)
+    model.setWeights(checkpoint.weights)
+    console.log(`loaded the mixture gpt from ${dir}`)
+    return { model, task: taskFromDescription(checkpoint.extra.task) as MixtureTask, training: checkpoint.extra.training }
+  }
+  const task = mixtureTask()
+  const config = presetConfig('gpt', { dVocab: task.vocabSize, nCtx: task.seqLength - 1, nLayers: 2, nHeads: 8, dModel: 64, dHead: 8, dMlp: 128, seed: 0 })
+  const model = createTransformer(config)
+  const steps = Number(args.steps)
+  const started = performance.now()
+  const result = await train(model, task, {
+    steps,
+    batchSize: 128,
+    lr: 3e-3,
+    seed: 0,
+    schedule: { kind: 'warmup-cosine', warmupSteps: 100 },
+    evalEvery: 500,
+    validation: 1024,
+    analysis: false,
+    onEval: (e) => console.log(`  step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
+  })
+  const training = { steps, batchSize: 128, lr: 3e-3, schedule: 'warmup-cosine 100', finalValidationLoss: result.finalValidationLoss, seconds: result.seconds }
+  await saveCheckpoint(dir, model, null, { task: task.describe(), training })
+  console.log(`trained the mixture gpt in ${result.seconds.toFixed(0)} s; saved to ${dir}`)
+  return { model, task, training }
+}
+
+interface CapabilityReport {
+  capability: string
+  baseline: number
+  truth: string[]
+  sweep: { head: string; drop: number }[]
+  evaluations: { exhaustive: number; exhaustivePairs: number; greedy: number; csDefault: number; csBudget: number; csLean: number }
+  csDefault: { top: string[]; precision: number; recall: number; r2: number; headsPerMask: number }
+  csBudget: { masks: number; fraction: number; top: string[]; precision: number; recall: number; r2: number; headsPerMask: number }
+  csLean: { masks: number; fraction: number; top: string[]; precision: number; recall: number; r2: number; headsPerMask: number }
+  greedy: { top: string[]; precision: number; recall: number }
+  effects: { heads: string[]; target: number; controls: Record<string, number>; ratio: number | null }
+}
+
+async function validate(model: Transformer, capabilities: Capability[], label: string): Promise<CapabilityReport[]> {
+  const layout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
+  const n = headCount(layout)
+  const pairs = exhaustivePairBudget(layout)
+  const budgetMasks = Math.max(1, Math.floor(0.1 * pairs))
+  // A budget design that knocks out about n/8 heads per mask (at least 1), so every head is tested ~M n/8 / n times.
+  const budgetFraction = Math.max(1, Math.round(n / 8)) / n
+  // A lean run for models too small for the 10% budget to hold even one informative mask: M = 2N masks.
+  const leanMasks = 2 * n
+  const leanFraction = n <= 4 ? 1 / n : budgetFraction
+  const reports: CapabilityReport[] = []
+  console.log(`\n== ${label}: ${layout.nLayers} x ${layout.nHeads} = ${n} heads; exhaustive sweep ${n + 1} evaluations, all heads and pairs ${pairs} (10% = ${(0.1 * pairs).toFixed(1)})`)
+  for (const capability of capabilities) {
+    const sweep = await exhaustiveSweep(model, capability, { top: n })
+    const truth = sweepHeads(sweep, { minDrop, relative: 0.25 })
+    const k = Math.max(1, truth.length)
+    const csDefault = await compressedSensing(model, capability, { masks: 100, fraction: 0.02, seed: 0, top: k })
+    const csBudget = await compressedSensing(model, capability, { masks: budgetMasks, fraction: budgetFraction, design: 'balanced', seed: 0, top: k })
+    const csLean = await compressedSensing(model, capability, { masks: leanMasks, fraction: leanFraction, design: 'balanced', seed: 0, top: k })
+    const greedy = await greedySearch(model, capability, { top: k })
+    const controls = capabilities.filter((c) => c.name !== capability.name)
+    // The effect of the heads compressed sensing found with the paper's default setting.
+    const effects = await knockoutEffects(model, csDefault.top, capabilities, { target: capability.name })
+    const pr = (found: readonly HeadRef[]) => precisionRecall(found, truth)
+    const headsPerMask = (masks: { count: number; data: Uint8Array }) => masks.data.reduce((s, v) => s + v, 0) / masks.count
+    const report: CapabilityReport = {
+      capability: capability.name,
+      baseline: sweep.baseline,
+      truth: truth.map(formatHead),
+      sweep: sweep.ranking.slice(0, Math.min(n, 6)).map((h) => ({ head: formatHead(h), drop: h.score })),
+      evaluations: { exhaustive: sweep.evaluations, exhaustivePairs: pairs, greedy: greedy.evaluations, csDefault: csDefault.evaluations, csBudget: csBudget.evaluations, csLean: csLean.evaluations },
+      csDefault: { top: csDefault.top.map(formatHead), ...pick(pr(csDefault.top)), r2: csDefault.fit.r2, headsPerMask: headsPerMask(csDefault.masks) },
+      csBudget: { masks: budgetMasks, fraction: budgetFraction, top: csBudget.top.map(formatHead), ...pick(pr(csBudget.top)), r2: csBudget.fit.r2, headsPerMask: headsPerMask(csBudget.masks) },
+      csLean: { masks: leanMasks, fraction: leanFraction, top: csLean.top.map(formatHead), ...pick(pr(csLean.top)), r2: csLean.fit.r2, headsPerMask: headsPerMask(csLean.masks) },
+      greedy: { top: greedy.top.map(formatHead), ...pick(pr(greedy.top)) },
+      effects: {
+        heads: effects.heads.map(formatHead),
+        target: effects.targetHurt ?? 0,
+        controls: Object.fromEntries(effects.rows.filter((r) => r.role === 'control').map((r) => [r.capability, r.hurt])),
+        ratio: effects.ratio,
+      },
+    }
+    reports.push(report)
+    void controls
+    console.log(
+      `${capability.name.padEnd(7)} baseline ${sweep.baseline.toFixed(3)} | sweep: ${report.sweep.map((s) => `${s.head} ${s.drop.toFixed(3)}`).join(', ')} | truth {${report.truth.join(', ')}}`,
+    )
+    console.log(
+      `        cs M=100 f=0.02 (${report.csDefault.headsPerMask.toFixed(1)} heads/mask): {${report.csDefault.top.join(', ')}} P ${report.csDefault.precision.toFixed(2)} R ${report.csDefault.recall.toFixed(2)} R2 ${report.csDefault.r2.toFixed(3)}` +
+        ` | cs M=${budgetMasks} (${report.csBudget.headsPerMask.toFixed(1)} heads/mask): {${report.csBudget.top.join(', ')}} P ${report.csBudget.precision.toFixed(2)} R ${report.csBudget.recall.toFixed(2)} R2 ${report.csBudget.r2.toFixed(3)}` +
+        ` | cs M=${leanMasks} (${report.csLean.headsPerMask.toFixed(1)} heads/mask): {${report.csLean.top.join(', ')}} P ${report.csLean.precision.toFixed(2)} R ${report.csLean.recall.toFixed(2)}` +
+        ` | greedy (${greedy.evaluations} evals): {${report.greedy.top.join(', ')}} R ${report.greedy.recall.toFixed(2)}`,
+    )
+    console.log(
+      `        knocking out {${report.effects.heads.join(', ')}}: target +${report.effects.target.toFixed(3)} nats, controls ${Object.entries(report.effects.controls)
+        .map(([name, hurt]) => `${name} ${hurt >= 0 ? '+' : ''}${hurt.toFixed(3)}`)
+        .join(', ')}; ratio ${report.effects.ratio === null ? 'n/a' : report.effects.ratio === Infinity ? 'inf' : report.effects.ratio.toFixed(1)}`,
+    )
+  }
+  return reports
+}
+
+function pick(result: { precision: number; recall: number }): { precision: number; recall: number } {
+  return { precision: result.precision, recall: result.recall }
+}
+
+function summarize(label: string, reports: CapabilityReport[]): Record<string, unknown> {
+  const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length
+  const summary = {
+    model: label,
+    csDefault: { recall: mean(reports.map((r) => r.csDefault.recall)), precision: mean(reports.map((r) => r.csDefault.precision)), evaluations: reports[0]?.evaluations.csDefault },
+    csBudget: { recall: mean(reports.map((r) => r.csBudget.recall)), precision: mean(reports.map((r) => r.csBudget.precision)), evaluations: reports[0]?.evaluations.csBudget },
+    csLean: { recall: mean(reports.map((r) => r.csLean.recall)), precision: mean(reports.map((r) => r.csLean.precision)), evaluations: reports[0]?.evaluations.csLean },
+    greedy: { recall: mean(reports.map((r) => r.greedy.recall)), evaluations: reports[0]?.evaluations.greedy },
+    exhaustive: reports[0]?.evaluations.exhaustive,
+    exhaustivePairs: reports[0]?.evaluations.exhaustivePairs,
+    minRatio: Math.min(...reports.map((r) => r.effects.ratio ?? 0)),
+  }
+  console.log(`summary ${label}: ${JSON.stringify(summary)}`)
+  return summary
+}
+
+// 1. The planted minimal model.
+const fixture = await loadCheckpoint(fileURLToPath(new URL('../src/__fixtures__/planted-minimal', import.meta.url)))
+const minimal = createTransformer(fixture.config)
+minimal.setWeights(fixture.weights)
+const chain = createTask(fixture.extra.task as Record<string, unknown>) as SparseMarkovTask
+const spanReports = await validate(minimal, [0, 1, 2].map((i) => sparseMarkovSpanCapability(chain, i, { count, seed: 1 })), 'planted minimal model (head h owns span h)')
+const planted = fixture.extra.planted as Record<string, HeadRef[]>
+for (const report of spanReports) {
+  const expected = (planted[report.capability] ?? []).map(formatHead)
+  console.log(`  ${report.capability}: planted owner {${expected.join(', ')}}, exhaustive truth {${report.truth.join(', ')}}${expected.join() === report.truth.join() ? ' (agree)' : ' (DISAGREE)'}`)
+}
+minimal.dispose()
+
+// 2. The mixture gpt.
+const { model: gpt, task: mixture, training } = await mixtureModel()
+const components = mixture.components.map((c) => taskCapability(mixture.only(c.name), { name: c.name, count, seed: 1 }))
+const mixtureReports = await validate(gpt, components, `mixture gpt (${args.mixture}, prefix-marked)`)
+gpt.dispose()
+
+const out = {
+  generated: new Date().toISOString(),
+  backend: args.backend,
+  minDrop,
+  count,
+  minimal: { reports: spanReports, summary: summarize('minimal', spanReports) },
+  mixture: { design: args.mixture, training, reports: mixtureReports, summary: summarize('mixture gpt', mixtureReports) },
+}
+await writeFileAtomic(join(args.out, `planted-validation-${args.mixture}.json`), JSON.stringify(out, null, 2) + '\n')
+console.log(`\nwrote ${join(args.out, `planted-validation-${args.mixture}.json`)}`)
