@@ -21,7 +21,6 @@ import {
   type AttentionPrefillInput,
   type AttentionResult,
 } from '@attnlab/core'
-import { softmax } from './kernels.ts'
 
 const maskCache = new Map<number, Float32Array>()
 
@@ -77,7 +76,7 @@ function attend(
   if (scale !== 1) scores = tf.mul(scores, scale)
   if (mask !== null) scores = tf.add(scores, mask) // masked entries -Infinity
   if (context.hooks.attnScores !== undefined) scores = context.hooks.attnScores(scores)
-  let pattern = softmax(scores) // [b, H, q, keys]
+  let pattern = tf.softmax(scores) as tf.Tensor4D // [b, H, q, keys] (attnlab's softmax kernel when registered: exact zeros)
   if (context.hooks.pattern !== undefined) pattern = context.hooks.pattern(pattern)
   const groupedPattern = tf.reshape(pattern, [batch, kvHeads, group * queries, stored]) // [b, kvH, g*q, keys]
   return tf.reshape(tf.matMul(groupedPattern, values), [batch, heads, queries, dValue]) as tf.Tensor4D // [b, H, q, dValue]

@@ -9,13 +9,14 @@
  * of the kernels our forward passes use (written from the calculus, not copied), each only when
  * none is registered yet, so an application that already loaded tfjs' own gradients keeps them.
  *
- * Matmul gradients use explicit `tf.transpose` + plain matmuls (no `transposeA/B` flags): on
- * wasm only untransposed rank-2 matmuls reach XNNPACK (`tfjs-cpu-performance.md`).
+ * Matmul gradients use explicit `tf.transpose` + plain matmuls on stock backends (on wasm only
+ * untransposed rank-2 matmuls reach XNNPACK, `tfjs-cpu-performance.md`), and the transpose flags
+ * when `@attnlab/core`'s kernels are registered (they handle them at full speed).
  *
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError } from '@attnlab/core'
+import { AttnlabError, kernelsActive } from '@attnlab/core'
 
 type GradFunc = (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[], attrs: tf.NamedAttrMap) => Record<string, () => tf.Tensor>
 
@@ -381,17 +382,34 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
       indices: () => tf.cast(tf.zerosLike(indices!), 'float32'),
     }),
   },
-  // ---- matmul (explicit transposes: fast on wasm) ----
+  // ---- matmul ----
+  // With attnlab kernels registered (`@attnlab/core`, `kernelsActive()`), matmuls take the
+  // transpose flags at full speed, so the gradient passes them. On stock tfjs-wasm only
+  // untransposed matmuls reach XNNPACK, so there it uses explicit transposes instead.
   {
     kernelName: 'BatchMatMul',
     inputsToSave: ['a', 'b'],
     gradFunc: (dy, [a, b], attrs) => {
       const { transposeA, transposeB } = attrs as unknown as { transposeA: boolean; transposeB: boolean }
       const g = single(dy)
-      const mm = (x: tf.Tensor, y: tf.Tensor): tf.Tensor => tf.matMul(x as tf.Tensor3D, y as tf.Tensor3D)
+      const mm = (x: tf.Tensor, y: tf.Tensor, tx = false, ty = false): tf.Tensor => tf.matMul(x as tf.Tensor3D, y as tf.Tensor3D, tx, ty)
       let da: () => tf.Tensor
       let db: () => tf.Tensor
-      if (!transposeA && !transposeB) {
+      if (kernelsActive()) {
+        if (!transposeA && !transposeB) {
+          da = () => mm(g, b!, false, true)
+          db = () => mm(a!, g, true, false)
+        } else if (!transposeA && transposeB) {
+          da = () => mm(g, b!)
+          db = () => mm(g, a!, true, false)
+        } else if (transposeA && !transposeB) {
+          da = () => mm(b!, g, false, true)
+          db = () => mm(a!, g)
+        } else {
+          da = () => mm(b!, g, true, true)
+          db = () => mm(g, a!, true, true)
+        }
+      } else if (!transposeA && !transposeB) {
         da = () => mm(g, swapLast(b!))
         db = () => mm(swapLast(a!), g)
       } else if (!transposeA && transposeB) {

@@ -43,8 +43,6 @@ export const KERNEL_NAMES = Object.freeze({
   pairScatter: 'AttnlabPairScatter',
   twoHotScores: 'AttnlabTwoHotScores',
   twoHotScoresGrad: 'AttnlabTwoHotScoresGrad',
-  softmax: 'AttnlabSoftmax',
-  softmaxGrad: 'AttnlabSoftmaxGrad',
 })
 
 const BACKENDS = ['cpu', 'wasm', 'webgl', 'webgpu', 'tensorflow'] as const
@@ -296,41 +294,6 @@ function twoHotScoresGradKernel({
   })
 }
 
-function softmaxKernel({ inputs, backend }: { inputs: tf.NamedTensorInfoMap; backend: unknown }): tf.TensorInfo {
-  const x = inputs.x as tf.TensorInfo
-  const width = x.shape[x.shape.length - 1] as number
-  return runJs(backend, [x], [...x.shape], ([xv], out) => {
-    const xs = xv as Float32Array
-    for (let row = 0; row < xs.length; row += width) {
-      let max = -Infinity
-      for (let j = 0; j < width; j++) if ((xs[row + j] as number) > max) max = xs[row + j] as number
-      let sum = 0
-      for (let j = 0; j < width; j++) {
-        const e = Math.exp((xs[row + j] as number) - max)
-        out[row + j] = e
-        sum += e
-      }
-      const inverse = 1 / sum
-      for (let j = 0; j < width; j++) out[row + j] = (out[row + j] as number) * inverse
-    }
-  })
-}
-
-function softmaxGradKernel({ inputs, backend }: { inputs: tf.NamedTensorInfoMap; backend: unknown }): tf.TensorInfo {
-  const p = inputs.p as tf.TensorInfo
-  const dy = inputs.dy as tf.TensorInfo
-  const width = p.shape[p.shape.length - 1] as number
-  return runJs(backend, [p, dy], [...p.shape], ([pv, dv], out) => {
-    const ps = pv as Float32Array
-    const ds = dv as Float32Array
-    for (let row = 0; row < ps.length; row += width) {
-      let dot = 0
-      for (let j = 0; j < width; j++) dot += (ps[row + j] as number) * (ds[row + j] as number)
-      for (let j = 0; j < width; j++) out[row + j] = (ps[row + j] as number) * ((ds[row + j] as number) - dot)
-    }
-  })
-}
-
 let registered = false
 
 /**
@@ -348,8 +311,6 @@ export function ensureKernels(): void {
     [KERNEL_NAMES.pairScatter, pairScatterKernel as unknown as tf.KernelFunc],
     [KERNEL_NAMES.twoHotScores, twoHotScoresKernel as unknown as tf.KernelFunc],
     [KERNEL_NAMES.twoHotScoresGrad, twoHotScoresGradKernel as unknown as tf.KernelFunc],
-    [KERNEL_NAMES.softmax, softmaxKernel as unknown as tf.KernelFunc],
-    [KERNEL_NAMES.softmaxGrad, softmaxGradKernel as unknown as tf.KernelFunc],
   ]
   for (const [kernelName, kernelFunc] of kernels) {
     for (const backendName of BACKENDS) {
@@ -405,11 +366,6 @@ export function ensureKernels(): void {
         dy: () => twoHotScores(dy as tf.Tensor3D, tokens as tf.Tensor2D, attrs.offset as number, 0),
         tokens: () => tf.cast(tf.zerosLike(tokens!), 'float32'),
       }),
-    },
-    {
-      kernelName: KERNEL_NAMES.softmax,
-      outputsToSave: [true],
-      gradFunc: (dy, [p]) => ({ x: () => tf.engine().runKernel(KERNEL_NAMES.softmaxGrad, { p: p!, dy: dy as tf.Tensor } as unknown as tf.NamedTensorMap, {}) as tf.Tensor }),
     },
   ]
   for (const config of gradients) {
@@ -544,19 +500,4 @@ export function twoHotScores(w: tf.Tensor3D, tokens: tf.Tensor2D, offset: number
 export function twoHotScoresGrad(dScores: tf.Tensor4D, tokens: tf.Tensor2D, width: number, offset: number): tf.Tensor3D {
   ensureKernels()
   return tf.engine().runKernel(KERNEL_NAMES.twoHotScoresGrad, { dy: dScores, tokens } as unknown as tf.NamedTensorMap, { offset, width }) as tf.Tensor3D
-}
-
-/**
- * Softmax over the last axis. On the `cpu` backend a single JavaScript loop per row (tfjs-cpu's
- * softmax and its broadcasting gradient cost ~300 ns per element); elsewhere `tf.softmax` (on
- * wasm it is an XNNPACK kernel). Entries of `-Infinity` get probability 0.
- *
- * @param x - any float32 tensor
- * @returns the same shape, rows summing to 1
- * @category Kernels
- */
-export function softmax<T extends tf.Tensor>(x: T): T {
-  if (tf.getBackend() !== 'cpu') return tf.softmax(x) as T
-  ensureKernels()
-  return tf.engine().runKernel(KERNEL_NAMES.softmax, { x } as unknown as tf.NamedTensorMap, {}) as T
 }

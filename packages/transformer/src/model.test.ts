@@ -48,6 +48,22 @@ describeWithBackends('transformer gradients (finite differences)', () => {
     })
   }
 
+  it('gpt: the fused attention path and the hooked (unfused) path agree in logits and gradients', async () => {
+    const model = createTransformer(createConfig({ architecture: 'gpt', dVocab: 7, nCtx: 6, dModel: 12, nLayers: 2, nHeads: 3, dMlp: 10 }))
+    randomizeWeights(model, 5, 0.3)
+    const tokens = randomTokens(2, 6, 7, 8)
+    // A no-op hook inside the attention forces the unfused path (q/k/v, kernel, W_O).
+    const unfusedHooks = [['blocks.0.attn.hook_z', () => undefined], ['blocks.1.attn.hook_z', () => undefined]] as const
+    const r = tf.randomNormal([2, 6, 7], 0, 1, 'float32', 2)
+    const vars = [...model.getWeights().values()]
+    const fused = tf.variableGrads(() => tf.sum(tf.mul(model.forward(tokens), r)) as tf.Scalar, vars)
+    const unfused = tf.variableGrads(() => tf.sum(tf.mul(model.forward(tokens, { fwdHooks: unfusedHooks }), r)) as tf.Scalar, vars)
+    expectArraysClose(await fused.value.data(), await unfused.value.data(), 1e-4)
+    for (const v of vars) expectArraysClose(await fused.grads[v.name]!.data(), await unfused.grads[v.name]!.data(), 1e-4)
+    tf.dispose([fused.value, unfused.value, ...Object.values(fused.grads), ...Object.values(unfused.grads), r])
+    model.dispose()
+  })
+
   it('minimal: the structured path and the literal path agree in logits and gradients', async () => {
     const model = createTransformer(createConfig({ architecture: 'minimal', dVocab: 6, nCtx: 5, nHeads: 3, queryInit: 0.5 }))
     randomizeWeights(model, 4, 0.5)

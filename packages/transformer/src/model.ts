@@ -32,6 +32,8 @@ import {
   ConfigError,
   Rng,
   ShapeError,
+  causalAttention,
+  oneHotAttention,
   type AttentionContext,
   type AttentionHooks,
   type AttentionKernel,
@@ -41,7 +43,7 @@ import { configToJSON, type TransformerConfig } from './config.ts'
 import { denseAttention } from './dense-attention.ts'
 import { ensureGradients } from './gradients.ts'
 import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
-import { ensureKernels, gatherRows, pairScatter, softmax, twoHotScores } from './kernels.ts'
+import { ensureKernels, gatherRows, pairScatter, twoHotScores } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
 import { activation, applyRotary, dropout, layerNorm, linear, oneHotFloat, rmsNorm } from './ops.ts'
 
@@ -277,6 +279,7 @@ class Attention {
     const { batch, pos } = context
     const { nHeads, nKvHeads, dHead, architecture } = this.config
     const minimal = architecture === 'minimal'
+    if (!minimal && this.fusable(context)) return this.fused(x, context)
     // --- queries, keys, values: one fused matmul ---
     let q: tf.Tensor4D
     let k: tf.Tensor4D
@@ -289,26 +292,8 @@ class Attention {
       // No key projection: every head's key is the input itself.
       k = tf.add(tf.reshape(x, [batch, pos, 1, dHead]), tf.zeros([1, 1, nHeads, 1])) as tf.Tensor4D // [batch, pos, nHeads, dModel]
     } else {
-      const wqkv = tf.concat(
-        [
-          headsToColumns(param(this.parameters, this.name('W_Q'))), // [dModel, nHeads * dHead]
-          headsToColumns(param(this.parameters, this.name('W_K'))), // [dModel, nKvHeads * dHead]
-          headsToColumns(param(this.parameters, this.name('W_V'))), // [dModel, nKvHeads * dHead]
-        ],
-        1,
-      ) // [dModel, (nHeads + 2 nKvHeads) * dHead]
-      let qkv = linear(x, wqkv) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
-      if (this.config.bias) {
-        const bqkv = tf.concat(
-          [
-            tf.reshape(param(this.parameters, this.name('b_Q')), [-1]),
-            tf.reshape(param(this.parameters, this.name('b_K')), [-1]),
-            tf.reshape(param(this.parameters, this.name('b_V')), [-1]),
-          ],
-          0,
-        ) // [(nHeads + 2 nKvHeads) * dHead]
-        qkv = tf.add(qkv, bqkv)
-      }
+      const wqkv = this.qkvWeights() // [dModel, (nHeads + 2 nKvHeads) * dHead]
+      const qkv = linear(x, wqkv, this.qkvBias()) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
       const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D]
       q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dHead]
       k = tf.reshape(k2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
@@ -371,11 +356,66 @@ class Attention {
         tf.reshape(tf.transpose(perHead, [1, 0, 2]), [batch, pos, nHeads, this.config.dModel]) as tf.Tensor4D,
       ) // [batch, pos, nHeads, dModel]
       out = tf.reshape(tf.sum(result4, 2), [batch * pos, this.config.dModel]) as tf.Tensor2D
+      if (this.config.bias) out = tf.add(out, param(this.parameters, this.name('b_O'))) as tf.Tensor2D
     } else {
-      out = linear(tf.reshape(z, [batch * pos, nHeads * dValue]), tf.reshape(wO, [nHeads * dValue, this.config.dModel])) // [batch * pos, dModel]
+      out = linear(tf.reshape(z, [batch * pos, nHeads * dValue]), tf.reshape(wO, [nHeads * dValue, this.config.dModel]) as tf.Tensor2D, this.outBias()) // [batch * pos, dModel]
     }
-    if (this.config.bias) out = tf.add(out, param(this.parameters, this.name('b_O'))) as tf.Tensor2D
     return out
+  }
+
+  /** `[W_Q | W_K | W_V]` as one `[dModel, (nHeads + 2 nKvHeads) * dHead]` matrix. */
+  private qkvWeights(): tf.Tensor2D {
+    return tf.concat(
+      [
+        headsToColumns(param(this.parameters, this.name('W_Q'))), // [dModel, nHeads * dHead]
+        headsToColumns(param(this.parameters, this.name('W_K'))), // [dModel, nKvHeads * dHead]
+        headsToColumns(param(this.parameters, this.name('W_V'))), // [dModel, nKvHeads * dHead]
+      ],
+      1,
+    ) as tf.Tensor2D
+  }
+
+  /** `[b_Q | b_K | b_V]`, `[(nHeads + 2 nKvHeads) * dHead]`, or null without biases. */
+  private qkvBias(): tf.Tensor1D | null {
+    if (!this.config.bias) return null
+    return tf.concat(
+      [
+        tf.reshape(param(this.parameters, this.name('b_Q')), [-1]),
+        tf.reshape(param(this.parameters, this.name('b_K')), [-1]),
+        tf.reshape(param(this.parameters, this.name('b_V')), [-1]),
+      ],
+      0,
+    ) as tf.Tensor1D
+  }
+
+  private outBias(): tf.Tensor1D | null {
+    return this.config.bias ? (param(this.parameters, this.name('b_O')) as tf.Tensor1D) : null
+  }
+
+  /**
+   * Whether this pass can use the fused attention op (`causalAttention` from `@attnlab/core`):
+   * the dense kernel, no KV cache, no hook inside the attention, no rotary embedding, no grouped
+   * heads, no head mask, no attention dropout. The op computes the same function.
+   */
+  private fusable(context: PassContext): boolean {
+    const { nHeads, nKvHeads, positional, dropout: rate } = this.config
+    if (context.attention !== denseAttention || context.cache !== null || positional === 'rotary' || nKvHeads !== nHeads) return false
+    if (headMaskFor(context, this.layer) !== null || (context.rng !== null && rate > 0)) return false
+    if (!context.hooks.active) return true
+    const points = ['hook_q', 'hook_k', 'hook_v', 'hook_attn_scores', 'hook_pattern', 'hook_z', 'hook_result']
+    return points.every((point) => !context.hooks.has(this.hookName(point)))
+  }
+
+  /** The fused path: one QKV projection, one attention op, one output projection. */
+  private fused(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+    const { batch, pos } = context
+    const { nHeads, dHead, dModel } = this.config
+    const qkv = linear(x, this.qkvWeights(), this.qkvBias()) // [batch * pos, 3 * nHeads * dHead]
+    const z = causalAttention(tf.reshape(qkv, [batch, pos, 3 * nHeads * dHead]) as tf.Tensor3D, nHeads, { scale: this.config.attnScale }) // [batch, pos, nHeads * dHead]
+    const pairs = batch * nHeads * ((pos * (pos + 1)) / 2)
+    context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
+    const wO = tf.reshape(param(this.parameters, this.name('W_O')), [nHeads * dHead, dModel]) as tf.Tensor2D // [nHeads * dHead, dModel]
+    return linear(tf.reshape(z, [batch * pos, nHeads * dHead]) as tf.Tensor2D, wO, this.outBias()) // [batch * pos, dModel]
   }
 
   /**
@@ -389,11 +429,20 @@ class Attention {
     const { nHeads, dModel, dVocab } = this.config
     const wQ = param(this.parameters, this.name('W_Q')) as tf.Tensor3D // [nHeads, dModel, dModel]
     const wV = param(this.parameters, this.name('W_V')) // [nHeads, dModel, dModel]
+    const plain = !context.hooks.active && headMaskFor(context, this.layer) === null && !(context.rng !== null && this.config.dropout > 0)
+    if (plain) {
+      // The whole layer as one op (gathers; one fused kernel forward and backward when attnlab
+      // kernels are registered): the same function as below.
+      const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: this.config.attnScale }) // [batch, pos, dVocab]
+      const pairs = batch * nHeads * ((pos * (pos + 1)) / 2)
+      context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
+      return fromPosition(tf.reshape(logits, [batch * pos, dVocab]) as tf.Tensor2D, batch, pos, context.logitsFrom) // [batch * outPos, dVocab]
+    }
     // Scores x_i W_Q^h x_j^T against the one-hot keys (key = input) as four lookups in W_Q, masked above the diagonal.
     let scores = twoHotScores(wQ, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]
     if (this.config.attnScale !== 1) scores = tf.mul(scores, this.config.attnScale)
     scores = context.hooks.run(this.hookName('hook_attn_scores'), scores)
-    let pattern = softmax(scores) // [batch, nHeads, pos, pos]
+    let pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
     pattern = context.hooks.run(this.hookName('hook_pattern'), pattern)
     if (context.rng !== null && this.config.dropout > 0) pattern = dropout(pattern, this.config.dropout, context.rng)
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: batch * nHeads * ((pos * (pos + 1)) / 2), totalPairs: batch * nHeads * ((pos * (pos + 1)) / 2) })
@@ -444,15 +493,19 @@ class Mlp {
       up = hook('hook_pre_linear', up)
       post = tf.mul(activation(gate, this.config.actFn), up) as tf.Tensor2D // [batch * pos, dMlp]
     } else {
-      let pre = linear(x, param(this.parameters, this.name('W_in')) as tf.Tensor2D) // [batch * pos, dMlp]
-      if (bias) pre = tf.add(pre, param(this.parameters, this.name('b_in'))) as tf.Tensor2D
-      pre = hook('hook_pre', pre)
-      post = activation(pre, this.config.actFn) // [batch * pos, dMlp]
+      const wIn = param(this.parameters, this.name('W_in')) as tf.Tensor2D
+      const bIn = bias ? (param(this.parameters, this.name('b_in')) as tf.Tensor1D) : null
+      const hooked = context.hooks.has(`blocks.${this.layer}.mlp.hook_pre` as HookName)
+      if (this.config.actFn === 'gelu_new' && !hooked) {
+        post = linear(x, wIn, bIn, 'gelu_new') // [batch * pos, dMlp]: matmul, bias and GELU fused
+      } else {
+        const pre = hook('hook_pre', linear(x, wIn, bIn)) // [batch * pos, dMlp]
+        post = activation(pre, this.config.actFn) // [batch * pos, dMlp]
+      }
     }
     post = hook('hook_post', post)
-    let out = linear(post, param(this.parameters, this.name('W_out')) as tf.Tensor2D) // [batch * pos, dModel]
-    if (bias) out = tf.add(out, param(this.parameters, this.name('b_out'))) as tf.Tensor2D
-    return out
+    const bOut = bias ? (param(this.parameters, this.name('b_out')) as tf.Tensor1D) : null
+    return linear(post, param(this.parameters, this.name('W_out')) as tf.Tensor2D, bOut) // [batch * pos, dModel]
   }
 }
 
@@ -643,7 +696,8 @@ export class Transformer {
     for (const spec of parameterSpecs(config)) {
       const size = spec.shape.reduce((n, d) => n * d, 1)
       const values = spec.init(root.split(spec.name), size)
-      this.parameters.set(spec.name, tf.variable(tf.tensor(values, [...spec.shape], 'float32'), true))
+      // In tidy, so the variable is the only owner of its memory (in-place optimizer updates need that).
+      this.parameters.set(spec.name, tf.tidy(() => tf.variable(tf.tensor(values, [...spec.shape], 'float32'), true)))
     }
     this.blocks = Array.from({ length: config.nLayers }, (_, l) => new Block(this.parameters, config, l))
   }

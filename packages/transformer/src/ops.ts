@@ -1,65 +1,17 @@
 /**
- * Numerical building blocks of the transformer, shaped for the backends we ship: 2-D matmuls
- * with explicit-transpose gradients (only untransposed rank-2 matmuls reach XNNPACK on wasm;
- * `tfjs-cpu-performance.md`), LayerNorm/RMSNorm, activations, rotary embeddings (rotate-half
- * layout), dropout from a seeded `Rng` (`@attnlab/core`), and the masked cross-entropy loss.
+ * Numerical building blocks of the transformer: RMSNorm, activations, rotary embeddings
+ * (rotate-half layout), dropout from a seeded `Rng` (`@attnlab/core`), and the masked
+ * cross-entropy loss. The linear layer and LayerNorm are `@attnlab/core`'s fused ops (one kernel
+ * each when attnlab kernels are registered; composites with explicit-transpose gradients
+ * otherwise), re-exported here.
  *
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { ConfigError, type Rng } from '@attnlab/core'
+import { ConfigError, softmaxCrossEntropy, type Rng } from '@attnlab/core'
 import type { ActivationFunction } from './config.ts'
-import { softmax } from './kernels.ts'
 
-/**
- * `x @ w` for 2-D tensors, with a gradient that uses only untransposed matmuls on explicitly
- * transposed operands: `dx = dy @ w^T`, `dw = x^T @ dy` (or `(dy^T @ x)^T`, whichever transposes
- * the smaller matrix).
- *
- * @param x - `[rows, in]`
- * @param w - `[in, out]`
- * @returns `[rows, out]`
- * @category Ops
- */
-export const linear: (x: tf.Tensor2D, w: tf.Tensor2D) => tf.Tensor2D = tf.customGrad(
-  (...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-    const [x, w, save] = args as [tf.Tensor, tf.Tensor, tf.GradSaveFunc]
-    save([x, w])
-    return {
-      value: tf.matMul(x as tf.Tensor2D, w as tf.Tensor2D), // [rows, out]
-      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
-        const [xs, ws] = saved as [tf.Tensor2D, tf.Tensor2D]
-        const g = dy as tf.Tensor2D
-        const dx = tf.matMul(g, tf.transpose(ws)) // [rows, in]
-        const dw =
-          (xs.shape[1] as number) > (g.shape[1] as number)
-            ? tf.transpose(tf.matMul(tf.transpose(g), xs)) // ([out, rows] @ [rows, in])^T
-            : tf.matMul(tf.transpose(xs), g) // [in, rows] @ [rows, out]
-        return [dx, dw]
-      },
-    }
-  },
-) as unknown as (x: tf.Tensor2D, w: tf.Tensor2D) => tf.Tensor2D
-
-/**
- * LayerNorm over the last axis: `(x - mean) / sqrt(var + eps) * w + b` (biased variance, as
- * PyTorch / TransformerLens).
- *
- * @param x - `[rows, dModel]`
- * @param w - `[dModel]`
- * @param b - `[dModel]` or null
- * @param eps - added to the variance
- * @returns `[rows, dModel]`
- * @category Ops
- */
-export function layerNorm(x: tf.Tensor2D, w: tf.Tensor1D, b: tf.Tensor1D | null, eps: number): tf.Tensor2D {
-  const mean = tf.mean(x, -1, true) // [rows, 1]
-  const centered = tf.sub(x, mean) // [rows, dModel]
-  const variance = tf.mean(tf.square(centered), -1, true) // [rows, 1]
-  const normalized = tf.mul(centered, tf.rsqrt(tf.add(variance, eps))) // [rows, dModel]
-  const scaled = tf.mul(normalized, w)
-  return (b === null ? scaled : tf.add(scaled, b)) as tf.Tensor2D
-}
+export { layerNorm, linear } from '@attnlab/core'
 
 /**
  * RMSNorm over the last axis: `x / sqrt(mean(x^2) + eps) * w` (Llama; Zhang & Sennrich 2019).
@@ -194,40 +146,20 @@ export function oneHotFloat(indices: tf.Tensor, depth: number): tf.Tensor {
 
 /**
  * Mean cross-entropy (nats) of `logits` against integer `targets` over the positions where
- * `weights` is non-zero: `sum(w * (logsumexp(logits) - logits[target])) / sum(w)`.
- *
- * Computed from one softmax (the fastest kernel here): with `m = max(logits)` and `p = softmax`,
- * `logsumexp = m - log(max(p))` (the largest probability is `1/sum(exp(logits - m))`, never
- * below `1/dVocab`, so nothing underflows), and the gradient is written out,
- * `(p - onehot) * w / sum(w)`, without any `exp` of a full `[rows, dVocab]` tensor.
+ * `weights` is non-zero: `sum(w * (logsumexp(logits) - logits[target])) / sum(w)` (0 when no
+ * position is scored). `@attnlab/core`'s `softmaxCrossEntropy`: one fused kernel forward and
+ * backward when attnlab kernels are registered, a composite with a written-out gradient
+ * otherwise.
  *
  * @param logits - `[rows, dVocab]`
  * @param targets - `[rows]` int32 in `[0, dVocab)`
  * @param weights - `[rows]` float32 (a loss mask; 1 = scored)
- * @returns a scalar: the weighted mean loss in nats (0 when no position is scored)
+ * @returns a scalar: the weighted mean loss in nats
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a target outside the vocabulary
  * @category Ops
  */
 export function maskedCrossEntropy(logits: tf.Tensor2D, targets: tf.Tensor1D, weights: tf.Tensor1D): tf.Scalar {
-  const dVocab = logits.shape[1] as number
-  const denominator = tf.maximum(tf.sum(weights), 1e-12)
-  const onehot = oneHotFloat(targets, dVocab) as tf.Tensor2D // [rows, dVocab]
-  const column = tf.reshape(tf.div(weights, denominator), [-1, 1]) // [rows, 1]
-  const fn = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-    const [z, save] = args as [tf.Tensor2D, tf.GradSaveFunc]
-    const probabilities = softmax(z) // [rows, dVocab]
-    save([probabilities, onehot, column]) // saved tensors outlive the forward scope; closures do not
-    const logSumExp = tf.sub(tf.max(z, -1), tf.log(tf.max(probabilities, -1))) // [rows]
-    const targetLogit = tf.sum(tf.mul(z, onehot), -1) // [rows]
-    const perRow = tf.sub(logSumExp, targetLogit) // [rows], nats
-    return {
-      value: tf.sum(tf.mul(perRow, tf.reshape(column, [-1]))) as tf.Scalar,
-      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
-        const [savedProbabilities, savedOnehot, savedColumn] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
-        return [tf.mul(tf.mul(tf.sub(savedProbabilities, savedOnehot), savedColumn), dy)]
-      },
-    }
-  })
-  return fn(logits) as tf.Scalar
+  return softmaxCrossEntropy(logits, targets, weights)
 }
 
 /**

@@ -8,7 +8,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ConfigError } from '@attnlab/core'
+import { AttnlabError, ConfigError, adamwUpdate } from '@attnlab/core'
 
 /**
  * AdamW settings. Defaults are PyTorch's except `weightDecay` (0.01 is also PyTorch's AdamW default).
@@ -128,7 +128,7 @@ abstract class SlotOptimizer implements Optimizer {
     const key = `${slotName}.${name}`
     let slot = this.slots.get(key)
     if (slot === undefined) {
-      slot = tf.variable(tf.zerosLike(variable), false)
+      slot = tf.tidy(() => tf.variable(tf.zerosLike(variable), false)) // sole owner of its memory
       this.slots.set(key, slot)
     }
     return slot
@@ -171,7 +171,7 @@ abstract class SlotOptimizer implements Optimizer {
     }
     for (const slot of this.slots.values()) slot.dispose()
     this.slots.clear()
-    for (const [key, value] of state.slots) this.slots.set(key, tf.variable(tf.tensor(value.data, value.shape, 'float32'), false))
+    for (const [key, value] of state.slots) this.slots.set(key, tf.tidy(() => tf.variable(tf.tensor(value.data, value.shape, 'float32'), false)))
     this.steps = state.step
   }
 
@@ -203,26 +203,22 @@ class AdamW extends SlotOptimizer {
 
   step(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>, learningRate: number): void {
     this.steps += 1
-    const t = this.steps
-    const correction1 = 1 - Math.pow(this.beta1, t)
-    const correction2 = 1 - Math.pow(this.beta2, t)
-    const stepSize = learningRate / correction1
-    const sqrtCorrection2 = Math.sqrt(correction2)
-    tf.tidy(() => {
-      for (const [name, grad] of entriesOf(grads)) {
-        const variable = this.variable(name, grad)
-        const m = this.slot('exp_avg', name, variable)
-        const v = this.slot('exp_avg_sq', name, variable)
-        // theta <- theta (1 - lr lambda)   (decoupled weight decay, applied first as in PyTorch)
-        const decayedValue = this.weightDecay > 0 && this.decayed(name, variable) ? tf.mul(variable, 1 - learningRate * this.weightDecay) : variable
-        const newM = tf.add(tf.mul(m, this.beta1), tf.mul(grad, 1 - this.beta1)) // m <- b1 m + (1 - b1) g
-        const newV = tf.add(tf.mul(v, this.beta2), tf.mul(tf.square(grad), 1 - this.beta2)) // v <- b2 v + (1 - b2) g^2
-        const denominator = tf.add(tf.div(tf.sqrt(newV), sqrtCorrection2), this.epsilon) // sqrt(v_hat) + eps
-        m.assign(newM)
-        v.assign(newV)
-        variable.assign(tf.sub(decayedValue, tf.mul(tf.div(newM, denominator), stepSize))) // theta - lr m_hat / (sqrt(v_hat) + eps)
-      }
-    })
+    const step = this.steps
+    for (const [name, grad] of entriesOf(grads)) {
+      const variable = this.variable(name, grad)
+      const m = this.slot('exp_avg', name, variable)
+      const v = this.slot('exp_avg_sq', name, variable)
+      // PyTorch's order: theta <- theta (1 - lr lambda); m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
+      // theta <- theta - lr m_hat / (sqrt(v_hat) + eps). In place in one pass with attnlab kernels.
+      adamwUpdate(variable, grad, m, v, {
+        lr: learningRate,
+        beta1: this.beta1,
+        beta2: this.beta2,
+        eps: this.epsilon,
+        weightDecay: this.weightDecay > 0 && this.decayed(name, variable) ? this.weightDecay : 0,
+        step,
+      })
+    }
   }
 }
 

@@ -2,7 +2,10 @@
  * The `js` kernel provider: every kernel of {@link KernelProvider} as plain JavaScript loops.
  * It is the reference the other providers are tested against, the `cpu` backend's kernels, and
  * the last resort on `wasm` when WebAssembly kernels cannot load. Arithmetic is in doubles (JS
- * numbers) and rounded to float32 on store.
+ * numbers); every intermediate the other providers store in float32 (projected rows, scores,
+ * exponentials, probabilities) is stored in float32 here too, so float32 effects that experiments
+ * depend on (e.g. `exp(1e-9)` rounding to 1: the minimal model's symmetry trap) are the same on
+ * every provider.
  *
  * @module
  */
@@ -51,9 +54,8 @@ function softmaxRow(x: FloatArray, xOffset: number, y: FloatArray, yOffset: numb
   }
   let sum = 0
   for (let j = 0; j < n; j++) {
-    const e = Math.exp(scale * x[xOffset + j]! - max)
-    y[yOffset + j] = e
-    sum += e
+    y[yOffset + j] = Math.exp(scale * x[xOffset + j]! - max)
+    sum += y[yOffset + j]!
   }
   const inverse = 1 / sum
   for (let j = 0; j < n; j++) y[yOffset + j]! *= inverse
@@ -175,7 +177,7 @@ function attentionForward(
 ): void {
   const width = nHeads * dHead
   const stride = 3 * width
-  const scores = new Float64Array(pos)
+  const scores = new Float32Array(pos)
   const acc = new Float64Array(dHead)
   for (let b = 0; b < batch; b++) {
     for (let h = 0; h < nHeads; h++) {
@@ -191,15 +193,13 @@ function attentionForward(
           const kj = k0 + j * stride
           let s = 0
           for (let d = 0; d < dHead; d++) s += qkv[qi + d]! * qkv[kj + d]!
-          s *= scale
-          scores[j] = s
-          if (s > max) max = s
+          scores[j] = s * scale
+          if (scores[j]! > max) max = scores[j]!
         }
         let sum = 0
         for (let j = 0; j < n; j++) {
-          const e = Math.exp(scores[j]! - max)
-          scores[j] = e
-          sum += e
+          scores[j] = Math.exp(scores[j]! - max)
+          sum += scores[j]!
         }
         const pi = p0 + i * pos
         acc.fill(0)
@@ -337,9 +337,9 @@ function oneHotAttentionForward(
   shape: OneHotAttentionShape,
 ): void {
   const { batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale } = shape
-  const q = new Float64Array(pos * dModel)
-  const v = new Float64Array(pos * outCols)
-  const row = new Float64Array(pos)
+  const q = new Float32Array(pos * dModel)
+  const v = new Float32Array(pos * outCols)
+  const row = new Float32Array(pos)
   const acc = new Float64Array(pos * outCols)
   for (let b = 0; b < batch; b++) {
     const t0 = b * pos
@@ -359,15 +359,13 @@ function oneHotAttentionForward(
       for (let t = 0; t < pos; t++) {
         let max = -Infinity
         for (let s = 0; s <= t; s++) {
-          const score = scale * (q[t * dModel + tokens[t0 + s]!]! + q[t * dModel + dVocab + s]!)
-          row[s] = score
-          if (score > max) max = score
+          row[s] = scale * (q[t * dModel + tokens[t0 + s]!]! + q[t * dModel + dVocab + s]!)
+          if (row[s]! > max) max = row[s]!
         }
         let sum = 0
         for (let s = 0; s <= t; s++) {
-          const e = Math.exp(row[s]! - max)
-          row[s] = e
-          sum += e
+          row[s] = Math.exp(row[s]! - max)
+          sum += row[s]!
         }
         const pt = p0 + t * pos
         for (let s = 0; s <= t; s++) {
@@ -395,7 +393,7 @@ function oneHotAttentionBackward(
   const { batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale } = shape
   const gq = new Float64Array(nHeads * dModel * dModel)
   const gv = new Float64Array(nHeads * dModel * dValue)
-  const v = new Float64Array(pos * outCols)
+  const v = new Float32Array(pos * outCols)
   const dv = new Float64Array(pos * outCols)
   const dq = new Float64Array(pos * dModel)
   const dA = new Float64Array(pos)
@@ -456,17 +454,26 @@ function oneHotAttentionBackward(
 }
 
 function adamw(p: FloatArray, g: FloatArray, m: FloatArray, v: FloatArray, n: number, hyper: AdamWHyper): void {
-  const { lr, beta1, beta2, eps, weightDecay, step } = hyper
-  const stepSize = lr / (1 - beta1 ** step)
-  const rootCorrection = 1 / Math.sqrt(1 - beta2 ** step)
-  const decay = 1 - lr * weightDecay
+  // Every operation rounded to float32, like the native and wasm kernels: an update computed in
+  // doubles breaks float32 properties experiments rely on (identical heads stay identical).
+  const f = Math.fround
+  const { lr, step } = hyper
+  const beta1 = f(hyper.beta1)
+  const beta2 = f(hyper.beta2)
+  const eps = f(hyper.eps)
+  const stepSize = f(lr / (1 - hyper.beta1 ** step))
+  const rootCorrection = f(1 / Math.sqrt(1 - hyper.beta2 ** step))
+  const decay = f(1 - lr * hyper.weightDecay)
+  const oneMinusBeta1 = f(1 - beta1)
+  const oneMinusBeta2 = f(1 - beta2)
   for (let i = 0; i < n; i++) {
     const gi = g[i]!
-    const mi = beta1 * m[i]! + (1 - beta1) * gi
-    const vi = beta2 * v[i]! + (1 - beta2) * gi * gi
+    const mi = f(f(beta1 * m[i]!) + f(oneMinusBeta1 * gi))
+    const vi = f(f(beta2 * v[i]!) + f(f(oneMinusBeta2 * gi) * gi))
     m[i] = mi
     v[i] = vi
-    p[i] = p[i]! * decay - (stepSize * mi) / (Math.sqrt(vi) * rootCorrection + eps)
+    const denominator = f(f(f(Math.sqrt(vi)) * rootCorrection) + eps)
+    p[i] = f(f(p[i]! * decay) - f(f(stepSize * mi) / denominator))
   }
 }
 

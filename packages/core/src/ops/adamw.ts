@@ -15,7 +15,7 @@ function checkHyper(hyper: AdamWHyper): void {
   if (!(lr >= 0 && Number.isFinite(lr))) throw new ConfigError('lr', `${lr} must be a finite number >= 0`, { value: lr })
   if (!(beta1 >= 0 && beta1 < 1)) throw new ConfigError('beta1', `${beta1} must be in [0, 1)`, { value: beta1 })
   if (!(beta2 >= 0 && beta2 < 1)) throw new ConfigError('beta2', `${beta2} must be in [0, 1)`, { value: beta2 })
-  if (!(eps > 0 && Number.isFinite(eps))) throw new ConfigError('eps', `${eps} must be a positive finite number`, { value: eps })
+  if (!(eps >= 0 && Number.isFinite(eps))) throw new ConfigError('eps', `${eps} must be a finite number >= 0`, { value: eps })
   if (!(weightDecay >= 0 && Number.isFinite(weightDecay))) throw new ConfigError('weightDecay', `${weightDecay} must be a finite number >= 0`, { value: weightDecay })
   if (!(Number.isInteger(step) && step >= 1)) throw new ConfigError('step', `${step} must be an integer >= 1`, { value: step })
 }
