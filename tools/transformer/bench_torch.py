@@ -12,10 +12,15 @@ default), global grad-norm clip 1.0, masked mean cross-entropy.
 
 Run with Debian's PyTorch and OpenBLAS (python3-torch + libopenblas0-openmp):
   /usr/bin/python3 tools/transformer/bench_torch.py --model minimal --threads 1 --steps 20
+On CPUs Debian's OpenBLAS 0.3.21 does not recognise (it then picks its SSE3 'Prescott' kernels,
+visible with OPENBLAS_VERBOSE=2), set OPENBLAS_CORETYPE (e.g. SKYLAKEX on AVX-512 machines); the
+attnlab benchmark does this itself and says so.
+Output: one JSON line; peakRssMiB is the process's peak resident memory.
 """
 import argparse
 import json
 import math
+import resource
 import time
 
 import torch
@@ -127,7 +132,8 @@ def main():
         weights[:, :5] = 0  # the first C - 1 predictions are burn-in, as in sparse-markov
     median, loss = run(model, tokens, targets, weights, args.steps, args.warmup, lr)
     print(json.dumps({'implementation': f'pytorch {torch.__version__}', 'model': args.model, 'form': args.form if args.model == 'minimal' else None,
-                      'threads': args.threads, 'batch': batch, 'positions': t, 'stepSeconds': median, 'tokensPerSecond': batch * t / median, 'loss': loss}))
+                      'threads': args.threads, 'batch': batch, 'positions': t, 'stepSeconds': median, 'tokensPerSecond': batch * t / median, 'loss': loss,
+                      'peakRssMiB': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 if __name__ == '__main__':

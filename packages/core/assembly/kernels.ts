@@ -404,7 +404,8 @@ export function adamw(p: usize, g: usize, m: usize, v: usize, n: i32, stepSize: 
 }
 
 // ---- minimal-model attention on one-hot inputs (gather form) ----------------------------------
-// wq [H, D, D], wv [H, D, dV]; tokens [B, T]; logits [B, T, c]; probs [B, H, T, T].
+// wq [H, D, D], wv [H, D, dV]; tokens [B, T]; logits [B, T - from, c] (queries t >= from);
+// probs [B, H, T, T] (rows t < from zero).
 // scratch >= oneHotScratchFloats(T, D, c) floats.
 
 export function oneHotScratchFloats(T: i32, D: i32, c: i32): i32 {
@@ -418,9 +419,10 @@ export function oneHotScratchFloats(T: i32, D: i32, c: i32): i32 {
 }
 
 export function oneHotAttentionForward(tokens: usize, wq: usize, wv: usize, logits: usize, probs: usize,
-  B: i32, T: i32, H: i32, D: i32, dV: i32, d: i32, c: i32, scale: f32, scratch: usize): void {
+  B: i32, T: i32, H: i32, D: i32, dV: i32, d: i32, c: i32, scale: f32, from: i32, scratch: usize): void {
   const q = scratch, v = at(q, <i64>T * D), row = at(v, <i64>T * c)
-  for (let i: i64 = 0; i < <i64>B * T * c; i++) st(at(logits, i), 0)
+  const To = T - from // output positions per sequence
+  for (let i: i64 = 0; i < <i64>B * To * c; i++) st(at(logits, i), 0)
   for (let b = 0; b < B; b++) {
     const tok = at(tokens, <i64>b * T)
     for (let h = 0; h < H; h++) {
@@ -431,12 +433,13 @@ export function oneHotAttentionForward(tokens: usize, wq: usize, wv: usize, logi
         addRows(at(v, <i64>t * c), at(wv0, <i64>tk * dV), at(wv0, <i64>(d + t) * dV), c)
       }
       const P = at(probs, (<i64>b * H + h) * T * T)
-      for (let t = 0; t < T; t++) {
+      for (let i = 0; i < from * T; i++) st(at(P, i), 0)
+      for (let t = from; t < T; t++) {
         const qt = at(q, <i64>t * D)
         for (let s = 0; s <= t; s++) st(at(row, s), ld(at(qt, ldi(tok, s))) + ld(at(qt, d + s)))
         const pt = at(P, <i64>t * T)
         softmaxRow(row, pt, t + 1, scale)
-        const out = at(logits, (<i64>b * T + t) * c)
+        const out = at(logits, (<i64>b * To + t - from) * c)
         for (let s = 0; s <= t; s++) {
           const av = f32x4.splat(ld(at(pt, s))), a = ld(at(pt, s))
           const vs = at(v, <i64>s * c)
@@ -451,7 +454,8 @@ export function oneHotAttentionForward(tokens: usize, wq: usize, wv: usize, logi
 }
 
 export function oneHotAttentionBackward(tokens: usize, wq: usize, wv: usize, probs: usize, dLogits: usize, dwq: usize,
-  dwv: usize, B: i32, T: i32, H: i32, D: i32, dV: i32, d: i32, c: i32, scale: f32, scratch: usize): void {
+  dwv: usize, B: i32, T: i32, H: i32, D: i32, dV: i32, d: i32, c: i32, scale: f32, from: i32, scratch: usize): void {
+  const To = T - from
   for (let i: i64 = 0; i < <i64>H * D * D; i++) st(at(dwq, i), 0)
   for (let i: i64 = 0; i < <i64>H * D * dV; i++) st(at(dwv, i), 0)
   const dq = scratch, v = at(dq, <i64>T * D), dv = at(v, <i64>T * c), dA = at(dv, <i64>T * c)
@@ -463,8 +467,8 @@ export function oneHotAttentionBackward(tokens: usize, wq: usize, wv: usize, pro
       for (let i = 0; i < T * c; i++) st(at(dv, i), 0)
       for (let i = 0; i < T * D; i++) st(at(dq, i), 0)
       const P = at(probs, (<i64>b * H + h) * T * T)
-      for (let t = 0; t < T; t++) {
-        const go = at(dLogits, (<i64>b * T + t) * c), pt = at(P, <i64>t * T)
+      for (let t = from; t < T; t++) {
+        const go = at(dLogits, (<i64>b * To + t - from) * c), pt = at(P, <i64>t * T)
         let dot: f32 = 0
         for (let s = 0; s <= t; s++) {
           const p = ld(at(pt, s)), vs = at(v, <i64>s * c), dvs = at(dv, <i64>s * c), pv = f32x4.splat(p)

@@ -433,10 +433,12 @@ class Attention {
     if (plain) {
       // The whole layer as one op (gathers; one fused kernel forward and backward when attnlab
       // kernels are registered): the same function as below.
-      const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: this.config.attnScale }) // [batch, pos, dVocab]
+      // Only the positions whose logits are needed (logitsFrom) are computed.
+      const from = context.logitsFrom
+      const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: this.config.attnScale, from }) // [batch, pos - from, dVocab]
       const pairs = batch * nHeads * ((pos * (pos + 1)) / 2)
       context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
-      return fromPosition(tf.reshape(logits, [batch * pos, dVocab]) as tf.Tensor2D, batch, pos, context.logitsFrom) // [batch * outPos, dVocab]
+      return tf.reshape(logits, [batch * (pos - from), dVocab]) as tf.Tensor2D // [batch * outPos, dVocab]
     }
     // Scores x_i W_Q^h x_j^T against the one-hot keys (key = input) as four lookups in W_Q, masked above the diagonal.
     let scores = twoHotScores(wQ, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]

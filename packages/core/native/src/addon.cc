@@ -248,11 +248,12 @@ attn::OneHotShape oneHotShape(const Args& a, size_t first) {
   s.d = a.integer(first + 5);
   s.c = a.integer(first + 6);
   s.scale = (float)a.num(first + 7);
-  if (s.d + s.T > s.D || s.c > s.dV) throw ArgError{"inconsistent one-hot attention sizes", true};
+  s.from = a.integer(first + 8);
+  if (s.d + s.T > s.D || s.c > s.dV || s.from >= s.T) throw ArgError{"inconsistent one-hot attention sizes", true};
   return s;
 }
 
-// oneHotAttentionForward(tokens, wq, wv, logits, probs, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale)
+// oneHotAttentionForward(tokens, wq, wv, logits, probs, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale, from)
 KERNEL(OneHotAttentionForward) {
   return guarded(env, [&] {
     Args a(env, info);
@@ -260,12 +261,12 @@ KERNEL(OneHotAttentionForward) {
     const int32_t* tokens = a.i32(0, (int64_t)s.B * s.T);
     for (int64_t i = 0; i < (int64_t)s.B * s.T; i++)
       if (tokens[i] < 0 || tokens[i] >= s.d) throw ArgError{"token " + std::to_string(tokens[i]) + " is out of range", true};
-    attn::oneHotAttentionForward(tokens, a.f32(1, (int64_t)s.H * s.D * s.D), a.f32(2, (int64_t)s.H * s.D * s.dV), a.f32(3, (int64_t)s.B * s.T * s.c), a.f32(4, (int64_t)s.B * s.H * s.T * s.T), s);
+    attn::oneHotAttentionForward(tokens, a.f32(1, (int64_t)s.H * s.D * s.D), a.f32(2, (int64_t)s.H * s.D * s.dV), a.f32(3, (int64_t)s.B * (s.T - s.from) * s.c), a.f32(4, (int64_t)s.B * s.H * s.T * s.T), s);
     return undefined(env);
   });
 }
 
-// oneHotAttentionBackward(tokens, wq, wv, probs, dLogits, dWq, dWv, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale)
+// oneHotAttentionBackward(tokens, wq, wv, probs, dLogits, dWq, dWv, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale, from)
 KERNEL(OneHotAttentionBackward) {
   return guarded(env, [&] {
     Args a(env, info);
@@ -274,7 +275,7 @@ KERNEL(OneHotAttentionBackward) {
     for (int64_t i = 0; i < (int64_t)s.B * s.T; i++)
       if (tokens[i] < 0 || tokens[i] >= s.d) throw ArgError{"token " + std::to_string(tokens[i]) + " is out of range", true};
     const int64_t nq = (int64_t)s.H * s.D * s.D, nv = (int64_t)s.H * s.D * s.dV;
-    attn::oneHotAttentionBackward(tokens, a.f32(1, nq), a.f32(2, nv), a.f32(3, (int64_t)s.B * s.H * s.T * s.T), a.f32(4, (int64_t)s.B * s.T * s.c), a.f32(5, nq), a.f32(6, nv), s);
+    attn::oneHotAttentionBackward(tokens, a.f32(1, nq), a.f32(2, nv), a.f32(3, (int64_t)s.B * s.H * s.T * s.T), a.f32(4, (int64_t)s.B * (s.T - s.from) * s.c), a.f32(5, nq), a.f32(6, nv), s);
     return undefined(env);
   });
 }

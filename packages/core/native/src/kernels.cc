@@ -165,7 +165,9 @@ inline float expApprox(float x) {
   const bool under = x < -87.3f;
   x = std::max(x, -87.3f);
   x = std::min(x, 88.7f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  // Round to nearest by adding and subtracting 1.5 * 2^23 (no floor(): a libm call on baseline x86-64).
+  const float magic = 12582912.f;
+  const float n = (x * 1.44269504088896341f + magic) - magic;
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -295,12 +297,12 @@ void softmaxRows(const float* x, float* y, int64_t rows, int cols) {
       for (int j = 0; j < cols; j++) yr[j] = 0.f;
       continue;
     }
+    // Store, then reduce: GCC does not vectorise a store fused with a reduction under omp simd.
+#pragma omp simd
+    for (int j = 0; j < cols; j++) yr[j] = expApprox(xr[j] - mx);
     float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < cols; j++) {
-      yr[j] = expApprox(xr[j] - mx);
-      sum += yr[j];
-    }
+    for (int j = 0; j < cols; j++) sum += yr[j];
     const float inv = 1.f / sum;
 #pragma omp simd
     for (int j = 0; j < cols; j++) yr[j] *= inv;
@@ -393,7 +395,10 @@ void layerNormBackward(const float* x, const float* g, const float* mean, const 
       const float d = dyr[j] * g[j];
       sumD += d;
       sumDX += d * xh;
-      dg[j] += dyr[j] * xh;
+    }
+#pragma omp simd
+    for (int j = 0; j < cols; j++) {
+      dg[j] += dyr[j] * (xr[j] - mu) * rs;
       db[j] += dyr[j];
     }
     const float mD = sumD / cols, mDX = sumDX / cols;
@@ -573,21 +578,41 @@ void attentionBackward(const float* qkv, const float* probs, const float* dOut, 
 
 namespace {
 
-inline void addRows(float* __restrict dst, const float* a, const float* b, int n) {
+inline __attribute__((always_inline)) void addRows(float* __restrict dst, const float* a, const float* b, int n) {
 #pragma omp simd
   for (int e = 0; e < n; e++) dst[e] = a[e] + b[e];
 }
-inline void accumulate(float* __restrict dst, const float* __restrict src, int n) {
+// Returns sum_e a[e] b[e] and adds p a[e] to y[e] (explicit 16-lane vectors: GCC does not
+// vectorise this fused reduction + update through `omp simd` here).
+inline __attribute__((always_inline)) float dotAndAxpy(const float* a, const float* b, float* y, float p, int n) {
+  v16 acc = {};
+  int e = 0;
+  for (; e + 16 <= n; e += 16) {
+    const v16 av = *(const v16u*)(a + e);
+    acc += av * *(const v16u*)(b + e);
+    *(v16u*)(y + e) += p * av;
+  }
+  float g = hsum(acc);
+  for (; e < n; e++) {
+    g += a[e] * b[e];
+    y[e] += p * a[e];
+  }
+  return g;
+}
+
+inline __attribute__((always_inline)) void accumulate(float* __restrict dst, const float* __restrict src, int n) {
 #pragma omp simd
   for (int e = 0; e < n; e++) dst[e] += src[e];
 }
 
 ATTN_MULTIVERSION
 void oneHotForwardSequence(const int32_t* tok, const float* wq, const float* wv, float* logits,
-                           float* probs, const OneHotShape& s, float* q, float* v, float* row) {
-  const int T = s.T, D = s.D, dV = s.dV, d = s.d, c = s.c;
-  std::fill(logits, logits + (int64_t)T * c, 0.f);
-  for (int h = 0; h < s.H; h++) {
+                           float* probs, const OneHotShape& s, float* __restrict q,
+                           float* __restrict v, float* __restrict row) {
+  const int T = s.T, D = s.D, dV = s.dV, d = s.d, c = s.c, from = s.from, H = s.H;
+  const float scale = s.scale;
+  std::fill(logits, logits + (int64_t)(T - from) * c, 0.f);
+  for (int h = 0; h < H; h++) {
     const float* wq0 = wq + (int64_t)h * D * D;
     const float* wv0 = wv + (int64_t)h * D * dV;
     for (int t = 0; t < T; t++) {
@@ -595,18 +620,19 @@ void oneHotForwardSequence(const int32_t* tok, const float* wq, const float* wv,
       addRows(v + (int64_t)t * c, wv0 + (int64_t)tok[t] * dV, wv0 + (int64_t)(d + t) * dV, c);
     }
     float* P = probs + (int64_t)h * T * T;
-    for (int t = 0; t < T; t++) {
+    std::fill(P, P + (int64_t)from * T, 0.f);
+    for (int t = from; t < T; t++) {
       const float* qt = q + (int64_t)t * D;
       float mx = -INFINITY;
       for (int u = 0; u <= t; u++) {
-        row[u] = s.scale * (qt[tok[u]] + qt[d + u]);
+        row[u] = scale * (qt[tok[u]] + qt[d + u]);
         mx = std::max(mx, row[u]);
       }
       float sum = 0.f;
       for (int u = 0; u <= t; u++) sum += (row[u] = expApprox(row[u] - mx));
       const float inv = 1.f / sum;
       float* pt = P + (int64_t)t * T;
-      float* out = logits + (int64_t)t * c;
+      float* out = logits + (int64_t)(t - from) * c;
       for (int u = 0; u <= t; u++) {
         const float a = pt[u] = row[u] * inv;
         const float* vu = v + (int64_t)u * c;
@@ -621,35 +647,32 @@ void oneHotForwardSequence(const int32_t* tok, const float* wq, const float* wv,
 ATTN_MULTIVERSION
 void oneHotBackwardSequence(const int32_t* tok, const float* wv, const float* probs,
                             const float* dOut, float* dwq, float* dwv, const OneHotShape& s,
-                            float* v, float* dv, float* dq, float* dA) {
-  const int T = s.T, D = s.D, dV = s.dV, d = s.d, c = s.c;
-  for (int h = 0; h < s.H; h++) {
+                            float* __restrict v, float* __restrict dv, float* __restrict dq,
+                            float* __restrict dA) {
+  const int T = s.T, D = s.D, dV = s.dV, d = s.d, c = s.c, from = s.from, H = s.H;
+  const float scale = s.scale;
+  for (int h = 0; h < H; h++) {
     const float* wv0 = wv + (int64_t)h * D * dV;
     for (int t = 0; t < T; t++)
       addRows(v + (int64_t)t * c, wv0 + (int64_t)tok[t] * dV, wv0 + (int64_t)(d + t) * dV, c);
     std::fill(dv, dv + (int64_t)T * c, 0.f);
     std::fill(dq, dq + (int64_t)T * D, 0.f);
     const float* P = probs + (int64_t)h * T * T;
-    for (int t = 0; t < T; t++) {
+    for (int t = from; t < T; t++) {
       const float* pt = P + (int64_t)t * T;
-      const float* go = dOut + (int64_t)t * c;
+      const float* go = dOut + (int64_t)(t - from) * c;
       float dot = 0.f;
       for (int u = 0; u <= t; u++) {
         const float* vu = v + (int64_t)u * c;
         float* dvu = dv + (int64_t)u * c;
         const float p = pt[u];
-        float g = 0.f;
-#pragma omp simd reduction(+ : g)
-        for (int e = 0; e < c; e++) {
-          g += go[e] * vu[e];
-          dvu[e] += p * go[e];
-        }
+        const float g = dotAndAxpy(go, vu, dvu, p, c);
         dA[u] = g;
         dot += p * g;
       }
       float* dqt = dq + (int64_t)t * D;
       for (int u = 0; u <= t; u++) {
-        const float g = pt[u] * (dA[u] - dot) * s.scale;
+        const float g = pt[u] * (dA[u] - dot) * scale;
         dqt[tok[u]] += g;
         dqt[d + u] += g;
       }
@@ -675,7 +698,7 @@ void oneHotAttentionForward(const int32_t* tokens, const float* wq, const float*
     std::vector<float> q((size_t)s.T * s.D), v((size_t)s.T * s.c), row(s.T);
 #pragma omp for schedule(static)
     for (int b = 0; b < s.B; b++)
-      oneHotForwardSequence(tokens + (int64_t)b * s.T, wq, wv, logits + (int64_t)b * s.T * s.c,
+      oneHotForwardSequence(tokens + (int64_t)b * s.T, wq, wv, logits + (int64_t)b * (s.T - s.from) * s.c,
                             probs + (int64_t)b * s.H * s.T * s.T, s, q.data(), v.data(), row.data());
   }
 }
@@ -709,7 +732,7 @@ void oneHotAttentionBackward(const int32_t* tokens, const float* wq, const float
 #pragma omp for schedule(static)
     for (int b = 0; b < s.B; b++)
       oneHotBackwardSequence(tokens + (int64_t)b * s.T, wv, probs + (int64_t)b * s.H * s.T * s.T,
-                             dLogits + (int64_t)b * s.T * s.c, myq, myv, s, v.data(), dv.data(),
+                             dLogits + (int64_t)b * (s.T - s.from) * s.c, myq, myv, s, v.data(), dv.data(),
                              dq.data(), dA.data());
     if (id > 0) {
 #pragma omp critical
@@ -721,6 +744,7 @@ void oneHotAttentionBackward(const int32_t* tokens, const float* wq, const float
   }
 }
 
+ATTN_MULTIVERSION
 double softmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,
                            int64_t rows, int cols) {
   double total = 0, weightSum = 0;
@@ -739,6 +763,7 @@ double softmaxCrossEntropy(const float* logits, const int32_t* labels, const flo
   return total / std::max(weightSum, 1e-12);
 }
 
+ATTN_MULTIVERSION
 void softmaxCrossEntropyBackward(const float* logits, const int32_t* labels, const float* weights,
                                  int64_t rows, int cols, float dLoss, float* dLogits) {
   double weightSum = 0;
@@ -754,12 +779,11 @@ void softmaxCrossEntropyBackward(const float* logits, const int32_t* labels, con
     }
     float mx = x[0];
     for (int j = 1; j < cols; j++) mx = std::max(mx, x[j]);
+#pragma omp simd
+    for (int j = 0; j < cols; j++) d[j] = expApprox(x[j] - mx);
     float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < cols; j++) {
-      d[j] = expApprox(x[j] - mx);
-      sum += d[j];
-    }
+    for (int j = 0; j < cols; j++) sum += d[j];
     const float k = g / sum;
     for (int j = 0; j < cols; j++) d[j] *= k;
     d[labels[r]] -= g;

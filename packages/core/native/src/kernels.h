@@ -35,10 +35,12 @@ double softmaxCrossEntropy(const float* logits, const int32_t* labels, const flo
 void softmaxCrossEntropyBackward(const float* logits, const int32_t* labels, const float* weights,
                                  int64_t rows, int cols, float dLoss, float* dLogits);
 // The minimal model's attention on one-hot inputs (gather form). wq [H, D, D], wv [H, D, dV],
-// tokens [B, T] in [0, d), logits [B, T, c], probs [B, H, T, T].
+// tokens [B, T] in [0, d), logits [B, T - from, c] (queries t >= from), probs [B, H, T, T]
+// (rows t < from zero).
 struct OneHotShape {
   int B, T, H, D, dV, d, c;
   float scale;
+  int from;
 };
 void oneHotAttentionForward(const int32_t* tokens, const float* wq, const float* wv, float* logits,
                             float* probs, const OneHotShape& s);

@@ -336,7 +336,7 @@ function oneHotAttentionForward(
   probs: FloatArray,
   shape: OneHotAttentionShape,
 ): void {
-  const { batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale } = shape
+  const { batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale, from } = shape
   const q = new Float32Array(pos * dModel)
   const v = new Float32Array(pos * outCols)
   const row = new Float32Array(pos)
@@ -356,7 +356,8 @@ function oneHotAttentionForward(
         for (let e = 0; e < outCols; e++) v[t * outCols + e] = wv[va + e]! + wv[vp + e]!
       }
       const p0 = (b * nHeads + h) * pos * pos
-      for (let t = 0; t < pos; t++) {
+      probs.fill(0, p0, p0 + from * pos)
+      for (let t = from; t < pos; t++) {
         let max = -Infinity
         for (let s = 0; s <= t; s++) {
           row[s] = scale * (q[t * dModel + tokens[t0 + s]!]! + q[t * dModel + dVocab + s]!)
@@ -376,7 +377,8 @@ function oneHotAttentionForward(
         probs.fill(0, pt + t + 1, pt + pos)
       }
     }
-    for (let i = 0; i < pos * outCols; i++) logits[t0 * outCols + i] = acc[i]!
+    const out0 = b * (pos - from) * outCols
+    for (let i = 0; i < (pos - from) * outCols; i++) logits[out0 + i] = acc[from * outCols + i]!
   }
 }
 
@@ -390,7 +392,7 @@ function oneHotAttentionBackward(
   dWv: FloatArray,
   shape: OneHotAttentionShape,
 ): void {
-  const { batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale } = shape
+  const { batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale, from } = shape
   const gq = new Float64Array(nHeads * dModel * dModel)
   const gv = new Float64Array(nHeads * dModel * dValue)
   const v = new Float32Array(pos * outCols)
@@ -410,8 +412,8 @@ function oneHotAttentionBackward(
       dv.fill(0)
       dq.fill(0)
       const p0 = (b * nHeads + h) * pos * pos
-      for (let t = 0; t < pos; t++) {
-        const go = (t0 + t) * outCols
+      for (let t = from; t < pos; t++) {
+        const go = (b * (pos - from) + t - from) * outCols
         const pt = p0 + t * pos
         let dot = 0
         for (let s = 0; s <= t; s++) {

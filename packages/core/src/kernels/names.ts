@@ -28,5 +28,10 @@ export const ATTNLAB_KERNELS = Object.freeze({
   oneHotAttentionGrad: 'AttnlabOneHotAttentionGrad',
 })
 
-/** The stock tfjs kernels attnlab replaces on a backend (restored on unregistration). @category Kernels */
-export const REPLACED_STOCK_KERNELS = Object.freeze(['BatchMatMul', '_FusedMatMul', 'Softmax'] as const)
+/**
+ * The stock tfjs kernels attnlab replaces on a backend (restored on unregistration): the matmuls
+ * (providers with a fast matmul), `Softmax`, and on `wasm` a zero-copy `Identity`.
+ *
+ * @category Kernels
+ */
+export const REPLACED_STOCK_KERNELS = Object.freeze(['BatchMatMul', '_FusedMatMul', 'Softmax', 'Identity'] as const)

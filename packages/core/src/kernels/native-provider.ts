@@ -155,6 +155,10 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
       const why = status.state === 'stale' ? 'the native kernels were built from other sources' : 'the native kernels are not built'
       throw new KernelsUnavailableError('native', `${why} (searched ${status.searched.join(', ')}); build them with: pnpm attnlab kernels build`)
     }
+    // libgomp reads its settings when the addon loads. Spinning waits (its default) collapse when
+    // the machine's other cores are busy (measured: 10-20x slower gemms at 2 threads on a shared
+    // 2-core machine); passive waits cost little at the kernels' granularity. Users may override.
+    process.env.OMP_WAIT_POLICY ??= 'PASSIVE'
     try {
       loaded = { path: status.path, addon: (await build()).requireAddon(status.path) }
     } catch (error) {
@@ -165,7 +169,7 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
   if (!(Number.isInteger(threads) && threads >= 1)) throw new AttnlabError('INVALID_CONFIG', `threads ${threads} must be an integer >= 1`, { value: threads })
   const k = loaded.addon
   k.setThreads(threads)
-  const oneHot = (s: OneHotAttentionShape): number[] => [s.batch, s.pos, s.nHeads, s.dModel, s.dValue, s.dVocab, s.outCols, s.scale]
+  const oneHot = (s: OneHotAttentionShape): number[] => [s.batch, s.pos, s.nHeads, s.dModel, s.dValue, s.dVocab, s.outCols, s.scale, s.from]
   return Object.freeze({
     name: 'native',
     fastMatMul: true,

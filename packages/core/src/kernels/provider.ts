@@ -143,7 +143,7 @@ export interface KernelProvider {
    * `S = scale (X W_Q^h) X^T` (causal), `A = softmax(S)`, `logits += A X W_V^h[:, :outCols]`.
    * `wq [nHeads, dModel, dModel]`, `wv [nHeads, dModel, dValue]` (TransformerLens layout),
    * `tokens [batch, pos]` in `[0, dVocab)`, `dVocab + pos <= dModel`. Writes
-   * `logits [batch, pos, outCols]` and `probs [batch, nHeads, pos, pos]`.
+   * `logits [batch, pos - from, outCols]` (queries `t >= from`) and `probs [batch, nHeads, pos, pos]`.
    */
   oneHotAttentionForward(
     tokens: IntArray,
@@ -193,6 +193,11 @@ export interface OneHotAttentionShape {
   readonly outCols: number
   /** Score multiplier (1 in the minimal model). */
   readonly scale: number
+  /**
+   * First position whose logits are produced: `logits` is `[batch, pos - from, outCols]` and the
+   * pattern rows of earlier queries are left 0 (they affect nothing that is returned).
+   */
+  readonly from: number
 }
 
 /** AdamW hyperparameters for one update (step counted from 1). @category Kernels */

@@ -62,6 +62,20 @@ describeWithBackends('kernel registration', (backend, mode) => {
     tf.dispose([x, ours, theirs])
   })
 
+  it('clones stay correct (on wasm a clone shares the buffer) and free their memory', async () => {
+    const before = tf.memory().numTensors
+    const x = tf.tensor1d([1, 2, 3])
+    const y = tf.clone(x)
+    x.dispose()
+    expectArraysClose(y.dataSync(), [1, 2, 3], 0, 0)
+    y.dispose()
+    expect(tf.memory().numTensors).toBe(before)
+    const s = tf.tensor1d(['a', 'b'], 'string')
+    const t = tf.clone(s)
+    expect(t.dataSync()).toEqual(s.dataSync())
+    tf.dispose([s, t])
+  })
+
   if (mode !== 'wasm') {
     it('registers the fused kernels on this backend', () => {
       expect(kernelsActive()).toBe(true)
@@ -81,14 +95,14 @@ describeWithBackends(
       activeKernels()?.dispose()
       const stockKernels = Object.fromEntries(REPLACED_STOCK_KERNELS.map((name) => [name, tf.getKernel(name, backend)]))
       const registration = registerAttnlabKernels(backend as 'wasm' | 'cpu', jsKernelProvider, { replaceMatMul: true })
-      expect(registration.replaced).toEqual(['BatchMatMul', '_FusedMatMul', 'Softmax'])
+      expect(registration.replaced).toEqual(backend === 'wasm' ? ['BatchMatMul', '_FusedMatMul', 'Identity', 'Softmax'] : ['BatchMatMul', '_FusedMatMul', 'Softmax'])
       expect(tf.getKernel('BatchMatMul', backend)).not.toBe(stockKernels.BatchMatMul)
       expect(activeKernels()).toBe(registration)
       const second = registerAttnlabKernels(backend as 'wasm' | 'cpu', jsKernelProvider)
       expect(activeKernels()).toBe(second)
       second.dispose()
       second.dispose() // idempotent
-      for (const name of REPLACED_STOCK_KERNELS) expect(tf.getKernel(name, backend)).toBe(stockKernels[name])
+      for (const name of REPLACED_STOCK_KERNELS) expect(tf.getKernel(name, backend), name).toBe(stockKernels[name])
       for (const name of Object.values(ATTNLAB_KERNELS)) expect(tf.getKernel(name, backend)).toBeUndefined()
       expect(kernelsActive()).toBe(false)
     })

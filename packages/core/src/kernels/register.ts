@@ -223,6 +223,20 @@ export function registerAttnlabKernels(
     })
   }
 
+  // ---- zero-copy Identity (wasm) ----------------------------------------------------------------
+  // tfjs-wasm's Identity copies the buffer, and autodiff clones every tensor it saves for the
+  // backward pass (the minimal model's [batch, heads, pos, pos] pattern, the logits, ...). Tensors
+  // are immutable, so sharing the buffer is equivalent; attnlab's only in-place writer
+  // (adamwUpdate) declines buffers shared by more than one tensor.
+  if (backendName === 'wasm') {
+    replace('Identity', (original) => (args) => {
+      const { x } = args.inputs as { x: tf.TensorInfo }
+      if (x.dtype === 'string') return fallback(original, args, 'Identity of strings')
+      ;(args.backend as { incRef(dataId: tf.DataId): void }).incRef(x.dataId)
+      return { dataId: x.dataId, shape: [...x.shape], dtype: x.dtype }
+    })
+  }
+
   // ---- softmax -------------------------------------------------------------------------------
   if (replaceSoftmax) {
     replace('Softmax', (original) => (args) => {
@@ -363,17 +377,17 @@ export function registerAttnlabKernels(
 
   // ---- one-hot attention -------------------------------------------------------------------------
   const oneHotShape = (tokens: tf.TensorInfo, wq: tf.TensorInfo, wv: tf.TensorInfo, attrs: tf.NamedAttrMap | undefined): OneHotAttentionShape => {
-    const { dVocab, outCols, scale } = attrs as { dVocab: number; outCols: number; scale: number }
+    const { dVocab, outCols, scale, from } = attrs as { dVocab: number; outCols: number; scale: number; from: number }
     const [batch, pos] = tokens.shape as [number, number]
     const [nHeads, dModel] = wq.shape as [number, number, number]
-    return { batch, pos, nHeads, dModel, dValue: wv.shape[2] as number, dVocab, outCols, scale }
+    return { batch, pos, nHeads, dModel, dValue: wv.shape[2] as number, dVocab, outCols, scale, from }
   }
   add(ATTNLAB_KERNELS.oneHotAttention, (args) => {
     const { tokens, wq, wv } = args.inputs as { tokens: tf.TensorInfo; wq: tf.TensorInfo; wv: tf.TensorInfo }
     const shape = oneHotShape(tokens, wq, wv, args.attrs)
     const memory = memoryOf(args.backend)
     checkTokens(memory.ints(tokens), shape.dVocab, 'token')
-    return outputsThenViews(memory, [[shape.batch, shape.pos, shape.outCols], [shape.batch, shape.nHeads, shape.pos, shape.pos]], (outputs) => {
+    return outputsThenViews(memory, [[shape.batch, shape.pos - shape.from, shape.outCols], [shape.batch, shape.nHeads, shape.pos, shape.pos]], (outputs) => {
       const [logits, probs] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array]
       provider.oneHotAttentionForward(memory.ints(tokens), memory.floats(wq), memory.floats(wv), logits, probs, shape)
       return outputs

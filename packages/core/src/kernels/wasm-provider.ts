@@ -34,8 +34,8 @@ interface WasmKernelExports {
   layerNormBackward(x: number, g: number, mean: number, rstd: number, dy: number, dx: number, dg: number, db: number, rows: number, cols: number): void
   adamw(p: number, g: number, m: number, v: number, n: number, stepSize: number, rbc2: number, beta1: number, beta2: number, eps: number, decay: number): void
   oneHotScratchFloats(t: number, d: number, c: number): number
-  oneHotAttentionForward(tokens: number, wq: number, wv: number, logits: number, probs: number, b: number, t: number, h: number, dModel: number, dValue: number, dVocab: number, outCols: number, scale: number, scratch: number): void
-  oneHotAttentionBackward(tokens: number, wq: number, wv: number, probs: number, dLogits: number, dWq: number, dWv: number, b: number, t: number, h: number, dModel: number, dValue: number, dVocab: number, outCols: number, scale: number, scratch: number): void
+  oneHotAttentionForward(tokens: number, wq: number, wv: number, logits: number, probs: number, b: number, t: number, h: number, dModel: number, dValue: number, dVocab: number, outCols: number, scale: number, from: number, scratch: number): void
+  oneHotAttentionBackward(tokens: number, wq: number, wv: number, probs: number, dLogits: number, dWq: number, dWv: number, b: number, t: number, h: number, dModel: number, dValue: number, dVocab: number, outCols: number, scale: number, from: number, scratch: number): void
 }
 
 /** Options of {@link loadWasmKernelProvider}. @category Kernels */
@@ -127,11 +127,11 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
     },
     oneHotAttentionForward: (tokens, wq, wv, logits, probs, s: OneHotAttentionShape) => {
       const a = [address(tokens), address(wq), address(wv), address(logits), address(probs)] as const
-      k.oneHotAttentionForward(...a, s.batch, s.pos, s.nHeads, s.dModel, s.dValue, s.dVocab, s.outCols, s.scale, need(k.oneHotScratchFloats(s.pos, s.dModel, s.outCols)))
+      k.oneHotAttentionForward(...a, s.batch, s.pos, s.nHeads, s.dModel, s.dValue, s.dVocab, s.outCols, s.scale, s.from, need(k.oneHotScratchFloats(s.pos, s.dModel, s.outCols)))
     },
     oneHotAttentionBackward: (tokens, wq, wv, probs, dLogits, dWq, dWv, s: OneHotAttentionShape) => {
       const a = [address(tokens), address(wq), address(wv), address(probs), address(dLogits), address(dWq), address(dWv)] as const
-      k.oneHotAttentionBackward(...a, s.batch, s.pos, s.nHeads, s.dModel, s.dValue, s.dVocab, s.outCols, s.scale, need(k.oneHotScratchFloats(s.pos, s.dModel, s.outCols)))
+      k.oneHotAttentionBackward(...a, s.batch, s.pos, s.nHeads, s.dModel, s.dValue, s.dVocab, s.outCols, s.scale, s.from, need(k.oneHotScratchFloats(s.pos, s.dModel, s.outCols)))
     },
     adamw: (p, g, m, v, n, h: AdamWHyper) =>
       k.adamw(address(p), address(g), address(m), address(v), n, h.lr / (1 - h.beta1 ** h.step), 1 / Math.sqrt(1 - h.beta2 ** h.step), h.beta1, h.beta2, h.eps, 1 - h.lr * h.weightDecay),

@@ -9,27 +9,34 @@ import { directionalError, gradients, randomArray, refOneHot, toVec, withoutKern
 describeWithBackends('oneHotAttention', () => {
   const cases = [
     // the minimal model's shape family: dModel = dVocab + pos, dValue = dModel, logits = first dVocab columns
-    { batch: 3, pos: 6, nHeads: 2, dVocab: 5, extra: 0, dValueExtra: 0, outCols: 5, scale: 1 },
+    { batch: 3, pos: 6, nHeads: 2, dVocab: 5, extra: 0, dValueExtra: 0, outCols: 5, scale: 1, from: 0 },
+    // only the later positions' logits (a trainer skipping unscored positions)
+    { batch: 2, pos: 7, nHeads: 3, dVocab: 4, extra: 0, dValueExtra: 0, outCols: 4, scale: 1, from: 3 },
     // dModel larger than dVocab + pos (shorter sequence than nCtx), fewer value columns, a scale
-    { batch: 2, pos: 4, nHeads: 3, dVocab: 7, extra: 3, dValueExtra: -5, outCols: 4, scale: 0.5 },
-    { batch: 1, pos: 1, nHeads: 1, dVocab: 2, extra: 0, dValueExtra: 0, outCols: 1, scale: 1 },
+    { batch: 2, pos: 4, nHeads: 3, dVocab: 7, extra: 3, dValueExtra: -5, outCols: 4, scale: 0.5, from: 0 },
+    { batch: 1, pos: 1, nHeads: 1, dVocab: 2, extra: 0, dValueExtra: 0, outCols: 1, scale: 1, from: 0 },
   ]
-  for (const { batch, pos, nHeads, dVocab, extra, dValueExtra, outCols, scale } of cases) {
+  for (const { batch, pos, nHeads, dVocab, extra, dValueExtra, outCols, scale, from } of cases) {
     const dModel = dVocab + pos + extra
     const dValue = dModel + dValueExtra
-    it(`batch ${batch}, pos ${pos}, ${nHeads} heads, dModel ${dModel}, dValue ${dValue}, outCols ${outCols}: equals the dense form, gradients too`, async () => {
+    it(`batch ${batch}, pos ${pos}, ${nHeads} heads, dModel ${dModel}, dValue ${dValue}, outCols ${outCols}, from ${from}: equals the dense form, gradients too`, async () => {
       const rng = Rng.fromSeed(batch * 100 + pos)
       const tokenValues = Int32Array.from({ length: batch * pos }, () => rng.int(dVocab))
       const tokens = tf.tensor2d(tokenValues, [batch, pos], 'int32')
       const wq = tf.tensor3d(randomArray(rng, nHeads * dModel * dModel, 2), [nHeads, dModel, dModel])
       const wv = tf.tensor3d(randomArray(rng, nHeads * dModel * dValue), [nHeads, dModel, dValue])
-      const rv = randomArray(rng, batch * pos * outCols)
-      const r = tf.tensor3d(rv, [batch, pos, outCols])
-      const f = (...xs: tf.Tensor[]): tf.Tensor => oneHotAttention(tokens, xs[0] as tf.Tensor3D, xs[1] as tf.Tensor3D, { dVocab, outCols, scale })
+      const rv = randomArray(rng, batch * (pos - from) * outCols)
+      const r = tf.tensor3d(rv, [batch, pos - from, outCols])
+      const f = (...xs: tf.Tensor[]): tf.Tensor => oneHotAttention(tokens, xs[0] as tf.Tensor3D, xs[1] as tf.Tensor3D, { dVocab, outCols, scale, from })
       const fused = await expectNoLeaks(() => gradients(f, [wq, wv], r))
       const composite = withoutKernels(() => gradients(f, [wq, wv], r))
       const vecs = [toVec(wq.dataSync()), toVec(wv.dataSync())]
-      const ref = (vs: Float64Array[]): Float64Array => refOneHot(tokenValues, vs[0]!, vs[1]!, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale)
+      const ref = (vs: Float64Array[]): Float64Array => {
+        const full = refOneHot(tokenValues, vs[0]!, vs[1]!, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale)
+        const out = new Float64Array(batch * (pos - from) * outCols)
+        for (let b = 0; b < batch; b++) out.set(full.subarray((b * pos + from) * outCols, (b + 1) * pos * outCols), b * (pos - from) * outCols)
+        return out
+      }
       expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
       expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
       fused.grads.forEach((g, i) => {
@@ -67,6 +74,7 @@ describeWithBackends('oneHotAttention', () => {
     expect(() => oneHotAttention(tokens, wq, tf.zeros([3, 8, 8]) as tf.Tensor3D, { dVocab: 5 })).toThrow(ShapeError)
     expect(() => oneHotAttention(tokens, wq, wv, { dVocab: 5, outCols: 9 })).toThrow(ConfigError)
     expect(() => oneHotAttention(tokens, wq, wv, { dVocab: 0 })).toThrow(ConfigError)
+    expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2]], [1, 3], 'int32'), wq, wv, { dVocab: 5, from: 3 })).toThrow(/from.*\[0, 2\]/)
     expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2]], [1, 3]) as tf.Tensor2D, wq, wv, { dVocab: 5 })).toThrow(/int32/)
     tf.dispose([wq, wv, tokens])
   })

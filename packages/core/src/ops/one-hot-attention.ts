@@ -18,6 +18,12 @@ export interface OneHotAttentionOptions {
   readonly outCols?: number
   /** Score multiplier (default 1, as the minimal model). */
   readonly scale?: number
+  /**
+   * First position whose logits are returned (default 0): the result is
+   * `[batch, pos - from, outCols]`. Earlier queries are not computed at all (a trainer that
+   * scores only later positions saves their work and a copy).
+   */
+  readonly from?: number
 }
 
 /** The one-hot inputs `[batch, pos, dModel]`. */
@@ -30,7 +36,7 @@ function oneHotInputs(tokens: tf.Tensor2D, dVocab: number, dModel: number): tf.T
 }
 
 /** Dense form (the paper's): `q = X W_Q^h`, `S = q X^T`, `A = softmax(S)`, `out = A X W_V^h[:, :c]`, with a written-out gradient. */
-function compositeOneHot(dVocab: number, outCols: number, scale: number) {
+function compositeOneHot(dVocab: number, outCols: number, scale: number, from: number) {
   return withGradient((save, tokens: tf.Tensor2D, wq: tf.Tensor3D, wv: tf.Tensor3D) => {
     const [batch, pos] = tokens.shape
     const [nHeads, dModel, dValue] = wv.shape
@@ -48,11 +54,13 @@ function compositeOneHot(dVocab: number, outCols: number, scale: number) {
     const z2 = tf.reshape(tf.transpose(tf.reshape(weighted, [batch, nHeads, pos, dModel]), [0, 2, 1, 3]), [batch * pos, nHeads * dModel]) // [(b, t), (h, in)]
     const wv2 = tf.reshape(tf.slice(wv, [0, 0, 0], [nHeads, dModel, outCols]), [nHeads * dModel, outCols])
     save([x, x2, pattern, z2, wv2])
+    const logits = tf.reshape(tf.matMul(z2, wv2), [batch, pos, outCols]) as tf.Tensor3D
     return {
-      value: tf.reshape(tf.matMul(z2, wv2), [batch, pos, outCols]) as tf.Tensor3D,
+      value: from === 0 ? logits : (tf.slice(logits, [0, from, 0], [-1, -1, -1]) as tf.Tensor3D),
       gradFunc: (dy, saved) => {
         const [xs, xs2, p, zs2, wvs2] = saved as [tf.Tensor3D, tf.Tensor2D, tf.Tensor3D, tf.Tensor2D, tf.Tensor2D]
-        const d2 = tf.reshape(dy, [batch * pos, outCols])
+        const full = from === 0 ? dy : tf.pad(dy, [[0, 0], [from, 0], [0, 0]]) // earlier positions: no gradient
+        const d2 = tf.reshape(full, [batch * pos, outCols])
         const dWv2 = tf.matMul(tf.transpose(zs2), d2) // [(h, in), outCols]
         let dWv = tf.reshape(dWv2, [nHeads, dModel, outCols])
         if (outCols < dValue) dWv = tf.pad(dWv, [[0, 0], [0, 0], [0, dValue - outCols]])
@@ -80,10 +88,11 @@ function compositeOneHot(dVocab: number, outCols: number, scale: number) {
  * @param tokens - `[batch, pos]` int32 in `[0, dVocab)`
  * @param wq - `W_Q`, `[nHeads, dModel, dModel]` (TransformerLens layout: input row, query column)
  * @param wv - `W_V`, `[nHeads, dModel, dValue]`
- * @param options - `dVocab` (required), `outCols` (default `dVocab`), `scale` (default 1)
- * @returns logits `[batch, pos, outCols]`
+ * @param options - `dVocab` (required), `outCols` (default `dVocab`), `scale` (default 1),
+ *   `from` (default 0)
+ * @returns logits `[batch, pos - from, outCols]`
  * @throws {@link ShapeError} for wrong ranks or dtypes, `dVocab + pos > dModel`, or mismatched heads
- * @throws {@link ConfigError} for `dVocab`/`outCols` out of range or a non-finite scale
+ * @throws {@link ConfigError} for `dVocab`/`outCols`/`from` out of range or a non-finite scale
  * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a token outside `[0, dVocab)` (always with
  *   the kernels; on `cpu`/`wasm` for the composite)
  * @category Ops
@@ -105,12 +114,16 @@ export function oneHotAttention(tokens: tf.Tensor2D, wq: tf.Tensor3D, wv: tf.Ten
     throw new ConfigError('outCols', `${outCols} must be an integer in [1, ${wv.shape[2]}]`, { value: outCols })
   }
   if (!Number.isFinite(scale)) throw new ConfigError('scale', `${scale} must be finite`, { value: scale })
+  const from = options.from ?? 0
+  if (!(Number.isInteger(from) && from >= 0 && (from < pos || pos === 0))) {
+    throw new ConfigError('from', `${from} must be an integer in [0, ${Math.max(pos - 1, 0)}]`, { value: from })
+  }
   if (batch === 0 || pos === 0) return tf.zeros([batch, pos, outCols])
   if (hasKernel(ATTNLAB_KERNELS.oneHotAttention)) {
-    const [logits, pattern] = tf.engine().runKernel(ATTNLAB_KERNELS.oneHotAttention, { tokens, wq, wv } as unknown as tf.NamedTensorMap, { dVocab, outCols, scale }) as unknown as tf.Tensor[]
+    const [logits, pattern] = tf.engine().runKernel(ATTNLAB_KERNELS.oneHotAttention, { tokens, wq, wv } as unknown as tf.NamedTensorMap, { dVocab, outCols, scale, from }) as unknown as tf.Tensor[]
     pattern!.dispose()
     return logits as tf.Tensor3D
   }
   checkIds(tokens, dVocab, 'token')
-  return compositeOneHot(dVocab, outCols, scale)(tokens, wq, wv) as tf.Tensor3D
+  return compositeOneHot(dVocab, outCols, scale, from)(tokens, wq, wv) as tf.Tensor3D
 }
