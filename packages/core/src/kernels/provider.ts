@@ -8,7 +8,9 @@
  * and browsers) and `js` (plain JavaScript: the reference, and the `cpu` backend's kernels).
  *
  * Conventions shared by every function: arrays are row-major; sizes are element counts; inputs
- * are already validated (shapes, token ranges) by the caller; outputs are fully overwritten.
+ * are already validated (shapes, token ranges) by the caller; outputs are fully overwritten. A
+ * call may grow the wasm backend's memory (the `wasm` provider allocates scratch there), which
+ * detaches views of it: callers take fresh views for every call.
  *
  * @module
  */

@@ -4,6 +4,7 @@ import { useBackend } from '../backend.ts'
 import { AttnlabError } from '../errors.ts'
 import { Rng } from '../rng.ts'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '../testing.ts'
+import { linear } from '../ops/linear.ts'
 import { randomArray } from '../ops/reference.test-utils.ts'
 import { jsKernelProvider } from './js-provider.ts'
 import { wasmBackendMemory, wasmInternalsProblems } from './memory.ts'
@@ -115,6 +116,47 @@ describeWithBackends(
     })
   },
   ['cpu', 'wasm'],
+)
+
+describeWithBackends(
+  'kernels survive wasm memory growth in the middle of a kernel (views are taken afresh)',
+  () => {
+    afterAll(async () => {
+      await useBackend('wasm', { kernels: 'none' })
+    })
+
+    it('linear (+ bias, GELU) forward and backward and fused matmul give the same numbers when a provider call grows the heap', () => {
+      const heap = (tf.findBackend('wasm') as unknown as { wasm: { _malloc(n: number): number; _free(p: number): void; HEAPU8: Uint8Array } }).wasm
+      let grows = 0
+      const grow = (): void => {
+        if (grows >= 3) return
+        grows++
+        const p = heap._malloc(heap.HEAPU8.buffer.byteLength) // more than is free: the memory grows, views detach
+        heap._free(p)
+      }
+      const growing = { ...jsKernelProvider, gemm: (...a: Parameters<typeof jsKernelProvider.gemm>) => (jsKernelProvider.gemm(...a), grow()) }
+      const rng = Rng.fromSeed(4)
+      const x = tf.tensor2d(randomArray(rng, 6 * 5), [6, 5])
+      const w = tf.tensor2d(randomArray(rng, 5 * 7), [5, 7])
+      const b = tf.tensor1d(randomArray(rng, 7))
+      const run = (): Float32Array[] =>
+        tf.tidy(() => {
+          const f = (xx: tf.Tensor, ww: tf.Tensor, bb: tf.Tensor): tf.Tensor => linear(xx as tf.Tensor2D, ww as tf.Tensor2D, bb as tf.Tensor1D, 'gelu_new')
+          const y = f(x, w, b)
+          const grads = tf.grads(f)([x, w, b], tf.onesLike(y))
+          const fused = tf.fused.matMul({ a: x, b: w, bias: b, activation: 'relu' })
+          return [y, ...grads, fused].map((t) => t.dataSync() as Float32Array)
+        })
+      registerAttnlabKernels('wasm', jsKernelProvider, { replaceMatMul: true })
+      const expected = run()
+      registerAttnlabKernels('wasm', growing, { replaceMatMul: true })
+      const actual = run()
+      expect(grows).toBeGreaterThan(0)
+      actual.forEach((a, i) => expectArraysClose(a, expected[i]!, 1e-6))
+      tf.dispose([x, w, b])
+    })
+  },
+  ['wasm'],
 )
 
 describeWithBackends(

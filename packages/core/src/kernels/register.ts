@@ -216,9 +216,12 @@ export function registerAttnlabKernels(
       }
       const memory = memoryOf(args.backend)
       const out = gemmInto(memory, a, b, transposeA, transposeB, p)
-      const c = memory.floats(out)
-      if (bias !== undefined) provider.addBias(c, c.length / p.n, p.n, memory.floats(bias))
-      if (activation === 'relu') for (let i = 0; i < c.length; i++) if (!(c[i]! > 0)) c[i] = c[i]! === c[i]! ? 0 : c[i]!
+      const size = sizeOf(out.shape)
+      if (bias !== undefined && size > 0) provider.addBias(memory.floats(out), size / p.n, p.n, memory.floats(bias))
+      if (activation === 'relu') {
+        const c = memory.floats(out)
+        for (let i = 0; i < c.length; i++) if (c[i]! < 0) c[i] = 0 // NaN stays NaN, as tf.relu
+      }
       return out
     })
   }
@@ -254,17 +257,19 @@ export function registerAttnlabKernels(
   }
 
   // ---- linear ----------------------------------------------------------------------------------
+  // A provider call may grow the wasm memory (the wasm provider mallocs scratch), which detaches
+  // every view taken before it: views are taken afresh for each call, never reused across calls.
   const linearForward = (gelu: boolean): KernelFn => (args) => {
     const { x, w, bias } = args.inputs as { x: tf.TensorInfo; w: tf.TensorInfo; bias?: tf.TensorInfo }
     const [rows, inner] = x.shape as [number, number]
     const cols = w.shape[1] as number
     const memory = memoryOf(args.backend)
     return outputsThenViews(memory, gelu ? [[rows, cols], [rows, cols]] : [[rows, cols]], (outputs) => {
-      const pre = memory.floats(outputs[gelu ? 1 : 0]!)
-      if (inner === 0) pre.fill(0)
-      else if (pre.length > 0) provider.gemm(false, false, 1, rows, cols, inner, memory.floats(x), 0, memory.floats(w), 0, pre)
-      if (bias !== undefined) provider.addBias(pre, rows, cols, memory.floats(bias))
-      if (gelu) provider.geluForward(pre, memory.floats(outputs[0]!), rows * cols)
+      const pre = outputs[gelu ? 1 : 0]!
+      if (inner === 0) memory.floats(pre).fill(0)
+      else if (rows * cols > 0) provider.gemm(false, false, 1, rows, cols, inner, memory.floats(x), 0, memory.floats(w), 0, memory.floats(pre))
+      if (bias !== undefined) provider.addBias(memory.floats(pre), rows, cols, memory.floats(bias))
+      if (gelu) provider.geluForward(memory.floats(pre), memory.floats(outputs[0]!), rows * cols)
       return outputs
     })
   }
@@ -280,22 +285,20 @@ export function registerAttnlabKernels(
     if (hasBias) shapes.push([cols])
     if (pre !== undefined) shapes.push([rows, cols]) // scratch: gradient before the activation
     return outputsThenViews(memory, shapes, (outputs) => {
-      const [dx, dw, db] = [memory.floats(outputs[0]!), memory.floats(outputs[1]!), hasBias ? memory.floats(outputs[2]!) : null]
-      let dz = memory.floats(dy)
-      if (pre !== undefined) {
-        const scratch = memory.floats(outputs[outputs.length - 1]!)
-        provider.geluBackward(memory.floats(pre), dz, scratch, rows * cols)
-        dz = scratch
-      }
-      if (cols === 0 || rows === 0) {
-        dx.fill(0)
-        dw.fill(0)
+      const [dx, dw] = [outputs[0]!, outputs[1]!]
+      const db = hasBias ? outputs[2]! : undefined
+      const scratch = pre !== undefined ? outputs[outputs.length - 1]! : undefined
+      if (pre !== undefined) provider.geluBackward(memory.floats(pre), memory.floats(dy), memory.floats(scratch!), rows * cols)
+      const dz = scratch ?? dy // the gradient at the matmul's output
+      if (rows * cols === 0 || inner === 0) {
+        memory.floats(dx).fill(0)
+        memory.floats(dw).fill(0)
       } else {
-        if (inner > 0) provider.gemm(false, true, 1, rows, inner, cols, dz, 0, memory.floats(w), 0, dx)
-        if (inner > 0) provider.gemm(true, false, 1, inner, cols, rows, memory.floats(x), 0, dz, 0, dw)
+        provider.gemm(false, true, 1, rows, inner, cols, memory.floats(dz), 0, memory.floats(w), 0, memory.floats(dx))
+        provider.gemm(true, false, 1, inner, cols, rows, memory.floats(x), 0, memory.floats(dz), 0, memory.floats(dw))
       }
-      if (db !== null) provider.columnSum(dz, db, rows, cols)
-      if (pre !== undefined) memory.release(outputs.pop()!)
+      if (db !== undefined) provider.columnSum(memory.floats(dz), memory.floats(db), rows, cols)
+      if (scratch !== undefined) memory.release(outputs.pop()!)
       return outputs
     })
   })
