@@ -3,10 +3,16 @@
 //
 // 1. the trained minimal model of src/__fixtures__/planted-minimal (3 heads, each owning one span
 //    of a sparse Markov chain; tools/knockout/planted-fixtures.ts);
-// 2. a small gpt trained here on a mixture of @attnlab/markov tasks, each sequence marked by a
-//    prefix token (MixtureTask, disjoint vocabularies): a sparse Markov chain whose next token
-//    depends on the token 3 back ("near"), one whose next token depends on the token 6 back
-//    ("far"), and an in-context Markov chain ("icl", a fresh transition table per sequence).
+// 2. the planted mixture gpt of src/__fixtures__/planted-mixture-gpt (2 layers x 8 heads, dModel
+//    32): a MixtureTask of three @attnlab/markov task families, each sequence marked by a prefix
+//    token (a sparse Markov chain whose next token depends on the token 3 back, "near"; an
+//    in-context Markov chain, "icl"; a linear map that permutes the first state, "linear"),
+//    trained so that each task owns three heads (always on for its sequences, every other head
+//    off with probability 1/2; tools/knockout/planted-fixtures.ts);
+// 3. unless --natural none: a larger gpt (2 x 8 heads, dModel 64) trained here the ordinary way
+//    (no head dropout) on a prefix-marked mixture, where which heads a task uses is whatever
+//    training produced: `near-icl-far` (default; "far" depends on the token 6 back) or
+//    `near-icl-linear`.
 //
 // For every capability: the exhaustive single-head sweep defines the ground truth (heads whose
 // knockout costs at least 25% of the largest single-head drop and at least `--min-drop` nats);
@@ -20,6 +26,7 @@
 // Usage (from packages/knockout; the gpt is trained once and cached under --out):
 //   node --conditions=@attnlab/source --import tsx bench/planted-validation.ts [--backend wasm]
 //     [--out ../../runs/knockout] [--retrain] [--steps 4000] [--min-drop 0.01] [--count 256]
+//     [--natural near-icl-far|near-icl-linear|none]
 import { existsSync } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -56,11 +63,11 @@ const { values: args } = parseArgs({
     steps: { type: 'string', default: '4000' },
     'min-drop': { type: 'string', default: '0.01' },
     count: { type: 'string', default: '256' },
-    mixture: { type: 'string', default: 'near-icl-far' },
+    natural: { type: 'string', default: 'near-icl-far' },
   },
 })
-const MIXTURES = ['near-icl-far', 'near-icl-linear'] as const
-if (!(MIXTURES as readonly string[]).includes(args.mixture)) throw new Error(`--mixture must be one of ${MIXTURES.join(', ')}`)
+const MIXTURES = ['near-icl-far', 'near-icl-linear', 'none'] as const
+if (!(MIXTURES as readonly string[]).includes(args.natural)) throw new Error(`--natural must be one of ${MIXTURES.join(', ')}`)
 await useBackend(args.backend as BackendName)
 await mkdir(args.out, { recursive: true })
 const minDrop = Number(args['min-drop'])
@@ -79,7 +86,7 @@ function mixtureTask(): MixtureTask {
   const near = new SparseMarkovTask({ vocabSize: d, spans: [1, 1, 1], m: 1, tau: 0.3, genLen: 15, teacherMatrices: oldestOnly(3, 5) })
   const far = new SparseMarkovTask({ vocabSize: d, spans: [1, 1, 1, 1, 1, 1], m: 1, tau: 0.3, genLen: 12, teacherMatrices: oldestOnly(6, 6) })
   const icl = new IclMarkovTask({ vocabSize: 3, order: 1, seqLength: 18 })
-  const third = args.mixture === 'near-icl-far' ? { name: 'far', task: far } : { name: 'linear', task: new LinearMapTask({ stateSize: 8, onesPerRow: 1, states: 2, matrixSeed: 3 }) }
+  const third = args.natural === 'near-icl-far' ? { name: 'far', task: far } : { name: 'linear', task: new LinearMapTask({ stateSize: 8, onesPerRow: 1, states: 2, matrixSeed: 3 }) }
   return new MixtureTask(
     [
       { name: 'near', task: near },
@@ -91,7 +98,7 @@ function mixtureTask(): MixtureTask {
 }
 
 async function mixtureModel(): Promise<{ model: Transformer; task: MixtureTask; training: unknown }> {
-  const dir = join(args.out, `mixture-gpt-${args.mixture}`)
+  const dir = join(args.out, `mixture-gpt-${args.natural}`)
   if (!args.retrain && existsSync(join(dir, 'manifest.json'))) {
     const checkpoint = await loadCheckpoint(dir)
     const model = createTransformer(checkpoint.config)
@@ -210,9 +217,9 @@ function summarize(label: string, reports: CapabilityReport[]): Record<string, u
     greedy: { recall: mean(reports.map((r) => r.greedy.recall)), evaluations: reports[0]?.evaluations.greedy },
     exhaustive: reports[0]?.evaluations.exhaustive,
     exhaustivePairs: reports[0]?.evaluations.exhaustivePairs,
-    minRatio: Math.min(...reports.map((r) => r.effects.ratio ?? 0)),
+    minRatio: Math.min(...reports.filter((r) => r.truth.length > 0).map((r) => r.effects.ratio ?? 0)),
   }
-  console.log(`summary ${label}: ${JSON.stringify(summary)}`)
+  console.log(`summary ${label}: ${JSON.stringify(summary, (_key, value: unknown) => (value === Infinity ? 'Infinity' : value))}`)
   return summary
 }
 
@@ -229,11 +236,33 @@ for (const report of spanReports) {
 }
 minimal.dispose()
 
-// 2. The mixture gpt.
-const { model: gpt, task: mixture, training } = await mixtureModel()
-const components = mixture.components.map((c) => taskCapability(mixture.only(c.name), { name: c.name, count, seed: 1 }))
-const mixtureReports = await validate(gpt, components, `mixture gpt (${args.mixture}, prefix-marked)`)
-gpt.dispose()
+// 2. The planted mixture gpt.
+const plantedGpt = await loadCheckpoint(fileURLToPath(new URL('../src/__fixtures__/planted-mixture-gpt', import.meta.url)))
+const gptPlanted = createTransformer(plantedGpt.config)
+gptPlanted.setWeights(plantedGpt.weights)
+const plantedTask = taskFromDescription(plantedGpt.extra.task) as MixtureTask
+const plantedReports = await validate(
+  gptPlanted,
+  plantedTask.components.map((c) => taskCapability(plantedTask.only(c.name), { name: c.name, count, seed: 1 })),
+  'planted mixture gpt (near / icl / linear, prefix-marked, 3 owned heads per task)',
+)
+const owned = plantedGpt.extra.planted as Record<string, HeadRef[]>
+for (const report of plantedReports) {
+  const own = new Set((owned[report.capability] ?? []).map(formatHead))
+  const outside = report.truth.filter((h) => !own.has(h))
+  console.log(`  ${report.capability}: owns {${[...own].join(', ')}}; exhaustive truth {${report.truth.join(', ')}}${outside.length === 0 ? ' (within the owned heads)' : ` (outside the owned heads: ${outside.join(', ')})`}`)
+}
+gptPlanted.dispose()
+
+// 3. A gpt trained the ordinary way on a mixture.
+let natural: { design: string; training: unknown; reports: CapabilityReport[]; summary: Record<string, unknown> } | null = null
+if (args.natural !== 'none') {
+  const { model: gpt, task: mixture, training } = await mixtureModel()
+  const components = mixture.components.map((c) => taskCapability(mixture.only(c.name), { name: c.name, count, seed: 1 }))
+  const reports = await validate(gpt, components, `ordinarily trained mixture gpt (${args.natural}, prefix-marked)`)
+  gpt.dispose()
+  natural = { design: args.natural, training, reports, summary: summarize(`natural ${args.natural}`, reports) }
+}
 
 const out = {
   generated: new Date().toISOString(),
@@ -241,7 +270,9 @@ const out = {
   minDrop,
   count,
   minimal: { reports: spanReports, summary: summarize('minimal', spanReports) },
-  mixture: { design: args.mixture, training, reports: mixtureReports, summary: summarize('mixture gpt', mixtureReports) },
+  plantedMixture: { training: plantedGpt.extra.training, owned, reports: plantedReports, summary: summarize('planted mixture gpt', plantedReports) },
+  natural,
 }
-await writeFileAtomic(join(args.out, `planted-validation-${args.mixture}.json`), JSON.stringify(out, null, 2) + '\n')
-console.log(`\nwrote ${join(args.out, `planted-validation-${args.mixture}.json`)}`)
+const json = JSON.stringify(out, (_key, value: unknown) => (value === Infinity ? 'Infinity' : value), 2)
+await writeFileAtomic(join(args.out, 'planted-validation.json'), json + '\n')
+console.log(`\nwrote ${join(args.out, 'planted-validation.json')}`)

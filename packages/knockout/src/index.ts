@@ -48,6 +48,7 @@ export {
   type Matrix,
 } from './lasso.ts'
 export {
+  CONSTANT_SCORE_TOLERANCE,
   compressedSensing,
   exhaustivePairBudget,
   exhaustiveSweep,

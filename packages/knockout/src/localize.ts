@@ -144,9 +144,20 @@ export interface CompressedSensingResult extends LocalizationBase {
   readonly crossValidation?: { readonly alphas: readonly number[]; readonly meanMse: readonly number[] }
   /** How many masks knocked out each head, `[N]` (a head never knocked out cannot be found). */
   readonly knockoutCounts: Int32Array
-  /** True when every mask gave the same score (nothing to regress; every coefficient is 0). */
+  /**
+   * True when every mask gave the same score up to float32 rounding ({@link CONSTANT_SCORE_TOLERANCE}):
+   * nothing to regress, every coefficient is 0.
+   */
   readonly constantScores: boolean
 }
+
+/**
+ * Scores whose population standard deviation over the masks is at most this fraction of
+ * `max(1, |mean|)` count as constant (float32 rounding, not knockout effects).
+ *
+ * @category Localization
+ */
+export const CONSTANT_SCORE_TOLERANCE = 1e-6
 
 /** Any localization result. @category Localization */
 export type LocalizationResult = ExhaustiveResult | GreedyResult | CompressedSensingResult
@@ -370,7 +381,9 @@ export async function compressedSensing(model: Transformer, capability: Capabili
     let variance = 0
     for (const v of performance) variance += (v - mean) ** 2
     const sd = Math.sqrt(variance / M)
-    const constantScores = !(sd > 0)
+    // Differences at float32 rounding level (the same model output computed in batches of other
+    // shapes) are not evidence: treat them as constant scores.
+    const constantScores = !(sd > CONSTANT_SCORE_TOLERANCE * Math.max(1, Math.abs(mean)))
     const standardized = Float64Array.from(performance, (v) => (constantScores ? 0 : (v - mean) / sd))
     const design = { rows: M, columns: n, data: masks.data }
     const lassoOptions = {

@@ -1,7 +1,9 @@
 /**
- * Validation on planted ground truth (the fast version of bench/planted-validation.ts): a trained
- * minimal model in which each head owns one span of a sparse Markov chain
- * (`__fixtures__/planted-minimal`, written by tools/knockout/planted-fixtures.ts).
+ * Validation on planted ground truth (the fast version of bench/planted-validation.ts), on the
+ * fixtures written by tools/knockout/planted-fixtures.ts: a trained minimal model in which each
+ * head owns one span of a sparse Markov chain (`__fixtures__/planted-minimal`), and a 2 x 8-head
+ * gpt trained on a prefix-marked mixture of three markov task families in which each task owns
+ * three heads (`__fixtures__/planted-mixture-gpt`).
  */
 import { fileURLToPath } from 'node:url'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
@@ -10,11 +12,13 @@ import { createTransformer, type Transformer } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { sparseMarkovSpanCapability, taskCapability, type Capability } from './capability.ts'
+import { MixtureTask, taskFromDescription } from './mixture.ts'
 import { formatHead, type HeadRef } from './heads.ts'
 import { compressedSensing, exhaustivePairBudget, exhaustiveSweep, greedySearch } from './localize.ts'
 import { headHeatmap, heatmapSpec, knockoutEffects, precisionRecall, sweepHeads } from './report.ts'
 
 const fixture = fileURLToPath(new URL('./__fixtures__/planted-minimal', import.meta.url))
+const mixtureFixture = fileURLToPath(new URL('./__fixtures__/planted-mixture-gpt', import.meta.url))
 
 describeWithBackends('planted minimal model (each head owns one span)', () => {
   let model: Transformer
@@ -88,5 +92,37 @@ describeWithBackends('planted minimal model (each head owns one span)', () => {
       await compressedSensing(model, spans[0] as Capability, { masks: 4, fraction: 0.34, seed: 1, mode: 'mean' })
       await exhaustiveSweep(model, spans[1] as Capability, { mode: 'resample' })
     })
+  })
+})
+
+describeWithBackends('planted mixture gpt (each task owns three of 16 heads)', () => {
+  let model: Transformer
+  let owned: Record<string, HeadRef[]>
+  let tasks: Capability[]
+  beforeAll(async () => {
+    const checkpoint = await loadCheckpoint(mixtureFixture)
+    model = createTransformer(checkpoint.config)
+    model.setWeights(checkpoint.weights)
+    const mixture = taskFromDescription(checkpoint.extra.task) as MixtureTask
+    owned = checkpoint.extra.planted as Record<string, HeadRef[]>
+    tasks = mixture.components.map((c) => taskCapability(mixture.only(c.name), { name: c.name, count: 48, seed: 1 }))
+  })
+  afterAll(() => model.dispose())
+
+  it('exhaustive knockouts find only owned heads; compressed sensing with 13 masks (under 10% of 136) finds the same ones; the top heads hurt their task >= 5x more than the others', async () => {
+    expect(exhaustivePairBudget(model.config)).toBe(136)
+    for (const capability of tasks) {
+      const sweep = await exhaustiveSweep(model, capability, { top: 16 })
+      const truth = sweepHeads(sweep, { minDrop: 0.01 })
+      const own = new Set((owned[capability.name] as HeadRef[]).map(formatHead))
+      expect(truth.length).toBeGreaterThan(0)
+      for (const head of truth) expect(own.has(formatHead(head)), `${capability.name}: ${formatHead(head)}`).toBe(true)
+      const found = await compressedSensing(model, capability, { masks: 13, fraction: 2 / 16, seed: 0, top: truth.length })
+      expect(found.evaluations).toBe(13)
+      expect(precisionRecall(found.top, truth).recall).toBeGreaterThanOrEqual(0.9)
+      const report = await knockoutEffects(model, found.top, tasks, { target: capability.name })
+      expect(report.targetHurt).toBeGreaterThan(0.05)
+      expect(report.ratio).toBeGreaterThanOrEqual(5)
+    }
   })
 })
