@@ -8,8 +8,8 @@
  *
  * attnlab runs the real trainer (`train()` on a fixed dataset, so no sampling cost) on the wasm
  * backend once per kernels mode (`none`: stock tfjs-wasm; `wasm`: the AssemblyScript kernels;
- * `native`: the C++ kernels, when built), each in a fresh child process so its peak memory is its
- * own. The median step time after warm-up gives tokens/s (`batch * positions / step`). The PyTorch
+ * `native`: the C++ kernels, when built, at 1 and 2 threads), each in a fresh child process so its
+ * peak memory is its own. The median step time after warm-up gives tokens/s (`batch * positions / step`). The PyTorch
  * peer (`tools/transformer/bench_torch.py`, Debian python3-torch + OpenBLAS) trains the same models
  * with the same optimizer at 1 and 2 threads; for the minimal model both the dense one-hot form
  * (the paper's code) and the gather form are run. Ratios are against the fastest PyTorch run.
@@ -18,7 +18,9 @@
  * which halves PyTorch's speed here; when that happens the peer runs with OPENBLAS_CORETYPE set to
  * what the CPU supports (SKYLAKEX for AVX-512, HASWELL for AVX2) and the report says so.
  *
- *   node --conditions=@attnlab/source --import tsx bench/train-throughput.ts [--kernels none,wasm,native] [--threads 1] [--steps 15] [--json]
+ *   node --conditions=@attnlab/source --import tsx bench/train-throughput.ts [--kernels none,wasm,native,native@2] [--steps 15] [--json]
+ *
+ * (`mode@N` runs a kernels mode with N threads; only the native kernels use threads.)
  *
  * Time it alone on the machine (`flock /work/locks/bench pnpm --filter @attnlab/transformer bench`).
  */
@@ -122,8 +124,8 @@ async function measure(setting: Setting, kernels: KernelsMode): Promise<Row> {
 }
 
 /** Runs {@link measure} in a fresh child process (honest peak memory per mode). */
-function attnlab(setting: Setting, kernels: KernelsMode): Row | undefined {
-  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', setting.name, kernels, '--steps', String(steps), '--threads', String(threads)], {
+function attnlab(setting: Setting, kernels: KernelsMode, modeThreads: number): Row | undefined {
+  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', setting.name, kernels, '--steps', String(steps), '--threads', String(modeThreads)], {
     encoding: 'utf8',
     maxBuffer: 1 << 24,
   })
@@ -168,12 +170,15 @@ function pytorch(setting: Setting, torchThreads: number, coretype: string | unde
 }
 
 async function parent(): Promise<void> {
-  const requested = flag('kernels', 'none,wasm,native').split(',') as KernelsMode[]
-  for (const mode of requested) {
-    if (!(KERNELS_MODES as readonly string[]).includes(mode)) throw new Error(`--kernels: '${mode}' is not one of ${KERNELS_MODES.join(', ')}`)
-  }
+  const requested = flag('kernels', 'none,wasm,native,native@2')
+    .split(',')
+    .map((entry) => {
+      const [mode, count] = entry.split('@') as [KernelsMode, string | undefined]
+      if (!(KERNELS_MODES as readonly string[]).includes(mode)) throw new Error(`--kernels: '${mode}' is not one of ${KERNELS_MODES.join(', ')}`)
+      return { mode, threads: count === undefined ? threads : Number(count) }
+    })
   const native = await nativeKernelsStatus()
-  const modes = requested.filter((mode) => mode !== 'native' || native.state === 'loadable')
+  const modes = requested.filter(({ mode }) => mode !== 'native' || native.state === 'loadable')
   const notes: string[] = []
   if (modes.length < requested.length) notes.push(`native kernels not built (${native.state}): run pnpm attnlab kernels build to include them`)
   const haveTorch = existsSync('/usr/bin/python3')
@@ -183,8 +188,8 @@ async function parent(): Promise<void> {
   }
   const rows: Row[] = []
   for (const setting of settings) {
-    for (const mode of modes) {
-      const row = attnlab(setting, mode)
+    for (const { mode, threads: modeThreads } of modes) {
+      const row = attnlab(setting, mode, modeThreads)
       if (row !== undefined) rows.push(row)
     }
     if (haveTorch) {
@@ -209,7 +214,7 @@ async function parent(): Promise<void> {
     }
   })
   if (json) {
-    console.log(JSON.stringify({ steps, threads, cpu: cpus()[0]?.model, openblas: blas, notes, report }, null, 2))
+    console.log(JSON.stringify({ steps, cpu: cpus()[0]?.model, openblas: blas, notes, report }, null, 2))
     return
   }
   for (const { model, rows: own } of report) {
