@@ -228,7 +228,7 @@ function resultJson(result: LocalizationResult) {
     evaluations: result.evaluations,
     forwardPasses: result.forwardPasses,
     seconds: result.seconds,
-    top: result.top.map((h) => ({ head: formatHead(h), layer: h.layer, index: h.head, score: h.score })),
+    top: result.top.map((h) => ({ head: formatHead(h), layer: h.layer, headInLayer: h.head, flatIndex: h.index, score: h.score })),
     ranking: result.ranking.map((h) => ({ head: formatHead(h), score: Number.isFinite(h.score) ? h.score : null })),
     heatmap: headHeatmap(result).values.map((row) => row.map((v) => (Number.isFinite(v) ? v : null))),
   }
