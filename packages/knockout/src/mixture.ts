@@ -43,8 +43,8 @@ export interface MixtureOptions {
  * component's prefix token. Implements the `@attnlab/markov` {@link Task} interface, so the
  * transformer's trainer trains on it directly.
  *
- * Note: `kind` is `'mixture'`, which `@attnlab/markov`'s `TaskKind` union does not list yet; it
- * is typed as `TaskKind` so a mixture can be passed wherever a `Task` is expected.
+ * Its `kind` is `'mixture'` (a `TaskKind` of `@attnlab/markov`), so a mixture can be passed
+ * wherever a `Task` is expected.
  *
  * @example
  * ```ts
@@ -58,7 +58,7 @@ export interface MixtureOptions {
  */
 export class MixtureTask implements Task {
   /** `'mixture'` (see the class comment). */
-  readonly kind: TaskKind = 'mixture' as unknown as TaskKind
+  readonly kind: TaskKind = 'mixture'
   /** Component token ids plus one prefix token per component. */
   readonly vocabSize: number
   /** 1 (prefix) + the longest component's sequence length. */

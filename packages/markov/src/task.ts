@@ -13,11 +13,12 @@
 import type { Rng } from '@attnlab/core'
 
 /**
- * The task families attnlab generates.
+ * The task families attnlab generates. `'mixture'` is a mixture of other tasks with a prefix
+ * token per component (built by `@attnlab/knockout`'s `MixtureTask`, not by `createTask`).
  *
  * @category Tasks
  */
-export type TaskKind = 'sparse-markov' | 'linear-map' | 'cellular-automaton' | 'icl-markov'
+export type TaskKind = 'sparse-markov' | 'linear-map' | 'cellular-automaton' | 'icl-markov' | 'mixture'
 
 /**
  * A batch of token sequences with a loss mask (see the module comment for the layout).
