@@ -222,7 +222,7 @@ async function parent(): Promise<void> {
     for (const r of own) {
       const ratios = `${r.ratioToPytorch1.toFixed(2)} / ${r.ratioToPytorch2.toFixed(2)} / ${r.ratioToBestPytorch.toFixed(2)}`
       const memory = r.peakRssMiB === undefined ? '' : `  peak rss ${r.peakRssMiB.toFixed(0)} MiB${r.wasmHeapMiB === undefined ? '' : ` (wasm heap ${r.wasmHeapMiB.toFixed(0)} MiB)`}`
-      console.log(`  ${r.implementation.padEnd(34)} ${r.tokensPerSecond.toFixed(0).padStart(8)} tokens/s ${(r.stepSeconds * 1000).toFixed(1).padStart(8)} ms/step  ratio ${ratios}${memory}`)
+      console.log(`  ${r.implementation.padEnd(42)} ${r.tokensPerSecond.toFixed(0).padStart(8)} tokens/s ${(r.stepSeconds * 1000).toFixed(1).padStart(8)} ms/step  ratio ${ratios}${memory}`)
     }
   }
   for (const note of notes) console.log(`\nnote: ${note}`)
