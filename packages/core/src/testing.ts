@@ -38,7 +38,7 @@ const MODES: Readonly<Record<string, { backend: BackendName; kernels: KernelsMod
 /**
  * The backend and kernels of a test mode.
  *
- * @throws {@link ConfigError} for an unknown mode
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown mode
  * @category Testing
  */
 export function resolveTestBackend(mode: TestBackend): { backend: BackendName; kernels: KernelsMode } {

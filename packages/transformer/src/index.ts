@@ -94,8 +94,6 @@ export {
   applyRotary,
   crossEntropyPerRow,
   dropout,
-  layerNorm,
-  linear,
   maskedCrossEntropy,
   oneHotFloat,
   rmsNorm,

@@ -33,6 +33,8 @@ import {
   Rng,
   ShapeError,
   causalAttention,
+  layerNorm,
+  linear,
   oneHotAttention,
   type AttentionContext,
   type AttentionHooks,
@@ -45,7 +47,7 @@ import { ensureGradients } from './gradients.ts'
 import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
 import { ensureKernels, gatherRows, pairScatter, twoHotScores } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
-import { activation, applyRotary, dropout, layerNorm, linear, oneHotFloat, rmsNorm } from './ops.ts'
+import { activation, applyRotary, dropout, oneHotFloat, rmsNorm } from './ops.ts'
 
 /**
  * Token ids: an int32 tensor `[batch, pos]`, or nested arrays.

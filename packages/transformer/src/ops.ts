@@ -1,9 +1,9 @@
 /**
  * Numerical building blocks of the transformer: RMSNorm, activations, rotary embeddings
  * (rotate-half layout), dropout from a seeded `Rng` (`@attnlab/core`), and the masked
- * cross-entropy loss. The linear layer and LayerNorm are `@attnlab/core`'s fused ops (one kernel
- * each when attnlab kernels are registered; composites with explicit-transpose gradients
- * otherwise), re-exported here.
+ * cross-entropy loss. The linear layer and LayerNorm are `@attnlab/core`'s fused ops (`linear`,
+ * `layerNorm`: one kernel each when attnlab kernels are registered; composites with
+ * explicit-transpose gradients otherwise).
  *
  * @module
  */
@@ -11,7 +11,6 @@ import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, softmaxCrossEntropy, type Rng } from '@attnlab/core'
 import type { ActivationFunction } from './config.ts'
 
-export { layerNorm, linear } from '@attnlab/core'
 
 /**
  * RMSNorm over the last axis: `x / sqrt(mean(x^2) + eps) * w` (Llama; Zhang & Sennrich 2019).

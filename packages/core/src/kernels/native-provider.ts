@@ -144,7 +144,7 @@ let loaded: { path: string; addon: NativeAddon } | undefined
  * @param options - `threads`: OpenMP threads for the kernels (default 1; 2 threads only pay on
  *   an otherwise idle machine)
  * @returns the `native` provider
- * @throws {@link KernelsUnavailableError} when no up-to-date build exists or it does not load; the
+ * @throws `KernelsUnavailableError` (`@attnlab/core`) when no up-to-date build exists or it does not load; the
  *   message names the build command
  * @category Kernels
  */
