@@ -323,6 +323,36 @@ export function softmaxCrossEntropyBackward(logits: usize, labels: usize, weight
   }
 }
 
+// out[r, :] = sum_m table[idx[r, m], :]   (indices in range: checked by the caller)
+export function gatherRows(table: usize, indices: usize, out: usize, n: i32, k: i32, width: i32): void {
+  for (let r = 0; r < n; r++) {
+    const o = at(out, <i64>r * width)
+    const first = at(table, <i64>ldi(indices, <i64>r * k) * width)
+    let j = 0
+    for (; j + 4 <= width; j += 4) v128.store(at(o, j), v128.load(at(first, j)))
+    for (; j < width; j++) st(at(o, j), ld(at(first, j)))
+    for (let m = 1; m < k; m++) {
+      const src = at(table, <i64>ldi(indices, <i64>r * k + m) * width)
+      addRowsInPlace(o, src, width)
+    }
+  }
+}
+
+// out [rows, width] = 0; out[idx[r, m], :] += updates[r, :]
+export function scatterRows(updates: usize, indices: usize, out: usize, n: i32, k: i32, width: i32, rows: i32): void {
+  for (let i: i64 = 0; i < <i64>rows * width; i++) st(at(out, i), 0)
+  for (let r = 0; r < n; r++) {
+    const src = at(updates, <i64>r * width)
+    for (let m = 0; m < k; m++) addRowsInPlace(at(out, <i64>ldi(indices, <i64>r * k + m) * width), src, width)
+  }
+}
+
+@inline function addRowsInPlace(dst: usize, src: usize, n: i32): void {
+  let e = 0
+  for (; e + 4 <= n; e += 4) v128.store(at(dst, e), f32x4.add(v128.load(at(dst, e)), v128.load(at(src, e))))
+  for (; e < n; e++) st(at(dst, e), ld(at(dst, e)) + ld(at(src, e)))
+}
+
 export function addBias(C: usize, rows: i32, cols: i32, bias: usize): void {
   for (let r = 0; r < rows; r++) {
     const c = at(C, <i64>r * cols)

@@ -8,7 +8,7 @@
  * - {@link assertShape}: shape checks at API boundaries.
  * - {@link AttentionKernel}: the contract pluggable attention methods implement.
  * - {@link parseSafetensors} / {@link serializeSafetensors}: the safetensors format.
- * - Fused ops ({@link linear}, {@link layerNorm}, {@link causalAttention},
+ * - Fused ops ({@link linear}, {@link layerNorm}, {@link causalAttention}, {@link gatherRows},
  *   {@link softmaxCrossEntropy}, {@link oneHotAttention}, {@link adamwUpdate}): one kernel each
  *   when attnlab kernels are registered (by `useBackend`), an equivalent composite otherwise.
  * - Kernels ({@link registerAttnlabKernels}, {@link KernelProvider}): the `native`, `wasm` and
@@ -53,6 +53,7 @@ export { causalAttention, type CausalAttentionOptions } from './ops/causal-atten
 export { softmaxCrossEntropy } from './ops/softmax-cross-entropy.ts'
 export { oneHotAttention, type OneHotAttentionOptions } from './ops/one-hot-attention.ts'
 export { adamwUpdate } from './ops/adamw.ts'
+export { gatherRows } from './ops/gather-rows.ts'
 export { Rng, type RngState } from './rng.ts'
 export {
   causalPairs,

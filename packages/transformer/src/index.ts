@@ -99,7 +99,7 @@ export {
   rmsNorm,
   ropeTables,
 } from './ops.ts'
-export { KERNEL_NAMES, ensureKernels, gatherRows, pairScatter, pairScores, scatterRows, twoHotScores, twoHotScoresGrad } from './kernels.ts'
+export { KERNEL_NAMES, ensureKernels, pairScatter, pairScores, twoHotScores, twoHotScoresGrad } from './kernels.ts'
 export { ensureGradients, registeredGradientKernels } from './gradients.ts'
 
 // ---- checkpoint import/export (issue 5; files under src/import/; add lines only) ----

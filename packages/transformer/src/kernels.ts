@@ -1,20 +1,15 @@
 /**
- * Gather/scatter kernels for one-hot structured inputs, written in plain JavaScript loops over
- * the backend's memory and registered (with gradients) for every backend.
+ * Gather/scatter kernels for the minimal model's one-hot structured inputs when its attention
+ * is hooked (scores/pattern hooks, head masks), written in plain JavaScript loops over the
+ * backend's memory and registered (with gradients) for every backend. Without hooks the model
+ * uses `@attnlab/core`'s `oneHotAttention` (one fused kernel each way); embeddings use core's
+ * `gatherRows`.
  *
- * Why: the minimal model's input is two one-hots, so `x W = W[token] + W[d + position]` and the
- * attention scores `(x W_Q) x^T` are gathers (`minimal-model-compute.md`). On tfjs-wasm the
- * generic `tf.gather` costs ~150 ns per element and its gradient (`UnsortedSegmentSum`) is
- * missing; `gatherND`/`scatterND` cost ~15 ns per element. These loops cost 1-2 ns per element
- * on both `cpu` and `wasm`, which makes the minimal model's forward and backward pass
- * O(batch * heads * pos^2) memory traffic plus two dense matmuls.
+ * Why: the minimal model's input is two one-hots, so the attention scores `(x W_Q) x^T` are
+ * gathers (`minimal-model-compute.md`). On tfjs-wasm the generic `tf.gather` costs ~150 ns per
+ * element; these loops cost 1-2 ns per element on both `cpu` and `wasm`.
  *
  * Kernels (each is the other's gradient):
- * - `AttnlabGatherRows` (`table [rows, width]`, `indices [n, k]`) -> `[n, width]`, the sum of
- *   the `k` rows each output row names (k = 1: an embedding lookup; k = 2: the minimal model's
- *   `x W = W[token] + W[d + position]`), and `AttnlabScatterRows` (`updates [n, width]`,
- *   `indices [n, k]`, `rows`) -> `[rows, width]` (every named row receives the update;
- *   duplicates add): its gradient.
  * - `AttnlabPairScores` (`q [batch, pos, heads, width]`, `tokens [batch, pos]`) ->
  *   `[batch, heads, pos, pos]`: the score of query `i` with the key whose one-hot input has ones
  *   at `tokens[b, j]` and `offset + j`, i.e. `q[b, i, h, tokens[b, j]] + q[b, i, h, offset + j]`,
@@ -33,12 +28,10 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ShapeError } from '@attnlab/core'
+import { ShapeError } from '@attnlab/core'
 
 /** Kernel names (stable; registered for every backend by {@link ensureKernels}). @category Kernels */
 export const KERNEL_NAMES = Object.freeze({
-  gatherRows: 'AttnlabGatherRows',
-  scatterRows: 'AttnlabScatterRows',
   pairScores: 'AttnlabPairScores',
   pairScatter: 'AttnlabPairScatter',
   twoHotScores: 'AttnlabTwoHotScores',
@@ -82,63 +75,6 @@ function runJs(
   const outValues = new Float32Array(shape.reduce((n, d) => n * d, 1))
   compute(values, outValues)
   return generic.makeTensorInfo(shape, 'float32', outValues)
-}
-
-function checkIndex(value: number, limit: number, what: string): void {
-  if (!(value >= 0 && value < limit)) {
-    throw new AttnlabError('INVALID_ARGUMENT', `${what} ${value} is out of range [0, ${limit})`, { value, limit })
-  }
-}
-
-// ---- rows ----
-
-function gatherRowsKernel({ inputs, backend }: { inputs: tf.NamedTensorInfoMap; backend: unknown }): tf.TensorInfo {
-  const table = inputs.table as tf.TensorInfo
-  const indices = inputs.indices as tf.TensorInfo
-  const [rows, width] = table.shape as [number, number]
-  const [n, k] = indices.shape as [number, number]
-  return runJs(backend, [table, indices], [n, width], ([t, idx], out) => {
-    const values = t as Float32Array
-    const index = idx as Int32Array
-    for (let r = 0; r < n; r++) {
-      const dst = r * width
-      for (let m = 0; m < k; m++) {
-        const row = index[r * k + m] as number
-        checkIndex(row, rows, 'row index')
-        const src = row * width
-        for (let c = 0; c < width; c++) out[dst + c] = (out[dst + c] as number) + (values[src + c] as number)
-      }
-    }
-  })
-}
-
-function scatterRowsKernel({
-  inputs,
-  backend,
-  attrs,
-}: {
-  inputs: tf.NamedTensorInfoMap
-  backend: unknown
-  attrs: tf.NamedAttrMap
-}): tf.TensorInfo {
-  const updates = inputs.updates as tf.TensorInfo
-  const indices = inputs.indices as tf.TensorInfo
-  const rows = attrs.rows as number
-  const [n, width] = updates.shape as [number, number]
-  const k = indices.shape[1] as number
-  return runJs(backend, [updates, indices], [rows, width], ([u, idx], out) => {
-    const values = u as Float32Array
-    const index = idx as Int32Array
-    for (let r = 0; r < n; r++) {
-      const src = r * width
-      for (let m = 0; m < k; m++) {
-        const row = index[r * k + m] as number
-        checkIndex(row, rows, 'row index')
-        const dst = row * width
-        for (let c = 0; c < width; c++) out[dst + c] = (out[dst + c] as number) + (values[src + c] as number)
-      }
-    }
-  })
 }
 
 // ---- pairs ----
@@ -305,8 +241,6 @@ let registered = false
 export function ensureKernels(): void {
   if (registered) return
   const kernels: [string, tf.KernelFunc][] = [
-    [KERNEL_NAMES.gatherRows, gatherRowsKernel as unknown as tf.KernelFunc],
-    [KERNEL_NAMES.scatterRows, scatterRowsKernel as unknown as tf.KernelFunc],
     [KERNEL_NAMES.pairScores, pairScoresKernel as unknown as tf.KernelFunc],
     [KERNEL_NAMES.pairScatter, pairScatterKernel as unknown as tf.KernelFunc],
     [KERNEL_NAMES.twoHotScores, twoHotScoresKernel as unknown as tf.KernelFunc],
@@ -318,22 +252,6 @@ export function ensureKernels(): void {
     }
   }
   const gradients: tf.GradConfig[] = [
-    {
-      kernelName: KERNEL_NAMES.gatherRows,
-      inputsToSave: ['table', 'indices'],
-      gradFunc: (dy, [table, indices]) => ({
-        table: () => scatterRows(dy as tf.Tensor2D, indices as tf.Tensor2D, table!.shape[0] as number),
-        indices: () => tf.cast(tf.zerosLike(indices!), 'float32'),
-      }),
-    },
-    {
-      kernelName: KERNEL_NAMES.scatterRows,
-      inputsToSave: ['indices'],
-      gradFunc: (dy, [indices]) => ({
-        updates: () => gatherRows(dy as tf.Tensor2D, indices as tf.Tensor2D),
-        indices: () => tf.cast(tf.zerosLike(indices!), 'float32'),
-      }),
-    },
     {
       kernelName: KERNEL_NAMES.pairScores,
       inputsToSave: ['q', 'tokens'],
@@ -372,49 +290,6 @@ export function ensureKernels(): void {
     if (tf.getGradient(config.kernelName) === undefined) tf.registerGradient(config)
   }
   registered = true
-}
-
-/**
- * Sums of table rows: `out[n, :] = sum_m table[indices[n, m], :]` (with `k = 1` an embedding
- * lookup). Trains on every backend: its gradient adds rows back with {@link scatterRows}.
- *
- * @param table - `[rows, width]` float32
- * @param indices - `[n, k]` (or `[n]`, meaning k = 1) int32, each in `[0, rows)`
- * @returns `[n, width]`
- * @throws `ShapeError` (`@attnlab/core`) for wrong ranks or dtypes; an `INVALID_ARGUMENT` error for an index out of range
- * @category Kernels
- */
-export function gatherRows(table: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2D): tf.Tensor2D {
-  ensureKernels()
-  if (table.rank !== 2 || (indices.rank !== 1 && indices.rank !== 2) || indices.dtype !== 'int32') {
-    throw new ShapeError(`gatherRows expects table [rows, width] and int32 indices [n, k]; got [${table.shape}] and ${indices.dtype} [${indices.shape}]`)
-  }
-  return tf.tidy(() => {
-    const index = indices.rank === 1 ? tf.reshape(indices, [indices.shape[0] as number, 1]) : indices
-    return tf.engine().runKernel(KERNEL_NAMES.gatherRows, { table, indices: index } as unknown as tf.NamedTensorMap, {}) as tf.Tensor2D
-  })
-}
-
-/**
- * Adds rows into a zero table: `out[indices[n, m], :] += updates[n, :]` for every `m`
- * (duplicates add). The gradient of {@link gatherRows}.
- *
- * @param updates - `[n, width]` float32
- * @param indices - `[n, k]` (or `[n]`) int32, each in `[0, rows)`
- * @param rows - number of rows of the output
- * @returns `[rows, width]`
- * @throws `ShapeError` (`@attnlab/core`) for wrong ranks or dtypes
- * @category Kernels
- */
-export function scatterRows(updates: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2D, rows: number): tf.Tensor2D {
-  ensureKernels()
-  if (updates.rank !== 2 || (indices.rank !== 1 && indices.rank !== 2) || indices.dtype !== 'int32' || updates.shape[0] !== indices.shape[0]) {
-    throw new ShapeError(`scatterRows expects updates [n, width] and int32 indices [n, k]; got [${updates.shape}] and ${indices.dtype} [${indices.shape}]`)
-  }
-  return tf.tidy(() => {
-    const index = indices.rank === 1 ? tf.reshape(indices, [indices.shape[0] as number, 1]) : indices
-    return tf.engine().runKernel(KERNEL_NAMES.scatterRows, { updates, indices: index } as unknown as tf.NamedTensorMap, { rows }) as tf.Tensor2D
-  })
 }
 
 /**

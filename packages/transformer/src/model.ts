@@ -12,8 +12,8 @@
  *   `[nHeads, dModel, dHead]`); the fused projection matrices are assembled from them on each
  *   forward pass (a few small copies, differentiable).
  * - Queries, keys and values are computed by one fused QKV matmul; attention runs per
- *   `[batch, heads]` without loops over heads; embeddings use {@link gatherRows}, which trains on
- *   every backend (tfjs-wasm lacks `tf.gather`'s gradient).
+ *   `[batch, heads]` without loops over heads; embeddings use `@attnlab/core`'s `gatherRows`, which
+ *   trains on every backend (tfjs-wasm lacks `tf.gather`'s gradient).
  *
  * The minimal model (Yüksel et al., arXiv 2602.19143; `tml-epfl/hmm-attention`) has two
  * computations that give the same numbers: the literal one (materialise
@@ -33,6 +33,7 @@ import {
   Rng,
   ShapeError,
   causalAttention,
+  gatherRows,
   layerNorm,
   linear,
   oneHotAttention,
@@ -45,7 +46,7 @@ import { configToJSON, type TransformerConfig } from './config.ts'
 import { denseAttention } from './dense-attention.ts'
 import { ensureGradients } from './gradients.ts'
 import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
-import { ensureKernels, gatherRows, pairScatter, twoHotScores } from './kernels.ts'
+import { ensureKernels, pairScatter, twoHotScores } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
 import { activation, applyRotary, dropout, oneHotFloat, rmsNorm } from './ops.ts'
 

@@ -131,6 +131,32 @@ KERNEL(Softmax) {
   });
 }
 
+// gatherRows(table, indices, out, n, k, width, rows): rows = the table's row count (index check)
+KERNEL(GatherRows) {
+  return guarded(env, [&] {
+    Args a(env, info);
+    const int n = a.integer(3), k = a.integer(4), width = a.integer(5), rows = a.integer(6);
+    const int32_t* indices = a.i32(1, (int64_t)n * k);
+    for (int64_t i = 0; i < (int64_t)n * k; i++)
+      if (indices[i] < 0 || indices[i] >= rows) throw ArgError{"row index " + std::to_string(indices[i]) + " is out of range", true};
+    attn::gatherRows(a.f32(0, (int64_t)rows * width), indices, a.f32(2, (int64_t)n * width), n, k, width);
+    return undefined(env);
+  });
+}
+
+// scatterRows(updates, indices, out, n, k, width, rows)
+KERNEL(ScatterRows) {
+  return guarded(env, [&] {
+    Args a(env, info);
+    const int n = a.integer(3), k = a.integer(4), width = a.integer(5), rows = a.integer(6);
+    const int32_t* indices = a.i32(1, (int64_t)n * k);
+    for (int64_t i = 0; i < (int64_t)n * k; i++)
+      if (indices[i] < 0 || indices[i] >= rows) throw ArgError{"row index " + std::to_string(indices[i]) + " is out of range", true};
+    attn::scatterRows(a.f32(0, (int64_t)n * width), indices, a.f32(2, (int64_t)rows * width), n, k, width, rows);
+    return undefined(env);
+  });
+}
+
 // addBias(c, rows, cols, bias)
 KERNEL(AddBias) {
   return guarded(env, [&] {
@@ -319,6 +345,8 @@ napi_value Init(napi_env env, napi_value exports) {
   const napi_property_descriptor properties[] = {
       {"gemm", nullptr, Gemm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"gatherRows", nullptr, GatherRows, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"scatterRows", nullptr, ScatterRows, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"addBias", nullptr, AddBias, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"columnSum", nullptr, ColumnSum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"geluForward", nullptr, GeluForward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

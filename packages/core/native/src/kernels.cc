@@ -310,6 +310,35 @@ void softmaxRows(const float* x, float* y, int64_t rows, int cols) {
 }
 
 ATTN_MULTIVERSION
+void gatherRows(const float* table, const int32_t* indices, float* out, int64_t n, int k, int width) {
+  for (int64_t r = 0; r < n; r++) {
+    float* o = out + r * width;
+    const float* first = table + (int64_t)indices[r * k] * width;
+#pragma omp simd
+    for (int j = 0; j < width; j++) o[j] = first[j];
+    for (int m = 1; m < k; m++) {
+      const float* src = table + (int64_t)indices[r * k + m] * width;
+#pragma omp simd
+      for (int j = 0; j < width; j++) o[j] += src[j];
+    }
+  }
+}
+
+ATTN_MULTIVERSION
+void scatterRows(const float* updates, const int32_t* indices, float* out, int64_t n, int k, int width,
+                 int64_t rows) {
+  std::fill(out, out + rows * width, 0.f);
+  for (int64_t r = 0; r < n; r++) {
+    const float* src = updates + r * width;
+    for (int m = 0; m < k; m++) {
+      float* o = out + (int64_t)indices[r * k + m] * width;
+#pragma omp simd
+      for (int j = 0; j < width; j++) o[j] += src[j];
+    }
+  }
+}
+
+ATTN_MULTIVERSION
 void addBias(float* C, int64_t rows, int cols, const float* bias) {
   for (int64_t r = 0; r < rows; r++) {
     float* c = C + r * cols;

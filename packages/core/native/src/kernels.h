@@ -12,6 +12,10 @@ void gemm(bool transA, bool transB, int batch, int M, int N, int K, const float*
           const float* B, int64_t strideB, float* C);
 // y = softmax(x) over rows of length cols; -inf entries give exactly 0.
 void softmaxRows(const float* x, float* y, int64_t rows, int cols);
+// out[r, :] = sum_m table[indices[r, m], :] (indices in range), and its adjoint (out zeroed first).
+void gatherRows(const float* table, const int32_t* indices, float* out, int64_t n, int k, int width);
+void scatterRows(const float* updates, const int32_t* indices, float* out, int64_t n, int k, int width,
+                 int64_t rows);
 // C[r, :] += bias.
 void addBias(float* C, int64_t rows, int cols, const float* bias);
 // out[j] = sum_r x[r, j].

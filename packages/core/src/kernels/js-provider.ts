@@ -65,6 +65,29 @@ function softmax(x: FloatArray, y: FloatArray, rows: number, cols: number): void
   for (let r = 0; r < rows; r++) softmaxRow(x, r * cols, y, r * cols, cols, 1)
 }
 
+function gatherRows(table: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number): void {
+  for (let r = 0; r < n; r++) {
+    const o = r * width
+    const first = indices[r * k]! * width
+    for (let j = 0; j < width; j++) out[o + j] = table[first + j]!
+    for (let m = 1; m < k; m++) {
+      const src = indices[r * k + m]! * width
+      for (let j = 0; j < width; j++) out[o + j]! += table[src + j]!
+    }
+  }
+}
+
+function scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void {
+  out.fill(0, 0, rows * width)
+  for (let r = 0; r < n; r++) {
+    const src = r * width
+    for (let m = 0; m < k; m++) {
+      const o = indices[r * k + m]! * width
+      for (let j = 0; j < width; j++) out[o + j]! += updates[src + j]!
+    }
+  }
+}
+
 function addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void {
   for (let r = 0; r < rows; r++) {
     const o = r * cols
@@ -490,6 +513,8 @@ export const jsKernelProvider: KernelProvider = Object.freeze({
   fastMatMul: false,
   gemm,
   softmax,
+  gatherRows,
+  scatterRows,
   addBias,
   columnSum,
   geluForward,

@@ -4,6 +4,10 @@
  * @category Kernels
  */
 export const ATTNLAB_KERNELS = Object.freeze({
+  /** Sums of table rows (embedding lookups): one output. */
+  gatherRows: 'AttnlabGatherRows',
+  /** Backward of the row gather: the table's gradient. */
+  scatterRows: 'AttnlabScatterRows',
   /** `x @ w (+ bias)`: one output. */
   linear: 'AttnlabLinear',
   /** `gelu_new(x @ w (+ bias))`: outputs `[y, preActivation]`. */

@@ -60,6 +60,8 @@ export interface NativeBuildResult {
 interface NativeAddon {
   gemm(tA: boolean, tB: boolean, batch: number, m: number, n: number, k: number, a: FloatArray, sA: number, b: FloatArray, sB: number, c: FloatArray): void
   softmax(x: FloatArray, y: FloatArray, rows: number, cols: number): void
+  gatherRows(table: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
+  scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
   addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void
   columnSum(x: FloatArray, out: FloatArray, rows: number, cols: number): void
   geluForward(x: FloatArray, y: FloatArray, n: number): void
@@ -175,6 +177,8 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
     fastMatMul: true,
     gemm: (tA, tB, batch, m, n, kk, a, sA, b, sB, c) => k.gemm(tA, tB, batch, m, n, kk, a, sA, b, sB, c),
     softmax: (x, y, rows, cols) => k.softmax(x, y, rows, cols),
+    gatherRows: (table, indices, out, n, kk, width) => k.gatherRows(table, indices, out, n, kk, width, table.length / Math.max(width, 1)),
+    scatterRows: (updates, indices, out, n, kk, width, rows) => k.scatterRows(updates, indices, out, n, kk, width, rows),
     addBias: (c, rows, cols, bias) => k.addBias(c, rows, cols, bias),
     columnSum: (x, out, rows, cols) => k.columnSum(x, out, rows, cols),
     geluForward: (x, y, n) => k.geluForward(x, y, n),

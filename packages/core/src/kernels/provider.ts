@@ -57,6 +57,13 @@ export interface KernelProvider {
   ): void
   /** `y = softmax(x)` over the last axis of `x [rows, cols]`; `-Infinity` gives exactly 0. */
   softmax(x: FloatArray, y: FloatArray, rows: number, cols: number): void
+  /**
+   * Row gathers: `out[r, :] = sum_m table[indices[r, m], :]` for `table [rows, width]`,
+   * `indices [n, k]` (in range), `out [n, width]` (k = 1: an embedding lookup).
+   */
+  gatherRows(table: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number): void
+  /** The adjoint of {@link KernelProvider.gatherRows}: `out [rows, width]` = 0, then `out[indices[r, m], :] += updates[r, :]`. */
+  scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
   /** `c[r, :] += bias` for `c [rows, cols]`, `bias [cols]` (in place). */
   addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void
   /** `out[j] = sum_r x[r, j]` for `x [rows, cols]`. */

@@ -303,6 +303,30 @@ export function registerAttnlabKernels(
     })
   })
 
+  // ---- row gathers (embeddings) ----------------------------------------------------------------
+  add(ATTNLAB_KERNELS.gatherRows, (args) => {
+    const { table, indices } = args.inputs as { table: tf.TensorInfo; indices: tf.TensorInfo }
+    const [rows, width] = table.shape as [number, number]
+    const [n, k] = indices.shape as [number, number]
+    const memory = memoryOf(args.backend)
+    checkTokens(memory.ints(indices), rows, 'row index')
+    return outputsThenViews(memory, [[n, width]], ([out]) => {
+      if (n * width > 0) provider.gatherRows(memory.floats(table), memory.ints(indices), memory.floats(out!), n, k, width)
+      return out!
+    })
+  })
+  add(ATTNLAB_KERNELS.scatterRows, (args) => {
+    const { updates, indices } = args.inputs as { updates: tf.TensorInfo; indices: tf.TensorInfo }
+    const { rows } = args.attrs as { rows: number }
+    const [n, width] = updates.shape as [number, number]
+    const k = indices.shape[1] as number
+    const memory = memoryOf(args.backend)
+    return outputsThenViews(memory, [[rows, width]], ([out]) => {
+      if (rows * width > 0) provider.scatterRows(memory.floats(updates), memory.ints(indices), memory.floats(out!), n, k, width, rows)
+      return out!
+    })
+  })
+
   // ---- layer norm --------------------------------------------------------------------------------
   add(ATTNLAB_KERNELS.layerNorm, (args) => {
     const { x, gain, bias } = args.inputs as { x: tf.TensorInfo; gain: tf.TensorInfo; bias?: tf.TensorInfo }
@@ -448,6 +472,17 @@ function registerGradientsOnce(): void {
       if (pre !== undefined) inputs.pre = pre
       const [dx, dw, db] = run(ATTNLAB_KERNELS.linearGrad, inputs, { hasBias }) as tf.Tensor[]
       return { x: () => dx!, w: () => dw!, bias: () => db! }
+    },
+  })
+  tf.registerGradient({
+    kernelName: ATTNLAB_KERNELS.gatherRows,
+    inputsToSave: ['table', 'indices'],
+    gradFunc: (dy, saved) => {
+      const [table, indices] = saved as [tf.Tensor, tf.Tensor]
+      return {
+        table: () => run(ATTNLAB_KERNELS.scatterRows, { updates: first(dy), indices }, { rows: table.shape[0] as number }) as tf.Tensor,
+        indices: zerosFor(indices),
+      }
     },
   })
   tf.registerGradient(linearGrad(false))

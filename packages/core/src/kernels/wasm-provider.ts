@@ -21,6 +21,8 @@ interface WasmKernelExports {
   gemm(tA: number, tB: number, batch: number, m: number, n: number, k: number, a: number, sA: number, b: number, sB: number, c: number, scratch: number): void
   gemmScratchFloats(n: number): number
   softmax(x: number, y: number, rows: number, cols: number): void
+  gatherRows(table: number, indices: number, out: number, n: number, k: number, width: number): void
+  scatterRows(updates: number, indices: number, out: number, n: number, k: number, width: number, rows: number): void
   attentionScratchFloats(pos: number, dHead: number): number
   attentionForward(qkv: number, out: number, probs: number, b: number, t: number, h: number, dh: number, scale: number, causal: number, scratch: number): void
   attentionBackward(qkv: number, probs: number, dOut: number, dQkv: number, b: number, t: number, h: number, dh: number, scale: number, causal: number, scratch: number): void
@@ -101,6 +103,8 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
       k.gemm(tA ? 1 : 0, tB ? 1 : 0, batch, m, n, kk, pa, strideA, pb, strideB, pc, need(k.gemmScratchFloats(n)))
     },
     softmax: (x, y, rows, cols) => k.softmax(address(x), address(y), rows, cols),
+    gatherRows: (table, indices, out, n, kk, width) => k.gatherRows(address(table), address(indices), address(out), n, kk, width),
+    scatterRows: (updates, indices, out, n, kk, width, rows) => k.scatterRows(address(updates), address(indices), address(out), n, kk, width, rows),
     addBias: (c, rows, cols, bias) => k.addBias(address(c), rows, cols, address(bias)),
     columnSum: (x, out, rows, cols) => k.columnSum(address(x), address(out), rows, cols),
     geluForward: (x, y, n) => k.geluForward(address(x), address(y), n),
