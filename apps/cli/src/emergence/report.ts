@@ -59,7 +59,8 @@ function lossSpec(input: ReportInput): PlotSpec {
   }
   const valued = input.oracles.filter((o) => o.value !== null)
   const bands = input.oracles.filter((o) => o.value === null && o.bounds !== null).map((o) => ({ label: `${o.label} (bounds)`, lower: o.bounds![0], upper: o.bounds![1] }))
-  const stageRules = input.seeds.flatMap((s) => s.analysis.stages.map((st) => ({ step: st.step, label: `stage ${st.stage}${multi ? ` (seed ${s.seed})` : ''}` })))
+  // One seed: its stage boundaries; several seeds: figure 5 shows them instead.
+  const stageRules = multi ? [] : input.seeds.flatMap((s) => s.analysis.stages.map((st) => ({ step: st.step, label: `stage ${st.stage}` })))
   const layers: Record<string, unknown>[] = []
   if (bands.length > 0) {
     layers.push({
@@ -216,12 +217,7 @@ function seedsSpec(input: ReportInput): PlotSpec | null {
   if (input.seeds.length < 2) return null
   const rows: Record<string, unknown>[] = []
   for (const seed of input.seeds) {
-    for (const stage of seed.analysis.stages) rows.push({ seed: seed.seed, step: stage.step, stage: `stage ${stage.stage}` })
-    if (seed.analysis.method === 'loss') {
-      seed.analysis.positionEmergence.forEach((step, p) => {
-        if (step !== null) rows.push({ seed: seed.seed, step, stage: `position ${p + 1}` })
-      })
-    }
+    for (const stage of seed.analysis.stages) rows.push({ seed: seed.seed, step: stage.step, stage: `stage ${stage.stage}`, order: stage.stage })
   }
   if (rows.length === 0) return null
   return {
@@ -231,12 +227,15 @@ function seedsSpec(input: ReportInput): PlotSpec | null {
     layer: [
       {
         mark: { type: 'boxplot', extent: 'min-max', opacity: 0.35 },
-        encoding: { y: { field: 'stage', type: 'nominal', title: null }, x: { field: 'step', type: 'quantitative', title: 'emergence step' } },
+        encoding: {
+          y: { field: 'stage', type: 'nominal', title: null, sort: { field: 'order', op: 'min' } },
+          x: { field: 'step', type: 'quantitative', title: 'emergence step' },
+        },
       },
       {
         mark: { type: 'point', filled: true, size: 50 },
         encoding: {
-          y: { field: 'stage', type: 'nominal' },
+          y: { field: 'stage', type: 'nominal', sort: { field: 'order', op: 'min' } },
           x: { field: 'step', type: 'quantitative' },
           color: { field: 'seed', type: 'nominal' },
           tooltip: [{ field: 'seed' }, { field: 'step' }],
@@ -253,11 +252,11 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
       (s) =>
         `<tr><td>${s.stage}</td><td>${Math.round(s.step)}</td><td>${fmt(s.plateauLoss)}</td><td>${escape(
           s.nearestOracle ? `${describeOracle(s.nearestOracle)} (${fmt(s.nearestOracle.distance, 3)} away)` : '-',
-        )}</td><td>${escape(s.spanNames.map((name, i) => `${name} <- ${s.heads[i] ?? '?'}`).join(', ') || '-')}</td></tr>`,
+        )}</td><td>${escape(s.spanNames.map((name, i) => (s.heads[i] === undefined ? name : `${name} <- ${s.heads[i]}`)).join(', ') || '-')}</td></tr>`,
     )
     .join('')
   void input
-  return `<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>oracle of the stage (distance)</th><th>span taken by head</th></tr></thead><tbody>${rows}</tbody></table>`
+  return `<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>oracle of the stage (distance)</th><th>learned (span &lt;- head)</th></tr></thead><tbody>${rows}</tbody></table>`
 }
 
 /**
@@ -305,7 +304,11 @@ export async function buildReport(input: ReportInput): Promise<string> {
       odeSpec(first),
     )
   }
-  await figure('5. Emergence steps across seeds', 'Each point is one seed; emergence is random across seeds (Baherwani et al.).', seedsSpec(input))
+  await figure(
+    '5. Emergence steps across seeds',
+    'Each point is one seed; stage k is the k-th pattern learned (a span taken by a head, or an output position whose loss dropped). Emergence is random across seeds (Baherwani et al.).',
+    seedsSpec(input),
+  )
   const settings = Object.entries(input.settings)
     .map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(v)}</td></tr>`)
     .join('')

@@ -13,8 +13,8 @@
  * For tasks without a fixed pattern (linear map, cellular automata, in-context chains) the
  * emergence step is where the validation loss first falls, persistently, below the midpoint
  * between chance and the Bayes floor (Baherwani et al.'s abrupt drop), and each scored output
- * position gets its own emergence step from its per-position loss (the per-token drops of their
- * Figure 3).
+ * position gets its own emergence step where its loss falls, persistently, below half its
+ * initial value (the per-token drops of their Figure 3); each such drop is one stage, in order.
  */
 import { classifyPhases, headSimilarity, type PhaseSegment } from '@attnlab/dynamics'
 import type { OracleLine } from './oracles.ts'
@@ -282,11 +282,17 @@ function analyzeByLoss(lines: readonly MetricLine[], oracles: readonly OracleLin
     }
     positionEmergence.push(firstPersistentBelow(steps, series, 0.5 * start, persistence))
   }
-  const stages: RunStage[] = []
-  if (emergenceStep !== null) {
-    const after = lines.filter((l) => l.step >= emergenceStep).map((l) => l.validationLoss)
-    const plateauLoss = median(after.slice(Math.floor(after.length / 2)))
-    stages.push({ stage: 1, step: emergenceStep, spans: [], spanNames: [], heads: [], plateauLoss, nearestOracle: nearest(plateauLoss, oracles) })
-  }
+  // Each output position whose loss drops is one stage (Baherwani et al.: positions are learned
+  // one at a time, each in an abrupt drop), in the order they were learned.
+  const learned = positionEmergence
+    .map((step, p) => ({ step, p }))
+    .filter((x): x is { step: number; p: number } => x.step !== null)
+    .sort((a, b) => a.step - b.step || a.p - b.p)
+  const stages: RunStage[] = learned.map(({ step, p }, index) => {
+    const end = learned[index + 1]?.step ?? (steps[steps.length - 1] as number) + 1
+    const window = lines.filter((l) => l.step >= 0.5 * (step + end) && l.step < end).map((l) => l.validationLoss)
+    const plateauLoss = median(window.length > 0 ? window : [lines[lines.length - 1]?.validationLoss ?? NaN])
+    return { stage: index + 1, step, spans: [p], spanNames: [`position ${p + 1}`], heads: [], plateauLoss, nearestOracle: nearest(plateauLoss, oracles) }
+  })
   return { method: 'loss', stages, phases: [], finalHolders: [], eachSpanOwnHead: false, emergenceStep, positionEmergence, headSimilarity: similarity }
 }
