@@ -144,17 +144,25 @@ void gemmOne(bool transA, bool transB, int M, int N, int K, const float* A, cons
     return;
   }
   const int panels = (N + NR - 1) / NR;
-  tlsB.resize((size_t)panels * KC * NR);
-  float* Bp = tlsB.data();
-  for (int kb = 0; kb < K; kb += KC) {
-    const int kc = std::min(KC, K - kb);
-    packB(B, transB, K, N, kb, kc, Bp);
-    const int blocks = (M + MR - 1) / MR;
-#pragma omp parallel for schedule(static) if (parallelRows && gThreads > 1 && blocks >= 8) num_threads(gThreads)
-    for (int blk = 0; blk < blocks; blk++) {
-      workerFtz();
-      tlsA.resize((size_t)MR * KC);
-      gemmRowBlock(A, transA, M, N, K, blk * MR, kb, kc, Bp, C, kb == 0, tlsA.data());
+  const int blocks = (M + MR - 1) / MR;
+  // One parallel region per product (not one per depth block): every thread packs B itself and
+  // keeps the same static share of row blocks for every depth block, so no barrier is needed
+  // between blocks and each element of C is computed by one thread in a fixed order (the result
+  // does not depend on the thread count).
+  const bool parallel = parallelRows && gThreads > 1 && blocks >= 2 * gThreads;
+#pragma omp parallel num_threads(gThreads) if (parallel)
+  {
+    workerFtz();
+    tlsB.resize((size_t)panels * KC * NR);
+    tlsA.resize((size_t)MR * KC);
+    float* Bp = tlsB.data();
+    for (int kb = 0; kb < K; kb += KC) {
+      const int kc = std::min(KC, K - kb);
+      packB(B, transB, K, N, kb, kc, Bp);
+#pragma omp for schedule(static) nowait
+      for (int blk = 0; blk < blocks; blk++) {
+        gemmRowBlock(A, transA, M, N, K, blk * MR, kb, kc, Bp, C, kb == 0, tlsA.data());
+      }
     }
   }
 }

@@ -38,3 +38,26 @@ describe.skipIf(status.state !== 'loadable')(`native kernels addon${status.state
     await expect(loadNativeKernelProvider({ threads: 0 })).rejects.toThrow(/threads 0/)
   })
 })
+
+describe.skipIf(status.state !== 'loadable')('native kernels with 2 threads', () => {
+  it('give bit-identical matmuls and the same one-hot attention as 1 thread', async () => {
+    const provider = await loadNativeKernelProvider({ threads: 1 })
+    const run = (threads: number): Float32Array[] => {
+      provider.setThreads(threads)
+      const outs: Float32Array[] = []
+      for (const [tA, tB, m, n, k] of [[false, false, 301, 45, 700], [true, false, 64, 70, 1000], [false, true, 129, 33, 257]] as const) {
+        const a = Float32Array.from({ length: m * k }, (_, i) => Math.sin(i))
+        const b = Float32Array.from({ length: k * n }, (_, i) => Math.cos(i))
+        const c = new Float32Array(m * n)
+        provider.gemm(tA, tB, 1, m, n, k, a, 0, b, 0, c)
+        outs.push(c)
+      }
+      return outs
+    }
+    const one = run(1)
+    const two = run(2)
+    one.forEach((c, i) => expect(Array.from(two[i]!)).toEqual(Array.from(c)))
+    provider.setThreads(1)
+    expect(provider.threads()).toBe(1)
+  })
+})

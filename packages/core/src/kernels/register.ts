@@ -3,11 +3,12 @@
  * on the backend's memory.
  *
  * Two kinds of kernels:
- * 1. Replacements of stock kernels (`BatchMatMul`, `_FusedMatMul`, `Softmax`): model code keeps
- *    calling `tf.matMul` / `tf.softmax`, and the transposed and batched matmuls that autodiff
- *    emits land here too. Cases a provider does not cover (odd broadcasts, prelu, int32) run the
- *    stock kernel. Matmuls are replaced only for providers whose matmul is faster than the
- *    backend's ({@link KernelProvider.fastMatMul}); Softmax always (exact zeros, no denormals).
+ * 1. Replacements of stock kernels (`BatchMatMul`, `_FusedMatMul`, `Softmax`, and on `wasm` a
+ *    zero-copy `Identity`): model code keeps calling `tf.matMul` / `tf.softmax`, and the
+ *    transposed and batched matmuls that autodiff emits land here too. Cases a provider does not
+ *    cover (odd broadcasts, prelu, int32) run the stock kernel. Matmuls are replaced only for
+ *    providers whose matmul is faster than the backend's ({@link KernelProvider.fastMatMul});
+ *    Softmax always (exact zeros, no denormals).
  * 2. Fused kernels ({@link ATTNLAB_KERNELS}) with backward kernels and `tf.registerGradient`
  *    entries. Ops in `@attnlab/core` call them when the active backend has them and an equivalent
  *    composite of stock ops otherwise.
