@@ -1,5 +1,6 @@
+import { existsSync } from 'node:fs'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
@@ -331,12 +332,12 @@ describe('sparse compare (computation on a real attnlab model)', () => {
   })
 })
 
-describe('attnlab sparse compare on ../shared/models/aidreams260K', () => {
-  const model = new URL('../../../../../shared/models/aidreams260K', import.meta.url).pathname
-  const hasModel = stat(join(model, 'model.bin')).then(() => true, () => false)
+const SHARED_MODEL = new URL('../../../../../shared/models/aidreams260K', import.meta.url).pathname
+// The real model lives beside the repository (../shared); without it this suite is skipped.
+describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse compare on ../shared/models/aidreams260K', () => {
+  const model = SHARED_MODEL
 
   it('runs all six methods and writes the plot', async () => {
-    if (!(await hasModel)) return expect.fail(`the shared model is missing at ${model}`)
     const promptFile = join(dir, 'prompt.txt')
     await writeFile(promptFile, 'I dreamed of a quiet city where the lights hummed softly, and every street remembered the footsteps of those who had walked there before. The wind carried fragments of songs, and I followed them')
     const plot = join(dir, 'compare.svg')
