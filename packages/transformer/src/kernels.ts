@@ -79,15 +79,14 @@ function runJs(
 
 // ---- pairs ----
 
-function pairScoresKernel({
-  inputs,
-  backend,
-  attrs,
-}: {
+/** What tfjs passes a kernel function. */
+interface KernelArgs {
   inputs: tf.NamedTensorInfoMap
   backend: unknown
   attrs: tf.NamedAttrMap
-}): tf.TensorInfo {
+}
+
+function pairScoresKernel({ inputs, backend, attrs }: KernelArgs): tf.TensorInfo {
   const q = inputs.q as tf.TensorInfo
   const tokens = inputs.tokens as tf.TensorInfo
   const [batch, pos, heads, width] = q.shape as [number, number, number, number]
@@ -112,15 +111,7 @@ function pairScoresKernel({
   })
 }
 
-function pairScatterKernel({
-  inputs,
-  backend,
-  attrs,
-}: {
-  inputs: tf.NamedTensorInfoMap
-  backend: unknown
-  attrs: tf.NamedAttrMap
-}): tf.TensorInfo {
+function pairScatterKernel({ inputs, backend, attrs }: KernelArgs): tf.TensorInfo {
   const p = inputs.p as tf.TensorInfo
   const tokens = inputs.tokens as tf.TensorInfo
   const [batch, heads, pos] = p.shape as [number, number, number, number]
@@ -148,15 +139,7 @@ function pairScatterKernel({
   })
 }
 
-function twoHotScoresKernel({
-  inputs,
-  backend,
-  attrs,
-}: {
-  inputs: tf.NamedTensorInfoMap
-  backend: unknown
-  attrs: tf.NamedAttrMap
-}): tf.TensorInfo {
+function twoHotScoresKernel({ inputs, backend, attrs }: KernelArgs): tf.TensorInfo {
   const w = inputs.w as tf.TensorInfo
   const tokens = inputs.tokens as tf.TensorInfo
   const [heads, width] = w.shape as [number, number, number]
@@ -190,15 +173,7 @@ function twoHotScoresKernel({
   })
 }
 
-function twoHotScoresGradKernel({
-  inputs,
-  backend,
-  attrs,
-}: {
-  inputs: tf.NamedTensorInfoMap
-  backend: unknown
-  attrs: tf.NamedAttrMap
-}): tf.TensorInfo {
+function twoHotScoresGradKernel({ inputs, backend, attrs }: KernelArgs): tf.TensorInfo {
   const dy = inputs.dy as tf.TensorInfo
   const tokens = inputs.tokens as tf.TensorInfo
   const [batch, heads, pos] = dy.shape as [number, number, number, number]

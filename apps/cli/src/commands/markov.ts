@@ -21,7 +21,7 @@ import {
 } from '@attnlab/markov'
 import { UsageError } from '../errors.ts'
 import { intParser } from '../options.ts'
-import { addTaskFlags } from '../run-flags.ts'
+import { addTaskFlags, type TaskFlags } from '../run-flags.ts'
 
 /** Task flags, and the task kinds each applies to. */
 const TASK_FLAGS: Readonly<Record<string, { readonly key: string; readonly kinds: readonly TaskKind[] }>> = {
@@ -45,28 +45,8 @@ const TASK_FLAGS: Readonly<Record<string, { readonly key: string; readonly kinds
   '--length': { key: 'length', kinds: ['icl-markov'] },
 }
 
-interface TaskOptions {
-  task: string
-  seed: number
-  vocab?: number
-  spans?: number[]
-  m?: number
-  tau?: number
-  reverse?: boolean
-  stride?: number
-  positionWeights?: number[]
-  genLen?: number
-  stateSize?: number
-  onesPerRow?: number
-  states?: number
-  cells?: number
-  rules?: number[]
-  bos?: boolean
-  scoreInitial?: boolean
-  order?: number
-  alpha?: number
-  length?: number
-}
+/** The task flags of `markov sample|oracle`: the run flags' task flags, with `--seed` for the task. */
+type TaskOptions = Omit<TaskFlags, 'taskSeed'> & { seed: number }
 
 function addTaskOptions(command: Command): Command {
   addTaskFlags(command, 'sparse-markov', { taskSeed: false })
