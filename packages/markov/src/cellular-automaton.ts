@@ -9,7 +9,7 @@ import { ConfigError, type Rng } from '@attnlab/core'
 import { meanAndStandardError } from './entropy.ts'
 import { deepFreeze } from './sparse-markov.ts'
 import type { OffsetGroup, Task, TokenBatch } from './task.ts'
-import { checkArray, checkBatchSize, checkBoolean, checkInteger, checkKnownKeys, show } from './validate.ts'
+import { checkArray, sampleBatch, checkBoolean, checkInteger, checkKnownKeys, show } from './validate.ts'
 
 /**
  * Configuration of a {@link CellularAutomatonTask}.
@@ -144,12 +144,7 @@ export class CellularAutomatonTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    checkBatchSize(batchSize)
-    const L = this.seqLength
-    const tokens = new Int32Array(batchSize * L)
-    const lossMask = new Uint8Array(batchSize * L)
-    for (let b = 0; b < batchSize; b++) this.sampleInto(tokens, lossMask, b * L, rng)
-    return { tokens, lossMask, batchSize, seqLength: L }
+    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) => this.sampleInto(tokens, lossMask, offset, rng))
   }
 
   private sampleInto(tokens: Int32Array, lossMask: Uint8Array, base: number, rng: Rng): number {

@@ -10,7 +10,7 @@ import type { BayesLossEstimate } from './cellular-automaton.ts'
 import { meanAndStandardError } from './entropy.ts'
 import { deepFreeze } from './sparse-markov.ts'
 import type { OffsetGroup, Task, TokenBatch } from './task.ts'
-import { checkBatchSize, checkInteger, checkKnownKeys, checkNumber, show } from './validate.ts'
+import { sampleBatch, checkInteger, checkKnownKeys, checkNumber, show } from './validate.ts'
 
 /**
  * Configuration of an {@link IclMarkovTask}.
@@ -121,12 +121,7 @@ export class IclMarkovTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    checkBatchSize(batchSize)
-    const L = this.seqLength
-    const tokens = new Int32Array(batchSize * L)
-    const lossMask = new Uint8Array(batchSize * L)
-    for (let b = 0; b < batchSize; b++) this.sampleInto(tokens, lossMask, b * L, rng)
-    return { tokens, lossMask, batchSize, seqLength: L }
+    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) => this.sampleInto(tokens, lossMask, offset, rng))
   }
 
   private sampleInto(tokens: Int32Array, lossMask: Uint8Array, base: number, rng: Rng): void {

@@ -8,7 +8,7 @@
 import { ConfigError, Rng } from '@attnlab/core'
 import { deepFreeze } from './sparse-markov.ts'
 import type { Task, TokenBatch } from './task.ts'
-import { checkBatchSize, checkBoolean, checkInteger, checkKnownKeys, show } from './validate.ts'
+import { checkBoolean, checkInteger, checkKnownKeys, sampleBatch, show } from './validate.ts'
 
 /**
  * Configuration of a {@link LinearMapTask}.
@@ -126,13 +126,9 @@ export class LinearMapTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    checkBatchSize(batchSize)
     const { stateSize: S, states, scoreInitialState } = this.config
     const L = this.seqLength
-    const tokens = new Int32Array(batchSize * L)
-    const lossMask = new Uint8Array(batchSize * L)
-    for (let b = 0; b < batchSize; b++) {
-      const base = b * L
+    return sampleBatch(batchSize, L, (tokens, lossMask, base) => {
       if (this.offset === 1) tokens[base] = 2
       const first = base + this.offset
       for (let i = 0; i < S; i++) tokens[first + i] = rng.int(2)
@@ -149,8 +145,7 @@ export class LinearMapTask implements Task {
         const isInitial = p - this.offset < S
         lossMask[base + p] = isInitial && !scoreInitialState ? 0 : 1
       }
-    }
-    return { tokens, lossMask, batchSize, seqLength: L }
+    })
   }
 
   /**

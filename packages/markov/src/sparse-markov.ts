@@ -10,7 +10,7 @@ import { randomOrthogonalMatrix } from './orthogonal.ts'
 import type { OffsetGroup, Task, TokenBatch } from './task.ts'
 import {
   checkArray,
-  checkBatchSize,
+  sampleBatch,
   checkBoolean,
   checkInteger,
   checkKnownKeys,
@@ -451,12 +451,7 @@ export class SparseMarkovTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    checkBatchSize(batchSize)
-    const L = this.seqLength
-    const tokens = new Int32Array(batchSize * L)
-    const lossMask = new Uint8Array(batchSize * L)
-    for (let b = 0; b < batchSize; b++) this.sampleSequenceInto(tokens, lossMask, b * L, rng)
-    return { tokens, lossMask, batchSize, seqLength: L }
+    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) => this.sampleSequenceInto(tokens, lossMask, offset, rng))
   }
 
   /**

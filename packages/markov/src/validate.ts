@@ -5,6 +5,7 @@
  * @module
  */
 import { ConfigError } from '@attnlab/core'
+import type { TokenBatch } from './task.ts'
 
 /** Formats a value for an error message (arrays and objects as JSON). */
 export function show(value: unknown): string {
@@ -72,4 +73,23 @@ export function checkKnownKeys(taskName: string, config: object, allowed: readon
 /** Checks the arguments of `Task.sample`. */
 export function checkBatchSize(batchSize: unknown): number {
   return checkInteger('batchSize', batchSize, 1, 1 << 24)
+}
+
+/**
+ * Allocates a `[batchSize, seqLength]` batch and fills it one sequence at a time with
+ * `fill(tokens, lossMask, offset)` (`offset = b * seqLength`), in order, so the rng stream a task
+ * draws from is consumed sequence by sequence.
+ *
+ * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
+ */
+export function sampleBatch(
+  batchSize: number,
+  seqLength: number,
+  fill: (tokens: Int32Array, lossMask: Uint8Array, offset: number) => void,
+): TokenBatch {
+  checkBatchSize(batchSize)
+  const tokens = new Int32Array(batchSize * seqLength)
+  const lossMask = new Uint8Array(batchSize * seqLength)
+  for (let b = 0; b < batchSize; b++) fill(tokens, lossMask, b * seqLength)
+  return { tokens, lossMask, batchSize, seqLength }
 }
