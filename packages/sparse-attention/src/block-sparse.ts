@@ -18,7 +18,7 @@
 import { type AttentionPrefillInput } from '@attnlab/core'
 import { checkInt, resolveConfig } from './config.ts'
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
-import { topK } from './select.ts'
+import { blockMeans, topK } from './select.ts'
 import { blockSparseSparsity } from './sparsity.ts'
 
 /**
@@ -74,16 +74,7 @@ function blockSparsePlan(config: Readonly<BlockSparseConfig>, input: AttentionPr
   const K = Math.min(config.topK, blocks)
   const qData = input.q.dataSync() as Float32Array
   const kData = input.k.dataSync() as Float32Array
-  const pool = (data: Float32Array, bh: number): Float64Array => {
-    const out = new Float64Array(blocks * dHead)
-    const base = bh * n * dHead
-    for (let t = 0; t < n; t++) {
-      const m = Math.floor(t / B)
-      for (let d = 0; d < dHead; d++) out[m * dHead + d] = (out[m * dHead + d] as number) + (data[base + t * dHead + d] as number)
-    }
-    for (let i = 0; i < out.length; i++) out[i] = (out[i] as number) / B // zero padding counts in the mean
-    return out
-  }
+  const pool = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, B, true) // zero padding counts in the mean
   const group = nHeads / nKvHeads
   const allowed = new Uint8Array(batch * nHeads * n * n)
   const reported = new Float64Array(batch * nHeads).fill(blockSparseSparsity(n, B, config.topK))

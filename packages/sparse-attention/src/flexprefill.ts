@@ -22,7 +22,7 @@ import { ConfigError, type AttentionPrefillInput } from '@attnlab/core'
 import { checkChoice, checkInt, checkNumber, resolveConfig } from './config.ts'
 import { defineKernel, densePlanner, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
-import { coverCount, topK } from './select.ts'
+import { blockMeans, coverCount, topK } from './select.ts'
 import type { VerticalSlashMaskMode } from './vertical-slash-index.ts'
 import { LinePlanBuilder, selectLines, windowLineScores } from './vertical-slash.ts'
 
@@ -177,19 +177,7 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
   // Mean-pooled queries and keys per block (over the block's actual tokens).
   const qData = input.q.dataSync() as Float32Array
   const kData = input.k.dataSync() as Float32Array
-  const pooled = (data: Float32Array, bh: number): Float64Array => {
-    const out = new Float64Array(blocks * dHead)
-    const base = bh * n * dHead
-    for (let t = 0; t < n; t++) {
-      const m = Math.floor(t / block)
-      for (let d = 0; d < dHead; d++) out[m * dHead + d] = (out[m * dHead + d] as number) + (data[base + t * dHead + d] as number)
-    }
-    for (let m = 0; m < blocks; m++) {
-      const count = Math.min(n, (m + 1) * block) - m * block
-      for (let d = 0; d < dHead; d++) out[m * dHead + d] = (out[m * dHead + d] as number) / count
-    }
-    return out
-  }
+  const pooled = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, block, false)
   const group = nHeads / nKvHeads
   const allowed = new Uint8Array(batch * nHeads * n * n)
   const reported = new Float64Array(batch * nHeads)

@@ -103,3 +103,25 @@ export function averagePool(values: ArrayLike<number>, kernel: number): Float64A
   }
   return out
 }
+
+/**
+ * Mean-pools one head's rows in blocks of `blockSize` tokens: `data` is `[heads, n, dHead]`
+ * (row-major), the result is `[ceil(n / blockSize), dHead]` for head `head`. `zeroPadded`
+ * divides every block by `blockSize` (the last, partial block counts its missing tokens as zeros,
+ * as Block-Sparse's pooling does); otherwise each block is divided by its own token count
+ * (FlexPrefill).
+ */
+export function blockMeans(data: Float32Array, head: number, n: number, dHead: number, blockSize: number, zeroPadded: boolean): Float64Array {
+  const blocks = Math.ceil(n / blockSize)
+  const out = new Float64Array(blocks * dHead)
+  const base = head * n * dHead
+  for (let t = 0; t < n; t++) {
+    const m = Math.floor(t / blockSize)
+    for (let d = 0; d < dHead; d++) out[m * dHead + d] = (out[m * dHead + d] as number) + (data[base + t * dHead + d] as number)
+  }
+  for (let m = 0; m < blocks; m++) {
+    const count = zeroPadded ? blockSize : Math.min(n, (m + 1) * blockSize) - m * blockSize
+    for (let d = 0; d < dHead; d++) out[m * dHead + d] = (out[m * dHead + d] as number) / count
+  }
+  return out
+}
