@@ -1,39 +1,18 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { main } from '../program.ts'
+import { runCli, useTempDir } from '../cli.test-utils.ts'
 
-let dir: string
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'attnlab-dynamics-'))
-})
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true })
-})
+const dir = useTempDir('attnlab-dynamics-')
 afterEach(() => {
   vi.restoreAllMocks()
 })
-
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out: string[] = []
-  const err: string[] = []
-  vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => void out.push(args.join(' ')))
-  vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void err.push(args.join(' ')))
-  const stderrWrite = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    err.push(String(chunk))
-    return true
-  })
-  const code = await main(argv)
-  stderrWrite.mockRestore()
-  return { code, stdout: out.join('\n'), stderr: err.join('') }
-}
 
 const reference = ['dynamics', 'simulate', '--heads', '3', '--T', '40', '--m', '1.7', '--eps', '1e-6', '--seed', '0', '--variant', 'replicator']
 
 describe('attnlab dynamics simulate', () => {
   it('--json prints plateaus, three transitions and the competitive -> cooperative phases', async () => {
-    const { code, stdout } = await run([...reference, '--t-max', '600', '--points', '300', '--json'])
+    const { code, stdout } = await runCli([...reference, '--t-max', '600', '--points', '300', '--json'])
     expect(code).toBe(0)
     const summary = JSON.parse(stdout) as {
       plateaus: number[]
@@ -55,7 +34,7 @@ describe('attnlab dynamics simulate', () => {
   })
 
   it('eps = 0 never leaves the first plateau; the human summary says so', async () => {
-    const { code, stdout } = await run(['dynamics', 'simulate', '--eps', '0', '--t-max', '300', '--points', '100'])
+    const { code, stdout } = await runCli(['dynamics', 'simulate', '--eps', '0', '--t-max', '300', '--points', '100'])
     expect(code).toBe(0)
     expect(stdout).toMatch(/stage 1: t = 4\.5/)
     expect(stdout).toMatch(/stage 2: not reached/)
@@ -64,8 +43,8 @@ describe('attnlab dynamics simulate', () => {
   })
 
   it('--plot writes an SVG of the loss and the per-head span mass', async () => {
-    const file = join(dir, 'flow.svg')
-    const { code, stdout } = await run([...reference, '--variant', 'logit', '--heads', '2', '--T', '12', '--t-max', '400', '--points', '100', '--lambda', '0.001', '--plot', file, '--json'])
+    const file = join(dir(), 'flow.svg')
+    const { code, stdout } = await runCli([...reference, '--variant', 'logit', '--heads', '2', '--T', '12', '--t-max', '400', '--points', '100', '--lambda', '0.001', '--plot', file, '--json'])
     expect(code).toBe(0)
     expect(JSON.parse(stdout).plot).toBe(file)
     const svg = await readFile(file, 'utf8')
@@ -89,7 +68,7 @@ describe('attnlab dynamics simulate', () => {
     [['--plot', 'out.png'], /--plot must name an .svg file/],
     [['--plot', '/nonexistent-attnlab-dir/x.svg'], /does not exist/],
   ])('rejects %j with one line and exit code 2, before any work', async (flags, message) => {
-    const { code, stdout, stderr } = await run([...reference, ...flags])
+    const { code, stdout, stderr } = await runCli([...reference, ...flags])
     expect(code).toBe(2)
     expect(stdout).toBe('')
     expect(stderr).toMatch(message)

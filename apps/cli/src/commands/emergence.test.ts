@@ -1,30 +1,13 @@
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile, readdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 
-let root: string
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'attnlab-emergence-'))
-})
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true })
-})
+const root = useTempDir('attnlab-emergence-')
 afterEach(() => {
   vi.restoreAllMocks()
 })
-
-function capture(): { out: () => string; err: () => string } {
-  const log = vi.spyOn(console, 'log').mockImplementation(() => {})
-  const error = vi.spyOn(console, 'error').mockImplementation(() => {})
-  const written: string[] = []
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    written.push(typeof chunk === 'string' ? chunk : new TextDecoder().decode(chunk))
-    return true
-  })
-  return { out: () => log.mock.calls.map((c) => c.join(' ')).join('\n'), err: () => [...error.mock.calls.map((c) => c.join(' ')), ...written].join('\n') }
-}
 
 // A tiny chain with an exact oracle (8^2 windows) and a fast minimal model.
 const TINY = ['--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '32', '--validation-size', '64', '--analysis-size', '32', '--eval-every', '3', '--backend', 'cpu']
@@ -37,8 +20,8 @@ const lines = async (dir: string): Promise<{ seed: number; step: number; validat
 
 describe('attnlab emergence', () => {
   it('writes config, metrics, checkpoint, summary and a self-contained report', async () => {
-    const io = capture()
-    const out = join(root, 'run')
+    const io = captureOutput()
+    const out = join(root(), 'run')
     const code = await main(['emergence', ...TINY, '--steps', '9', '--out', out, '--json'])
     expect(io.err()).toBe('')
     expect(code).toBe(0)
@@ -63,13 +46,13 @@ describe('attnlab emergence', () => {
   })
 
   it('--resume continues exactly where an uninterrupted run would be (cpu)', async () => {
-    capture()
-    const full = join(root, 'full')
+    captureOutput()
+    const full = join(root(), 'full')
     expect(await main(['emergence', ...TINY, '--steps', '9', '--out', full, '--json'])).toBe(0)
-    const again = join(root, 'again')
+    const again = join(root(), 'again')
     expect(await main(['emergence', ...TINY, '--steps', '9', '--out', again, '--json'])).toBe(0)
     expect((await lines(again)).map((l) => l.validationLoss)).toEqual((await lines(full)).map((l) => l.validationLoss))
-    const part = join(root, 'part')
+    const part = join(root(), 'part')
     expect(await main(['emergence', ...TINY, '--steps', '3', '--out', part, '--json'])).toBe(0)
     expect(await main(['emergence', '--resume', part, '--steps', '9', '--json'])).toBe(0)
     const a = await lines(full)
@@ -79,8 +62,8 @@ describe('attnlab emergence', () => {
   })
 
   it('repeats the run over seeds and reports an emergence step per seed', async () => {
-    const io = capture()
-    const out = join(root, 'seeds')
+    const io = captureOutput()
+    const out = join(root(), 'seeds')
     expect(await main(['emergence', ...TINY, '--steps', '6', '--seeds', '2', '--seed', '5', '--out', out, '--json'])).toBe(0)
     const summary = JSON.parse(io.out())
     expect(summary.seeds.map((s: { seed: number }) => s.seed)).toEqual([5, 6])
@@ -89,8 +72,8 @@ describe('attnlab emergence', () => {
   })
 
   it('runs the linear-map task (loss-based emergence)', async () => {
-    const io = capture()
-    const out = join(root, 'linear')
+    const io = captureOutput()
+    const out = join(root(), 'linear')
     const code = await main(['emergence', '--task', 'linear-map', '--state-size', '4', '--ones-per-row', '2', '--preset', 'gpt-nano', '--batch', '16', '--validation-size', '32', '--analysis-size', '16', '--eval-every', '2', '--steps', '4', '--backend', 'cpu', '--out', out, '--json'])
     expect(io.err()).toBe('')
     expect(code).toBe(0)
@@ -110,8 +93,8 @@ describe('attnlab emergence', () => {
       [['--validation-size', '8', '--analysis-size', '16'], /--analysis-size 16 exceeds --validation-size 8/],
     ]
     for (const [args, pattern] of cases) {
-      const io = capture()
-      const out = join(root, `bad-${args.join('')}`)
+      const io = captureOutput()
+      const out = join(root(), `bad-${args.join('')}`)
       expect(await main(['emergence', ...args, '--out', out])).toBe(2)
       expect(io.err() + io.out()).toMatch(pattern)
       await expect(readdir(out)).rejects.toThrow()
@@ -120,22 +103,22 @@ describe('attnlab emergence', () => {
   })
 
   it('refuses an unwritable --out, an earlier run without --force, and a bad --resume', async () => {
-    const file = join(root, 'a-file')
+    const file = join(root(), 'a-file')
     await writeFile(file, 'x')
-    let io = capture()
+    let io = captureOutput()
     expect(await main(['emergence', ...TINY, '--steps', '1', '--out', join(file, 'sub')])).toBe(2)
     expect(io.err()).toMatch(/not writable/)
     vi.restoreAllMocks()
-    io = capture()
-    expect(await main(['emergence', ...TINY, '--steps', '1', '--out', join(root, 'run')])).toBe(2)
+    io = captureOutput()
+    expect(await main(['emergence', ...TINY, '--steps', '1', '--out', join(root(), 'run')])).toBe(2)
     expect(io.err()).toMatch(/holds an earlier run/)
     vi.restoreAllMocks()
-    io = capture()
-    expect(await main(['emergence', '--resume', join(root, 'no-such-run')])).toBe(2)
+    io = captureOutput()
+    expect(await main(['emergence', '--resume', join(root(), 'no-such-run')])).toBe(2)
     expect(io.err()).toMatch(/no config.json/)
     vi.restoreAllMocks()
-    io = capture()
-    expect(await main(['emergence', '--resume', join(root, 'run'), '--spans', '2,2'])).toBe(2)
+    io = captureOutput()
+    expect(await main(['emergence', '--resume', join(root(), 'run'), '--spans', '2,2'])).toBe(2)
     expect(io.err()).toMatch(/--spans cannot change when resuming/)
   })
 })

@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Rng } from '@attnlab/core'
 import { Llama2cTokenizer, createConfig, parameterShapes, saveModelDirectory } from '@attnlab/transformer'
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 
 const AIDREAMS = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../../shared/models/aidreams260K')
@@ -13,34 +13,18 @@ const HAVE_AIDREAMS = existsSync(join(AIDREAMS, 'model.bin')) && existsSync(join
 if (!HAVE_AIDREAMS) console.warn(`[attnlab] ${AIDREAMS} is absent: generate tests on aidreams260K are skipped`)
 const REFERENCE = 'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle into a t'
 
-let root: string
+const root = useTempDir('attnlab-generate-')
 let tiny: string
 beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'attnlab-generate-'))
   // A tiny random llama with a tokenizer beside it.
   const config = createConfig({ architecture: 'llama', dVocab: 40, nCtx: 24, dModel: 16, nLayers: 1, nHeads: 2, dMlp: 16 })
   const rng = Rng.fromSeed(3)
   const weights = new Map(parameterShapes(config).map(([name, shape]) => [name, { shape, data: rng.split(name).fillNormal(new Float32Array(shape.reduce((a, b) => a * b, 1)), 0, 0.5) }]))
   const pieces = ['<unk>', '\n<s>\n', '\n</s>\n', ' ', ...'abcdefghijklmnopqrstuvwxyz'.split(''), ' a', ' b', ' the', 'th', 'he', ' t', 'in', 'an', 'er', 'on']
   const tokenizer = Llama2cTokenizer.fromPieces(pieces, pieces.map((_, i) => -i))
-  tiny = join(root, 'tiny')
+  tiny = join(root(), 'tiny')
   await saveModelDirectory(tiny, { config, weights }, { tokenizer })
 })
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true })
-})
-
-function capture(): { out: () => string[]; err: () => string[] } {
-  const log = vi.spyOn(console, 'log').mockImplementation(() => {})
-  const error = vi.spyOn(console, 'error').mockImplementation(() => {})
-  const written: string[] = []
-  // commander writes its own usage errors to stderr directly.
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    written.push(typeof chunk === 'string' ? chunk : new TextDecoder().decode(chunk))
-    return true
-  })
-  return { out: () => log.mock.calls.map((c) => c.join(' ')), err: () => [...error.mock.calls.map((c) => c.join(' ')), ...written] }
-}
 afterEach(() => {
   vi.restoreAllMocks()
 })
@@ -51,18 +35,18 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
     ['Hugging Face', join(AIDREAMS, 'hf')],
   ] as const) {
     it(`${format}: --steps 60 --temperature 0 prints the README reference text`, async () => {
-      const io = capture()
+      const io = captureOutput()
       const code = await main(['generate', '--model', model, '--tokenizer', join(AIDREAMS, 'tokenizer.bin'), '--prompt', 'I dreamed', '--steps', '60', '--temperature', '0', '--backend', 'cpu'])
-      expect(io.err()).toEqual([])
+      expect(io.errors).toEqual([])
       expect(code).toBe(0)
-      expect(io.out()).toEqual([REFERENCE])
+      expect(io.logs).toEqual([REFERENCE])
     })
   }
 
   it('--max-tokens 60 generates 60 new tokens: the reference text continues', async () => {
-    const io = capture()
+    const io = captureOutput()
     expect(await main(['generate', '--model', join(AIDREAMS, 'model.bin'), '--prompt', 'I dreamed', '--max-tokens', '60', '--temperature', '0', '--backend', 'cpu'])).toBe(0)
-    const [text] = io.out()
+    const [text] = io.logs
     expect(text?.startsWith(REFERENCE)).toBe(true)
     expect(text!.length).toBeGreaterThan(REFERENCE.length)
   })
@@ -70,9 +54,9 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
   it('--attention runs a sparse method: everything covered equals dense, a small budget skips pairs', async () => {
     const prompt = 'I dreamed of a quiet garden where the nodes hum and the light settles on every leaf, and I listened'
     const run = async (extra: string[]): Promise<{ ids: number[]; attentionSparsity: number }> => {
-      const io = capture()
+      const io = captureOutput()
       expect(await main(['generate', '--model', join(AIDREAMS, 'model.bin'), '--prompt', prompt, '--max-tokens', '8', '--temperature', '0', '--json', '--backend', 'cpu', ...extra])).toBe(0)
-      const summary = JSON.parse(io.out().join('\n'))
+      const summary = JSON.parse(io.logs.join('\n'))
       vi.restoreAllMocks()
       return summary
     }
@@ -85,17 +69,17 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
   })
 
   it('--ids from BOS alone prints the README ids', async () => {
-    const io = capture()
+    const io = captureOutput()
     expect(await main(['generate', '--model', join(AIDREAMS, 'hf'), '--tokenizer', join(AIDREAMS, 'tokenizer.bin'), '--ids', '--max-tokens', '12', '--temperature', '0', '--backend', 'wasm'])).toBe(0)
-    expect(io.out()).toEqual(['319 459 355 260 275 429 339 315 374 327 446 262'])
+    expect(io.logs).toEqual(['319 459 355 260 275 429 339 315 374 327 446 262'])
   })
 })
 
 describe('attnlab generate', () => {
   it('--json reports prompt ids, ids, text, stop reason and speed; the tokenizer is found beside the model', async () => {
-    const io = capture()
+    const io = captureOutput()
     expect(await main(['generate', '--model', tiny, '--prompt', 'the', '--max-tokens', '5', '--temperature', '0', '--json', '--backend', 'cpu'])).toBe(0)
-    const summary = JSON.parse(io.out().join('\n'))
+    const summary = JSON.parse(io.logs.join('\n'))
     expect(summary).toMatchObject({ format: 'huggingface', tokenizer: join(tiny, 'tokenizer.bin'), backend: 'cpu', promptIds: [1, 3, 33, 8] }) // ' ' 'th' 'e': 'th' outscores ' t' and 'he', and ' th' is no piece
     expect(summary.ids.length).toBeLessThanOrEqual(5)
     expect(['max-tokens', 'eos']).toContain(summary.stopReason)
@@ -105,9 +89,9 @@ describe('attnlab generate', () => {
 
   it('sampling is seeded: the same seed gives the same ids, another seed other ids', async () => {
     const run = async (seed: string): Promise<string> => {
-      const io = capture()
+      const io = captureOutput()
       expect(await main(['generate', '--model', tiny, '--prompt-ids', '1,5,6', '--ids', '--ignore-eos', '--max-tokens', '15', '--temperature', '1.5', '--top-k', '30', '--top-p', '0.95', '--seed', seed, '--backend', 'cpu'])).toBe(0)
-      const out = io.out()[0] as string
+      const out = io.logs[0] as string
       vi.restoreAllMocks()
       return out
     }
@@ -119,22 +103,22 @@ describe('attnlab generate', () => {
 
   describe('bad input: one clear line, non-zero exit', () => {
     const expectFailure = async (args: string[], message: RegExp, exitCode = 2): Promise<void> => {
-      const io = capture()
+      const io = captureOutput()
       const code = await main(['generate', ...args])
       expect(code).toBe(exitCode)
-      expect(io.out()).toEqual([])
-      const lines = io.err().flatMap((l) => l.split('\n')).filter((l) => l.trim().length > 0 && !l.startsWith('(run with --help'))
+      expect(io.logs).toEqual([])
+      const lines = io.errors.flatMap((l) => l.split('\n')).filter((l) => l.trim().length > 0 && !l.startsWith('(run with --help'))
       expect(lines, JSON.stringify(lines)).toHaveLength(1)
       expect(lines[0]).toMatch(message)
       vi.restoreAllMocks()
     }
 
     it('a missing model file', async () => {
-      await expectFailure(['--model', join(root, 'nope.bin'), '--backend', 'cpu'], /attnlab: error \[INVALID_CHECKPOINT\]: .*nope\.bin: model not found/)
+      await expectFailure(['--model', join(root(), 'nope.bin'), '--backend', 'cpu'], /attnlab: error \[INVALID_CHECKPOINT\]: .*nope\.bin: model not found/)
     })
 
     it('a truncated llama2.c checkpoint', async () => {
-      const file = join(root, 'truncated.bin')
+      const file = join(root(), 'truncated.bin')
       const bytes = new Uint8Array(28 + 400)
       new DataView(bytes.buffer).setInt32(0, 16, true)
       ;[16, 24, 1, 2, 2, 40, 8].forEach((v, i) => new DataView(bytes.buffer).setInt32(4 * i, v, true))
@@ -143,34 +127,34 @@ describe('attnlab generate', () => {
     })
 
     it('a directory without config.json', async () => {
-      const dir = join(root, 'empty-dir')
+      const dir = join(root(), 'empty-dir')
       await mkdir(dir, { recursive: true })
       await expectFailure(['--model', dir, '--backend', 'cpu'], /\[INVALID_CHECKPOINT\]: .*empty-dir: not a model directory: it has no config\.json/)
     })
 
     it('an unsupported architecture', async () => {
-      const dir = join(root, 'gpt2')
+      const dir = join(root(), 'gpt2')
       await mkdir(dir, { recursive: true })
       await writeFile(join(dir, 'config.json'), JSON.stringify({ model_type: 'gpt2' }))
       await expectFailure(['--model', dir, '--backend', 'cpu'], /\[UNSUPPORTED\]: .*model_type "gpt2"/)
     })
 
     it('a tokenizer that does not match the model', async () => {
-      const file = join(root, 'small-tokenizer.bin')
+      const file = join(root(), 'small-tokenizer.bin')
       await writeFile(file, Llama2cTokenizer.fromPieces(['a', 'b', 'c'], [0, 0, 0]).serialize())
       await expectFailure(['--model', tiny, '--tokenizer', file, '--backend', 'cpu'], /holds 3 tokens but the model's vocabulary has 40/)
     })
 
     it('text asked without a tokenizer', async () => {
-      const dir = join(root, 'no-tokenizer')
+      const dir = join(root(), 'no-tokenizer')
       await mkdir(dir, { recursive: true })
       for (const name of ['config.json', 'model.safetensors']) await writeFile(join(dir, name), await readFile(join(tiny, name)))
       await expectFailure(['--model', dir, '--prompt', 'hi', '--backend', 'cpu'], /no tokenizer: none was given/)
       await writeFile(join(dir, 'tokenizer.json'), '{}')
       await expectFailure(['--model', dir, '--prompt', 'hi', '--backend', 'cpu'], /\(tokenizer\.json found, but attnlab reads llama2\.c tokenizer\.bin files only/)
-      const io = capture()
+      const io = captureOutput()
       expect(await main(['generate', '--model', dir, '--prompt-ids', '1,2', '--ids', '--max-tokens', '3', '--backend', 'cpu'])).toBe(0)
-      expect(io.out()[0]).toMatch(/^\d+( \d+)*$|^$/)
+      expect(io.logs[0]).toMatch(/^\d+( \d+)*$|^$/)
     })
 
     it('bad flags stop before any work', async () => {

@@ -5,6 +5,7 @@ import * as tf from '@tensorflow/tfjs-core'
 import { kernelsInUse, useBackend } from '@attnlab/core'
 import { nativeKernelsStatus } from '@attnlab/core/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { captureOutput } from '../cli.test-utils.ts'
 import { activateBackend } from '../options.ts'
 import { main } from '../program.ts'
 
@@ -13,22 +14,11 @@ afterEach(() => {
   delete process.env.ATTNLAB_NATIVE_DIR
 })
 
-function capture(): { out: () => string; err: () => string } {
-  const log = vi.spyOn(console, 'log').mockImplementation(() => {})
-  const error = vi.spyOn(console, 'error').mockImplementation(() => {})
-  const written: string[] = []
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    written.push(typeof chunk === 'string' ? chunk : new TextDecoder().decode(chunk))
-    return true
-  })
-  return { out: () => log.mock.calls.map((c) => c.join(' ')).join('\n'), err: () => [...error.mock.calls.map((c) => c.join(' ')), ...written].join('\n') }
-}
-
 const native = await nativeKernelsStatus()
 
 describe('attnlab kernels', () => {
   it('status --json reports what auto picks and the native build', async () => {
-    const io = capture()
+    const io = captureOutput()
     expect(await main(['kernels', 'status', '--json'])).toBe(0)
     const report = JSON.parse(io.out())
     expect(report.native.state).toBe(native.state)
@@ -40,7 +30,7 @@ describe('attnlab kernels', () => {
     const empty = mkdtempSync(join(tmpdir(), 'attnlab-cli-no-native-'))
     process.env.ATTNLAB_NATIVE_DIR = empty
     try {
-      const io = capture()
+      const io = captureOutput()
       expect(await main(['kernels', 'status'])).toBe(0)
       // The native addon may already be loaded in this process (first test); the status of the
       // build folder is what is reported.
@@ -51,13 +41,13 @@ describe('attnlab kernels', () => {
   })
 
   it.skipIf(native.state !== 'loadable')('build is a no-op when the build is up to date', async () => {
-    const io = capture()
+    const io = captureOutput()
     expect(await main(['kernels', 'build'])).toBe(0)
     expect(io.out()).toContain('native kernels up to date')
   })
 
   it('rejects bad --kernels and --threads values with one line and exit code 2', async () => {
-    const io = capture()
+    const io = captureOutput()
     expect(await main(['kernels', 'status', '--kernels', 'fast'])).toBe(2)
     expect(io.err()).toMatch(/--kernels <mode>' argument 'fast' is invalid/)
     expect(await main(['kernels', 'status', '--threads', '0'])).toBe(2)
@@ -67,7 +57,7 @@ describe('attnlab kernels', () => {
 
 describe('--kernels / --threads with --backend', () => {
   it('activateBackend applies the flags recorded for the running command', async () => {
-    capture()
+    captureOutput()
     // 'kernels status' records the global flags before its action, like any command.
     expect(await main(['kernels', 'status', '--kernels', 'none', '--json'])).toBe(0)
     expect(await activateBackend('wasm')).toBe('wasm')
@@ -79,7 +69,7 @@ describe('--kernels / --threads with --backend', () => {
   })
 
   it('a kernels mode the backend cannot host is a usage error (exit 2), before any work', async () => {
-    const io = capture()
+    const io = captureOutput()
     expect(await main(['train', '--preset', 'minimal', '--backend', 'cpu', '--kernels', 'wasm', '--steps', '1', '--out', join(tmpdir(), 'attnlab-never-written')])).toBe(2)
     expect(io.err()).toMatch(/'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend/)
     await useBackend('wasm', { kernels: 'auto' })

@@ -1,47 +1,27 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { main } from '../program.ts'
+import { runCli, useTempDir } from '../cli.test-utils.ts'
 
 const planted = fileURLToPath(new URL('../../../../packages/knockout/src/__fixtures__/planted-minimal', import.meta.url))
-let dir: string
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'attnlab-knockout-'))
-})
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true })
-})
+const dir = useTempDir('attnlab-knockout-')
 afterEach(() => {
   vi.restoreAllMocks()
 })
 
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out: string[] = []
-  const err: string[] = []
-  vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => void out.push(args.join(' ')))
-  vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void err.push(args.join(' ')))
-  const stderrWrite = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    err.push(String(chunk))
-    return true
-  })
-  const code = await main(argv)
-  stderrWrite.mockRestore()
-  return { code, stdout: out.join('\n'), stderr: err.join('') }
-}
-
 describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
   it('capabilities lists the probes and the task capabilities of the checkpoint', async () => {
-    const { code, stdout } = await run(['knockout', 'capabilities', '--model', planted, '--backend', 'cpu', '--json'])
+    const { code, stdout } = await runCli(['knockout', 'capabilities', '--model', planted, '--backend', 'cpu', '--json'])
     expect(code).toBe(0)
     const names = (JSON.parse(stdout) as { capabilities: { name: string }[] }).capabilities.map((c) => c.name)
     expect(names).toEqual(['induction', 'induction-gain', 'task', 'span-0', 'span-1', 'span-2'])
   })
 
   it('locate --method cs finds the owning head, reports evaluations, the Lasso fit, controls, and writes the heatmap', async () => {
-    const plot = join(dir, 'heads.svg')
-    const { code, stdout } = await run([
+    const plot = join(dir(), 'heads.svg')
+    const { code, stdout } = await runCli([
       'knockout', 'locate', '--model', planted, '--capability', 'span-2', '--masks', '6', '--fraction', '0.34', '--design', 'iid',
       '--top', '1', '--seed', '0', '--controls', 'span-0,span-1', '--count', '64', '--plot', plot, '--backend', 'cpu', '--json',
     ])
@@ -74,12 +54,12 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
   })
 
   it('locate --method exhaustive and greedy rank heads by the drop; the human summary names the heads', async () => {
-    const exhaustive = await run(['knockout', 'locate', '--model', planted, '--capability', 'span-0', '--method', 'exhaustive', '--top', '1', '--count', '32', '--controls', 'none', '--backend', 'cpu', '--json'])
+    const exhaustive = await runCli(['knockout', 'locate', '--model', planted, '--capability', 'span-0', '--method', 'exhaustive', '--top', '1', '--count', '32', '--controls', 'none', '--backend', 'cpu', '--json'])
     expect(exhaustive.code).toBe(0)
     const parsed = JSON.parse(exhaustive.stdout) as { evaluations: number; top: { head: string }[]; baseline: number }
     expect(parsed.evaluations).toBe(4)
     expect(parsed.top[0]!.head).toBe('0.0')
-    const greedy = await run(['knockout', 'locate', '--model', planted, '--capability', 'span-1@accuracy', '--method', 'greedy', '--top', '2', '--count', '32', '--controls', 'span-0', '--backend', 'cpu'])
+    const greedy = await runCli(['knockout', 'locate', '--model', planted, '--capability', 'span-1@accuracy', '--method', 'greedy', '--top', '2', '--count', '32', '--controls', 'span-0', '--backend', 'cpu'])
     expect(greedy.code).toBe(0)
     expect(greedy.stdout).toMatch(/greedy \(zero ablation\): 6 evaluations/)
     expect(greedy.stdout).toMatch(/top heads \(drop \(accuracy\)\): 0\.1 /)
@@ -87,7 +67,7 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
   })
 
   it('ablate prints before/after per capability (zero and mean)', async () => {
-    const { code, stdout } = await run(['knockout', 'ablate', '--model', planted, '--heads', '0.1', '--capabilities', 'span-0,span-1,span-2', '--target', 'span-1', '--count', '32', '--backend', 'cpu', '--json'])
+    const { code, stdout } = await runCli(['knockout', 'ablate', '--model', planted, '--heads', '0.1', '--capabilities', 'span-0,span-1,span-2', '--target', 'span-1', '--count', '32', '--backend', 'cpu', '--json'])
     expect(code).toBe(0)
     const report = JSON.parse(stdout) as { heads: string[]; rows: { capability: string; before: number; after: number; hurt: number }[]; evaluations: number }
     expect(report.heads).toEqual(['0.1'])
@@ -96,16 +76,16 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(hurt['span-1']).toBeGreaterThan(0.3)
     expect(hurt['span-0']).toBeLessThan(0.1)
     expect(hurt['span-2']).toBeLessThan(0.1)
-    const mean = await run(['knockout', 'ablate', '--model', planted, '--heads', 'L0H1', '--mode', 'mean', '--capabilities', 'span-1', '--count', '32', '--backend', 'cpu'])
+    const mean = await runCli(['knockout', 'ablate', '--model', planted, '--heads', 'L0H1', '--mode', 'mean', '--capabilities', 'span-1', '--count', '32', '--backend', 'cpu'])
     expect(mean.code).toBe(0)
     expect(mean.stdout).toMatch(/knocking out 0\.1 \(mean ablation\)/)
     expect(mean.stdout).toMatch(/span-1\s+control\s+loss/)
   })
 
   it('--text supplies sentences (and needs a tokenizer to be used)', async () => {
-    const file = join(dir, 'sentences.txt')
+    const file = join(dir(), 'sentences.txt')
     await writeFile(file, 'one line\n\n')
-    const { code, stderr } = await run(['knockout', 'ablate', '--model', planted, '--heads', '0.0', '--capabilities', 'text', '--text', file, '--backend', 'cpu'])
+    const { code, stderr } = await runCli(['knockout', 'ablate', '--model', planted, '--heads', '0.0', '--capabilities', 'text', '--text', file, '--backend', 'cpu'])
     expect(code).toBe(2)
     expect(stderr).toMatch(/'text' is not available for this model \(it needs a tokenizer\)/)
   })
@@ -131,7 +111,7 @@ describe('attnlab knockout: bad input stops with one clear line and a non-zero e
   ]
   for (const [name, argv, message] of cases) {
     it(name, async () => {
-      const { code, stdout, stderr } = await run(['knockout', ...argv])
+      const { code, stdout, stderr } = await runCli(['knockout', ...argv])
       expect(code).not.toBe(0)
       expect(stdout).toBe('')
       expect(stderr).toMatch(message)

@@ -1,32 +1,19 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
-import { mkdtemp, readdir, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { safetensorsToInt32 } from '@attnlab/core'
 import { readSafetensorsFile } from '@attnlab/core/node'
 import { createTask, restrictedContextEntropy, SparseMarkovTask } from '@attnlab/markov'
+import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 import { samplingRng } from './markov.ts'
 
-let dir: string
+const dir = useTempDir('attnlab-markov-')
 let logs: string[]
 let errors: string[]
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'attnlab-markov-'))
-})
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true })
-})
 beforeEach(() => {
-  logs = []
-  errors = []
-  vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => void logs.push(args.join(' ')))
-  vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void errors.push(args.join(' ')))
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    errors.push(String(chunk))
-    return true
-  })
+  ;({ logs, errors } = captureOutput())
 })
 afterEach(() => {
   vi.restoreAllMocks()
@@ -36,7 +23,7 @@ const CHAIN = ['--task', 'sparse-markov', '--vocab', '4', '--spans', '1,1,1', '-
 
 describe('attnlab markov sample', () => {
   it('writes tokens int32 and loss_mask uint8 [N, length] with the task in the metadata', async () => {
-    const out = join(dir, 'data.safetensors')
+    const out = join(dir(), 'data.safetensors')
     expect(await main(['markov', 'sample', ...CHAIN, '--sequences', '500', '--out', out])).toBe(0)
     expect(logs.join('\n')).toMatch(/wrote 500 sequences x 23 tokens/)
     const file = await readSafetensorsFile(out)
@@ -61,7 +48,7 @@ describe('attnlab markov sample', () => {
       ['--task', 'cellular-automaton', '--cells', '5', '--rules', '30,90', '--states', '3', '--no-score-initial'],
       ['--task', 'icl-markov', '--vocab', '3', '--order', '2', '--length', '12', '--alpha', '0.5'],
     ]) {
-      const out = join(dir, `${args[1]}.safetensors`)
+      const out = join(dir(), `${args[1]}.safetensors`)
       expect(await main(['markov', 'sample', ...args, '--sequences', '7', '--out', out, '--json'])).toBe(0)
       const summary = JSON.parse(logs.pop() as string) as { sequences: number; task: { kind: string } }
       expect(summary.sequences).toBe(7)
@@ -82,7 +69,7 @@ describe('attnlab markov oracle', () => {
     expect(result.teacherEntropy).toBe(expected.teacherEntropy)
     // Same --seed, same teacher as `markov sample`.
     expect(result.task).toEqual(createTask({ kind: 'sparse-markov', vocabSize: 4, spans: [1, 1, 1], teacherSeed: 0 }).describe())
-    logs = []
+    logs.length = 0
     expect(await main(['markov', 'oracle', ...CHAIN.slice(0, -1), '1', '--json'])).toBe(0)
     expect((JSON.parse(logs.join('\n')) as { restrictedContextEntropy: number[] }).restrictedContextEntropy).not.toEqual(expected.pooled)
   })
@@ -96,7 +83,7 @@ describe('attnlab markov oracle', () => {
     result.restrictedContextEntropy.forEach((h, n) => {
       expect(Math.abs(h - (exact[n] as number))).toBeLessThan(4 * (result.restrictedContextEntropyStandardError[n] as number) + 2e-3)
     })
-    logs = []
+    logs.length = 0
     expect(await main(['markov', 'oracle', '--vocab', '5', '--spans', '1,1', '--max-states', '10', '--mc-sequences', '2000'])).toBe(0)
     expect(errors.join('')).toMatch(/estimating by Monte Carlo/)
     expect(logs.join('\n')).toMatch(/H_2 = [\d.]+ \+- [\d.]+/)
@@ -133,13 +120,13 @@ describe('attnlab markov: bad flags', () => {
   ]
 
   it.each(cases)('%j fails with one clear line, a non-zero exit, and writes nothing', async (args, pattern) => {
-    const before = await readdir(dir)
-    const code = await main(args.map((a) => (a === 'x.safetensors' ? join(dir, 'never.safetensors') : a)))
+    const before = await readdir(dir())
+    const code = await main(args.map((a) => (a === 'x.safetensors' ? join(dir(), 'never.safetensors') : a)))
     expect(code).not.toBe(0)
     const message = errors.join('').trim()
     expect(message).toMatch(pattern)
     expect(message.split('\n').filter((line) => line.startsWith('attnlab')).length).toBe(1)
     expect(logs).toEqual([])
-    expect(await readdir(dir)).toEqual(before)
+    expect(await readdir(dir())).toEqual(before)
   })
 })

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs'
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { readFile, readdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
 import { readSafetensorsFile } from '@attnlab/core/node'
+import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 import { addMethodFlags, attentionKernelFromFlags, budgetFor, compareDistributions, compareMethods, compareSvg } from './sparse.ts'
 import { createConfig, createTransformer } from '@attnlab/transformer'
@@ -70,43 +70,28 @@ function withToken(prompt: Float32Array, token: Float32Array): Float32Array {
   return out
 }
 
-let dir: string
+const dir = useTempDir('attnlab-sparse-')
 let logs: string[]
 let errors: string[]
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'attnlab-sparse-'))
-  await writeFile(join(dir, 'prefill.safetensors'), serializeSafetensors(prefillTensors))
-  await writeFile(join(dir, 'decode.safetensors'), serializeSafetensors(decodeTensors))
-})
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true })
+  await writeFile(join(dir(), 'prefill.safetensors'), serializeSafetensors(prefillTensors))
+  await writeFile(join(dir(), 'decode.safetensors'), serializeSafetensors(decodeTensors))
 })
 afterEach(() => {
   vi.restoreAllMocks()
 })
 
 async function run(args: string[]): Promise<number> {
-  logs = []
-  errors = []
-  vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void logs.push(a.join(' ')))
-  vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void errors.push(a.join(' ')))
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    errors.push(String(chunk))
-    return true
-  })
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    logs.push(String(chunk))
-    return true
-  })
+  ;({ logs, errors } = captureOutput({ stdout: true }))
   return main(args)
 }
 
 describe('attnlab sparse apply', () => {
   it.each(['cpu', 'wasm'])('runs a prefill method and writes out [H, T, d] and the uint8 mask [H, T, T] (%s)', async (backend) => {
-    const out = join(dir, `vs-${backend}.safetensors`)
+    const out = join(dir(), `vs-${backend}.safetensors`)
     const code = await run([
-      'sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir, 'prefill.safetensors'), '--out', out,
+      'sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out,
       '--vertical-size', '6', '--slash-size', '6', '--window', '8', '--sinks', '2', '--local', '3', '--backend', backend, '--json',
     ])
     expect(errors.join('')).toBe('')
@@ -133,8 +118,8 @@ describe('attnlab sparse apply', () => {
   })
 
   it('runs a decode method: out [H, d], mask [H, T + 1]', async () => {
-    const out = join(dir, 'quest.safetensors')
-    const code = await run(['sparse', 'apply', '--method', 'quest', '--qkv', join(dir, 'decode.safetensors'), '--out', out, '--token-budget', '16', '--page-size', '8', '--backend', 'cpu', '--json'])
+    const out = join(dir(), 'quest.safetensors')
+    const code = await run(['sparse', 'apply', '--method', 'quest', '--qkv', join(dir(), 'decode.safetensors'), '--out', out, '--token-budget', '16', '--page-size', '8', '--backend', 'cpu', '--json'])
     expect(code).toBe(0)
     const report = JSON.parse(logs.join('\n'))
     expect(report.phase).toBe('decode')
@@ -154,15 +139,15 @@ describe('attnlab sparse apply', () => {
   })
 
   it('dense picks the decode phase when the file has q_new, unless --phase says otherwise', async () => {
-    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'decode.safetensors'), '--out', join(dir, 'd1.safetensors'), '--backend', 'cpu', '--json'])).toBe(0)
+    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir(), 'decode.safetensors'), '--out', join(dir(), 'd1.safetensors'), '--backend', 'cpu', '--json'])).toBe(0)
     expect(JSON.parse(logs.join('\n')).maskShape).toEqual([H, T + 1])
-    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'decode.safetensors'), '--out', join(dir, 'd2.safetensors'), '--phase', 'prefill', '--backend', 'cpu'])).toBe(0)
+    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir(), 'decode.safetensors'), '--out', join(dir(), 'd2.safetensors'), '--phase', 'prefill', '--backend', 'cpu'])).toBe(0)
     expect(logs.join('\n')).toMatch(/dense \(prefill\): exact sparsity 0.0000/)
   })
 
   it('snapkv and ada-snapkv run with their flags', async () => {
     for (const method of ['snapkv', 'ada-snapkv']) {
-      const code = await run(['sparse', 'apply', '--method', method, '--qkv', join(dir, 'decode.safetensors'), '--out', join(dir, `${method}.safetensors`),
+      const code = await run(['sparse', 'apply', '--method', method, '--qkv', join(dir(), 'decode.safetensors'), '--out', join(dir(), `${method}.safetensors`),
         '--capacity', '12', '--window', '6', '--kernel-size', '3', '--local', '4', '--prefix', '2', '--backend', 'cpu', '--json'])
       expect(code, errors.join('')).toBe(0)
       expect(JSON.parse(logs.join('\n')).sparsity.reported).toBeCloseTo(1 - 12 / 40, 12)
@@ -182,13 +167,13 @@ describe('attnlab sparse apply', () => {
       ['a bad mask mode', ['--method', 'vertical-slash', '--mask-mode', 'blocks'], /--mask-mode must be 'kernel' or 'exact'/],
     ]
     it.each(cases)('%s', async (_name, args, pattern) => {
-      const out = join(dir, 'never.safetensors')
-      const code = await run(['sparse', 'apply', '--qkv', join(dir, 'decode.safetensors'), '--out', out, '--backend', 'cpu', ...args])
+      const out = join(dir(), 'never.safetensors')
+      const code = await run(['sparse', 'apply', '--qkv', join(dir(), 'decode.safetensors'), '--out', out, '--backend', 'cpu', ...args])
       expect(code).toBe(2)
       const text = errors.join('')
       expect(text).toMatch(pattern)
       expect(text.trim().split('\n')[0]).toMatch(/^attnlab: error/)
-      expect((await readdir(dir)).some((f) => f.startsWith('never'))).toBe(false)
+      expect((await readdir(dir())).some((f) => f.startsWith('never'))).toBe(false)
     })
 
     const fileCases: [string, Record<string, SafetensorsTensorInput>, string, RegExp][] = [
@@ -203,22 +188,22 @@ describe('attnlab sparse apply', () => {
       ['a non-finite value', { ...prefillTensors, q: f32([H, T, D], Float32Array.from(data.q, (x, i) => (i === 5 ? Number.NaN : x))) }, 'dense', /tensor 'q' holds a non-finite value \(NaN\) at flat index 5/],
     ]
     it.each(fileCases)('%s', async (name, tensors, method, pattern) => {
-      const input = join(dir, `bad-${name.replace(/\W+/g, '-')}.safetensors`)
+      const input = join(dir(), `bad-${name.replace(/\W+/g, '-')}.safetensors`)
       await writeFile(input, serializeSafetensors(tensors))
-      const code = await run(['sparse', 'apply', '--method', method, '--qkv', input, '--out', join(dir, 'never.safetensors'), '--backend', 'cpu'])
+      const code = await run(['sparse', 'apply', '--method', method, '--qkv', input, '--out', join(dir(), 'never.safetensors'), '--backend', 'cpu'])
       expect(code).toBe(2)
       expect(errors.join('')).toMatch(pattern)
-      expect((await readdir(dir)).some((f) => f.startsWith('never'))).toBe(false)
+      expect((await readdir(dir())).some((f) => f.startsWith('never'))).toBe(false)
     })
 
     it('an unreadable input file', async () => {
-      const code = await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'absent.safetensors'), '--out', join(dir, 'never.safetensors')])
+      const code = await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir(), 'absent.safetensors'), '--out', join(dir(), 'never.safetensors')])
       expect(code).toBe(1)
       expect(errors.join('')).toMatch(/IO_ERROR.*absent.safetensors/)
     })
 
     it('a missing required flag', async () => {
-      const code = await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir, 'prefill.safetensors')])
+      const code = await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir(), 'prefill.safetensors')])
       expect(code).toBe(2)
       expect(errors.join('')).toMatch(/--out/)
     })
@@ -338,9 +323,9 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
   const model = SHARED_MODEL
 
   it('runs all six methods and writes the plot', async () => {
-    const promptFile = join(dir, 'prompt.txt')
+    const promptFile = join(dir(), 'prompt.txt')
     await writeFile(promptFile, 'I dreamed of a quiet city where the lights hummed softly, and every street remembered the footsteps of those who had walked there before. The wind carried fragments of songs, and I followed them')
-    const plot = join(dir, 'compare.svg')
+    const plot = join(dir(), 'compare.svg')
     const code = await run([
       'sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--methods', 'vertical-slash,flexprefill,block-sparse,snapkv,ada-snapkv,quest',
       '--sparsity', '0.8', '--decode-steps', '4', '--plot', plot, '--backend', 'cpu', '--json',
@@ -371,7 +356,7 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
     ['a missing prompt file', ['--methods', 'quest', '--prompt-file', '/nonexistent/prompt.txt'], /cannot read --prompt-file/],
   ]
   it.each(bad)('rejects %s', async (_name, args, pattern) => {
-    const promptFile = join(dir, 'prompt-ok.txt')
+    const promptFile = join(dir(), 'prompt-ok.txt')
     await writeFile(promptFile, 'I dreamed')
     const code = await run(['sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--backend', 'cpu', ...args])
     expect(code).toBe(2)
@@ -379,9 +364,9 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
   })
 
   it('rejects a model path that does not exist', async () => {
-    const promptFile = join(dir, 'prompt-ok.txt')
+    const promptFile = join(dir(), 'prompt-ok.txt')
     await writeFile(promptFile, '1 2 3')
-    const code = await run(['sparse', 'compare', '--model', join(dir, 'absent.bin'), '--prompt-file', promptFile, '--methods', 'quest', '--backend', 'cpu'])
+    const code = await run(['sparse', 'compare', '--model', join(dir(), 'absent.bin'), '--prompt-file', promptFile, '--methods', 'quest', '--backend', 'cpu'])
     expect(code).not.toBe(0)
     expect(errors.join('')).toMatch(/absent\.bin/)
   })

@@ -1,38 +1,20 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadCheckpoint } from '@attnlab/transformer/node'
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 
-let root: string
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'attnlab-train-'))
-})
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true })
-})
+const root = useTempDir('attnlab-train-')
 afterEach(() => {
   vi.restoreAllMocks()
 })
-
-function capture(): { out: () => string; err: () => string } {
-  const log = vi.spyOn(console, 'log').mockImplementation(() => {})
-  const error = vi.spyOn(console, 'error').mockImplementation(() => {})
-  const written: string[] = []
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    written.push(typeof chunk === 'string' ? chunk : new TextDecoder().decode(chunk))
-    return true
-  })
-  return { out: () => log.mock.calls.map((c) => c.join(' ')).join('\n'), err: () => [...error.mock.calls.map((c) => c.join(' ')), ...written].join('\n') }
-}
 
 const TINY = ['--task', 'sparse-markov', '--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '16', '--validation-size', '32', '--eval-every', '3', '--backend', 'cpu']
 
 describe('attnlab train', () => {
   it('trains the minimal preset and prints a JSON summary with losses and tokens/s', async () => {
-    const io = capture()
-    const out = join(root, 'minimal')
+    const io = captureOutput()
+    const out = join(root(), 'minimal')
     const code = await main(['train', '--preset', 'minimal', ...TINY, '--steps', '6', '--out', out, '--json'])
     expect(io.err()).toBe('')
     expect(code).toBe(0)
@@ -49,16 +31,16 @@ describe('attnlab train', () => {
   })
 
   it('--resume continues exactly where an uninterrupted run would be', async () => {
-    const io = capture()
-    const full = join(root, 'full')
+    const io = captureOutput()
+    const full = join(root(), 'full')
     expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '8', '--out', full, '--json'])).toBe(0)
     const fullSummary = JSON.parse(io.out().split('\n').join('\n'))
     vi.restoreAllMocks()
-    const part = join(root, 'part')
-    capture()
+    const part = join(root(), 'part')
+    captureOutput()
     expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '4', '--out', part, '--json'])).toBe(0)
     vi.restoreAllMocks()
-    const io2 = capture()
+    const io2 = captureOutput()
     expect(await main(['train', '--resume', part, '--steps', '8', '--out', part, '--eval-every', '3', '--backend', 'cpu', '--json'])).toBe(0)
     const resumed = JSON.parse(io2.out())
     expect(resumed.steps).toBe(8)
@@ -69,8 +51,8 @@ describe('attnlab train', () => {
   })
 
   it('prints a human-readable progress line per evaluation', async () => {
-    const io = capture()
-    expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '3', '--out', join(root, 'human')])).toBe(0)
+    const io = captureOutput()
+    expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '3', '--out', join(root(), 'human')])).toBe(0)
     expect(io.out()).toMatch(/step 3\/3 {2}train \d\.\d{4} {2}val \d\.\d{4} nats {2}span mass per head/)
     expect(io.out()).toMatch(/done at step 3: .* training tokens\/s on cpu; checkpoint in/)
   })
@@ -90,7 +72,7 @@ describe('attnlab train', () => {
   ]
   for (const [name, args, pattern] of usage) {
     it(`stops with one clear line for ${name}`, async () => {
-      const io = capture()
+      const io = captureOutput()
       const code = await main(['train', ...TINY, ...args])
       expect(code).toBe(2)
       expect(io.err()).toMatch(pattern)
@@ -98,20 +80,20 @@ describe('attnlab train', () => {
   }
 
   it('refuses to change the run when resuming, and a non-checkpoint directory', async () => {
-    const dir = join(root, 'base')
-    capture()
+    const dir = join(root(), 'base')
+    captureOutput()
     expect(await main(['train', '--preset', 'minimal', ...TINY, '--steps', '2', '--out', dir])).toBe(0)
     vi.restoreAllMocks()
-    let io = capture()
+    let io = captureOutput()
     expect(await main(['train', '--resume', dir, '--lr', '0.5', '--steps', '4', '--out', dir])).toBe(2)
     expect(io.err()).toMatch(/--lr cannot change when resuming/)
     vi.restoreAllMocks()
-    io = capture()
+    io = captureOutput()
     expect(await main(['train', '--resume', dir, '--steps', '1', '--out', dir, '--backend', 'cpu'])).toBe(2)
     expect(io.err()).toMatch(/--steps 1 is below the checkpoint's step 2/)
     vi.restoreAllMocks()
-    io = capture()
-    expect(await main(['train', '--resume', join(root, 'nothing'), '--steps', '4', '--out', dir])).toBe(2)
+    io = captureOutput()
+    expect(await main(['train', '--resume', join(root(), 'nothing'), '--steps', '4', '--out', dir])).toBe(2)
     expect(io.err()).toMatch(/INVALID_CHECKPOINT/)
   })
 })
