@@ -11,7 +11,6 @@ import {
   blockSparseSparsity,
   blockSparseTopKForSparsity,
   buildVerticalSlashIndex,
-  causalPairCount,
   coverCount,
   decodeMemory,
   decodeSpeedup,

@@ -252,7 +252,7 @@ describeWithBackends('prefill methods', () => {
       const { H, Hkv, T, d } = y
       const pool = (data: Float32Array, head: number, block: number) => {
         const out = new Array<number>(d).fill(0)
-        for (let t = block * 8; t < Math.min(T, block * 8 + 8); t++) for (let c = 0; c < d; c++) out[c] += (data[(head * T + t) * d + c] as number) / 8
+        for (let t = block * 8; t < Math.min(T, block * 8 + 8); t++) for (let c = 0; c < d; c++) out[c] = (out[c] as number) + (data[(head * T + t) * d + c] as number) / 8
         return out
       }
       const heads: string[] = []

@@ -1,7 +1,6 @@
 // The methods inside a real attnlab model (@attnlab/transformer): prefill through forward(), and
 // KV-cached generation through prefill -> afterPrefill -> decode.
 import { expect, it } from 'vitest'
-import * as tf from '@tensorflow/tfjs-core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
 import { Rng } from '@attnlab/core'
 import { createConfig, createTransformer, generate, type AttentionReport } from '@attnlab/transformer'
@@ -28,7 +27,7 @@ describeWithBackends('inside @attnlab/transformer', () => {
   it('prefill methods with budgets covering everything give the dense logits', async () => {
     const model = createTransformer(config)
     try {
-      const logits = (attention?: Parameters<typeof model.forward>[1]['attention']) => {
+      const logits = (attention?: NonNullable<Parameters<typeof model.forward>[1]>['attention']) => {
         const out = model.forward([prompt], attention === undefined ? {} : { attention })
         const data = out.dataSync().slice()
         out.dispose()

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, Rng, ShapeError } from '@attnlab/core'
+import { Rng, ShapeError } from '@attnlab/core'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
 import { expect, it } from 'vitest'
 import { ensureGradients } from './gradients.ts'

@@ -51,7 +51,7 @@ describeWithBackends('optimizers', () => {
     const w2 = tf.variable(tf.tensor1d([1, -2]))
     const b = createOptimizer(new Map([['w', w2]]), { kind: 'adamw' })
     b.setState(state)
-    const copy = tf.tensor(w.dataSync(), w.shape) // a real copy (tf.clone shares the buffer on cpu)
+    const copy = tf.tensor1d(w.dataSync()) // a real copy (tf.clone shares the buffer on cpu)
     w2.assign(copy)
     copy.dispose() // w2 owns its memory alone, like w, so both take the same (in-place) update path
     a.step(new Map([['w', tf.tensor1d([0.1, 0.2])]]), 0.1)

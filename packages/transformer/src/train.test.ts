@@ -115,7 +115,7 @@ describeWithBackends('train', (backend) => {
       analysis: false,
       onStep: (r: StepRecord) => {
         seen = r.step
-        if (r.step === 2) w.assign(tf.fill(w.shape, Number.NaN) as tf.Tensor2D)
+        if (r.step === 2) w.assign(tf.fill(w.shape as [number, number], Number.NaN) as tf.Tensor2D)
       },
     })
     await expect(trainer.run()).rejects.toThrow(NonFiniteError)

@@ -54,7 +54,7 @@ function reference(q: Float32Array, keys: Float32Array, values: Float32Array, ma
       const e = s.map((x) => Math.exp(x - m))
       const z = e.reduce((a, b) => a + b, 0)
       idx.forEach((j, n) => {
-        for (let c = 0; c < D; c++) out[(h * rows + i) * D + c] += ((e[n] as number) / z) * (values[(kv * P + j) * D + c] as number)
+        for (let c = 0; c < D; c++) out[(h * rows + i) * D + c] = (out[(h * rows + i) * D + c] as number) + ((e[n] as number) / z) * (values[(kv * P + j) * D + c] as number)
       })
     }
   }

@@ -58,7 +58,7 @@ export function referenceAttention(x: Qkv, mask: Uint8Array | null, scale = 1 / 
       const w = scores.map((s) => Math.exp(s - max))
       const z = w.reduce((a, b) => a + b, 0)
       keys.forEach((j, n) => {
-        for (let c = 0; c < dv; c++) out[(h * T + i) * dv + c] += ((w[n] as number) / z) * (x.v[(kv * T + j) * dv + c] as number)
+        for (let c = 0; c < dv; c++) out[(h * T + i) * dv + c] = (out[(h * T + i) * dv + c] as number) + ((w[n] as number) / z) * (x.v[(kv * T + j) * dv + c] as number)
       })
     }
   }
@@ -95,7 +95,7 @@ export function referenceDecode(
     const w = scores.map((s) => Math.exp(s - max))
     const z = w.reduce((a, b) => a + b, 0)
     idx.forEach((j, n) => {
-      for (let c = 0; c < dv; c++) out[h * dv + c] += ((w[n] as number) / z) * (values[(kv * P + j) * dv + c] as number)
+      for (let c = 0; c < dv; c++) out[h * dv + c] = (out[h * dv + c] as number) + ((w[n] as number) / z) * (values[(kv * P + j) * dv + c] as number)
     })
   }
   return out
