@@ -4,7 +4,15 @@
  * flags, with their conversion into `@attnlab/markov` / `@attnlab/transformer` configurations.
  */
 import { Command, Option } from 'commander'
-import { TASK_KINDS, type AnyTask } from '@attnlab/markov'
+import {
+  TASK_KINDS,
+  defaultCellularAutomatonConfig,
+  defaultIclMarkovConfig,
+  defaultLinearMapConfig,
+  defaultSparseMarkovConfig,
+  type AnyTask,
+  type TaskKind,
+} from '@attnlab/markov'
 import { createConfig, presetConfig, type OptimizerOptions, type PresetName, type ScheduleOptions, type TransformerConfig } from '@attnlab/transformer'
 import { UsageError } from './errors.ts'
 import { intListParser, intParser, numberListParser, numberParser } from './options.ts'
@@ -79,40 +87,117 @@ export function kebab(key: string): string {
 }
 
 /**
+ * Per-task defaults a command applies to the task flags not given on the command line, keyed by
+ * task kind, then by flag key (e.g. `attnlab emergence` runs the linear map with
+ * `{ 'linear-map': { stateSize: 8, onesPerRow: 2 } }`). Keys that are not task flags are ignored.
+ */
+export type TaskFlagDefaults = Readonly<Record<string, Readonly<Record<string, unknown>>>>
+
+/** The task flags' defaults in `@attnlab/markov` (what a command without its own defaults uses). */
+function packageTaskDefaults(): Partial<Record<TaskKind, Record<string, unknown>>> {
+  const sparse = defaultSparseMarkovConfig()
+  const linear = defaultLinearMapConfig()
+  const automaton = defaultCellularAutomatonConfig()
+  const icl = defaultIclMarkovConfig()
+  return {
+    'sparse-markov': { vocab: sparse.vocabSize, spans: sparse.spans, m: sparse.m, tau: sparse.tau, genLen: sparse.genLen },
+    'linear-map': { stateSize: linear.stateSize, onesPerRow: linear.onesPerRow, states: linear.states },
+    'cellular-automaton': { cells: automaton.cells, states: automaton.states, rules: automaton.rules ?? 'all 256' },
+    'icl-markov': { vocab: icl.vocabSize, order: icl.order, alpha: icl.alpha, length: icl.seqLength },
+  }
+}
+
+/** What each task flag means, per task kind it applies to (the help text, without defaults). */
+const TASK_FLAG_MEANINGS = {
+  vocab: [['sparse-markov', 'vocabulary d'], ['icl-markov', 'states k']],
+  spans: [['sparse-markov', 'span lengths, oldest first']],
+  m: [['sparse-markov', 'importance base, c_i = m^i']],
+  tau: [['sparse-markov', 'softmax temperature']],
+  genLen: [['sparse-markov', 'generated tokens per sequence']],
+  stateSize: [['linear-map', 'cells per state, the context length S']],
+  onesPerRow: [['linear-map', 'ones per row of M, the pattern sparsity s']],
+  states: [['linear-map', 'states per sequence'], ['cellular-automaton', 'states per sequence']],
+  cells: [['cellular-automaton', 'cells per state']],
+  rules: [['cellular-automaton', 'Wolfram rules to draw from']],
+  order: [['icl-markov', 'chain order']],
+  alpha: [['icl-markov', 'Dirichlet concentration']],
+  length: [['icl-markov', 'tokens per sequence']],
+} as const satisfies Record<string, ReadonlyArray<readonly [TaskKind, string]>>
+
+/** A task flag whose help states a default. */
+export type DefaultedTaskFlag = keyof typeof TASK_FLAG_MEANINGS
+
+/**
+ * The help text of each task flag with the defaults the command really uses: its own per-task
+ * defaults over `@attnlab/markov`'s. Flags listed in `commanderDefaults` get no "(default ...)"
+ * here, because commander appends "(default: ...)" for them.
+ */
+export function taskFlagDescriptions(taskDefaults: TaskFlagDefaults = {}, commanderDefaults: readonly string[] = []): Record<DefaultedTaskFlag, string> {
+  const base = packageTaskDefaults()
+  const show = (value: unknown): string => (Array.isArray(value) ? value.join(',') : String(value))
+  const descriptions = {} as Record<DefaultedTaskFlag, string>
+  for (const key of Object.keys(TASK_FLAG_MEANINGS) as DefaultedTaskFlag[]) {
+    const meanings: ReadonlyArray<readonly [TaskKind, string]> = TASK_FLAG_MEANINGS[key]
+    const parts = meanings.map(([kind, meaning]) => {
+      const value = taskDefaults[kind]?.[key] ?? base[kind]?.[key]
+      const stated = value === undefined || commanderDefaults.includes(key) ? '' : ` (default ${show(value)})`
+      return { kind, text: `${meaning}${stated}` }
+    })
+    // Two kinds with the same meaning and default share one entry ("linear-map / cellular-automaton: ...").
+    descriptions[key] =
+      parts.length === 2 && parts[0]?.text === parts[1]?.text
+        ? `${parts[0]?.kind} / ${parts[1]?.kind}: ${parts[0]?.text}`
+        : parts.map((p) => `${p.kind}: ${p.text}`).join('; ')
+  }
+  return descriptions
+}
+
+/**
+ * Restates the task flags' defaults in `command`'s help for the per-task defaults the command
+ * applies itself (see {@link TaskFlagDefaults}), e.g. `attnlab emergence`'s linear-map defaults.
+ */
+export function describeTaskDefaults(command: Command, taskDefaults: TaskFlagDefaults): void {
+  const commanderDefaults = command.options.filter((o) => o.defaultValue !== undefined).map((o) => o.attributeName())
+  const descriptions = taskFlagDescriptions(taskDefaults, commanderDefaults)
+  for (const option of command.options) {
+    const description = (descriptions as Record<string, string | undefined>)[option.attributeName()]
+    if (description !== undefined) option.description = description
+  }
+}
+
+/**
  * Adds the task flags. `--task-seed` (the seed of the task's fixed parameters) is added unless
- * `options.taskSeed` is false (`attnlab markov` uses one `--seed` for both).
+ * `options.taskSeed` is false (`attnlab markov` uses one `--seed` for both). `options.m` makes
+ * `--m` default to that value; `options.taskDefaults` are the per-task defaults the command
+ * applies itself, restated in the help.
  */
 export function addTaskFlags(
   command: Command,
   defaultTask = 'sparse-markov',
-  options: { readonly taskSeed?: boolean; readonly m?: number } = {},
+  options: { readonly taskSeed?: boolean; readonly m?: number; readonly taskDefaults?: TaskFlagDefaults } = {},
 ): Command {
+  const help = taskFlagDescriptions(options.taskDefaults, options.m === undefined ? [] : ['m'])
   command.addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default(defaultTask))
   if (options.taskSeed !== false) command.option('--task-seed <n>', "seed of the task's fixed parameters (teacher, matrix M)", intParser('--task-seed'), 0)
   return command
-    .option('--vocab <d>', 'sparse-markov: vocabulary d (default 50); icl-markov: states k', intParser('--vocab', 2, 4096))
-    .option('--spans <list>', 'sparse-markov: span lengths, oldest first (default 2,2,2)', intListParser('--spans', 1))
-    .option(
-      '--m <x>',
-      `sparse-markov: importance base, c_i = m^i (default ${options.m ?? 1.7})`,
-      numberParser('--m', 0),
-      ...(options.m === undefined ? [] : [options.m]),
-    )
-    .option('--tau <x>', 'sparse-markov: softmax temperature (default 0.1)', numberParser('--tau', 0))
+    .option('--vocab <d>', help.vocab, intParser('--vocab', 2, 4096))
+    .option('--spans <list>', help.spans, intListParser('--spans', 1))
+    .option('--m <x>', help.m, numberParser('--m', 0), ...(options.m === undefined ? [] : [options.m]))
+    .option('--tau <x>', help.tau, numberParser('--tau', 0))
     .option('--reverse', 'sparse-markov: make the oldest span the most important')
     .option('--stride <n>', 'sparse-markov: start-to-start distance of spans', intParser('--stride', 1))
     .option('--position-weights <list>', 'sparse-markov: within-span token weights', numberListParser('--position-weights'))
-    .option('--gen-len <n>', 'sparse-markov: generated tokens per sequence (default 20)', intParser('--gen-len', 1))
-    .option('--state-size <S>', 'linear-map: cells per state, the context length S (default 16)', intParser('--state-size', 2))
-    .option('--ones-per-row <s>', 'linear-map: ones per row of M, the pattern sparsity s (default 3)', intParser('--ones-per-row', 1))
-    .option('--states <T>', 'linear-map / cellular-automaton: states per sequence', intParser('--states', 2))
-    .option('--cells <S>', 'cellular-automaton: cells per state', intParser('--cells', 3))
-    .option('--rules <list>', 'cellular-automaton: Wolfram rules to draw from', intListParser('--rules', 0))
+    .option('--gen-len <n>', help.genLen, intParser('--gen-len', 1))
+    .option('--state-size <S>', help.stateSize, intParser('--state-size', 2))
+    .option('--ones-per-row <s>', help.onesPerRow, intParser('--ones-per-row', 1))
+    .option('--states <T>', help.states, intParser('--states', 2))
+    .option('--cells <S>', help.cells, intParser('--cells', 3))
+    .option('--rules <list>', help.rules, intListParser('--rules', 0))
     .option('--bos', 'linear-map / cellular-automaton: prepend a BOS token')
     .option('--no-score-initial', 'linear-map / cellular-automaton: do not score the initial state')
-    .option('--order <n>', 'icl-markov: chain order', intParser('--order', 1))
-    .option('--alpha <x>', 'icl-markov: Dirichlet concentration', numberParser('--alpha', 0))
-    .option('--length <n>', 'icl-markov: tokens per sequence', intParser('--length', 2))
+    .option('--order <n>', help.order, intParser('--order', 1))
+    .option('--alpha <x>', help.alpha, numberParser('--alpha', 0))
+    .option('--length <n>', help.length, intParser('--length', 2))
 }
 
 /** Adds the model flags. */

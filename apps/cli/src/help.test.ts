@@ -1,0 +1,57 @@
+import type { Command } from 'commander'
+import { defaultLinearMapConfig } from '@attnlab/markov'
+import { describe, expect, it } from 'vitest'
+import { EMERGENCE_TASK_DEFAULTS } from './commands/emergence.ts'
+import { buildProgram } from './program.ts'
+
+/** Every command's help as one line per option (commander wraps long descriptions). */
+function helpOf(command: Command): string {
+  return command.helpInformation().replace(/\n\s{20,}/g, ' ')
+}
+
+function find(path: string): Command {
+  let command: Command = buildProgram()
+  for (const name of path.split(' ')) {
+    const next = command.commands.find((c) => c.name() === name)
+    if (next === undefined) throw new Error(`no command '${path}'`)
+    command = next
+  }
+  return command
+}
+
+function optionLine(help: string, flag: string): string {
+  const line = help.split('\n').find((l) => l.trimStart().startsWith(`${flag} `))
+  if (line === undefined) throw new Error(`no ${flag} in the help`)
+  return line
+}
+
+describe('--help of every command', () => {
+  it('states no default twice on one option (the description and commander both)', () => {
+    const walk = (command: Command, path: string): string[] =>
+      helpOf(command)
+        .split('\n')
+        .filter((line) => {
+          // "(default 1.5) (default: 1.5)": the text and commander both state the same default.
+          const values = [...line.matchAll(/\(default:? ([^);]*)[);]/g)].map((m) => m[1]?.replace(/"/g, ''))
+          return new Set(values).size < values.length
+        })
+        .map((line) => `${path}: ${line.trim()}`)
+        .concat(command.commands.flatMap((c) => walk(c, `${path} ${c.name()}`)))
+    expect(walk(buildProgram(), 'attnlab')).toEqual([])
+  })
+
+  it("emergence states its own linear-map defaults, train and markov the package's", () => {
+    const linear = EMERGENCE_TASK_DEFAULTS['linear-map'] as { stateSize: number; onesPerRow: number }
+    const emergence = helpOf(find('emergence'))
+    expect(optionLine(emergence, '--state-size')).toContain(`(default ${linear.stateSize})`)
+    expect(optionLine(emergence, '--ones-per-row')).toContain(`(default ${linear.onesPerRow})`)
+    expect(optionLine(emergence, '--m')).toMatch(/\(default: 1\.5\)$/)
+    const packageDefaults = defaultLinearMapConfig()
+    for (const path of ['train', 'markov sample', 'markov oracle']) {
+      const help = helpOf(find(path))
+      expect(optionLine(help, '--state-size')).toContain(`(default ${packageDefaults.stateSize})`)
+      expect(optionLine(help, '--ones-per-row')).toContain(`(default ${packageDefaults.onesPerRow})`)
+      expect(optionLine(help, '--m')).toContain('(default 1.7)')
+    }
+  })
+})
