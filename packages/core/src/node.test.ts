@@ -1,9 +1,9 @@
-import { mkdtemp as makeTemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp as makeTemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { AttnlabError } from './errors.ts'
-import { readSafetensorsFile, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
+import { readSafetensorsFile, removeStaleTemporaries, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
 import { SafetensorsError } from './safetensors.ts'
 
 const made: string[] = []
@@ -58,6 +58,29 @@ describe('node file helpers', () => {
     })
     expect(await readdir(dir)).toEqual(['three.txt'])
     expect(await readdir(parent)).toEqual(['ckpt'])
+  })
+
+  it('gives an atomically written directory the permissions of mkdir (0777 minus the umask), not 0700', async () => {
+    const parent = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
+    const dir = join(parent, 'ckpt')
+    await writeDirectoryAtomic(dir, async (tmp) => {
+      await writeFile(join(tmp, 'one.txt'), '1')
+    })
+    const plain = join(parent, 'plain')
+    await mkdir(plain)
+    expect((await stat(dir)).mode & 0o777).toBe((await stat(plain)).mode & 0o777)
+    if (process.platform !== 'win32' && (process.umask() & 0o077) === 0o022) expect((await stat(dir)).mode & 0o777).toBe(0o755)
+  })
+
+  it('removes the temporaries a killed writeDirectoryAtomic left, and nothing else', async () => {
+    const parent = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
+    for (const name of ['.ckpt.tmp-abc123', '.ckpt.tmp-abc123.old', '.other.tmp-x9', 'ckpt', '.hidden', 'notes.tmp-1']) await mkdir(join(parent, name))
+    await writeFile(join(parent, '.ckpt.tmp-abc123', 'model.safetensors'), 'half')
+    expect((await removeStaleTemporaries(parent, 'ckpt')).length).toBe(2)
+    expect((await readdir(parent)).sort()).toEqual(['.hidden', '.other.tmp-x9', 'ckpt', 'notes.tmp-1'])
+    expect(await removeStaleTemporaries(parent)).toEqual([join(parent, '.other.tmp-x9')])
+    expect((await readdir(parent)).sort()).toEqual(['.hidden', 'ckpt', 'notes.tmp-1'])
+    expect(await removeStaleTemporaries(join(parent, 'missing'))).toEqual([])
   })
 
   it('reports an unwritable destination as IO_ERROR', async () => {

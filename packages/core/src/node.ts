@@ -7,7 +7,8 @@
  *
  * @packageDocumentation
  */
-import { mkdir, readFile, rename, rm, stat, mkdtemp } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { mkdir, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import writeFileAtomicLib from 'write-file-atomic'
 import { AttnlabError } from './errors.ts'
@@ -86,7 +87,10 @@ export async function writeSafetensorsFile(
 /**
  * Builds a directory atomically: `fill` writes into a fresh temporary sibling directory, which
  * then replaces `path` (an existing directory at `path` is removed only after `fill` succeeded).
- * If `fill` throws, the temporary directory is removed and `path` is untouched.
+ * If `fill` throws, the temporary directory is removed and `path` is untouched. The directory gets
+ * the ordinary permissions of a new directory (`0777` minus the umask, like `mkdir`), not the
+ * owner-only `0700` of `mkdtemp`. Temporary directories are named `.<name>.tmp-<random>`; one left
+ * by a killed process can be removed with {@link removeStaleTemporaries}.
  *
  * @param path - the final directory
  * @param fill - writes the directory's contents into the given temporary directory
@@ -95,7 +99,7 @@ export async function writeSafetensorsFile(
 export async function writeDirectoryAtomic(path: string, fill: (tempDir: string) => Promise<void>): Promise<void> {
   const parent = dirname(path)
   await mkdir(parent, { recursive: true })
-  const temp = await mkdtemp(join(parent, `.${basename(path)}.tmp-`))
+  const temp = await makeTempDirectory(join(parent, `.${basename(path)}.tmp-`))
   try {
     await fill(temp)
     const old = `${temp}.old`
@@ -114,4 +118,52 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
     if (error instanceof AttnlabError) throw error
     throw new AttnlabError('IO_ERROR', `cannot write directory '${path}': ${(error as Error).message}`, { path }, { cause: error })
   }
+}
+
+/**
+ * Creates a fresh directory `prefix<random>` with the default mode (`0777` minus the umask, as
+ * `mkdir` does; `mkdtemp` would make it `0700`, and it keeps that mode after the rename).
+ */
+async function makeTempDirectory(prefix: string): Promise<string> {
+  for (let attempt = 0; ; attempt++) {
+    const path = `${prefix}${randomBytes(6).toString('hex')}`
+    try {
+      await mkdir(path)
+      return path
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 10) throw error
+    }
+  }
+}
+
+/**
+ * Removes the temporary siblings that {@link writeDirectoryAtomic} leaves in `dir` when its
+ * process is killed mid-write (`.<name>.tmp-<random>` and `.<name>.tmp-<random>.old`), for every
+ * name or only for `name`. A missing `dir` is not an error.
+ *
+ * @param dir - the directory that holds (or will hold) atomically written directories
+ * @param name - only the temporaries of this entry (e.g. `checkpoint`)
+ * @returns the paths removed
+ * @category Files
+ */
+export async function removeStaleTemporaries(dir: string, name?: string): Promise<string[]> {
+  let entries: string[]
+  try {
+    entries = await readdir(dir)
+  } catch {
+    return []
+  }
+  const prefix = name === undefined ? null : `.${name}.tmp-`
+  const removed: string[] = []
+  for (const entry of entries) {
+    if (prefix !== null ? !entry.startsWith(prefix) : !/^\..+\.tmp-[^/]+$/.test(entry)) continue
+    const path = join(dir, entry)
+    try {
+      await rm(path, { recursive: true, force: true })
+      removed.push(path)
+    } catch (error) {
+      throw new AttnlabError('IO_ERROR', `cannot remove the stale temporary '${path}': ${(error as Error).message}`, { path }, { cause: error })
+    }
+  }
+  return removed
 }
