@@ -92,6 +92,11 @@ export function installKernelFlags(program: Command): void {
   })
 }
 
+/** The `--kernels` / `--threads` given on the command line (before or after the subcommand), if any. */
+export function kernelFlagsGiven(): { readonly kernels?: KernelsMode; readonly threads?: number } {
+  return { ...kernelFlags }
+}
+
 /**
  * Activates the requested backend, or the default one, with the kernels chosen by `--kernels` /
  * `--threads` (default `auto`, 1 thread). Returns its name.

@@ -1,13 +1,15 @@
 import type { Command } from 'commander'
-import { BACKEND_PACKAGES, availableBackends, defaultBackend } from '@attnlab/core'
+import { BACKEND_PACKAGES, availableBackends, defaultBackend, kernelsInUse } from '@attnlab/core'
+import { activateBackend, backendOption } from '../options.ts'
 
 /** `attnlab info`: versions and the backends available here. */
 export function registerInfo(program: Command): void {
   program
     .command('info')
-    .description('show the Node version and which tensor backends can run here')
+    .description('show the Node version and which tensor backends can run here (with --backend: activate it and show its attnlab kernels)')
+    .addOption(backendOption())
     .option('--json', 'print JSON')
-    .action(async (options: { json?: boolean }) => {
+    .action(async (options: { backend?: string; json?: boolean }) => {
       const available = await availableBackends()
       const info = {
         node: process.version,
@@ -17,8 +19,14 @@ export function registerInfo(program: Command): void {
         ),
         defaultBackend: await defaultBackend(),
       }
+      // --backend (and the global --kernels / --threads): activate it as a command would and say which kernels it uses.
+      let chosen: { name: string; kernels: string } | undefined
+      if (options.backend !== undefined) {
+        const name = await activateBackend(options.backend)
+        chosen = { name, kernels: kernelsInUse(name) }
+      }
       if (options.json) {
-        console.log(JSON.stringify(info, null, 2))
+        console.log(JSON.stringify(chosen === undefined ? info : { ...info, backend: chosen }, null, 2))
         return
       }
       console.log(`node ${info.node} (${info.platform})`)
@@ -26,5 +34,6 @@ export function registerInfo(program: Command): void {
         console.log(`  ${b.available ? '✓' : '✗'} ${name.padEnd(15)} ${b.package}`)
       }
       console.log(`default backend: ${info.defaultBackend}`)
+      if (chosen !== undefined) console.log(`backend ${chosen.name}: active, attnlab kernels: ${chosen.kernels}`)
     })
 }

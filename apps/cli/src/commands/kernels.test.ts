@@ -7,7 +7,8 @@ import { nativeKernelsStatus } from '@attnlab/core/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { captureOutput } from '../cli.test-utils.ts'
 import { activateBackend } from '../options.ts'
-import { main } from '../program.ts'
+import type { Command } from 'commander'
+import { buildProgram, main } from '../program.ts'
 
 afterEach(() => {
   vi.restoreAllMocks()
@@ -73,5 +74,45 @@ describe('--kernels / --threads with --backend', () => {
     expect(await main(['train', '--preset', 'minimal', '--backend', 'cpu', '--kernels', 'wasm', '--steps', '1', '--out', join(tmpdir(), 'attnlab-never-written')])).toBe(2)
     expect(io.err()).toMatch(/'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend/)
     await useBackend('wasm', { kernels: 'auto' })
+  })
+})
+
+describe('kernels status and info for the chosen backend and --kernels', () => {
+  afterEach(async () => {
+    await useBackend('wasm', { kernels: 'auto' })
+  })
+
+  it('status reports the --kernels given, before or after the subcommand, on --backend', async () => {
+    const io = captureOutput()
+    expect(await main(['--kernels', 'js', 'kernels', 'status', '--backend', 'cpu'])).toBe(0)
+    expect(io.out()).toContain('--kernels js on the cpu backend uses: js')
+    expect(io.out()).not.toContain('--kernels auto on the cpu')
+    io.logs.length = 0
+    expect(await main(['kernels', 'status', '--kernels', 'none', '--json'])).toBe(0)
+    const report = JSON.parse(io.out())
+    expect(report).toMatchObject({ backend: 'wasm', kernels: 'none', uses: 'none' })
+    expect(report.autoOnWasm).toBe(native.state === 'loadable' ? 'native' : 'wasm')
+  })
+
+  it('status with a --kernels the backend cannot host is a usage error (exit 2)', async () => {
+    const io = captureOutput()
+    expect(await main(['--kernels', 'wasm', 'kernels', 'status', '--backend', 'cpu'])).toBe(2)
+    expect(io.err()).toMatch(/'wasm' kernels compute on the tfjs wasm heap/)
+  })
+
+  it('info --backend activates it and reports its kernels', async () => {
+    const io = captureOutput()
+    expect(await main(['info', '--backend', 'cpu', '--kernels', 'js', '--json'])).toBe(0)
+    expect(JSON.parse(io.out()).backend).toEqual({ name: 'cpu', kernels: 'js' })
+  })
+
+  it('every command the README lists takes --backend; markov and dynamics do not', () => {
+    const program = buildProgram()
+    const find = (path: string): Command => path.split(' ').reduce<Command>((c, name) => c.commands.find((s) => s.name() === name) as Command, program)
+    const hasBackend = (path: string): boolean => find(path).options.some((o) => o.long === '--backend')
+    for (const path of ['emergence', 'train', 'generate', 'sparse apply', 'sparse compare', 'knockout capabilities', 'knockout locate', 'knockout ablate', 'info', 'kernels status']) {
+      expect(hasBackend(path), path).toBe(true)
+    }
+    for (const path of ['markov sample', 'markov oracle', 'dynamics simulate']) expect(hasBackend(path), path).toBe(false)
   })
 })

@@ -8,10 +8,10 @@
  * Registering this command also adds the global `--kernels` / `--threads` flags that every
  * command with `--backend` honours.
  */
-import type { Command } from 'commander'
-import { AttnlabError, kernelsInUse, useBackend } from '@attnlab/core'
+import { Option, type Command } from 'commander'
+import { AttnlabError, ConfigError, kernelsInUse, useBackend } from '@attnlab/core'
 import { buildNativeKernels, loadedNativeKernelsInfo, nativeKernelsStatus } from '@attnlab/core/node'
-import { installKernelFlags } from '../options.ts'
+import { installKernelFlags, kernelFlagsGiven } from '../options.ts'
 
 /** Registers `attnlab kernels` and the global `--kernels` / `--threads` flags. */
 export function registerKernels(program: Command): void {
@@ -37,22 +37,32 @@ export function registerKernels(program: Command): void {
 
   kernels
     .command('status')
-    .description('show which kernels --kernels auto picks on the wasm backend, and the native build')
+    .description('show which kernels --kernels (default auto) picks on --backend (default wasm), and the native build')
+    .addOption(new Option('--backend <name>', 'backend to report for: the attnlab kernels register on wasm and cpu').choices(['wasm', 'cpu']).default('wasm'))
     .option('--json', 'print JSON')
-    .action(async (flags: { json?: boolean }) => {
+    .action(async (flags: { backend: 'wasm' | 'cpu'; json?: boolean }) => {
       const native = await nativeKernelsStatus()
-      let autoOnWasm: string
-      let wasmError: string | undefined
-      try {
-        await useBackend('wasm', { kernels: 'auto' })
-        autoOnWasm = kernelsInUse('wasm')
-      } catch (error) {
-        autoOnWasm = 'none'
-        wasmError = error instanceof Error ? error.message : String(error)
+      const requested = kernelFlagsGiven()
+      const mode = requested.kernels ?? 'auto'
+      const activate = async (backend: 'wasm' | 'cpu', options: Parameters<typeof useBackend>[1]): Promise<{ uses: string; error?: string }> => {
+        try {
+          await useBackend(backend, options)
+          return { uses: kernelsInUse(backend) }
+        } catch (error) {
+          // A --kernels that cannot apply to --backend is bad usage, not a status to report.
+          if (error instanceof ConfigError) throw error
+          return { uses: 'none', error: error instanceof Error ? error.message : String(error) }
+        }
       }
+      const auto = await activate('wasm', { kernels: 'auto' })
+      // What the given --kernels / --threads pick on --backend (the same as auto on wasm unless given).
+      const chosen = mode === 'auto' && flags.backend === 'wasm' && requested.threads === undefined ? auto : await activate(flags.backend, requested)
       const loaded = loadedNativeKernelsInfo()
       const report = {
-        autoOnWasm,
+        autoOnWasm: auto.uses,
+        backend: flags.backend,
+        kernels: mode,
+        uses: chosen.uses,
         native: {
           state: native.state,
           path: native.path ?? null,
@@ -62,19 +72,21 @@ export function registerKernels(program: Command): void {
           builtAt: native.stamp?.builtAt ?? null,
           searched: native.searched,
         },
-        ...(wasmError === undefined ? {} : { wasmError }),
+        ...(auto.error === undefined ? {} : { wasmError: auto.error }),
+        ...(chosen.error === undefined || chosen === auto ? {} : { error: chosen.error }),
       }
       if (flags.json) {
         console.log(JSON.stringify(report, null, 2))
         return
       }
-      console.log(`--kernels auto on the wasm backend uses: ${autoOnWasm}`)
+      console.log(`--kernels ${mode} on the ${flags.backend} backend uses: ${chosen.error === undefined ? chosen.uses : `nothing (${chosen.error})`}`)
+      if (mode !== 'auto' || flags.backend !== 'wasm') console.log(`(--kernels auto on the wasm backend uses: ${auto.uses})`)
       if (native.state === 'loadable') {
         console.log(`native kernels: built (${report.native.cpuLevel}, ${report.native.openmp ? 'OpenMP threads available' : 'single-threaded'}) at ${native.path}`)
       } else {
         const why = native.state === 'stale' ? 'built from other sources' : 'not built'
         console.log(`native kernels: ${why}; build them with: pnpm attnlab kernels build (searched ${native.searched.join(', ')})`)
       }
-      if (wasmError !== undefined) console.log(`wasm backend: ${wasmError}`)
+      if (auto.error !== undefined) console.log(`wasm backend: ${auto.error}`)
     })
 }
