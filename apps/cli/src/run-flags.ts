@@ -246,12 +246,18 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
     .option('--validation-size <n>', 'validation sequences', intParser('--validation-size', 1), 1024)
 }
 
-/** Checks the optimisation flags' cross-constraints (before any work). */
+/** Most sequences a task samples in one batch (`@attnlab/markov` refuses more). */
+export const MAX_SEQUENCES = 1 << 24
+
+/** Checks the optimisation flags' limits and cross-constraints (before any work). */
 export function checkOptimizationFlags(flags: OptimizationFlags, command: Command): void {
   if (flags.schedule !== 'warmup-cosine' && command.getOptionValueSource('warmup') === 'cli') throw new UsageError('--warmup applies to --schedule warmup-cosine')
   if (flags.optimizer !== 'sgd' && command.getOptionValueSource('momentum') === 'cli') throw new UsageError('--momentum applies to --optimizer sgd')
   if (flags.gradClip <= 0) throw new UsageError(`--grad-clip must be > 0, got ${flags.gradClip}`)
   if (flags.lr <= 0) throw new UsageError(`--lr must be > 0, got ${flags.lr}`)
+  for (const [flag, value] of [['--batch', flags.batch], ['--train-size', flags.trainSize], ['--validation-size', flags.validationSize]] as const) {
+    if (value > MAX_SEQUENCES) throw new UsageError(`${flag} ${value} is above the ${MAX_SEQUENCES} sequences a task samples at once`)
+  }
   if (flags.trainSize > 0 && flags.trainSize < flags.batch) throw new UsageError(`--train-size ${flags.trainSize} is smaller than --batch ${flags.batch}`)
 }
 

@@ -1,3 +1,4 @@
+import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -69,6 +70,7 @@ describe('attnlab train', () => {
     ['flag of another task', ['--state-size', '4', '--out', 'x'], /--state-size does not apply to --task sparse-markov/],
     ['bad preset', ['--preset', 'bert', '--out', 'x'], /argument 'bert' is invalid/],
     ['bad lr', ['--lr', 'abc', '--out', 'x'], /--lr must be a number/],
+    ['a batch above the sampling limit', ['--batch', '99999999999', '--out', 'x'], /--batch 99999999999 is above the 16777216 sequences/],
   ]
   for (const [name, args, pattern] of usage) {
     it(`stops with one clear line for ${name}`, async () => {
@@ -95,5 +97,102 @@ describe('attnlab train', () => {
     io = captureOutput()
     expect(await main(['train', '--resume', join(root(), 'nothing'), '--steps', '4', '--out', dir])).toBe(2)
     expect(io.err()).toMatch(/INVALID_CHECKPOINT/)
+  })
+
+  it('never deletes what is in --out without --force: user files, a plain file, an earlier checkpoint', async () => {
+    const user = join(root(), 'userdir')
+    await mkdir(join(user, 'sub'), { recursive: true })
+    await writeFile(join(user, 'notes.txt'), 'mine')
+    const file = join(root(), 'plain-file')
+    await writeFile(file, 'also mine')
+    const checkpoint = join(root(), 'earlier')
+    captureOutput()
+    expect(await main(['train', ...TINY, '--steps', '2', '--out', checkpoint])).toBe(0)
+    const before = await readFile(join(checkpoint, 'model.safetensors'))
+    vi.restoreAllMocks()
+    const cases: [string, RegExp][] = [
+      [user, /--out .*userdir is not empty; pick another directory, or pass --force/],
+      [file, /--out .*plain-file is a file; pick another path, or pass --force/],
+      [checkpoint, /--out .*earlier holds a checkpoint; continue it with --resume .*earlier, pick another --out, or replace it with --force/],
+    ]
+    for (const [out, pattern] of cases) {
+      const io = captureOutput()
+      expect(await main(['train', ...TINY, '--steps', '3', '--out', out])).toBe(2)
+      expect(io.err()).toMatch(pattern)
+      expect(io.err().trim().split('\n')).toHaveLength(1)
+      vi.restoreAllMocks()
+    }
+    expect((await readdir(user)).sort()).toEqual(['notes.txt', 'sub'])
+    expect(await readFile(file, 'utf8')).toBe('also mine')
+    expect(await readFile(join(checkpoint, 'model.safetensors'))).toEqual(before)
+    // An empty directory is fine.
+    const empty = join(root(), 'empty')
+    await mkdir(empty)
+    captureOutput()
+    expect(await main(['train', ...TINY, '--steps', '1', '--out', empty])).toBe(0)
+    expect((await loadCheckpoint(empty)).trainerState!.step).toBe(1)
+  })
+
+  it('--force replaces a directory, a file or a checkpoint atomically with the new checkpoint', async () => {
+    const user = join(root(), 'forced-dir')
+    await mkdir(join(user, 'sub'), { recursive: true })
+    await writeFile(join(user, 'notes.txt'), 'mine')
+    const file = join(root(), 'forced-file')
+    await writeFile(file, 'x')
+    const checkpoint = join(root(), 'forced-checkpoint')
+    captureOutput()
+    expect(await main(['train', ...TINY, '--steps', '2', '--out', checkpoint])).toBe(0)
+    for (const out of [user, file, checkpoint]) {
+      expect(await main(['train', ...TINY, '--steps', '3', '--out', out, '--force'])).toBe(0)
+      expect((await loadCheckpoint(out)).trainerState!.step).toBe(3)
+      expect((await readdir(out)).sort()).toEqual(['config.json', 'manifest.json', 'model.safetensors', 'optimizer.safetensors', 'trainer.json'])
+    }
+    expect((await readdir(root())).filter((name) => name.includes('.tmp-'))).toEqual([])
+  })
+
+  it('--resume DIR without --out continues in place; another non-empty --out needs --force', async () => {
+    const dir = join(root(), 'in-place')
+    captureOutput()
+    expect(await main(['train', ...TINY, '--steps', '2', '--out', dir])).toBe(0)
+    vi.restoreAllMocks()
+    let io = captureOutput()
+    expect(await main(['train', '--resume', dir, '--steps', '4', '--backend', 'cpu', '--json'])).toBe(0)
+    expect(JSON.parse(io.out())).toMatchObject({ out: dir, steps: 4 })
+    expect((await loadCheckpoint(dir)).trainerState!.step).toBe(4)
+    vi.restoreAllMocks()
+    const other = join(root(), 'other')
+    await mkdir(other)
+    await writeFile(join(other, 'keep.txt'), 'k')
+    io = captureOutput()
+    expect(await main(['train', '--resume', dir, '--steps', '5', '--out', other, '--backend', 'cpu'])).toBe(2)
+    expect(io.err()).toMatch(/--out .*other is not empty/)
+    expect(await readdir(other)).toEqual(['keep.txt'])
+    expect((await loadCheckpoint(dir)).trainerState!.step).toBe(4)
+  })
+
+  it('stops cleanly on SIGTERM like on Ctrl-C, and removes temporaries a killed run left next to --out', async () => {
+    const out = join(root(), 'trt')
+    // What a run killed mid-write (SIGKILL) leaves next to its checkpoint.
+    await mkdir(join(root(), '.trt.tmp-dead01'))
+    await writeFile(join(root(), '.trt.tmp-dead01', 'model.safetensors'), 'half')
+    const errors: string[] = []
+    vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void errors.push(args.join(' ')))
+    vi.spyOn(console, 'log').mockImplementation((line: unknown) => {
+      if (String(line).startsWith('step 3/')) process.emit('SIGTERM')
+    })
+    expect(await main(['train', ...TINY, '--steps', '60', '--out', out])).toBe(130)
+    expect(errors.join('\n')).toMatch(/INTERRUPTED.*interrupted at step 3 of 60; the checkpoint in .*trt holds it: continue with --resume .*trt$/)
+    expect(process.listenerCount('SIGTERM')).toBe(0)
+    expect(process.listenerCount('SIGHUP')).toBe(0)
+    expect((await loadCheckpoint(out)).trainerState!.step).toBe(3)
+    expect((await readdir(root())).filter((name) => name.startsWith('.trt.'))).toEqual([])
+    // The checkpoint directory has an ordinary directory's permissions (not mkdtemp's 0700).
+    const plain = join(root(), 'plain-mode')
+    await mkdir(plain)
+    expect((await stat(out)).mode & 0o777).toBe((await stat(plain)).mode & 0o777)
+    vi.restoreAllMocks()
+    captureOutput()
+    expect(await main(['train', '--resume', out, '--steps', '6', '--backend', 'cpu'])).toBe(0)
+    expect((await loadCheckpoint(out)).trainerState!.step).toBe(6)
   })
 })

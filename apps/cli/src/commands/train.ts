@@ -3,6 +3,7 @@
  * `@attnlab/markov`, write checkpoints (safetensors + config + optimizer/trainer state), resume
  * exactly, and report final train/validation loss and training tokens per second.
  */
+import { basename, dirname, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { AttnlabError, Rng } from '@attnlab/core'
 import { createTask, type AnyTask, type TaskDescription } from '@attnlab/markov'
@@ -17,8 +18,11 @@ import {
   type TransformerConfig,
   type TrainerState,
 } from '@attnlab/transformer'
+import { removeStaleTemporaries } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
+import { checkWritable, pathState } from '../out-dir.ts'
+import { onStopSignal } from '../signals.ts'
 import { activateBackend, backendOption, intParser } from '../options.ts'
 import {
   MODEL_KEYS,
@@ -44,6 +48,7 @@ interface TrainFlags extends TaskFlags, ModelFlags, OptimizationFlags {
   seed: number
   out?: string
   resume?: string
+  force?: boolean
   checkpointEvery: number
   backend?: string
   json?: boolean
@@ -77,9 +82,31 @@ function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
   return typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' && (task as Partial<TeacherSource>).teacher !== undefined
 }
 
+/**
+ * Checks that the checkpoint can go to `out` without destroying anything the user did not ask to
+ * replace: a missing path or an empty directory is fine; a file, a checkpoint or any other
+ * non-empty directory needs `--force` (the checkpoint then replaces it atomically).
+ */
+async function checkOut(out: string, force: boolean): Promise<void> {
+  const state = await pathState(out)
+  if (!force) {
+    if (state.kind === 'file') throw new UsageError(`--out ${out} is a file; pick another path, or pass --force to replace it with the checkpoint directory`)
+    if (state.kind === 'directory' && state.entries.length > 0) {
+      if (state.entries.includes('manifest.json')) {
+        throw new UsageError(`--out ${out} holds a checkpoint; continue it with --resume ${out}, pick another --out, or replace it with --force`)
+      }
+      throw new UsageError(`--out ${out} is not empty; pick another directory, or pass --force to replace it and everything in it`)
+    }
+  }
+  // The checkpoint is written next to `out` and renamed into place: its parent must be writable.
+  await checkWritable(dirname(resolve(out)))
+}
+
 /** Runs `attnlab train` (exported for tests). */
 export async function runTrain(flags: TrainFlags, command: Command): Promise<Record<string, unknown>> {
-  if (flags.out === undefined) throw new UsageError('--out DIR is required (the checkpoint directory)')
+  // --resume DIR continues in place unless --out says otherwise.
+  const out = flags.out ?? flags.resume
+  if (out === undefined) throw new UsageError('--out DIR is required (the checkpoint directory; with --resume DIR it defaults to DIR)')
   let task: AnyTask
   let config: TransformerConfig
   let run: StoredRun
@@ -88,7 +115,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   if (flags.resume !== undefined) {
     const changed = givenFlags(command, [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seed'])
     if (changed.length > 0) {
-      throw new UsageError(`${changed.map(kebab).join(', ')} cannot change when resuming (the run's settings come from ${flags.resume}); only --steps, --out, --eval-every, --checkpoint-every, --backend and --json may be given`)
+      throw new UsageError(`${changed.map(kebab).join(', ')} cannot change when resuming (the run's settings come from ${flags.resume}); only --steps, --out, --force, --eval-every, --checkpoint-every, --backend and --json may be given`)
     }
     const checkpoint = await loadCheckpoint(flags.resume)
     const stored = checkpoint.extra as Partial<StoredRun>
@@ -121,7 +148,13 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       evaluations: [],
     }
   }
+  // Continuing in place rewrites the run's own checkpoint; anywhere else must be free (or --force).
+  const inPlace = flags.resume !== undefined && resolve(out) === resolve(flags.resume)
+  if (inPlace) await checkWritable(dirname(resolve(out)))
+  else await checkOut(out, flags.force === true)
   const backend = await activateBackend(flags.backend)
+  // Temporaries of a checkpoint write that was killed (SIGKILL, power loss) in an earlier run.
+  await removeStaleTemporaries(dirname(resolve(out)), basename(resolve(out)))
   const model = createTransformer(config)
   if (weights !== undefined) model.setWeights(weights)
   const settings = run.train
@@ -129,10 +162,8 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   const source = settings.trainSize > 0 ? task.sample(settings.trainSize, root.split('dataset')) : task
   const validation = task.sample(settings.validationSize, root.split('validation'))
   const controller = new AbortController()
-  const onSignal = (): void => controller.abort()
-  process.once('SIGINT', onSignal)
+  const removeSignalListeners = onStopSignal(() => controller.abort())
   const started = performance.now()
-  const out = flags.out
   const save = async (state: TrainerState): Promise<void> => {
     await saveCheckpoint(out, model, state, { ...run })
   }
@@ -167,7 +198,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       },
     })
   } finally {
-    process.removeListener('SIGINT', onSignal)
+    removeSignalListeners()
     model.dispose()
   }
   const summary = {
@@ -188,7 +219,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   }
   if (flags.json) console.log(JSON.stringify(summary, null, 2))
   if (result.stopped) {
-    throw new AttnlabError('INTERRUPTED', `interrupted at step ${result.steps} of ${flags.steps}; the checkpoint in ${out} holds it: continue with --resume ${out} --out ${out}`, { step: result.steps })
+    throw new AttnlabError('INTERRUPTED', `interrupted at step ${result.steps} of ${flags.steps}; the checkpoint in ${out} holds it: continue with --resume ${out}`, { step: result.steps })
   }
   if (!flags.json) {
     console.log(
@@ -209,8 +240,9 @@ export function registerTrain(program: Command): void {
   addOptimizationFlags(command, { batch: 1024, lr: 0.08, steps: 1500, evalEvery: 50, allowZero: true })
   command
     .option('--seed <n>', 'seed of initialisation, data and validation', intParser('--seed'), 0)
-    .option('--out <dir>', 'checkpoint directory (written atomically)')
-    .option('--resume <dir>', 'continue a run from its checkpoint (bit-identical on cpu)')
+    .option('--out <dir>', 'checkpoint directory (written atomically); must be new or empty unless --force (default with --resume: the resumed directory)')
+    .option('--resume <dir>', 'continue a run from its checkpoint (bit-identical on cpu), in place unless --out is given')
+    .option('--force', 'replace what is in --out (a file, an earlier checkpoint, any directory) with the checkpoint')
     .option('--checkpoint-every <n>', 'also write the checkpoint every N steps (0: only at the end)', intParser('--checkpoint-every', 0), 0)
     .addOption(backendOption())
     .option('--json', 'print a JSON summary (final train/validation loss in nats, training tokens/s)')
