@@ -2,7 +2,10 @@
  * Shared flag parsers and the backend flag. Every parser throws a {@link UsageError} naming the
  * flag and what was expected, so bad input stops before any work.
  */
+import { existsSync, statSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
 import { InvalidArgumentError, Option, type Command } from 'commander'
+import { UsageError } from './errors.ts'
 import { BACKEND_NAMES, KERNELS_MODES, defaultBackend, useBackend, type BackendName, type KernelsMode } from '@attnlab/core'
 
 /** Parses an integer flag within [min, max]. */
@@ -50,6 +53,28 @@ export function numberListParser(flag: string): (value: string) => number[] {
     }
     return numbers
   }
+}
+
+/**
+ * Checks an output-file flag before any work: the file's directory exists and the path is not a
+ * directory (and, with `extension`, ends in it). Every command's `--plot` and `--out <file>` use
+ * this, so a missing directory is refused the same way everywhere instead of created.
+ *
+ * @param flag - the flag, for the message (e.g. `--plot`)
+ * @param path - the path given
+ * @param extension - required file extension, e.g. `.svg` (case-insensitive)
+ * @returns the absolute path
+ * @throws UsageError naming the flag and the problem
+ */
+export function checkOutputFile(flag: string, path: string, extension?: string): string {
+  const absolute = resolve(path)
+  if (extension !== undefined && !absolute.toLowerCase().endsWith(extension)) throw new UsageError(`${flag} must name an ${extension} file, got '${path}'`)
+  const directory = dirname(absolute)
+  if (!existsSync(directory) || !statSync(directory).isDirectory()) throw new UsageError(`${flag}: directory '${directory}' does not exist`)
+  if (existsSync(absolute) && statSync(absolute).isDirectory()) {
+    throw new UsageError(`${flag}: '${path}' is a directory; name the ${extension === undefined ? '' : `${extension} `}file to write inside it`)
+  }
+  return absolute
 }
 
 /** The `--backend` option, shared by every command that computes with tensors. */

@@ -5,8 +5,6 @@
  * - `dynamics simulate`: integrate the ODE, print plateaus, transitions (which head took which
  *   span), phases; `--plot FILE.svg` draws the loss and each head's attention mass per span.
  */
-import { existsSync, statSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
 import { Option, type Command } from 'commander'
 import { writeFileAtomic } from '@attnlab/core/node'
 import {
@@ -19,8 +17,7 @@ import {
   type StageAnalysis,
   type Trajectory,
 } from '@attnlab/dynamics'
-import { UsageError } from '../errors.ts'
-import { intListParser, intParser, numberParser } from '../options.ts'
+import { checkOutputFile, intListParser, intParser, numberParser } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 
 interface SimulateFlags {
@@ -41,16 +38,9 @@ interface SimulateFlags {
   plot?: string
 }
 
-/** Checks that `--plot` names an .svg file in an existing, writable directory (before any work). */
+/** Checks that `--plot` names an .svg file in an existing directory (before any work). */
 function checkPlotPath(path: string): string {
-  const absolute = resolve(path)
-  if (!absolute.toLowerCase().endsWith('.svg')) throw new UsageError(`--plot must name an .svg file, got '${path}'`)
-  const directory = dirname(absolute)
-  if (!existsSync(directory) || !statSync(directory).isDirectory()) {
-    throw new UsageError(`--plot: directory '${directory}' does not exist`)
-  }
-  if (existsSync(absolute) && statSync(absolute).isDirectory()) throw new UsageError(`--plot: '${path}' is a directory`)
-  return absolute
+  return checkOutputFile('--plot', path, '.svg')
 }
 
 /** The JSON summary printed by `--json`. */

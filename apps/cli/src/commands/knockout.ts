@@ -13,9 +13,8 @@
  * directory). Locating always reports the effect of knocking out the top heads on the target and
  * on every control capability.
  */
-import { existsSync, statSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { dirname, resolve } from 'node:path'
+import { dirname } from 'node:path'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { writeFileAtomic } from '@attnlab/core/node'
 import {
@@ -43,7 +42,7 @@ import {
 import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, intParser, numberParser } from '../options.ts'
+import { activateBackend, backendOption, checkOutputFile, intParser, numberParser } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
@@ -109,12 +108,7 @@ function headListSyntax(value: string): string {
 
 /** Checks that `--plot` names an .svg file in an existing directory (before any work). */
 function checkPlotPath(path: string): string {
-  const absolute = resolve(path)
-  if (!absolute.toLowerCase().endsWith('.svg')) throw new UsageError(`--plot must name an .svg file, got '${path}'`)
-  const directory = dirname(absolute)
-  if (!existsSync(directory) || !statSync(directory).isDirectory()) throw new UsageError(`--plot: directory '${directory}' does not exist`)
-  if (existsSync(absolute) && statSync(absolute).isDirectory()) throw new UsageError(`--plot: '${path}' is a directory`)
-  return absolute
+  return checkOutputFile('--plot', path, '.svg')
 }
 
 /** A model with what the knockout needs to know about it. */

@@ -20,7 +20,7 @@ import {
   type TaskKind,
 } from '@attnlab/markov'
 import { UsageError } from '../errors.ts'
-import { intParser } from '../options.ts'
+import { checkOutputFile, intParser } from '../options.ts'
 import { addTaskFlags, type TaskFlags } from '../run-flags.ts'
 
 /** Task flags, and the task kinds each applies to. */
@@ -141,6 +141,7 @@ export function registerMarkov(program: Command): void {
       .option('--json', 'print a JSON summary'),
   ).action(async (options: SampleOptions, command: Command) => {
     if (options.out === undefined || options.out.trim() === '') throw new UsageError('--out <file> is required (the .safetensors file to write)')
+    checkOutputFile('--out', options.out, undefined)
     const task = taskFromFlags(options, command)
     const batch = task.sample(options.sequences, samplingRng(options.seed))
     const description = task.describe()

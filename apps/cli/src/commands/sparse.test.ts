@@ -344,9 +344,19 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
       expect(row.top1Agreement, row.method).toBeGreaterThan(0.3)
       expect(row).toHaveProperty('reportedSparsity')
     }
+    expect(report.plot).toBe(plot)
     const svg = await readFile(plot, 'utf8')
     expect(svg).toMatch(/^<svg/)
     expect(svg.match(/<polyline/g)).toHaveLength(12)
+  })
+
+  it('prints the plot: line when it writes the plot', async () => {
+    const promptFile = join(dir(), 'prompt-plot.txt')
+    await writeFile(promptFile, 'I dreamed of a quiet city where the lights hummed softly')
+    const plot = join(dir(), 'compare-text.svg')
+    expect(await run(['sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--methods', 'block-sparse', '--sparsity', '0.5', '--plot', plot, '--backend', 'cpu'])).toBe(0)
+    expect(logs.join('\n')).toContain(`plot: ${plot}`)
+    expect(existsSync(plot)).toBe(true)
   })
 
   const bad: [string, string[], RegExp][] = [
@@ -354,6 +364,8 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
     ['a sparsity of 1', ['--methods', 'quest', '--sparsity', '0.5,1'], /--sparsity must be comma-separated numbers in \[0, 1\), got '1'/],
     ['a flag no listed method takes', ['--methods', 'quest,snapkv', '--top-k', '4'], /--top-k does not apply to any of quest, snapkv/],
     ['a missing prompt file', ['--methods', 'quest', '--prompt-file', '/nonexistent/prompt.txt'], /cannot read --prompt-file/],
+    ['a --plot in a missing directory (refused, not created)', ['--methods', 'quest', '--plot', '/nonexistent-attnlab-dir/x.svg'], /--plot: directory '\/nonexistent-attnlab-dir' does not exist/],
+    ['a --plot that is not .svg', ['--methods', 'quest', '--plot', '/tmp/x.png'], /--plot must name an \.svg file/],
   ]
   it.each(bad)('rejects %s', async (_name, args, pattern) => {
     const promptFile = join(dir(), 'prompt-ok.txt')

@@ -25,7 +25,7 @@ import {
 } from '@attnlab/sparse-attention'
 import { KVCache, generate, loadModel, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, intParser, numberParser } from '../options.ts'
+import { activateBackend, backendOption, checkOutputFile, intParser, numberParser } from '../options.ts'
 
 /** A method flag: its commander spelling, the config key it sets, and the methods it applies to. */
 interface MethodFlag {
@@ -261,6 +261,7 @@ function phaseFor(kernel: SparseAttentionKernel, requested: 'prefill' | 'decode'
 /** Runs `sparse apply`; returns the JSON report. */
 export async function runApply(options: ApplyOptions): Promise<Record<string, unknown>> {
   const kernel = kernelFromFlags(options.method, options)
+  checkOutputFile('--out', options.out)
   const file = await readSafetensorsFile(options.qkv)
   const phase = phaseFor(kernel, options.phase, file)
   const input = readQkv(file, phase === 'decode')
@@ -699,6 +700,7 @@ async function resolveModelPath(path: string): Promise<string> {
 /** Runs `sparse compare`; returns the JSON report. */
 export async function runCompare(options: CompareFlags): Promise<Record<string, unknown>> {
   const flags = compareFlags(options.methods, options)
+  const plot = options.plot === undefined ? null : checkOutputFile('--plot', options.plot, '.svg')
   for (const m of options.methods) budgetFor(m, 16384, 0.5, flags) // unknown combos fail before loading
   const { readFile } = await import('node:fs/promises')
   let text: string
@@ -729,9 +731,10 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
       context: loaded.model.config.nCtx,
       decodeSteps: Math.min(options.decodeSteps, loaded.model.config.nCtx - prompt.length),
       rows,
+      plot,
     }
-    if (options.plot !== undefined) {
-      await writeFileAtomic(options.plot, compareSvg(rows, `${modelPath}: ${prompt.length}-token prompt vs dense`))
+    if (plot !== null) {
+      await writeFileAtomic(plot, compareSvg(rows, `${modelPath}: ${prompt.length}-token prompt vs dense`))
     }
     return report
   } finally {
@@ -793,5 +796,6 @@ export function registerSparse(program: Command): void {
           `${r.method.padEnd(15)} ${r.targetSparsity.toFixed(2).padStart(6)} ${r.exactSparsity.toFixed(3).padStart(6)} ${r.reportedSparsity.toFixed(3).padStart(9)} ${r.top1Agreement.toFixed(3).padStart(6)} ${r.klDenseSparse.toExponential(3).padStart(11)}`,
         )
       }
+      if (report.plot !== null) console.log(`plot: ${report.plot}`)
     })
 }
