@@ -87,6 +87,8 @@ describe('configFromHuggingFace', () => {
     expectField({ ...base, rms_norm_eps: -1 }, 'rms_norm_eps', /expected a positive number/)
     expectField({ ...base, tie_word_embeddings: 'yes' }, 'tie_word_embeddings', /expected true or false/)
     expectField({ ...base, hidden_size: 30 }, 'head_dim', /lacks 'head_dim'/)
+    // The real reason first: hidden_size / heads does not divide (the new-user review's 64 / 7).
+    expectField({ ...base, hidden_size: 64, num_attention_heads: 7, num_key_value_heads: 7 }, 'head_dim', /hidden_size 64 is not divisible by num_attention_heads 7, and it lacks 'head_dim'/)
     expectField({ ...base, num_key_value_heads: 3 }, 'nKvHeads', /impossible model.*nKvHeads/)
   })
 })

@@ -160,7 +160,15 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
   const dModel = int('hidden_size')
   const nHeads = int('num_attention_heads')
   const nKvHeads = int('num_key_value_heads', nHeads)
-  const dHead = int('head_dim', dModel % nHeads === 0 ? dModel / nHeads : undefined)
+  if (dModel % nHeads !== 0 && (json.head_dim === undefined || json.head_dim === null)) {
+    // Without head_dim the head size is hidden_size / num_attention_heads, which must divide.
+    throw new ModelFileError(
+      'invalid-header',
+      `config.json hidden_size ${dModel} is not divisible by num_attention_heads ${nHeads}, and it lacks 'head_dim' (a positive integer) to give the head size explicitly`,
+      { file, tensor: 'head_dim' },
+    )
+  }
+  const dHead = int('head_dim', dModel / nHeads)
   const dMlp = int('intermediate_size')
   const nLayers = int('num_hidden_layers')
   const dVocab = int('vocab_size')
