@@ -1,7 +1,8 @@
-import { readFile, readdir, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { loadCheckpoint } from '@attnlab/transformer/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { captureOutput, useTempDir } from '../cli.test-utils.ts'
+import { captureOutput, runCli, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 
 const root = useTempDir('attnlab-emergence-')
@@ -120,5 +121,103 @@ describe('attnlab emergence', () => {
     io = captureOutput()
     expect(await main(['emergence', '--resume', join(root(), 'run'), '--spans', '2,2'])).toBe(2)
     expect(io.err()).toMatch(/--spans cannot change when resuming/)
+  })
+
+  it('validates everything before creating --out: an unavailable backend, a too large batch, then reruns fine', async () => {
+    const out = join(root(), 'nested', 'bk1')
+    const cases: [string[], RegExp][] = [
+      [['--backend', 'webgl'], /BACKEND_UNAVAILABLE/],
+      [['--batch', '99999999999'], /--batch 99999999999 is above the 16777216 sequences/],
+      [['--validation-size', '99999999999'], /--validation-size 99999999999 is above/],
+    ]
+    for (const [args, pattern] of cases) {
+      const io = captureOutput()
+      expect(await main(['emergence', ...TINY, '--steps', '3', ...args, '--out', out])).toBe(2)
+      expect(io.err()).toMatch(pattern)
+      expect(io.err()).not.toMatch(/oracle lines/)
+      await expect(readdir(join(root(), 'nested'))).rejects.toThrow()
+      vi.restoreAllMocks()
+    }
+    captureOutput()
+    expect(await main(['emergence', ...TINY, '--steps', '3', '--out', out, '--json'])).toBe(0)
+    expect((await lines(out)).map((l) => l.step)).toEqual([0, 3])
+  })
+
+  it('--resume checks every checkpoint before any work and changes nothing when one is corrupt', async () => {
+    const out = join(root(), 'corrupt')
+    captureOutput()
+    expect(await main(['emergence', ...TINY, '--steps', '3', '--out', out, '--json'])).toBe(0)
+    vi.restoreAllMocks()
+    const weights = join(out, 'seeds', '0', 'checkpoint', 'model.safetensors')
+    const bytes = await readFile(weights)
+    await writeFile(weights, bytes.subarray(0, bytes.byteLength - 8))
+    const metrics = await readFile(join(out, 'metrics.jsonl'), 'utf8')
+    const config = await readFile(join(out, 'config.json'), 'utf8')
+    let io = captureOutput()
+    expect(await main(['emergence', '--resume', out, '--steps', '9'])).toBe(2)
+    expect(io.err()).toMatch(/INVALID_CHECKPOINT.*the checkpoint of seed 0 .* cannot be used: checkpoint model.safetensors: has \d+ bytes/)
+    expect(io.err()).not.toMatch(/oracle lines/)
+    expect(await readFile(join(out, 'metrics.jsonl'), 'utf8')).toBe(metrics)
+    expect(await readFile(join(out, 'config.json'), 'utf8')).toBe(config)
+    vi.restoreAllMocks()
+    await writeFile(weights, bytes)
+    io = captureOutput()
+    expect(await main(['emergence', '--resume', out, '--steps', '2'])).toBe(2)
+    expect(io.err()).toMatch(/--steps 2 is below the step 3 of seed 0's checkpoint/)
+  })
+
+  it('stops cleanly on SIGTERM like on Ctrl-C, and a resume removes temporaries a killed run left', async () => {
+    const out = join(root(), 'emt')
+    const errors: string[] = []
+    vi.spyOn(console, 'log').mockImplementation(() => {})
+    vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => {
+      const line = args.join(' ')
+      errors.push(line)
+      if (line.startsWith('step 3/')) process.emit('SIGTERM')
+    })
+    expect(await main(['emergence', ...TINY, '--steps', '60', '--out', out])).toBe(130)
+    expect(errors.join('\n')).toMatch(/interrupted: finishing the current step and saving/)
+    expect(errors.at(-1)).toMatch(/INTERRUPTED.*continue with: pnpm attnlab emergence --resume .*emt\)$/)
+    expect(process.listenerCount('SIGTERM')).toBe(0)
+    expect(await readdir(join(out, 'seeds', '0'))).toEqual(expect.arrayContaining(['checkpoint', 'patterns.json']))
+    expect((await readdir(join(out, 'seeds', '0'))).filter((name) => name.includes('.tmp-'))).toEqual([])
+    expect((await loadCheckpoint(join(out, 'seeds', '0', 'checkpoint'))).trainerState!.step).toBe(3)
+    // The checkpoint directory has an ordinary directory's permissions (not mkdtemp's 0700).
+    expect((await stat(join(out, 'seeds', '0', 'checkpoint'))).mode & 0o777).toBe((await stat(join(out, 'seeds'))).mode & 0o777)
+    vi.restoreAllMocks()
+    // What a run killed (SIGKILL) in the middle of a checkpoint write leaves.
+    const stale = join(out, 'seeds', '0', '.checkpoint.tmp-dead01')
+    await mkdir(stale)
+    await writeFile(join(stale, 'model.safetensors'), 'half')
+    captureOutput()
+    expect(await main(['emergence', '--resume', out, '--steps', '6', '--json'])).toBe(0)
+    expect((await lines(out)).map((l) => l.step)).toEqual([0, 3, 6])
+    expect((await readdir(join(out, 'seeds', '0'))).sort()).toEqual(['checkpoint', 'patterns.json'])
+  })
+
+  it('an interruption before the training starts leaves nothing behind', async () => {
+    const out = join(root(), 'early')
+    const io = captureOutput()
+    vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => {
+      io.errors.push(args.join(' '))
+      if (args.join(' ').startsWith('oracle lines')) process.emit('SIGHUP')
+    })
+    expect(await main(['emergence', ...TINY, '--steps', '60', '--out', out])).toBe(130)
+    expect(io.err()).toMatch(/interrupted before the training started; nothing was written/)
+    await expect(readdir(out)).rejects.toThrow()
+  })
+
+  it('records the task in the checkpoints, so knockout finds span capabilities on them', async () => {
+    const out = join(root(), 'for-knockout')
+    captureOutput()
+    expect(await main(['emergence', ...TINY, '--steps', '3', '--out', out, '--json'])).toBe(0)
+    const checkpoint = join(out, 'seeds', '0', 'checkpoint')
+    expect((await loadCheckpoint(checkpoint)).extra).toMatchObject({ command: 'emergence', seed: 0, task: { kind: 'sparse-markov', vocabSize: 8, spans: [1, 1] } })
+    const { code, stdout, stderr } = await runCli(['knockout', 'locate', '--capability', 'span-0', '--model', checkpoint, '--method', 'exhaustive', '--top', '1', '--count', '16', '--controls', 'span-1', '--backend', 'cpu', '--json'])
+    expect(stderr).toBe('')
+    expect(code).toBe(0)
+    const result = JSON.parse(stdout) as { top: { head: string }[]; effects: { rows: { capability: string }[] } }
+    expect(result.top).toHaveLength(1)
+    expect(result.effects.rows.map((r) => r.capability)).toEqual(['span-0', 'span-1'])
   })
 })

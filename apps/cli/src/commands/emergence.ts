@@ -8,16 +8,18 @@
  * Writes `DIR/config.json`, `DIR/metrics.jsonl` (one line per evaluation), per-seed checkpoints
  * and attention patterns under `DIR/seeds/<seed>/`, `DIR/summary.json` and `DIR/report.html`.
  */
-import { access, constants, mkdir, readFile, readdir, stat } from 'node:fs/promises'
+import { readFile, readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { Command } from 'commander'
 import cliProgress from 'cli-progress'
 import { AttnlabError } from '@attnlab/core'
-import { writeFileAtomic } from '@attnlab/core/node'
+import { removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
 import { SparseMarkovTask, createTask, type AnyTask, type Task, type TaskDescription } from '@attnlab/markov'
 import { configFromJSON, configToJSON, type TransformerConfig } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
+import { checkWritable, createDirectory, discardCreated, pathState } from '../out-dir.ts'
+import { onStopSignal } from '../signals.ts'
 import { activateBackend, backendOption, intParser } from '../options.ts'
 import {
   MODEL_KEYS,
@@ -127,7 +129,10 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-/** Picks the output directory, refusing to overwrite a previous run unless --force. */
+/**
+ * Picks the output directory, refusing to overwrite a previous run or other files unless --force.
+ * Creates nothing.
+ */
 async function chooseOut(flags: EmergenceFlags): Promise<string> {
   if (flags.resume !== undefined) {
     if (flags.out !== undefined && resolve(flags.out) !== resolve(flags.resume)) {
@@ -152,15 +157,25 @@ async function chooseOut(flags: EmergenceFlags): Promise<string> {
   return out
 }
 
-/** Creates the directory and checks it is writable (before any work). */
-async function prepareOut(out: string, fresh: boolean): Promise<void> {
-  try {
-    await mkdir(out, { recursive: true })
-    await access(out, constants.W_OK)
-  } catch (error) {
-    throw new UsageError(`--out ${out} is not writable (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+/**
+ * Checks, before any work, that every seed's checkpoint of the run being resumed loads (manifest,
+ * checksums, shapes) and is not past the requested steps.
+ */
+async function checkResumable(out: string, stored: StoredConfig): Promise<void> {
+  for (const seed of stored.seeds) {
+    const dir = join(seedDirectory(out, seed), 'checkpoint')
+    if (!(await exists(dir))) continue
+    let step: number
+    try {
+      const checkpoint = await loadCheckpoint(dir)
+      step = checkpoint.trainerState?.step ?? 0
+      checkpoint.weights.clear()
+    } catch (error) {
+      if (!(error instanceof AttnlabError)) throw error
+      throw new AttnlabError('INVALID_CHECKPOINT', `--resume ${out}: the checkpoint of seed ${seed} (${dir}) cannot be used: ${error.message}`, { path: dir }, { cause: error })
+    }
+    if (step > stored.training.steps) throw new UsageError(`--steps ${stored.training.steps} is below the step ${step} of seed ${seed}'s checkpoint`)
   }
-  if (fresh) await writeFileAtomic(join(out, 'metrics.jsonl'), '')
 }
 
 async function readLines(out: string): Promise<MetricLine[]> {
@@ -287,38 +302,61 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
   }
   const out = await chooseOut(flags)
   const config: TransformerConfig = configFromJSON(stored.model)
-  await prepareOut(out, flags.resume === undefined)
+  const fresh = flags.resume === undefined
+  if (fresh) await checkWritable(out)
+  else {
+    await checkWritable(out)
+    await checkResumable(out, stored)
+  }
   // A resumed run keeps its backend unless --backend says otherwise (numbers differ across backends).
   const backend = await activateBackend(flags.backend ?? (flags.resume !== undefined && stored.backend !== '' ? stored.backend : undefined))
   stored = { ...stored, backend }
-  await writeFileAtomic(join(out, 'config.json'), `${JSON.stringify(stored, null, 2)}\n`)
   const log = (text: string): void => {
     if (!flags.json) console.error(text)
   }
   log(`attnlab emergence: ${task.kind} (${JSON.stringify(stored.task)}), ${stored.preset} model, ${stored.seeds.length} seed(s), ${stored.training.steps} steps of ${stored.training.batchSize} sequences, backend ${backend}; writing ${out}`)
 
-  // 2. The oracle plateau lines.
-  const oracles = computeOracles(task, stored.seeds[0] ?? 0)
-  log(`oracle lines (${oracles.note}; ${oracles.seconds.toFixed(1)} s): ${oracles.lines.map((o) => `${o.label} ${o.value !== null ? o.value.toFixed(3) : o.bounds ? `in [${o.bounds[0].toFixed(2)}, ${o.bounds[1].toFixed(2)}]` : '?'}`).join('; ')}`)
-
-  // 3. Train every seed (Ctrl-C stops after the current step; what was written is kept).
+  // Ctrl-C, SIGTERM or SIGHUP stop after the current step; what was written is kept.
   const controller = new AbortController()
-  const onSignal = (): void => {
-    if (!controller.signal.aborted) log('\ninterrupted: finishing the current step and saving...')
+  const removeSignalListeners = onStopSignal(() => {
+    log('\ninterrupted: finishing the current step and saving...')
     controller.abort()
-  }
-  process.on('SIGINT', onSignal)
+  })
+  const interruptedBeforeStart = (): AttnlabError =>
+    new AttnlabError('INTERRUPTED', fresh ? `interrupted before the training started; nothing was written to ${out}` : `interrupted before the training continued; ${out} is unchanged`)
+  let created: string | undefined
+  let wasEmpty = false
+  // Set once a seed has a checkpoint: from then on a failed fresh run leaves a resumable directory.
+  let saved = false
   const groupNames = ((task as Task).offsetGroups ?? []).map((g) => g.name)
   const heads = headNames(config.nLayers, config.nHeads)
   const runs: SeedRun[] = []
-  const existing = flags.resume !== undefined ? await readLines(out) : []
   const keptLines: MetricLine[] = []
   const interactive = process.stderr.isTTY === true && !flags.json
+  let oracles: Oracles
   try {
+    // 2. The oracle plateau lines (before anything is written: they can be slow or fail).
+    oracles = computeOracles(task, stored.seeds[0] ?? 0)
+    log(`oracle lines (${oracles.note}; ${oracles.seconds.toFixed(1)} s): ${oracles.lines.map((o) => `${o.label} ${o.value !== null ? o.value.toFixed(3) : o.bounds ? `in [${o.bounds[0].toFixed(2)}, ${o.bounds[1].toFixed(2)}]` : '?'}`).join('; ')}`)
+    if (controller.signal.aborted) throw interruptedBeforeStart()
+
+    // The run directory: created only now, everything having been validated.
+    if (fresh) {
+      const before = await pathState(out)
+      wasEmpty = before.kind === 'directory' && before.entries.length === 0
+      created = await createDirectory(out)
+    }
+    // Temporaries of checkpoint writes that were killed (SIGKILL, power loss) in an earlier run.
+    for (const seed of stored.seeds) await removeStaleTemporaries(seedDirectory(out, seed), 'checkpoint')
+    await writeFileAtomic(join(out, 'config.json'), `${JSON.stringify(stored, null, 2)}\n`)
+    if (fresh) await writeFileAtomic(join(out, 'metrics.jsonl'), '')
+    const existing = flags.resume !== undefined ? await readLines(out) : []
+
+    // 3. Train every seed.
     for (const [index, seed] of stored.seeds.entries()) {
       if (controller.signal.aborted) break
       let previous: { lines: MetricLine[]; snapshots: PatternSnapshot[] } | null = null
-      if (flags.resume !== undefined && (await exists(join(seedDirectory(out, seed), 'checkpoint', 'manifest.json')))) {
+      if (flags.resume !== undefined && (await exists(join(seedDirectory(out, seed), 'checkpoint')))) {
         const checkpoint = await loadCheckpoint(join(seedDirectory(out, seed), 'checkpoint'))
         const step = checkpoint.trainerState?.step ?? 0
         previous = {
@@ -365,6 +403,9 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
         previous,
         signal: controller.signal,
         callbacks: {
+          onSaved: () => {
+            saved = true
+          },
           onStep: (record) => {
             bar?.update(record.step, { loss: record.loss.toFixed(3), speed: `${(record.tokensPerSecond / 1000).toFixed(0)}k` })
           },
@@ -381,10 +422,19 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
       runs.push(run)
       keptLines.push(...run.lines.slice(previous?.lines.length ?? 0))
     }
+  } catch (error) {
+    // A fresh run that fails before its first checkpoint leaves nothing to resume: remove what it
+    // created, so that rerunning the same command works.
+    if (fresh && !saved) await discardCreated(out, created, wasEmpty)
+    throw error
   } finally {
-    process.removeListener('SIGINT', onSignal)
+    removeSignalListeners()
   }
   const interrupted = controller.signal.aborted
+  if (interrupted && fresh && !saved) {
+    await discardCreated(out, created, wasEmpty)
+    throw interruptedBeforeStart()
+  }
 
   // 4. Stages, phases, the ODE overlay, the report.
   const seedReports: SeedReport[] = []

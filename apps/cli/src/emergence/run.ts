@@ -49,6 +49,8 @@ export interface TrainingSettings {
 export interface SeedCallbacks {
   readonly onStep?: (record: StepRecord) => void
   readonly onEval?: (line: MetricLine) => void
+  /** After each checkpoint write (the seed can be resumed from then on). */
+  readonly onSaved?: (step: number) => void
 }
 
 /** Result of one seed. */
@@ -165,6 +167,9 @@ export async function runSeed(options: {
   }
   const lines: MetricLine[] = [...(options.previous?.lines ?? [])]
   const snapshots: PatternSnapshot[] = [...(options.previous?.snapshots ?? [])]
+  // What the checkpoint records besides the model: the task (so `attnlab knockout`, `generate`,
+  // ... know the task and its span capabilities, as for `attnlab train` checkpoints) and the seed.
+  const extra = { command: 'emergence', seed, task: task.describe() }
   const writeSnapshots = async (): Promise<void> => {
     await writeFileAtomic(join(dir, 'patterns.json'), JSON.stringify(snapshots))
   }
@@ -194,8 +199,9 @@ export async function runSeed(options: {
       await record(lineOf(seed, evaluation.step, state.tokens, state.seconds, evaluation.trainLoss, evaluation.validationLoss, evaluation.lr, evaluation.metrics))
     },
     onCheckpoint: async (state) => {
-      await saveCheckpoint(checkpointDir, model, state, { command: 'emergence', seed })
+      await saveCheckpoint(checkpointDir, model, state, extra)
       await writeSnapshots()
+      callbacks.onSaved?.(state.step)
     },
   })
   try {
@@ -204,8 +210,9 @@ export async function runSeed(options: {
       const validationLoss = await trainer.validationLoss()
       const metrics = await analyze(model, analysisBatch, analysisOptions)
       await record(lineOf(seed, 0, 0, 0, null, validationLoss, training.lr, metrics))
-      await saveCheckpoint(checkpointDir, model, await trainer.getState(), { command: 'emergence', seed })
+      await saveCheckpoint(checkpointDir, model, await trainer.getState(), extra)
       await writeSnapshots()
+      callbacks.onSaved?.(0)
     }
     const result = await trainer.run()
     return {
