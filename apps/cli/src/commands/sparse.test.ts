@@ -6,7 +6,7 @@ import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensor
 import { readSafetensorsFile } from '@attnlab/core/node'
 import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
-import { addMethodFlags, attentionKernelFromFlags, budgetFor, compareDistributions, compareMethods, compareSvg } from './sparse.ts'
+import { addMethodFlags, attentionKernelFromFlags, budgetFor, clampReportedSparsity, compareDistributions, compareMethods, compareNotes, compareSvg, type CompareRow } from './sparse.ts'
 import { createConfig, createTransformer } from '@attnlab/transformer'
 import { useBackend } from '@attnlab/core'
 
@@ -86,6 +86,41 @@ async function run(args: string[]): Promise<number> {
   ;({ logs, errors } = captureOutput({ stdout: true }))
   return main(args)
 }
+
+describe('reported sparsity below 0 and unreachable targets', () => {
+  it('sparse apply on a short sequence prints no bare negative reported sparsity; --json keeps the raw value', async () => {
+    const out = join(dir(), 'vs-short.safetensors')
+    expect(await run(['sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out, '--backend', 'cpu'])).toBe(0)
+    const text = logs.join('')
+    expect(text).toMatch(/reported \(study\) sparsity 0 \(budget exceeds the prompt: the study's accounting gives -\d\.\d{4} < 0, i\.e\. the method keeps every causal pair\)/)
+    expect(text).not.toMatch(/sparsity -/)
+    expect(await run(['sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out, '--backend', 'cpu', '--json'])).toBe(0)
+    const { sparsity } = JSON.parse(logs.join('')) as { sparsity: { exact: number; reported: number; reportedClamped: number; budgetExceedsPrompt: boolean } }
+    expect(sparsity.reported).toBeLessThan(0)
+    expect(sparsity.reportedClamped).toBe(0)
+    expect(sparsity.budgetExceedsPrompt).toBe(true)
+  })
+
+  it('clampReportedSparsity clamps at 0 and says when the budget exceeds the prompt', () => {
+    expect(clampReportedSparsity(-0.2451)).toEqual({ clamped: 0, budgetExceedsPrompt: true })
+    expect(clampReportedSparsity(0.6)).toEqual({ clamped: 0.6, budgetExceedsPrompt: false })
+  })
+
+  it('compare notes explain negative reported sparsities and warn about unreached targets with the achieved value', () => {
+    const row = (method: CompareRow['method'], target: number, exact: number, reported: number): CompareRow => {
+      const { clamped, budgetExceedsPrompt } = clampReportedSparsity(reported)
+      return { method, phase: 'prefill', targetSparsity: target, config: {}, exactSparsity: exact, reportedSparsity: reported, reportedSparsityClamped: clamped, budgetExceedsPrompt, targetReached: Math.max(exact, clamped) >= target - 0.02, top1Agreement: 1, klDenseSparse: 0, positions: 1 }
+    }
+    const notes = compareNotes([row('vertical-slash', 0.5, 0.498, -1.05), row('vertical-slash', 0.95, 0.861, -1.05), row('block-sparse', 0.8, 0.661, 0.64), row('block-sparse', 0.95, 0.661, 0.64)], 109)
+    expect(notes[0]).toMatch(/^\* budget exceeds the prompt: the study's reported sparsity is < 0 \(vertical-slash -1\.050\).*109-token prompt/)
+    expect(notes.slice(1)).toEqual([
+      'warning: vertical-slash does not reach target sparsity 0.95 at 109 tokens: achieved 0.861 exact, 0.000 reported',
+      'warning: block-sparse does not reach target sparsity 0.80 at 109 tokens: achieved 0.661 exact, 0.640 reported',
+      'warning: block-sparse does not reach target sparsity 0.95 at 109 tokens: achieved 0.661 exact, 0.640 reported',
+    ])
+    expect(compareNotes([row('quest', 0.5, 0.49, 0.5)], 109)).toEqual([])
+  })
+})
 
 describe('attnlab sparse apply', () => {
   it.each(['cpu', 'wasm'])('runs a prefill method and writes out [H, T, d] and the uint8 mask [H, T, T] (%s)', async (backend) => {
@@ -343,6 +378,9 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
       expect(row.klDenseSparse, row.method).toBeGreaterThan(0)
       expect(row.top1Agreement, row.method).toBeGreaterThan(0.3)
       expect(row).toHaveProperty('reportedSparsity')
+      expect(row.reportedSparsityClamped).toBe(Math.max(0, row.reportedSparsity))
+      expect(row.budgetExceedsPrompt).toBe(row.reportedSparsity < 0)
+      expect(typeof row.targetReached).toBe('boolean')
     }
     expect(report.plot).toBe(plot)
     const svg = await readFile(plot, 'utf8')

@@ -295,7 +295,7 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
     config: kernel.config,
     shape: { nHeads: input.nHeads, nKvHeads: input.nKvHeads, T: input.length, dHead: input.dHead, dValue: input.dValue },
     scale,
-    sparsity: result.sparsity,
+    sparsity: { ...result.sparsity, reportedClamped: clampReportedSparsity(result.sparsity.reported).clamped, budgetExceedsPrompt: clampReportedSparsity(result.sparsity.reported).budgetExceedsPrompt },
     headSparsity: { exact: Array.from(result.headSparsity.exact), reported: Array.from(result.headSparsity.reported) },
     extra: result.extra,
     out: options.out,
@@ -319,6 +319,26 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
   return report
 }
 
+/**
+ * The study's reported sparsity as the CLI prints it. Vertical-Slash and FlexPrefill count whole
+ * 64x64 kernel blocks ([v2] A.1.2), so when their budget exceeds the causal pairs of a short
+ * prompt the study's formula goes below 0: the method keeps every pair. The raw value stays in
+ * the JSON (`reported` / `reportedSparsity`); the text shows it clamped at 0 with that note.
+ *
+ * @param reported - the study's reported sparsity (may be negative)
+ * @returns the value clamped at 0, and whether the budget exceeds the prompt (`reported < 0`)
+ */
+export function clampReportedSparsity(reported: number): { readonly clamped: number; readonly budgetExceedsPrompt: boolean } {
+  return { clamped: Math.max(0, reported), budgetExceedsPrompt: reported < 0 }
+}
+
+/**
+ * How far below its target sparsity a `sparse compare` row may land (in both accountings, exact
+ * and clamped reported) before it counts as not reaching the target (`targetReached: false`, and
+ * a warning naming the achieved value).
+ */
+export const TARGET_SPARSITY_TOLERANCE = 0.02
+
 // ------------------------------------------------------------------ sparse compare
 
 /** One method at one target sparsity, compared with dense attention on the same model and prompt. */
@@ -333,8 +353,14 @@ export interface CompareRow {
   readonly config: unknown
   /** Exact sparsity from the masks, mean over layers (and decode steps). */
   readonly exactSparsity: number
-  /** The study's reported sparsity, mean over layers (and decode steps). */
+  /** The study's reported sparsity, mean over layers (and decode steps); below 0 when the budget exceeds the prompt (see {@link clampReportedSparsity}). */
   readonly reportedSparsity: number
+  /** `reportedSparsity` clamped at 0 (what the text table shows). */
+  readonly reportedSparsityClamped: number
+  /** Whether the study's accounting of the budget exceeds the prompt's causal pairs (`reportedSparsity < 0`: it keeps everything). */
+  readonly budgetExceedsPrompt: boolean
+  /** Whether the exact or (clamped) reported sparsity comes within {@link TARGET_SPARSITY_TOLERANCE} of the target; false when the method cannot reach it at this length. */
+  readonly targetReached: boolean
   /** Fraction of compared positions where the sparse top-1 token equals the dense one. */
   readonly top1Agreement: number
   /** Mean KL(dense || sparse) of the next-token distributions, nats. */
@@ -583,13 +609,18 @@ export async function compareMethods(model: Transformer, prompt: readonly number
       const reference = phase === 'prefill' ? denseLog : denseDecodeLog
       const count = phase === 'prefill' ? n : steps.length
       const { kl, top1 } = compareDistributions(reference, logSoftmaxRows(best.logits, count, dVocab), count, dVocab)
+      const reportedSparsity = meanExtra(best.reports, 'reportedSparsity')
+      const { clamped, budgetExceedsPrompt } = clampReportedSparsity(reportedSparsity)
       rows.push({
         method,
         phase,
         targetSparsity: target,
         config: best.kernel.config,
         exactSparsity: best.exact,
-        reportedSparsity: meanExtra(best.reports, 'reportedSparsity'),
+        reportedSparsity,
+        reportedSparsityClamped: clamped,
+        budgetExceedsPrompt,
+        targetReached: Math.max(best.exact, clamped) >= target - TARGET_SPARSITY_TOLERANCE,
         top1Agreement: top1,
         klDenseSparse: kl,
         positions: count,
@@ -742,6 +773,39 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
   }
 }
 
+/**
+ * The lines printed under the `sparse compare` table: the note on reported sparsities below 0
+ * (shown as `0.000*`) and a warning per row whose target sparsity is not reached at this length.
+ */
+export function compareNotes(rows: readonly CompareRow[], promptTokens: number): string[] {
+  const lines: string[] = []
+  const negative = rows.filter((r) => r.budgetExceedsPrompt)
+  if (negative.length > 0) {
+    const ranges = [...new Set(negative.map((r) => r.method))].map((method) => {
+      const values = negative.filter((r) => r.method === method).map((r) => r.reportedSparsity)
+      const [lo, hi] = [Math.min(...values), Math.max(...values)]
+      return `${method} ${lo === hi ? lo.toFixed(3) : `${hi.toFixed(3)} to ${lo.toFixed(3)}`}`
+    })
+    lines.push(
+      `* budget exceeds the prompt: the study's reported sparsity is < 0 (${ranges.join('; ')}), i.e. in its accounting (whole 64x64 kernel blocks) ` +
+        `the method keeps every causal pair of this ${promptTokens}-token prompt; shown as 0 (raw values: --json reportedSparsity)`,
+    )
+  }
+  for (const r of rows.filter((row) => !row.targetReached)) {
+    lines.push(
+      `warning: ${r.method} does not reach target sparsity ${r.targetSparsity.toFixed(2)} at ${promptTokens} tokens: achieved ${r.exactSparsity.toFixed(3)} exact, ${r.reportedSparsityClamped.toFixed(3)} reported`,
+    )
+  }
+  return lines
+}
+
+const SPARSITY_HELP = `Sparsities (fraction of causal query-key pairs not computed):
+  exact     from the method's own mask.
+  reported  the Sparse Frontier study's accounting (Vertical-Slash / FlexPrefill: whole 64x64 kernel blocks;
+            Block-Sparse: analytic; SnapKV, Ada-SnapKV, Quest: 1 - budget / prompt length). When the budget
+            exceeds a short prompt's causal pairs it goes below 0, meaning the method keeps everything: the
+            text shows 0 with a note (0.000* in the compare table); --json keeps the raw value.`
+
 /** Registers `attnlab sparse` and its subcommands. */
 export function registerSparse(program: Command): void {
   const sparse = program.command('sparse').description('training-free sparse attention (Sparse Frontier): apply methods, compare them')
@@ -757,16 +821,18 @@ export function registerSparse(program: Command): void {
   apply
     .addOption(backendOption())
     .option('--json', 'print the report as JSON')
+    .addHelpText('after', `\n${SPARSITY_HELP}\n  --json: sparsity.exact, sparsity.reported (raw, may be < 0), sparsity.reportedClamped, sparsity.budgetExceedsPrompt.`)
     .action(async (options: ApplyOptions) => {
       const report = await runApply(options)
       if (options.json) {
         console.log(JSON.stringify(report, null, 2))
         return
       }
-      const sparsity = report.sparsity as { exact: number; reported: number }
-      console.log(
-        `${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) sparsity ${sparsity.reported.toFixed(4)}; wrote ${options.out}`,
-      )
+      const sparsity = report.sparsity as { exact: number; reported: number; budgetExceedsPrompt: boolean }
+      const reported = sparsity.budgetExceedsPrompt
+        ? `0 (budget exceeds the prompt: the study's accounting gives ${sparsity.reported.toFixed(4)} < 0, i.e. the method keeps every causal pair)`
+        : sparsity.reported.toFixed(4)
+      console.log(`${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) sparsity ${reported}; wrote ${options.out}`)
     })
 
   const compare = sparse
@@ -783,6 +849,12 @@ export function registerSparse(program: Command): void {
   compare
     .addOption(backendOption())
     .option('--json', 'print the report as JSON')
+    .addHelpText(
+      'after',
+      `\n${SPARSITY_HELP}\n  A row whose exact and reported sparsities both stay more than ${TARGET_SPARSITY_TOLERANCE} below its target gets a warning\n` +
+        '  naming what it achieved (short prompts: a method\'s smallest budget may already keep most pairs).\n' +
+        '  --json rows: exactSparsity, reportedSparsity (raw, may be < 0), reportedSparsityClamped, budgetExceedsPrompt, targetReached.',
+    )
     .action(async (options: CompareFlags) => {
       const report = await runCompare(options)
       if (options.json) {
@@ -791,11 +863,14 @@ export function registerSparse(program: Command): void {
       }
       console.log(`${report.model}: ${report.promptTokens}-token prompt, ${report.decodeSteps} decode steps`)
       console.log('method          target  exact  reported  top-1   KL (nats)')
-      for (const r of report.rows as CompareRow[]) {
+      const rows = report.rows as CompareRow[]
+      for (const r of rows) {
+        const reported = `${r.reportedSparsityClamped.toFixed(3)}${r.budgetExceedsPrompt ? '*' : ''}`
         console.log(
-          `${r.method.padEnd(15)} ${r.targetSparsity.toFixed(2).padStart(6)} ${r.exactSparsity.toFixed(3).padStart(6)} ${r.reportedSparsity.toFixed(3).padStart(9)} ${r.top1Agreement.toFixed(3).padStart(6)} ${r.klDenseSparse.toExponential(3).padStart(11)}`,
+          `${r.method.padEnd(15)} ${r.targetSparsity.toFixed(2).padStart(6)} ${r.exactSparsity.toFixed(3).padStart(6)} ${reported.padStart(9)} ${r.top1Agreement.toFixed(3).padStart(6)} ${r.klDenseSparse.toExponential(3).padStart(11)}`,
         )
       }
+      for (const line of compareNotes(rows, report.promptTokens as number)) console.log(line)
       if (report.plot !== null) console.log(`plot: ${report.plot}`)
     })
 }
