@@ -32,3 +32,12 @@ export function onStopSignal(onStop: (signal: NodeJS.Signals) => void): () => vo
   for (const name of STOP_SIGNALS) process.on(name, listener)
   return remove
 }
+
+/**
+ * Lets pending events run. A training loop whose steps await only promises that are already
+ * settled (tensor reads on the cpu and wasm backends) never returns to the event loop, so signal
+ * listeners would run only when it ends; the training commands await this after every step.
+ */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
+}

@@ -22,7 +22,7 @@ import { removeStaleTemporaries } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
 import { checkWritable, pathState } from '../out-dir.ts'
-import { onStopSignal } from '../signals.ts'
+import { onStopSignal, yieldToEventLoop } from '../signals.ts'
 import { activateBackend, backendOption, intParser } from '../options.ts'
 import {
   MODEL_KEYS,
@@ -183,6 +183,8 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       checkpointEvery: flags.checkpointEvery,
       onCheckpoint: save,
       signal: controller.signal,
+      // Lets a stop signal be seen after every step (see yieldToEventLoop).
+      onStep: yieldToEventLoop,
       ...(resumeState === undefined ? {} : { resume: resumeState }),
       onEval: (record: EvalRecord) => {
         run.evaluations.push({ step: record.step, trainLoss: record.trainLoss, validationLoss: record.validationLoss })

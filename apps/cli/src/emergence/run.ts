@@ -26,6 +26,7 @@ import {
   type TrainerState,
 } from '@attnlab/transformer'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
+import { yieldToEventLoop } from '../signals.ts'
 import type { PatternSnapshot } from './report.ts'
 import type { MetricLine } from './stages.ts'
 
@@ -193,7 +194,11 @@ export async function runSeed(options: {
     checkpointEvery: training.evalEvery * 4,
     signal,
     ...(resume === undefined ? {} : { resume }),
-    ...(callbacks.onStep === undefined ? {} : { onStep: callbacks.onStep }),
+    onStep: async (record) => {
+      callbacks.onStep?.(record)
+      // Lets a stop signal be seen after every step, not only at the next file write.
+      await yieldToEventLoop()
+    },
     onEval: async (evaluation) => {
       const state = await trainer.getState()
       await record(lineOf(seed, evaluation.step, state.tokens, state.seconds, evaluation.trainLoss, evaluation.validationLoss, evaluation.lr, evaluation.metrics))
