@@ -30,7 +30,8 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
       method: string
       evaluations: number
       top: { head: string; score: number }[]
-      lasso: { alpha: number; r2: number }
+      lasso: { alpha: number; r2: number; coefficientUnit: string; scoreSd: number }
+      estimatedDrop: { head: string; drop: number }[]
       heatmap: number[][]
       budget: { exhaustiveSweep: number; exhaustivePairs: number }
       effects: { rows: { capability: string; role: string; before: number; after: number }[]; ratio: number | string }
@@ -40,6 +41,10 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(result.top.map((h) => h.head)).toEqual(['0.2'])
     expect(result.top[0]!.score).toBeLessThan(0)
     expect(result.lasso.alpha).toBe(0.01)
+    // The coefficient's unit is stated, and converts to a drop in metric units.
+    expect(result.lasso.coefficientUnit).toMatch(/standard deviations of the capability score across the masks, per knocked-out head/)
+    expect(result.lasso.scoreSd).toBeGreaterThan(0)
+    expect(result.estimatedDrop).toEqual([{ head: '0.2', drop: -result.top[0]!.score * result.lasso.scoreSd }])
     expect(result.heatmap).toHaveLength(1)
     expect(result.heatmap[0]).toHaveLength(3)
     expect(result.budget).toEqual({ heads: 3, exhaustiveSweep: 4, exhaustivePairs: 6 })
@@ -51,6 +56,16 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(result.effects.rows[0]!.after).toBeGreaterThan(result.effects.rows[0]!.before)
     expect(typeof result.effects.ratio === 'string' || (result.effects.ratio as number) >= 5).toBe(true)
     expect(await readFile(plot, 'utf8')).toMatch(/^<svg/)
+  })
+
+  it('locate --method cs states the coefficient unit and the estimated drop in the human summary', async () => {
+    const { code, stdout } = await runCli([
+      'knockout', 'locate', '--model', planted, '--capability', 'span-2', '--masks', '6', '--fraction', '0.34', '--design', 'iid',
+      '--top', '1', '--seed', '0', '--controls', 'none', '--count', '64', '--backend', 'cpu',
+    ])
+    expect(code).toBe(0)
+    expect(stdout).toMatch(/top heads \(Lasso coefficient, sd units; estimated drop \(loss\)\): 0\.2 -\d+\.\d{4} \(drop ~\d/)
+    expect(stdout).toMatch(/coefficient = Lasso weight on the head's knockout bit \(1 = knocked out\), in standard deviations of the loss score across the 6 masks \(sd [\d.e-]+ loss nats\) per knocked-out head; negative = needed/)
   })
 
   it('locate --method exhaustive and greedy rank heads by the drop; the human summary names the heads', async () => {

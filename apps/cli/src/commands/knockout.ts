@@ -37,6 +37,7 @@ import {
   type BuiltinContext,
   type Capability,
   type EffectsReport,
+  type CompressedSensingResult,
   type LocalizationResult,
 } from '@attnlab/knockout'
 import { loadModel, type LoadedModel } from '@attnlab/transformer'
@@ -212,6 +213,39 @@ function effectsJson(report: EffectsReport) {
   }
 }
 
+/**
+ * The unit of compressed sensing's Lasso coefficients: the scores are standardized over the M masks
+ * (population sd, `StandardScaler`) and regressed on the 0/1 knockout mask, so a coefficient is the
+ * change of the capability's performance, in standard deviations of its score across the masks,
+ * when that head is knocked out (negative = needed). `-coefficient x sd` estimates the performance
+ * drop in metric units (comparable with the exhaustive sweep's drop, shrunk by the Lasso).
+ *
+ * @returns the sd of the score across the masks (metric units; 0 when the scores are constant)
+ */
+export function coefficientScale(result: CompressedSensingResult): number {
+  const m = result.measurements
+  let mean = 0
+  for (const v of m) mean += v
+  mean /= Math.max(1, m.length)
+  let variance = 0
+  for (const v of m) variance += (v - mean) ** 2
+  return result.constantScores ? 0 : Math.sqrt(variance / Math.max(1, m.length))
+}
+
+/** The metric's unit, for labels. */
+function metricUnit(metric: string): string {
+  return metric === 'accuracy' ? 'accuracy' : `${metric} nats`
+}
+
+/** The legend printed under compressed sensing's top heads: what a coefficient is, with its unit. */
+export function coefficientLegend(result: CompressedSensingResult): string {
+  const sd = coefficientScale(result)
+  return (
+    `  coefficient = Lasso weight on the head's knockout bit (1 = knocked out), in standard deviations of the ${result.metric} score across the ${result.masks.count} masks ` +
+    `(sd ${sd.toPrecision(3)} ${metricUnit(result.metric)}) per knocked-out head; negative = needed; drop ~ -coefficient x sd (metric units, shrunk by the Lasso)`
+  )
+}
+
 function resultJson(result: LocalizationResult) {
   const base = {
     method: result.method,
@@ -233,7 +267,17 @@ function resultJson(result: LocalizationResult) {
       headsPerMask: Math.round(result.knockoutCounts.reduce((s, v) => s + v, 0) / result.masks.count),
       untestedHeads: [...result.knockoutCounts].filter((c) => c === 0).length,
       constantScores: result.constantScores,
-      lasso: { alpha: result.fit.alpha, r2: result.fit.r2, intercept: result.fit.intercept, iterations: result.fit.iterations, converged: result.fit.converged },
+      lasso: {
+        alpha: result.fit.alpha,
+        r2: result.fit.r2,
+        intercept: result.fit.intercept,
+        iterations: result.fit.iterations,
+        converged: result.fit.converged,
+        // top[].score is a coefficient in sd of the score across the masks per knocked-out head; scoreSd converts it to metric units.
+        coefficientUnit: 'standard deviations of the capability score across the masks, per knocked-out head (negative = needed)',
+        scoreSd: coefficientScale(result),
+      },
+      estimatedDrop: result.top.map((h) => ({ head: formatHead(h), drop: -h.score * coefficientScale(result) })),
       ...(result.crossValidation === undefined ? {} : { crossValidation: result.crossValidation }),
     }
   }
@@ -273,6 +317,13 @@ export function registerKnockout(program: Command): void {
     .option('--cv [folds]', 'cs: choose alpha by K-fold cross-validation (default 5 folds)', intParser('--cv', 2, 1000))
     .option('--controls <list>', "off-target capabilities for the effect table (default: every other built-in; 'none' for none)")
     .option('--plot <file.svg>', 'write the per-head score heatmap as SVG')
+    .addHelpText(
+      'after',
+      '\nScores: exhaustive / greedy rank by the performance drop when a head is knocked out (metric units, positive = needed).\n' +
+        'cs ranks by the Lasso coefficient on the head\'s knockout bit (1 = out), fitted to the scores standardized across the masks:\n' +
+        'its unit is standard deviations of the score across the masks per knocked-out head (negative = needed); the output also\n' +
+        'gives -coefficient x sd, an estimate of the drop in metric units (shrunk by the Lasso; --json: lasso.scoreSd, estimatedDrop).',
+    )
     .action(async (flags: LocateFlags) => {
       parseCapabilityName(flags.capability)
       const plotPath = flags.plot === undefined ? null : checkPlotPath(flags.plot)
@@ -311,8 +362,14 @@ export function registerKnockout(program: Command): void {
         const fit = result.method === 'compressed-sensing' ? `, Lasso alpha ${result.fit.alpha.toPrecision(3)}, R^2 ${result.fit.r2.toFixed(3)}` : ''
         console.log(`${result.method} (${result.mode} ablation): ${result.evaluations} evaluations in ${result.forwardPasses} forward passes, ${result.seconds.toFixed(1)} s${fit}`)
         console.log(`  (an exhaustive sweep needs ${budget.exhaustiveSweep}, all heads and pairs ${budget.exhaustivePairs})`)
-        const label = result.method === 'compressed-sensing' ? 'coefficient' : `drop (${result.metric})`
-        console.log(`top heads (${label}): ${result.top.length === 0 ? 'none (no head has a negative coefficient)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`)
+        if (result.method === 'compressed-sensing') {
+          const sd = coefficientScale(result)
+          const heads = result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)} (drop ~${(-h.score * sd).toPrecision(3)})`)
+          console.log(`top heads (Lasso coefficient, sd units; estimated drop (${result.metric})): ${heads.length === 0 ? 'none (no head has a negative coefficient)' : heads.join(', ')}`)
+          console.log(coefficientLegend(result))
+        } else {
+          console.log(`top heads (drop (${result.metric})): ${result.top.length === 0 ? 'none (no head has a negative coefficient)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`)
+        }
         console.log(`knocking out ${result.top.length === 0 ? 'no heads' : result.top.map(formatHead).join(', ')}:`)
         for (const line of effectsTable(effects)) console.log(line)
         if (plotPath !== null) console.log(`heatmap: ${plotPath}`)
