@@ -6,7 +6,7 @@
  * three heads (`__fixtures__/planted-mixture-gpt`).
  */
 import { fileURLToPath } from 'node:url'
-import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
+import { describeWithBackends, expectNoLeaks, testBackends } from '@attnlab/core/testing'
 import { createTask, type SparseMarkovTask } from '@attnlab/markov'
 import { createTransformer, type Transformer } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
@@ -95,6 +95,12 @@ describeWithBackends('planted minimal model (each head owns one span)', () => {
   })
 })
 
+// 3 x (1 + 16) exhaustive evaluations of a 2-layer gpt: 1 s on the wasm modes, 45-60 s on `cpu`
+// (pure-JS kernels) under a loaded test run, where it timed out. The localisation logic is
+// backend-independent and runs on `cpu` in the planted-minimal suite above, so this suite skips
+// `cpu` unless it is the only mode asked for.
+const mixtureModes = testBackends().filter((mode) => mode !== 'cpu')
+
 describeWithBackends('planted mixture gpt (each task owns three of 16 heads)', () => {
   let model: Transformer
   let owned: Record<string, HeadRef[]>
@@ -124,5 +130,5 @@ describeWithBackends('planted mixture gpt (each task owns three of 16 heads)', (
       expect(report.targetHurt).toBeGreaterThan(0.05)
       expect(report.ratio).toBeGreaterThanOrEqual(5)
     }
-  })
-})
+  }, 180_000)
+}, mixtureModes.length > 0 ? mixtureModes : testBackends())
