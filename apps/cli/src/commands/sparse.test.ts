@@ -363,7 +363,7 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
     const plot = join(dir(), 'compare.svg')
     const code = await run([
       'sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--methods', 'vertical-slash,flexprefill,block-sparse,snapkv,ada-snapkv,quest',
-      '--sparsity', '0.8', '--decode-steps', '4', '--plot', plot, '--backend', 'cpu', '--json',
+      '--sparsity', '0.8', '--decode-steps', '4', '--plot', plot, '--backend', 'wasm', '--json',
     ])
     expect(errors.join(''), errors.join('')).toBe('')
     expect(code).toBe(0)
