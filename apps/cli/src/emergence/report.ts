@@ -92,7 +92,8 @@ function lossSpec(input: ReportInput): PlotSpec {
     encoding: {
       x: { field: 'step', type: 'quantitative', title: 'step' },
       y: { field: 'loss', type: 'quantitative', title: 'loss (nats)', scale: { zero: true } },
-      color: { field: 'series', type: 'nominal', title: null },
+      // Below the plot: the right margin holds the oracle lines' labels.
+      color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', direction: 'horizontal', columns: 5, labelLimit: 300 } },
     },
   })
   return {
@@ -125,7 +126,7 @@ function spanMassSpec(input: ReportInput, seed: SeedReport): PlotSpec {
           encoding: {
             x: { field: 'step', type: 'quantitative' },
             y: { field: 'mass', type: 'quantitative', title: 'attention mass', scale: { domain: [0, 1] } },
-            color: { field: 'span', type: 'nominal', sort: input.groupNames, title: 'span' },
+            color: { field: 'span', type: 'nominal', sort: input.groupNames, title: 'span', legend: { labelLimit: 320 } },
           },
         },
         {
