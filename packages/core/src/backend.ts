@@ -60,11 +60,15 @@ const REGISTERED_NAME: Readonly<Record<BackendName, string>> = {
 /** Options of {@link useBackend}. @category Backends */
 export interface UseBackendOptions {
   /**
-   * wasm only: where the `.wasm` files are (a directory path or URL prefix ending in `/`).
+   * wasm only: where tfjs' `.wasm` files are, as `setWasmPaths` of `@tensorflow/tfjs-backend-wasm`
+   * takes it: a directory path or URL prefix ending in `/`, or a map from each file name to its
+   * URL (what a bundler gives: e.g. vite's `import simd from
+   * '@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm-simd.wasm?url'`).
    * Default in Node: the `dist/` folder of the installed `@tensorflow/tfjs-backend-wasm`;
-   * in a browser: tfjs' own default (next to the script).
+   * in a browser: tfjs' own default, the page's directory, which in a bundled app usually holds no
+   * `.wasm` files: pass the bundler's URLs (see `apps/browser-check`).
    */
-  readonly wasmPaths?: string
+  readonly wasmPaths?: string | WasmPathMap
   /**
    * Which attnlab kernels back the fused ops and replace the stock matmul/softmax kernels
    * (`wasm` and `cpu` only; see `docs/performance.md`):
@@ -79,6 +83,18 @@ export interface UseBackendOptions {
   /** Threads for the native kernels (default 1; ignored by the other providers). */
   readonly threads?: number
 }
+
+/**
+ * The file names of tfjs' WebAssembly binaries (plain, SIMD, threaded SIMD), for a per-file
+ * {@link UseBackendOptions.wasmPaths}. The browser picks one by its features; a map that lacks the
+ * one it picks makes `useBackend('wasm')` fail with a {@link BackendUnavailableError}.
+ *
+ * @category Backends
+ */
+export type WasmFileName = 'tfjs-backend-wasm.wasm' | 'tfjs-backend-wasm-simd.wasm' | 'tfjs-backend-wasm-threaded-simd.wasm'
+
+/** URLs of tfjs' WebAssembly binaries by file name (see {@link WasmFileName}). @category Backends */
+export type WasmPathMap = Readonly<Partial<Record<WasmFileName, string>>>
 
 /**
  * The kernel choice of {@link UseBackendOptions.kernels}.
@@ -150,6 +166,14 @@ function unavailableReason(name: BackendName, error: unknown): string {
   if ((name === 'webgl' || name === 'webgpu') && isNode()) {
     return `${name} runs only in a browser (this is Node.js ${process.version})`
   }
+  if (name === 'wasm' && !isNode()) {
+    // tfjs only logs why (usually: the .wasm file was not found next to the page, or the server
+    // sent a page instead of it); a bundled app must say where its bundler put the files.
+    return (
+      `its WebAssembly binary could not be loaded (${message.split('\n')[0]}); ` +
+      `in a bundled app pass useBackend('wasm', { wasmPaths }) with the URLs the bundler serves tfjs' .wasm files at`
+    )
+  }
   return `it could not start (${message.split('\n')[0]})`
 }
 
@@ -174,8 +198,8 @@ function checkName(name: string): asserts name is BackendName {
  * @returns the active backend's name, as confirmed by `tf.getBackend()`
  * @throws {@link BackendUnavailableError} when the package is missing or the backend cannot start
  *   here (e.g. `webgl` in Node); the message names the package and the backends available here.
- * @throws {@link ConfigError} for an unknown backend name, kernels mode or thread count, or
- *   kernels the backend cannot host
+ * @throws {@link ConfigError} for an unknown backend name, kernels mode or thread count, a
+ *   `wasmPaths` map with an unknown file name or a non-string URL, or kernels the backend cannot host
  * @throws {@link KernelsUnavailableError} when explicitly requested kernels cannot be used (e.g.
  *   `native` not built: the message names the build command); `auto` never throws for this
  * @example
@@ -203,10 +227,11 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
   const registered = REGISTERED_NAME[name]
   let ok = false
   let failure: unknown
+  const warnings: string[] = []
   if (tf.findBackendFactory(registered) !== null || tf.findBackend(registered) !== null) {
     try {
       // setBackend logs a warning and returns false when initialisation fails.
-      ok = await quietly(() => tf.setBackend(registered))
+      ok = await quietly(() => tf.setBackend(registered), warnings)
       if (ok) await tf.ready()
       if (ok && name === 'cpu') {
         // The cpu backend prints a banner recommending tfjs-node on first use in Node; the choice
@@ -219,6 +244,7 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
     }
   }
   if (!ok || tf.getBackend() !== registered) {
+    if (failure === undefined && warnings.length > 0) failure = new Error(warnings.join('; '))
     throw new BackendUnavailableError(
       name,
       BACKEND_PACKAGES[name],
@@ -231,7 +257,25 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
   return name
 }
 
+const WASM_FILE_NAMES: readonly string[] = ['tfjs-backend-wasm.wasm', 'tfjs-backend-wasm-simd.wasm', 'tfjs-backend-wasm-threaded-simd.wasm']
+
+function checkWasmPaths(paths: unknown): void {
+  if (paths === undefined || typeof paths === 'string') return
+  if (paths === null || typeof paths !== 'object' || Array.isArray(paths)) {
+    throw new ConfigError('wasmPaths', `expected a path prefix ending in '/' or a map from ${WASM_FILE_NAMES.join(', ')} to URLs (got ${paths === null ? 'null' : typeof paths})`, { value: paths })
+  }
+  for (const [file, url] of Object.entries(paths)) {
+    if (!WASM_FILE_NAMES.includes(file)) {
+      throw new ConfigError('wasmPaths', `'${file}' is not a tfjs wasm file; expected ${WASM_FILE_NAMES.join(', ')}`, { value: file })
+    }
+    if (typeof url !== 'string' || url === '') {
+      throw new ConfigError('wasmPaths', `the URL of '${file}' must be a non-empty string (got ${JSON.stringify(url)})`, { value: url })
+    }
+  }
+}
+
 function checkKernelOptions(name: BackendName, options: UseBackendOptions): void {
+  checkWasmPaths(options.wasmPaths)
   const mode = options.kernels
   if (mode !== undefined && !(KERNELS_MODES as readonly string[]).includes(mode)) {
     throw new ConfigError('kernels', `'${String(mode)}' is not a kernels mode; expected one of ${KERNELS_MODES.join(', ')}`, { value: mode })
@@ -321,9 +365,12 @@ export function kernelsInUse(backendName?: BackendName): KernelProviderName | 'n
   return activeKernels(name)?.provider.name ?? 'none'
 }
 
-async function quietly<T>(fn: () => Promise<T>): Promise<T> {
+/** Runs `fn` with `console.warn` silenced; what it would have printed goes to `warnings`. */
+async function quietly<T>(fn: () => Promise<T>, warnings?: string[]): Promise<T> {
   const warn = console.warn
-  console.warn = () => {}
+  console.warn = (...args: unknown[]) => {
+    warnings?.push(args.map((arg) => (arg instanceof Error ? arg.message : String(arg))).join(' '))
+  }
   try {
     return await fn()
   } finally {

@@ -50,7 +50,9 @@ export class AttnlabError extends Error {
     options?: { cause?: unknown },
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause })
-    this.name = new.target.name
+    // Subclasses spell their name out as a field (set after this constructor): minifying
+    // bundlers rename classes, so new.target.name would be e.g. 't' in a browser bundle.
+    this.name = new.target === AttnlabError ? 'AttnlabError' : new.target.name
     this.code = code
     this.details = Object.freeze({ ...details })
   }
@@ -64,6 +66,8 @@ export class AttnlabError extends Error {
  * @category Errors
  */
 export class BackendUnavailableError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'BackendUnavailableError'
   /** The backend that was asked for. */
   readonly backend: string
   /** The npm package that provides it. */
@@ -90,6 +94,8 @@ export class BackendUnavailableError extends AttnlabError {
  * @category Errors
  */
 export class KernelsUnavailableError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'KernelsUnavailableError'
   /** The kernel provider that was asked for (`native`, `wasm`, `js`). */
   readonly provider: string
   constructor(provider: string, reason: string, cause?: unknown) {
@@ -104,6 +110,8 @@ export class KernelsUnavailableError extends AttnlabError {
  * @category Errors
  */
 export class ShapeError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'ShapeError'
   constructor(message: string, details: Record<string, unknown> = {}) {
     super('SHAPE_MISMATCH', message, details)
   }
@@ -115,6 +123,8 @@ export class ShapeError extends AttnlabError {
  * @category Errors
  */
 export class ConfigError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'ConfigError'
   /** The name of the offending parameter. */
   readonly parameter: string
   constructor(parameter: string, message: string, details: Record<string, unknown> = {}) {
@@ -129,6 +139,8 @@ export class ConfigError extends AttnlabError {
  * @category Errors
  */
 export class NonFiniteError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'NonFiniteError'
   constructor(message: string, details: Record<string, unknown> = {}) {
     super('NON_FINITE', message, details)
   }

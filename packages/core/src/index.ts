@@ -40,6 +40,8 @@ export {
   type BackendName,
   type KernelsMode,
   type UseBackendOptions,
+  type WasmFileName,
+  type WasmPathMap,
 } from './backend.ts'
 export { ATTNLAB_KERNELS, REPLACED_STOCK_KERNELS } from './kernels/names.ts'
 export type { AdamWHyper, FloatArray, IntArray, KernelProvider, KernelProviderName, OneHotAttentionShape } from './kernels/provider.ts'

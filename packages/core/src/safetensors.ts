@@ -62,6 +62,8 @@ export const SAFETENSORS_MAX_HEADER_BYTES = 100_000_000
  * @category Errors
  */
 export class SafetensorsError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'SafetensorsError'
   /** The tensor at fault, if the problem is with one tensor. */
   readonly tensor: string | undefined
   constructor(message: string, tensor?: string, details: Record<string, unknown> = {}) {

@@ -94,11 +94,14 @@ export interface NativeKernelsStatus {
 }
 
 let buildModule: Promise<BuildModule> | undefined
+const BUILD_SCRIPT = '../../native/build.mjs'
 async function build(): Promise<BuildModule> {
   // native/build.mjs is plain JavaScript so the monorepo's postinstall can run it before any
   // TypeScript tooling; it sits one level above both src/ and dist/.
   // (src/kernels/ and dist/kernels/ are both two levels below the package root).
-  buildModule ??= import(/* @vite-ignore */ new URL('../../native/build.mjs', import.meta.url).href) as Promise<BuildModule>
+  // The path is a variable so that bundlers do not copy this Node script into browser bundles
+  // (they emit `new URL('literal', import.meta.url)` targets as assets).
+  buildModule ??= import(/* @vite-ignore */ new URL(BUILD_SCRIPT, import.meta.url).href) as Promise<BuildModule>
   return buildModule
 }
 
