@@ -12,6 +12,8 @@ import { AttnlabError } from '@attnlab/core'
  * @category Oracles
  */
 export class OracleTooLargeError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'OracleTooLargeError'
   /** States the exact computation would enumerate (e.g. `d^C` windows). */
   readonly states: number
   /** The limit that was exceeded. */

@@ -14,6 +14,8 @@ import { AttnlabError } from '@attnlab/core'
  * @category Errors
  */
 export class SequenceTooShortError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'SequenceTooShortError'
   /** The method that refused the input, e.g. `'quest'`. */
   readonly method: string
   /** The sequence length it was given (tokens). */

@@ -39,6 +39,8 @@ export const CHECKPOINT_FORMAT = 'attnlab-checkpoint/1'
  * @category Checkpoints
  */
 export class CheckpointError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'CheckpointError'
   /** The file at fault (relative to the checkpoint directory). */
   readonly file: string
   /** The tensor or field at fault, when there is one. */

@@ -55,6 +55,8 @@ export type ModelFileErrorReason =
  * @category Import
  */
 export class ModelFileError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'ModelFileError'
   /** What is wrong (see {@link ModelFileErrorReason}). */
   readonly reason: ModelFileErrorReason
   /** The file at fault, when known. */
@@ -85,6 +87,8 @@ export class ModelFileError extends AttnlabError {
  * @category Import
  */
 export class UnsupportedModelError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'UnsupportedModelError'
   /** The file or directory at fault, when known. */
   readonly file: string | undefined
 

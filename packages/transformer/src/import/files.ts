@@ -2,12 +2,13 @@
  * Checkpoint files on disk (Node only): reading llama2.c `.bin` files and Hugging Face / attnlab
  * model directories, and writing directories atomically. Node modules are imported lazily inside
  * each function, so importing `@attnlab/transformer` in a browser stays possible (these
- * functions then throw).
+ * functions then throw `UNSUPPORTED`, naming the bytes-based function to use instead).
  *
  * @module
  */
 import {
   AttnlabError,
+  isNodeRuntime,
   parseSafetensors,
   safetensorsToFloat32,
   SafetensorsError,
@@ -34,11 +35,30 @@ export const HF_CONFIG_FILE = 'config.json'
 /** The llama2.c tokenizer file name attnlab looks for and writes. @category Import */
 export const LLAMA2C_TOKENIZER_FILE = 'tokenizer.bin'
 
-async function fs(): Promise<typeof import('node:fs/promises')> {
+/**
+ * Throws a clear `UNSUPPORTED` error outside Node.js (a browser bundle replaces `node:fs` with an
+ * empty stub, so the file functions would otherwise fail with a misleading "not found").
+ *
+ * @param operation - the public function, named in the message
+ */
+export function requireNode(operation: string): void {
+  if (isNodeRuntime()) return
+  throw new AttnlabError(
+    'UNSUPPORTED',
+    `${operation} reads or writes files and needs Node.js; in a browser, fetch the bytes and use readLlama2cCheckpoint or parseSafetensors + modelFromCheckpoint, and Llama2cTokenizer.fromBytes`,
+    { operation },
+  )
+}
+
+/** `node:fs/promises`, after {@link requireNode}. */
+export async function fs(operation: string): Promise<typeof import('node:fs/promises')> {
+  requireNode(operation)
   return import('node:fs/promises')
 }
 
-async function pathModule(): Promise<typeof import('node:path')> {
+/** `node:path`, after {@link requireNode}. */
+export async function pathModule(operation: string): Promise<typeof import('node:path')> {
+  requireNode(operation)
   return import('node:path')
 }
 
@@ -48,8 +68,8 @@ async function pathModule(): Promise<typeof import('node:path')> {
  * @throws {@link ModelFileError} `missing-file` when it does not exist; `AttnlabError`
  *   `IO_ERROR` when it cannot be read
  */
-export async function readFileBytes(path: string, what = 'file'): Promise<Uint8Array> {
-  const { readFile } = await fs()
+export async function readFileBytes(path: string, what = 'file', operation = 'reading a file'): Promise<Uint8Array> {
+  const { readFile } = await fs(operation)
   try {
     const buffer = await readFile(path)
     return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
@@ -71,7 +91,7 @@ async function readJson(path: string, what: string): Promise<unknown> {
 }
 
 async function exists(path: string): Promise<boolean> {
-  const { stat } = await fs()
+  const { stat } = await fs('readHuggingFaceDirectory')
   try {
     await stat(path)
     return true
@@ -87,10 +107,11 @@ async function exists(path: string): Promise<boolean> {
  * @param options - RoPE theta / epsilon overrides
  * @throws {@link ModelFileError} (`missing-file`, `truncated`, `oversized`, `invalid-header`,
  *   `non-finite`); {@link UnsupportedModelError} for int8 files
+ * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
 export async function readLlama2cFile(path: string, options: Omit<Llama2cReadOptions, 'file'> = {}): Promise<ImportedCheckpoint> {
-  const bytes = await readFileBytes(path, 'llama2.c checkpoint')
+  const bytes = await readFileBytes(path, 'llama2.c checkpoint', 'readLlama2cFile')
   return readLlama2cCheckpoint(bytes, { ...options, file: path })
 }
 
@@ -112,7 +133,7 @@ function parseShard(bytes: Uint8Array, path: string): Map<string, SafetensorsEnt
 }
 
 async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
-  const { join } = await pathModule()
+  const { join } = await pathModule('readHuggingFaceDirectory')
   const indexPath = join(dir, HF_INDEX_FILE)
   if (await exists(indexPath)) {
     const index = await readJson(indexPath, HF_INDEX_FILE)
@@ -167,7 +188,7 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
   if (await exists(single)) {
     return { entries: parseShard(await readFileBytes(single, HF_WEIGHTS_FILE), single), files: [single] }
   }
-  const { readdir } = await fs()
+  const { readdir } = await fs('readHuggingFaceDirectory')
   const names = await readdir(dir)
   const pickle = names.find((n) => n.endsWith('.bin') && n.startsWith('pytorch_model')) ?? names.find((n) => n.endsWith('.pt') || n.endsWith('.pth'))
   if (pickle !== undefined) {
@@ -206,11 +227,12 @@ export type HuggingFaceReadOptions = Omit<HuggingFaceConfigOptions, 'file'>
  *   header, offsets out of bounds or overlapping...), naming the file and tensor
  * @throws {@link UnsupportedModelError} for other architectures or features (see
  *   {@link configFromHuggingFace}) and pickle-only directories
+ * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
 export async function readHuggingFaceDirectory(dir: string, options: HuggingFaceReadOptions = {}): Promise<ImportedCheckpoint> {
-  const { join } = await pathModule()
-  const { stat } = await fs()
+  const { join } = await pathModule('readHuggingFaceDirectory')
+  const { stat } = await fs('readHuggingFaceDirectory')
   let isDirectory = false
   try {
     isDirectory = (await stat(dir)).isDirectory()
@@ -220,7 +242,7 @@ export async function readHuggingFaceDirectory(dir: string, options: HuggingFace
   if (!isDirectory) throw new ModelFileError('missing-file', 'expected a model directory (config.json + model.safetensors)', { file: dir })
   const configPath = join(dir, HF_CONFIG_FILE)
   if (!(await exists(configPath))) {
-    const { readdir } = await fs()
+    const { readdir } = await fs('readHuggingFaceDirectory')
     const names = await readdir(dir)
     throw new ModelFileError(
       'missing-file',
@@ -307,6 +329,7 @@ export interface SavedModel {
  *   `LlamaForCausalLM` cannot express (the message says why)
  * @throws {@link ModelFileError} when the weights do not match the configuration;
  *   `AttnlabError` `IO_ERROR` when the directory cannot be written
+ * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
 export async function saveModelDirectory(
@@ -314,6 +337,7 @@ export async function saveModelDirectory(
   model: { readonly config: TransformerConfig; readonly weights: ReadonlyMap<string, Float32Tensor> },
   options: SaveModelOptions = {},
 ): Promise<SavedModel> {
+  requireNode('saveModelDirectory')
   const { config, weights } = model
   const requested = options.format ?? 'auto'
   const reason = huggingFaceIncompatibility(config)
@@ -348,8 +372,8 @@ export async function saveModelDirectory(
   const files = [HF_CONFIG_FILE, HF_WEIGHTS_FILE]
   if (options.tokenizer !== undefined) files.push(LLAMA2C_TOKENIZER_FILE)
   const { writeDirectoryAtomic } = await import('@attnlab/core/node')
-  const { join } = await pathModule()
-  const { writeFile } = await fs()
+  const { join } = await pathModule('saveModelDirectory')
+  const { writeFile } = await fs('saveModelDirectory')
   await writeDirectoryAtomic(dir, async (temp) => {
     await writeFile(join(temp, HF_CONFIG_FILE), `${JSON.stringify(json, null, 2)}\n`)
     await writeFile(join(temp, HF_WEIGHTS_FILE), safetensors)

@@ -9,7 +9,7 @@ import type { AttentionKernel } from '@attnlab/core'
 import { createTransformer, type Transformer } from '../model.ts'
 import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError } from './errors.ts'
-import { HF_CONFIG_FILE, LLAMA2C_TOKENIZER_FILE, readFileBytes, readHuggingFaceDirectory, readLlama2cFile } from './files.ts'
+import { fs, HF_CONFIG_FILE, LLAMA2C_TOKENIZER_FILE, pathModule, readFileBytes, readHuggingFaceDirectory, readLlama2cFile } from './files.ts'
 import { Llama2cTokenizer } from './tokenizer.ts'
 
 /**
@@ -81,15 +81,16 @@ export function modelFromCheckpoint(checkpoint: ImportedCheckpoint, options: { r
  * @param path - the file
  * @param options - expected vocabulary size (the model's `dVocab`), BOS/EOS ids
  * @throws {@link ModelFileError} `missing-file`, `truncated`, `invalid-header`, `inconsistent`
+ * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Tokenizer
  */
 export async function loadTokenizer(path: string, options: { vocabSize?: number; bosId?: number; eosId?: number } = {}): Promise<Llama2cTokenizer> {
-  const bytes = await readFileBytes(path, 'tokenizer')
+  const bytes = await readFileBytes(path, 'tokenizer', 'loadTokenizer')
   return Llama2cTokenizer.fromBytes(bytes, { ...options, file: path })
 }
 
 async function isTrainingCheckpoint(manifestPath: string): Promise<boolean> {
-  const { readFile } = await import('node:fs/promises')
+  const { readFile } = await fs('loadModel')
   try {
     const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as { format?: unknown }
     return typeof manifest.format === 'string' && manifest.format.startsWith('attnlab-checkpoint/')
@@ -99,7 +100,7 @@ async function isTrainingCheckpoint(manifestPath: string): Promise<boolean> {
 }
 
 async function kindOf(path: string): Promise<'directory' | 'file'> {
-  const { stat } = await import('node:fs/promises')
+  const { stat } = await fs('loadModel')
   try {
     return (await stat(path)).isDirectory() ? 'directory' : 'file'
   } catch (error) {
@@ -133,10 +134,11 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
  * const ids = tokenizer!.encode('I dreamed')
  * const logits = model.forward([ids]) // [1, ids.length, 512]
  * ```
+ * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
 export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<LoadedModel> {
-  const { basename, dirname, join } = await import('node:path')
+  const { basename, dirname, join } = await pathModule('loadModel')
   let target = path
   let kind = await kindOf(path)
   if (kind === 'file' && (basename(path) === HF_CONFIG_FILE || path.endsWith('.safetensors') || path.endsWith('.safetensors.index.json'))) {
@@ -166,7 +168,7 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   } else if (options.tokenizer === undefined) {
     const candidate = join(kind === 'directory' ? target : dirname(target), LLAMA2C_TOKENIZER_FILE)
     if (candidate !== target) {
-      const { stat } = await import('node:fs/promises')
+      const { stat } = await fs('loadModel')
       const found = await stat(candidate).then(
         (s) => s.isFile(),
         () => false,
@@ -180,7 +182,7 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   const notes = [...checkpoint.notes]
   if (tokenizerPath !== undefined && options.tokenizer === undefined) notes.push(`tokenizer found beside the model: ${tokenizerPath}`)
   if (tokenizer === undefined && kind === 'directory') {
-    const { readdir } = await import('node:fs/promises')
+    const { readdir } = await fs('loadModel')
     const other = (await readdir(target)).filter((name) => name === 'tokenizer.json' || name === 'tokenizer.model')
     if (other.length > 0) {
       notes.push(`${other.join(' and ')} found, but attnlab reads llama2.c tokenizer.bin files only (convert with llama2.c's tokenizer.py)`)
