@@ -12,7 +12,8 @@
 // sources' hash: a binary built from other sources is never loaded), or, when the package folder
 // is read-only, $XDG_CACHE_HOME/attnlab/native/<hash>-<platform>-<arch>/.
 // Environment: CXX (compiler), ATTNLAB_SKIP_NATIVE_BUILD=1 (postinstall skips), ATTNLAB_NATIVE_OPENMP=0
-// (no OpenMP), ATTNLAB_NATIVE_DIR (build and load there instead).
+// (no -fopenmp: OpenMP only supplies `omp simd` hints; threads come from src/pool.cc's own team),
+// ATTNLAB_NATIVE_DIR (build and load there instead).
 // @ts-check
 import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -25,7 +26,7 @@ import { fileURLToPath } from 'node:url'
 const here = dirname(fileURLToPath(import.meta.url))
 const SOURCES = join(here, 'src')
 /** Bumped when the build recipe changes in a way that matters for the binary. */
-const RECIPE = 1
+const RECIPE = 2
 const NAME = 'attnlab_kernels'
 
 /** Hash of the C++ sources and the recipe: identifies a compatible binary. */
@@ -96,7 +97,7 @@ export function buildNativeKernels(options = {}) {
   const outDir = dirs.find(writable)
   if (outDir === undefined) return { ok: false, reason: `no writable folder for the build (tried ${dirs.join(', ')})` }
   const sources = readdirSync(SOURCES).filter((f) => f.endsWith('.cc')).sort().map((f) => join(SOURCES, f))
-  const base = ['-O3', '-std=c++17', '-shared', '-fPIC', '-fvisibility=hidden', '-fno-math-errno', '-fno-trapping-math', `-DNODE_GYP_MODULE_NAME=${NAME}`, '-I', include]
+  const base = ['-O3', '-std=c++17', '-shared', '-fPIC', '-pthread', '-fvisibility=hidden', '-fno-math-errno', '-fno-trapping-math', `-DNODE_GYP_MODULE_NAME=${NAME}`, '-I', include]
   if (process.platform === 'darwin') base.push('-undefined', 'dynamic_lookup')
   const wantOpenMP = process.env.ATTNLAB_NATIVE_OPENMP !== '0'
   // Most capable first; fall back when a compiler lacks OpenMP or function multiversioning.

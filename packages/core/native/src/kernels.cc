@@ -10,15 +10,13 @@
 // FTZ/DAZ set (restored afterwards): denormal operands make x86 arithmetic 30-100x slower, and
 // near-sparse attention produces them.
 #include "kernels.h"
+#include "pool.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -42,20 +40,18 @@ constexpr int MR = 8;    // rows of C per micro-tile
 constexpr int NR = 32;   // columns of C per micro-tile (two v16)
 constexpr int KC = 256;  // depth of a packed block
 
-int gThreads = 1;
+// Elementwise / row kernels use the thread team only above this many elements.
+constexpr int64_t kParallelMin = 1 << 15;
+inline bool parallelFor(int64_t elements) { return pool::threads() > 1 && elements >= kParallelMin; }
+// Units per thread for the team's dynamic claiming: several, so that a thread that joins late
+// (waking up, or its core busy with other work) leaves its share to the others.
+constexpr int kUnitsPerThread = 4;
 
-#if defined(__x86_64__) || defined(__i386__)
-// OpenMP workers have their own MXCSR: give them FTZ/DAZ like the calling thread (addon.cc).
-inline void workerFtz() { _mm_setcsr(_mm_getcsr() | 0x8040); }
-#else
-inline void workerFtz() {}
-#endif
 
-// Packs op(B)[kb:kb+kc, :] into panels of NR columns: Bp[panel][k][NR], zero padded.
-void packB(const float* B, bool transB, int K, int N, int kb, int kc, float* Bp) {
-  const int panels = (N + NR - 1) / NR;
-  for (int p = 0; p < panels; p++) {
-    float* dst = Bp + (int64_t)p * kc * NR;
+// Packs op(B)[kb:kb+kc, :] panels [p0, p1) of NR columns: Bp[panel - p0][k][NR], zero padded.
+void packB(const float* B, bool transB, int K, int N, int kb, int kc, int p0, int p1, float* Bp) {
+  for (int p = p0; p < p1; p++) {
+    float* dst = Bp + (int64_t)(p - p0) * kc * NR;
     const int j0 = p * NR, nj = std::min(NR, N - j0);
     for (int k = 0; k < kc; k++) {
       float* row = dst + (int64_t)k * NR;
@@ -112,16 +108,50 @@ inline __attribute__((always_inline)) void microKernel(int kc, const float* __re
   }
 }
 
-// One row block [ib, ib+MR) of C for one packed depth block (first: store, else accumulate).
+// The same on op(A) in place: element (i, k) of the row block at a[i * rowStride + k * depthStride]
+// (a full block needs no packing: the operands are broadcast from memory either way, and the
+// products and their order are those of the packed kernel).
+template <bool TransA>
+inline __attribute__((always_inline)) void microKernelDirect(int kc, const float* __restrict a,
+                                                              int64_t lda,
+                                                              const float* __restrict Bp,
+                                                              float* __restrict acc) {
+  v16 c[MR][2];
+  for (int i = 0; i < MR; i++) c[i][0] = c[i][1] = v16{};
+  for (int k = 0; k < kc; k++) {
+    const v16 b0 = *(const v16u*)(Bp + k * NR);
+    const v16 b1 = *(const v16u*)(Bp + k * NR + 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      const float ai = TransA ? a[(int64_t)k * lda + i] : a[(int64_t)i * lda + k];
+      c[i][0] += ai * b0;
+      c[i][1] += ai * b1;
+    }
+  }
+  for (int i = 0; i < MR; i++) {
+    *(v16u*)(acc + i * NR) = c[i][0];
+    *(v16u*)(acc + i * NR + 16) = c[i][1];
+  }
+}
+
+// One row block [ib, ib+MR) of C for one packed depth block (first: store, else accumulate),
+// over the packed panels [p0, p1) of B (Bp points at panel p0).
 ATTN_MULTIVERSION
 void gemmRowBlock(const float* A, bool transA, int M, int N, int K, int ib, int kb, int kc,
-                  const float* Bp, float* C, bool first, float* Ap) {
-  packA(A, transA, M, K, ib, kb, kc, Ap);
+                  const float* Bp, int p0, int p1, float* C, bool first, float* Ap) {
   alignas(64) float acc[MR * NR];
-  const int panels = (N + NR - 1) / NR;
   const int ni = std::min(MR, M - ib);
-  for (int p = 0; p < panels; p++) {
-    microKernel(kc, Ap, Bp + (int64_t)p * kc * NR, acc);
+  // Only a partial row block (zero padded) is packed.
+  if (ni < MR) packA(A, transA, M, K, ib, kb, kc, Ap);
+  const float* a = transA ? A + (int64_t)kb * M + ib : A + (int64_t)ib * K + kb;
+  for (int p = p0; p < p1; p++) {
+    const float* bp = Bp + (int64_t)(p - p0) * kc * NR;
+    if (ni < MR)
+      microKernel(kc, Ap, bp, acc);
+    else if (transA)
+      microKernelDirect<true>(kc, a, M, bp, acc);
+    else
+      microKernelDirect<false>(kc, a, K, bp, acc);
     const int j0 = p * NR, nj = std::min(NR, N - j0);
     for (int i = 0; i < ni; i++) {
       float* c = C + (int64_t)(ib + i) * N + j0;
@@ -137,34 +167,58 @@ void gemmRowBlock(const float* A, bool transA, int M, int N, int K, int ib, int 
 
 thread_local std::vector<float> tlsA, tlsB;
 
+// f(r0, r1) over [0, rows) in contiguous ranges on the thread team when the work (rows * perRow
+// elements) is large enough. For kernels whose rows are independent (any split gives the same
+// result).
+template <class F>
+void parallelRows(int64_t rows, int64_t perRow, F&& f) {
+  if (!parallelFor(rows * perRow) || rows < 2) {
+    f((int64_t)0, rows);
+    return;
+  }
+  const int64_t units = std::min<int64_t>(rows, (int64_t)kUnitsPerThread * pool::threads());
+  pool::run(units, [&](int64_t u) { f(rows * u / units, rows * (u + 1) / units); });
+}
+
 void gemmOne(bool transA, bool transB, int M, int N, int K, const float* A, const float* B,
-             float* C, bool parallelRows) {
+             float* C, bool parallelOk) {
   if (K == 0) {
     std::fill(C, C + (int64_t)M * N, 0.f);
     return;
   }
   const int panels = (N + NR - 1) / NR;
   const int blocks = (M + MR - 1) / MR;
-  // One parallel region per product (not one per depth block): every thread packs B itself and
-  // keeps the same static share of row blocks for every depth block, so no barrier is needed
-  // between blocks and each element of C is computed by one thread in a fixed order (the result
-  // does not depend on the thread count).
-  const bool parallel = parallelRows && gThreads > 1 && blocks >= 2 * gThreads;
-#pragma omp parallel num_threads(gThreads) if (parallel)
-  {
-    workerFtz();
-    tlsB.resize((size_t)panels * KC * NR);
+  // The work is split in units of row blocks (each unit packs all of op(B) itself) or, when op(B)
+  // is the larger operand (N > M: the weight gradients X^T dY with K = batch rows), of column
+  // panels (each unit packs only its panels of op(B), and all of op(A)). Either way every element
+  // of C is computed with the same depth blocks in the same order by the same micro-kernel, so
+  // the result does not depend on the split or the thread count. Units loop over depth blocks
+  // themselves: no barrier per depth block. Deep products (several depth blocks) repack per unit,
+  // so they get fewer units.
+  const int threads = parallelOk && (int64_t)M * N * K >= (1 << 17) ? pool::threads() : 1;
+  const int perThread = K > KC ? 2 : kUnitsPerThread;
+  const bool splitPanels = N > M && panels >= 2;
+  const int64_t units = threads <= 1 ? 1 : std::min<int64_t>(splitPanels ? panels : blocks, (int64_t)perThread * threads);
+  pool::run(units, [&](int64_t u) {
+    int p0 = 0, p1 = panels, b0 = 0, b1 = blocks;
+    if (splitPanels) {
+      p0 = (int)(panels * u / units);
+      p1 = (int)(panels * (u + 1) / units);
+    } else {
+      b0 = (int)(blocks * u / units);
+      b1 = (int)(blocks * (u + 1) / units);
+    }
+    if (p1 <= p0 || b1 <= b0) return;
+    tlsB.resize((size_t)(p1 - p0) * KC * NR);
     tlsA.resize((size_t)MR * KC);
     float* Bp = tlsB.data();
     for (int kb = 0; kb < K; kb += KC) {
       const int kc = std::min(KC, K - kb);
-      packB(B, transB, K, N, kb, kc, Bp);
-#pragma omp for schedule(static) nowait
-      for (int blk = 0; blk < blocks; blk++) {
-        gemmRowBlock(A, transA, M, N, K, blk * MR, kb, kc, Bp, C, kb == 0, tlsA.data());
-      }
+      packB(B, transB, K, N, kb, kc, p0, p1, Bp);
+      for (int blk = b0; blk < b1; blk++)
+        gemmRowBlock(A, transA, M, N, K, blk * MR, kb, kc, Bp, p0, p1, C, kb == 0, tlsA.data());
     }
-  }
+  });
 }
 
 // exp(x) for x <= 88.7 (Cephes-style range reduction + degree-6 polynomial, ~2 ulp), branch-free
@@ -256,8 +310,8 @@ inline float tanhApprox(float u) { return 1.f - 2.f / (expApprox(2.f * u) + 1.f)
 
 }  // namespace
 
-void setThreads(int n) { gThreads = std::max(1, n); }
-int getThreads() { return gThreads; }
+void setThreads(int n) { pool::setThreads(n); }
+int getThreads() { return pool::threads(); }
 bool haveOpenMP() {
 #ifdef _OPENMP
   return true;
@@ -287,16 +341,18 @@ void gemm(bool transA, bool transB, int batch, int M, int N, int K, const float*
     gemmOne(transA, transB, M, N, K, A, B, C, true);
     return;
   }
-#pragma omp parallel for schedule(static) if (gThreads > 1) num_threads(gThreads)
-  for (int b = 0; b < batch; b++) {
-    workerFtz();
-    gemmOne(transA, transB, M, N, K, A + b * strideA, B + b * strideB, C + (int64_t)b * M * N, false);
-  }
+  pool::run(pool::threads() > 1 ? batch : 1, [&](int64_t u) {
+    const int64_t b0 = pool::threads() > 1 ? u : 0, b1 = pool::threads() > 1 ? u + 1 : batch;
+    for (int64_t b = b0; b < b1; b++)
+      gemmOne(transA, transB, M, N, K, A + b * strideA, B + b * strideB, C + b * M * N, false);
+  });
 }
 
+namespace {
+
 ATTN_MULTIVERSION
-void softmaxRows(const float* x, float* y, int64_t rows, int cols) {
-  for (int64_t r = 0; r < rows; r++) {
+void softmaxRowsRange(const float* x, float* y, int64_t r0, int64_t r1, int cols) {
+  for (int64_t r = r0; r < r1; r++) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
     float mx = -INFINITY;
@@ -318,8 +374,9 @@ void softmaxRows(const float* x, float* y, int64_t rows, int cols) {
 }
 
 ATTN_MULTIVERSION
-void gatherRows(const float* table, const int32_t* indices, float* out, int64_t n, int k, int width) {
-  for (int64_t r = 0; r < n; r++) {
+void gatherRowsRange(const float* table, const int32_t* indices, float* out, int64_t r0,
+                     int64_t r1, int k, int width) {
+  for (int64_t r = r0; r < r1; r++) {
     float* o = out + r * width;
     const float* first = table + (int64_t)indices[r * k] * width;
 #pragma omp simd
@@ -333,51 +390,44 @@ void gatherRows(const float* table, const int32_t* indices, float* out, int64_t 
 }
 
 ATTN_MULTIVERSION
-void scatterRows(const float* updates, const int32_t* indices, float* out, int64_t n, int k, int width,
-                 int64_t rows) {
-  std::fill(out, out + rows * width, 0.f);
-  for (int64_t r = 0; r < n; r++) {
-    const float* src = updates + r * width;
-    for (int m = 0; m < k; m++) {
-      float* o = out + (int64_t)indices[r * k + m] * width;
-#pragma omp simd
-      for (int j = 0; j < width; j++) o[j] += src[j];
-    }
-  }
-}
-
-ATTN_MULTIVERSION
-void addBias(float* C, int64_t rows, int cols, const float* bias) {
-  for (int64_t r = 0; r < rows; r++) {
+void addBiasRange(float* C, int64_t r0, int64_t r1, int cols, const float* bias) {
+  for (int64_t r = r0; r < r1; r++) {
     float* c = C + r * cols;
 #pragma omp simd
     for (int j = 0; j < cols; j++) c[j] += bias[j];
   }
 }
 
+// out[j0:j1) = sum over rows of x[r, j0:j1), rows in order.
 ATTN_MULTIVERSION
-void columnSum(const float* x, float* out, int64_t rows, int cols) {
-  for (int j = 0; j < cols; j++) out[j] = 0.f;
+void columnSumRange(const float* x, float* out, int64_t rows, int cols, int j0, int j1) {
+  for (int j = j0; j < j1; j++) out[j] = 0.f;
   for (int64_t r = 0; r < rows; r++) {
     const float* xr = x + r * cols;
 #pragma omp simd
-    for (int j = 0; j < cols; j++) out[j] += xr[j];
+    for (int j = j0; j < j1; j++) out[j] += xr[j];
   }
 }
 
-ATTN_MULTIVERSION
-void geluForward(const float* x, float* y, int64_t n) {
+// dst[0:n) += src[0:n).
+inline void accumulateRow(float* __restrict dst, const float* __restrict src, int n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; i++) {
+  for (int j = 0; j < n; j++) dst[j] += src[j];
+}
+
+ATTN_MULTIVERSION
+void geluForwardRange(const float* x, float* y, int64_t i0, int64_t i1) {
+#pragma omp simd
+  for (int64_t i = i0; i < i1; i++) {
     const float v = x[i];
     y[i] = 0.5f * v * (1.f + tanhApprox(kGeluC * (v + kGeluA * v * v * v)));
   }
 }
 
 ATTN_MULTIVERSION
-void geluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+void geluBackwardRange(const float* x, const float* dy, float* dx, int64_t i0, int64_t i1) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = i0; i < i1; i++) {
     const float v = x[i];
     const float t = tanhApprox(kGeluC * (v + kGeluA * v * v * v));
     const float d = 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * kGeluC * (1.f + 3.f * kGeluA * v * v);
@@ -386,9 +436,9 @@ void geluBackward(const float* x, const float* dy, float* dx, int64_t n) {
 }
 
 ATTN_MULTIVERSION
-void layerNormForward(const float* x, const float* g, const float* b, float* y, float* mean,
-                      float* rstd, int64_t rows, int cols, float eps) {
-  for (int64_t r = 0; r < rows; r++) {
+void layerNormForwardRange(const float* x, const float* g, const float* b, float* y, float* mean,
+                           float* rstd, int64_t r0, int64_t r1, int cols, float eps) {
+  for (int64_t r = r0; r < r1; r++) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
     float s = 0.f;
@@ -411,16 +461,13 @@ void layerNormForward(const float* x, const float* g, const float* b, float* y, 
   }
 }
 
+// dx for rows [r0, r1); with gradients (dg, db non-null, zeroed by the caller) also their
+// per-column sums over these rows, in row order.
 ATTN_MULTIVERSION
-void layerNormBackward(const float* x, const float* g, const float* mean, const float* rstd,
-                       const float* dy, float* dx, float* dg, float* db, int64_t rows, int cols) {
-  std::vector<float> dbScratch;
-  if (db == nullptr) {
-    dbScratch.assign(cols, 0.f);
-    db = dbScratch.data();
-  }
-  for (int j = 0; j < cols; j++) dg[j] = db[j] = 0.f;
-  for (int64_t r = 0; r < rows; r++) {
+void layerNormBackwardRows(const float* x, const float* g, const float* mean, const float* rstd,
+                           const float* dy, float* dx, float* dg, float* db, int64_t r0,
+                           int64_t r1, int cols) {
+  for (int64_t r = r0; r < r1; r++) {
     const float* xr = x + r * cols;
     const float* dyr = dy + r * cols;
     float* dxr = dx + r * cols;
@@ -433,10 +480,12 @@ void layerNormBackward(const float* x, const float* g, const float* mean, const 
       sumD += d;
       sumDX += d * xh;
     }
+    if (dg != nullptr) {
 #pragma omp simd
-    for (int j = 0; j < cols; j++) {
-      dg[j] += dyr[j] * (xr[j] - mu) * rs;
-      db[j] += dyr[j];
+      for (int j = 0; j < cols; j++) {
+        dg[j] += dyr[j] * (xr[j] - mu) * rs;
+        db[j] += dyr[j];
+      }
     }
     const float mD = sumD / cols, mDX = sumDX / cols;
 #pragma omp simd
@@ -445,6 +494,114 @@ void layerNormBackward(const float* x, const float* g, const float* mean, const 
       dxr[j] = rs * (dyr[j] * g[j] - mD - xh * mDX);
     }
   }
+}
+
+}  // namespace
+
+// The row kernels below split rows between threads; each output element is computed the same way
+// whatever the split, so results do not depend on the thread count.
+
+void softmaxRows(const float* x, float* y, int64_t rows, int cols) {
+  parallelRows(rows, cols, [&](int64_t r0, int64_t r1) { softmaxRowsRange(x, y, r0, r1, cols); });
+}
+
+void gatherRows(const float* table, const int32_t* indices, float* out, int64_t n, int k, int width) {
+  parallelRows(n, (int64_t)k * width, [&](int64_t r0, int64_t r1) { gatherRowsRange(table, indices, out, r0, r1, k, width); });
+}
+
+ATTN_MULTIVERSION
+void scatterRows(const float* updates, const int32_t* indices, float* out, int64_t n, int k, int width,
+                 int64_t rows) {
+  std::fill(out, out + rows * width, 0.f);
+  for (int64_t r = 0; r < n; r++) {
+    const float* src = updates + r * width;
+    for (int m = 0; m < k; m++) {
+      float* o = out + (int64_t)indices[r * k + m] * width;
+#pragma omp simd
+      for (int j = 0; j < width; j++) o[j] += src[j];
+    }
+  }
+}
+
+void addBias(float* C, int64_t rows, int cols, const float* bias) {
+  parallelRows(rows, cols, [&](int64_t r0, int64_t r1) { addBiasRange(C, r0, r1, cols, bias); });
+}
+
+// Sums over rows (column sums, LayerNorm's gain / bias gradients) are taken per chunk of rows and
+// the chunks' partial sums added in chunk order. The chunks depend only on the number of rows, so
+// the result is the same for any thread count.
+inline int64_t rowChunks(int64_t rows, int cols) {
+  if ((int64_t)rows * cols < kParallelMin) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(16, rows / 256));
+}
+
+// Per-chunk partial rows, each padded to whole 64-byte lines (chunks run on different threads:
+// sharing a cache line between two partial rows made the sums 2x slower than one thread).
+struct Partials {
+  int64_t chunks;
+  int stride;
+  std::vector<float> storage;
+  float* base;
+  Partials(int64_t chunks_, int cols) : chunks(chunks_), stride((cols + 15) / 16 * 16) {
+    storage.assign((size_t)(chunks * stride + 16), 0.f);
+    base = storage.data() + ((16 - ((uintptr_t)storage.data() / sizeof(float)) % 16) % 16);
+  }
+  float* row(int64_t c) { return base + c * stride; }
+  // out[j] = sum_c row(c)[j], c in order.
+  void sumInto(float* out, int cols) {
+    for (int j = 0; j < cols; j++) out[j] = base[j];
+    for (int64_t c = 1; c < chunks; c++) accumulateRow(out, row(c), cols);
+  }
+};
+
+void columnSum(const float* x, float* out, int64_t rows, int cols) {
+  const int64_t chunks = rowChunks(rows, cols);
+  if (chunks == 1) {
+    columnSumRange(x, out, rows, cols, 0, cols);
+    return;
+  }
+  Partials partial(chunks, cols);
+  pool::run(chunks, [&](int64_t c) {
+    const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
+    columnSumRange(x + r0 * cols, partial.row(c), r1 - r0, cols, 0, cols);
+  });
+  partial.sumInto(out, cols);
+}
+
+void geluForward(const float* x, float* y, int64_t n) {
+  parallelRows(n, 1, [&](int64_t i0, int64_t i1) { geluForwardRange(x, y, i0, i1); });
+}
+
+void geluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  parallelRows(n, 1, [&](int64_t i0, int64_t i1) { geluBackwardRange(x, dy, dx, i0, i1); });
+}
+
+void layerNormForward(const float* x, const float* g, const float* b, float* y, float* mean,
+                      float* rstd, int64_t rows, int cols, float eps) {
+  parallelRows(rows, cols, [&](int64_t r0, int64_t r1) { layerNormForwardRange(x, g, b, y, mean, rstd, r0, r1, cols, eps); });
+}
+
+void layerNormBackward(const float* x, const float* g, const float* mean, const float* rstd,
+                       const float* dy, float* dx, float* dg, float* db, int64_t rows, int cols) {
+  std::vector<float> dbScratch;
+  if (db == nullptr) {
+    dbScratch.assign(cols, 0.f);
+    db = dbScratch.data();
+  }
+  const int64_t chunks = rowChunks(rows, cols);
+  if (chunks == 1) {
+    for (int j = 0; j < cols; j++) dg[j] = db[j] = 0.f;
+    layerNormBackwardRows(x, g, mean, rstd, dy, dx, dg, db, 0, rows, cols);
+    return;
+  }
+  // dx by rows, and per chunk partial gain / bias gradients.
+  Partials pg(chunks, cols), pb(chunks, cols);
+  pool::run(chunks, [&](int64_t c) {
+    const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
+    layerNormBackwardRows(x, g, mean, rstd, dy, dx, pg.row(c), pb.row(c), r0, r1, cols);
+  });
+  pg.sumInto(dg, cols);
+  pb.sumInto(db, cols);
 }
 
 namespace {
@@ -589,28 +746,33 @@ void attentionBackwardHead(const float* qkv, int64_t rowStride, int64_t dModel, 
 void attentionForward(const float* qkv, float* out, float* probs, int B, int T, int H, int dh,
                       float scale, bool causal) {
   const int64_t dModel = (int64_t)H * dh, rowStride = 3 * dModel;
-#pragma omp parallel for collapse(2) schedule(static) if (gThreads > 1) num_threads(gThreads)
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < H; h++) {
-      workerFtz();
+  // Units of (batch, head) slices; each slice is computed the same way on any thread.
+  const int64_t slices = (int64_t)B * H;
+  const int64_t units = pool::threads() > 1 ? std::min<int64_t>(slices, 8 * pool::threads()) : 1;
+  pool::run(units, [&](int64_t u) {
+    for (int64_t bh = slices * u / units; bh < slices * (u + 1) / units; bh++) {
+      const int64_t b = bh / H, h = bh % H;
       attentionForwardHead(qkv + (int64_t)b * T * rowStride + (int64_t)h * dh, rowStride, dModel,
                            out + (int64_t)b * T * dModel + (int64_t)h * dh,
                            probs + ((int64_t)b * H + h) * T * T, T, dh, scale, causal);
     }
+  });
 }
 
 void attentionBackward(const float* qkv, const float* probs, const float* dOut, float* dqkv,
                        int B, int T, int H, int dh, float scale, bool causal) {
   const int64_t dModel = (int64_t)H * dh, rowStride = 3 * dModel;
-#pragma omp parallel for collapse(2) schedule(static) if (gThreads > 1) num_threads(gThreads)
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < H; h++) {
-      workerFtz();
+  const int64_t slices = (int64_t)B * H;
+  const int64_t units = pool::threads() > 1 ? std::min<int64_t>(slices, 8 * pool::threads()) : 1;
+  pool::run(units, [&](int64_t u) {
+    for (int64_t bh = slices * u / units; bh < slices * (u + 1) / units; bh++) {
+      const int64_t b = bh / H, h = bh % H;
       const int64_t off = (int64_t)b * T * rowStride + (int64_t)h * dh;
       attentionBackwardHead(qkv + off, rowStride, dModel, probs + ((int64_t)b * H + h) * T * T,
                             dOut + (int64_t)b * T * dModel + (int64_t)h * dh, dqkv + off, T, dh,
                             scale, causal);
     }
+  });
 }
 
 namespace {
@@ -729,15 +891,16 @@ void oneHotBackwardSequence(const int32_t* tok, const float* wv, const float* pr
 
 void oneHotAttentionForward(const int32_t* tokens, const float* wq, const float* wv, float* logits,
                             float* probs, const OneHotShape& s) {
-#pragma omp parallel num_threads(gThreads) if (gThreads > 1)
-  {
-    workerFtz();
-    std::vector<float> q((size_t)s.T * s.D), v((size_t)s.T * s.c), row(s.T);
-#pragma omp for schedule(static)
-    for (int b = 0; b < s.B; b++)
-      oneHotForwardSequence(tokens + (int64_t)b * s.T, wq, wv, logits + (int64_t)b * (s.T - s.from) * s.c,
-                            probs + (int64_t)b * s.H * s.T * s.T, s, q.data(), v.data(), row.data());
-  }
+  const int64_t units = pool::threads() > 1 ? std::min<int64_t>(s.B, 8 * pool::threads()) : 1;
+  pool::run(units, [&](int64_t u) {
+    thread_local std::vector<float> q, v, row;
+    q.resize((size_t)s.T * s.D);
+    v.resize((size_t)s.T * s.c);
+    row.resize(s.T);
+    for (int64_t b = s.B * u / units; b < s.B * (u + 1) / units; b++)
+      oneHotForwardSequence(tokens + b * s.T, wq, wv, logits + b * (s.T - s.from) * s.c,
+                            probs + b * s.H * s.T * s.T, s, q.data(), v.data(), row.data());
+  });
 }
 
 void oneHotAttentionBackward(const int32_t* tokens, const float* wq, const float* wv,
@@ -747,66 +910,57 @@ void oneHotAttentionBackward(const int32_t* tokens, const float* wq, const float
   const int64_t nq = (int64_t)s.H * s.D * s.D, nv = (int64_t)s.H * s.D * s.dV;
   std::fill(dwq, dwq + nq, 0.f);
   std::fill(dwv, dwv + nv, 0.f);
-  const int threads = std::max(1, std::min(gThreads, s.B));
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    workerFtz();
-    int id = 0;
-#ifdef _OPENMP
-    id = omp_get_thread_num();
-#endif
-    // Thread 0 accumulates straight into the outputs; others into private tables, added at the end.
-    std::vector<float> gq, gv;
-    float* myq = dwq;
-    float* myv = dwv;
-    if (id > 0) {
-      gq.assign(nq, 0.f);
-      gv.assign(nv, 0.f);
-      myq = gq.data();
-      myv = gv.data();
-    }
-    std::vector<float> v((size_t)s.T * s.c), dv((size_t)s.T * s.c), dq((size_t)s.T * s.D), dA(s.T);
-#pragma omp for schedule(static)
-    for (int b = 0; b < s.B; b++)
-      oneHotBackwardSequence(tokens + (int64_t)b * s.T, wv, probs + (int64_t)b * s.H * s.T * s.T,
-                             dLogits + (int64_t)b * (s.T - s.from) * s.c, myq, myv, s, v.data(), dv.data(),
+  // The sequences are split in a fixed number of parts (not one per thread): part 0 accumulates
+  // straight into the outputs, the others into their own tables, added in part order at the end,
+  // so the result is the same for any thread count.
+  const int64_t parts = std::min<int64_t>(s.B, 4);
+  std::vector<float> extra((size_t)((parts - 1) * (nq + nv)), 0.f);
+  pool::run(parts, [&](int64_t part) {
+    float* myq = part == 0 ? dwq : extra.data() + (part - 1) * (nq + nv);
+    float* myv = part == 0 ? dwv : myq + nq;
+    thread_local std::vector<float> v, dv, dq, dA;
+    v.resize((size_t)s.T * s.c);
+    dv.resize((size_t)s.T * s.c);
+    dq.resize((size_t)s.T * s.D);
+    dA.resize(s.T);
+    for (int64_t b = s.B * part / parts; b < s.B * (part + 1) / parts; b++)
+      oneHotBackwardSequence(tokens + b * s.T, wv, probs + b * s.H * s.T * s.T,
+                             dLogits + b * (s.T - s.from) * s.c, myq, myv, s, v.data(), dv.data(),
                              dq.data(), dA.data());
-    if (id > 0) {
-#pragma omp critical
-      {
-        accumulate(dwq, myq, (int)nq);
-        accumulate(dwv, myv, (int)nv);
-      }
-    }
+  });
+  for (int64_t part = 1; part < parts; part++) {
+    const float* tq = extra.data() + (part - 1) * (nq + nv);
+    accumulate(dwq, tq, (int)nq);
+    accumulate(dwv, tq + nq, (int)nv);
   }
 }
 
+namespace {
+
+// Per-row weighted losses (rows with weight 0 give 0).
 ATTN_MULTIVERSION
-double softmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,
-                           int64_t rows, int cols) {
-  double total = 0, weightSum = 0;
-  for (int64_t r = 0; r < rows; r++) {
+void crossEntropyRows(const float* logits, const int32_t* labels, const float* weights,
+                      int64_t r0, int64_t r1, int cols, double* loss) {
+  for (int64_t r = r0; r < r1; r++) {
     const float w = weights[r];
-    weightSum += w;
-    if (w == 0.f) continue;
+    if (w == 0.f) {
+      loss[r] = 0;
+      continue;
+    }
     const float* x = logits + r * cols;
     float mx = x[0];
     for (int j = 1; j < cols; j++) mx = std::max(mx, x[j]);
     float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < cols; j++) sum += expApprox(x[j] - mx);
-    total += (double)w * (double)(std::log(sum) + mx - x[labels[r]]);
+    loss[r] = (double)w * (double)(std::log(sum) + mx - x[labels[r]]);
   }
-  return total / std::max(weightSum, 1e-12);
 }
 
 ATTN_MULTIVERSION
-void softmaxCrossEntropyBackward(const float* logits, const int32_t* labels, const float* weights,
-                                 int64_t rows, int cols, float dLoss, float* dLogits) {
-  double weightSum = 0;
-  for (int64_t r = 0; r < rows; r++) weightSum += weights[r];
-  const double scale = (double)dLoss / std::max(weightSum, 1e-12);
-  for (int64_t r = 0; r < rows; r++) {
+void crossEntropyBackwardRows(const float* logits, const int32_t* labels, const float* weights,
+                              int64_t r0, int64_t r1, int cols, double scale, float* dLogits) {
+  for (int64_t r = r0; r < r1; r++) {
     const float* x = logits + r * cols;
     float* d = dLogits + r * cols;
     const float g = (float)(scale * weights[r]);
@@ -825,6 +979,29 @@ void softmaxCrossEntropyBackward(const float* logits, const int32_t* labels, con
     for (int j = 0; j < cols; j++) d[j] *= k;
     d[labels[r]] -= g;
   }
+}
+
+}  // namespace
+
+// Rows in parallel; the per-row losses are then summed in row order (thread-count independent).
+double softmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,
+                           int64_t rows, int cols) {
+  std::vector<double> loss((size_t)rows);
+  parallelRows(rows, cols, [&](int64_t r0, int64_t r1) { crossEntropyRows(logits, labels, weights, r0, r1, cols, loss.data()); });
+  double total = 0, weightSum = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    weightSum += weights[r];
+    total += loss[r];
+  }
+  return total / std::max(weightSum, 1e-12);
+}
+
+void softmaxCrossEntropyBackward(const float* logits, const int32_t* labels, const float* weights,
+                                 int64_t rows, int cols, float dLoss, float* dLogits) {
+  double weightSum = 0;
+  for (int64_t r = 0; r < rows; r++) weightSum += weights[r];
+  const double scale = (double)dLoss / std::max(weightSum, 1e-12);
+  parallelRows(rows, cols, [&](int64_t r0, int64_t r1) { crossEntropyBackwardRows(logits, labels, weights, r0, r1, cols, scale, dLogits); });
 }
 
 ATTN_MULTIVERSION

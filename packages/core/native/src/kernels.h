@@ -55,8 +55,12 @@ void oneHotAttentionBackward(const int32_t* tokens, const float* wq, const float
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
            float beta2, float eps, float weightDecay, int step);
 
+// Threads of the kernels' team, the caller included (pool.h). Results do not depend on it: work is
+// split so that every output element is computed the same way on any thread, and sums over rows
+// use chunks that depend only on the shapes.
 void setThreads(int n);
 int getThreads();
+// Whether -fopenmp was used (omp simd hints only).
 bool haveOpenMP();
 // Which clone of the multiversioned kernels this CPU runs ("x86-64-v4", "x86-64-v3", "baseline").
 const char* cpuLevel();

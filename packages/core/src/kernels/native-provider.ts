@@ -30,7 +30,7 @@ export interface NativeBuildStamp {
   readonly compiler: string
   /** Compiler flags. */
   readonly flags: readonly string[]
-  /** Whether OpenMP (threads) is compiled in. */
+  /** Whether the build has OpenMP (`omp simd` hints; threads come from the addon's own team). */
   readonly openmp: boolean
   /** The kernel clone this CPU runs (`x86-64-v4`, `x86-64-v3`, `baseline`). */
   readonly cpuLevel: string
@@ -146,8 +146,9 @@ let loaded: { path: string; addon: NativeAddon } | undefined
 /**
  * Loads the native kernels as a {@link KernelProvider} (the binary is loaded once per process).
  *
- * @param options - `threads`: OpenMP threads for the kernels (default 1; 2 threads only pay on
- *   an otherwise idle machine)
+ * @param options - `threads`: threads for the kernels, the caller included (default 1). Workers
+ *   spin for ~200 us after each kernel, then sleep (`ATTNLAB_NATIVE_SPIN_US`, read at load, changes
+ *   the spin); a worker that is not running is never waited for.
  * @returns the `native` provider
  * @throws `KernelsUnavailableError` (`@attnlab/core`) when no up-to-date build exists or it does not load; the
  *   message names the build command
@@ -160,10 +161,8 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
       const why = status.state === 'stale' ? 'the native kernels were built from other sources' : 'the native kernels are not built'
       throw new KernelsUnavailableError('native', `${why} (searched ${status.searched.join(', ')}); build them with: pnpm attnlab kernels build`)
     }
-    // libgomp reads its settings when the addon loads. Spinning waits (its default) collapse when
-    // the machine's other cores are busy (measured: 10-20x slower gemms at 2 threads on a shared
-    // 2-core machine); passive waits cost little at the kernels' granularity. Users may override.
-    process.env.OMP_WAIT_POLICY ??= 'PASSIVE'
+    // Threads come from the addon's own team (native/src/pool.cc), not OpenMP regions: the caller
+    // never waits for a worker that is not running, so a busy second core costs little.
     try {
       loaded = { path: status.path, addon: (await build()).requireAddon(status.path) }
     } catch (error) {
@@ -207,7 +206,7 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
 }
 
 /**
- * Information from the loaded native kernels (`undefined` before the first load): OpenMP, the CPU
+ * Information from the loaded native kernels (`undefined` before the first load): OpenMP simd, the CPU
  * clone in use, threads.
  *
  * @category Kernels
