@@ -7,7 +7,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, ShapeError } from '../errors.ts'
 import { ATTNLAB_KERNELS } from '../kernels/names.ts'
-import { checkTensor, hasKernel, withGradient } from './support.ts'
+import { checkTensor, hasKernel, runFusedKernel, withGradient } from './support.ts'
 
 /** Options of {@link causalAttention}. @category Ops */
 export interface CausalAttentionOptions {
@@ -86,9 +86,7 @@ export function causalAttention(qkv: tf.Tensor3D, nHeads: number, options: Causa
   const causal = options.causal ?? true
   if (batch === 0 || pos === 0) return tf.zeros([batch, pos, nHeads * dHead])
   if (hasKernel(ATTNLAB_KERNELS.attention)) {
-    const [z, pattern] = tf.engine().runKernel(ATTNLAB_KERNELS.attention, { qkv } as unknown as tf.NamedTensorMap, { nHeads, scale, causal }) as unknown as tf.Tensor[]
-    pattern!.dispose()
-    return z as tf.Tensor3D
+    return runFusedKernel(ATTNLAB_KERNELS.attention, { qkv }, { nHeads, scale, causal }) as tf.Tensor3D
   }
   return compositeAttention(nHeads, scale, causal)(qkv)
 }

@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, ShapeError } from '../errors.ts'
 import { ATTNLAB_KERNELS } from '../kernels/names.ts'
-import { checkTensor, hasKernel, withGradient } from './support.ts'
+import { checkTensor, hasKernel, runFusedKernel, withGradient } from './support.ts'
 
 function compositeLayerNorm(eps: number, withBias: boolean): (...inputs: tf.Tensor[]) => tf.Tensor2D {
   return withGradient((save, ...inputs: tf.Tensor[]) => {
@@ -59,10 +59,7 @@ export function layerNorm(x: tf.Tensor2D, gain: tf.Tensor1D, bias?: tf.Tensor1D 
   if (!(eps > 0 && Number.isFinite(eps))) throw new ConfigError('eps', `${eps} must be a positive finite number`, { value: eps })
   if (hasKernel(ATTNLAB_KERNELS.layerNorm) && cols > 0) {
     const inputs: Record<string, tf.Tensor> = withBias ? { x, gain, bias } : { x, gain }
-    const [y, mean, rstd] = tf.engine().runKernel(ATTNLAB_KERNELS.layerNorm, inputs as unknown as tf.NamedTensorMap, { eps, hasBias: withBias }) as unknown as tf.Tensor[]
-    mean!.dispose()
-    rstd!.dispose()
-    return y as tf.Tensor2D
+    return runFusedKernel(ATTNLAB_KERNELS.layerNorm, inputs, { eps, hasBias: withBias }) as tf.Tensor2D
   }
   const fn = compositeLayerNorm(eps, withBias)
   return withBias ? fn(x, gain, bias) : fn(x, gain)

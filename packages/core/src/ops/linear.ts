@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, ShapeError } from '../errors.ts'
 import { ATTNLAB_KERNELS } from '../kernels/names.ts'
-import { checkTensor, hasKernel, withGradient } from './support.ts'
+import { checkTensor, hasKernel, runFusedKernel, withGradient } from './support.ts'
 
 /**
  * Activations {@link linear} fuses: `none`, or `gelu_new` (GPT-2's tanh approximation,
@@ -92,9 +92,9 @@ export function linear(x: tf.Tensor2D, w: tf.Tensor2D, bias?: tf.Tensor1D | null
   const kernel = activation === 'gelu_new' ? ATTNLAB_KERNELS.linearGelu : ATTNLAB_KERNELS.linear
   if (hasKernel(kernel)) {
     const inputs: Record<string, tf.Tensor> = withBias ? { x, w, bias } : { x, w }
-    const out = tf.engine().runKernel(kernel, inputs as unknown as tf.NamedTensorMap, { hasBias: withBias }) as unknown as tf.Tensor[]
-    if (out.length > 1) out[1]!.dispose() // the saved pre-activation (the tape keeps its own copy)
-    return out[0] as tf.Tensor2D
+    if (kernel === ATTNLAB_KERNELS.linearGelu) return runFusedKernel(kernel, inputs, { hasBias: withBias }) as tf.Tensor2D // pre-activation output saved only
+    const out = tf.engine().runKernel(kernel, inputs as unknown as tf.NamedTensorMap, { hasBias: withBias }) as unknown as tf.Tensor | tf.Tensor[]
+    return (Array.isArray(out) ? out[0] : out) as tf.Tensor2D
   }
   const key = `${activation}:${withBias}`
   let fn = composites.get(key)

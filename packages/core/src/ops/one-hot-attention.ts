@@ -8,7 +8,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, ShapeError } from '../errors.ts'
 import { ATTNLAB_KERNELS } from '../kernels/names.ts'
-import { checkIds, checkTensor, hasKernel, withGradient } from './support.ts'
+import { checkIds, checkTensor, hasKernel, runFusedKernel, withGradient } from './support.ts'
 
 /** Options of {@link oneHotAttention}. @category Ops */
 export interface OneHotAttentionOptions {
@@ -120,9 +120,7 @@ export function oneHotAttention(tokens: tf.Tensor2D, wq: tf.Tensor3D, wv: tf.Ten
   }
   if (batch === 0 || pos === 0) return tf.zeros([batch, pos, outCols])
   if (hasKernel(ATTNLAB_KERNELS.oneHotAttention)) {
-    const [logits, pattern] = tf.engine().runKernel(ATTNLAB_KERNELS.oneHotAttention, { tokens, wq, wv } as unknown as tf.NamedTensorMap, { dVocab, outCols, scale, from }) as unknown as tf.Tensor[]
-    pattern!.dispose()
-    return logits as tf.Tensor3D
+    return runFusedKernel(ATTNLAB_KERNELS.oneHotAttention, { tokens, wq, wv }, { dVocab, outCols, scale, from }) as tf.Tensor3D
   }
   checkIds(tokens, dVocab, 'token')
   return compositeOneHot(dVocab, outCols, scale, from)(tokens, wq, wv) as tf.Tensor3D
