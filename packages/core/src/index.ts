@@ -27,6 +27,7 @@ export {
   ShapeError,
   type AttnlabErrorCode,
 } from './errors.ts'
+export { checkOptionKeys } from './options.ts'
 export {
   BACKEND_NAMES,
   BACKEND_PACKAGES,

@@ -88,4 +88,24 @@ describe('node file helpers', () => {
     await writeFile(join(parent, 'file'), 'x')
     await expect(writeFileAtomic(join(parent, 'file', 'sub', 'x.txt'), 'y')).rejects.toMatchObject({ code: 'IO_ERROR' })
   })
+
+  it('reports a directory that cannot be created (parent or temporary) as IO_ERROR naming the path', async () => {
+    const parent = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
+    await writeFile(join(parent, 'file'), 'x')
+    const fill = async (tmp: string): Promise<void> => writeFileAtomic(join(tmp, 'a.txt'), 'a')
+    // The parent is a file: mkdir(parent) fails with EEXIST/ENOTDIR.
+    const underFile = join(parent, 'file', 'sub')
+    await expect(writeDirectoryAtomic(underFile, fill)).rejects.toMatchObject({ name: 'AttnlabError', code: 'IO_ERROR', details: { path: underFile } })
+    await expect(writeDirectoryAtomic(underFile, fill)).rejects.toThrow(/cannot write directory '.*sub': '.*file' is a file, not a directory/)
+    await expect(writeDirectoryAtomic(join(parent, 'file', 'a', 'b'), fill)).rejects.toThrow(/cannot write directory '.*file\/a\/b': ENOTDIR: not a directory, mkdir '.*file\/a'/)
+    // The parent exists but cannot hold a new directory (the temporary sibling fails).
+    if (process.platform === 'linux') {
+      await expect(writeDirectoryAtomic('/proc/attnlab-x', fill)).rejects.toMatchObject({ code: 'IO_ERROR', details: { path: '/proc/attnlab-x' } })
+      await expect(writeFileAtomic('/proc/attnlab-x.txt', 'y')).rejects.toMatchObject({ code: 'IO_ERROR' })
+      // Node's recursive mkdir never returns for a missing directory under /proc.
+      await expect(writeDirectoryAtomic('/proc/attnlab-missing/x', fill)).rejects.toMatchObject({ code: 'IO_ERROR' })
+      await expect(writeFileAtomic('/proc/attnlab-missing/x.txt', 'y')).rejects.toMatchObject({ code: 'IO_ERROR' })
+    }
+    expect(await readFile(join(parent, 'file'), 'utf8')).toBe('x')
+  })
 })

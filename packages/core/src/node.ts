@@ -30,6 +30,41 @@ export {
 } from './kernels/native-provider.ts'
 
 /**
+ * Creates `dir` and its missing ancestors, like `mkdir(dir, { recursive: true })`, one level at
+ * a time: Node's recursive `mkdir` never returns for a path under `/proc` (it retries the
+ * `ENOENT` forever), while a plain `mkdir` fails at once.
+ */
+async function makeDirectories(dir: string): Promise<void> {
+  try {
+    await mkdir(dir)
+    return
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EEXIST') {
+      if ((await stat(dir)).isDirectory()) return
+      throw new Error(`'${dir}' is a file, not a directory`, { cause: error })
+    }
+    if (code !== 'ENOENT') throw error
+  }
+  const parent = dirname(dir)
+  if (parent === dir) throw new Error(`the root '${dir}' does not exist`)
+  // The parent is missing (or this file system refuses the name): create the parent first.
+  let parentExisted = false
+  try {
+    parentExisted = (await stat(parent)).isDirectory()
+  } catch {
+    parentExisted = false
+  }
+  if (!parentExisted) await makeDirectories(parent)
+  try {
+    await mkdir(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST' && (await stat(dir)).isDirectory()) return
+    throw error
+  }
+}
+
+/**
  * Writes a file atomically (temp file + fsync + rename, via the `write-file-atomic` library),
  * creating parent directories.
  *
@@ -40,7 +75,7 @@ export {
  */
 export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
   try {
-    await mkdir(dirname(path), { recursive: true })
+    await makeDirectories(dirname(path))
     await writeFileAtomicLib(path, typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength))
   } catch (error) {
     throw new AttnlabError('IO_ERROR', `cannot write '${path}': ${(error as Error).message}`, { path }, { cause: error })
@@ -94,12 +129,20 @@ export async function writeSafetensorsFile(
  *
  * @param path - the final directory
  * @param fill - writes the directory's contents into the given temporary directory
+ * @throws `AttnlabError` with code `IO_ERROR` naming `path` when the parent, the temporary
+ *   directory or the final directory cannot be created (e.g. a file where a parent directory
+ *   should be, a read-only or virtual file system); an `AttnlabError` thrown by `fill` is passed on
  * @category Files
  */
 export async function writeDirectoryAtomic(path: string, fill: (tempDir: string) => Promise<void>): Promise<void> {
   const parent = dirname(path)
-  await mkdir(parent, { recursive: true })
-  const temp = await makeTempDirectory(join(parent, `.${basename(path)}.tmp-`))
+  let temp: string
+  try {
+    await makeDirectories(parent)
+    temp = await makeTempDirectory(join(parent, `.${basename(path)}.tmp-`))
+  } catch (error) {
+    throw new AttnlabError('IO_ERROR', `cannot write directory '${path}': ${(error as Error).message}`, { path }, { cause: error })
+  }
   try {
     await fill(temp)
     const old = `${temp}.old`
