@@ -153,6 +153,21 @@ void gemmRowBlock(const float* A, bool transA, int M, int N, int K, int ib, int 
     else
       microKernelDirect<false>(kc, a, K, bp, acc);
     const int j0 = p * NR, nj = std::min(NR, N - j0);
+    if (nj == NR) {
+      // Whole tile: vector stores (a per-row copy loop became a memcpy call per 32 floats).
+      for (int i = 0; i < ni; i++) {
+        float* c = C + (int64_t)(ib + i) * N + j0;
+        const v16 a0 = *(const v16u*)(acc + i * NR), a1 = *(const v16u*)(acc + i * NR + 16);
+        if (first) {
+          *(v16u*)c = a0;
+          *(v16u*)(c + 16) = a1;
+        } else {
+          *(v16u*)c += a0;
+          *(v16u*)(c + 16) += a1;
+        }
+      }
+      continue;
+    }
     for (int i = 0; i < ni; i++) {
       float* c = C + (int64_t)(ib + i) * N + j0;
       const float* a = acc + i * NR;
