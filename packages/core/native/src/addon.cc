@@ -167,6 +167,16 @@ KERNEL(AddBias) {
   });
 }
 
+// add(a, b, out, n): out = a + b
+KERNEL(Add) {
+  return guarded(env, [&] {
+    Args a(env, info);
+    const int n = a.integer(3);
+    attn::addArrays(a.f32(0, n), a.f32(1, n), a.f32(2, n), n);
+    return undefined(env);
+  });
+}
+
 // columnSum(x, out, rows, cols)
 KERNEL(ColumnSum) {
   return guarded(env, [&] {
@@ -349,6 +359,7 @@ napi_value Init(napi_env env, napi_value exports) {
       {"scatterRows", nullptr, ScatterRows, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"addBias", nullptr, AddBias, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"columnSum", nullptr, ColumnSum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"add", nullptr, Add, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"geluForward", nullptr, GeluForward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"geluBackward", nullptr, GeluBackward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"layerNormForward", nullptr, LayerNormForward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

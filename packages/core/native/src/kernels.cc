@@ -431,6 +431,12 @@ inline void accumulateRow(float* __restrict dst, const float* __restrict src, in
 }
 
 ATTN_MULTIVERSION
+void addRange(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
+#pragma omp simd
+  for (int64_t i = i0; i < i1; i++) out[i] = a[i] + b[i];
+}
+
+ATTN_MULTIVERSION
 void geluForwardRange(const float* x, float* y, int64_t i0, int64_t i1) {
 #pragma omp simd
   for (int64_t i = i0; i < i1; i++) {
@@ -581,6 +587,10 @@ void columnSum(const float* x, float* out, int64_t rows, int cols) {
     columnSumRange(x + r0 * cols, partial.row(c), r1 - r0, cols, 0, cols);
   });
   partial.sumInto(out, cols);
+}
+
+void addArrays(const float* a, const float* b, float* out, int64_t n) {
+  parallelRows(n, 1, [&](int64_t i0, int64_t i1) { addRange(a, b, out, i0, i1); });
 }
 
 void geluForward(const float* x, float* y, int64_t n) {

@@ -18,6 +18,8 @@ void scatterRows(const float* updates, const int32_t* indices, float* out, int64
                  int64_t rows);
 // C[r, :] += bias.
 void addBias(float* C, int64_t rows, int cols, const float* bias);
+// out = a + b (n elements).
+void addArrays(const float* a, const float* b, float* out, int64_t n);
 // out[j] = sum_r x[r, j].
 void columnSum(const float* x, float* out, int64_t rows, int cols);
 // GELU, tanh approximation, and its derivative times dy.

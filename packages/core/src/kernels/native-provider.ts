@@ -64,6 +64,7 @@ interface NativeAddon {
   scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
   addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void
   columnSum(x: FloatArray, out: FloatArray, rows: number, cols: number): void
+  add(a: FloatArray, b: FloatArray, out: FloatArray, n: number): void
   geluForward(x: FloatArray, y: FloatArray, n: number): void
   geluBackward(x: FloatArray, dy: FloatArray, dx: FloatArray, n: number): void
   layerNormForward(x: FloatArray, g: FloatArray, b: FloatArray | null, y: FloatArray, mean: FloatArray, rstd: FloatArray, rows: number, cols: number, eps: number): void
@@ -183,6 +184,7 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
     scatterRows: (updates, indices, out, n, kk, width, rows) => k.scatterRows(updates, indices, out, n, kk, width, rows),
     addBias: (c, rows, cols, bias) => k.addBias(c, rows, cols, bias),
     columnSum: (x, out, rows, cols) => k.columnSum(x, out, rows, cols),
+    add: (a, b, out, n) => k.add(a, b, out, n),
     geluForward: (x, y, n) => k.geluForward(x, y, n),
     geluBackward: (x, dy, dx, n) => k.geluBackward(x, dy, dx, n),
     layerNormForward: (x, g, b, y, mean, rstd, rows, cols, eps) => k.layerNormForward(x, g, b, y, mean, rstd, rows, cols, eps),

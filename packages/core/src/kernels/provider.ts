@@ -66,6 +66,11 @@ export interface KernelProvider {
   scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
   /** `c[r, :] += bias` for `c [rows, cols]`, `bias [cols]` (in place). */
   addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void
+  /**
+   * `out = a + b` elementwise (`n` elements). Optional: when present, the stock `Add` kernel is
+   * replaced for float32 inputs of one shape (residual streams and their gradients).
+   */
+  add?(a: FloatArray, b: FloatArray, out: FloatArray, n: number): void
   /** `out[j] = sum_r x[r, j]` for `x [rows, cols]`. */
   columnSum(x: FloatArray, out: FloatArray, rows: number, cols: number): void
   /** GELU, tanh approximation (`gelu_new`): `y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, `n` elements. */

@@ -241,6 +241,25 @@ export function registerAttnlabKernels(
     })
   }
 
+  // ---- add (same-shape float32) ------------------------------------------------------------------
+  // Residual streams and the gradient sums autodiff makes for every tensor used twice: tfjs-wasm's
+  // Add is single-threaded and ~5x slower than the native kernel on [4096, 64].
+  const addInto = provider.add?.bind(provider)
+  if (addInto !== undefined) {
+    replace('Add', (original) => (args) => {
+      const { a, b } = args.inputs as { a: tf.TensorInfo; b: tf.TensorInfo }
+      const n = sizeOf(a.shape)
+      if (a.dtype !== 'float32' || b.dtype !== 'float32' || n < 4096 || a.shape.length !== b.shape.length || a.shape.some((d, i) => d !== b.shape[i])) {
+        return fallback(original, args, 'Add with broadcasting, other dtypes or few elements')
+      }
+      const memory = memoryOf(args.backend)
+      return outputsThenViews(memory, [a.shape], ([out]) => {
+        addInto(memory.floats(a), memory.floats(b), memory.floats(out!), n)
+        return out!
+      })
+    })
+  }
+
   // ---- softmax -------------------------------------------------------------------------------
   if (replaceSoftmax) {
     replace('Softmax', (original) => (args) => {
