@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core'
-import { mkdtemp, readFile, rm, writeFile, readdir } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile, readdir } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Rng, parseSafetensors, serializeSafetensors, useBackend } from '@attnlab/core'
@@ -174,5 +174,47 @@ describe('checkpoints', () => {
     await trainedCheckpoint(dir, 2)
     await trainedCheckpoint(dir, 3)
     expect((await loadCheckpoint(dir)).trainerState!.step).toBe(3)
+  })
+
+  it('never replaces a file or a directory that is not a checkpoint unless overwrite is passed', async () => {
+    const model = createTransformer(config)
+    // A directory with unrelated files: refused, nothing touched.
+    const thesis = join(root, 'thesis')
+    await mkdir(thesis)
+    await writeFile(join(thesis, 'thesis.tex'), 'chapter 1')
+    const refused = saveCheckpoint(thesis, model, null)
+    await expect(refused).rejects.toMatchObject({ code: 'IO_ERROR', details: { path: thesis } })
+    await expect(saveCheckpoint(thesis, model, null)).rejects.toThrow(/refusing to replace '.*thesis': it is a non-empty directory that is not an attnlab checkpoint.*overwrite: true/)
+    expect(await readFile(join(thesis, 'thesis.tex'), 'utf8')).toBe('chapter 1')
+    expect(await readdir(root)).not.toContain(expect.stringMatching(/\.thesis\.tmp-/))
+    // A file (e.g. a checkpoint's own config.json): refused, the file is kept.
+    const ckpt = join(root, 'ckpt-file-target')
+    await saveCheckpoint(ckpt, model, null)
+    const configFile = join(ckpt, 'config.json')
+    const configText = await readFile(configFile, 'utf8')
+    await expect(saveCheckpoint(configFile, model, null)).rejects.toThrow(/refusing to replace '.*config\.json': it is a file/)
+    expect(await readFile(configFile, 'utf8')).toBe(configText)
+    await loadCheckpoint(ckpt)
+    // A checkpoint holding a foreign file: refused.
+    await writeFile(join(ckpt, 'notes.txt'), 'mine')
+    await expect(saveCheckpoint(ckpt, model, null)).rejects.toThrow(/also holds other files \('notes\.txt'\)/)
+    expect(await readFile(join(ckpt, 'notes.txt'), 'utf8')).toBe('mine')
+    // An empty directory, a missing path and an earlier checkpoint are fine.
+    const empty = join(root, 'empty')
+    await mkdir(empty)
+    await saveCheckpoint(empty, model, null)
+    await loadCheckpoint(empty)
+    await saveCheckpoint(empty, model, null)
+    // overwrite: true replaces anything.
+    await saveCheckpoint(thesis, model, null, {}, { overwrite: true })
+    expect((await readdir(thesis)).sort()).toEqual(['config.json', 'manifest.json', 'model.safetensors'])
+    const file = join(root, 'a-file')
+    await writeFile(file, 'x')
+    await saveCheckpoint(file, model, null, {}, { overwrite: true })
+    await loadCheckpoint(file)
+    // Misspelled or mistyped options.
+    await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwite: true } as never)).rejects.toThrow(/Invalid overwite: not one of the saveCheckpoint options \(did you mean 'overwrite'\?\); allowed: overwrite/)
+    await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwrite: 'yes' } as never)).rejects.toMatchObject({ code: 'INVALID_CONFIG', parameter: 'overwrite' })
+    model.dispose()
   })
 })

@@ -20,9 +20,9 @@
  * @module
  */
 import { createHash } from 'node:crypto'
-import { readFile, stat } from 'node:fs/promises'
+import { readFile, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { AttnlabError, parseSafetensors, serializeSafetensors, type SafetensorsTensorInput } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, parseSafetensors, serializeSafetensors, type SafetensorsTensorInput } from '@attnlab/core'
 import { writeDirectoryAtomic, writeFileAtomic } from '@attnlab/core/node'
 import { configFromJSON, configToJSON, type TransformerConfig } from './config.ts'
 import { createTransformer, parameterShapes, type Transformer, type TransformerOptions } from './model.ts'
@@ -72,18 +72,92 @@ function tensorInputs(map: ReadonlyMap<string, { shape: number[]; data: Float32A
   return out
 }
 
+/** Options of {@link saveCheckpoint}. @category Checkpoints */
+export interface SaveCheckpointOptions {
+  /**
+   * Replace whatever is at `dir` (a file, or a directory with any content). Default false: only
+   * a missing path, an empty directory or an earlier attnlab checkpoint directory is replaced.
+   */
+  readonly overwrite?: boolean
+}
+
+const SAVE_CHECKPOINT_KEYS = ['overwrite'] as const
+
+/** The names of the files a checkpoint directory may hold. */
+const CHECKPOINT_FILES = new Set(['config.json', 'model.safetensors', 'optimizer.safetensors', 'trainer.json', 'manifest.json'])
+
 /**
- * Writes a checkpoint directory atomically (an existing directory at `dir` is replaced only
- * after the new one is complete).
+ * Why `dir` must not be replaced by a checkpoint, or null when it may be: missing, an empty
+ * directory, or an attnlab checkpoint (a `manifest.json` with the checkpoint format id, and no
+ * file other than the checkpoint's own).
+ */
+async function replaceRefusal(dir: string): Promise<string | null> {
+  let info
+  try {
+    info = await stat(dir)
+  } catch {
+    // Missing; anything else (a file where a parent should be, permissions) is reported by the write.
+    return null
+  }
+  if (!info.isDirectory()) return 'is a file, not a checkpoint directory'
+  let entries: string[]
+  try {
+    entries = await readdir(dir)
+  } catch {
+    return null
+  }
+  if (entries.length === 0) return null
+  let format: unknown
+  try {
+    format = (JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as { format?: unknown }).format
+  } catch {
+    format = undefined
+  }
+  if (format !== CHECKPOINT_FORMAT) return `is a non-empty directory that is not an attnlab checkpoint (no manifest.json with format '${CHECKPOINT_FORMAT}')`
+  const foreign = entries.filter((entry) => !CHECKPOINT_FILES.has(entry))
+  if (foreign.length > 0) {
+    const shown = foreign.slice(0, 5).map((entry) => `'${entry}'`).join(', ')
+    return `is an attnlab checkpoint that also holds other files (${shown}${foreign.length > 5 ? ', ...' : ''})`
+  }
+  return null
+}
+
+/**
+ * Writes a checkpoint directory atomically: the files go to a temporary sibling directory that is
+ * renamed into place when complete, so `dir` never holds a half-written checkpoint.
+ *
+ * What is already at `dir` is replaced only if it is safe to: nothing, an empty directory, or an
+ * earlier attnlab checkpoint (recognised by its `manifest.json`, holding only checkpoint files).
+ * A file, or a directory with anything else in it, is refused with an error naming the path,
+ * unless `options.overwrite` is true.
  *
  * @param dir - destination directory
  * @param model - the model (its weights and configuration are saved)
  * @param state - the trainer state ({@link Trainer.getState}), or null/undefined for a model-only checkpoint
  * @param extra - JSON to store alongside (e.g. training options)
- * @throws `AttnlabError` (`@attnlab/core`) `IO_ERROR` if the directory cannot be written
+ * @param options - `overwrite: true` replaces whatever is at `dir`
+ * @throws `AttnlabError` (`@attnlab/core`) `IO_ERROR` naming `dir` if it holds a file or a
+ *   directory that is not a checkpoint (without `overwrite`), or if the directory cannot be written
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name
  * @category Checkpoints
  */
-export async function saveCheckpoint(dir: string, model: Transformer, state?: TrainerState | null, extra: Readonly<Record<string, unknown>> = {}): Promise<void> {
+export async function saveCheckpoint(
+  dir: string,
+  model: Transformer,
+  state?: TrainerState | null,
+  extra: Readonly<Record<string, unknown>> = {},
+  options: SaveCheckpointOptions = {},
+): Promise<void> {
+  checkOptionKeys('saveCheckpoint options', options, SAVE_CHECKPOINT_KEYS)
+  if (options.overwrite !== undefined && typeof options.overwrite !== 'boolean') {
+    throw new ConfigError('overwrite', `saveCheckpoint: must be true or false, got ${JSON.stringify(options.overwrite)}`)
+  }
+  if (options.overwrite !== true) {
+    const refusal = await replaceRefusal(dir)
+    if (refusal !== null) {
+      throw new AttnlabError('IO_ERROR', `saveCheckpoint: refusing to replace '${dir}': it ${refusal}; pick another directory, or pass { overwrite: true } to replace it`, { path: dir })
+    }
+  }
   const weights = await model.getWeightData()
   const files = new Map<string, Uint8Array>()
   const encoder = new TextEncoder()

@@ -101,6 +101,9 @@ describeWithBackends('generate', () => {
     await expect(generate(model, [1], { maxTokens: 1, topP: 1.5 })).rejects.toThrow(/topP/)
     await expect(generate(model, [1], { maxTokens: 1, eosToken: 99 })).rejects.toThrow(/eosToken/)
     await expect(generate(model, [99], { maxTokens: 1 })).rejects.toThrow(/outside the vocabulary/)
+    await expect(generate(model, [1], { maxTokens: 1, temprature: 0 } as never)).rejects.toThrow(
+      /Invalid temprature: not one of the generate options \(did you mean 'temperature'\?\); allowed: maxTokens, temperature, topK, topP, seed, eosToken, attention, onToken/,
+    )
     model.dispose()
   })
 })

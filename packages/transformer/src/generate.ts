@@ -6,7 +6,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { ConfigError, Rng, ShapeError, type AttentionKernel } from '@attnlab/core'
+import { checkOptionKeys, ConfigError, Rng, ShapeError, type AttentionKernel } from '@attnlab/core'
 import { KVCache } from './kv-cache.ts'
 import type { AttentionReport, Transformer } from './model.ts'
 
@@ -90,7 +90,19 @@ export function sampleToken(logits: ArrayLike<number>, options: { temperature?: 
   return kept[index] as number
 }
 
+const GENERATE_OPTION_KEYS = Object.keys({
+  maxTokens: 1,
+  temperature: 1,
+  topK: 1,
+  topP: 1,
+  seed: 1,
+  eosToken: 1,
+  attention: 1,
+  onToken: 1,
+} satisfies Record<keyof GenerateOptions, 1>)
+
 function checkOptions(options: GenerateOptions, dVocab: number): void {
+  checkOptionKeys('generate options', options, GENERATE_OPTION_KEYS)
   if (!Number.isSafeInteger(options.maxTokens) || options.maxTokens < 0) throw new ConfigError('maxTokens', `${options.maxTokens} must be a non-negative integer`)
   const temperature = options.temperature ?? 1
   if (!(Number.isFinite(temperature) && temperature >= 0)) throw new ConfigError('temperature', `${temperature} must be a finite number >= 0`)
@@ -109,7 +121,7 @@ function checkOptions(options: GenerateOptions, dVocab: number): void {
  * @param prompts - one prompt (`number[]`) or a batch of equal-length prompts (`number[][]`)
  * @param options - length, sampling, seed, EOS, kernel
  * @returns generated tokens and stop reasons per prompt
- * @throws `ConfigError` (`@attnlab/core`) for invalid options; `ShapeError` (`@attnlab/core`) for empty or ragged prompts
+ * @throws `ConfigError` (`@attnlab/core`) for invalid options (an unknown option name included); `ShapeError` (`@attnlab/core`) for empty or ragged prompts
  *   or a prompt longer than `nCtx`
  * @example
  * ```ts

@@ -16,7 +16,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ShapeError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ShapeError } from '@attnlab/core'
 import type { OffsetGroup, TokenBatch } from '@attnlab/markov'
 import type { HookName } from './hooks.ts'
 import type { Transformer } from './model.ts'
@@ -130,10 +130,12 @@ function patternStatistics(
  * @param options - offset groups, teacher, chunk size
  * @returns the metrics
  * @throws `ShapeError` (`@attnlab/core`) if the batch does not fit the model; `AttnlabError` (`@attnlab/core`)
- *   `INVALID_ARGUMENT` if nothing in the batch is scored
+ *   `INVALID_ARGUMENT` if nothing in the batch is scored; `ConfigError` (`@attnlab/core`) for an
+ *   unknown option name
  * @category Metrics
  */
 export async function analyze(model: Transformer, batch: TokenBatch, options: AnalyzeOptions = {}): Promise<AnalysisMetrics> {
+  checkOptionKeys('analyze options', options, Object.keys({ offsetGroups: 1, teacher: 1, chunkSize: 1 } satisfies Record<keyof AnalyzeOptions, 1>))
   const { nLayers, nHeads, dVocab } = model.config
   const { batchSize, seqLength, tokens, lossMask } = batch
   const T = seqLength - 1

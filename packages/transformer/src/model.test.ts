@@ -214,4 +214,12 @@ describe('transformer parameters', () => {
   it('rejects an unresolved configuration', () => {
     expect(() => createTransformer({ ...presetConfig('gpt') })).toThrow(ConfigError)
   })
+
+  it('rejects misspelled option names of createTransformer, forward and runWithCache', () => {
+    expect(() => createTransformer(presetConfig('gpt-nano'), { atention: undefined } as never)).toThrow(/Invalid atention: not one of the createTransformer options \(did you mean 'attention'\?\)/)
+    const model = createTransformer(presetConfig('gpt-nano'))
+    expect(() => model.forward([[1, 2]], { headmask: undefined } as never)).toThrow(/Invalid headmask: not one of the forward options \(did you mean 'headMask'\?\)/)
+    expect(() => model.runWithCache([[1, 2]], { names: ['hook_embed'] } as never)).toThrow(/Invalid names: not one of the runWithCache options/)
+    model.dispose()
+  })
 })

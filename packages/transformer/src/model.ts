@@ -29,6 +29,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import {
   AttnlabError,
+  checkOptionKeys,
   ConfigError,
   Rng,
   ShapeError,
@@ -105,6 +106,16 @@ export interface ForwardOptions {
    */
   readonly logitsFrom?: number
 }
+
+const FORWARD_OPTION_KEYS = Object.keys({
+  fwdHooks: 1,
+  headMask: 1,
+  attention: 1,
+  training: 1,
+  rng: 1,
+  attentionReports: 1,
+  logitsFrom: 1,
+} satisfies Record<keyof ForwardOptions, 1>)
 
 /**
  * Options of {@link Transformer.runWithCache}.
@@ -693,6 +704,7 @@ export class Transformer {
    */
   constructor(config: TransformerConfig, options: TransformerOptions = {}) {
     if (!Object.isFrozen(config)) throw new ConfigError('config', 'pass a configuration from createConfig() or presetConfig() (it must be resolved and frozen)')
+    checkOptionKeys('createTransformer options', options, ['attention'] satisfies (keyof TransformerOptions)[])
     ensureGradients()
     ensureKernels()
     this.config = config
@@ -832,6 +844,7 @@ export class Transformer {
    *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a token id outside `[0, dVocab)`
    */
   forward(tokens: TokenInput, options: ForwardOptions = {}): tf.Tensor3D {
+    checkOptionKeys('forward options', options, FORWARD_OPTION_KEYS)
     return this.forwardInternal(tokens, options, null, false)
   }
 
@@ -856,6 +869,7 @@ export class Transformer {
    * ```
    */
   runWithCache(tokens: TokenInput, options: RunWithCacheOptions = {}): { logits: tf.Tensor3D; cache: ActivationCache } {
+    checkOptionKeys('runWithCache options', options, ['namesFilter', 'headMask', 'fwdHooks', 'attention'] satisfies (keyof RunWithCacheOptions)[])
     const filter = options.namesFilter
     const wanted: (name: HookName) => boolean =
       filter === undefined ? () => true : typeof filter === 'function' ? filter : typeof filter === 'string' ? (n) => n === filter : (n) => filter.includes(n)

@@ -8,7 +8,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ConfigError, adamwUpdate } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, adamwUpdate } from '@attnlab/core'
 
 /**
  * AdamW settings. Defaults are PyTorch's except `weightDecay` (0.01 is also PyTorch's AdamW default).
@@ -44,6 +44,9 @@ export interface SgdOptions {
   /** L2 weight decay (coupled, added to the gradient), default 0. */
   readonly weightDecay?: number
 }
+
+const ADAMW_KEYS = Object.keys({ kind: 1, beta1: 1, beta2: 1, epsilon: 1, weightDecay: 1 } satisfies Record<keyof AdamWOptions, 1>)
+const SGD_KEYS = Object.keys({ kind: 1, momentum: 1, dampening: 1, nesterov: 1, weightDecay: 1 } satisfies Record<keyof SgdOptions, 1>)
 
 /** Optimizer choice. @category Training */
 export type OptimizerOptions = AdamWOptions | SgdOptions
@@ -302,8 +305,10 @@ export function createOptimizer(
 ): Optimizer {
   switch (options.kind) {
     case 'adamw':
+      checkOptionKeys("'adamw' optimizer options", options, ADAMW_KEYS)
       return new AdamW(variables, options, decayed)
     case 'sgd':
+      checkOptionKeys("'sgd' optimizer options", options, SGD_KEYS)
       return new Sgd(variables, options, decayed)
     default:
       throw new ConfigError('optimizer', `'${String((options as { kind?: unknown }).kind)}' is not an optimizer; expected 'adamw' or 'sgd'`)

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { AttnlabError, ConfigError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError } from '@attnlab/core'
 
 /** Constant learning rate. @category Training */
 export interface ConstantSchedule {
@@ -51,6 +51,12 @@ export interface ReduceOnPlateauSchedule {
 
 /** A schedule choice. @category Training */
 export type ScheduleOptions = ConstantSchedule | WarmupCosineSchedule | ReduceOnPlateauSchedule
+
+const SCHEDULE_KEYS = {
+  constant: Object.keys({ kind: 1 } satisfies Record<keyof ConstantSchedule, 1>),
+  'warmup-cosine': Object.keys({ kind: 1, warmupSteps: 1, totalSteps: 1, minLr: 1 } satisfies Record<keyof WarmupCosineSchedule, 1>),
+  'reduce-on-plateau': Object.keys({ kind: 1, factor: 1, patience: 1, threshold: 1, cooldown: 1, minLr: 1 } satisfies Record<keyof ReduceOnPlateauSchedule, 1>),
+}
 
 /** The state a schedule carries between steps (JSON). @category Training */
 export interface ScheduleState {
@@ -104,6 +110,8 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
     cooldownLeft: 0,
   }
   const kind = options.kind
+  const keys = SCHEDULE_KEYS[kind as keyof typeof SCHEDULE_KEYS]
+  if (keys !== undefined) checkOptionKeys(`'${kind}' schedule options`, options, keys)
   let learningRate: (step: number) => number
   let onValidation: (loss: number) => boolean = () => false
   switch (options.kind) {

@@ -15,7 +15,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ConfigError, NonFiniteError, Rng, type RngState } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, NonFiniteError, Rng, type RngState } from '@attnlab/core'
 import type { OffsetGroup, Task, TokenBatch } from '@attnlab/markov'
 import { analyze, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
 import type { Transformer } from './model.ts'
@@ -110,6 +110,30 @@ export interface TrainOptions {
   /** Continue from a saved state (see {@link Trainer.getState}); the model must hold that state's weights. */
   readonly resume?: TrainerState
 }
+
+/** Every key of {@link TrainOptions} (a misspelled one is rejected). */
+const TRAIN_OPTION_KEYS = Object.keys({
+  steps: 1,
+  batchSize: 1,
+  lr: 1,
+  optimizer: 1,
+  weightDecayFilter: 1,
+  schedule: 1,
+  gradClip: 1,
+  seed: 1,
+  evalEvery: 1,
+  validation: 1,
+  evalBatchSize: 1,
+  analysis: 1,
+  onStep: 1,
+  onEval: 1,
+  onCheckpoint: 1,
+  checkpointEvery: 1,
+  signal: 1,
+  resume: 1,
+} satisfies Record<keyof TrainOptions, 1>)
+
+const ANALYSIS_OPTION_KEYS = Object.keys({ size: 1, teacher: 1, offsetGroups: 1 } satisfies Record<keyof Exclude<TrainOptions['analysis'], false | undefined>, 1>)
 
 /**
  * Everything needed to continue a run exactly (besides the model weights): JSON-serialisable
@@ -231,7 +255,7 @@ export class Trainer {
    * @param model - the model to train (its weights change)
    * @param source - an online task or a finite dataset
    * @param options - see {@link TrainOptions}
-   * @throws `ConfigError` (`@attnlab/core`) for invalid options or data that does not fit the model;
+   * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included) or data that does not fit the model;
    *   `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` when `resume` does not fit this run
    */
   constructor(
@@ -239,6 +263,8 @@ export class Trainer {
     private readonly source: TrainingSource,
     private readonly options: TrainOptions,
   ) {
+    checkOptionKeys('train options', options, TRAIN_OPTION_KEYS)
+    if (options.analysis !== undefined && options.analysis !== false) checkOptionKeys('train analysis options', options.analysis, ANALYSIS_OPTION_KEYS)
     const { steps, batchSize, lr } = options
     if (!Number.isSafeInteger(steps) || steps < 0) throw new ConfigError('steps', `${steps} must be a non-negative integer`, { value: steps })
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ConfigError('batchSize', `${batchSize} must be a positive integer`, { value: batchSize })
@@ -595,7 +621,7 @@ export class Trainer {
  * Trains `model` on `source` (see {@link Trainer}, {@link TrainOptions}).
  *
  * @returns the summary: final train/validation loss (nats), evaluations, tokens/s
- * @throws `ConfigError` (`@attnlab/core`) for invalid options; `NonFiniteError` (`@attnlab/core`) when the loss diverges
+ * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included, naming it and listing the allowed ones); `NonFiniteError` (`@attnlab/core`) when the loss diverges
  *   (naming the step); `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` for a resume state that does not fit
  * @example
  * ```ts

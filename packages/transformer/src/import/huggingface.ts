@@ -18,7 +18,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { checkOptionKeys, ConfigError } from '@attnlab/core'
 import { configFromJSON, configToJSON, createConfig, type TransformerConfig } from '../config.ts'
 import type { SpecialTokens } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
@@ -71,6 +71,17 @@ export interface HuggingFaceConfigOptions {
 }
 
 /**
+ * Checks the `maxContext` option (a positive integer, or undefined).
+ *
+ * @throws `ConfigError` (`@attnlab/core`) naming `maxContext`
+ */
+export function checkMaxContext(maxContext: unknown): void {
+  if (maxContext !== undefined && !(typeof maxContext === 'number' && Number.isSafeInteger(maxContext) && maxContext >= 1)) {
+    throw new ConfigError('maxContext', `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive integer (the number of positions to keep)`, { value: maxContext })
+  }
+}
+
+/**
  * A Hugging Face configuration, understood.
  *
  * @category Import
@@ -103,9 +114,13 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  *   an active Qwen2 sliding window
  * @throws {@link ModelFileError} `invalid-json` when the JSON is not an object or
  *   `invalid-header` when a required field is missing or out of range (named)
+ * @throws `ConfigError` (`@attnlab/core`) naming the option for an unknown option or a
+ *   `maxContext` that is not a positive integer
  * @category Import
  */
 export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigOptions = {}): HuggingFaceModelInfo {
+  checkOptionKeys('configFromHuggingFace options', options, ['file', 'maxContext'])
+  checkMaxContext(options.maxContext)
   const file = options.file
   if (!isRecord(json)) throw new ModelFileError('invalid-json', 'config.json is not a JSON object', { file })
   const modelType = json.model_type

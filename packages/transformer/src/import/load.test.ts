@@ -51,6 +51,16 @@ describeWithBackends('Hugging Face checkpoints against the PyTorch reference (to
     })
   }
 
+  it('blames a bad maxContext or a misspelled option, not the model files', async () => {
+    const dir = join(HF_TINY, 'mistral-window')
+    for (const maxContext of [-5, 0, 1.5, Number.NaN]) {
+      await expect(loadModel(dir, { maxContext })).rejects.toMatchObject({ name: 'ConfigError', code: 'INVALID_CONFIG', parameter: 'maxContext' })
+    }
+    await expect(loadModel(dir, { maxContext: -5 })).rejects.toThrow('Invalid maxContext: -5 must be a positive integer (the number of positions to keep)')
+    await expect(loadModel(dir, { ropeTheta: -1 })).rejects.toThrow(/Invalid ropeTheta: -1 must be a positive finite number/)
+    await expect(loadModel(dir, { maxContex: 4 } as never)).rejects.toThrow(/Invalid maxContex: not one of the loadModel options \(did you mean 'maxContext'\?\)/)
+  })
+
   it('mistral: the context is capped at the sliding window', async () => {
     const loaded = await loadModel(join(HF_TINY, 'mistral-window'))
     expect(loaded.model.config.nCtx).toBe(8)

@@ -5,10 +5,11 @@
  *
  * @module
  */
-import type { AttentionKernel } from '@attnlab/core'
+import { checkOptionKeys, ConfigError, type AttentionKernel } from '@attnlab/core'
 import { createTransformer, type Transformer } from '../model.ts'
 import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError } from './errors.ts'
+import { checkMaxContext } from './huggingface.ts'
 import { fs, HF_CONFIG_FILE, LLAMA2C_TOKENIZER_FILE, pathModule, readFileBytes, readHuggingFaceDirectory, readLlama2cFile } from './files.ts'
 import { Llama2cTokenizer } from './tokenizer.ts'
 
@@ -30,6 +31,8 @@ export interface LoadModelOptions {
   /** RoPE theta for llama2.c checkpoints (default: read from the file, else 10000). */
   readonly ropeTheta?: number
 }
+
+const LOAD_MODEL_OPTION_KEYS = Object.keys({ tokenizer: 1, attention: 1, maxContext: 1, ropeTheta: 1 } satisfies Record<keyof LoadModelOptions, 1>)
 
 /**
  * A loaded model and what came with it. The caller owns `model` (call `model.dispose()`).
@@ -135,9 +138,19 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
  * const logits = model.forward([ids]) // [1, ids.length, 512]
  * ```
  * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
+ * @throws `ConfigError` (`@attnlab/core`) naming the option for an unknown option name, a
+ *   `maxContext` that is not a positive integer or a `ropeTheta` that is not a positive number
  * @category Import
  */
 export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<LoadedModel> {
+  checkOptionKeys('loadModel options', options, LOAD_MODEL_OPTION_KEYS)
+  checkMaxContext(options.maxContext)
+  if (options.ropeTheta !== undefined && !(typeof options.ropeTheta === 'number' && Number.isFinite(options.ropeTheta) && options.ropeTheta > 0)) {
+    throw new ConfigError('ropeTheta', `${String(options.ropeTheta)} must be a positive finite number`, { value: options.ropeTheta })
+  }
+  if (options.tokenizer !== undefined && options.tokenizer !== false && typeof options.tokenizer !== 'string') {
+    throw new ConfigError('tokenizer', `must be a path or false, got ${JSON.stringify(options.tokenizer)}`)
+  }
   const { basename, dirname, join } = await pathModule('loadModel')
   let target = path
   let kind = await kindOf(path)
