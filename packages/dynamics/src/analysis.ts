@@ -4,8 +4,9 @@
  *
  * @module
  */
-import { simulate, trajectorySpanMass, type SimulateOptions, type Trajectory } from './simulate.ts'
-import { analyzeStages, type StageAnalysis, type StageAnalysisOptions } from './stages.ts'
+import { checkOptionKeys } from '@attnlab/core'
+import { simulate, SIMULATE_OPTION_KEYS, trajectorySpanMass, type SimulateOptions, type Trajectory } from './simulate.ts'
+import { analyzeStages, pick, STAGE_ANALYSIS_OPTION_KEYS, type StageAnalysis, type StageAnalysisOptions } from './stages.ts'
 import type { DynamicsConfig } from './config.ts'
 
 /**
@@ -63,6 +64,7 @@ export function simulateAndAnalyze(
   config: Partial<DynamicsConfig> = {},
   options: SimulateOptions & StageAnalysisOptions = {},
 ): SimulationResult {
-  const trajectory = simulate(config, options)
-  return { trajectory, analysis: analyzeTrajectory(trajectory, options) }
+  checkOptionKeys('simulateAndAnalyze options', options, [...SIMULATE_OPTION_KEYS, ...STAGE_ANALYSIS_OPTION_KEYS])
+  const trajectory = simulate(config, pick(options, SIMULATE_OPTION_KEYS))
+  return { trajectory, analysis: analyzeTrajectory(trajectory, pick(options, STAGE_ANALYSIS_OPTION_KEYS)) }
 }

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { checkOptionKeys, ConfigError } from '@attnlab/core'
 
 /**
  * How attention moves (notes section 4.2).
@@ -129,6 +129,23 @@ export interface ResolvedDynamicsConfig extends DynamicsConfig {
   readonly spanWeights: readonly number[]
 }
 
+/** Every field of {@link DynamicsConfig}, plus the resolved `spanWeights` (recomputed, so a resolved config can be passed again). */
+const CONFIG_KEYS = [
+  ...Object.keys({
+    nHeads: 1,
+    nCtx: 1,
+    spans: 1,
+    importanceRatio: 1,
+    weights: 1,
+    initNoise: 1,
+    seed: 1,
+    variant: 1,
+    weightDecay: 1,
+    fastValue: 1,
+  } satisfies Record<keyof DynamicsConfig, 1>),
+  'spanWeights',
+]
+
 function isPositiveInteger(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1
 }
@@ -139,7 +156,8 @@ function isPositiveInteger(value: unknown): value is number {
  * @param config - any subset of {@link DynamicsConfig}; missing fields come from
  *   {@link defaultDynamicsConfig}
  * @returns the frozen, validated config with resolved span weights
- * @throws `ConfigError` (`@attnlab/core`) naming the offending field when a value is out of range or
+ * @throws `ConfigError` (`@attnlab/core`) naming the offending field when a field name is unknown
+ *   (a typo such as `importanceRatios`; the message lists the fields), a value is out of range or
  *   inconsistent (for example `nCtx` smaller than the sum of `spans`, or the fast-value limit
  *   with noise but no weight decay)
  * @example
@@ -150,6 +168,7 @@ function isPositiveInteger(value: unknown): value is number {
  * @category Config
  */
 export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): ResolvedDynamicsConfig {
+  checkOptionKeys('dynamics config fields', config, CONFIG_KEYS)
   const merged: DynamicsConfig = { ...defaultDynamicsConfig(), ...config }
   const { nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, fastValue } = merged
   if (!isPositiveInteger(nHeads)) {

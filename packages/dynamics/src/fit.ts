@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { AttnlabError, ShapeError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ShapeError } from '@attnlab/core'
 import { checkPlateaus, detectTransitions, type TransitionDetectionOptions } from './stages.ts'
 
 /**
@@ -189,6 +189,7 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
  * @throws `ShapeError` (`@attnlab/core`) when a curve's arrays differ in length
  * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for invalid curves, plateau counts that differ,
  *   or `'transitions'` with no transition detected in both curves
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
  * @example
  * ```ts
  * const trajectory = simulate()
@@ -201,6 +202,7 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
  * @category Fitting
  */
 export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleFitOptions = {}): TimeScaleFit {
+  checkOptionKeys('fitTimeScale options', options, Object.keys({ method: 1, offset: 1, runDetection: 1, odeDetection: 1 } satisfies Record<keyof TimeScaleFitOptions, 1>))
   checkCurve(ode, 'ode')
   checkCurve(run, 'run')
   if (ode.plateaus.length !== run.plateaus.length) {

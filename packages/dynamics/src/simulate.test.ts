@@ -191,4 +191,20 @@ describe('simulate: options and failures', () => {
     expect(error).toBeInstanceOf(AttnlabError)
     expect((error as AttnlabError).code).toBe('TOO_LARGE')
   })
+
+  it('rejects misspelled config fields and option names instead of running the default experiment', () => {
+    expect(() => simulate({ importanceRatios: 2, tmax: 10 } as never)).toThrow(
+      /Invalid importanceRatios: not one of the dynamics config fields \(did you mean 'importanceRatio'\?\); allowed: nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, fastValue, spanWeights/,
+    )
+    expect(() => simulate({}, { tmax: 10 } as never)).toThrow(/Invalid tmax: not one of the simulate options \(did you mean 'tMax'\?\); allowed: tMax, points, spacing, times, relativeTolerance, absoluteTolerance, maxSteps/)
+    expect(() => simulate({}, { point: 3 } as never)).toThrow(ConfigError)
+    expect(() => sampleTimes({ variant: 'logit' }, { spaceing: 'linear' } as never)).toThrow(/did you mean 'spacing'/)
+    expect(() => simulateAndAnalyze({}, { tMax: 10, points: 3, smoothin: 3 } as never)).toThrow(/Invalid smoothin: not one of the simulateAndAnalyze options \(did you mean 'smoothing'\?\)/)
+    const run = simulate({ nHeads: 2, nCtx: 4, spans: [1, 1] }, { tMax: 20, points: 20 })
+    expect(() => analyzeTrajectory(run, { persistance: 2 } as never)).toThrow(/Invalid persistance: not one of the stage analysis options \(did you mean 'persistence'\?\)/)
+    expect(() => detectTransitions(run.times, run.loss, run.plateaus, { smooth: 3 } as never)).toThrow(/not one of the transition detection options/)
+    // A resolved config (with spanWeights) can be simulated again; stage and simulate options combine.
+    expect(simulate(run.config, { tMax: 20, points: 20 }).loss).toEqual(run.loss)
+    expect(simulateAndAnalyze({ nHeads: 2, nCtx: 4, spans: [1, 1] }, { tMax: 20, points: 20, persistence: 2, minSamples: 2 }).trajectory.loss).toEqual(run.loss)
+  })
 })

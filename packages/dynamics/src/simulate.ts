@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { checkOptionKeys, ConfigError } from '@attnlab/core'
 import { resolveDynamicsConfig, type DynamicsConfig, type ResolvedDynamicsConfig } from './config.ts'
 import { integrateAt, resolveIntegratorOptions, type IntegrationStats, type IntegratorOptions } from './integrator.ts'
 import { GradientFlowSystem } from './system.ts'
@@ -68,6 +68,17 @@ export interface Trajectory {
   readonly stats: IntegrationStats
 }
 
+/** Every key of {@link SimulateOptions} (a misspelled one is rejected). */
+export const SIMULATE_OPTION_KEYS: readonly string[] = Object.keys({
+  tMax: 1,
+  points: 1,
+  spacing: 1,
+  times: 1,
+  relativeTolerance: 1,
+  absoluteTolerance: 1,
+  maxSteps: 1,
+} satisfies Record<keyof SimulateOptions, 1>)
+
 /**
  * The sample times {@link simulate} uses for a config and options: `options.times` as given, or
  * `t = 0` followed by `points` log- or linearly spaced times up to `tMax`.
@@ -79,6 +90,7 @@ export interface Trajectory {
  * @category Simulation
  */
 export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: SimulateOptions = {}): number[] {
+  checkOptionKeys('simulate options', options, SIMULATE_OPTION_KEYS)
   if (options.times !== undefined) {
     const times = [...options.times]
     if (times.length === 0) throw new ConfigError('times', 'expected at least one sample time', { value: times })
@@ -118,7 +130,8 @@ export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: Si
  * @param config - any subset of {@link DynamicsConfig} (defaults: {@link defaultDynamicsConfig})
  * @param options - sample times and tolerances
  * @returns the sampled trajectory with the exact plateau values
- * @throws `ConfigError` (`@attnlab/core`) for an invalid config or options
+ * @throws `ConfigError` (`@attnlab/core`) for an invalid config or options, an unknown field or
+ *   option name included (`importanceRatios`, `tmax`: the message lists the allowed names)
  * @throws `NonFiniteError` (`@attnlab/core`) if the flow diverges
  * @throws `AttnlabError` (`@attnlab/core`) `TOO_LARGE` if the step budget runs out
  * @example
@@ -131,6 +144,7 @@ export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: Si
  */
 export function simulate(config: Partial<DynamicsConfig> = {}, options: SimulateOptions = {}): Trajectory {
   const resolved = resolveDynamicsConfig(config)
+  checkOptionKeys('simulate options', options, SIMULATE_OPTION_KEYS)
   const times = sampleTimes(resolved, options)
   resolveIntegratorOptions(options)
   const system = new GradientFlowSystem(resolved)

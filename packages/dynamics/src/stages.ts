@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { AttnlabError, ShapeError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ShapeError } from '@attnlab/core'
 
 /**
  * Noise handling for {@link detectTransitions}.
@@ -138,6 +138,7 @@ export function runningMedian(values: ArrayLike<number>, window: number): Float6
  * @param options - smoothing and persistence for noisy curves
  * @returns `K` transitions (missing ones have `time: null`)
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `loss` differ in length
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
  * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for non-finite samples, decreasing time,
  *   non-decreasing plateaus or bad options
  * @example
@@ -153,6 +154,7 @@ export function detectTransitions(
   plateaus: readonly number[],
   options: TransitionDetectionOptions = {},
 ): Transition[] {
+  checkOptionKeys('transition detection options', options, DETECTION_KEYS)
   checkSeries(time, loss)
   checkPlateaus(plateaus)
   const persistence = options.persistence ?? 1
@@ -373,6 +375,7 @@ function resolvePhaseOptions(options: PhaseOptions): Required<PhaseOptions> {
  * @returns segments in time order (at least one)
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `spanMass` differ in length or the heads' shapes vary
  * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an empty series or bad options
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
  * @category Stages
  */
 export function classifyPhases(
@@ -380,6 +383,7 @@ export function classifyPhases(
   spanMass: ArrayLike<ArrayLike<ArrayLike<number>>>,
   options: PhaseOptions = {},
 ): PhaseSegment[] {
+  checkOptionKeys('phase options', options, PHASE_KEYS)
   const { similarityThreshold, focusThreshold, minSamples } = resolvePhaseOptions(options)
   if (time.length !== spanMass.length) {
     throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`, {
@@ -483,6 +487,16 @@ export interface StageInput {
  */
 export interface StageAnalysisOptions extends TransitionDetectionOptions, PhaseOptions {}
 
+const DETECTION_KEYS: readonly string[] = Object.keys({ smoothing: 1, persistence: 1 } satisfies Record<keyof TransitionDetectionOptions, 1>)
+const PHASE_KEYS: readonly string[] = Object.keys({ similarityThreshold: 1, focusThreshold: 1, minSamples: 1 } satisfies Record<keyof PhaseOptions, 1>)
+/** Every key of {@link StageAnalysisOptions}. */
+export const STAGE_ANALYSIS_OPTION_KEYS: readonly string[] = [...DETECTION_KEYS, ...PHASE_KEYS]
+
+/** The entries of `options` whose keys are in `keys`. */
+export function pick<T extends object>(options: T, keys: readonly string[]): T {
+  return Object.fromEntries(Object.entries(options).filter(([key]) => keys.includes(key))) as T
+}
+
 /**
  * Everything stage detection finds on one curve.
  *
@@ -508,13 +522,15 @@ export interface StageAnalysis {
  *
  * @param input - the curve, its plateaus and optionally per-head span masses
  * @param options - detection and phase thresholds
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
  * @throws `ShapeError` (`@attnlab/core`) / `AttnlabError` (`@attnlab/core`) as {@link detectTransitions} and
  *   {@link classifyPhases}
  * @category Stages
  */
 export function analyzeStages(input: StageInput, options: StageAnalysisOptions = {}): StageAnalysis {
+  checkOptionKeys('stage analysis options', options, STAGE_ANALYSIS_OPTION_KEYS)
   const { time, loss, plateaus, spanMass } = input
-  const transitions = detectTransitions(time, loss, plateaus, options)
+  const transitions = detectTransitions(time, loss, plateaus, pick(options, DETECTION_KEYS))
   if (spanMass !== undefined && spanMass.length !== time.length) {
     throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`)
   }
@@ -543,7 +559,7 @@ export function analyzeStages(input: StageInput, options: StageAnalysisOptions =
     previousHolders = assignment.holders
     result.push({ ...transition, assignmentIndex: index, assignment, takenSpans })
   }
-  const phases = spanMass === undefined ? [] : classifyPhases(time, spanMass, options)
+  const phases = spanMass === undefined ? [] : classifyPhases(time, spanMass, pick(options, PHASE_KEYS))
   return {
     plateaus: [...plateaus],
     transitions: result,
