@@ -20,7 +20,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ConfigError, Rng } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
 import type { ForwardHook, HookName, Transformer } from '@attnlab/transformer'
 
 /**
@@ -128,6 +128,7 @@ export class HeadAblation {
    *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for reference tokens the model cannot read
    */
   static async create(model: Transformer, mode: AblationMode, options: AblationOptions = {}): Promise<HeadAblation> {
+    checkOptionKeys('HeadAblation options', options, Object.keys({ reference: 1, perPosition: 1, seed: 1, derange: 1 } satisfies Record<keyof AblationOptions, 1>))
     if (!(ABLATION_MODES as readonly string[]).includes(mode)) {
       throw new ConfigError('mode', `'${String(mode)}' is not an ablation mode; expected one of ${ABLATION_MODES.join(', ')}`)
     }

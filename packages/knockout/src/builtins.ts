@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { checkOptionKeys, ConfigError } from '@attnlab/core'
 import { SparseMarkovTask, type Task } from '@attnlab/markov'
 import { METRIC_NAMES, inductionCapability, sparseMarkovSpanCapability, taskCapability, textCapability, type Capability, type MetricName } from './capability.ts'
 import { MixtureTask } from './mixture.ts'
@@ -104,6 +104,7 @@ export function parseCapabilityName(spec: string): { name: string; metric: Metri
  * @category Capabilities
  */
 export function builtinCapability(spec: string, context: BuiltinContext, options: BuiltinOptions = {}): Capability {
+  checkOptionKeys('builtinCapability options', options, Object.keys({ count: 1, seed: 1 } satisfies Record<keyof BuiltinOptions, 1>))
   const { name, metric } = parseCapabilityName(spec)
   const available = builtinCapabilityNames(context)
   if (!available.includes(name)) {

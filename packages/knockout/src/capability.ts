@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { AttnlabError, ConfigError, Rng } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
 import type { SparseMarkovTask, Task, TokenBatch } from '@attnlab/markov'
 
 /**
@@ -123,6 +123,8 @@ export interface CapabilityOptions {
   readonly seed?: number
 }
 
+const CAPABILITY_OPTION_KEYS: readonly string[] = Object.keys({ name: 1, metric: 1, count: 1, seed: 1 } satisfies Record<keyof CapabilityOptions, 1>)
+
 function checkMetric(metric: unknown): MetricName {
   if (!(METRIC_NAMES as readonly unknown[]).includes(metric)) {
     throw new ConfigError('metric', `'${String(metric)}' is not a metric; expected one of ${METRIC_NAMES.join(', ')}`)
@@ -186,6 +188,7 @@ export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
  * @category Capabilities
  */
 export function taskCapability(task: Task, options: CapabilityOptions = {}): Capability {
+  checkOptionKeys('taskCapability options', options, CAPABILITY_OPTION_KEYS)
   const metric = checkMetric(options.metric ?? 'loss')
   const count = checkCount(options.count ?? 128)
   const batch = task.sample(count, Rng.fromSeed(options.seed ?? 0).split('knockout/capability'))
@@ -212,6 +215,7 @@ export function taskCapability(task: Task, options: CapabilityOptions = {}): Cap
  * @category Capabilities
  */
 export function sparseMarkovSpanCapability(task: SparseMarkovTask, span: number, options: CapabilityOptions = {}): Capability {
+  checkOptionKeys('sparseMarkovSpanCapability options', options, CAPABILITY_OPTION_KEYS)
   const K = task.teacher.spans.length
   if (!Number.isSafeInteger(span) || span < 0 || span >= K) throw new ConfigError('span', `${String(span)} is not a span index in [0, ${K})`)
   const metric = checkMetric(options.metric ?? 'loss')
@@ -309,6 +313,10 @@ export interface InductionOptions extends CapabilityOptions {
  * @category Capabilities
  */
 export function inductionCapability(options: InductionOptions): Capability {
+  checkOptionKeys('inductionCapability options', options, [
+    ...CAPABILITY_OPTION_KEYS,
+    ...Object.keys({ blockLength: 1, prefix: 1, tokens: 1, vocabSize: 1, blocks: 1, contrast: 1 } satisfies Record<Exclude<keyof InductionOptions, keyof CapabilityOptions>, 1>),
+  ])
   const metric = checkMetric(options.metric ?? 'logprob')
   const prefix = [...(options.prefix ?? [])]
   if (prefix.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('prefix', 'prefix token ids must be non-negative integers')

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { AttnlabError, ConfigError, ShapeError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, ShapeError } from '@attnlab/core'
 
 /**
  * A dense matrix in row-major order (`data[row * columns + column]`).
@@ -120,6 +120,8 @@ interface ResolvedLasso {
   tol: number
   positive: boolean
 }
+
+const LASSO_OPTION_KEYS: readonly string[] = Object.keys({ alpha: 1, fitIntercept: 1, maxIter: 1, tol: 1, positive: 1, initial: 1 } satisfies Record<keyof LassoOptions, 1>)
 
 function resolveOptions(options: LassoOptions): ResolvedLasso {
   const alpha = options.alpha ?? 0.01
@@ -349,6 +351,7 @@ function fitCentered(
  * @category Lasso
  */
 export function lasso(X: Matrix, y: ArrayLike<number>, options: LassoOptions = {}): LassoFit {
+  checkOptionKeys('lasso options', options, LASSO_OPTION_KEYS)
   checkProblem(X, y)
   const settings = resolveOptions(options)
   const fit = fitCentered(X, y, null, settings, [settings.alpha], options.initial)
@@ -478,6 +481,11 @@ export interface LassoCVResult {
  * @category Lasso
  */
 export function lassoCV(X: Matrix, y: ArrayLike<number>, options: LassoCVOptions = {}): LassoCVResult {
+  checkOptionKeys(
+    'lassoCV options',
+    options,
+    Object.keys({ fitIntercept: 1, maxIter: 1, tol: 1, positive: 1, folds: 1, alphas: 1, nAlphas: 1, eps: 1 } satisfies Record<keyof LassoCVOptions, 1>),
+  )
   checkProblem(X, y)
   const folds = options.folds ?? 5
   if (!Number.isSafeInteger(folds) || folds < 2 || folds > X.rows) {
@@ -522,6 +530,6 @@ export function lassoCV(X: Matrix, y: ArrayLike<number>, options: LassoCVOptions
   let best = 0
   for (let a = 1; a < alphas.length; a++) if ((meanMse[a] as number) < (meanMse[best] as number)) best = a
   const alpha = alphas[best] as number
-  const fit = lasso(X, y, { ...options, alpha })
+  const fit = lasso(X, y, { ...Object.fromEntries(Object.entries(options).filter(([key]) => LASSO_OPTION_KEYS.includes(key))), alpha })
   return { alpha, alphas, msePath, meanMse, fit }
 }

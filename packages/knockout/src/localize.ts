@@ -13,14 +13,14 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { checkOptionKeys, ConfigError } from '@attnlab/core'
 import type { Transformer } from '@attnlab/transformer'
 import { HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
 import { performance as performanceOf, type Capability, type MetricName } from './capability.ts'
 import { headAt, headCount, type HeadLayout, type HeadRef } from './heads.ts'
 import { lasso, lassoCV, type LassoFit } from './lasso.ts'
 import { knockoutCounts, masksFromHeadSets, randomMasks, singleHeadMasks, type KnockoutMasks, type MaskDesign } from './masks.ts'
-import { scoreMasks, type ScoreOptions } from './scoring.ts'
+import { PASS_OPTION_KEYS, scoreMasks, type ScoreOptions } from './scoring.ts'
 
 /**
  * A head with its method-specific score.
@@ -162,6 +162,25 @@ export const CONSTANT_SCORE_TOLERANCE = 1e-6
 /** Any localization result. @category Localization */
 export type LocalizationResult = ExhaustiveResult | GreedyResult | CompressedSensingResult
 
+const LOCALIZE_OPTION_KEYS: readonly string[] = [
+  ...PASS_OPTION_KEYS,
+  ...Object.keys({ top: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<Exclude<keyof LocalizeOptions, keyof ScoreOptions>, 1>),
+]
+const COMPRESSED_SENSING_OPTION_KEYS: readonly string[] = [
+  ...LOCALIZE_OPTION_KEYS,
+  ...Object.keys({
+    masks: 1,
+    fraction: 1,
+    design: 1,
+    seed: 1,
+    alpha: 1,
+    crossValidate: 1,
+    maxIter: 1,
+    tol: 1,
+    customMasks: 1,
+  } satisfies Record<Exclude<keyof CompressedSensingOptions, keyof LocalizeOptions>, 1>),
+]
+
 function checkTop(top: unknown, n: number): number {
   if (typeof top !== 'number' || !Number.isSafeInteger(top) || top < 1) throw new ConfigError('top', `${String(top)} is not a positive integer`)
   return Math.min(top, n)
@@ -201,10 +220,11 @@ function rank(scores: Float64Array, layout: HeadLayout, descending: boolean): Ra
  * @param capability - what to score
  * @param options - top-k (default 5), ablation, pass size
  * @returns heads ranked by performance drop (metric units; positive = knocking it out hurts)
- * @throws `ConfigError` (`@attnlab/core`) for a bad `top`; scoring errors (see {@link scoreMasks})
+ * @throws `ConfigError` (`@attnlab/core`) for a bad `top` or an unknown option name; scoring errors (see {@link scoreMasks})
  * @category Localization
  */
 export async function exhaustiveSweep(model: Transformer, capability: Capability, options: LocalizeOptions = {}): Promise<ExhaustiveResult> {
+  checkOptionKeys('exhaustiveSweep options', options, LOCALIZE_OPTION_KEYS)
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
   const top = checkTop(options.top ?? 5, n)
@@ -251,6 +271,7 @@ export async function exhaustiveSweep(model: Transformer, capability: Capability
  * @category Localization
  */
 export async function greedySearch(model: Transformer, capability: Capability, options: LocalizeOptions = {}): Promise<GreedyResult> {
+  checkOptionKeys('greedySearch options', options, LOCALIZE_OPTION_KEYS)
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
   const k = checkTop(options.top ?? 5, n)
@@ -350,7 +371,8 @@ export interface CompressedSensingOptions extends LocalizeOptions {
  * @param options - masks (default 100), fraction (default 0.02), design (default balanced),
  *   seed, alpha (default 0.01) or cross-validation, top-k (default 5), ablation, pass size
  * @returns the ranking, coefficients, R^2, masks and measurements
- * @throws `ConfigError` (`@attnlab/core`) for bad options (see {@link randomMasks}, {@link lasso});
+ * @throws `ConfigError` (`@attnlab/core`) for bad options (see {@link randomMasks}, {@link lasso}), an
+ *   unknown option name included (e.g. `mask` for `masks`; the message lists the allowed ones);
  *   scoring errors
  * @example
  * ```ts
@@ -360,6 +382,8 @@ export interface CompressedSensingOptions extends LocalizeOptions {
  * @category Localization
  */
 export async function compressedSensing(model: Transformer, capability: Capability, options: CompressedSensingOptions = {}): Promise<CompressedSensingResult> {
+  checkOptionKeys('compressedSensing options', options, COMPRESSED_SENSING_OPTION_KEYS)
+  if (typeof options.crossValidate === 'object' && options.crossValidate !== null) checkOptionKeys('compressedSensing crossValidate options', options.crossValidate, ['folds'])
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
   const top = checkTop(options.top ?? 5, n)

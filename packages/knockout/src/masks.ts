@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { AttnlabError, ConfigError, Rng } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
 import { headCount, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 
 /**
@@ -75,6 +75,7 @@ export function headsPerMask(fraction: number, heads: number): number {
  * @category Masks
  */
 export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {}): KnockoutMasks {
+  checkOptionKeys('randomMasks options', options, Object.keys({ count: 1, fraction: 1, design: 1, seed: 1 } satisfies Record<keyof RandomMaskOptions, 1>))
   const count = options.count ?? 100
   const fraction = options.fraction ?? 0.02
   const design = options.design ?? 'balanced'
@@ -178,6 +179,15 @@ export function knockoutCounts(masks: KnockoutMasks): Int32Array {
  */
 export function checkMasks(masks: KnockoutMasks, layout: HeadLayout): void {
   const n = headCount(layout)
+  const expected = `a KnockoutMasks object { count, heads: ${n}, data: Uint8Array } (the model has ${n} heads: ${layout.nLayers} layers x ${layout.nHeads} heads; build one with masksFromHeadSets, singleHeadMasks or randomMasks)`
+  if (Array.isArray(masks)) {
+    const widths = [...new Set((masks as unknown[]).map((row) => (Array.isArray(row) ? row.length : -1)))]
+    const got = widths.length === 1 && widths[0] !== -1 ? `a plain array of ${masks.length} mask(s) of ${widths[0]} heads` : `a plain array of ${masks.length} entries`
+    throw new AttnlabError('INVALID_ARGUMENT', `masks is ${got}; expected ${expected}`, { expectedHeads: n })
+  }
+  if (masks === null || typeof masks !== 'object' || !(masks.data instanceof Uint8Array) || typeof masks.heads !== 'number') {
+    throw new AttnlabError('INVALID_ARGUMENT', `masks is not a KnockoutMasks object; expected ${expected}`, { expectedHeads: n })
+  }
   if (masks.heads !== n) throw new AttnlabError('INVALID_ARGUMENT', `masks cover ${masks.heads} heads; the model has ${n} (${layout.nLayers} layers x ${layout.nHeads} heads)`)
   if (!Number.isSafeInteger(masks.count) || masks.count < 0 || masks.data.length !== masks.count * n) {
     throw new AttnlabError('INVALID_ARGUMENT', `mask data has ${masks.data.length} entries; expected count * heads = ${masks.count * n}`)

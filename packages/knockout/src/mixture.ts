@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { AttnlabError, ConfigError, Rng } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
 import { createTask, type Task, type TaskKind, type TokenBatch } from '@attnlab/markov'
 
 /**
@@ -80,6 +80,7 @@ export class MixtureTask implements Task {
    *   weight, or a component that is not a task
    */
   constructor(components: readonly MixtureComponent[], options: MixtureOptions = {}) {
+    checkOptionKeys('MixtureTask options', options, ['vocabulary'] satisfies (keyof MixtureOptions)[])
     if (!Array.isArray(components) || components.length === 0) throw new ConfigError('components', 'a mixture needs at least one task')
     const names = new Set<string>()
     for (const [i, c] of components.entries()) {

@@ -6,14 +6,14 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { checkOptionKeys, ConfigError } from '@attnlab/core'
 import type { Transformer } from '@attnlab/transformer'
 import { HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
 import { performance as performanceOf, type Capability, type MetricName } from './capability.ts'
 import { formatHead, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 import type { LocalizationResult } from './localize.ts'
 import { masksFromHeadSets } from './masks.ts'
-import { scoreMasks, type ScoreOptions } from './scoring.ts'
+import { PASS_OPTION_KEYS, scoreMasks, type ScoreOptions } from './scoring.ts'
 
 /**
  * A per-head matrix, `values[layer][head]`.
@@ -196,6 +196,10 @@ export interface EffectsOptions extends Omit<ScoreOptions, 'ablation'> {
  * @category Reports
  */
 export async function knockoutEffects(model: Transformer, heads: readonly HeadRef[], capabilities: readonly Capability[], options: EffectsOptions = {}): Promise<EffectsReport> {
+  checkOptionKeys('knockoutEffects options', options, [
+    ...PASS_OPTION_KEYS,
+    ...Object.keys({ target: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<Exclude<keyof EffectsOptions, keyof ScoreOptions>, 1>),
+  ])
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   for (const head of heads) headIndex(head, layout)
   const names = capabilities.map((c) => c.name)

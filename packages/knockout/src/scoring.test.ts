@@ -8,6 +8,9 @@ import { HeadAblation } from './ablation.ts'
 import { inductionCapability, textCapability, type Capability } from './capability.ts'
 import { masksFromHeadSets, randomMasks } from './masks.ts'
 import { scoreMasks } from './scoring.ts'
+import { compressedSensing, exhaustiveSweep, greedySearch } from './localize.ts'
+import { knockoutEffects } from './report.ts'
+import { lasso, lassoCV } from './lasso.ts'
 
 const gptConfig = createConfig({ architecture: 'gpt', dVocab: 11, nCtx: 12, dModel: 16, nLayers: 2, nHeads: 4, dHead: 4, dMlp: 24 })
 const llamaConfig = createConfig({ architecture: 'llama', dVocab: 11, nCtx: 12, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dHead: 4, dMlp: 24 })
@@ -226,6 +229,37 @@ describeWithBackends('scoreMasks errors', () => {
     await expect(scoreMasks(gpt, badTargets, masks)).rejects.toThrow(/target token 99/)
     const badDistribution: Capability = { ...ok, data: { ...ok.data, targetDistributions: new Float32Array(3), targetWidth: 11 } }
     await expect(scoreMasks(gpt, badDistribution, masks)).rejects.toThrow(/target distributions hold 3 values/)
+  })
+
+  it('says what masks it expects for a plain array or a non-mask value (expected vs got head count)', async () => {
+    const ok = inductionCapability({ vocabSize: 11, blockLength: 3, count: 2 })
+    await expect(scoreMasks(gpt, ok, [[1, 0]] as never)).rejects.toThrow(
+      /masks is a plain array of 1 mask\(s\) of 2 heads; expected a KnockoutMasks object \{ count, heads: 8, data: Uint8Array \} \(the model has 8 heads: 2 layers x 4 heads; build one with masksFromHeadSets/,
+    )
+    await expect(scoreMasks(gpt, ok, [] as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { expectedHeads: 8 } })
+    await expect(scoreMasks(gpt, ok, { count: 1 } as never)).rejects.toThrow(/masks is not a KnockoutMasks object; expected .*heads: 8/)
+    await expect(scoreMasks(gpt, ok, null as never)).rejects.toThrow(/masks is not a KnockoutMasks object/)
+    expect.hasAssertions()
+  })
+
+  it('rejects misspelled option names of the scoring, localization, report and lasso functions', async () => {
+    const ok = inductionCapability({ vocabSize: 11, blockLength: 3, count: 2 })
+    const masks = masksFromHeadSets(gptConfig, [[]])
+    await expect(compressedSensing(gpt, ok, { mask: 5 } as never)).rejects.toThrow(
+      /Invalid mask: not one of the compressedSensing options \(did you mean 'masks'\?\); allowed: maxTokensPerPass, batched, onProgress, top, mode, reference, resampleSeed, masks, fraction, .*customMasks/,
+    )
+    await expect(compressedSensing(gpt, ok, { crossValidate: { fold: 3 } } as never)).rejects.toThrow(/Invalid fold: not one of the compressedSensing crossValidate options/)
+    await expect(exhaustiveSweep(gpt, ok, { topk: 3 } as never)).rejects.toThrow(/Invalid topk: not one of the exhaustiveSweep options \(did you mean 'top'\?\)/)
+    await expect(greedySearch(gpt, ok, { modes: 'mean' } as never)).rejects.toThrow(/Invalid modes: not one of the greedySearch options \(did you mean 'mode'\?\)/)
+    await expect(scoreMasks(gpt, ok, masks, { maxTokens: 10 } as never)).rejects.toThrow(/Invalid maxTokens: not one of the scoreMasks options/)
+    await expect(knockoutEffects(gpt, [{ layer: 0, head: 0 }], [ok], { targt: 'x' } as never)).rejects.toThrow(/Invalid targt: not one of the knockoutEffects options \(did you mean 'target'\?\)/)
+    await expect(HeadAblation.create(gpt, 'zero', { derang: true } as never)).rejects.toThrow(/did you mean 'derange'/)
+    expect(() => randomMasks(gptConfig, { counts: 3 } as never)).toThrow(/Invalid counts: not one of the randomMasks options \(did you mean 'count'\?\)/)
+    expect(() => inductionCapability({ vocabSize: 11, blockLenght: 3 } as never)).toThrow(/did you mean 'blockLength'/)
+    const X = { rows: 4, columns: 2, data: new Uint8Array([1, 0, 0, 1, 1, 1, 0, 0]) }
+    expect(() => lasso(X, [1, 2, 3, 4], { alhpa: 0.1 } as never)).toThrow(/Invalid alhpa: not one of the lasso options \(did you mean 'alpha'\?\)/)
+    expect(() => lassoCV(X, [1, 2, 3, 4], { alpha: 0.1 } as never)).toThrow(/Invalid alpha: not one of the lassoCV options \(did you mean 'alphas'\?\)/)
+    expect(lassoCV(X, [1, 2, 3, 4], { folds: 2, maxIter: 100 }).fit.coefficients).toHaveLength(2)
   })
 
   it('ablation errors: unknown mode, no reference, misaligned resample, use after dispose', async () => {

@@ -7,7 +7,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ConfigError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError } from '@attnlab/core'
 import { oneHotFloat, type Transformer } from '@attnlab/transformer'
 import { HeadAblation } from './ablation.ts'
 import { checkCapability, type Capability } from './capability.ts'
@@ -40,6 +40,10 @@ export interface ScoreOptions {
  *
  * @category Scoring
  */
+/** Every key of {@link ScoreOptions} but `ablation` (the keys localization functions pass on). */
+export const PASS_OPTION_KEYS: readonly string[] = Object.keys({ maxTokensPerPass: 1, batched: 1, onProgress: 1 } satisfies Record<Exclude<keyof ScoreOptions, 'ablation'>, 1>)
+const SCORE_OPTION_KEYS: readonly string[] = ['ablation', ...PASS_OPTION_KEYS]
+
 export interface MaskScores {
   /** The capability's metric under each mask, `[M]` (units of the metric: nats or a fraction). */
   readonly values: Float64Array
@@ -73,6 +77,7 @@ export interface MaskScores {
  * @category Scoring
  */
 export async function scoreMasks(model: Transformer, capability: Capability, masks: KnockoutMasks, options: ScoreOptions = {}): Promise<MaskScores> {
+  checkOptionKeys('scoreMasks options', options, SCORE_OPTION_KEYS)
   const started = performance.now()
   const { nLayers, nHeads, dVocab } = model.config
   checkMasks(masks, { nLayers, nHeads })
