@@ -92,6 +92,13 @@ describe('configurations', () => {
     expectConfigError(() => blockSparse({ blockSize: 4 }), 'blockSize', /\[8, inf\]/)
   })
 
+  it('messages show the value as given (NaN, Infinity, undefined), not as JSON null', () => {
+    expectConfigError(() => blockSparse({ topK: Number.NaN }), 'topK', /must be an integer, got NaN$/)
+    expectConfigError(() => blockSparse({ topK: Infinity }), 'topK', /got Infinity$/)
+    expectConfigError(() => blockSparse({ topK: 3.5 }), 'topK', /got 3\.5$/)
+    expectConfigError(() => blockSparse({ topK: '4' as never }), 'topK', /got "4"$/)
+  })
+
   it('SnapKV and Ada-SnapKV', () => {
     for (const make of [snapKV, adaSnapKV]) {
       expectConfigError(() => make({ capacity: 132 }), 'capacity', /132 must be greater than local \+ prefix \(128 \+ 4 = 132\)/)

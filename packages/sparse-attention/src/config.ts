@@ -6,12 +6,26 @@
  */
 import { ConfigError } from '@attnlab/core'
 
+/**
+ * A value as it was given, for messages: `NaN`, `Infinity`, `-1.5` and `undefined` as such
+ * (JSON would print `null` for the first two and nothing for the last), other values as JSON.
+ */
+export function show(value: unknown): string {
+  if (typeof value === 'number' || typeof value === 'bigint' || value === undefined) return String(value)
+  if (typeof value === 'function') return 'a function'
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
 /** Resolves `overrides` over `defaults`, rejecting unknown keys and `undefined` values. */
 export function resolveConfig<C extends object>(method: string, defaults: C, overrides: Partial<C> | undefined): C {
   const resolved = { ...defaults }
   if (overrides === undefined) return resolved
   if (typeof overrides !== 'object' || overrides === null || Array.isArray(overrides)) {
-    throw new ConfigError(method, `the configuration must be an object, got ${JSON.stringify(overrides)}`)
+    throw new ConfigError(method, `the configuration must be an object, got ${show(overrides)}`)
   }
   for (const [key, value] of Object.entries(overrides)) {
     if (!(key in defaults)) {
@@ -26,7 +40,7 @@ export function resolveConfig<C extends object>(method: string, defaults: C, ove
 /** Checks an integer in `[min, max]`. */
 export function checkInt(parameter: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
-    throw new ConfigError(parameter, `must be an integer, got ${JSON.stringify(value)}`)
+    throw new ConfigError(parameter, `must be an integer, got ${show(value)}`)
   }
   if (value < min || value > max) {
     throw new ConfigError(parameter, `must be in [${min}, ${max === Number.MAX_SAFE_INTEGER ? 'inf' : max}], got ${value}`)
@@ -37,7 +51,7 @@ export function checkInt(parameter: string, value: unknown, min: number, max = N
 /** Checks a finite number in `[min, max]`. */
 export function checkNumber(parameter: string, value: unknown, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw new ConfigError(parameter, `must be a finite number, got ${JSON.stringify(value)}`)
+    throw new ConfigError(parameter, `must be a finite number, got ${show(value)}`)
   }
   if (value < min || value > max) throw new ConfigError(parameter, `must be in [${min}, ${max === Infinity ? 'inf' : max}], got ${value}`)
   return value
@@ -46,13 +60,13 @@ export function checkNumber(parameter: string, value: unknown, min: number, max:
 /** Checks one of a set of strings. */
 export function checkChoice<T extends string>(parameter: string, value: unknown, choices: readonly T[]): T {
   if (typeof value !== 'string' || !(choices as readonly string[]).includes(value)) {
-    throw new ConfigError(parameter, `must be one of ${choices.map((c) => `'${c}'`).join(', ')}, got ${JSON.stringify(value)}`)
+    throw new ConfigError(parameter, `must be one of ${choices.map((c) => `'${c}'`).join(', ')}, got ${show(value)}`)
   }
   return value as T
 }
 
 /** Checks a boolean. */
 export function checkBoolean(parameter: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw new ConfigError(parameter, `must be true or false, got ${JSON.stringify(value)}`)
+  if (typeof value !== 'boolean') throw new ConfigError(parameter, `must be true or false, got ${show(value)}`)
   return value
 }
