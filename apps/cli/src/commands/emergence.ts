@@ -403,6 +403,7 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
         training: stored.training,
         previous,
         signal: controller.signal,
+        overwrite: flags.force === true,
         callbacks: {
           onSaved: () => {
             saved = true

@@ -165,7 +165,9 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   const removeSignalListeners = onStopSignal(() => controller.abort())
   const started = performance.now()
   const save = async (state: TrainerState): Promise<void> => {
-    await saveCheckpoint(out, model, state, { ...run })
+    // checkOut refused anything but a missing path, an empty directory or (in place) this run's
+    // own checkpoint unless --force, which asked to replace whatever is there.
+    await saveCheckpoint(out, model, state, { ...run }, { overwrite: flags.force === true })
   }
   let result: TrainResult
   try {

@@ -143,6 +143,8 @@ export async function runSeed(options: {
   readonly previous: { readonly lines: readonly MetricLine[]; readonly snapshots: readonly PatternSnapshot[] } | null
   readonly signal: AbortSignal
   readonly callbacks: SeedCallbacks
+  /** Replace whatever is at the seed's checkpoint path (`--force`); otherwise only an earlier checkpoint. */
+  readonly overwrite?: boolean
 }): Promise<SeedRun> {
   const { out, seed, task, training, signal, callbacks } = options
   const dir = seedDirectory(out, seed)
@@ -204,7 +206,7 @@ export async function runSeed(options: {
       await record(lineOf(seed, evaluation.step, state.tokens, state.seconds, evaluation.trainLoss, evaluation.validationLoss, evaluation.lr, evaluation.metrics))
     },
     onCheckpoint: async (state) => {
-      await saveCheckpoint(checkpointDir, model, state, extra)
+      await saveCheckpoint(checkpointDir, model, state, extra, { overwrite: options.overwrite === true })
       await writeSnapshots()
       callbacks.onSaved?.(state.step)
     },
@@ -215,7 +217,7 @@ export async function runSeed(options: {
       const validationLoss = await trainer.validationLoss()
       const metrics = await analyze(model, analysisBatch, analysisOptions)
       await record(lineOf(seed, 0, 0, 0, null, validationLoss, training.lr, metrics))
-      await saveCheckpoint(checkpointDir, model, await trainer.getState(), extra)
+      await saveCheckpoint(checkpointDir, model, await trainer.getState(), extra, { overwrite: options.overwrite === true })
       await writeSnapshots()
       callbacks.onSaved?.(0)
     }
