@@ -141,10 +141,16 @@ int threads() { return team().size; }
 
 void runUnits(int64_t units, UnitFn fn, void* context) {
   Team& t = team();
-  if (t.size <= 1 || units <= 1) {
+  // One job at a time: a second caller (another JS thread using the addon, or a unit that runs a
+  // parallel kernel itself) runs its units inline instead of waiting or corrupting the job.
+  static std::atomic<bool> busy{false};
+  if (t.size <= 1 || units <= 1 || busy.exchange(true, std::memory_order_acquire)) {
     for (int64_t u = 0; u < units; u++) fn(context, u);
     return;
   }
+  struct Release {
+    ~Release() { busy.store(false, std::memory_order_release); }
+  } release;
   t.done.store(0);
   t.fn.store(fn);
   t.context.store(context);
