@@ -291,6 +291,14 @@ inline float hsum(v16 v) {
   return s;
 }
 
+// Whether x[0:n) holds a NaN (std::max and vector max skip NaN operands).
+inline bool rowHasNaN(const float* x, int n) {
+  for (int j = 0; j < n; j++) {
+    if (x[j] != x[j]) return true;
+  }
+  return false;
+}
+
 // In place: row[0:n) = softmax(scale * row[0:n)); row[n:nPad) = 0, nPad = n rounded up to 16.
 inline __attribute__((always_inline)) void softmaxRowPadded(float* row, int n, float scale) {
   const int nPad = (n + 15) / 16 * 16;
@@ -302,7 +310,11 @@ inline __attribute__((always_inline)) void softmaxRowPadded(float* row, int n, f
   }
   const float mx = hmax(m);
   if (mx == -INFINITY) {
-    for (int j = 0; j < nPad; j++) row[j] = 0.f;
+    // Every entry is -inf (fully masked: zeros) or NaN, which the max skips: NaN must propagate
+    // as on every other backend, not read as a masked row.
+    const float fill = rowHasNaN(row, n) ? NAN : 0.f;
+    for (int j = 0; j < n; j++) row[j] = fill;
+    for (int j = n; j < nPad; j++) row[j] = 0.f;
     return;
   }
   v16 sum = {};
@@ -372,8 +384,9 @@ void softmaxRowsRange(const float* x, float* y, int64_t r0, int64_t r1, int cols
     float* yr = y + r * cols;
     float mx = -INFINITY;
     for (int j = 0; j < cols; j++) mx = std::max(mx, xr[j]);
-    if (mx == -INFINITY) {
-      for (int j = 0; j < cols; j++) yr[j] = 0.f;
+    if (mx == -INFINITY) {  // all -inf (masked: zeros) or NaN (skipped by the max: propagate)
+      const float fill = rowHasNaN(xr, cols) ? NAN : 0.f;
+      for (int j = 0; j < cols; j++) yr[j] = fill;
       continue;
     }
     // Store, then reduce: GCC does not vectorise a store fused with a reduction under omp simd.

@@ -5,6 +5,7 @@ import { AttnlabError } from '../errors.ts'
 import { Rng } from '../rng.ts'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '../testing.ts'
 import { linear } from '../ops/linear.ts'
+import { causalAttention } from '../ops/causal-attention.ts'
 import { randomArray } from '../ops/reference.test-utils.ts'
 import { jsKernelProvider } from './js-provider.ts'
 import { wasmBackendMemory, wasmInternalsProblems } from './memory.ts'
@@ -61,6 +62,18 @@ describeWithBackends('kernel registration', (backend, mode) => {
     const theirs = stock(() => tf.softmax(x))
     expectArraysClose(values, theirs.dataSync(), 1e-6)
     tf.dispose([x, ours, theirs])
+  })
+
+  it('NaN propagates through softmax and fused attention like the stock kernels (a NaN row is not a masked row)', () => {
+    const x = tf.tensor2d([NaN, NaN, NaN, 1, NaN, 2, 0, 1, 2], [3, 3])
+    const values = tf.softmax(x).dataSync()
+    for (let j = 0; j < 6; j++) expect(values[j], `entry ${j}`).toBeNaN()
+    expect([...values.slice(6)].every((v) => Number.isFinite(v))).toBe(true)
+    // All-NaN queries: every output is NaN (the fused kernel's masked-row shortcut must not zero it).
+    const qkv = tf.tensor3d(Array.from({ length: 4 * 6 }, (_, i) => (i % 6 < 2 ? NaN : 0.1 * (i % 5))), [1, 4, 6])
+    const z = causalAttention(qkv, 1)
+    expect([...z.dataSync()].every((v) => Number.isNaN(v))).toBe(true)
+    tf.dispose([x, qkv, z])
   })
 
   it('clones stay correct (on wasm a clone shares the buffer) and free their memory', async () => {
