@@ -219,7 +219,9 @@ function rank(scores: Float64Array, layout: HeadLayout, descending: boolean): Ra
  * @param model - the model
  * @param capability - what to score
  * @param options - top-k (default 5), ablation, pass size
- * @returns heads ranked by performance drop (metric units; positive = knocking it out hurts)
+ * @returns heads ranked by performance drop (metric units; positive = knocking it out hurts);
+ *   `top` holds at most k heads, only those with a positive drop (as compressed sensing's `top`
+ *   holds only negative coefficients); `ranking` has every head
  * @throws `ConfigError` (`@attnlab/core`) for a bad `top` or an unknown option name; scoring errors (see {@link scoreMasks})
  * @category Localization
  */
@@ -244,7 +246,8 @@ export async function exhaustiveSweep(model: Transformer, capability: Capability
       mode: ablation.mode,
       layout,
       ranking,
-      top: ranking.slice(0, top),
+      // Like compressed sensing's negative coefficients: only heads whose knockout hurts.
+      top: ranking.filter((h) => h.score > 0).slice(0, top),
       scores,
       evaluations: result.evaluations,
       forwardPasses: result.forwardPasses,

@@ -45,6 +45,15 @@ describeWithBackends('planted minimal model (each head owns one span)', () => {
     }
   })
 
+  it('the sweep top holds only heads whose knockout hurts, even when more are asked for', async () => {
+    for (const capability of spans) {
+      const sweep = await exhaustiveSweep(model, capability, { top: 3 })
+      expect(sweep.ranking).toHaveLength(3)
+      expect(sweep.top.map(formatHead)).toEqual((planted[capability.name] as HeadRef[]).map(formatHead))
+      for (const head of sweep.top) expect(head.score).toBeGreaterThan(0)
+    }
+  })
+
   it('compressed sensing recovers the owning head from a handful of random masks (recall 1, precision 1)', async () => {
     for (const capability of spans) {
       const found = await compressedSensing(model, capability, { masks: 6, fraction: 0.34, design: 'iid', seed: 0, top: 1 })

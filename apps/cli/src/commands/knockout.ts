@@ -368,7 +368,7 @@ export function registerKnockout(program: Command): void {
           console.log(`top heads (Lasso coefficient, sd units; estimated drop (${result.metric})): ${heads.length === 0 ? 'none (no head has a negative coefficient)' : heads.join(', ')}`)
           console.log(coefficientLegend(result))
         } else {
-          console.log(`top heads (drop (${result.metric})): ${result.top.length === 0 ? 'none (no head has a negative coefficient)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`)
+          console.log(`top heads (drop (${result.metric})): ${result.top.length === 0 ? 'none (knocking out no single head hurts)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`)
         }
         console.log(`knocking out ${result.top.length === 0 ? 'no heads' : result.top.map(formatHead).join(', ')}:`)
         for (const line of effectsTable(effects)) console.log(line)
