@@ -216,8 +216,13 @@ describe('attnlab emergence', () => {
     const { code, stdout, stderr } = await runCli(['knockout', 'locate', '--capability', 'span-0', '--model', checkpoint, '--method', 'exhaustive', '--top', '1', '--count', '16', '--controls', 'span-1', '--backend', 'cpu', '--json'])
     expect(stderr).toBe('')
     expect(code).toBe(0)
-    const result = JSON.parse(stdout) as { top: { head: string }[]; effects: { rows: { capability: string }[] } }
-    expect(result.top).toHaveLength(1)
+    const result = JSON.parse(stdout) as { top: { head: string; score: number }[]; ranking: { head: string; score: number | null }[]; effects: { rows: { capability: string }[] } }
+    // Every head of the checkpoint is scored on span 0; after 3 steps none need hurt it, so top
+    // (heads whose knockout hurts) holds at most the one asked for.
+    expect(result.ranking.map((h) => h.head).sort()).toEqual(['0.0', '0.1', '0.2'])
+    for (const h of result.ranking) expect(Number.isFinite(h.score)).toBe(true)
+    expect(result.top.length).toBeLessThanOrEqual(1)
+    for (const h of result.top) expect(h.score).toBeGreaterThan(0)
     expect(result.effects.rows.map((r) => r.capability)).toEqual(['span-0', 'span-1'])
   })
 })
