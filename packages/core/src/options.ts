@@ -4,32 +4,18 @@
  *
  * @module
  */
+import { distance } from 'fastest-levenshtein'
 import { ConfigError } from './errors.ts'
-
-/** Edit distance between two short strings (for "did you mean"). */
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0] as number
-    row[0] = i
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j] as number
-      row[j] = Math.min(above + 1, (row[j - 1] as number) + 1, diagonal + (a[i - 1]?.toLowerCase() === b[j - 1]?.toLowerCase() ? 0 : 1))
-      diagonal = above
-    }
-  }
-  return row[b.length] as number
-}
 
 /** The allowed name closest to `key`, if it is close enough to be a likely typo. */
 function closest(key: string, allowed: readonly string[]): string | undefined {
   let best: string | undefined
   let bestDistance = Infinity
   for (const name of allowed) {
-    const distance = editDistance(key, name)
-    if (distance < bestDistance) {
+    const d = distance(key.toLowerCase(), name.toLowerCase()) // Levenshtein, case-insensitive
+    if (d < bestDistance) {
       best = name
-      bestDistance = distance
+      bestDistance = d
     }
   }
   return bestDistance <= Math.max(2, Math.floor(key.length / 3)) ? best : undefined
