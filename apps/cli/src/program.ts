@@ -7,8 +7,7 @@
 import { Command, CommanderError } from 'commander'
 import { describeError, exitCodeFor } from './errors.ts'
 import { registerInfo } from './commands/info.ts'
-import { EMERGENCE_TASK_DEFAULTS, registerEmergence } from './commands/emergence.ts'
-import { describeTaskDefaults } from './run-flags.ts'
+import { registerEmergence } from './commands/emergence.ts'
 import { registerSparse } from './commands/sparse.ts'
 import { registerDynamics } from './commands/dynamics.ts'
 import { registerGenerate } from './commands/generate.ts'
@@ -29,9 +28,6 @@ export function buildProgram(): Command {
       outputError: (text, write) => write(text.startsWith('error:') ? `attnlab: ${text}` : text),
     })
   registerEmergence(program)
-  // emergence applies its own per-task defaults (linear map S = 8, s = 2): its help states them.
-  const emergence = program.commands.find((c) => c.name() === 'emergence')
-  if (emergence !== undefined) describeTaskDefaults(emergence, EMERGENCE_TASK_DEFAULTS)
   registerInfo(program)
   // Commands register here (one line each):
   registerSparse(program)

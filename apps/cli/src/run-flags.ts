@@ -153,19 +153,6 @@ export function taskFlagDescriptions(taskDefaults: TaskFlagDefaults = {}, comman
 }
 
 /**
- * Restates the task flags' defaults in `command`'s help for the per-task defaults the command
- * applies itself (see {@link TaskFlagDefaults}), e.g. `attnlab emergence`'s linear-map defaults.
- */
-export function describeTaskDefaults(command: Command, taskDefaults: TaskFlagDefaults): void {
-  const commanderDefaults = command.options.filter((o) => o.defaultValue !== undefined).map((o) => o.attributeName())
-  const descriptions = taskFlagDescriptions(taskDefaults, commanderDefaults)
-  for (const option of command.options) {
-    const description = (descriptions as Record<string, string | undefined>)[option.attributeName()]
-    if (description !== undefined) option.description = description
-  }
-}
-
-/**
  * Adds the task flags. `--task-seed` (the seed of the task's fixed parameters) is added unless
  * `options.taskSeed` is false (`attnlab markov` uses one `--seed` for both). `options.m` makes
  * `--m` default to that value; `options.taskDefaults` are the per-task defaults the command

@@ -593,7 +593,8 @@ export function registerEmergence(program: Command): void {
   const command = program
     .command('emergence')
     .description('the main job: train the minimal transformer on the sparse Markov chain and watch sparse attention patterns emerge, stage by stage; writes a report')
-  addTaskFlags(command, EMERGENCE_DEFAULTS.task, { m: EMERGENCE_DEFAULTS.m })
+  // Its own per-task defaults (linear map S = 8, s = 2) are stated in the help.
+  addTaskFlags(command, EMERGENCE_DEFAULTS.task, { m: EMERGENCE_DEFAULTS.m, taskDefaults: EMERGENCE_TASK_DEFAULTS })
   addModelFlags(command)
   addOptimizationFlags(command, { batch: EMERGENCE_DEFAULTS.batch, lr: EMERGENCE_DEFAULTS.lr, steps: EMERGENCE_DEFAULTS.steps, evalEvery: EMERGENCE_DEFAULTS.evalEvery })
   command
