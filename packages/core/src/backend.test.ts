@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import * as tf from '@tensorflow/tfjs-core'
 import { describe, expect, it } from 'vitest'
 import { BackendUnavailableError, ConfigError } from './errors.ts'
@@ -63,4 +65,28 @@ describe('useBackend', () => {
     expect(available).toEqual(['cpu', 'wasm'])
     expect(await defaultBackend()).toBe('wasm')
   })
+})
+
+describe('useBackend in a user script', () => {
+  const fixture = fileURLToPath(new URL('./__fixtures__/throw-after-wasm.ts', import.meta.url))
+  const run = (how: string): { status: number | null; stderr: string } => {
+    const result = spawnSync(process.execPath, ['--conditions=@attnlab/source', '--import', 'tsx', fixture, how], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    })
+    return { status: result.status, stderr: result.stderr }
+  }
+
+  it.each(['top', 'throw', 'reject'])(
+    "an uncaught error (%s) after useBackend('wasm') prints the user's error, short, and exits 1",
+    (how) => {
+      const { status, stderr } = run(how)
+      expect(stderr).toContain(`Error: the user script failed (${how})`)
+      // Before: tfjs-wasm's emscripten handler rethrew, Node printed ~39 KB of its minified source, exit code 7.
+      expect(stderr.length).toBeLessThan(2000)
+      expect(stderr).not.toContain('WasmBackendModule')
+      expect(status).toBe(1)
+    },
+    60_000,
+  )
 })

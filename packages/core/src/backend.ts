@@ -230,9 +230,13 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
   const warnings: string[] = []
   if (tf.findBackendFactory(registered) !== null || tf.findBackend(registered) !== null) {
     try {
-      // setBackend logs a warning and returns false when initialisation fails.
-      ok = await quietly(() => tf.setBackend(registered), warnings)
-      if (ok) await tf.ready()
+      // setBackend logs a warning and returns false when initialisation fails. The wasm backend's
+      // emscripten glue installs process handlers while it starts; see withoutRethrowingHandlers.
+      ok = await withoutRethrowingHandlers(name, async () => {
+        const started = await quietly(() => tf.setBackend(registered), warnings)
+        if (started) await tf.ready()
+        return started
+      })
       if (ok && name === 'cpu') {
         // The cpu backend prints a banner recommending tfjs-node on first use in Node; the choice
         // of backend is ours to report, so silence it.
@@ -363,6 +367,38 @@ async function enableKernels(name: BackendName, options: UseBackendOptions): Pro
 export function kernelsInUse(backendName?: BackendName): KernelProviderName | 'none' {
   const name = backendName === undefined ? undefined : REGISTERED_NAME[backendName]
   return activeKernels(name)?.provider.name ?? 'none'
+}
+
+/** The process events whose handlers tfjs-wasm's emscripten glue installs. */
+const RETHROWING_EVENTS = ['uncaughtException', 'unhandledRejection'] as const
+
+/**
+ * Runs `fn` (which starts a backend) and then removes the `uncaughtException` and
+ * `unhandledRejection` handlers it added to `process` (Node, `wasm` only).
+ *
+ * tfjs-backend-wasm's emscripten glue adds a handler for each that rethrows what it gets
+ * (`process.on('uncaughtException', (ex) => { throw ex })`), and its own clean-up never removes
+ * them. A rethrow from inside the handler makes Node print the throwing source line (about 39 KB of
+ * minified tfjs code) before the user's error and exit with code 7 instead of 1. Without the
+ * handlers Node's default applies: the error and its stack, exit code 1. tfjs-wasm needs neither
+ * handler (it never calls emscripten's `exit`).
+ */
+async function withoutRethrowingHandlers<T>(name: BackendName, fn: () => Promise<T>): Promise<T> {
+  if (name !== 'wasm' || !isNode() || typeof process.listeners !== 'function') return fn()
+  type Listener = (...args: unknown[]) => void
+  const emitter = process as unknown as {
+    listeners(event: string): Listener[]
+    removeListener(event: string, listener: Listener): unknown
+  }
+  const before = new Map(RETHROWING_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]))
+  try {
+    return await fn()
+  } finally {
+    for (const event of RETHROWING_EVENTS) {
+      const known = before.get(event) as Set<Listener>
+      for (const listener of emitter.listeners(event)) if (!known.has(listener)) emitter.removeListener(event, listener)
+    }
+  }
 }
 
 /** Runs `fn` with `console.warn` silenced; what it would have printed goes to `warnings`. */
