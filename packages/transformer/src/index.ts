@@ -113,6 +113,7 @@ export {
   huggingFaceLlamaShapes,
   llamaFromHuggingFace,
   llamaToHuggingFace,
+  tiedEmbeddingAliases,
   type LlamaBiasLayout,
   type TensorSetCheck,
 } from './import/llama-weights.ts'

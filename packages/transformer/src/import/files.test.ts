@@ -341,6 +341,40 @@ describe('Hugging Face directories: bad input', () => {
     await expectRejects(readHuggingFaceDirectory(dir), fileError('invalid-header', /tie_word_embeddings is true but 'lm_head\.weight' differs/))
   })
 
+  it('tied embeddings stored once, as lm_head.weight (with or without a __metadata__ alias), or either way by alias', async () => {
+    const weights = randomWeights(llama, 21)
+    const storeOnce = async (config: TransformerConfig, keep: string, drop: string, alias: boolean): Promise<string> => {
+      const dir = fresh()
+      await saveModelDirectory(dir, { config, weights: randomWeights(config, 21) })
+      const parsed = parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors'))))
+      const tensors: Record<string, SafetensorsTensorInput> = {}
+      for (const [name, entry] of parsed.tensors) tensors[name] = { dtype: entry.dtype, shape: entry.shape, data: entry.bytes.slice() }
+      const embedding = tensors['model.embed_tokens.weight']!
+      delete tensors[drop]
+      tensors[keep] = embedding
+      const metadata = alias ? { format: 'pt', [drop]: keep } : { format: 'pt' }
+      await writeFile(join(dir, 'model.safetensors'), serializeSafetensors(tensors, metadata))
+      return dir
+    }
+    // Tied, only lm_head.weight stored: from the metadata alias, and from tie_word_embeddings alone.
+    for (const alias of [true, false]) {
+      const dir = await storeOnce(llama, 'lm_head.weight', 'model.embed_tokens.weight', alias)
+      const read = await readHuggingFaceDirectory(dir)
+      expect(sameWeights(read.weights, weights)).toBeUndefined()
+      expect(read.notes.join('\n')).toMatch(alias ? /stored once, as 'lm_head\.weight' \(safetensors __metadata__ alias\)/ : /tie_word_embeddings is true/)
+    }
+    // Untied config, the classifier deduplicated into the embedding by a metadata alias: W_U = W_E^T.
+    const untied = await storeOnce(llamaUntied, 'model.embed_tokens.weight', 'lm_head.weight', true)
+    const read = await readHuggingFaceDirectory(untied)
+    const embed = read.weights.get('embed.W_E')!
+    const unembed = read.weights.get('unembed.W_U')!
+    expect(unembed.shape).toEqual([16, 24])
+    expect(unembed.data[3 * 24 + 5]).toBe(embed.data[5 * 16 + 3])
+    // Untied and no alias: nothing is guessed.
+    const guess = await storeOnce(llamaUntied, 'model.embed_tokens.weight', 'lm_head.weight', false)
+    await expectRejects(readHuggingFaceDirectory(guess), fileError('missing-tensor', /'lm_head\.weight'/))
+  })
+
   it('nothing is loaded partially: a failing loadModel creates no tensor', async () => {
     const broken = await copyGood()
     await rewriteTensors(broken, (t) => {

@@ -14,6 +14,7 @@ import {
   SafetensorsError,
   serializeSafetensors,
   type SafetensorsEntry,
+  type SafetensorsFile,
   type SafetensorsTensorInput,
 } from '@attnlab/core'
 import type { TransformerConfig } from '../config.ts'
@@ -22,7 +23,13 @@ import type { ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
 import { attnlabConfigFor, ATTNLAB_MODEL_TYPE, configFromHuggingFace, huggingFaceConfigFor, huggingFaceIncompatibility, type HuggingFaceConfigOptions } from './huggingface.ts'
 import { readLlama2cCheckpoint, type Llama2cReadOptions } from './llama2c.ts'
-import { checkTensorSet, huggingFaceBiasLayout, llamaFromHuggingFace, llamaToHuggingFace } from './llama-weights.ts'
+import {
+  checkTensorSet,
+  huggingFaceBiasLayout,
+  llamaFromHuggingFace,
+  llamaToHuggingFace,
+  tiedEmbeddingAliases,
+} from './llama-weights.ts'
 import type { Float32Tensor, TensorMap } from './layout.ts'
 import type { Llama2cTokenizer } from './tokenizer.ts'
 
@@ -119,11 +126,13 @@ export async function readLlama2cFile(path: string, options: Omit<Llama2cReadOpt
 interface DirectoryTensors {
   readonly entries: Map<string, SafetensorsEntry>
   readonly files: readonly string[]
+  /** The `__metadata__` of every shard, merged (it names tensors stored once under another name). */
+  readonly metadata: Readonly<Record<string, string>>
 }
 
-function parseShard(bytes: Uint8Array, path: string): Map<string, SafetensorsEntry> {
+function parseShard(bytes: Uint8Array, path: string): SafetensorsFile {
   try {
-    return new Map(parseSafetensors(bytes).tensors)
+    return parseSafetensors(bytes)
   } catch (error) {
     if (error instanceof SafetensorsError) {
       throw new SafetensorsError(`${path}: ${error.message}`, error.tensor, { file: path })
@@ -161,9 +170,12 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
     }
     // Read and validate every shard before converting anything.
     const entries = new Map<string, SafetensorsEntry>()
+    const metadata: Record<string, string> = {}
     for (const [shard, listed] of shards) {
       const shardPath = join(dir, shard)
-      const tensors = parseShard(await readFileBytes(shardPath, `shard '${shard}' named by ${HF_INDEX_FILE}`), shardPath)
+      const parsed = parseShard(await readFileBytes(shardPath, `shard '${shard}' named by ${HF_INDEX_FILE}`), shardPath)
+      Object.assign(metadata, parsed.metadata)
+      const tensors = parsed.tensors
       for (const name of listed) {
         if (!tensors.has(name)) {
           throw new ModelFileError('missing-tensor', `${HF_INDEX_FILE} places '${name}' in '${shard}', which does not hold it`, { file: shardPath, tensor: name })
@@ -182,11 +194,12 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
         entries.set(name, entry)
       }
     }
-    return { entries, files: [...shards.keys()].map((s) => join(dir, s)) }
+    return { entries, files: [...shards.keys()].map((s) => join(dir, s)), metadata }
   }
   const single = join(dir, HF_WEIGHTS_FILE)
   if (await exists(single)) {
-    return { entries: parseShard(await readFileBytes(single, HF_WEIGHTS_FILE), single), files: [single] }
+    const parsed = parseShard(await readFileBytes(single, HF_WEIGHTS_FILE), single)
+    return { entries: new Map(parsed.tensors), files: [single], metadata: parsed.metadata }
   }
   const { readdir } = await fs('readHuggingFaceDirectory')
   const names = await readdir(dir)
@@ -251,7 +264,7 @@ export async function readHuggingFaceDirectory(dir: string, options: HuggingFace
     )
   }
   const info = configFromHuggingFace(await readJson(configPath, HF_CONFIG_FILE), { ...options, file: configPath })
-  const { entries } = await readDirectoryTensors(dir)
+  const { entries, metadata } = await readDirectoryTensors(dir)
   for (const entry of entries.values()) {
     if (!FLOAT_DTYPES.has(entry.dtype)) {
       throw new ModelFileError('invalid-header', `tensor '${entry.name}' has dtype ${entry.dtype}; weights must be F32, F16, BF16 or F64`, {
@@ -259,6 +272,13 @@ export async function readHuggingFaceDirectory(dir: string, options: HuggingFace
         tensor: entry.name,
       })
     }
+  }
+  const notes = [...info.notes]
+  if (info.modelType !== ATTNLAB_MODEL_TYPE) {
+    // Tied embeddings stored once (only lm_head.weight, or a __metadata__ alias): read the stored tensor twice.
+    const tied = tiedEmbeddingAliases(info.config, new Set(entries.keys()), metadata)
+    for (const [absent, stored] of tied.aliases) entries.set(absent, entries.get(stored) as SafetensorsEntry)
+    notes.push(...tied.notes)
   }
   const shapes = new Map([...entries].map(([name, entry]) => [name, entry.shape]))
   const read = (name: string): Float32Array => safetensorsToFloat32(entries.get(name) as SafetensorsEntry)
@@ -279,7 +299,7 @@ export async function readHuggingFaceDirectory(dir: string, options: HuggingFace
     weights = llamaFromHuggingFace(info.config, shapes, read, { file: dir, biases: info.biases })
   }
   const format = info.modelType === ATTNLAB_MODEL_TYPE ? 'attnlab' : 'huggingface'
-  return { format, config: info.config, weights, specialTokens: info.specialTokens, notes: info.notes }
+  return { format, config: info.config, weights, specialTokens: info.specialTokens, notes }
 }
 
 /**

@@ -193,6 +193,49 @@ export function huggingFaceLlamaShapes(config: TransformerConfig, biases: LlamaB
   return out
 }
 
+/** The Hugging Face name of the token embedding. */
+const HF_EMBED = 'model.embed_tokens.weight'
+/** The Hugging Face name of the classifier (unembedding). */
+const HF_HEAD = 'lm_head.weight'
+
+/**
+ * Where the token embedding or the classifier is really stored, for checkpoints that store
+ * tied embeddings once. Two ways a file says so:
+ * - the safetensors `__metadata__` maps the absent name to the stored one (what
+ *   `safetensors.torch.save_model` writes for shared tensors), in either direction
+ *   (`model.embed_tokens.weight` -> `lm_head.weight` or the reverse);
+ * - `tie_word_embeddings: true` (`config.tiedEmbeddings`) with only `lm_head.weight` stored.
+ *
+ * @param config - the model's `llama` configuration
+ * @param stored - the names of the tensors the files hold
+ * @param metadata - the safetensors `__metadata__` (of every shard, merged)
+ * @returns absent name to the stored name to read in its place (empty when nothing is tied
+ *   away), and a note per alias for the load notes
+ * @category Import
+ */
+export function tiedEmbeddingAliases(
+  config: TransformerConfig,
+  stored: ReadonlySet<string>,
+  metadata: Readonly<Record<string, string>> = {},
+): { readonly aliases: ReadonlyMap<string, string>; readonly notes: readonly string[] } {
+  const aliases = new Map<string, string>()
+  const notes: string[] = []
+  for (const [absent, other] of [
+    [HF_EMBED, HF_HEAD],
+    [HF_HEAD, HF_EMBED],
+  ] as const) {
+    if (stored.has(absent) || !stored.has(other)) continue
+    if (metadata[absent] === other) {
+      aliases.set(absent, other)
+      notes.push(`'${absent}' is stored once, as '${other}' (safetensors __metadata__ alias)`)
+    } else if (absent === HF_EMBED && config.tiedEmbeddings) {
+      aliases.set(absent, other)
+      notes.push(`'${absent}' is absent; read from '${other}' (tie_word_embeddings is true)`)
+    }
+  }
+  return { aliases, notes }
+}
+
 /** The names of tensors a Hugging Face checkpoint may carry that hold no learned weight. */
 const IGNORABLE_HF = /^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$/
 
