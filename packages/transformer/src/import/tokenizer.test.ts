@@ -3,7 +3,7 @@ import { AttnlabError, Rng } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
 import { AIDREAMS, HAVE_AIDREAMS } from '../__fixtures__/import/aidreams.ts'
 import fixture from '../__fixtures__/import/aidreams-tokenizer.json' with { type: 'json' }
-import { ModelFileError } from './errors.ts'
+import { ModelFileError, UnsupportedModelError } from './errors.ts'
 import { Llama2cTokenizer } from './tokenizer.ts'
 
 /** A small vocabulary in the llama2.c layout: <unk>, BOS, EOS, 256 byte pieces, then merges. */
@@ -170,6 +170,22 @@ describe('Llama2cTokenizer.fromBytes errors', () => {
     const nan = good.slice()
     new DataView(nan.buffer).setFloat32(4, Number.NaN, true)
     expectReason(() => Llama2cTokenizer.fromBytes(nan), 'invalid-header', /not finite/)
+  })
+
+  it('recognises JSON (a Hugging Face tokenizer.json) instead of reading it as a binary header', () => {
+    const json = new TextEncoder().encode('{\n  "version": "1.0",\n  "model": { "type": "BPE", "vocab": {} }\n}\n')
+    for (const bytes of [json, new Uint8Array([0xef, 0xbb, 0xbf, 0x20, ...json])]) {
+      expect(() => Llama2cTokenizer.fromBytes(bytes, { file: 'tokenizer.json' })).toThrow(UnsupportedModelError)
+      expect(() => Llama2cTokenizer.fromBytes(bytes, { file: 'tokenizer.json' })).toThrow(
+        /^tokenizer\.json: this is a JSON file \(a Hugging Face tokenizer\.json\), not a llama2\.c tokenizer\.bin; .*not supported yet/,
+      )
+    }
+    expectReason(() => Llama2cTokenizer.fromBytes(json.subarray(0, 20)), 'invalid-header', /starts like JSON \(but does not parse\)/)
+    // A real tokenizer.bin whose max_token_length is 123 (first byte '{') is still read as one.
+    const pieces = ['<unk>', '<s>', '</s>', 'a']
+    const bin = Llama2cTokenizer.fromPieces(pieces, pieces.map(() => 0)).serialize()
+    new DataView(bin.buffer, bin.byteOffset).setInt32(0, 123, true)
+    expect(Llama2cTokenizer.fromBytes(bin).vocabSize).toBe(4)
   })
 
   it('rejects a vocabulary size that is not the model’s', () => {

@@ -21,7 +21,7 @@
  * @module
  */
 import { AttnlabError } from '@attnlab/core'
-import { ModelFileError } from './errors.ts'
+import { ModelFileError, UnsupportedModelError } from './errors.ts'
 
 /**
  * Options of {@link Llama2cTokenizer.fromBytes}.
@@ -129,6 +129,38 @@ interface Candidate {
 const NO_MERGE_SCORE = -1e10
 
 /**
+ * Refuses JSON given as a `tokenizer.bin`: a Hugging Face `tokenizer.json` would otherwise be
+ * read as a binary header (its first bytes `{\n  "` as max_token_length 538970747) and fail
+ * with a meaningless byte-length error.
+ *
+ * @throws {@link UnsupportedModelError} for valid JSON; {@link ModelFileError} `invalid-header`
+ *   for text that starts like a JSON object but does not parse
+ */
+function rejectJson(bytes: Uint8Array, file: string | undefined): void {
+  let start = 0
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) start = 3 // UTF-8 byte order mark
+  while (start < bytes.byteLength && [0x20, 0x09, 0x0a, 0x0d].includes(bytes[start] as number)) start++
+  if (bytes[start] !== 0x7b) return // '{'
+  let json: unknown
+  try {
+    json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
+  } catch {
+    const head = bytes.subarray(0, 4)
+    // A real tokenizer.bin starting with 0x7b has max_token_length 123 + 256 * (...): binary bytes follow.
+    if (head.every((b) => b >= 0x20 || b === 0x09 || b === 0x0a || b === 0x0d)) {
+      throw new ModelFileError('invalid-header', 'this is text that starts like JSON (but does not parse), not a llama2.c tokenizer.bin', { file })
+    }
+    return
+  }
+  const huggingFace = typeof json === 'object' && json !== null && 'model' in json
+  throw new UnsupportedModelError(
+    `this is a JSON file${huggingFace ? " (a Hugging Face tokenizer.json)" : ''}, not a llama2.c tokenizer.bin; ` +
+      'attnlab reads llama2.c tokenizer.bin files only (tokenizer.json is not supported yet)',
+    { file },
+  )
+}
+
+/**
  * The llama2.c BPE tokenizer: encodes text to token ids and decodes ids to text exactly as
  * llama2.c's `run.c` does.
  *
@@ -197,10 +229,14 @@ export class Llama2cTokenizer {
    * @param options - expected vocabulary size, BOS/EOS ids, file name for messages
    * @throws {@link ModelFileError} `truncated` when a record is cut short, `invalid-header` for a
    *   negative length or score that is not finite, `inconsistent` when `vocabSize` is given and
-   *   differs from the number of tokens in the file
+   *   differs from the number of tokens in the file; `invalid-header` also for text that starts
+   *   like JSON but does not parse
+   * @throws {@link UnsupportedModelError} for a JSON file (a Hugging Face `tokenizer.json`), which
+   *   this class does not read
    */
   static fromBytes(bytes: Uint8Array, options: Llama2cTokenizerOptions = {}): Llama2cTokenizer {
     const file = options.file
+    rejectJson(bytes, file)
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
     if (bytes.byteLength < 4) {
       throw new ModelFileError('truncated', `${bytes.byteLength} bytes is shorter than a tokenizer header (int32 max_token_length)`, { file })
