@@ -91,6 +91,25 @@ describe('restrictedContextEntropyMonteCarlo', () => {
     expect(mc.pooled[1]?.bounds).toBeNull()
   })
 
+  it('with posteriorSampling: false, reports the uncountable lengths as not estimated, bounded', () => {
+    const task = new SparseMarkovTask({ vocabSize: 6, spans: [2, 2, 2] })
+    const exact = restrictedContextEntropy(task)
+    const options = { sequences: 2_000, maxCountingContexts: 40, contextLengths: [0, 2, 4, 6] }
+    const mc = restrictedContextEntropyMonteCarlo(task, { ...options, posteriorSampling: false })
+    const h4 = mc.pooled[2] as EntropyEstimate
+    expect(h4.method).toBe('none')
+    expect(h4.estimate).toBeNull()
+    expect(h4.note).toMatch(/posteriorSampling: false/)
+    const [lower, upper] = h4.bounds as readonly [number, number]
+    expect(lower).toBeLessThanOrEqual(exact.pooled[4] as number)
+    expect(upper).toBeGreaterThanOrEqual(exact.pooled[4] as number)
+    expect(mc.options.posteriorSampling).toBe(false)
+    // The counted lengths are the same numbers as with posterior sampling on.
+    const full = restrictedContextEntropyMonteCarlo(task, options)
+    expect(full.pooled[2]?.note).not.toMatch(/posteriorSampling/)
+    expect(mc.pooled.map((e) => e.estimate).filter((_, i) => i !== 2)).toEqual(full.pooled.map((e) => e.estimate).filter((_, i) => i !== 2))
+  })
+
   it('estimates the d = 50, spans [2,2,2] plateau lines it can count, and is deterministic per seed', () => {
     const task = new SparseMarkovTask()
     const mc = restrictedContextEntropyMonteCarlo(task, { sequences: 30_000, contextLengths: [0, 2, 6] })
@@ -125,6 +144,7 @@ describe('restrictedContextEntropyMonteCarlo', () => {
       [{ contextLengths: [3] }, 'contextLengths[0]'],
       [{ contextLengths: [] }, 'contextLengths'],
       [{ positionSpecific: 'yes' }, 'positionSpecific'],
+      [{ posteriorSampling: 'no' }, 'posteriorSampling'],
       [{ seed: 1.5 }, 'seed'],
       [{ resimulations: -1 }, 'resimulations'],
       [{ maxCountingContexts: 0 }, 'maxCountingContexts'],

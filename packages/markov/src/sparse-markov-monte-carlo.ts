@@ -38,6 +38,12 @@ export interface MonteCarloOracleOptions {
   readonly contextLengths?: readonly number[]
   /** Also estimate the position-specific variant (doubles the cost of the posterior-sampling estimates); default false. */
   readonly positionSpecific?: boolean
+  /**
+   * Estimate the context lengths that cannot be counted by posterior sampling (the slow part:
+   * about 20 s per length for d = 50, spans [2,2,2]); `false` reports them as not estimated,
+   * with {@link EntropyEstimate.bounds} from the estimated neighbours. Default true.
+   */
+  readonly posteriorSampling?: boolean
 }
 
 /**
@@ -191,6 +197,7 @@ export function restrictedContextEntropyMonteCarlo(
     resimulations: checkInteger('resimulations', options.resimulations ?? 8, 0, 100_000),
     maxCountingContexts: checkInteger('maxCountingContexts', options.maxCountingContexts ?? 10_000, 1, 1e7),
     positionSpecific: checkBoolean('positionSpecific', options.positionSpecific ?? false),
+    posteriorSampling: checkBoolean('posteriorSampling', options.posteriorSampling ?? true),
   })
   if (resolved.sweeps % 4 !== 0) {
     throw new ConfigError('sweeps', `got ${resolved.sweeps}; expected a multiple of 4 in [4, 100000] (the sweeps are split in halves and quarters)`)
@@ -245,6 +252,9 @@ export function restrictedContextEntropyMonteCarlo(
       const value = positionSpecific ? counted.positionSpecific : counted.pooled
       if (value) return countingEstimate(n, value, n === 0 ? 'no context' : `the last ${n} tokens`)
       return notEstimated(n, `too many (context, position) tables to count H_${n} per position in memory`)
+    }
+    if (!resolved.posteriorSampling) {
+      return notEstimated(n, `not estimated: H_${n} needs posterior sampling, which was turned off (posteriorSampling: false)`)
     }
     if (teacherEntropy.estimate < MIN_POSTERIOR_TEACHER_ENTROPY) {
       return notEstimated(

@@ -40,10 +40,20 @@ import {
   type TaskFlags,
 } from '../run-flags.ts'
 import { odeOverlay, type OdeOverlay } from '../emergence/ode.ts'
-import { computeOracles, type Oracles } from '../emergence/oracles.ts'
+import { computeOracles, describeOracleValue, type Oracles } from '../emergence/oracles.ts'
 import { buildReport, type PatternSnapshot, type SeedReport } from '../emergence/report.ts'
 import { runSeed, seedDirectory, type SeedRun, type TrainingSettings } from '../emergence/run.ts'
-import { analyzeRun, describeOracle, headNames, type MetricLine, type RunAnalysis } from '../emergence/stages.ts'
+import {
+  INTERPOLATED_NOTE,
+  analyzeRun,
+  describeLearned,
+  describePlateau,
+  describeStageOracle,
+  headNames,
+  learnedHeader,
+  type MetricLine,
+  type RunAnalysis,
+} from '../emergence/stages.ts'
 
 /** Flags of `attnlab emergence`. */
 interface EmergenceFlags extends TaskFlags, ModelFlags, OptimizationFlags {
@@ -338,7 +348,7 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
   try {
     // 2. The oracle plateau lines (before anything is written: they can be slow or fail).
     oracles = computeOracles(task, stored.seeds[0] ?? 0)
-    log(`oracle lines (${oracles.note}; ${oracles.seconds.toFixed(1)} s): ${oracles.lines.map((o) => `${o.label} ${o.value !== null ? o.value.toFixed(3) : o.bounds ? `in [${o.bounds[0].toFixed(2)}, ${o.bounds[1].toFixed(2)}]` : '?'}`).join('; ')}`)
+    log(`oracle lines (${oracles.note}; ${oracles.seconds.toFixed(1)} s): ${oracles.lines.map((o) => `${o.label} ${describeOracleValue(o)}`).join('; ')}`)
     if (controller.signal.aborted) throw interruptedBeforeStart()
 
     // The run directory: created only now, everything having been validated.
@@ -543,15 +553,16 @@ function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[
       const rows = s.analysis.stages.map((st) => [
         String(st.stage),
         String(Math.round(st.step)),
-        st.plateauLoss.toFixed(3),
-        st.nearestOracle ? describeOracle(st.nearestOracle) : '-',
-        st.spanNames.map((name, i) => (st.heads[i] === undefined ? name : `${name} <- ${st.heads[i]}`)).join(', ') || '-',
+        describePlateau(st),
+        describeStageOracle(st.nearestOracle),
+        describeLearned(st),
       ])
-      const header = ['stage', 'step', 'plateau (nats)', 'oracle of the stage', 'learned (span <- head)']
+      const header = ['stage', 'step', 'plateau (nats)', 'oracle of the stage', learnedHeader(s.analysis.method)]
       const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
-      const format = (r: readonly string[]): string => r.map((c, i) => c.padEnd(widths[i] as number)).join('  ')
+      const format = (r: readonly string[]): string => r.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd()
       console.log(format(header))
       for (const r of rows) console.log(format(r))
+      if (s.analysis.stages.some((st) => st.plateauEvaluations === 0)) console.log(INTERPOLATED_NOTE)
     }
     const final = s.lines[s.lines.length - 1]
     if (final !== undefined) {

@@ -22,6 +22,7 @@ import {
 import { UsageError } from '../errors.ts'
 import { checkOutputFile, intParser } from '../options.ts'
 import { addTaskFlags, type TaskFlags } from '../run-flags.ts'
+import { boundsInformative } from '../emergence/oracles.ts'
 
 /** Task flags, and the task kinds each applies to. */
 const TASK_FLAGS: Readonly<Record<string, { readonly key: string; readonly kinds: readonly TaskKind[] }>> = {
@@ -278,7 +279,15 @@ function printOracle(result: Record<string, unknown>): void {
     if (Array.isArray(result.estimates)) {
       for (const e of result.estimates as EntropyEstimate[]) {
         if (e.reliable) continue
-        const bounds = e.bounds ? ` (it lies in [${e.bounds[0].toFixed(3)}, ${e.bounds[1].toFixed(3)}])` : ''
+        let bounds = ''
+        if (e.bounds) {
+          // Same test as the emergence report: a bound over half the gap between its estimated neighbours says nothing.
+          const n = e.contextLength
+          const below = values.slice(n + 1).find((x): x is number => typeof x === 'number') ?? null
+          const above = values.slice(0, n).reverse().find((x): x is number => typeof x === 'number') ?? null
+          const wide = boundsInformative(e.bounds, below, above) ? '' : '; too wide to test a plateau against'
+          bounds = ` (it lies in [${e.bounds[0].toFixed(3)}, ${e.bounds[1].toFixed(3)}]${wide})`
+        }
         console.log(`  note H_${e.contextLength}: ${e.note}${bounds}`)
       }
     }

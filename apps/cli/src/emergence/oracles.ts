@@ -14,6 +14,7 @@ import {
   restrictedContextEntropy,
   restrictedContextEntropyMonteCarlo,
   type AnyTask,
+  type EntropyEstimate,
 } from '@attnlab/markov'
 
 /** One horizontal reference line (nats). */
@@ -32,6 +33,11 @@ export interface OracleLine {
   readonly bounds: readonly [number, number] | null
   /** How it was computed. */
   readonly method: 'exact' | 'monte-carlo' | 'closed-form'
+  /**
+   * For a line known only by `bounds`: whether they are narrow enough to test a plateau against
+   * ({@link boundsInformative}); absent for lines with a value.
+   */
+  readonly boundsInformative?: boolean
 }
 
 /** The plateau lines of one task. */
@@ -53,8 +59,33 @@ export interface Oracles {
 
 /** Windows up to this many states get the exact oracle. */
 const MAX_EXACT_STATES = 1_000_000
-/** Monte-Carlo counting estimates are used up to this many contexts (d^n). */
-const MAX_COUNTING_CONTEXTS = 10_000
+
+/**
+ * Whether an interval known to contain an oracle value says anything about a plateau: it must be
+ * at most half as wide as the gap between the estimated lines next to it (`below`: the next
+ * smaller value, e.g. `H` of a longer context; `above`: the next larger one; a missing neighbour
+ * is replaced by the interval's own end). A wider interval cannot tell the stage's plateau from
+ * its neighbours', so a plateau inside it is no test.
+ *
+ * @param bounds - `[lower, upper]` (nats)
+ * @param below - the nearest estimated value below the line (nats), or null
+ * @param above - the nearest estimated value above the line (nats), or null
+ */
+export function boundsInformative(bounds: readonly [number, number], below: number | null, above: number | null): boolean {
+  const gap = (above ?? bounds[1]) - (below ?? bounds[0])
+  return bounds[1] - bounds[0] <= 0.5 * gap
+}
+
+/**
+ * An oracle line's value for text: `1.734`, `in [0.69, 1.41]`, with `, too wide to test a
+ * plateau` for uninformative bounds, or `not estimated`.
+ */
+export function describeOracleValue(line: OracleLine, digits = 3): string {
+  if (line.value !== null) return line.value.toFixed(digits)
+  if (line.bounds === null) return 'not estimated'
+  const range = `in [${line.bounds[0].toFixed(digits)}, ${line.bounds[1].toFixed(digits)}]`
+  return line.boundsInformative === false ? `${range}, too wide to test a plateau` : range
+}
 
 function sparseMarkovOracles(task: SparseMarkovTask, seed: number): Omit<Oracles, 'seconds'> {
   const spans = task.config.spans
@@ -89,33 +120,30 @@ function sparseMarkovOracles(task: SparseMarkovTask, seed: number): Omit<Oracles
     })
     return { lines, plateaus, floor: exact.teacherEntropy, note: `exact (d^C = ${stateCount} windows)` }
   }
-  const counting = boundaries.filter((n) => n === C || Math.pow(task.vocabSize, n) <= MAX_COUNTING_CONTEXTS)
-  const estimate = restrictedContextEntropyMonteCarlo(task, { seed, contextLengths: counting })
-  const byLength = new Map(estimate.pooled.map((e) => [e.contextLength, e]))
+  // The package's estimator, as `attnlab markov oracle` uses it, on the span boundaries only and
+  // without posterior sampling (about 20 s per uncountable length for d = 50, [2,2,2], and the
+  // two-span line H_4 does not converge even then): those lines get the estimator's bounds.
+  const estimate = restrictedContextEntropyMonteCarlo(task, { seed, contextLengths: boundaries, posteriorSampling: false })
   const truncated = estimate.truncatedTeacherCrossEntropy
   for (const [j, n] of boundaries.entries()) {
-    const e = byLength.get(n)
-    if (e !== undefined && e.estimate !== null) {
-      lines.push({ label: labelFor(j, n), kind: j === K ? 'teacher-entropy' : 'restricted-context', spans: j, value: e.estimate, standardError: e.standardError, bounds: null, method: 'monte-carlo' })
+    const e = estimate.pooled[j] as EntropyEstimate
+    const base = { label: labelFor(j, n), kind: j === K ? ('teacher-entropy' as const) : ('restricted-context' as const), spans: j, method: 'monte-carlo' as const }
+    if (e.estimate !== null) {
+      lines.push({ ...base, value: e.estimate, standardError: e.standardError, bounds: null })
       plateaus.push(reversed && j > 0 && j < K ? null : e.estimate)
-      continue
+    } else {
+      const valueAt = (m: number): number | null => estimate.pooled[m]?.estimate ?? null
+      const below = boundaries.slice(j + 1).map((_, i) => valueAt(j + 1 + i)).find((x) => x !== null) ?? null
+      const above = boundaries.slice(0, j).map((_, i) => valueAt(j - 1 - i)).find((x) => x !== null) ?? null
+      lines.push({
+        ...base,
+        value: null,
+        standardError: null,
+        bounds: e.bounds,
+        ...(e.bounds === null ? {} : { boundsInformative: boundsInformative(e.bounds, below, above) }),
+      })
+      plateaus.push(null)
     }
-    // Not estimable without bias: bound it by the next estimated boundary below (H is
-    // non-increasing in n) and, from above, by the truncated teacher that keeps the same spans
-    // (one predictor of that class) and the previous estimated value.
-    const lower = boundaries.slice(j + 1).map((m) => byLength.get(m)?.estimate ?? null).find((x) => x !== null) ?? null
-    const upperCandidates = [truncated[j]?.estimate ?? null, ...boundaries.slice(0, j).map((m) => byLength.get(m)?.estimate ?? null)].filter((x): x is number => x !== null)
-    const upper = upperCandidates.length > 0 ? Math.min(...upperCandidates) : null
-    lines.push({
-      label: labelFor(j, n),
-      kind: j === K ? 'teacher-entropy' : 'restricted-context',
-      spans: j,
-      value: null,
-      standardError: null,
-      bounds: lower !== null && upper !== null ? [lower, upper] : null,
-      method: 'monte-carlo',
-    })
-    plateaus.push(null)
   }
   truncated.forEach((e, k) => {
     if (k > 0 && k < K && e.estimate !== null) {
@@ -126,7 +154,7 @@ function sparseMarkovOracles(task: SparseMarkovTask, seed: number): Omit<Oracles
     lines,
     plateaus,
     floor: estimate.teacherEntropy.estimate,
-    note: `Monte Carlo (d^C = ${stateCount.toExponential(1)} windows is beyond the exact oracle); values whose context is too long to estimate without bias are shown as bounds`,
+    note: `Monte Carlo (d^C = ${stateCount.toExponential(1)} windows is beyond the exact oracle); values whose context is too long to count are shown as bounds (from the estimated neighbours and the truncated teachers, widened by 2 standard errors)`,
   }
 }
 

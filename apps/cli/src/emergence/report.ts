@@ -4,8 +4,16 @@
  */
 import { renderSvg, type PlotSpec } from '../plot.ts'
 import type { OdeOverlay } from './ode.ts'
-import type { OracleLine } from './oracles.ts'
-import { describeOracle, type MetricLine, type RunAnalysis } from './stages.ts'
+import { describeOracleValue, type OracleLine } from './oracles.ts'
+import {
+  INTERPOLATED_NOTE,
+  describeLearned,
+  describePlateau,
+  describeStageOracle,
+  learnedHeader,
+  type MetricLine,
+  type RunAnalysis,
+} from './stages.ts'
 
 /** Mean attention pattern of every head at one step: `[head][query][key]`. */
 export interface PatternSnapshot {
@@ -251,13 +259,16 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
   const rows = seed.analysis.stages
     .map(
       (s) =>
-        `<tr><td>${s.stage}</td><td>${Math.round(s.step)}</td><td>${fmt(s.plateauLoss)}</td><td>${escape(
-          s.nearestOracle ? `${describeOracle(s.nearestOracle)} (${fmt(s.nearestOracle.distance, 3)} away)` : '-',
-        )}</td><td>${escape(s.spanNames.map((name, i) => (s.heads[i] === undefined ? name : `${name} <- ${s.heads[i]}`)).join(', ') || '-')}</td></tr>`,
+        `<tr><td>${s.stage}</td><td>${Math.round(s.step)}</td><td>${escape(describePlateau(s))}</td>` +
+        `<td>${escape(describeStageOracle(s.nearestOracle))}</td><td>${escape(describeLearned(s))}</td></tr>`,
     )
     .join('')
   void input
-  return `<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>oracle of the stage (distance)</th><th>learned (span &lt;- head)</th></tr></thead><tbody>${rows}</tbody></table>`
+  const note = seed.analysis.stages.some((s) => s.plateauEvaluations === 0) ? `<p>${escape(INTERPOLATED_NOTE)}</p>` : ''
+  return (
+    '<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>oracle of the stage (distance)</th>' +
+    `<th>${escape(learnedHeader(seed.analysis.method))}</th></tr></thead><tbody>${rows}</tbody></table>${note}`
+  )
 }
 
 /**
@@ -316,7 +327,7 @@ export async function buildReport(input: ReportInput): Promise<string> {
   const oracleRows = input.oracles
     .map(
       (o) =>
-        `<tr><td>${escape(o.label)}</td><td>${o.value !== null ? fmt(o.value, 4) : o.bounds ? `in [${fmt(o.bounds[0])}, ${fmt(o.bounds[1])}]` : 'not estimated'}</td><td>${o.standardError !== null ? fmt(o.standardError, 4) : '-'}</td><td>${o.method}</td></tr>`,
+        `<tr><td>${escape(o.label)}</td><td>${escape(describeOracleValue(o, o.value !== null ? 4 : 3))}</td><td>${o.standardError !== null ? fmt(o.standardError, 4) : '-'}</td><td>${o.method}</td></tr>`,
     )
     .join('')
   const tables = input.seeds

@@ -56,8 +56,17 @@ export interface RunStage {
   readonly spanNames: readonly string[]
   /** The head(s) holding them, e.g. `L0H2`. */
   readonly heads: readonly string[]
-  /** Median validation loss over the second half of the stage (nats). */
+  /**
+   * Median validation loss over the second half of the stage (nats); for a stage that began and
+   * ended between two evaluations (no evaluation inside it), the loss interpolated linearly at
+   * the stage's middle step.
+   */
   readonly plateauLoss: number
+  /**
+   * Evaluations the plateau is the median of; 0 when the stage was passed between two
+   * evaluations and {@link RunStage.plateauLoss} is interpolated.
+   */
+  readonly plateauEvaluations: number
   /**
    * The oracle of this stage (the Bayes loss given the `j` most important spans) or, without
    * one, the closest oracle line; with the plateau's distance to it (nats; 0 inside a line known
@@ -68,6 +77,11 @@ export interface RunStage {
     readonly value: number | null
     readonly bounds: readonly [number, number] | null
     readonly distance: number
+    /**
+     * False for bounds too wide to test the plateau against (see `boundsInformative` in
+     * `./oracles.ts`); then `distance` (0 inside them) means nothing. True for a value.
+     */
+    readonly informative: boolean
   } | null
 }
 
@@ -104,6 +118,37 @@ function median(values: readonly number[]): number {
   return n % 2 === 1 ? (sorted[(n - 1) / 2] as number) : 0.5 * ((sorted[n / 2 - 1] as number) + (sorted[n / 2] as number))
 }
 
+/** Linear interpolation of `values` (at `steps`, increasing) at `step`, clamped to the ends. */
+function interpolate(steps: readonly number[], values: readonly number[], step: number): number {
+  const n = steps.length
+  if (n === 0) return NaN
+  if (step <= (steps[0] as number)) return values[0] as number
+  for (let i = 1; i < n; i++) {
+    const s1 = steps[i] as number
+    if (step <= s1) {
+      const s0 = steps[i - 1] as number
+      const v0 = values[i - 1] as number
+      const v1 = values[i] as number
+      return s1 === s0 ? v1 : v0 + ((v1 - v0) * (step - s0)) / (s1 - s0)
+    }
+  }
+  return values[n - 1] as number
+}
+
+/**
+ * The plateau of a stage that runs over steps `[start, end)`: the median validation loss over
+ * the second half of the stage, else over the whole stage, else (no evaluation inside: the
+ * stage began and ended within one evaluation interval) the loss interpolated at its middle.
+ */
+function plateauOf(steps: readonly number[], losses: readonly number[], start: number, end: number): { loss: number; evaluations: number } {
+  const mid = 0.5 * (start + end)
+  const inside = (from: number): number[] => losses.filter((_, i) => (steps[i] as number) >= from && (steps[i] as number) < end)
+  let window = inside(mid)
+  if (window.length === 0) window = inside(start)
+  if (window.length > 0) return { loss: median(window), evaluations: window.length }
+  return { loss: interpolate(steps, losses, mid), evaluations: 0 }
+}
+
 function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['nearestOracle'] {
   let best: RunStage['nearestOracle'] = null
   for (const line of oracles) {
@@ -111,7 +156,10 @@ function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['neares
     if (line.value !== null) distance = Math.abs(loss - line.value)
     else if (line.bounds !== null) distance = loss < line.bounds[0] ? line.bounds[0] - loss : loss > line.bounds[1] ? loss - line.bounds[1] : 0
     else continue
-    if (best === null || distance < best.distance) best = { label: line.label, value: line.value, bounds: line.value === null ? line.bounds : null, distance }
+    if (best === null || distance < best.distance) {
+      const bounds = line.value === null ? line.bounds : null
+      best = { label: line.label, value: line.value, bounds, distance, informative: bounds === null || line.boundsInformative !== false }
+    }
   }
   return best
 }
@@ -123,10 +171,10 @@ function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['neares
 function stageOracle(stage: number, loss: number, oracles: readonly OracleLine[]): RunStage['nearestOracle'] {
   const line = oracles.find((o) => (o.kind === 'restricted-context' || o.kind === 'teacher-entropy') && o.spans === stage)
   if (line === undefined) return null
-  if (line.value !== null) return { label: line.label, value: line.value, bounds: null, distance: Math.abs(loss - line.value) }
+  if (line.value !== null) return { label: line.label, value: line.value, bounds: null, distance: Math.abs(loss - line.value), informative: true }
   if (line.bounds === null) return null
   const distance = loss < line.bounds[0] ? line.bounds[0] - loss : loss > line.bounds[1] ? loss - line.bounds[1] : 0
-  return { label: line.label, value: null, bounds: line.bounds, distance }
+  return { label: line.label, value: null, bounds: line.bounds, distance, informative: line.boundsInformative !== false }
 }
 
 /** `H_2 (newest 1 span) 1.439` or `H_4 (newest 2 spans) in [0.54, 1.14]`. */
@@ -135,6 +183,34 @@ export function describeOracle(oracle: NonNullable<RunStage['nearestOracle']>, d
   if (oracle.bounds !== null) return `${oracle.label} in [${oracle.bounds[0].toFixed(2)}, ${oracle.bounds[1].toFixed(2)}]`
   return oracle.label
 }
+
+/**
+ * The oracle of a stage with the plateau's distance to it: `H_2 (newest 1 span) 1.439 (0.012
+ * away)`; a bound too wide to test the plateau says so instead of a distance of 0.
+ */
+export function describeStageOracle(oracle: RunStage['nearestOracle']): string {
+  if (oracle === null) return '-'
+  if (!oracle.informative) return `${describeOracle(oracle)} (too wide to test the plateau)`
+  return `${describeOracle(oracle)} (${oracle.distance.toFixed(3)} away)`
+}
+
+/** A stage's plateau: `1.234`, or `~0.600` when interpolated (no evaluation inside the stage). */
+export function describePlateau(stage: RunStage): string {
+  return stage.plateauEvaluations === 0 ? `~${stage.plateauLoss.toFixed(3)}` : stage.plateauLoss.toFixed(3)
+}
+
+/** Header of the stage table's last column: spans and their heads, or output positions. */
+export function learnedHeader(method: RunAnalysis['method']): string {
+  return method === 'spans' ? 'learned (span <- head)' : 'learned (output position)'
+}
+
+/** What a stage learned: `span 2 <- L0H1`, or `position 3`. */
+export function describeLearned(stage: RunStage): string {
+  return stage.spanNames.map((name, i) => (stage.heads[i] === undefined ? name : `${name} <- ${stage.heads[i]}`)).join(', ') || '-'
+}
+
+/** The note under a stage table when some plateau was interpolated. */
+export const INTERPOLATED_NOTE = '~: the stage began and ended between two evaluations; its loss is interpolated at its middle'
 
 /** Names heads across layers: `L{layer}H{head}`. */
 export function headNames(nLayers: number, nHeads: number): string[] {
@@ -207,19 +283,21 @@ export function analyzeRun(
       for (let h = 1; h < heads.length; h++) if ((m[h]?.[g] as number) > (m[bestHead]?.[g] as number)) bestHead = h
       return heads[bestHead] as string
     })
-    stages.push({ stage: j, step, spans, spanNames: spans.map((g) => groupNames[g] as string), heads: holders, plateauLoss: NaN, nearestOracle: null })
+    stages.push({ stage: j, step, spans, spanNames: spans.map((g) => groupNames[g] as string), heads: holders, plateauLoss: NaN, plateauEvaluations: 0, nearestOracle: null })
     previous = now
     from = found
   }
   // Plateau of stage j: median loss over the second half of [start_j, start_{j+1}).
   const withPlateaus = stages.map((stage, index) => {
     const end = stages[index + 1]?.step ?? (steps[steps.length - 1] as number) + 1
-    const mid = 0.5 * (stage.step + end)
-    let window = losses.filter((_, i) => (steps[i] as number) >= mid && (steps[i] as number) < end)
-    if (window.length === 0) window = losses.filter((_, i) => (steps[i] as number) >= stage.step && (steps[i] as number) < end)
-    if (window.length === 0) window = [losses[losses.length - 1] as number]
-    const plateauLoss = median(window)
-    return { ...stage, plateauLoss, nearestOracle: stageOracle(stage.stage, plateauLoss, oracles) ?? nearest(plateauLoss, oracles) }
+    const plateau = plateauOf(steps, losses, stage.step, end)
+    const plateauLoss = plateau.loss
+    return {
+      ...stage,
+      plateauLoss,
+      plateauEvaluations: plateau.evaluations,
+      nearestOracle: stageOracle(stage.stage, plateauLoss, oracles) ?? nearest(plateauLoss, oracles),
+    }
   })
   const last = masses[masses.length - 1] as readonly (readonly number[])[]
   const finalHolders = groupNames.map((_, g) => {
@@ -265,6 +343,7 @@ function firstPersistentBelow(steps: readonly number[], values: readonly (number
 
 function analyzeByLoss(lines: readonly MetricLine[], oracles: readonly OracleLine[], similarity: readonly number[], persistence: number): RunAnalysis {
   const steps = lines.map((l) => l.step)
+  const losses = lines.map((l) => l.validationLoss)
   const chance = oracles.find((o) => o.kind === 'chance')?.value ?? lines[0]?.validationLoss ?? 0
   const floor = oracles.find((o) => o.kind === 'floor' || o.kind === 'teacher-entropy')?.value ?? 0
   const level = 0.5 * (chance + floor)
@@ -290,9 +369,17 @@ function analyzeByLoss(lines: readonly MetricLine[], oracles: readonly OracleLin
     .sort((a, b) => a.step - b.step || a.p - b.p)
   const stages: RunStage[] = learned.map(({ step, p }, index) => {
     const end = learned[index + 1]?.step ?? (steps[steps.length - 1] as number) + 1
-    const window = lines.filter((l) => l.step >= 0.5 * (step + end) && l.step < end).map((l) => l.validationLoss)
-    const plateauLoss = median(window.length > 0 ? window : [lines[lines.length - 1]?.validationLoss ?? NaN])
-    return { stage: index + 1, step, spans: [p], spanNames: [`position ${p + 1}`], heads: [], plateauLoss, nearestOracle: nearest(plateauLoss, oracles) }
+    const plateau = plateauOf(steps, losses, step, end)
+    return {
+      stage: index + 1,
+      step,
+      spans: [p],
+      spanNames: [`position ${p + 1}`],
+      heads: [],
+      plateauLoss: plateau.loss,
+      plateauEvaluations: plateau.evaluations,
+      nearestOracle: nearest(plateau.loss, oracles),
+    }
   })
   return { method: 'loss', stages, phases: [], finalHolders: [], eachSpanOwnHead: false, emergenceStep, positionEmergence, headSimilarity: similarity }
 }
