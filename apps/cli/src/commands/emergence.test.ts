@@ -62,6 +62,15 @@ describe('attnlab emergence', () => {
     expect(b.map((l) => l.validationLoss)).toEqual(a.map((l) => l.validationLoss))
   })
 
+  it('--resume says from which step each seed continues', async () => {
+    const io = captureOutput()
+    const part = join(root(), 'part-seeds')
+    expect(await main(['emergence', ...TINY, '--seeds', '2', '--steps', '3', '--out', part, '--json'])).toBe(0)
+    expect(await main(['emergence', '--resume', part, '--steps', '6'])).toBe(0)
+    const said = io.err().split('\n').filter((l) => l.startsWith('seed ') && l.includes('continuing'))
+    expect(said).toEqual(['seed 0: continuing from step 3 of 6 (its checkpoint)', 'seed 1: continuing from step 3 of 6 (its checkpoint)'])
+  })
+
   it('repeats the run over seeds and reports an emergence step per seed', async () => {
     const io = captureOutput()
     const out = join(root(), 'seeds')
@@ -81,6 +90,19 @@ describe('attnlab emergence', () => {
     const summary = JSON.parse(io.out())
     expect(summary.oracles.lines.map((o: { kind: string }) => o.kind)).toEqual(['chance', 'floor'])
     expect(summary.seeds[0].positionEmergence.length).toBeGreaterThan(0)
+  })
+
+  it('linear-map progress lines show the validation loss once and the positions learned', async () => {
+    const io = captureOutput()
+    const out = join(root(), 'linear-text')
+    const code = await main(['emergence', '--task', 'linear-map', '--state-size', '4', '--ones-per-row', '2', '--preset', 'gpt-nano', '--batch', '16', '--validation-size', '32', '--analysis-size', '16', '--eval-every', '2', '--steps', '4', '--backend', 'cpu', '--out', out])
+    expect(code).toBe(0)
+    const progress = io.err().split('\n').filter((l) => l.startsWith('step '))
+    expect(progress.map((l) => l.split(' ')[1])).toEqual(['0/4', '2/4', '4/4'])
+    for (const l of progress) {
+      expect(l.match(/\bval\b/g)).toHaveLength(1)
+      expect(l).toMatch(/positions \d+\/\d+/)
+    }
   })
 
   it('stops bad flags before any work with one line and exit code 2', async () => {

@@ -375,6 +375,10 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
           snapshots: (await readSnapshots(out, seed)).filter((s) => s.step <= step),
         }
         checkpoint.weights.clear()
+        const done = step >= stored.training.steps ? ', already complete' : ''
+        log(`seed ${seed}: continuing from step ${step} of ${stored.training.steps} (its checkpoint)${done}`)
+      } else if (flags.resume !== undefined) {
+        log(`seed ${seed}: no checkpoint yet, starting from step 0`)
       }
       keptLines.push(...(previous?.lines ?? []))
       if (flags.resume !== undefined) {
@@ -399,8 +403,18 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
           )
         : null
       let lastStage = 'stage 0'
+      // The first evaluation's loss per output position (the loss method's reference).
+      let initialPositions: readonly (number | null)[] | null = previous?.lines[0]?.perPositionLoss ?? null
       const stageLabel = (line: MetricLine): string => {
-        if (line.spanMass === null || groupNames.length === 0) return `val ${line.validationLoss.toFixed(3)}`
+        if (line.spanMass === null || groupNames.length === 0) {
+          // Tasks without spans: output positions whose loss is below half its initial value
+          // (the loss method of the stage analysis, without its persistence check).
+          initialPositions ??= line.perPositionLoss
+          const start = initialPositions
+          const scored = start.filter((x) => x !== null).length
+          const learned = line.perPositionLoss.filter((x, p) => x !== null && start[p] != null && x <= 0.5 * (start[p] as number)).length
+          return `positions ${learned}/${scored}`
+        }
         const held = groupNames.filter((_name: string, g: number) => line.spanMass!.some((row) => (row[g] as number) > 0.5)).length
         return `stage ${held}/${groupNames.length}`
       }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { OracleLine } from './oracles.ts'
-import { analyzeRun, type MetricLine } from './stages.ts'
+import { analyzeRun, describeLearned, describePlateau, learnedHeader, type MetricLine } from './stages.ts'
 
 const oracles: OracleLine[] = [
   { label: 'chance (ln 2)', kind: 'chance', value: Math.LN2, standardError: null, bounds: null, method: 'closed-form' },
@@ -58,6 +58,11 @@ describe('analyzeRun (loss method)', () => {
     expect(second!.plateauEvaluations).toBeGreaterThan(0)
     expect(second!.plateauLoss).toBeCloseTo(lines[5]!.validationLoss, 6)
     expect(third!.plateauLoss).toBeCloseTo(0.01, 6)
+    // The table marks the interpolated plateau and names positions, not spans and heads.
+    expect(describePlateau(first!)).toMatch(/^~\d\.\d{3}$/)
+    expect(describePlateau(second!)).toMatch(/^\d\.\d{3}$/)
+    expect(learnedHeader(analysis.method)).toBe('learned (output position)')
+    expect(describeLearned(third!)).toBe('position 3')
     // Plateaus never go back up.
     const plateaus = analysis.stages.map((s) => s.plateauLoss)
     for (let j = 1; j < plateaus.length; j++) expect(plateaus[j]).toBeLessThanOrEqual(plateaus[j - 1] as number)
