@@ -130,3 +130,11 @@ export async function activateBackend(name: string | undefined): Promise<Backend
   const chosen = (name as BackendName | undefined) ?? (await defaultBackend())
   return useBackend(chosen, kernelFlags)
 }
+
+/**
+ * The help of every `--model <path>` flag: what `loadModel` accepts (one rule for every command
+ * that takes a model).
+ */
+export const MODEL_PATH_HELP =
+  'a llama2.c .bin, a folder holding model.bin, a Hugging Face or attnlab model directory (config.json + ' +
+  'model.safetensors), or an attnlab training checkpoint directory'

@@ -148,6 +148,7 @@ export {
   HF_CONFIG_FILE,
   HF_INDEX_FILE,
   HF_WEIGHTS_FILE,
+  LLAMA2C_MODEL_FILE,
   LLAMA2C_TOKENIZER_FILE,
   readHuggingFaceDirectory,
   readLlama2cFile,

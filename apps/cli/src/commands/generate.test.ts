@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Rng } from '@attnlab/core'
-import { Llama2cTokenizer, createConfig, parameterShapes, saveModelDirectory } from '@attnlab/transformer'
+import { Llama2cTokenizer, createConfig, parameterShapes, saveModelDirectory, serializeLlama2cCheckpoint } from '@attnlab/transformer'
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
@@ -99,6 +99,39 @@ describe('attnlab generate', () => {
     expect(a.split(' ')).toHaveLength(15)
     expect(await run('7')).toBe(a)
     expect(await run('8')).not.toBe(a)
+  })
+
+  it('one model-path rule: a folder holding model.bin (no config.json) works for generate, sparse compare and knockout', async () => {
+    const folder = join(root(), 'llama2c-folder')
+    await mkdir(folder, { recursive: true })
+    const config = createConfig({ architecture: 'llama', dVocab: 40, nCtx: 24, dModel: 16, nLayers: 1, nHeads: 2, dMlp: 16, tiedEmbeddings: true })
+    const rng = Rng.fromSeed(4)
+    const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1)
+    const weights = new Map(parameterShapes(config).map(([name, shape]) => [name, { shape, data: rng.split(name).fillNormal(new Float32Array(size(shape)), 0, 0.5) }]))
+    await writeFile(join(folder, 'model.bin'), serializeLlama2cCheckpoint(config, weights))
+    await writeFile(join(folder, 'tokenizer.bin'), await readFile(join(tiny, 'tokenizer.bin')))
+    const ids = join(root(), 'folder-prompt.txt')
+    await writeFile(ids, '1 5 6 7 8 9 10 11')
+    const commands = [
+      ['generate', '--model', folder, '--prompt', 'the', '--max-tokens', '3', '--temperature', '0', '--json'],
+      ['sparse', 'compare', '--model', folder, '--prompt-file', ids, '--methods', 'snapkv', '--sparsity', '0.5', '--decode-steps', '2', '--json'],
+      ['knockout', 'capabilities', '--model', folder],
+    ]
+    for (const argv of commands) {
+      const io = captureOutput()
+      const code = await main([...argv, '--backend', 'cpu'])
+      expect(code, `${argv.slice(0, 2).join(' ')}: ${io.err()}`).toBe(0)
+      if (argv[0] === 'generate') expect(JSON.parse(io.out())).toMatchObject({ format: 'llama2c', tokenizer: join(folder, 'tokenizer.bin') })
+      vi.restoreAllMocks()
+    }
+  })
+
+  it('--tokenizer tokenizer.json is recognised as JSON, not misread as a tokenizer.bin', async () => {
+    const file = join(root(), 'tokenizer.json')
+    await writeFile(file, JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0 } } }, null, 2))
+    const io = captureOutput()
+    expect(await main(['generate', '--model', tiny, '--tokenizer', file, '--prompt', 'a', '--backend', 'cpu'])).toBe(2)
+    expect(io.err()).toMatch(/\[UNSUPPORTED\]: .*tokenizer\.json: this is a JSON file \(a Hugging Face tokenizer\.json\), not a llama2\.c tokenizer\.bin/)
   })
 
   describe('bad input: one clear line, non-zero exit', () => {

@@ -11,7 +11,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { generate, loadModel, type LoadedModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, intParser, numberParser } from '../options.ts'
+import { activateBackend, backendOption, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
 import { addMethodFlags, attentionKernelFromFlags } from './sparse.ts'
 
 /** Generation's own --top-k (sampling) collides with Block-Sparse's; the method flag is renamed. */
@@ -67,7 +67,7 @@ export function registerGenerate(program: Command): void {
   const command = program
     .command('generate')
     .description('generate text from a llama2.c .bin, a Hugging Face (llama/mistral/qwen2) or attnlab model directory, or a training checkpoint')
-    .requiredOption('--model <path>', 'a llama2.c .bin checkpoint or a model directory (config.json + model.safetensors)')
+    .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
     .option('--prompt <text>', 'prompt text (default: empty, i.e. start from BOS)')
     .option('--prompt-ids <ids>', 'prompt as token ids, e.g. 1,303,281 (instead of --prompt)', idListParser)

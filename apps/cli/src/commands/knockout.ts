@@ -4,7 +4,7 @@
  *
  * ```
  * attnlab knockout capabilities --model PATH
- * attnlab knockout locate --model PATH --capability induction [--method cs|exhaustive|greedy] [--masks 100 --fraction 0.02 --top 5 --seed 0] [--plot heads.svg] --json
+ * attnlab knockout locate --model PATH --capability induction [--method cs|exhaustive|greedy] [--masks M --fraction F --top 5 --seed 0] [--plot heads.svg] --json
  * attnlab knockout ablate --model PATH --heads 0.1,2.3 --mode zero|mean|resample --capabilities induction,text --json
  * ```
  *
@@ -24,12 +24,14 @@ import {
   compressedSensing,
   exhaustivePairBudget,
   exhaustiveSweep,
+  absentCapability,
   formatHead,
   greedySearch,
   headCount,
   headHeatmap,
   heatmapSpec,
   knockoutEffects,
+  measurementPlan,
   parseCapabilityName,
   parseHeads,
   taskFromDescription,
@@ -43,7 +45,7 @@ import {
 import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, checkOutputFile, intParser, numberParser } from '../options.ts'
+import { activateBackend, backendOption, checkOutputFile, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
@@ -64,8 +66,8 @@ interface CommonFlags {
 interface LocateFlags extends CommonFlags {
   capability: string
   method: (typeof METHODS)[number]
-  masks: number
-  fraction: number
+  masks?: number
+  fraction?: number
   design: 'balanced' | 'iid'
   top: number
   seed: number
@@ -177,7 +179,7 @@ function capability(spec: string, prepared: Prepared, flags: CommonFlags): Capab
 
 function commonOptions(command: Command): Command {
   return command
-    .requiredOption('--model <path>', 'attnlab checkpoint directory, llama2.c .bin or Hugging Face model directory')
+    .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
     .option('--text <file>', 'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in held-out set)')
     .option('--count <n>', 'sequences per generated evaluation set (default 64 for probes, 128 for tasks)', intParser('--count', 1, 1 << 20))
@@ -308,8 +310,12 @@ export function registerKnockout(program: Command): void {
       .requiredOption('--capability <name>', 'capability to localize, NAME or NAME@METRIC (see `knockout capabilities`)'),
   )
     .addOption(new Option('--method <method>', 'cs (compressed sensing), exhaustive (one head at a time) or greedy (iterative)').choices([...METHODS]).default('cs'))
-    .option('--masks <n>', 'cs: number of random masks', intParser('--masks', 1, 1_000_000), 100)
-    .option('--fraction <f>', 'cs: fraction of heads knocked out per mask (at least one head)', fractionParser, 0.02)
+    .option(
+      '--masks <n>',
+      'cs: number of random masks (default ceil(2 k ln(1 + N/k)) for k = --top of N heads; when that is not below the N + 1 of an exhaustive sweep, the sweep runs instead)',
+      intParser('--masks', 1, 1_000_000),
+    )
+    .option('--fraction <f>', 'cs: fraction of heads knocked out per mask, at least one head (default: each head knocked out in about 3 masks)', fractionParser)
     .addOption(new Option('--design <design>', 'cs: balanced (each head knocked out about equally often) or iid').choices(['balanced', 'iid']).default('balanced'))
     .option('--top <k>', 'number of heads to report and knock out for the effect table', intParser('--top', 1, 100_000), 5)
     .option('--seed <n>', 'cs: seed of the masks', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
@@ -336,14 +342,17 @@ export function registerKnockout(program: Command): void {
         const controlNames = (controlSpecs ?? builtinCapabilityNames(prepared.context)).filter((name) => name !== target.name && parseCapabilityName(name).name !== parseCapabilityName(target.name).name)
         const controls = controlNames.map((name) => capability(name, prepared, flags))
         const common = { top: flags.top, mode: flags.mode }
+        const plan = measurementPlan({ nLayers: model.config.nLayers, nHeads: model.config.nHeads }, flags.top)
+        // Compressed sensing with the default budget would cost no less than sweeping every head: sweep.
+        const sweepInstead = flags.method === 'cs' && flags.masks === undefined && flags.fraction === undefined && flags.cv === undefined && plan.useExhaustive
         let result: LocalizationResult
-        if (flags.method === 'exhaustive') result = await exhaustiveSweep(model, target, common)
+        if (flags.method === 'exhaustive' || sweepInstead) result = await exhaustiveSweep(model, target, common)
         else if (flags.method === 'greedy') result = await greedySearch(model, target, common)
         else {
           result = await compressedSensing(model, target, {
             ...common,
-            masks: flags.masks,
-            fraction: flags.fraction,
+            ...(flags.masks === undefined ? {} : { masks: flags.masks }),
+            ...(flags.fraction === undefined ? {} : { fraction: flags.fraction }),
             design: flags.design,
             seed: flags.seed,
             alpha: flags.alpha,
@@ -353,12 +362,26 @@ export function registerKnockout(program: Command): void {
         const effects = await knockoutEffects(model, result.top, [target, ...controls], { target: target.name, mode: flags.mode })
         if (plotPath !== null) await writeFileAtomic(plotPath, await renderSvg(heatmapSpec(headHeatmap(result)) as unknown as PlotSpec))
         const layout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
-        const budget = { heads: headCount(layout), exhaustiveSweep: headCount(layout) + 1, exhaustivePairs: exhaustivePairBudget(layout) }
+        const budget = { heads: headCount(layout), exhaustiveSweep: headCount(layout) + 1, exhaustivePairs: exhaustivePairBudget(layout), defaultMasks: plan.masks }
+        const targetRow = effects.rows.find((row) => row.role === 'target')
+        const absent = targetRow === undefined ? null : absentCapability(target, targetRow.before)
+        const notes = [
+          ...(sweepInstead ? [`compressed sensing would need ${plan.masks} masks for k = ${plan.sparsity} of ${plan.heads} heads, no fewer than the exhaustive sweep's ${plan.exhaustiveEvaluations}: ran the sweep`] : []),
+        ]
+        const warnings = absent === null ? [] : [absent.message]
+        for (const warning of warnings) console.error(`attnlab: warning: ${warning}`)
         if (flags.json) {
-          console.log(JSON.stringify({ model: flags.model, format: prepared.loaded.format, target: target.description, ...resultJson(result), budget, effects: effectsJson(effects), plot: plotPath }, null, 2))
+          console.log(
+            JSON.stringify(
+              { model: flags.model, format: prepared.loaded.format, target: target.description, ...resultJson(result), budget, notes, warnings, effects: effectsJson(effects), plot: plotPath },
+              null,
+              2,
+            ),
+          )
           return
         }
         console.log(`${target.name}: ${target.description}`)
+        for (const note of notes) console.log(`(${note})`)
         const fit = result.method === 'compressed-sensing' ? `, Lasso alpha ${result.fit.alpha.toPrecision(3)}, R^2 ${result.fit.r2.toFixed(3)}` : ''
         console.log(`${result.method} (${result.mode} ablation): ${result.evaluations} evaluations in ${result.forwardPasses} forward passes, ${result.seconds.toFixed(1)} s${fit}`)
         console.log(`  (an exhaustive sweep needs ${budget.exhaustiveSweep}, all heads and pairs ${budget.exhaustivePairs})`)

@@ -25,7 +25,7 @@ import {
 } from '@attnlab/sparse-attention'
 import { KVCache, generate, loadModel, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, checkOutputFile, intParser, numberParser } from '../options.ts'
+import { activateBackend, backendOption, checkOutputFile, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
 
 /** A method flag: its commander spelling, the config key it sets, and the methods it applies to. */
 interface MethodFlag {
@@ -717,17 +717,6 @@ function sparsityListParser(value: string): number[] {
   return numbers
 }
 
-/** A model path: a `.bin`, a model directory, or a folder holding `model.bin` (like `shared/models/aidreams260K`). */
-async function resolveModelPath(path: string): Promise<string> {
-  const { stat } = await import('node:fs/promises')
-  const { join } = await import('node:path')
-  const isFile = (p: string) => stat(p).then((x) => x.isFile(), () => false)
-  if ((await stat(path).then((x) => x.isDirectory(), () => false)) && !(await isFile(join(path, 'config.json'))) && (await isFile(join(path, 'model.bin')))) {
-    return join(path, 'model.bin')
-  }
-  return path
-}
-
 /** Runs `sparse compare`; returns the JSON report. */
 export async function runCompare(options: CompareFlags): Promise<Record<string, unknown>> {
   const flags = compareFlags(options.methods, options)
@@ -741,7 +730,7 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
     throw new UsageError(`cannot read --prompt-file '${options.promptFile}': ${(error as Error).message}`)
   }
   await activateBackend(options.backend)
-  const modelPath = await resolveModelPath(options.model)
+  const modelPath = options.model
   const loaded = await loadModel(modelPath, options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer })
   try {
     let prompt: number[]
@@ -838,7 +827,7 @@ export function registerSparse(program: Command): void {
   const compare = sparse
     .command('compare')
     .description('compare methods with dense attention on a model and prompt: top-1 agreement and KL(dense || sparse) of next-token distributions, with both sparsities')
-    .requiredOption('--model <path>', 'a llama2.c .bin, a model directory, or a folder holding model.bin')
+    .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'llama2.c tokenizer.bin (default: the one beside the model)')
     .requiredOption('--prompt-file <file>', 'the prompt: text (encoded with BOS) or token ids separated by spaces/commas')
     .requiredOption('--methods <list>', `comma-separated methods (${Object.keys(SPARSE_METHODS).join(', ')})`, methodListParser)

@@ -10,6 +10,7 @@ import { saveCheckpoint } from '../checkpoint.ts'
 import { createTransformer } from '../model.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
 import { readHuggingFaceDirectory, saveModelDirectory } from './files.ts'
+import { serializeLlama2cCheckpoint } from './llama2c.ts'
 import { loadModel } from './load.ts'
 import { Llama2cTokenizer } from './tokenizer.ts'
 
@@ -421,5 +422,27 @@ describe('loadModel', () => {
     expect(sameWeights(await fromCheckpoint.model.getWeightData(), await model.getWeightData())).toBeUndefined()
     fromCheckpoint.model.dispose()
     model.dispose()
+  })
+
+  it('a folder holding model.bin and no config.json means that llama2.c file (its tokenizer.bin beside it)', async () => {
+    const folder = fresh()
+    await mkdir(folder)
+    const weights = randomWeights(llama, 32)
+    await writeFile(join(folder, 'model.bin'), serializeLlama2cCheckpoint(llama, weights))
+    const tokenizer = Llama2cTokenizer.fromPieces(Array.from({ length: 24 }, (_, i) => `t${i}`), new Array(24).fill(0))
+    await writeFile(join(folder, 'tokenizer.bin'), tokenizer.serialize())
+    const loaded = await loadModel(folder)
+    try {
+      expect(loaded.format).toBe('llama2c')
+      expect(loaded.tokenizerPath).toBe(join(folder, 'tokenizer.bin'))
+      expect(loaded.notes[0]).toBe(`no config.json in ${folder}: read the llama2.c checkpoint ${join(folder, 'model.bin')}`)
+      expect(sameWeights(await loaded.model.getWeightData(), weights)).toBeUndefined()
+    } finally {
+      loaded.model.dispose()
+    }
+    // With a config.json too, the folder is a model directory (config.json wins).
+    await saveModelDirectory(join(folder, 'hf'), { config: llama, weights })
+    await writeFile(join(folder, 'config.json'), await readFile(join(folder, 'hf', 'config.json')))
+    await expectRejects(loadModel(folder), fileError('missing-file', /neither model\.safetensors nor/))
   })
 })

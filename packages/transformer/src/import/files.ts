@@ -41,6 +41,8 @@ export const HF_INDEX_FILE = 'model.safetensors.index.json'
 export const HF_CONFIG_FILE = 'config.json'
 /** The llama2.c tokenizer file name attnlab looks for and writes. @category Import */
 export const LLAMA2C_TOKENIZER_FILE = 'tokenizer.bin'
+/** The llama2.c checkpoint a model folder may hold instead of `config.json` (`loadModel` reads it). @category Import */
+export const LLAMA2C_MODEL_FILE = 'model.bin'
 
 /**
  * Throws a clear `UNSUPPORTED` error outside Node.js (a browser bundle replaces `node:fs` with an

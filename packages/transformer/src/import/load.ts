@@ -10,7 +10,7 @@ import { createTransformer, type Transformer } from '../model.ts'
 import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError } from './errors.ts'
 import { checkMaxContext } from './huggingface.ts'
-import { fs, HF_CONFIG_FILE, LLAMA2C_TOKENIZER_FILE, pathModule, readFileBytes, readHuggingFaceDirectory, readLlama2cFile } from './files.ts'
+import { fs, HF_CONFIG_FILE, LLAMA2C_MODEL_FILE, LLAMA2C_TOKENIZER_FILE, pathModule, readFileBytes, readHuggingFaceDirectory, readLlama2cFile } from './files.ts'
 import { Llama2cTokenizer } from './tokenizer.ts'
 
 /**
@@ -102,6 +102,14 @@ async function isTrainingCheckpoint(manifestPath: string): Promise<boolean> {
   }
 }
 
+/** Whether `dir` holds `model.bin` and neither `config.json` nor a training checkpoint's `manifest.json`. */
+async function isLlama2cFolder(dir: string): Promise<boolean> {
+  const { stat } = await fs('loadModel')
+  const { join } = await pathModule('loadModel')
+  const isFile = (name: string): Promise<boolean> => stat(join(dir, name)).then((s) => s.isFile(), () => false)
+  return (await isFile(LLAMA2C_MODEL_FILE)) && !(await isFile(HF_CONFIG_FILE)) && !(await isFile('manifest.json'))
+}
+
 async function kindOf(path: string): Promise<'directory' | 'file'> {
   const { stat } = await fs('loadModel')
   try {
@@ -121,7 +129,8 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
  * F32/F16/BF16; attnlab-native directories written by `saveModelDirectory`; attnlab training
  * checkpoints (a `manifest.json` of format `attnlab-checkpoint/1`, validated by
  * `loadCheckpoint`). A path to a directory's `config.json` or `model.safetensors` means the
- * directory.
+ * directory; a folder holding a llama2.c `model.bin` and no `config.json` (like
+ * `shared/models/aidreams260K`) means that `model.bin` (its `tokenizer.bin` is found beside it).
  *
  * @param path - a `.bin` file or a model directory
  * @param options - tokenizer path (or `false`), attention kernel, context cap, RoPE theta
@@ -158,6 +167,13 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
     target = dirname(path)
     kind = 'directory'
   }
+  const folderNotes: string[] = []
+  if (kind === 'directory' && (await isLlama2cFolder(target))) {
+    // A folder holding a llama2.c model.bin (and no config.json) means that file.
+    target = join(target, LLAMA2C_MODEL_FILE)
+    kind = 'file'
+    folderNotes.push(`no ${HF_CONFIG_FILE} in ${path}: read the llama2.c checkpoint ${target}`)
+  }
   let checkpoint: ImportedCheckpoint
   if (kind === 'directory' && (await isTrainingCheckpoint(join(target, 'manifest.json')))) {
     const { loadCheckpoint } = await import('../checkpoint.ts')
@@ -192,7 +208,7 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
       }
     }
   }
-  const notes = [...checkpoint.notes]
+  const notes = [...folderNotes, ...checkpoint.notes]
   if (tokenizerPath !== undefined && options.tokenizer === undefined) notes.push(`tokenizer found beside the model: ${tokenizerPath}`)
   if (tokenizer === undefined && kind === 'directory') {
     const { readdir } = await fs('loadModel')
