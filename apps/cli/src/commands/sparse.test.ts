@@ -332,12 +332,39 @@ describe('sparse compare (computation on a real attnlab model)', () => {
       for (const m of ['vertical-slash', 'snapkv', 'ada-snapkv']) {
         expect(Math.abs((rows.find((r) => r.method === m && r.targetSparsity === 0.8) as (typeof rows)[number]).exactSparsity - 0.8), m).toBeLessThan(0.06)
       }
-      const svg = compareSvg(rows, 'test')
+      const svg = await compareSvg(rows, 'test')
       expect(svg.startsWith('<svg')).toBe(true)
-      expect(svg.match(/<polyline/g)).toHaveLength(2 * 6)
+      expect(svg).toMatch(/Symbol legend titled 'method' for fill color and stroke color with 6 values/)
     } finally {
       model.dispose()
     }
+  })
+
+  it('the plot has round ticks: a KL up to 0.35 is labelled 0, 0.05, ..., 0.35 (not 0.088, 0.18, 0.26)', async () => {
+    const row = (method: 'snapkv' | 'quest', exactSparsity: number, klDenseSparse: number): CompareRow =>
+      ({ method, exactSparsity, klDenseSparse, top1Agreement: 1 - exactSparsity / 2 }) as CompareRow
+    const rows = [row('snapkv', 0.5, 0.03), row('snapkv', 0.8, 0.12), row('quest', 0.5, 0.1), row('quest', 0.95, 0.35)]
+    const svg = await compareSvg(rows, 'ticks')
+    /** The numeric tick labels of the axis whose aria-label starts with `axis` (Vega writes one group per axis). */
+    const ticks = (axis: string): number[] => {
+      const start = svg.indexOf(`aria-label="${axis}`)
+      expect(start, axis).toBeGreaterThan(0)
+      const group = svg.slice(start, svg.indexOf('role-axis-title', start))
+      return [...group.matchAll(/<text[^>]*>([^<]*)<\/text>/g)].map((m) => Number(m[1]))
+    }
+    const isRound = (labels: number[]): boolean => {
+      const step = (labels[1] as number) - (labels[0] as number)
+      const mantissa = step / 10 ** Math.floor(Math.log10(step))
+      const evenly = labels.every((v, i) => Math.abs(v - (labels[0] as number) - i * step) < 1e-9)
+      const multiples = labels.every((v) => Math.abs(v / step - Math.round(v / step)) < 1e-9)
+      return evenly && multiples && [1, 2, 5].some((m) => Math.abs(mantissa - m) < 1e-9)
+    }
+    const kl = ticks("Y-axis titled 'KL(dense || sparse), nats'")
+    expect(kl[0]).toBe(0)
+    expect(kl.at(-1)).toBeGreaterThanOrEqual(0.35)
+    expect(isRound(kl), kl.join(', ')).toBe(true)
+    expect(isRound(ticks("Y-axis titled 'top-1 agreement with dense'"))).toBe(true)
+    expect(isRound([0, 0.088, 0.18, 0.26, 0.35])).toBe(false)
   })
 
   it('rejects prompts that do not fit', async () => {
@@ -385,7 +412,7 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
     expect(report.plot).toBe(plot)
     const svg = await readFile(plot, 'utf8')
     expect(svg).toMatch(/^<svg/)
-    expect(svg.match(/<polyline/g)).toHaveLength(12)
+    expect(svg).toMatch(/Symbol legend titled 'method' for fill color and stroke color with 6 values/)
   })
 
   it('prints the plot: line when it writes the plot', async () => {

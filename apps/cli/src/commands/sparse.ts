@@ -25,6 +25,7 @@ import {
 } from '@attnlab/sparse-attention'
 import { KVCache, generate, loadModel, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
+import { renderSvg, type PlotSpec } from '../plot.ts'
 import { activateBackend, backendOption, checkOutputFile, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
 
 /** A method flag: its commander spelling, the config key it sets, and the methods it applies to. */
@@ -630,45 +631,41 @@ export async function compareMethods(model: Transformer, prompt: readonly number
   return rows
 }
 
-/** An SVG with two panels (KL(dense || sparse) and top-1 agreement against the measured exact sparsity), one line per method. */
-export function compareSvg(rows: readonly CompareRow[], title: string): string {
-  const methods = [...new Set(rows.map((r) => r.method))]
-  const colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b']
-  const width = 420
-  const height = 320
-  const margin = { left: 56, right: 16, top: 52, bottom: 44 }
-  const maxKl = Math.max(1e-6, ...rows.map((r) => r.klDenseSparse))
-  const esc = (t: string) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;')
-  const panel = (offset: number, label: string, value: (r: CompareRow) => number, top: number): string => {
-    const x = (s: number) => offset + margin.left + s * (width - margin.left - margin.right)
-    const y = (v: number) => margin.top + (1 - v / top) * (height - margin.top - margin.bottom)
-    let svg = `<g><rect x="${offset + margin.left}" y="${margin.top}" width="${width - margin.left - margin.right}" height="${height - margin.top - margin.bottom}" fill="none" stroke="#999"/>`
-    svg += `<text x="${offset + width / 2}" y="${margin.top - 10}" text-anchor="middle" font-size="13">${esc(label)}</text>`
-    for (const t of [0, 0.25, 0.5, 0.75, 1]) {
-      svg += `<text x="${x(t)}" y="${height - margin.bottom + 16}" text-anchor="middle" font-size="10">${t}</text>`
-      svg += `<text x="${offset + margin.left - 6}" y="${y(t * top) + 3}" text-anchor="end" font-size="10">${(t * top).toPrecision(2)}</text>`
-    }
-    svg += `<text x="${offset + width / 2}" y="${height - 8}" text-anchor="middle" font-size="11">exact sparsity</text>`
-    methods.forEach((m, i) => {
-      const points = rows.filter((r) => r.method === m).sort((a, b) => a.exactSparsity - b.exactSparsity)
-      const color = colors[i % colors.length] as string
-      svg += `<polyline fill="none" stroke="${color}" stroke-width="2" points="${points.map((r) => `${x(r.exactSparsity).toFixed(1)},${y(value(r)).toFixed(1)}`).join(' ')}"/>`
-      for (const r of points) svg += `<circle cx="${x(r.exactSparsity).toFixed(1)}" cy="${y(value(r)).toFixed(1)}" r="3" fill="${color}"/>`
-    })
-    return `${svg}</g>`
-  }
-  let legend = ''
-  methods.forEach((m, i) => {
-    legend += `<rect x="${2 * width + 8}" y="${margin.top + i * 18}" width="12" height="12" fill="${colors[i % colors.length]}"/><text x="${2 * width + 26}" y="${margin.top + i * 18 + 10}" font-size="12">${esc(m)}</text>`
+/**
+ * The `sparse compare --plot` figure as a Vega-Lite spec: two panels, KL(dense || sparse) (nats)
+ * and top-1 agreement with dense, against the measured exact sparsity, one line per method.
+ * Axes are Vega's linear scales with `nice` domains, so ticks fall on round values (0, 0.1, 0.2
+ * ... for a KL up to 0.35), never on fractions of the largest value.
+ *
+ * @param rows - the rows of {@link compareMethods}
+ * @param title - the figure title (model and prompt)
+ */
+export function compareSpec(rows: readonly CompareRow[], title: string): PlotSpec {
+  const values = rows.map((r) => ({ method: r.method, exactSparsity: r.exactSparsity, kl: r.klDenseSparse, top1: r.top1Agreement }))
+  const x = { field: 'exactSparsity', type: 'quantitative' as const, scale: { domain: [0, 1] }, title: 'exact sparsity' }
+  const color = { field: 'method', type: 'nominal' as const, title: 'method' }
+  const panel = (field: 'kl' | 'top1', label: string, domain: [number, number] | undefined) => ({
+    width: 300,
+    height: 220,
+    mark: { type: 'line' as const, point: true },
+    encoding: {
+      x,
+      y: { field, type: 'quantitative' as const, scale: { nice: true, zero: true, ...(domain === undefined ? {} : { domain }) }, title: label },
+      color,
+      order: { field: 'exactSparsity' },
+    },
   })
-  return (
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${2 * width + 130}" height="${height}" font-family="sans-serif">` +
-    `<text x="8" y="16" font-size="12">${esc(title)}</text>` +
-    panel(0, 'KL(dense || sparse), nats', (r) => r.klDenseSparse, maxKl) +
-    panel(width, 'top-1 agreement with dense', (r) => r.top1Agreement, 1) +
-    legend +
-    '</svg>\n'
-  )
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title,
+    data: { values },
+    hconcat: [panel('kl', 'KL(dense || sparse), nats', undefined), panel('top1', 'top-1 agreement with dense', [0, 1])],
+  }
+}
+
+/** The `sparse compare --plot` SVG ({@link compareSpec} rendered by Vega). */
+export async function compareSvg(rows: readonly CompareRow[], title: string): Promise<string> {
+  return renderSvg(compareSpec(rows, title))
 }
 
 /** Options of `sparse compare` as commander parses them. */
@@ -754,7 +751,7 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
       plot,
     }
     if (plot !== null) {
-      await writeFileAtomic(plot, compareSvg(rows, `${modelPath}: ${prompt.length}-token prompt vs dense`))
+      await writeFileAtomic(plot, await compareSvg(rows, `${modelPath}: ${prompt.length}-token prompt vs dense`))
     }
     return report
   } finally {
