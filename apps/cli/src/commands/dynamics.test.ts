@@ -27,10 +27,41 @@ describe('attnlab dynamics simulate', () => {
     expect(summary.plateaus[3]).toBe(0)
     expect(summary.stagesReached).toBe(3)
     expect(summary.transitions[0]?.time).toBeCloseTo(4.55, 1)
-    expect(summary.transitions.map((t) => t.takenSpans.map((s) => s.span))).toEqual([[0], [1], [2]])
+    // Spans are indexed oldest first, as --spans: the newest (span 2) is learned first.
+    expect(summary.transitions.map((t) => t.takenSpans.map((s) => s.span))).toEqual([[2], [1], [0]])
     expect(summary.phases.map((p) => p.phase)).toEqual(['initial', 'competitive', 'cooperative'])
-    expect(summary.phases[1]?.span).toBe(0)
+    expect(summary.phases[1]?.span).toBe(2)
     expect(summary.finalLoss).toBeLessThan(1e-3)
+  })
+
+  it('--spans lists spans oldest first, as train / markov / emergence: the newest is the most important', async () => {
+    const { code, stdout } = await runCli([...reference, '--heads', '2', '--T', '10', '--spans', '2,1', '--t-max', '600', '--points', '200', '--json'])
+    expect(code).toBe(0)
+    const summary = JSON.parse(stdout) as {
+      config: { spans: number[]; spanWeights: number[] }
+      plateaus: number[]
+      learningOrder: number[]
+      transitions: { takenSpans: { span: number }[] }[]
+    }
+    expect(summary.config.spans).toEqual([2, 1])
+    // c_i = m^i: the oldest span (2 tokens) weighs 1, the newest (1 token) 1.7.
+    expect(summary.config.spanWeights[0]).toBeCloseTo(1, 12)
+    expect(summary.config.spanWeights[1]).toBeCloseTo(1.7, 12)
+    expect(summary.plateaus[0]).toBeCloseTo(0.5 * (2 * 1 + 1 * 1.7 ** 2), 10)
+    // Strength c^2 |span|: newest 2.89 > oldest 2, so span 1 (newest) is learned first.
+    expect(summary.learningOrder).toEqual([1, 0])
+    expect(summary.transitions[0]?.takenSpans.map((t) => t.span)).toEqual([1])
+  })
+
+  it('the human summary names heads L0H<k> and labels the per-head values as target shares', async () => {
+    const { code, stdout } = await runCli([...reference, '--t-max', '600', '--points', '300'])
+    expect(code).toBe(0)
+    const stage3 = stdout.split('\n').find((l) => l.trim().startsWith('stage 3:')) as string
+    expect(stage3).toMatch(/span \d <- L0H\d/)
+    expect(stage3).toMatch(/L0H0 span \d share \d\.\d\d/)
+    expect(stdout).not.toMatch(/\bh\d:s\d/)
+    expect(stdout).toMatch(/share: the fraction of a span's target a head fits/)
+    expect(stdout).toMatch(/all heads on span 2\)/)
   })
 
   it('eps = 0 never leaves the first plateau; the human summary says so', async () => {
@@ -49,7 +80,8 @@ describe('attnlab dynamics simulate', () => {
     expect(JSON.parse(stdout).plot).toBe(file)
     const svg = await readFile(file, 'utf8')
     expect(svg.startsWith('<svg')).toBe(true)
-    expect(svg).toContain('head 1')
+    expect(svg).toContain('L0H1')
+    expect(svg).not.toContain('head 1')
     expect(svg).toContain('span 2')
   })
 

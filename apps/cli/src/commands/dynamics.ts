@@ -43,21 +43,43 @@ function checkPlotPath(path: string): string {
   return checkOutputFile('--plot', path, '.svg')
 }
 
-/** The JSON summary printed by `--json`. */
+/**
+ * `--spans` lists spans oldest first, like `train`, `markov` and `emergence` (the newest span is
+ * the most important, weight `m^i` for span `i`); `@attnlab/dynamics` lists them most important
+ * first. Span `j` of the package is span `K - 1 - j` here, in every output.
+ */
+function flagSpan(K: number, j: number): number {
+  return K - 1 - j
+}
+
+/** A head of the ODE, named as in every other output (`L0H2`: the model has one layer). */
+function headName(k: number): string {
+  return `L0H${k}`
+}
+
+/** The JSON summary printed by `--json` (spans indexed and listed oldest first, as `--spans`). */
 function summary(trajectory: Trajectory, analysis: StageAnalysis, plot: string | null) {
-  const { spanWeights, ...config } = trajectory.config
+  const { spanWeights, spans, weights, ...config } = trajectory.config
+  const K = spans.length
+  const span = (j: number): number => flagSpan(K, j)
   return {
-    config: { ...config, spanWeights },
+    config: {
+      ...config,
+      spanOrder: 'oldest first (as --spans)',
+      spans: [...spans].reverse(),
+      weights: weights === null ? null : [...weights].reverse(),
+      spanWeights: [...spanWeights].reverse(),
+    },
     plateaus: analysis.plateaus,
-    learningOrder: trajectory.learningOrder,
+    learningOrder: trajectory.learningOrder.map(span),
     transitions: analysis.transitions.map((t) => ({
       stage: t.stage,
       level: t.level,
       time: t.time,
-      takenSpans: t.takenSpans,
-      heads: t.assignment?.heads.map((h) => ({ span: h.span, share: h.mass })) ?? null,
+      takenSpans: t.takenSpans.map((taken) => ({ span: span(taken.span), head: taken.head })),
+      heads: t.assignment?.heads.map((h) => ({ span: span(h.span), share: h.mass })) ?? null,
     })),
-    phases: analysis.phases.map((p) => ({ phase: p.phase, start: p.start, end: p.end, span: p.span, meanSimilarity: p.meanSimilarity })),
+    phases: analysis.phases.map((p) => ({ phase: p.phase, start: p.start, end: p.end, span: p.span === null ? null : span(p.span), meanSimilarity: p.meanSimilarity })),
     finalLoss: analysis.finalLoss,
     stagesReached: analysis.stagesReached,
     tMax: trajectory.times[trajectory.times.length - 1],
@@ -81,7 +103,7 @@ export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis
     lossRows.push({ t, loss: Math.max(trajectory.loss[i] as number, 1e-8) })
     for (let k = 0; k < h; k++) {
       for (let j = 0; j < K; j++) {
-        massRows.push({ t, head: `head ${k}`, span: `span ${j}`, mass: trajectory.spanMass[(i * h + k) * K + j] as number })
+        massRows.push({ t, head: headName(k), span: `span ${flagSpan(K, j)}`, mass: trajectory.spanMass[(i * h + k) * K + j] as number })
       }
     }
   }
@@ -91,7 +113,7 @@ export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis
   const c = trajectory.config
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: `Reduced gradient flow (${c.variant}): h=${c.nHeads}, T=${c.nCtx}, spans=[${c.spans.join(',')}], m=${c.importanceRatio}, eps=${c.initNoise}, seed=${c.seed}`,
+    title: `Reduced gradient flow (${c.variant}): h=${c.nHeads}, T=${c.nCtx}, spans=[${[...c.spans].reverse().join(',')}] (oldest first), m=${c.importanceRatio}, eps=${c.initNoise}, seed=${c.seed}`,
     vconcat: [
       {
         width: 640,
@@ -132,7 +154,7 @@ export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis
           encoding: {
             x: time,
             y: { field: 'mass', type: 'quantitative', scale: { domain: [0, 1] }, title: 'attention mass' },
-            color: { field: 'span', type: 'nominal', title: 'span' },
+            color: { field: 'span', type: 'nominal', title: 'span (0 = oldest)' },
           },
         },
       },
@@ -142,26 +164,29 @@ export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis
 
 function printHuman(trajectory: Trajectory, analysis: StageAnalysis, plot: string | null): void {
   const c = trajectory.config
+  const K = c.spans.length
+  const span = (j: number): string => `span ${flagSpan(K, j)}`
   const fixed = (x: number) => (Math.abs(x) >= 1e4 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(3) : x.toFixed(4))
   console.log(
-    `reduced gradient flow (${c.variant}${c.fastValue ? ', fast values' : ''}): h=${c.nHeads} T=${c.nCtx} spans=[${c.spans.join(',')}] ` +
-      `m=${c.importanceRatio} eps=${c.initNoise} lambda=${c.weightDecay} seed=${c.seed}`,
+    `reduced gradient flow (${c.variant}${c.fastValue ? ', fast values' : ''}): h=${c.nHeads} T=${c.nCtx} ` +
+      `spans=[${[...c.spans].reverse().join(',')}] (oldest first) m=${c.importanceRatio} eps=${c.initNoise} lambda=${c.weightDecay} seed=${c.seed}`,
   )
+  console.log(`span weights c_i (oldest first): ${[...c.spanWeights].reverse().map((w) => w.toFixed(3)).join(', ')}`)
   console.log(`plateaus L_j: ${analysis.plateaus.map(fixed).join(' > ')}`)
-  console.log('transitions (loss crossing the midpoint between plateaus):')
+  console.log('transitions (loss crossing the midpoint between plateaus; share: the fraction of a span\'s target a head fits):')
   for (const t of analysis.transitions) {
     if (t.time === null) {
       console.log(`  stage ${t.stage}: not reached by t = ${fixed(trajectory.times[trajectory.times.length - 1] as number)}`)
       continue
     }
-    const taken = t.takenSpans.map((s) => `span ${s.span} -> head ${s.head}`).join(', ') || 'no new span'
-    const heads = t.assignment?.heads.map((a, k) => `h${k}:s${a.span}(${a.mass.toFixed(2)})`).join(' ') ?? ''
+    const taken = t.takenSpans.map((s) => `${span(s.span)} <- ${headName(s.head)}`).join(', ') || 'no new span'
+    const heads = t.assignment?.heads.map((a, k) => `${headName(k)} ${span(a.span)} share ${a.mass.toFixed(2)}`).join(', ') ?? ''
     console.log(`  stage ${t.stage}: t = ${fixed(t.time)}   ${taken}   [${heads}]`)
   }
   console.log('phases:')
   for (const p of analysis.phases) {
-    const span = p.span === null ? '' : ` (all heads on span ${p.span})`
-    console.log(`  ${p.phase.padEnd(11)} t = ${fixed(p.start)} .. ${fixed(p.end)}   similarity ${p.meanSimilarity.toFixed(3)}${span}`)
+    const on = p.span === null ? '' : ` (all heads on ${span(p.span)})`
+    console.log(`  ${p.phase.padEnd(11)} t = ${fixed(p.start)} .. ${fixed(p.end)}   similarity ${p.meanSimilarity.toFixed(3)}${on}`)
   }
   console.log(`final loss ${fixed(analysis.finalLoss)} at t = ${fixed(trajectory.times[trajectory.times.length - 1] as number)}`)
   console.log(`integrator: ${trajectory.stats.steps} steps, ${trajectory.stats.evaluations} evaluations, ${trajectory.stats.wallTimeMs.toFixed(0)} ms`)
@@ -178,8 +203,8 @@ export function registerDynamics(program: Command): void {
     .description('integrate L = 1/2 ||G - sum_k V_k s_k^T||^2 and report plateaus, transitions and phases')
     .option('--heads <n>', 'number of heads h', intParser('--heads', 1, 64), 3)
     .option('--T <n>', 'context length T (positions attended over)', intParser('--T', 1, 100_000), 40)
-    .option('--spans <list>', 'span lengths, most important first', intListParser('--spans', 1), [1, 1, 1])
-    .option('--m <x>', 'importance ratio m: span j has weight m^(K-1-j)', numberParser('--m', Number.MIN_VALUE, 1e6), 1.7)
+    .option('--spans <list>', 'span lengths, oldest first (as in train / markov / emergence)', intListParser('--spans', 1), [1, 1, 1])
+    .option('--m <x>', 'importance base m: span i (oldest first) has weight c_i = m^i, the newest the most important', numberParser('--m', Number.MIN_VALUE, 1e6), 1.7)
     .option('--eps <x>', 'initial attention noise eps (0 keeps the heads identical)', numberParser('--eps', 0, 1e3), 1e-6)
     .option('--seed <n>', 'seed of the noise', intParser('--seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), 0)
     .addOption(new Option('--variant <name>', 'attention flow').choices([...DYNAMICS_VARIANTS]).default('replicator'))
@@ -196,7 +221,8 @@ export function registerDynamics(program: Command): void {
       const config = resolveDynamicsConfig({
         nHeads: flags.heads,
         nCtx: flags.T,
-        spans: flags.spans,
+        // The package lists spans most important (newest) first.
+        spans: [...flags.spans].reverse(),
         importanceRatio: flags.m,
         initNoise: flags.eps,
         seed: flags.seed,

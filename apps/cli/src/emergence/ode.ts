@@ -9,7 +9,10 @@ import type { SparseMarkovTask } from '@attnlab/markov'
 
 /** The ODE curve on the run's axes. */
 export interface OdeOverlay {
-  /** The ODE settings used. */
+  /**
+   * The ODE settings used; `spans` oldest first, as the task's `--spans` (the ODE itself gets
+   * them most important first).
+   */
   readonly config: { readonly nHeads: number; readonly nCtx: number; readonly spans: readonly number[]; readonly m: number; readonly initNoise: number; readonly variant: 'replicator' }
   /** The fitted time scale (steps per unit of ODE time) and predicted vs observed transitions. */
   readonly fit: TimeScaleFit
@@ -45,7 +48,14 @@ export function odeOverlay(
   for (let j = 1; j < runPlateaus.length; j++) if (!((runPlateaus[j] as number) < (runPlateaus[j - 1] as number))) return null
   // Dynamics spans are listed most important first.
   const spans = task.config.reverse === true ? [...task.config.spans] : [...task.config.spans].reverse()
-  const config = { nHeads, nCtx: Math.max(nCtx, spans.reduce((a, b) => a + b, 0)), spans, m: task.config.m, initNoise: 1e-6, variant: 'replicator' as const }
+  const config = {
+    nHeads,
+    nCtx: Math.max(nCtx, spans.reduce((a, b) => a + b, 0)),
+    spans: [...task.config.spans],
+    m: task.config.m,
+    initNoise: 1e-6,
+    variant: 'replicator' as const,
+  }
   const trajectory = simulate(
     { nHeads: config.nHeads, nCtx: config.nCtx, spans, importanceRatio: config.m, initNoise: config.initNoise, seed, variant: 'replicator' },
     { points: 400 },

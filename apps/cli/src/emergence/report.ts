@@ -311,7 +311,7 @@ export async function buildReport(input: ReportInput): Promise<string> {
     await figure(
       '4. The reduced ODE model against the run',
       first.ode
-        ? `Replicator gradient flow (h = ${first.ode.config.nHeads}, T = ${first.ode.config.nCtx}, spans ${first.ode.config.spans.join(',')}, m = ${first.ode.config.m}), ODE time scaled by ${first.ode.fit.scale.toFixed(2)} steps per unit and losses mapped through the plateaus; progress RMSE ${first.ode.fit.rmse.toFixed(2)} stages.`
+        ? `Replicator gradient flow (h = ${first.ode.config.nHeads}, T = ${first.ode.config.nCtx}, spans ${first.ode.config.spans.join(',')} oldest first, m = ${first.ode.config.m}), ODE time scaled by ${first.ode.fit.scale.toFixed(2)} steps per unit and losses mapped through the plateaus; progress RMSE ${first.ode.fit.rmse.toFixed(2)} stages.`
         : '',
       odeSpec(first),
     )
