@@ -529,6 +529,7 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
     oracles: oracles.lines,
     oracleNote: oracles.note,
     groupNames,
+    groupOffsets: ((task as Task).offsetGroups ?? []).map((g) => g.offsets),
     heads,
     seeds: seedReports,
     headline,

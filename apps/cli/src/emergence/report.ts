@@ -43,6 +43,11 @@ export interface ReportInput {
   readonly oracles: readonly OracleLine[]
   readonly oracleNote: string
   readonly groupNames: readonly string[]
+  /**
+   * Relative offsets of each span (same order as `groupNames`; offset 0 is the query's own
+   * position), outlined on the attention-pattern heatmaps; empty for tasks without spans.
+   */
+  readonly groupOffsets: readonly (readonly number[])[]
   readonly heads: readonly string[]
   readonly seeds: readonly SeedReport[]
   /** Final loss minus floor etc., for the headline. */
@@ -178,10 +183,44 @@ function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
         row.forEach((p, k) => {
           if (k <= q) rows.push({ snapshot: label, head: input.heads[h], query: q, key: k, p })
         })
+        // The cells a span covers for this query (key = query - offset), outlined in its colour.
+        input.groupOffsets.forEach((offsets, g) => {
+          for (const offset of offsets) {
+            if (q - offset >= 0) rows.push({ snapshot: label, head: input.heads[h], query: q, key: q - offset, span: input.groupNames[g] })
+          }
+        })
       })
     })
   }
   const order = seed.snapshots.map((s) => `${s.label} (step ${s.step})`)
+  const x = { field: 'key', type: 'ordinal', title: 'key position', axis: { labels: false, ticks: false } }
+  const y = { field: 'query', type: 'ordinal', title: 'query position', axis: { labels: false, ticks: false } }
+  const layers: Record<string, unknown>[] = [
+    {
+      transform: [{ filter: 'datum.p != null' }],
+      mark: { type: 'rect' },
+      encoding: { x, y, color: { field: 'p', type: 'quantitative', title: 'attention', scale: { scheme: 'blues', domain: [0, 1] } } },
+    },
+  ]
+  if (input.groupOffsets.length > 0) {
+    layers.push({
+      transform: [{ filter: 'datum.span != null' }],
+      mark: { type: 'rect', fillOpacity: 0, strokeWidth: 1.2 },
+      encoding: {
+        x,
+        y,
+        stroke: {
+          field: 'span',
+          type: 'nominal',
+          sort: input.groupNames,
+          title: 'span positions (outlined)',
+          // No blues: the attention itself is drawn in blues.
+          scale: { range: ['#d62728', '#ff7f0e', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#bcbd22', '#17becf'] },
+          legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400, titleLimit: 400 },
+        },
+      },
+    })
+  }
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     data: { values: rows },
@@ -189,16 +228,7 @@ function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
       row: { field: 'snapshot', type: 'nominal', sort: order, title: null, header: { labelAngle: 0, labelAlign: 'left' } },
       column: { field: 'head', type: 'nominal', sort: input.heads, title: null },
     },
-    spec: {
-      width: 150,
-      height: 150,
-      mark: { type: 'rect' },
-      encoding: {
-        x: { field: 'key', type: 'ordinal', title: 'key position', axis: { labels: false, ticks: false } },
-        y: { field: 'query', type: 'ordinal', title: 'query position', axis: { labels: false, ticks: false } },
-        color: { field: 'p', type: 'quantitative', title: 'attention', scale: { scheme: 'blues', domain: [0, 1] } },
-      },
-    },
+    spec: { width: 150, height: 150, layer: layers },
     resolve: { scale: { color: 'shared' } },
   } as unknown as PlotSpec
 }
@@ -216,8 +246,9 @@ function odeSpec(seed: SeedReport): PlotSpec | null {
     encoding: {
       x: { field: 'step', type: 'quantitative' },
       y: { field: 'loss', type: 'quantitative', title: 'loss (nats)' },
-      color: { field: 'series', type: 'nominal', title: null },
-      strokeDash: { field: 'series', type: 'nominal', legend: null },
+      // One legend for both channels (a `legend: null` on one of them removes the merged legend).
+      color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400 } },
+      strokeDash: { field: 'series', type: 'nominal', title: null },
     },
   } as unknown as PlotSpec
 }
@@ -304,6 +335,7 @@ export async function buildReport(input: ReportInput): Promise<string> {
       await figure(
         '3. Attention patterns of every head',
         'Mean attention (query rows, key columns) over validation sequences at the start, at each stage and at the end' +
+          (input.groupOffsets.length > 0 ? "; outlined: the keys each span covers for each query (the task's sparse pattern)" : '') +
           (input.seeds.length > 1 ? ` (seed ${first.seed}).` : '.'),
         patternsSpec(input, first),
       )
