@@ -13,7 +13,7 @@ import {
   type AnyTask,
   type TaskKind,
 } from '@attnlab/markov'
-import { createConfig, presetConfig, type OptimizerOptions, type PresetName, type ScheduleOptions, type TransformerConfig } from '@attnlab/transformer'
+import { presetConfig, type OptimizerOptions, type ScheduleOptions, type TransformerConfig } from '@attnlab/transformer'
 import { UsageError } from './errors.ts'
 import { intListParser, intParser, numberListParser, numberParser } from './options.ts'
 import { taskFromFlags } from './commands/markov.ts'
@@ -195,8 +195,8 @@ export function addModelFlags(command: Command): Command {
     .option('--n-heads <n>', 'attention heads', intParser('--n-heads', 1))
     .option('--n-kv-heads <n>', 'key/value heads (llama grouped-query attention)', intParser('--n-kv-heads', 1))
     .option('--n-layers <n>', 'blocks (gpt/llama)', intParser('--n-layers', 1))
-    .option('--d-mlp <n>', 'MLP width (gpt/llama)', intParser('--d-mlp', 1))
-    .option('--attn-only', 'attention-only blocks (gpt/llama)')
+    .option('--d-mlp <n>', 'MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = --attn-only)', intParser('--d-mlp', 0))
+    .option('--attn-only', 'attention-only blocks, no MLP (gpt/llama)')
     .option('--dropout <p>', 'dropout probability', numberParser('--dropout', 0, 0.99))
     .option('--query-init <eps>', "minimal: W_Q ~ U(-eps, eps) (0 = exactly zero) or 'xavier' (default 1e-5)")
 }
@@ -253,17 +253,22 @@ export function taskOf(flags: TaskFlags, command: Command): AnyTask {
   return taskFromFlags({ ...flags, seed: flags.taskSeed } as Parameters<typeof taskFromFlags>[0], command)
 }
 
-/** The model configuration for a preset and task, with the model flags applied. */
+/**
+ * The model configuration for a preset and task, with the model flags applied: the preset's
+ * configuration with the flags as overrides, derived by `@attnlab/transformer`'s `presetConfig`
+ * alone (`--attn-only` or `--d-mlp 0` give dMlp 0; `--d-model` rederives dHead and dMlp).
+ *
+ * @throws {@link UsageError} for a flag that does not apply to the preset or contradicts another
+ * @throws `ConfigError` (`@attnlab/core`) for a configuration the library rejects
+ */
 export function modelConfigOf(flags: ModelFlags, task: AnyTask, seed: number): TransformerConfig {
-  const dVocab = task.vocabSize
-  const nCtx = task.seqLength - 1
   const overrides: Record<string, unknown> = {}
   if (flags.dModel !== undefined) overrides.dModel = flags.dModel
   if (flags.nHeads !== undefined) overrides.nHeads = flags.nHeads
   if (flags.nKvHeads !== undefined) overrides.nKvHeads = flags.nKvHeads
   if (flags.nLayers !== undefined) overrides.nLayers = flags.nLayers
-  if (flags.dMlp !== undefined) overrides.dMlp = flags.dMlp
-  if (flags.attnOnly === true) overrides.attnOnly = true
+  if (flags.dMlp !== undefined && flags.dMlp > 0) overrides.dMlp = flags.dMlp
+  if (flags.attnOnly === true || flags.dMlp === 0) overrides.attnOnly = true
   if (flags.dropout !== undefined) overrides.dropout = flags.dropout
   if (flags.queryInit !== undefined) {
     if (flags.preset !== 'minimal') throw new UsageError('--query-init applies to --preset minimal only')
@@ -275,24 +280,22 @@ export function modelConfigOf(flags: ModelFlags, task: AnyTask, seed: number): T
   }
   if (flags.preset === 'minimal') {
     for (const key of ['dModel', 'nKvHeads', 'nLayers', 'dMlp', 'attnOnly'] as const) {
-      if (overrides[key] !== undefined) throw new UsageError(`${kebab(key)} does not apply to --preset minimal (its width is dVocab + nCtx, one attention-only layer)`)
+      if (overrides[key] !== undefined) {
+        throw new UsageError(`${kebab(key)} does not apply to --preset minimal (its width is dVocab + nCtx, one attention-only layer)`)
+      }
     }
-    return createConfig({ architecture: 'minimal', dVocab, nCtx, seed, ...overrides })
+  } else {
+    if (flags.attnOnly === true && flags.dMlp !== undefined && flags.dMlp > 0) {
+      throw new UsageError(`--d-mlp ${flags.dMlp} contradicts --attn-only (an attention-only model has no MLP: dMlp 0)`)
+    }
+    const base = presetConfig(flags.preset)
+    const dModel = flags.dModel ?? base.dModel
+    const nHeads = flags.nHeads ?? base.nHeads
+    if ((flags.dModel !== undefined || flags.nHeads !== undefined) && dModel % nHeads !== 0) {
+      throw new UsageError(`--d-model ${dModel} is not divisible by --n-heads ${nHeads}`)
+    }
   }
-  const base = presetConfig(flags.preset as PresetName)
-  const merged: Record<string, unknown> = { ...overrides }
-  // Heads and width changed together keep dHead = dModel / nHeads.
-  if ((overrides.dModel !== undefined || overrides.nHeads !== undefined) && overrides.dHead === undefined) {
-    const dModel = (overrides.dModel as number | undefined) ?? base.dModel
-    const nHeads = (overrides.nHeads as number | undefined) ?? base.nHeads
-    if (dModel % nHeads !== 0) throw new UsageError(`--d-model ${dModel} is not divisible by --n-heads ${nHeads}`)
-    merged.dHead = dModel / nHeads
-    if (overrides.dMlp === undefined && base.dMlp > 0 && overrides.attnOnly !== true) merged.dMlp = base.architecture === 'llama' ? Math.round((8 * dModel) / 3) : 4 * dModel
-  }
-  if (overrides.nHeads !== undefined && overrides.nKvHeads === undefined) merged.nKvHeads = overrides.nHeads
-  const { attnScale: _derived, ...rest } = base // recomputed from dHead
-  void _derived
-  return createConfig({ ...rest, dVocab, nCtx, seed, ...merged })
+  return presetConfig(flags.preset, { dVocab: task.vocabSize, nCtx: task.seqLength - 1, seed, ...overrides })
 }
 
 /** The optimizer the flags describe. */

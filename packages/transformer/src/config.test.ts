@@ -23,6 +23,24 @@ describe('config', () => {
     expect(presetConfig('minimal', { queryInit: 'xavier' }).queryInit).toBe('xavier')
   })
 
+  it('treats a preset as defaults: attnOnly gives dMlp 0 on every preset, dModel rederives dHead and dMlp', () => {
+    for (const name of ['gpt', 'gpt-nano', 'llama'] as const) {
+      const config = presetConfig(name, { attnOnly: true })
+      expect(config, name).toMatchObject({ attnOnly: true, dMlp: 0, gatedMlp: false })
+      expect(configFromJSON(JSON.parse(JSON.stringify(configToJSON(config))))).toEqual(config)
+    }
+    expect(createConfig({ architecture: 'llama', attnOnly: true })).toMatchObject({ dMlp: 0, gatedMlp: false })
+    expect(presetConfig('gpt-nano', { dModel: 32 })).toMatchObject({ dModel: 32, dHead: 16, dMlp: 128, nHeads: 2 })
+    expect(presetConfig('gpt-nano', { nHeads: 4 })).toMatchObject({ dHead: 4, nKvHeads: 4, dMlp: 32 })
+    expect(presetConfig('gpt-nano', { nLayers: 2 })).toMatchObject({ dModel: 16, dHead: 8, dMlp: 32 })
+    // A gated MLP derives 2/3 of 4 dModel, rounded up to a multiple of 4: the preset's own rule.
+    expect(createConfig({ architecture: 'llama', dModel: 64 }).dMlp).toBe(presetConfig('llama').dMlp)
+    expect(presetConfig('llama', { dModel: 96 })).toMatchObject({ dHead: 24, dMlp: 256 })
+    expect(presetConfig('gpt', { attnOnly: true, nLayers: 3 })).toMatchObject({ nLayers: 3, dMlp: 0 })
+    expect(() => presetConfig('gpt-nano', { attnOnly: true, dMlp: 8 })).toThrow(/attention-only model has no MLP/)
+    expect(() => presetConfig('bert' as never)).toThrow(/'bert' is not a preset; expected one of minimal, gpt, gpt-nano, llama, llama-260k/)
+  })
+
   it('round-trips through JSON', () => {
     for (const c of [presetConfig('minimal'), presetConfig('gpt', { dropout: 0.1 }), presetConfig('llama', { nKvHeads: 2 })]) {
       const json = JSON.parse(JSON.stringify(configToJSON(c)))

@@ -287,6 +287,18 @@ function finite(name: string, value: unknown, min: number, max = Infinity, minEx
 }
 
 /**
+ * The MLP width derived from `dModel` when `dMlp` is not given: `4 dModel` for an ungated MLP
+ * (Vaswani et al., arXiv:1706.03762, section 3.3); for a gated one (SwiGLU) two thirds of that,
+ * `floor(8 dModel / 3)` rounded up to a multiple of 4, which keeps the parameter count of the
+ * ungated MLP (Shazeer, arXiv:2002.05202, section 2) and reproduces llama2.c's rule with
+ * `multiple_of = 4` (dModel 64 gives the aidreams260K model's 172).
+ */
+function derivedMlpWidth(dModel: number, gated: boolean): number {
+  if (!gated) return 4 * dModel
+  return 4 * Math.ceil(Math.floor((8 * dModel) / 3) / 4)
+}
+
+/**
  * Resolves, validates and freezes a configuration. Unspecified fields come from the
  * architecture's defaults; for `minimal`, `dModel` and `dHead` default to `dVocab + nCtx`.
  *
@@ -331,8 +343,10 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       merged.dHead = dModel / nHeads
     }
     if (input.attnOnly === true && input.dMlp === undefined) merged.dMlp = 0
+    // An attention-only model has no MLP to gate: the architecture's default gating is dropped.
+    if (input.attnOnly === true && input.gatedMlp === undefined) merged.gatedMlp = false
     if (input.dMlp === undefined && input.dModel !== undefined && input.attnOnly !== true) {
-      merged.dMlp = 4 * (merged.dModel as number)
+      merged.dMlp = derivedMlpWidth(positiveInt('dModel', merged.dModel), merged.gatedMlp === true)
     }
   }
   const config = {
@@ -433,27 +447,47 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
  * - `llama`, `llama-260k`: the shape of the aidreams260K Llama 2 checkpoint (dModel 64, 4 layers,
  *   4 heads, dMlp 172, dVocab 512, nCtx 128, RMSNorm eps 1e-5, theta 10000, tied).
  *
+ * The preset's fields are defaults, like the architecture's: what `createConfig` derives from
+ * an overridden field is derived again unless the overrides give it too (`dHead` from `dModel` /
+ * `nHeads`, `nKvHeads` from `nHeads`, `dMlp` from `dModel`, and `dMlp` 0 with no gating for
+ * `attnOnly: true`), so `presetConfig('gpt-nano', { attnOnly: true })` is the attention-only nano
+ * model.
+ *
  * @param name - preset name
  * @param overrides - fields to change
  * @throws `ConfigError` (`@attnlab/core`) for an unknown preset or invalid overrides
+ * @example
+ * ```ts
+ * const config = presetConfig('llama', { dModel: 96, attnOnly: true }) // dHead 24, dMlp 0
+ * ```
  * @category Config
  */
 export function presetConfig(name: PresetName, overrides: Partial<Omit<TransformerConfig, 'architecture'>> = {}): TransformerConfig {
-  switch (name) {
-    case 'minimal':
-      return createConfig({ architecture: 'minimal', ...overrides })
-    case 'gpt':
-      return createConfig({ architecture: 'gpt', ...overrides })
-    case 'gpt-nano':
-      return createConfig({ architecture: 'gpt', dVocab: 16, nCtx: 16, dModel: 16, nLayers: 1, nHeads: 2, dHead: 8, dMlp: 32, ...overrides })
-    case 'llama':
-    case 'llama-260k':
-      return createConfig({ architecture: 'llama', ...overrides })
-    default:
-      throw new ConfigError('preset', `'${String(name)}' is not a preset; expected one of minimal, gpt, gpt-nano, llama, llama-260k`, {
-        value: name,
-      })
+  const preset = PRESET_INPUTS[name] as TransformerConfigInput | undefined
+  if (preset === undefined || !Object.hasOwn(PRESET_INPUTS, name)) {
+    throw new ConfigError('preset', `'${String(name)}' is not a preset; expected one of ${Object.keys(PRESET_INPUTS).join(', ')}`, {
+      value: name,
+    })
   }
+  // The preset's fields are defaults like the architecture's: a field derived from an overridden
+  // one is derived again by createConfig (dHead from dModel / nHeads, nKvHeads from nHeads, dMlp
+  // from dModel or attnOnly) unless the overrides give it too.
+  const given = (key: keyof TransformerConfig): boolean => (overrides as Record<string, unknown>)[key] !== undefined
+  const dropped = new Set<string>()
+  if ((given('dModel') || given('nHeads')) && !given('dHead')) dropped.add('dHead')
+  if (given('nHeads') && !given('nKvHeads')) dropped.add('nKvHeads')
+  if ((given('dModel') || overrides.attnOnly === true) && !given('dMlp')) dropped.add('dMlp')
+  const kept = Object.fromEntries(Object.entries(preset).filter(([key]) => !dropped.has(key)))
+  return createConfig({ ...kept, ...overrides, architecture: preset.architecture } as TransformerConfigInput)
+}
+
+/** What each preset sets over its architecture's defaults. */
+const PRESET_INPUTS: Readonly<Record<PresetName, TransformerConfigInput>> = {
+  minimal: { architecture: 'minimal' },
+  gpt: { architecture: 'gpt' },
+  'gpt-nano': { architecture: 'gpt', dVocab: 16, nCtx: 16, dModel: 16, nLayers: 1, nHeads: 2, dHead: 8, dMlp: 32 },
+  llama: { architecture: 'llama' },
+  'llama-260k': { architecture: 'llama' },
 }
 
 /**

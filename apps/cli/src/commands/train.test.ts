@@ -51,6 +51,28 @@ describe('attnlab train', () => {
     for (const [name, w] of a.weights) expect(b.weights.get(name)!.data, name).toEqual(w.data)
   })
 
+  it('--attn-only (or --d-mlp 0) trains an attention-only gpt, gpt-nano and llama', async () => {
+    const cases: [string, string[]][] = [
+      ['gpt', ['--attn-only']],
+      ['gpt-nano', ['--attn-only']],
+      ['llama', ['--attn-only', '--n-layers', '1']],
+      ['gpt-nano', ['--d-mlp', '0']],
+    ]
+    for (const [preset, flags] of cases) {
+      const io = captureOutput()
+      const out = join(root(), `attn-only-${preset}-${flags[0]}`)
+      const code = await main(['train', '--preset', preset, ...flags, ...TINY, '--steps', '1', '--out', out, '--json'])
+      expect(io.err(), `${preset} ${flags.join(' ')}`).toBe('')
+      expect(code).toBe(0)
+      expect(JSON.parse(io.out()).config).toMatchObject({ attnOnly: true, dMlp: 0, gatedMlp: false })
+      expect((await loadCheckpoint(out)).config.dMlp).toBe(0)
+      vi.restoreAllMocks()
+    }
+    const io = captureOutput()
+    expect(await main(['train', '--preset', 'gpt', '--attn-only', '--d-mlp', '64', ...TINY, '--out', join(root(), 'contra')])).toBe(2)
+    expect(io.err()).toMatch(/--d-mlp 64 contradicts --attn-only/)
+  })
+
   it('prints a human-readable progress line per evaluation', async () => {
     const io = captureOutput()
     expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '3', '--out', join(root(), 'human')])).toBe(0)
