@@ -1,0 +1,77 @@
+// A downstream project's script against the packed attnlab packages (installed from tarballs with
+// plain npm): type-checked against the shipped .d.ts files, compiled, and run by run.mjs.
+// (skipLibCheck: tfjs-core's own .d.ts files need @types/long and clash with lib.dom's WebGPU
+// types; errors in this file against attnlab's declarations are still reported.)
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import * as tf from '@tensorflow/tfjs-core'
+import { Rng, useBackend, type BackendName } from '@attnlab/core'
+import { writeFileAtomic } from '@attnlab/core/node'
+import { analyzeTrajectory, simulate } from '@attnlab/dynamics'
+import { exhaustiveSweep, inductionCapability } from '@attnlab/knockout'
+import { SparseMarkovTask, restrictedContextEntropy } from '@attnlab/markov'
+import { applyPrefill, blockSparse } from '@attnlab/sparse-attention'
+import { createTransformer, presetConfig, train } from '@attnlab/transformer'
+import { loadCheckpointModel, saveCheckpoint } from '@attnlab/transformer/node'
+
+function check(condition: boolean, what: string): void {
+  if (!condition) throw new Error(`consumer: ${what}`)
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'attnlab-consumer-'))
+try {
+  for (const backend of ['cpu', 'wasm'] as const satisfies readonly BackendName[]) {
+    console.log('backend', await useBackend(backend))
+    const before = tf.memory().numTensors
+
+    const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 6 })
+    const oracles = restrictedContextEntropy(task).pooled
+    check(oracles.length === 3 && oracles.every(Number.isFinite), 'markov oracles')
+    const model = createTransformer(presetConfig('minimal', { dVocab: 8, nCtx: 7, nHeads: 2 }))
+    const result = await train(model, task, { steps: 20, batchSize: 64, lr: 0.08, validation: 128 })
+    check(Number.isFinite(result.finalValidationLoss), 'training loss')
+    console.log(`  markov + transformer: validation loss ${result.finalValidationLoss.toFixed(3)} nats after 20 steps`)
+
+    const checkpoint = join(dir, `checkpoint-${backend}`)
+    await saveCheckpoint(checkpoint, model)
+    const loaded = await loadCheckpointModel(checkpoint)
+    const batch = task.sample(2, Rng.fromSeed(0))
+    const tokens = tf.tensor2d(batch.tokens, [2, batch.seqLength], 'int32')
+    const input = tf.slice(tokens, [0, 0], [2, batch.seqLength - 1]) as tf.Tensor2D
+    const a = model.forward(input)
+    const b = loaded.forward(input)
+    const largest = tf.tidy(() => tf.max(tf.abs(tf.sub(a, b))))
+    const difference = (await largest.data())[0]!
+    check(difference === 0, `checkpoint round trip differs by ${difference}`)
+    tf.dispose([tokens, input, a, b, largest])
+    loaded.dispose()
+    console.log('  checkpoint: saved and loaded, same logits')
+
+    const gpt = createTransformer(presetConfig('gpt-nano', { nCtx: 64 }))
+    const sweep = await exhaustiveSweep(gpt, inductionCapability({ vocabSize: gpt.config.dVocab, blockLength: 8 }), { top: 2 })
+    check(sweep.top.length <= 2, 'knockout sweep')
+    console.log(`  knockout: exhaustive sweep over ${gpt.config.nLayers * gpt.config.nHeads} heads`)
+    gpt.dispose()
+
+    const q = tf.randomNormal<tf.Rank.R3>([2, 256, 16], 0, 1, 'float32', 1)
+    const k = tf.randomNormal<tf.Rank.R3>([2, 256, 16], 0, 1, 'float32', 2)
+    const v = tf.randomNormal<tf.Rank.R3>([2, 256, 16], 0, 1, 'float32', 3)
+    const sparse = applyPrefill(blockSparse({ blockSize: 32, topK: 3 }), { q, k, v })
+    check(sparse.sparsity.exact > 0 && sparse.output.shape.join() === '2,256,16', 'block-sparse prefill')
+    console.log(`  sparse-attention: block-sparse prefill, exact sparsity ${sparse.sparsity.exact.toFixed(3)}`)
+    tf.dispose([q, k, v, sparse.output])
+    model.dispose()
+    check(tf.memory().numTensors === before, `tensors leaked: ${tf.memory().numTensors - before}`)
+  }
+
+  const trajectory = simulate({ nHeads: 3, nCtx: 40, spans: [1, 1, 1], importanceRatio: 1.7, initNoise: 1e-6, seed: 0 })
+  const stages = analyzeTrajectory(trajectory)
+  check(stages.transitions.length === 3, `dynamics: ${stages.transitions.length} transitions`)
+  console.log(`dynamics: transitions at ODE times ${stages.transitions.map((t) => t.time?.toFixed(1)).join(', ')}`)
+
+  await writeFileAtomic(join(dir, 'done.txt'), 'ok\n')
+  console.log('consumer: all packages work')
+} finally {
+  await rm(dir, { recursive: true, force: true })
+}
