@@ -54,4 +54,17 @@ describe('--help of every command', () => {
       expect(optionLine(help, '--m')).toContain('(default 1.7)')
     }
   })
+
+  it('emergence says why its defaults differ from train / markov, and markov oracle points there', () => {
+    const emergence = find('emergence')
+    let text = ''
+    emergence.configureOutput({ writeOut: (s) => (text += s), writeErr: (s) => (text += s) })
+    emergence.outputHelp()
+    expect(text.replace(/\s+/g, ' ')).toMatch(/Why these differ from attnlab train \/ markov .*--m 1\.7.*--state-size 16 --ones-per-row 3/)
+    let oracle = ''
+    const markovOracle = find('markov oracle')
+    markovOracle.configureOutput({ writeOut: (s) => (oracle += s), writeErr: (s) => (oracle += s) })
+    markovOracle.outputHelp()
+    expect(oracle.replace(/\s+/g, ' ')).toMatch(/attnlab emergence runs its own \(see attnlab emergence --help/)
+  })
 })

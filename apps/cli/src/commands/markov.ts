@@ -179,7 +179,14 @@ export function registerMarkov(program: Command): void {
       .option('--sweeps <n>', 'sparse-markov Monte-Carlo: chain sweeps per context, a multiple of 4 (default 32)', intParser('--sweeps', 4))
       .option('--position-specific', 'sparse-markov Monte-Carlo: also estimate the position-specific variant')
       .option('--oracle-sequences <n>', 'cellular-automaton / icl-markov: sequences for the Bayes-loss estimate', intParser('--oracle-sequences', 2, 1e8), 20_000)
-      .option('--json', 'print JSON (nats)'),
+      .option('--json', 'print JSON (nats)')
+      .addHelpText(
+        'after',
+        "\nThe task flags default to @attnlab/markov's defaults (the papers' settings), as in attnlab train; attnlab emergence " +
+          'runs its own (see attnlab emergence --help, which says why): pass the same flags (e.g. --m 1.5) for the oracles of an ' +
+          'emergence run. The emergence report computes its Monte-Carlo lines with this estimator on the span boundaries only, ' +
+          'without posterior sampling, so its bounds can be wider.',
+      ),
   ).action(async (options: OracleOptions, command: Command) => {
     const task = taskFromFlags(options, command)
     if (task.kind !== 'sparse-markov') {
