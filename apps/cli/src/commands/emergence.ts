@@ -10,7 +10,7 @@
  */
 import { readFile, readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { Command } from 'commander'
+import { Command, Help } from 'commander'
 import cliProgress from 'cli-progress'
 import { AttnlabError } from '@attnlab/core'
 import { removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
@@ -665,7 +665,7 @@ export function registerEmergence(program: Command): void {
         Object.entries(EMERGENCE_TASK_DEFAULTS)
           .map(([task, d]) => `  ${task}: ${Object.entries(d).map(([k, v]) => (v === true ? kebab(k) : `${kebab(k)} ${String(v)}`)).join(' ')}`)
           .join('\n') +
-        `\n\n${emergenceDefaultsWhy()}`,
+        `\n\n${new Help().boxWrap(emergenceDefaultsWhy(), 100)}`,
     )
     .action(async (flags: EmergenceFlags) => {
       await runEmergence(flags, command)

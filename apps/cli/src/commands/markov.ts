@@ -2,7 +2,7 @@
  * `attnlab markov sample | oracle`: data for the learning-dynamics experiments and the loss
  * floors / plateau lines a loss curve is compared against (`@attnlab/markov`).
  */
-import { Command, Option } from 'commander'
+import { Command, Help, Option } from 'commander'
 import { Rng } from '@attnlab/core'
 import { writeSafetensorsFile } from '@attnlab/core/node'
 import {
@@ -182,10 +182,13 @@ export function registerMarkov(program: Command): void {
       .option('--json', 'print JSON (nats)')
       .addHelpText(
         'after',
-        "\nThe task flags default to @attnlab/markov's defaults (the papers' settings), as in attnlab train; attnlab emergence " +
-          'runs its own (see attnlab emergence --help, which says why): pass the same flags (e.g. --m 1.5) for the oracles of an ' +
-          'emergence run. The emergence report computes its Monte-Carlo lines with this estimator on the span boundaries only, ' +
-          'without posterior sampling, so its bounds can be wider.',
+        `\n${new Help().boxWrap(
+          "The task flags default to @attnlab/markov's defaults (the papers' settings), as in attnlab train; attnlab emergence " +
+            'runs its own (see attnlab emergence --help, which says why): pass the same flags (e.g. --m 1.5) for the oracles of an ' +
+            'emergence run. The emergence report computes its Monte-Carlo lines with this estimator on the span boundaries only, ' +
+            'without posterior sampling, so its bounds can be wider.',
+          100,
+        )}`,
       ),
   ).action(async (options: OracleOptions, command: Command) => {
     const task = taskFromFlags(options, command)
