@@ -1,11 +1,19 @@
+import { existsSync } from 'node:fs'
 import { useBackend } from '@attnlab/core'
 import { compressedSensing, exhaustiveSweep, inductionCapability, textCapability, knockoutEffects, HELD_OUT_SENTENCES } from '@attnlab/knockout'
 import { loadModel } from '@attnlab/transformer'
 
 await useBackend('wasm')
-// A llama2.c .bin, a Hugging Face directory or an attnlab checkpoint; this path (from the
-// repository root) is where the repository's tests look for aidreams260K.
-const { model, tokenizer } = await loadModel('../shared/models/aidreams260K/model.bin')
+// The model: a llama2.c .bin (its tokenizer.bin beside it is found), a Hugging Face directory
+// (config.json + model.safetensors), an attnlab-native directory or an attnlab training checkpoint.
+// Default: aidreams260K where this project's tests keep it (outside the repository: a clone has none).
+const path = process.argv[2] ?? '../shared/models/aidreams260K/model.bin'
+if (!existsSync(path)) {
+  console.error(`no model at ${path}; pass one: pnpm example examples/readme/knockout.ts PATH` +
+    ' (e.g. stories260K.bin from huggingface.co/karpathy/tinyllamas, its tok512.bin beside it as tokenizer.bin)')
+  process.exit(2)
+}
+const { model, tokenizer } = await loadModel(path)
 const probe = inductionCapability({ vocabSize: 512, prefix: [1], blockLength: 16 })   // repeat a random block, score the 2nd copy
 const text = textCapability(HELD_OUT_SENTENCES.map((s) => tokenizer!.encode(s)))     // ordinary next-token loss
 

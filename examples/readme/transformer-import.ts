@@ -1,10 +1,18 @@
+import { existsSync } from 'node:fs'
 import { useBackend } from '@attnlab/core'
 import { generate, loadModel, saveModelDirectory } from '@attnlab/transformer'
 
 await useBackend('wasm')
-// A llama2.c .bin (its tokenizer.bin beside it is found), a Hugging Face directory
+// The model: a llama2.c .bin (its tokenizer.bin beside it is found), a Hugging Face directory
 // (config.json + model.safetensors), an attnlab-native directory or an attnlab training checkpoint.
-const { model, tokenizer, format, specialTokens, notes } = await loadModel('../shared/models/aidreams260K/model.bin')
+// Default: aidreams260K where this project's tests keep it (outside the repository: a clone has none).
+const path = process.argv[2] ?? '../shared/models/aidreams260K/model.bin'
+if (!existsSync(path)) {
+  console.error(`no model at ${path}; pass one: pnpm example examples/readme/transformer-import.ts PATH` +
+    ' (e.g. stories260K.bin from huggingface.co/karpathy/tinyllamas, its tok512.bin beside it as tokenizer.bin)')
+  process.exit(2)
+}
+const { model, tokenizer, format, specialTokens, notes } = await loadModel(path)
 console.log(format, model.config.architecture, model.config.nLayers, 'layers', notes)
 const prompt = [specialTokens.bos ?? 1, ...tokenizer!.encode('I dreamed')]
 const { tokens } = await generate(model, prompt, { maxTokens: 20, temperature: 0, eosToken: specialTokens.eos ?? [] })

@@ -1,0 +1,62 @@
+// Runs every examples/readme/*.ts script the way the README says (`pnpm example FILE` from the
+// repository root) and checks that each TypeScript block of the packages' READMEs is the start of one
+// of these scripts, so "runs as written" stays true.
+import { spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const scripts = readdirSync(join(root, 'examples', 'readme')).filter((f) => f.endsWith('.ts')).sort()
+/** Scripts that load a real model; by default the one this project's tests keep outside the repository. */
+const needsModel = new Set(['knockout.ts', 'transformer-import.ts'])
+const defaultModel = join(root, '..', 'shared', 'models', 'aidreams260K', 'model.bin')
+
+/** `pnpm example examples/readme/FILE ...args`, from the repository root. */
+function runExample(file: string, args: string[] = []): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(
+    process.execPath,
+    ['--conditions=@attnlab/source', '--import', 'tsx', join('examples', 'readme', file), ...args],
+    { cwd: root, encoding: 'utf8', timeout: 600_000 },
+  )
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
+describe('examples/readme scripts', () => {
+  it('exist, one per README example', () => {
+    expect(scripts.length).toBeGreaterThanOrEqual(8)
+  })
+
+  for (const file of scripts) {
+    const skip = needsModel.has(file) && !existsSync(defaultModel)
+    it.skipIf(skip)(`${file} runs as written`, () => {
+      const { status, stderr } = runExample(file)
+      expect(status, stderr.slice(-2000)).toBe(0)
+    }, 600_000)
+  }
+
+  for (const file of needsModel) {
+    it(`${file} without a model says how to pass one (exit 2, no stack trace)`, () => {
+      const missing = join(root, 'runs', 'no-such-model', 'model.bin')
+      const { status, stdout, stderr } = runExample(file, [missing])
+      expect(status).toBe(2)
+      expect(stdout).toBe('')
+      expect(stderr).toContain(`no model at ${missing}; pass one: pnpm example examples/readme/${file} PATH`)
+      expect(stderr).not.toMatch(/\n\s+at /)
+    }, 120_000)
+  }
+})
+
+describe('package READMEs', () => {
+  const sources = scripts.map((f) => readFileSync(join(root, 'examples', 'readme', f), 'utf8'))
+  const readmes = readdirSync(join(root, 'packages')).map((p) => join(root, 'packages', p, 'README.md'))
+  for (const readme of readmes.filter((r) => existsSync(r))) {
+    it(`${readme.slice(root.length + 1)}: every ts block is the start of an examples/readme script`, () => {
+      const blocks = [...readFileSync(readme, 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!)
+      for (const block of blocks) {
+        expect(sources.some((source) => source.startsWith(block)), block.slice(0, 200)).toBe(true)
+      }
+    })
+  }
+})
