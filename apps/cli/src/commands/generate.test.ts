@@ -134,6 +134,57 @@ describe('attnlab generate', () => {
     expect(io.err()).toMatch(/\[UNSUPPORTED\]: .*tokenizer\.json: this is a JSON file \(a Hugging Face tokenizer\.json\), not a llama2\.c tokenizer\.bin/)
   })
 
+  describe('--attention METHOD sizes the method for the prompt, as sparse compare does', () => {
+    let model: string
+    const prompt = Array.from({ length: 48 }, (_, i) => 3 + ((i * 7) % 37)).join(',')
+    beforeAll(async () => {
+      const config = createConfig({ architecture: 'llama', dVocab: 40, nCtx: 96, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dMlp: 16 })
+      const rng = Rng.fromSeed(5)
+      const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1)
+      const weights = new Map(parameterShapes(config).map(([name, shape]) => [name, { shape, data: rng.split(name).fillNormal(new Float32Array(size(shape)), 0, 0.5) }]))
+      model = join(root(), 'context-96')
+      await saveModelDirectory(model, { config, weights })
+    })
+    const run = async (extra: string[]): Promise<{ code: number; summary: Record<string, any>; errors: string }> => {
+      const io = captureOutput()
+      const code = await main(['generate', '--model', model, '--prompt-ids', prompt, '--ids', '--ignore-eos', '--max-tokens', '6', '--temperature', '0', '--backend', 'cpu', ...extra])
+      const summary = code === 0 && extra.includes('--json') ? JSON.parse(io.out()) : {}
+      const errors = io.err()
+      vi.restoreAllMocks()
+      return { code, summary, errors }
+    }
+
+    it('with default sizes every method skips pairs on a 48-token prompt (Quest included, which needs 1040 tokens unsized)', async () => {
+      for (const method of ['vertical-slash', 'flexprefill', 'block-sparse', 'snapkv', 'ada-snapkv', 'quest', 'vertical-slash+quest']) {
+        const { code, summary, errors } = await run(['--attention', method, '--json'])
+        expect(code, `${method}: ${errors}`).toBe(0)
+        expect(summary.targetSparsity).toBe(0.8)
+        expect(summary.attentionSparsity, method).toBeGreaterThan(0.05)
+      }
+    })
+
+    it('--sparsity sets the target; size flags win; a target the prompt cannot reach is warned about, with what it achieved', async () => {
+      const half = await run(['--attention', 'snapkv', '--sparsity', '0.5', '--json'])
+      expect(half.summary.attentionConfig).toMatchObject({ capacity: 24 }) // floor((1 - 0.5) 48)
+      expect(half.summary.warnings).toEqual([])
+      const given = await run(['--attention', 'quest', '--token-budget', '16', '--page-size', '8', '--json'])
+      expect(given.summary.attentionConfig).toMatchObject({ tokenBudget: 16, pageSize: 8 })
+      const high = await run(['--attention', 'vertical-slash', '--sparsity', '0.97'])
+      expect(high.code).toBe(0)
+      expect(high.errors).toMatch(/attention vertical-slash: \d+\.\d% of causal query-key pairs skipped/)
+      expect(high.errors).toMatch(/warning: vertical-slash does not reach target sparsity 0\.97 at 48 tokens: achieved 0\.\d{3} exact, 0\.\d{3} reported/)
+    })
+
+    it('--sparsity without --attention, or outside [0, 1), is a usage error', async () => {
+      const alone = await run(['--sparsity', '0.5'])
+      expect(alone.code).toBe(2)
+      expect(alone.errors).toMatch(/--sparsity needs --attention METHOD/)
+      const one = await run(['--attention', 'quest', '--sparsity', '1'])
+      expect(one.code).toBe(2)
+      expect(one.errors).toMatch(/--sparsity must be in \[0, 1\), got 1/)
+    })
+  })
+
   describe('bad input: one clear line, non-zero exit', () => {
     const expectFailure = async (args: string[], message: RegExp, exitCode = 2): Promise<void> => {
       const io = captureOutput()

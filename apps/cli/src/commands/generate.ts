@@ -9,10 +9,50 @@
  * ```
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
-import { generate, loadModel, type LoadedModel } from '@attnlab/transformer'
+import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
+import { generate, loadModel, type AttentionReport, type LoadedModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
-import { addMethodFlags, attentionKernelFromFlags } from './sparse.ts'
+import {
+  addMethodFlags,
+  attentionKernelFromFlags,
+  clampReportedSparsity,
+  meanExtra,
+  sizedConfig,
+  targetReached,
+  targetWarning,
+} from './sparse.ts'
+
+/**
+ * The target sparsity `--attention` sizes its method for when `--sparsity` is not given (the
+ * study's 5x compression; `sparse compare` sweeps 0.5, 0.8, 0.95).
+ */
+export const DEFAULT_GENERATE_SPARSITY = 0.8
+
+/**
+ * The `sparse compare` warning for each method of `--attention` that misses its target: prefill
+ * methods measured on the prompt's forward pass (the first `nLayers` reports), decode methods
+ * on the decode steps after it.
+ */
+export function attentionWarnings(
+  spec: string,
+  reports: readonly AttentionReport[],
+  nLayers: number,
+  target: number,
+  promptTokens: number,
+): string[] {
+  const lines: string[] = []
+  for (const method of spec.split('+').map((m) => m.trim()) as SparseMethodName[]) {
+    const phase = SPARSE_METHODS[method].phase
+    if (phase === null) continue
+    const own = phase === 'prefill' ? reports.slice(0, nLayers) : reports.slice(nLayers)
+    if (own.length === 0) continue // no decode step ran (one new token)
+    const exact = meanExtra(own, 'exactSparsity')
+    const reported = clampReportedSparsity(meanExtra(own, 'reportedSparsity')).clamped
+    if (!targetReached(target, exact, reported)) lines.push(targetWarning(method, target, exact, reported, promptTokens))
+  }
+  return lines
+}
 
 /** Generation's own --top-k (sampling) collides with Block-Sparse's; the method flag is renamed. */
 const METHOD_FLAG_RENAMES = { '--top-k': '--block-top-k' } as const
@@ -35,6 +75,7 @@ interface GenerateFlags {
   json?: boolean
   backend?: string
   attention?: string
+  sparsity?: number
 }
 
 function idListParser(value: string): number[] {
@@ -83,11 +124,22 @@ export function registerGenerate(program: Command): void {
     .option('--json', 'print a JSON summary (prompt ids, generated ids, text, stop reason, tokens/s)')
     .addOption(backendOption())
     .option('--attention <method>', 'attention method: dense (default), vertical-slash, flexprefill, block-sparse, snapkv, ada-snapkv, quest, or prefill+decode (e.g. vertical-slash+quest); method flags as in `attnlab sparse apply` (Block-Sparse top-k is --block-top-k here)')
+  command.option(
+    '--sparsity <s>',
+    `with --attention: the target sparsity in [0, 1) the method's sizes are set for, on this prompt, as in \`sparse compare\` ` +
+      `(default ${DEFAULT_GENERATE_SPARSITY}; size flags given win); a warning names what a short prompt achieved instead`,
+    numberParser('--sparsity', 0, 1),
+  )
   addMethodFlags(command, METHOD_FLAG_RENAMES)
   command.action(async (flags: GenerateFlags) => {
       if (flags.prompt !== undefined && flags.promptIds !== undefined) throw new UsageError('give --prompt or --prompt-ids, not both')
       if (flags.topP !== undefined && flags.topP <= 0) throw new UsageError(`--top-p must be in (0, 1], got ${flags.topP}`)
-      const attention = flags.attention === undefined ? undefined : attentionKernelFromFlags(flags.attention, flags as unknown as Record<string, unknown>, METHOD_FLAG_RENAMES)
+      const methodFlags = flags as unknown as Record<string, unknown>
+      // Built once now so that flag errors stop before the model loads; sized for the prompt below.
+      if (flags.attention !== undefined) attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES)
+      if (flags.sparsity !== undefined && flags.attention === undefined) throw new UsageError('--sparsity needs --attention METHOD')
+      if (flags.sparsity !== undefined && flags.sparsity >= 1) throw new UsageError(`--sparsity must be in [0, 1), got ${flags.sparsity}`)
+      const target = flags.sparsity ?? DEFAULT_GENERATE_SPARSITY
       if (flags.attention === undefined) {
         const stray = Object.keys(flags).filter((key) => command.getOptionValueSource(key) === 'cli' && !KNOWN_GENERATE_KEYS.has(key))
         if (stray.length > 0) throw new UsageError(`attention-method flags need --attention METHOD (got ${stray.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')})`)
@@ -100,6 +152,12 @@ export function registerGenerate(program: Command): void {
         if (prompt.length === 0) throw new UsageError('the prompt is empty and --no-bos was given: generation needs at least one token')
         const { nCtx } = model.config
         if (prompt.length > nCtx) throw new UsageError(`the prompt has ${prompt.length} tokens but the model's context is ${nCtx}`)
+        const attention =
+          flags.attention === undefined
+            ? undefined
+            : attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES, (method, given) =>
+                sizedConfig(model, prompt, method, target, given),
+              )
         const maxTokens = flags.steps !== undefined ? Math.max(0, flags.steps + 1 - prompt.length) : (flags.maxTokens ?? 256)
         const stops = flags.ignoreEos === true ? [] : [...new Set([...(loaded.specialTokens.eos ?? []), ...(loaded.specialTokens.bos === undefined ? [] : [loaded.specialTokens.bos])])]
         const started = performance.now()
@@ -115,6 +173,8 @@ export function registerGenerate(program: Command): void {
         const computed = result.attentionReports.reduce((sum, r) => sum + r.computedPairs, 0)
         const total = result.attentionReports.reduce((sum, r) => sum + r.totalPairs, 0)
         const seconds = (performance.now() - started) / 1000
+        const warnings =
+          flags.attention === undefined ? [] : attentionWarnings(flags.attention, result.attentionReports, model.config.nLayers, target, prompt.length)
         const ids = [...(result.tokens[0] ?? [])]
         const text = tokenizer?.decode([...prompt, ...ids])
         if (flags.json) {
@@ -132,7 +192,10 @@ export function registerGenerate(program: Command): void {
                 seconds,
                 tokensPerSecond: ids.length / seconds,
                 attention: flags.attention ?? 'dense',
+                attentionConfig: attention?.config ?? null,
+                targetSparsity: flags.attention === undefined ? null : target,
                 attentionSparsity: total > 0 ? 1 - computed / total : 0,
+                warnings,
                 notes: loaded.notes,
               },
               null,
@@ -144,10 +207,12 @@ export function registerGenerate(program: Command): void {
         if (flags.ids || text === undefined) {
           if (!flags.ids) throw new UsageError('no tokenizer to turn ids into text; pass --tokenizer PATH or --ids')
           console.log(ids.join(' '))
-          return
+        } else console.log(text)
+        if (attention !== undefined) {
+          const skipped = ((1 - computed / Math.max(total, 1)) * 100).toFixed(1)
+          console.error(`attention ${flags.attention}: ${skipped}% of causal query-key pairs skipped`)
+          for (const line of warnings) console.error(line)
         }
-        console.log(text)
-        if (attention !== undefined) console.error(`attention ${flags.attention}: ${((1 - computed / Math.max(total, 1)) * 100).toFixed(1)}% of causal query-key pairs skipped`)
       } finally {
         model.dispose()
       }
@@ -155,4 +220,7 @@ export function registerGenerate(program: Command): void {
 }
 
 /** Flags of generate itself (anything else given on the command line is a method flag). */
-const KNOWN_GENERATE_KEYS = new Set(['model', 'tokenizer', 'prompt', 'promptIds', 'maxTokens', 'steps', 'temperature', 'topK', 'topP', 'seed', 'bos', 'ignoreEos', 'ids', 'json', 'backend', 'attention'])
+const KNOWN_GENERATE_KEYS = new Set([
+  'model', 'tokenizer', 'prompt', 'promptIds', 'maxTokens', 'steps', 'temperature', 'topK', 'topP', 'seed',
+  'bos', 'ignoreEos', 'ids', 'json', 'backend', 'attention', 'sparsity',
+])

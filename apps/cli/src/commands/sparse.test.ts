@@ -6,8 +6,10 @@ import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensor
 import { readSafetensorsFile } from '@attnlab/core/node'
 import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
-import { addMethodFlags, attentionKernelFromFlags, budgetFor, clampReportedSparsity, compareDistributions, compareMethods, compareNotes, compareSvg, type CompareRow } from './sparse.ts'
-import { createConfig, createTransformer } from '@attnlab/transformer'
+import { addMethodFlags, attentionKernelFromFlags, budgetFor, clampReportedSparsity, compareDistributions, compareMethods, compareNotes, compareSvg, sizedConfig, type CompareRow } from './sparse.ts'
+import * as tf from '@tensorflow/tfjs-core'
+import { createKernel } from '@attnlab/sparse-attention'
+import { createConfig, createTransformer, type AttentionReport } from '@attnlab/transformer'
 import { useBackend } from '@attnlab/core'
 
 const H = 4
@@ -291,6 +293,27 @@ describe('sparse compare (computation on a real attnlab model)', () => {
     expect(budgetFor('snapkv', 128, 0.5).config).toMatchObject({ capacity: 64, local: 1, kernelSize: 1, window: 16 })
     expect(budgetFor('quest', 128, 0.95).config).toMatchObject({ pageSize: 8, tokenBudget: 8 })
     expect(budgetFor('snapkv', 128, 0.5, { capacity: 20, local: 3 }).config).toMatchObject({ capacity: 20, local: 3 })
+    // below 16 tokens Quest's pages shrink so that a budget page and the current page still fit
+    expect(budgetFor('quest', 12, 0.5).config).toMatchObject({ pageSize: 6, tokenBudget: 6 })
+    expect(budgetFor('quest', 5, 0.5).config).toMatchObject({ pageSize: 2, tokenBudget: 2 })
+  })
+
+  it('sizedConfig (generate --attention) calibrates Vertical-Slash on the prompt, keeps user values, leaks nothing', async () => {
+    await useBackend('cpu')
+    const model = createTransformer(config)
+    try {
+      const before = tf.memory().numTensors
+      const vs = sizedConfig(model, prompt, 'vertical-slash', 0.5)
+      expect(tf.memory().numTensors).toBe(before)
+      const reports: AttentionReport[] = []
+      model.forward([prompt], { attention: createKernel('vertical-slash', vs as never), attentionReports: reports }).dispose()
+      const exact = reports.reduce((sum, r) => sum + (r.extra?.exactSparsity ?? 0), 0) / reports.length
+      expect(Math.abs(exact - 0.5)).toBeLessThan(0.1)
+      expect(sizedConfig(model, prompt, 'vertical-slash', 0.5, { verticalSize: 9 })).toMatchObject({ verticalSize: 9, slashSize: 9 })
+      expect(sizedConfig(model, prompt, 'quest', 0.75)).toMatchObject({ pageSize: 8, tokenBudget: 16 })
+    } finally {
+      model.dispose()
+    }
   })
 
   it('KL and top-1 agreement', () => {
@@ -395,7 +418,7 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse co
     expect(errors.join(''), errors.join('')).toBe('')
     expect(code).toBe(0)
     const report = JSON.parse(logs.join('\n'))
-    expect(report.model).toMatch(/model\.bin$/)
+    expect(report.model).toBe(model) // as given; loadModel reads the model.bin inside
     expect(report.context).toBe(128)
     expect(report.decodeSteps).toBe(4)
     expect(report.rows).toHaveLength(6)

@@ -150,12 +150,19 @@ export function addMethodFlags(command: Command, renames: FlagRenames = {}): Com
  * Builds the attention kernel named by `spec` from parsed flags: a method name
  * (`vertical-slash`, `quest`, ...) or a prefill and a decode method joined by `+`
  * (`vertical-slash+quest`, run with `combine`). Each method takes the flags that apply to it; a
- * flag that applies to none of them is a usage error.
+ * flag that applies to none of them is a usage error. `size`, when given, turns each method's
+ * flag values into its full configuration (e.g. {@link sizedConfig}, sizes for the prompt at hand);
+ * without it the method's own defaults fill in.
  *
  * @throws UsageError for an unknown method or a flag of another method; ConfigError (from the
  *   package) for invalid values
  */
-export function attentionKernelFromFlags(spec: string, options: Record<string, unknown>, renames: FlagRenames = {}): SparseAttentionKernel {
+export function attentionKernelFromFlags(
+  spec: string,
+  options: Record<string, unknown>,
+  renames: FlagRenames = {},
+  size?: (method: SparseMethodName, flags: Record<string, unknown>) => Record<string, unknown>,
+): SparseAttentionKernel {
   const methods = spec.split('+').map((m) => m.trim())
   const known = Object.keys(SPARSE_METHODS)
   for (const m of methods) {
@@ -175,7 +182,10 @@ export function attentionKernelFromFlags(spec: string, options: Record<string, u
     }
     for (const i of users) (overrides[i] as Record<string, unknown>)[f.key] = f.key === 'sharePages' ? false : value
   }
-  const kernels = names.map((m, i) => createKernel(m, overrides[i] as never))
+  const kernels = names.map((m, i) => {
+    const flags = overrides[i] as Record<string, unknown>
+    return createKernel(m, (size === undefined ? flags : size(m, flags)) as never)
+  })
   return kernels.length === 1 ? (kernels[0] as SparseAttentionKernel) : combine(kernels[0] as SparseAttentionKernel, kernels[1] as SparseAttentionKernel)
 }
 
@@ -340,6 +350,28 @@ export function clampReportedSparsity(reported: number): { readonly clamped: num
  */
 export const TARGET_SPARSITY_TOLERANCE = 0.02
 
+/**
+ * Whether a method reached its target sparsity: the exact or the (clamped) reported sparsity
+ * comes within {@link TARGET_SPARSITY_TOLERANCE} of it.
+ */
+export function targetReached(target: number, exact: number, reportedClamped: number): boolean {
+  return Math.max(exact, reportedClamped) >= target - TARGET_SPARSITY_TOLERANCE
+}
+
+/** The warning printed when a method does not reach its target sparsity on a prompt of `promptTokens` tokens. */
+export function targetWarning(
+  method: string,
+  target: number,
+  exact: number,
+  reportedClamped: number,
+  promptTokens: number,
+): string {
+  return (
+    `warning: ${method} does not reach target sparsity ${target.toFixed(2)} at ${promptTokens} tokens: ` +
+    `achieved ${exact.toFixed(3)} exact, ${reportedClamped.toFixed(3)} reported`
+  )
+}
+
 // ------------------------------------------------------------------ sparse compare
 
 /** One method at one target sparsity, compared with dense attention on the same model and prompt. */
@@ -392,7 +424,7 @@ function oddAtLeastOne(x: number): number {
  * are for 16K-128K tokens; for a prompt of `n` tokens the auxiliary sizes scale by `n / 16384`
  * (VS/FlexPrefill window 256 -> at least 16 queries, local 64 -> at least 1; SnapKV window 256,
  * local 128, kernel 21), and the budget follows the target: SnapKV/Ada-SnapKV `C = floor((1-s)n)`,
- * Quest `(1-s)n` in whole pages (pages of 16, or 8 below 256 tokens), Block-Sparse `K` from the
+ * Quest `(1-s)n` in whole pages (pages of 16, 8 below 256 tokens, n/2 below 16), Block-Sparse `K` from the
  * analytic formula (B = 16, or 8 below 128 tokens). Vertical-Slash (`V = S`) and FlexPrefill
  * (`alpha`) are calibrated by bisection on the measured exact sparsity (`calibrate`). Flags given
  * by the user win over the rules. Exact-line masks are the default here (`maskMode: 'exact'`):
@@ -452,7 +484,7 @@ export function budgetFor(
       return { config, calibrate: null }
     }
     case 'quest': {
-      const pageSize = pick('pageSize', n >= 256 ? 16 : 8)
+      const pageSize = pick('pageSize', n >= 256 ? 16 : n >= 16 ? 8 : Math.max(1, n >> 1))
       const fit = Math.min(Math.max(pageSize, questBudgetForSparsity(n, sparsity, pageSize)), Math.floor(n / pageSize - 1) * pageSize)
       return {
         config: { pageSize, tokenBudget: pick('tokenBudget', Math.max(pageSize, fit)), ...(user('sharePages') === undefined ? {} : { sharePages: false }) },
@@ -462,6 +494,88 @@ export function budgetFor(
     default:
       throw new UsageError(`unknown method '${String(method)}'`)
   }
+}
+
+/**
+ * Runs `method` sized for a target sparsity on an `n`-token prompt ({@link budgetFor}) and, for
+ * Vertical-Slash (`V = S`) and FlexPrefill (`alpha`) without a user value, calibrates that size by
+ * bisection on the exact sparsity each run measures: the smallest `V = S` whose exact sparsity is
+ * at most the target, or its neighbour when nearer; for `alpha` up to 12 halvings. Shared by
+ * `sparse compare` and `generate --attention`.
+ *
+ * @param run - runs the method with a full configuration and returns what it measured
+ * @returns the run kept (the one nearest the target for calibrated methods, else the only one)
+ */
+export function calibratedRun<R extends { readonly exact: number }>(
+  method: SparseMethodName,
+  n: number,
+  target: number,
+  flags: Readonly<Record<string, unknown>>,
+  run: (config: Record<string, unknown>) => R,
+): R {
+  const { config, calibrate } = budgetFor(method, n, target, flags)
+  let best: R
+  if (calibrate === 'verticalSize' && flags.verticalSize === undefined && flags.slashSize === undefined) {
+    // smallest V = S whose exact sparsity is <= target (masks are nested in V), then the nearer neighbour
+    const lowest = Math.max(config.sinks as number, config.local as number, 1)
+    const at = new Map<number, R>()
+    const measure = (v: number) => {
+      if (!at.has(v)) at.set(v, run({ ...config, verticalSize: v, slashSize: v }))
+      return at.get(v) as R
+    }
+    let lo = lowest
+    let hi = n
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (measure(mid).exact > target) lo = mid + 1
+      else hi = mid
+    }
+    best = measure(lo)
+    if (lo > lowest && Math.abs(measure(lo - 1).exact - target) < Math.abs(best.exact - target)) best = measure(lo - 1)
+  } else if (calibrate === 'alpha' && flags.alpha === undefined) {
+    let lo = 0
+    let hi = 1
+    best = run({ ...config, alpha: 0 })
+    for (let i = 0; i < 12 && best.exact > target; i++) {
+      const mid = (lo + hi) / 2
+      const r = run({ ...config, alpha: mid })
+      if (Math.abs(r.exact - target) < Math.abs(best.exact - target)) best = r
+      if (r.exact > target) lo = mid
+      else hi = mid
+    }
+  } else {
+    const sizes = { verticalSize: flags.verticalSize ?? flags.slashSize, slashSize: flags.slashSize ?? flags.verticalSize }
+    const extra = calibrate === 'verticalSize' ? sizes : calibrate === 'alpha' ? { alpha: flags.alpha } : {}
+    best = run({ ...config, ...extra })
+  }
+  return best
+}
+
+/**
+ * The configuration of `method` for `prompt` on `model` at a target sparsity, as `sparse compare`
+ * sizes it ({@link budgetFor}; Vertical-Slash and FlexPrefill calibrated on the prompt's measured
+ * exact sparsity, see {@link calibratedRun}). For `generate --attention`: the methods' own
+ * defaults are sized for 16K+ tokens and skip nothing on short prompts (Quest's even refuses
+ * prompts under 1040 tokens).
+ *
+ * @param flags - user values by config key (they win over the rules)
+ */
+export function sizedConfig(
+  model: Transformer,
+  prompt: readonly number[],
+  method: SparseMethodName,
+  target: number,
+  flags: Readonly<Record<string, unknown>> = {},
+): Record<string, unknown> {
+  const n = prompt.length
+  const { config, calibrate } = budgetFor(method, n, target, flags)
+  if (calibrate === null) return { ...config, ...flags }
+  const run = (config: Record<string, unknown>) => {
+    const reports: AttentionReport[] = []
+    model.forward([[...prompt]], { attention: createKernel(method, config as never), attentionReports: reports }).dispose()
+    return { config, exact: meanExtra(reports, 'exactSparsity') }
+  }
+  return { ...calibratedRun(method, n, target, flags, run).config, ...flags }
 }
 
 /** Log-softmax of each row of `[rows, vocab]` logits, float64. */
@@ -499,7 +613,8 @@ export function compareDistributions(denseLog: Float64Array, sparseLog: Float64A
   return { kl: rows === 0 ? 0 : kl / rows, top1: rows === 0 ? 1 : agree / rows }
 }
 
-function meanExtra(reports: readonly AttentionReport[], key: string): number {
+/** The mean of a numeric `extra` entry (`exactSparsity`, `reportedSparsity`) over attention reports; 0 when none has it. */
+export function meanExtra(reports: readonly AttentionReport[], key: string): number {
   const values = reports.map((r) => r.extra?.[key]).filter((x): x is number => typeof x === 'number')
   return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length
 }
@@ -568,45 +683,12 @@ export async function compareMethods(model: Transformer, prompt: readonly number
   for (const method of methods) {
     const phase = SPARSE_METHODS[method].phase as 'prefill' | 'decode'
     for (const target of options.sparsities) {
-      const { config, calibrate } = budgetFor(method, n, target, flags)
-      const run = (overrides: Record<string, unknown>) => {
-        const kernel = createKernel(method, overrides as never)
+      const run = (config: Record<string, unknown>) => {
+        const kernel = createKernel(method, config as never)
         const result = phase === 'prefill' ? prefillLogits(model, prompt, kernel) : decodeLogits(model, prompt, steps, kernel)
         return { kernel, ...result, exact: meanExtra(result.reports, 'exactSparsity') }
       }
-      let best: ReturnType<typeof run>
-      if (calibrate === 'verticalSize' && flags.verticalSize === undefined && flags.slashSize === undefined) {
-        // smallest V = S whose exact sparsity is <= target (masks are nested in V), then the nearer neighbour
-        const lowest = Math.max(config.sinks as number, config.local as number, 1)
-        const at = new Map<number, ReturnType<typeof run>>()
-        const measure = (v: number) => {
-          if (!at.has(v)) at.set(v, run({ ...config, verticalSize: v, slashSize: v }))
-          return at.get(v) as ReturnType<typeof run>
-        }
-        let lo = lowest
-        let hi = n
-        while (lo < hi) {
-          const mid = (lo + hi) >> 1
-          if (measure(mid).exact > target) lo = mid + 1
-          else hi = mid
-        }
-        best = measure(lo)
-        if (lo > lowest && Math.abs(measure(lo - 1).exact - target) < Math.abs(best.exact - target)) best = measure(lo - 1)
-      } else if (calibrate === 'alpha' && flags.alpha === undefined) {
-        let lo = 0
-        let hi = 1
-        best = run({ ...config, alpha: 0 })
-        for (let i = 0; i < 12 && best.exact > target; i++) {
-          const mid = (lo + hi) / 2
-          const r = run({ ...config, alpha: mid })
-          if (Math.abs(r.exact - target) < Math.abs(best.exact - target)) best = r
-          if (r.exact > target) lo = mid
-          else hi = mid
-        }
-      } else {
-        const extra = calibrate === 'verticalSize' ? { verticalSize: flags.verticalSize ?? flags.slashSize, slashSize: flags.slashSize ?? flags.verticalSize } : calibrate === 'alpha' ? { alpha: flags.alpha } : {}
-        best = run({ ...config, ...extra })
-      }
+      const best = calibratedRun(method, n, target, flags, run)
       const reference = phase === 'prefill' ? denseLog : denseDecodeLog
       const count = phase === 'prefill' ? n : steps.length
       const { kl, top1 } = compareDistributions(reference, logSoftmaxRows(best.logits, count, dVocab), count, dVocab)
@@ -621,7 +703,7 @@ export async function compareMethods(model: Transformer, prompt: readonly number
         reportedSparsity,
         reportedSparsityClamped: clamped,
         budgetExceedsPrompt,
-        targetReached: Math.max(best.exact, clamped) >= target - TARGET_SPARSITY_TOLERANCE,
+        targetReached: targetReached(target, best.exact, clamped),
         top1Agreement: top1,
         klDenseSparse: kl,
         positions: count,
@@ -778,9 +860,7 @@ export function compareNotes(rows: readonly CompareRow[], promptTokens: number):
     )
   }
   for (const r of rows.filter((row) => !row.targetReached)) {
-    lines.push(
-      `warning: ${r.method} does not reach target sparsity ${r.targetSparsity.toFixed(2)} at ${promptTokens} tokens: achieved ${r.exactSparsity.toFixed(3)} exact, ${r.reportedSparsityClamped.toFixed(3)} reported`,
-    )
+    lines.push(targetWarning(r.method, r.targetSparsity, r.exactSparsity, r.reportedSparsityClamped, promptTokens))
   }
   return lines
 }
