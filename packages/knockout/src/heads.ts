@@ -83,16 +83,17 @@ export function checkHead(head: HeadRef, layout: HeadLayout): void {
 }
 
 /**
- * Formats a head as `layer.head` (e.g. `2.3`), the CLI's notation.
+ * Formats a head as `L{layer}H{head}` (e.g. `L2H3`), the notation of every human-readable
+ * attnlab output (TransformerLens style; {@link parseHeads} also reads `layer.head`).
  *
  * @category Heads
  */
 export function formatHead(head: HeadRef): string {
-  return `${head.layer}.${head.head}`
+  return `L${head.layer}H${head.head}`
 }
 
 /**
- * Parses a comma-separated head list such as `0.1,2.3` (also `L0H1` / `l0h1` forms), checking
+ * Parses a comma-separated head list such as `L0H1,L2H3` (also `l0h1` and `layer.head`: `0.1,2.3`), checking
  * every head against the layout and rejecting duplicates.
  *
  * @param text - the list
@@ -110,11 +111,11 @@ export function parseHeads(text: string, layout: HeadLayout): HeadRef[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0)
-  if (parts.length === 0) throw new AttnlabError('INVALID_ARGUMENT', `'${text}' names no heads; expected a list like 0.1,2.3 (layer.head)`)
+  if (parts.length === 0) throw new AttnlabError('INVALID_ARGUMENT', `'${text}' names no heads; expected a list like L0H1,L2H3 (or layer.head: 0.1,2.3)`)
   const seen = new Set<number>()
   return parts.map((part) => {
     const match = /^(\d+)\.(\d+)$/.exec(part) ?? /^[lL](\d+)[hH](\d+)$/.exec(part)
-    if (match === null) throw new AttnlabError('INVALID_ARGUMENT', `'${part}' is not a head; expected layer.head, e.g. 2.3`, { value: part })
+    if (match === null) throw new AttnlabError('INVALID_ARGUMENT', `'${part}' is not a head; expected layer.head or L<layer>H<head>, e.g. 2.3 or L2H3`, { value: part })
     const head = { layer: Number(match[1]), head: Number(match[2]) }
     const index = headIndex(head, layout)
     if (seen.has(index)) throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)} is listed twice`, { value: part })

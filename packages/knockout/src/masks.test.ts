@@ -11,7 +11,7 @@ describe('heads', () => {
     expect(headIndex({ layer: 2, head: 3 }, layout)).toBe(19)
     expect(headAt(19, layout)).toEqual({ layer: 2, head: 3 })
     for (let i = 0; i < 32; i++) expect(headIndex(headAt(i, layout), layout)).toBe(i)
-    expect(formatHead({ layer: 1, head: 7 })).toBe('1.7')
+    expect(formatHead({ layer: 1, head: 7 })).toBe('L1H7')
   })
   it('parses 0.1,2.3 and L1H2 lists', () => {
     expect(parseHeads('0.1, 2.3', layout)).toEqual([

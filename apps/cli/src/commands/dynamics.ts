@@ -107,7 +107,7 @@ export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis
       }
     }
   }
-  const plateauRows = analysis.plateaus.filter((p) => p > 0).map((p, j) => ({ loss: p, label: `L${j}` }))
+  const plateauRows = analysis.plateaus.filter((p) => p > 0).map((p, j) => ({ loss: p, label: `L_${j}` }))
   const transitionRows = analysis.transitions.filter((t) => t.time !== null).map((t) => ({ t: t.time as number, label: `t${t.stage}` }))
   const time = { field: 't', type: 'quantitative' as const, scale: { type: 'log' as const }, title: 'ODE time (dimensionless)' }
   const c = trajectory.config

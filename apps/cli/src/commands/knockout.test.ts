@@ -38,13 +38,13 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     }
     expect(result.method).toBe('compressed-sensing')
     expect(result.evaluations).toBe(6)
-    expect(result.top.map((h) => h.head)).toEqual(['0.2'])
+    expect(result.top.map((h) => h.head)).toEqual(['L0H2'])
     expect(result.top[0]!.score).toBeLessThan(0)
     expect(result.lasso.alpha).toBe(0.01)
     // The coefficient's unit is stated, and converts to a drop in metric units.
     expect(result.lasso.coefficientUnit).toMatch(/standard deviations of the capability score across the masks, per knocked-out head/)
     expect(result.lasso.scoreSd).toBeGreaterThan(0)
-    expect(result.estimatedDrop).toEqual([{ head: '0.2', drop: -result.top[0]!.score * result.lasso.scoreSd }])
+    expect(result.estimatedDrop).toEqual([{ head: 'L0H2', drop: -result.top[0]!.score * result.lasso.scoreSd }])
     expect(result.heatmap).toHaveLength(1)
     expect(result.heatmap[0]).toHaveLength(3)
     expect(result.budget).toEqual({ heads: 3, exhaustiveSweep: 4, exhaustivePairs: 6 })
@@ -64,7 +64,7 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
       '--top', '1', '--seed', '0', '--controls', 'none', '--count', '64', '--backend', 'cpu',
     ])
     expect(code).toBe(0)
-    expect(stdout).toMatch(/top heads \(Lasso coefficient, sd units; estimated drop \(loss\)\): 0\.2 -\d+\.\d{4} \(drop ~\d/)
+    expect(stdout).toMatch(/top heads \(Lasso coefficient, sd units; estimated drop \(loss\)\): L0H2 -\d+\.\d{4} \(drop ~\d/)
     expect(stdout).toMatch(/coefficient = Lasso weight on the head's knockout bit \(1 = knocked out\), in standard deviations of the loss score across the 6 masks \(sd [\d.e-]+ loss nats\) per knocked-out head; negative = needed/)
   })
 
@@ -73,11 +73,11 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(exhaustive.code).toBe(0)
     const parsed = JSON.parse(exhaustive.stdout) as { evaluations: number; top: { head: string }[]; baseline: number }
     expect(parsed.evaluations).toBe(4)
-    expect(parsed.top[0]!.head).toBe('0.0')
+    expect(parsed.top[0]!.head).toBe('L0H0')
     const greedy = await runCli(['knockout', 'locate', '--model', planted, '--capability', 'span-1@accuracy', '--method', 'greedy', '--top', '2', '--count', '32', '--controls', 'span-0', '--backend', 'cpu'])
     expect(greedy.code).toBe(0)
     expect(greedy.stdout).toMatch(/greedy \(zero ablation\): 6 evaluations/)
-    expect(greedy.stdout).toMatch(/top heads \(drop \(accuracy\)\): 0\.1 /)
+    expect(greedy.stdout).toMatch(/top heads \(drop \(accuracy\)\): L0H1 /)
     expect(greedy.stdout).toMatch(/span-1@accuracy\s+target/)
   })
 
@@ -85,7 +85,7 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     const { code, stdout } = await runCli(['knockout', 'ablate', '--model', planted, '--heads', '0.1', '--capabilities', 'span-0,span-1,span-2', '--target', 'span-1', '--count', '32', '--backend', 'cpu', '--json'])
     expect(code).toBe(0)
     const report = JSON.parse(stdout) as { heads: string[]; rows: { capability: string; before: number; after: number; hurt: number }[]; evaluations: number }
-    expect(report.heads).toEqual(['0.1'])
+    expect(report.heads).toEqual(['L0H1'])
     expect(report.evaluations).toBe(6)
     const hurt = Object.fromEntries(report.rows.map((r) => [r.capability, r.hurt]))
     expect(hurt['span-1']).toBeGreaterThan(0.3)
@@ -93,7 +93,7 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(hurt['span-2']).toBeLessThan(0.1)
     const mean = await runCli(['knockout', 'ablate', '--model', planted, '--heads', 'L0H1', '--mode', 'mean', '--capabilities', 'span-1', '--count', '32', '--backend', 'cpu'])
     expect(mean.code).toBe(0)
-    expect(mean.stdout).toMatch(/knocking out 0\.1 \(mean ablation\)/)
+    expect(mean.stdout).toMatch(/knocking out L0H1 \(mean ablation\)/)
     expect(mean.stdout).toMatch(/span-1\s+control\s+loss/)
   })
 
@@ -108,9 +108,9 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
 
 describe('attnlab knockout: bad input stops with one clear line and a non-zero exit', () => {
   const cases: [string, string[], RegExp][] = [
-    ['heads out of range', ['ablate', '--model', planted, '--heads', '0.3', '--backend', 'cpu'], /head 0\.3: head 3 is outside \[0, 3\)/],
+    ['heads out of range', ['ablate', '--model', planted, '--heads', '0.3', '--backend', 'cpu'], /head L0H3: head 3 is outside \[0, 3\)/],
     ['layer out of range', ['ablate', '--model', planted, '--heads', '1.0', '--backend', 'cpu'], /layer 1 is outside \[0, 1\)/],
-    ['malformed heads', ['ablate', '--model', planted, '--heads', '0-1'], /--heads must be a comma-separated list of layer\.head/],
+    ['malformed heads', ['ablate', '--model', planted, '--heads', '0-1'], /--heads must be a comma-separated list of heads, L<layer>H<head> or layer\.head/],
     ['repeated head', ['ablate', '--model', planted, '--heads', '0.1,0.1', '--backend', 'cpu'], /listed twice/],
     ['bad mode', ['ablate', '--model', planted, '--heads', '0.1', '--mode', 'scale'], /--mode.*'scale'.*Allowed choices are zero, mean, resample/],
     ['bad method', ['locate', '--model', planted, '--capability', 'span-0', '--method', 'lasso'], /Allowed choices are cs, exhaustive, greedy/],

@@ -5,7 +5,7 @@
  * ```
  * attnlab knockout capabilities --model PATH
  * attnlab knockout locate --model PATH --capability induction [--method cs|exhaustive|greedy] [--masks M --fraction F --top 5 --seed 0] [--plot heads.svg] --json
- * attnlab knockout ablate --model PATH --heads 0.1,2.3 --mode zero|mean|resample --capabilities induction,text --json
+ * attnlab knockout ablate --model PATH --heads L0H1,L2H3 --mode zero|mean|resample --capabilities induction,text --json
  * ```
  *
  * PATH is an attnlab checkpoint directory (its training task gives `task`, `span-i` and mixture
@@ -104,7 +104,7 @@ function fractionParser(value: string): number {
 function headListSyntax(value: string): string {
   const parts = value.split(',').map((s) => s.trim())
   if (parts.length === 0 || parts.some((p) => !/^(\d+\.\d+|[lL]\d+[hH]\d+)$/.test(p))) {
-    throw new InvalidArgumentError(`--heads must be a comma-separated list of layer.head (e.g. 0.1,2.3), got '${value}'`)
+    throw new InvalidArgumentError(`--heads must be a comma-separated list of heads, L<layer>H<head> or layer.head (e.g. L0H1,L2H3 or 0.1,2.3), got '${value}'`)
   }
   return value
 }
@@ -405,7 +405,7 @@ export function registerKnockout(program: Command): void {
     knockout
       .command('ablate')
       .description('knock out given heads and report every capability before and after')
-      .requiredOption('--heads <list>', 'heads to knock out, layer.head comma-separated (e.g. 0.1,2.3)', headListSyntax),
+      .requiredOption('--heads <list>', 'heads to knock out, comma-separated, L<layer>H<head> or layer.head (e.g. L0H1,L2H3 or 0.1,2.3)', headListSyntax),
   )
     .option('--capabilities <list>', 'capabilities to score (default: every built-in)')
     .option('--target <name>', 'one of the capabilities, reported as the target (the others as controls)')
