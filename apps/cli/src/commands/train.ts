@@ -70,7 +70,28 @@ interface StoredRun {
     validationSize: number
   }
   readonly evaluations: { step: number; trainLoss: number; validationLoss: number }[]
+  /** The run's target steps, evaluation and checkpoint intervals (a resume without the flags keeps them). */
+  readonly steps?: number
+  readonly evalEvery?: number
+  readonly checkpointEvery?: number
+  /** The run-defining flags' values (commander keys), to accept a resume that repeats one unchanged. */
+  readonly flags?: Readonly<Record<string, unknown>>
 }
+
+/** The flags that define a run: fixed when resuming (repeating one with its value is fine). */
+const RUN_KEYS = [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seed'] as const
+
+/** The values of the run-defining flags (what a resume compares given flags against). */
+function runFlagValues(flags: TrainFlags): Record<string, unknown> {
+  const values: Record<string, unknown> = {}
+  for (const key of RUN_KEYS) {
+    const value = (flags as unknown as Record<string, unknown>)[key]
+    if (value !== undefined) values[key] = value
+  }
+  return values
+}
+
+const sameValue = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b)
 
 function formatTokens(perSecond: number): string {
   return perSecond >= 1e6 ? `${(perSecond / 1e6).toFixed(2)}M` : `${(perSecond / 1e3).toFixed(1)}k`
@@ -113,21 +134,47 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   let resumeState: TrainerState | undefined
   let weights: Map<string, { shape: number[]; data: Float32Array }> | undefined
   if (flags.resume !== undefined) {
-    const changed = givenFlags(command, [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seed'])
-    if (changed.length > 0) {
-      throw new UsageError(`${changed.map(kebab).join(', ')} cannot change when resuming (the run's settings come from ${flags.resume}); only --steps, --out, --force, --eval-every, --checkpoint-every, --backend and --json may be given`)
-    }
     const checkpoint = await loadCheckpoint(flags.resume)
     const stored = checkpoint.extra as Partial<StoredRun>
     if (stored.command !== 'train' || stored.task === undefined || stored.train === undefined || checkpoint.trainerState === null) {
       throw new UsageError(`${flags.resume} was not written by 'attnlab train' (no task and training settings to resume with)`)
+    }
+    // A flag given with the value the run already has is no change (checkpoints that predate
+    // the stored flag values accept none).
+    const changed = givenFlags(command, RUN_KEYS).filter(
+      (key) => stored.flags === undefined || !sameValue((flags as unknown as Record<string, unknown>)[key], stored.flags[key]),
+    )
+    if (changed.length > 0) {
+      const had = changed.filter((key) => stored.flags?.[key] !== undefined).map((key) => `${kebab(key)} ${String(stored.flags?.[key])}`)
+      throw new UsageError(
+        `${changed.map(kebab).join(', ')} cannot change when resuming (${had.length > 0 ? `the run has ${had.join(', ')}; ` : ''}` +
+          `its settings come from ${flags.resume}); only --steps, --out, --force, --eval-every, --checkpoint-every, ` +
+          '--backend and --json may be given',
+      )
     }
     run = { ...(stored as StoredRun), evaluations: [...(stored.evaluations ?? [])] }
     task = createTask(run.task)
     config = checkpoint.config
     resumeState = checkpoint.trainerState
     weights = checkpoint.weights
+    // --steps, --eval-every and --checkpoint-every not given: the run's own.
+    const given = (key: string): boolean => command.getOptionValueSource(key) === 'cli'
+    if (!given('steps')) {
+      if (run.steps === undefined) {
+        throw new UsageError(`--resume ${flags.resume}: this checkpoint does not record the run's --steps; give --steps N (above its step ${resumeState.step})`)
+      }
+      flags.steps = run.steps
+    }
+    if (!given('evalEvery') && run.evalEvery !== undefined) flags.evalEvery = run.evalEvery
+    if (!given('checkpointEvery') && run.checkpointEvery !== undefined) flags.checkpointEvery = run.checkpointEvery
     if (flags.steps < resumeState.step) throw new UsageError(`--steps ${flags.steps} is below the checkpoint's step ${resumeState.step}`)
+    if (flags.steps === resumeState.step) {
+      throw new UsageError(
+        `--resume ${flags.resume}: the run already finished (its checkpoint is at step ${resumeState.step} of ${flags.steps}); ` +
+          `give --steps N above ${resumeState.step} to train it further`,
+      )
+    }
+    run = { ...run, steps: flags.steps, evalEvery: flags.evalEvery, checkpointEvery: flags.checkpointEvery }
   } else {
     task = taskOf(flags, command)
     config = modelConfigOf(flags, task, flags.seed)
@@ -146,6 +193,10 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
         validationSize: flags.validationSize,
       },
       evaluations: [],
+      steps: flags.steps,
+      evalEvery: flags.evalEvery,
+      checkpointEvery: flags.checkpointEvery,
+      flags: runFlagValues(flags),
     }
   }
   // Continuing in place rewrites the run's own checkpoint; anywhere else must be free (or --force).
@@ -189,7 +240,10 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       onStep: yieldToEventLoop,
       ...(resumeState === undefined ? {} : { resume: resumeState }),
       onEval: (record: EvalRecord) => {
-        run.evaluations.push({ step: record.step, trainLoss: record.trainLoss, validationLoss: record.validationLoss })
+        // One row per step (a run stopped right after resuming evaluates its checkpoint's step again).
+        const rows = run.evaluations
+        while (rows.length > 0 && (rows[rows.length - 1] as { step: number }).step >= record.step) rows.pop()
+        rows.push({ step: record.step, trainLoss: record.trainLoss, validationLoss: record.validationLoss })
         if (!flags.json) {
           const metrics = record.metrics
           const masses = metrics?.offsetGroupMass?.[0]?.map((groups) => groups.map((m) => m.toFixed(2)).join('/')).join(' ')
