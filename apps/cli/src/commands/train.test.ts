@@ -121,6 +121,39 @@ describe('attnlab train', () => {
     expect(io.err()).toMatch(/INVALID_CHECKPOINT/)
   })
 
+  it('--resume without --steps / --eval-every continues to the run\'s own, accepts unchanged flags, refuses a finished run', async () => {
+    const dir = join(root(), 'own-steps')
+    const errors: string[] = []
+    vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void errors.push(args.join(' ')))
+    vi.spyOn(console, 'log').mockImplementation((line: unknown) => {
+      if (String(line).startsWith('step 4/')) process.emit('SIGTERM')
+    })
+    const run = ['train', ...TINY.filter((a, i, all) => a !== '--eval-every' && all[i - 1] !== '--eval-every')]
+    expect(await main([...run, '--eval-every', '2', '--steps', '9', '--out', dir])).toBe(143)
+    expect(errors.join('\n')).toMatch(/interrupted at step 4 of 9/)
+    vi.restoreAllMocks()
+    let io = captureOutput()
+    // --batch 16 and --preset minimal repeat the run's values: not a change.
+    expect(await main(['train', '--resume', dir, '--batch', '16', '--preset', 'minimal', '--backend', 'cpu', '--json'])).toBe(0)
+    const summary = JSON.parse(io.out())
+    expect(summary.steps).toBe(9)
+    expect(summary.evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9])
+    expect((await loadCheckpoint(dir)).trainerState!.step).toBe(9)
+    vi.restoreAllMocks()
+    io = captureOutput()
+    expect(await main(['train', '--resume', dir, '--batch', '32', '--backend', 'cpu'])).toBe(2)
+    expect(io.err()).toMatch(/--batch cannot change when resuming \(the run has --batch 16; /)
+    vi.restoreAllMocks()
+    io = captureOutput()
+    expect(await main(['train', '--resume', dir, '--backend', 'cpu', '--json'])).toBe(2)
+    expect(io.err()).toMatch(/the run already finished \(its checkpoint is at step 9 of 9\); give --steps N above 9/)
+    expect(io.out()).toBe('')
+    vi.restoreAllMocks()
+    io = captureOutput()
+    expect(await main(['train', '--resume', dir, '--steps', '11', '--backend', 'cpu', '--json'])).toBe(0)
+    expect(JSON.parse(io.out()).evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9, 10, 11])
+  })
+
   it('never deletes what is in --out without --force: user files, a plain file, an earlier checkpoint', async () => {
     const user = join(root(), 'userdir')
     await mkdir(join(user, 'sub'), { recursive: true })
@@ -202,7 +235,7 @@ describe('attnlab train', () => {
     vi.spyOn(console, 'log').mockImplementation((line: unknown) => {
       if (String(line).startsWith('step 3/')) process.emit('SIGTERM')
     })
-    expect(await main(['train', ...TINY, '--steps', '60', '--out', out])).toBe(130)
+    expect(await main(['train', ...TINY, '--steps', '60', '--out', out])).toBe(143)
     expect(errors.join('\n')).toMatch(/INTERRUPTED.*interrupted at step 3 of 60; the checkpoint in .*trt holds it: continue with --resume .*trt$/)
     expect(process.listenerCount('SIGTERM')).toBe(0)
     expect(process.listenerCount('SIGHUP')).toBe(0)
