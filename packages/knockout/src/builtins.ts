@@ -13,13 +13,23 @@
  * | `span-{i}` | a sparse-Markov task | the teacher restricted to span i ({@link sparseMarkovSpanCapability}) |
  * | component name | a {@link MixtureTask} | next-token loss on that component (with its prefix) |
  *
- * Any name takes a metric suffix: `induction@accuracy`, `text@logprob`.
+ * Any name takes a metric suffix: `induction@accuracy`, `text@logprob`. Every one but `span-{i}`
+ * carries its {@link Capability.chance} level (a uniform guess over the vocabulary; 0 for a gain).
  *
  * @module
  */
 import { checkOptionKeys, ConfigError } from '@attnlab/core'
 import { SparseMarkovTask, type Task } from '@attnlab/markov'
-import { METRIC_NAMES, inductionCapability, sparseMarkovSpanCapability, taskCapability, textCapability, type Capability, type MetricName } from './capability.ts'
+import {
+  METRIC_NAMES,
+  chanceLevel,
+  inductionCapability,
+  sparseMarkovSpanCapability,
+  taskCapability,
+  textCapability,
+  type Capability,
+  type MetricName,
+} from './capability.ts'
 import { MixtureTask } from './mixture.ts'
 import { HELD_OUT_SENTENCES } from './sentences.ts'
 
@@ -112,7 +122,19 @@ export function builtinCapability(spec: string, context: BuiltinContext, options
       ['text', 'repeat-text', 'repeat-gain'].includes(name) ? ' (it needs a tokenizer)' : name === 'task' || /^span-\d+$/.test(name) ? ' (it needs a model trained on a task; attnlab checkpoints record it)' : ''
     throw new ConfigError('capability', `'${name}' is not available for this model${why}; available: ${available.join(', ')}`)
   }
-  const withName = (capability: Capability): Capability => (metric === undefined ? capability : { ...capability, name: `${name}@${metric}` })
+  const gain = name === 'induction-gain' || name === 'repeat-gain'
+  // A span's targets are the teacher restricted to that span: a model that predicts the whole
+  // teacher can score worse than a uniform guess on them, so a span has no chance level.
+  const chance = (capability: Capability): number | undefined =>
+    /^span-\d+$/.test(name) ? undefined : chanceLevel(capability.metric, context.dVocab, gain)
+  const withName = (capability: Capability): Capability => {
+    const level = chance(capability)
+    return {
+      ...capability,
+      ...(metric === undefined ? {} : { name: `${name}@${metric}` }),
+      ...(level === undefined ? {} : { chance: level }),
+    }
+  }
   const common = { ...(metric === undefined ? {} : { metric }), ...(options.seed === undefined ? {} : { seed: options.seed }) }
   const prefix = context.bos === undefined ? [] : [context.bos]
   const maxBlock = Math.floor((context.nCtx - prefix.length + 1) / 2)

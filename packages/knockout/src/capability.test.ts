@@ -2,6 +2,8 @@ import { ConfigError, Rng } from '@attnlab/core'
 import { IclMarkovTask, LinearMapTask, SparseMarkovTask, createTask } from '@attnlab/markov'
 import { describe, expect, it } from 'vitest'
 import {
+  absentCapability,
+  chanceLevel,
   checkCapability,
   evaluationSetFromBatch,
   higherIsBetter,
@@ -205,5 +207,30 @@ describe('MixtureTask', () => {
     const mixture = new MixtureTask([{ name: 'a', task: markov }])
     expect(() => mixture.prefixToken('b')).toThrow(/'b' is not a component; expected one of a/)
     expect(() => mixture.sample(0, Rng.fromSeed(0))).toThrow(/batchSize/)
+  })
+})
+
+describe('chance level and absent capabilities', () => {
+  it('chance is a uniform guess over the vocabulary, 0 for a gain', () => {
+    expect(chanceLevel('logprob', 512)).toBeCloseTo(-6.238, 3)
+    expect(chanceLevel('loss', 512)).toBeCloseTo(6.238, 3)
+    expect(chanceLevel('accuracy', 8)).toBe(0.125)
+    expect(chanceLevel('logprob', 512, true)).toBe(0)
+    expect(() => chanceLevel('loss', 0)).toThrow(ConfigError)
+  })
+
+  it('a clean score no better than chance is absent (aidreams induction: -9.40 against -6.24), with a warning naming both', () => {
+    const probe = { ...inductionCapability({ tokens: [3, 4, 5, 6, 7, 8], blockLength: 4, count: 2 }), chance: chanceLevel('logprob', 512) }
+    const absent = absentCapability(probe, -9.4)
+    expect(absent).not.toBeNull()
+    expect(absent?.message).toMatch(/does not show 'induction'.*-9\.40 nats per token, no better than chance \(-6\.24\); there is nothing to localize/)
+    expect(absentCapability(probe, -1.2)).toBeNull()
+    const loss = { ...probe, metric: 'loss' as const, chance: chanceLevel('loss', 512) }
+    expect(absentCapability(loss, 7)).not.toBeNull()
+    expect(absentCapability(loss, 3)).toBeNull()
+    const gain = { ...probe, chance: 0 }
+    expect(absentCapability(gain, -0.26)?.message).toMatch(/no better than chance \(0\.00\)/)
+    expect(absentCapability(gain, 0.3)).toBeNull()
+    expect(absentCapability({ ...probe, chance: undefined } as never, -100)).toBeNull()
   })
 })

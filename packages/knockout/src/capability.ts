@@ -105,6 +105,62 @@ export interface Capability {
   readonly metric: MetricName
   /** The sequences and targets. */
   readonly data: EvaluationSet
+  /**
+   * The metric of a model without the capability, if known (see {@link chanceLevel}): a uniform
+   * guess over the vocabulary, or 0 for an in-context gain. A clean model that does no better has
+   * nothing to localize ({@link absentCapability}).
+   */
+  readonly chance?: number
+}
+
+/**
+ * The metric of a model that lacks a capability: a uniform guess over `dVocab` tokens (`loss`
+ * `ln dVocab`, `logprob` `-ln dVocab`, `accuracy` `1 / dVocab`), or, for an in-context gain
+ * (second copy minus first), 0 whatever the metric.
+ *
+ * @param metric - the capability's metric
+ * @param dVocab - the model's vocabulary size (>= 1)
+ * @param gain - true for a contrast (gain) capability
+ * @throws `ConfigError` (`@attnlab/core`) for a `dVocab` that is not an integer >= 1
+ * @category Capabilities
+ */
+export function chanceLevel(metric: MetricName, dVocab: number, gain = false): number {
+  if (!Number.isSafeInteger(dVocab) || dVocab < 1) {
+    throw new ConfigError('dVocab', `must be an integer >= 1, got ${String(dVocab)}`)
+  }
+  if (gain) return 0
+  return metric === 'loss' ? Math.log(dVocab) : metric === 'logprob' ? -Math.log(dVocab) : 1 / dVocab
+}
+
+/**
+ * Whether a model shows a capability at all: when its clean (nothing knocked out) metric is no
+ * better than the capability's {@link Capability.chance}, knocking heads out cannot reveal where
+ * the capability lives (there is nothing to lose), and any ranking of "top heads" is noise or
+ * heads whose removal moves a score that is already at chance (Bair et al., arXiv 2603.03335,
+ * section 4 localize capabilities the model has).
+ *
+ * @param capability - the capability (its `chance` unset: never absent)
+ * @param clean - its metric on the clean model
+ * @returns `null` when the model beats chance, else the values and a one-line warning
+ * @category Capabilities
+ */
+export function absentCapability(
+  capability: Capability,
+  clean: number,
+): { readonly clean: number; readonly chance: number; readonly message: string } | null {
+  const chance = capability.chance
+  if (chance === undefined || !Number.isFinite(clean)) return null
+  if (performance(clean, capability.metric) > performance(chance, capability.metric)) return null
+  const format = (v: number): string => v.toFixed(capability.metric === 'accuracy' ? 3 : 2)
+  const unit = capability.metric === 'accuracy' ? '' : ' nats per token'
+  return {
+    clean,
+    chance,
+    message:
+      `the model does not show '${capability.name}': its clean ${capability.metric} is ${format(clean)}${unit}, ` +
+      `no better than chance (${format(chance)}); there is nothing to localize, ` +
+      'and the heads ranked here are not where a capability lives',
+  }
 }
 
 /**

@@ -19,6 +19,8 @@
 export { ABLATION_MODES, HeadAblation, type AblationMode, type AblationOptions, type ReferenceInputs } from './ablation.ts'
 export {
   METRIC_NAMES,
+  absentCapability,
+  chanceLevel,
   checkCapability,
   evaluationSetFromBatch,
   higherIsBetter,
@@ -65,13 +67,16 @@ export {
 } from './localize.ts'
 export {
   checkMasks,
+  defaultHeadsPerMask,
   headsPerMask,
   knockoutCounts,
   masksFromHeadSets,
+  measurementPlan,
   randomMasks,
   singleHeadMasks,
   type KnockoutMasks,
   type MaskDesign,
+  type MeasurementPlan,
   type RandomMaskOptions,
 } from './masks.ts'
 export { MixtureTask, taskFromDescription, type MixtureComponent, type MixtureOptions } from './mixture.ts'

@@ -7,9 +7,10 @@
  *   the reference code's "greedy search" baseline (`llm-components.md` section 3).
  * - {@link greedySearch}: the iterative variant: k rounds, each sweeping the remaining heads with
  *   the heads found so far always knocked out (`sum_{i<k} (N - i)` evaluations + 1).
- * - {@link compressedSensing}: M random masks (default 100, each knocking out about 2% of the
- *   heads), standardized scores, a Lasso of score on mask, heads ranked by most negative
- *   coefficient (Bair et al., arXiv 2603.03335; `llm-components.md` section 2, steps 1-5).
+ * - {@link compressedSensing}: M random masks (default `ceil(2 k ln(1 + N / k))`, each head
+ *   knocked out in about 3 of them; see {@link measurementPlan}), standardized scores, a Lasso of
+ *   score on mask, heads ranked by most negative coefficient (Bair et al., arXiv 2603.03335;
+ *   `llm-components.md` section 2, steps 1-5).
  *
  * @module
  */
@@ -19,7 +20,16 @@ import { HeadAblation, type AblationMode, type ReferenceInputs } from './ablatio
 import { performance as performanceOf, type Capability, type MetricName } from './capability.ts'
 import { headAt, headCount, type HeadLayout, type HeadRef } from './heads.ts'
 import { lasso, lassoCV, type LassoFit } from './lasso.ts'
-import { knockoutCounts, masksFromHeadSets, randomMasks, singleHeadMasks, type KnockoutMasks, type MaskDesign } from './masks.ts'
+import {
+  defaultHeadsPerMask,
+  knockoutCounts,
+  masksFromHeadSets,
+  measurementPlan,
+  randomMasks,
+  singleHeadMasks,
+  type KnockoutMasks,
+  type MaskDesign,
+} from './masks.ts'
 import { PASS_OPTION_KEYS, scoreMasks, type ScoreOptions } from './scoring.ts'
 
 /**
@@ -336,9 +346,15 @@ export async function greedySearch(model: Transformer, capability: Capability, o
  * @category Localization
  */
 export interface CompressedSensingOptions extends LocalizeOptions {
-  /** Number of masks M (default 100). */
+  /**
+   * Number of masks M (default {@link measurementPlan}'s `ceil(2 k ln(1 + N / k))`, k = `top`:
+   * 15 for 16 heads, 22 for 40, 54 for 1024; the paper's README uses 100).
+   */
   readonly masks?: number
-  /** Fraction of heads knocked out per mask (default 0.02, at least one head). */
+  /**
+   * Fraction of heads knocked out per mask (default: {@link defaultHeadsPerMask} of N and M, over
+   * N, so each head is knocked out about 3 times; the paper's 0.02 once N is large).
+   */
   readonly fraction?: number
   /** `balanced` (default) or `iid` (see {@link MaskDesign}). */
   readonly design?: MaskDesign
@@ -367,11 +383,14 @@ export interface CompressedSensingOptions extends LocalizeOptions {
  * coefficients among the strictly negative ones (fewer than k when fewer heads have a negative
  * coefficient: a zero coefficient carries no evidence).
  *
- * Cost: M evaluations, batched into `ceil(M n / rowsPerPass)` forward passes.
+ * Cost: M evaluations, batched into `ceil(M n / rowsPerPass)` forward passes. The default M grows
+ * as `k log N` ({@link measurementPlan}); when that is not below the exhaustive sweep's N + 1,
+ * {@link measurementPlan} says so and a caller should sweep instead (the CLI does).
  *
  * @param model - the model
  * @param capability - what to score
- * @param options - masks (default 100), fraction (default 0.02), design (default balanced),
+ * @param options - masks (default {@link measurementPlan}), fraction (default
+ *   {@link defaultHeadsPerMask} / N), design (default balanced),
  *   seed, alpha (default 0.01) or cross-validation, top-k (default 5), ablation, pass size
  * @returns the ranking, coefficients, R^2, masks and measurements
  * @throws `ConfigError` (`@attnlab/core`) for bad options (see {@link randomMasks}, {@link lasso}), an
@@ -390,11 +409,14 @@ export async function compressedSensing(model: Transformer, capability: Capabili
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
   const top = checkTop(options.top ?? 5, n)
+  // Defaults scale with the head count (measurementPlan): O(k log N) masks, ~3 knockouts per head.
+  const count = options.masks ?? measurementPlan(layout, top).masks
+  const fraction = options.fraction ?? (typeof count === 'number' ? defaultHeadsPerMask(n, count) / n : undefined)
   const masks =
     options.customMasks ??
     randomMasks(layout, {
-      ...(options.masks === undefined ? {} : { count: options.masks }),
-      ...(options.fraction === undefined ? {} : { fraction: options.fraction }),
+      count,
+      ...(fraction === undefined ? {} : { fraction }),
       ...(options.design === undefined ? {} : { design: options.design }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
     })

@@ -1,7 +1,16 @@
 import { AttnlabError, ConfigError } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
 import { checkHead, formatHead, headAt, headCount, headIndex, parseHeads } from './heads.ts'
-import { checkMasks, headsPerMask, knockoutCounts, masksFromHeadSets, randomMasks, singleHeadMasks } from './masks.ts'
+import {
+  checkMasks,
+  defaultHeadsPerMask,
+  headsPerMask,
+  knockoutCounts,
+  masksFromHeadSets,
+  measurementPlan,
+  randomMasks,
+  singleHeadMasks,
+} from './masks.ts'
 
 const layout = { nLayers: 4, nHeads: 8 }
 
@@ -100,5 +109,43 @@ describe('masks', () => {
     expect(() => checkMasks({ count: 1, heads: 31, data: new Uint8Array(31) }, layout)).toThrow(/masks cover 31 heads; the model has 32/)
     expect(() => checkMasks({ count: 2, heads: 32, data: new Uint8Array(32) }, layout)).toThrow(/expected count \* heads = 64/)
     expect(() => checkMasks({ count: 1, heads: 32, data: new Uint8Array(32).fill(2) }, layout)).toThrow(/expected 0 \(kept\) or 1/)
+  })
+})
+
+describe('measurementPlan (default compressed-sensing budget)', () => {
+  it('grows as k log N, below the exhaustive sweep on the real models (16 and 40 heads), not a fixed 100', () => {
+    const aidreams = measurementPlan({ nLayers: 4, nHeads: 4 })
+    expect(aidreams).toMatchObject({ heads: 16, sparsity: 5, masks: 15, headsPerMask: 4, exhaustiveEvaluations: 17, useExhaustive: false })
+    const stories = measurementPlan({ nLayers: 5, nHeads: 8 })
+    expect(stories).toMatchObject({ heads: 40, masks: 22, headsPerMask: 6, exhaustiveEvaluations: 41, useExhaustive: false })
+    const large = measurementPlan({ nLayers: 32, nHeads: 32 })
+    expect(large.masks).toBe(54)
+    expect(large.masks).toBeLessThan(100)
+    expect(large.headsPerMask).toBeGreaterThanOrEqual(Math.floor(0.02 * 1024)) // the paper's 2% at least
+  })
+
+  it('never costs more than the exhaustive sweep: says to sweep when M >= N + 1', () => {
+    expect(measurementPlan({ nLayers: 1, nHeads: 3 })).toMatchObject({ masks: 5, useExhaustive: true })
+    for (let n = 1; n <= 64; n++) {
+      for (const top of [1, 3, 5, 10]) {
+        const plan = measurementPlan({ nLayers: 1, nHeads: n }, top)
+        expect(plan.useExhaustive, `N ${n} top ${top}`).toBe(plan.masks >= n + 1)
+        expect(plan.sparsity).toBe(Math.min(top, n))
+        // every head is knocked out in about 3 of the M masks (balanced design; fewer when half the heads per mask is the cap)
+        if (!plan.useExhaustive) expect(Math.floor((plan.masks * plan.headsPerMask) / n)).toBeGreaterThanOrEqual(Math.min(3, Math.floor(plan.masks / 2)))
+        expect(headsPerMask(plan.fraction, n)).toBe(plan.headsPerMask)
+      }
+    }
+  })
+
+  it('heads per mask: ~3 knockouts per head, the paper 2% for large N, at most half the heads', () => {
+    expect(defaultHeadsPerMask(16, 15)).toBe(4)
+    expect(defaultHeadsPerMask(16, 100)).toBe(1)
+    expect(defaultHeadsPerMask(2048, 1000)).toBe(40)
+    expect(defaultHeadsPerMask(4, 1)).toBe(2)
+  })
+
+  it('rejects a top that is not a positive integer', () => {
+    for (const top of [0, -1, 1.5, Number.NaN]) expect(() => measurementPlan(layout, top)).toThrow(/Invalid top: must be an integer >= 1/)
   })
 })

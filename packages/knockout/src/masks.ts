@@ -197,3 +197,81 @@ export function checkMasks(masks: KnockoutMasks, layout: HeadLayout): void {
     if (v !== 0 && v !== 1) throw new AttnlabError('INVALID_ARGUMENT', `mask ${Math.floor(i / n)} head ${i % n} is ${v}; expected 0 (kept) or 1 (knocked out)`)
   }
 }
+
+/**
+ * A default measurement design for compressed sensing: how many random masks, and how many heads
+ * each knocks out, for `top` capability heads among N. See {@link measurementPlan}.
+ *
+ * @category Masks
+ */
+export interface MeasurementPlan {
+  /** Heads N. */
+  readonly heads: number
+  /** Sparsity k assumed: `min(top, N)`. */
+  readonly sparsity: number
+  /** Masks M = `ceil(2 k ln(1 + N / k))` (evaluations). */
+  readonly masks: number
+  /** Heads knocked out per mask: `max(floor(0.02 N), ceil(3 N / M))`, at most `ceil(N / 2)`. */
+  readonly headsPerMask: number
+  /** `headsPerMask / N`, the `fraction` that gives it (balanced design). */
+  readonly fraction: number
+  /** Evaluations of the exhaustive single-head sweep, N + 1. */
+  readonly exhaustiveEvaluations: number
+  /** True when M would not be fewer than N + 1: run the exhaustive sweep instead (exact, no cheaper). */
+  readonly useExhaustive: boolean
+}
+
+/**
+ * Heads each of M random masks knocks out by default, so that each of N heads is knocked out in
+ * about 3 masks: `max(floor(0.02 N), ceil(3 N / M))` (the paper's 2% once N is large), between 1
+ * and `ceil(N / 2)`. See {@link measurementPlan}.
+ *
+ * @param heads - N
+ * @param masks - M
+ * @category Masks
+ */
+export function defaultHeadsPerMask(heads: number, masks: number): number {
+  return Math.max(1, Math.min(Math.ceil(heads / 2), Math.max(Math.floor(0.02 * heads), Math.ceil((3 * heads) / masks))))
+}
+
+/**
+ * The default measurement design for `top` capability heads among the layout's N heads.
+ *
+ * Compressed sensing recovers a k-sparse vector of head effects from `O(k log(N / k))` random
+ * measurements (Bair et al., arXiv 2603.03335, section 3; the classical bound for random
+ * designs), so the number of masks grows with the logarithm of the head count instead of the
+ * paper's fixed 100: `M = ceil(2 k ln(1 + N / k))` with `k = min(top, N)` (e.g. 15 masks for 16
+ * heads, 22 for 40, 53 for 1024 at k = 5). Every head should be knocked out in about 3 masks for
+ * its coefficient to be estimable, so a mask knocks out `max(floor(0.02 N), ceil(3 N / M))` heads
+ * (the paper's 2% once N is large), at most half of them. When M is not below the exhaustive
+ * sweep's N + 1 evaluations, {@link MeasurementPlan.useExhaustive} says to sweep instead.
+ *
+ * @param layout - the head grid
+ * @param top - the number of capability heads sought (default 5, the paper's top-k)
+ * @returns the plan (masks, heads per mask, fraction, and whether the exhaustive sweep is cheaper)
+ * @throws `ConfigError` (`@attnlab/core`) for a `top` that is not a positive integer
+ * @example
+ * ```ts
+ * measurementPlan({ nLayers: 5, nHeads: 8 }) // { masks: 22, headsPerMask: 6, useExhaustive: false, ... }
+ * measurementPlan({ nLayers: 1, nHeads: 3 }) // useExhaustive: true (4 evaluations sweep every head)
+ * ```
+ * @category Masks
+ */
+export function measurementPlan(layout: HeadLayout, top = 5): MeasurementPlan {
+  if (typeof top !== 'number' || !Number.isSafeInteger(top) || top < 1) {
+    throw new ConfigError('top', `must be an integer >= 1, got ${String(top)}`)
+  }
+  const n = headCount(layout)
+  const k = Math.min(top, n)
+  const masks = Math.ceil(2 * k * Math.log(1 + n / k))
+  const headsPerMask = defaultHeadsPerMask(n, masks)
+  return {
+    heads: n,
+    sparsity: k,
+    masks,
+    headsPerMask,
+    fraction: headsPerMask / n,
+    exhaustiveEvaluations: n + 1,
+    useExhaustive: masks >= n + 1,
+  }
+}

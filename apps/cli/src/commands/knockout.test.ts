@@ -47,7 +47,7 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(result.estimatedDrop).toEqual([{ head: 'L0H2', drop: -result.top[0]!.score * result.lasso.scoreSd }])
     expect(result.heatmap).toHaveLength(1)
     expect(result.heatmap[0]).toHaveLength(3)
-    expect(result.budget).toEqual({ heads: 3, exhaustiveSweep: 4, exhaustivePairs: 6 })
+    expect(result.budget).toEqual({ heads: 3, exhaustiveSweep: 4, exhaustivePairs: 6, defaultMasks: 3 })
     expect(result.effects.rows.map((r) => [r.capability, r.role])).toEqual([
       ['span-2', 'target'],
       ['span-0', 'control'],
@@ -104,6 +104,36 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(code).toBe(2)
     expect(stderr).toMatch(/'text' is not available for this model \(it needs a tokenizer\)/)
   })
+
+  it('locate with the default cs budget sweeps instead when k log N masks would cost no less (3 heads: 5 masks vs 4)', async () => {
+    const { code, stdout } = await runCli(['knockout', 'locate', '--model', planted, '--capability', 'span-1', '--count', '32', '--controls', 'none', '--backend', 'cpu', '--json'])
+    expect(code).toBe(0)
+    const result = JSON.parse(stdout) as { method: string; evaluations: number; notes: string[]; budget: { defaultMasks: number; exhaustiveSweep: number } }
+    expect(result.method).toBe('exhaustive')
+    expect(result.evaluations).toBe(4)
+    expect(result.budget).toMatchObject({ defaultMasks: 5, exhaustiveSweep: 4 })
+    expect(result.notes.join(' ')).toMatch(/compressed sensing would need 5 masks for k = 3 of 3 heads, no fewer than the exhaustive sweep's 4: ran the sweep/)
+  })
+})
+
+const aidreams = fileURLToPath(new URL('../../../../../shared/models/aidreams260K/model.bin', import.meta.url))
+
+describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () => {
+  it('the default cs run spends k log N = 15 evaluations (an exhaustive sweep: 17), not 100', async () => {
+    const { code, stdout } = await runCli(['knockout', 'locate', '--model', aidreams, '--capability', 'text', '--controls', 'none', '--backend', 'wasm', '--json'])
+    expect(code).toBe(0)
+    const result = JSON.parse(stdout) as { method: string; evaluations: number; masks: number; headsPerMask: number; warnings: string[] }
+    expect(result).toMatchObject({ method: 'compressed-sensing', evaluations: 15, masks: 15, headsPerMask: 4, warnings: [] })
+  }, 120_000)
+
+  it('warns that there is nothing to localize for a capability the model lacks (induction: worse than a uniform guess)', async () => {
+    const { code, stdout, stderr } = await runCli([
+      'knockout', 'locate', '--model', aidreams, '--capability', 'induction', '--method', 'exhaustive', '--count', '16', '--controls', 'none', '--backend', 'wasm', '--json',
+    ])
+    expect(code).toBe(0)
+    expect(stderr).toMatch(/attnlab: warning: the model does not show 'induction': its clean logprob is -\d+\.\d\d nats per token, no better than chance \(-6\.24\); there is nothing to localize/)
+    expect((JSON.parse(stdout) as { warnings: string[] }).warnings).toHaveLength(1)
+  }, 120_000)
 })
 
 describe('attnlab knockout: bad input stops with one clear line and a non-zero exit', () => {

@@ -312,10 +312,15 @@ export function registerKnockout(program: Command): void {
     .addOption(new Option('--method <method>', 'cs (compressed sensing), exhaustive (one head at a time) or greedy (iterative)').choices([...METHODS]).default('cs'))
     .option(
       '--masks <n>',
-      'cs: number of random masks (default ceil(2 k ln(1 + N/k)) for k = --top of N heads; when that is not below the N + 1 of an exhaustive sweep, the sweep runs instead)',
+      'cs: number of random masks (default ceil(2 k ln(1 + N/k)) for k = --top of N heads; ' +
+        'when that is not below the N + 1 of an exhaustive sweep, the sweep runs instead)',
       intParser('--masks', 1, 1_000_000),
     )
-    .option('--fraction <f>', 'cs: fraction of heads knocked out per mask, at least one head (default: each head knocked out in about 3 masks)', fractionParser)
+    .option(
+      '--fraction <f>',
+      'cs: fraction of heads knocked out per mask, at least one head (default: each head knocked out in about 3 masks)',
+      fractionParser,
+    )
     .addOption(new Option('--design <design>', 'cs: balanced (each head knocked out about equally often) or iid').choices(['balanced', 'iid']).default('balanced'))
     .option('--top <k>', 'number of heads to report and knock out for the effect table', intParser('--top', 1, 100_000), 5)
     .option('--seed <n>', 'cs: seed of the masks', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
@@ -344,7 +349,8 @@ export function registerKnockout(program: Command): void {
         const common = { top: flags.top, mode: flags.mode }
         const plan = measurementPlan({ nLayers: model.config.nLayers, nHeads: model.config.nHeads }, flags.top)
         // Compressed sensing with the default budget would cost no less than sweeping every head: sweep.
-        const sweepInstead = flags.method === 'cs' && flags.masks === undefined && flags.fraction === undefined && flags.cv === undefined && plan.useExhaustive
+        const defaultDesign = flags.masks === undefined && flags.fraction === undefined && flags.cv === undefined
+        const sweepInstead = flags.method === 'cs' && defaultDesign && plan.useExhaustive
         let result: LocalizationResult
         if (flags.method === 'exhaustive' || sweepInstead) result = await exhaustiveSweep(model, target, common)
         else if (flags.method === 'greedy') result = await greedySearch(model, target, common)
@@ -362,18 +368,36 @@ export function registerKnockout(program: Command): void {
         const effects = await knockoutEffects(model, result.top, [target, ...controls], { target: target.name, mode: flags.mode })
         if (plotPath !== null) await writeFileAtomic(plotPath, await renderSvg(heatmapSpec(headHeatmap(result)) as unknown as PlotSpec))
         const layout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
-        const budget = { heads: headCount(layout), exhaustiveSweep: headCount(layout) + 1, exhaustivePairs: exhaustivePairBudget(layout), defaultMasks: plan.masks }
+        const budget = {
+          heads: headCount(layout),
+          exhaustiveSweep: headCount(layout) + 1,
+          exhaustivePairs: exhaustivePairBudget(layout),
+          defaultMasks: plan.masks,
+        }
         const targetRow = effects.rows.find((row) => row.role === 'target')
         const absent = targetRow === undefined ? null : absentCapability(target, targetRow.before)
-        const notes = [
-          ...(sweepInstead ? [`compressed sensing would need ${plan.masks} masks for k = ${plan.sparsity} of ${plan.heads} heads, no fewer than the exhaustive sweep's ${plan.exhaustiveEvaluations}: ran the sweep`] : []),
-        ]
+        const notes = sweepInstead
+          ? [
+              `compressed sensing would need ${plan.masks} masks for k = ${plan.sparsity} of ${plan.heads} heads, ` +
+                `no fewer than the exhaustive sweep's ${plan.exhaustiveEvaluations}: ran the sweep`,
+            ]
+          : []
         const warnings = absent === null ? [] : [absent.message]
         for (const warning of warnings) console.error(`attnlab: warning: ${warning}`)
         if (flags.json) {
           console.log(
             JSON.stringify(
-              { model: flags.model, format: prepared.loaded.format, target: target.description, ...resultJson(result), budget, notes, warnings, effects: effectsJson(effects), plot: plotPath },
+              {
+                model: flags.model,
+                format: prepared.loaded.format,
+                target: target.description,
+                ...resultJson(result),
+                budget,
+                notes,
+                warnings,
+                effects: effectsJson(effects),
+                plot: plotPath,
+              },
               null,
               2,
             ),
