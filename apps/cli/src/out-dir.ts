@@ -4,8 +4,10 @@
  * everything is validated, and remove what a fresh run created when it fails before producing
  * anything worth keeping.
  */
-import { access, constants, mkdir, readdir, rm, stat } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { access, constants, mkdir, readdir, rm, rmdir, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
+import { makeDirectories } from '@attnlab/core/node'
 import { UsageError } from './errors.ts'
 
 /** What is at a path. */
@@ -32,38 +34,51 @@ export async function pathState(path: string): Promise<PathState> {
 }
 
 /**
- * Checks, without creating anything, that `path` can be created or written: `path` itself when it
- * is a directory, else its nearest existing ancestor must be a writable directory.
+ * Checks, before any work, that `path` can be created or written: its nearest existing ancestor
+ * (`path` itself when it exists) must be a writable directory in which a directory can really be
+ * created (probed with an empty directory that is removed at once, so that file systems that
+ * refuse new entries, such as `/proc`, fail here and not after the training).
  *
  * @param flag - the flag named in the error (`--out`)
- * @throws {@link UsageError} `<flag> <path> is not writable (...)`
+ * @param named - the path the error names (default `path`; e.g. `--out` when checking its parent)
+ * @throws {@link UsageError} `<flag> <named> is not writable (...)`
  */
-export async function checkWritable(path: string, flag = '--out'): Promise<void> {
+export async function checkWritable(path: string, flag = '--out', named = path): Promise<void> {
+  // The nearest existing ancestor (or path itself).
   let probe = resolve(path)
   for (;;) {
-    try {
-      const info = await stat(probe)
-      if (!info.isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' })
-      await access(probe, constants.W_OK)
-      return
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === 'ENOENT' && dirname(probe) !== probe) {
-        probe = dirname(probe)
-        continue
-      }
-      throw new UsageError(`${flag} ${path} is not writable (${code ?? (error as Error).message})`)
-    }
+    const found = await stat(probe).then(
+      () => true,
+      (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOENT') throw new UsageError(`${flag} ${named} is not writable (${error.code ?? error.message})`)
+        return false
+      },
+    )
+    if (found || dirname(probe) === probe) break
+    probe = dirname(probe)
+  }
+  try {
+    if (!(await stat(probe)).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' })
+    await access(probe, constants.W_OK)
+    const entry = join(probe, `.attnlab-probe-${randomBytes(6).toString('hex')}`)
+    await mkdir(entry)
+    await rmdir(entry)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message
+    throw new UsageError(`${flag} ${named} is not writable (${code}${probe === resolve(named) ? '' : ` in ${probe}`})`)
   }
 }
 
 /**
- * Creates `path` (and missing parents). Returns the topmost directory this call created, or
- * undefined when `path` already existed (for {@link discardCreated}).
+ * Creates `path` (and missing parents) with `@attnlab/core`'s directory helper (never Node's
+ * recursive `mkdir`, which loops forever under `/proc`). Returns the topmost directory this call
+ * created, or undefined when `path` already existed (for {@link discardCreated}).
+ *
+ * @throws {@link UsageError} `<flag> <path> is not writable (...)`
  */
 export async function createDirectory(path: string, flag = '--out'): Promise<string | undefined> {
   try {
-    const first = await mkdir(path, { recursive: true })
+    const first = await makeDirectories(path)
     await access(path, constants.W_OK)
     return first
   } catch (error) {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { AttnlabError } from './errors.ts'
-import { readSafetensorsFile, removeStaleTemporaries, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
+import { makeDirectories, readSafetensorsFile, removeStaleTemporaries, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
 import { SafetensorsError } from './safetensors.ts'
 
 const made: string[] = []
@@ -17,6 +17,15 @@ afterAll(async () => {
 })
 
 describe('node file helpers', () => {
+  it('makeDirectories creates missing ancestors, returns the topmost created, and fails at once under /proc', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'attnlab-mkdirs-'))
+    expect(await makeDirectories(join(base, 'a', 'b'))).toBe(join(base, 'a'))
+    expect(await makeDirectories(join(base, 'a', 'b'))).toBeUndefined()
+    await writeFile(join(base, 'file'), 'x')
+    await expect(makeDirectories(join(base, 'file'))).rejects.toThrow(/is a file, not a directory/)
+    if (process.platform === 'linux') await expect(makeDirectories('/proc/attnlab-missing/x')).rejects.toMatchObject({ code: 'ENOENT' })
+  })
+
   it('writes files atomically, creating parents, leaving no temp files', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
     const path = join(dir, 'a', 'b', 'x.txt')

@@ -32,16 +32,23 @@ export {
 /**
  * Creates `dir` and its missing ancestors, like `mkdir(dir, { recursive: true })`, one level at
  * a time: Node's recursive `mkdir` never returns for a path under `/proc` (it retries the
- * `ENOENT` forever), while a plain `mkdir` fails at once.
+ * `ENOENT` forever), while a plain `mkdir` fails at once. Use this instead of a recursive `mkdir`.
+ *
+ * @param dir - the directory to create
+ * @returns the topmost directory this call created (what a failed run should remove), or
+ *   undefined when `dir` already existed
+ * @throws the file system's error (`ENOENT` on a file system that refuses the name, `EACCES`,
+ *   `ENOTDIR`), or an `Error` when `dir` or an ancestor is a file
+ * @category Files
  */
-async function makeDirectories(dir: string): Promise<void> {
+export async function makeDirectories(dir: string): Promise<string | undefined> {
   try {
     await mkdir(dir)
-    return
+    return dir
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'EEXIST') {
-      if ((await stat(dir)).isDirectory()) return
+      if ((await stat(dir)).isDirectory()) return undefined
       throw new Error(`'${dir}' is a file, not a directory`, { cause: error })
     }
     if (code !== 'ENOENT') throw error
@@ -55,13 +62,16 @@ async function makeDirectories(dir: string): Promise<void> {
   } catch {
     parentExisted = false
   }
-  if (!parentExisted) await makeDirectories(parent)
+  // A parent that exists yet refused the name: this file system does not create it (/proc).
+  if (parentExisted) throw Object.assign(new Error(`cannot create '${dir}' (ENOENT: the file system refuses it)`), { code: 'ENOENT' })
+  const first = await makeDirectories(parent)
   try {
     await mkdir(dir)
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST' && (await stat(dir)).isDirectory()) return
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST' && (await stat(dir)).isDirectory()) return first
     throw error
   }
+  return first
 }
 
 /**

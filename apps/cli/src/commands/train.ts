@@ -120,7 +120,7 @@ async function checkOut(out: string, force: boolean): Promise<void> {
     }
   }
   // The checkpoint is written next to `out` and renamed into place: its parent must be writable.
-  await checkWritable(dirname(resolve(out)))
+  await checkWritable(dirname(resolve(out)), '--out', out)
 }
 
 /** Runs `attnlab train` (exported for tests). */
@@ -201,7 +201,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   }
   // Continuing in place rewrites the run's own checkpoint; anywhere else must be free (or --force).
   const inPlace = flags.resume !== undefined && resolve(out) === resolve(flags.resume)
-  if (inPlace) await checkWritable(dirname(resolve(out)))
+  if (inPlace) await checkWritable(dirname(resolve(out)), '--out', out)
   else await checkOut(out, flags.force === true)
   const backend = await activateBackend(flags.backend)
   // Temporaries of a checkpoint write that was killed (SIGKILL, power loss) in an earlier run.
