@@ -241,7 +241,7 @@ describe('attnlab emergence', () => {
     const result = JSON.parse(stdout) as { top: { head: string; score: number }[]; ranking: { head: string; score: number | null }[]; effects: { rows: { capability: string }[] } }
     // Every head of the checkpoint is scored on span 0; after 3 steps none need hurt it, so top
     // (heads whose knockout hurts) holds at most the one asked for.
-    expect(result.ranking.map((h) => h.head).sort()).toEqual(['0.0', '0.1', '0.2'])
+    expect(result.ranking.map((h) => h.head).sort()).toEqual(['L0H0', 'L0H1', 'L0H2'])
     for (const h of result.ranking) expect(Number.isFinite(h.score)).toBe(true)
     expect(result.top.length).toBeLessThanOrEqual(1)
     for (const h of result.top) expect(h.score).toBeGreaterThan(0)
