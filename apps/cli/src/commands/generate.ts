@@ -49,7 +49,8 @@ export function attentionWarnings(
     if (own.length === 0) continue // no decode step ran (one new token)
     const exact = meanExtra(own, 'exactSparsity')
     const reported = clampReportedSparsity(meanExtra(own, 'reportedSparsity')).clamped
-    if (!targetReached(target, exact, reported)) lines.push(targetWarning(method, target, exact, reported, promptTokens))
+    if (targetReached(target, exact, reported)) continue
+    lines.push(targetWarning(method, target, exact, reported, promptTokens))
   }
   return lines
 }
@@ -116,7 +117,7 @@ export function registerGenerate(program: Command): void {
     .addOption(new Option('--steps <n>', "positions in total, prompt included, as llama2.c's -n (generates steps + 1 - prompt length tokens)").argParser(intParser('--steps', 1)))
     .option('--temperature <t>', 'softmax temperature; 0 = greedy', numberParser('--temperature', 0), 1)
     .option('--top-k <k>', 'sample from the k most likely tokens only', intParser('--top-k', 1))
-    .option('--top-p <p>', 'nucleus sampling: the smallest set of tokens with probability >= p, in (0, 1]', numberParser('--top-p', 0, 1))
+    .option('--top-p <p>', 'nucleus sampling: the smallest set of tokens with probability >= p, in (0, 1]', numberParser('--top-p', 0, 1, { minExclusive: true }))
     .option('--seed <n>', 'sampling seed (same seed, same text on cpu)', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
     .option('--no-bos', 'do not prepend BOS to the encoded prompt')
     .option('--ignore-eos', 'keep generating after EOS or BOS (by default generation stops there; llama2.c stops at BOS)')
@@ -126,8 +127,9 @@ export function registerGenerate(program: Command): void {
     .option('--attention <method>', 'attention method: dense (default), vertical-slash, flexprefill, block-sparse, snapkv, ada-snapkv, quest, or prefill+decode (e.g. vertical-slash+quest); method flags as in `attnlab sparse apply` (Block-Sparse top-k is --block-top-k here)')
   command.option(
     '--sparsity <s>',
-    `with --attention: the target sparsity in [0, 1) the method's sizes are set for, on this prompt, as in \`sparse compare\` ` +
-      `(default ${DEFAULT_GENERATE_SPARSITY}; size flags given win); a warning names what a short prompt achieved instead`,
+    "with --attention: the target sparsity in [0, 1) the method's sizes are set for, on this prompt, " +
+      `as in \`sparse compare\` (default ${DEFAULT_GENERATE_SPARSITY}; size flags given win); ` +
+      'a warning names what a short prompt achieved instead',
     numberParser('--sparsity', 0, 1),
   )
   addMethodFlags(command, METHOD_FLAG_RENAMES)
@@ -137,8 +139,12 @@ export function registerGenerate(program: Command): void {
       const methodFlags = flags as unknown as Record<string, unknown>
       // Built once now so that flag errors stop before the model loads; sized for the prompt below.
       if (flags.attention !== undefined) attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES)
-      if (flags.sparsity !== undefined && flags.attention === undefined) throw new UsageError('--sparsity needs --attention METHOD')
-      if (flags.sparsity !== undefined && flags.sparsity >= 1) throw new UsageError(`--sparsity must be in [0, 1), got ${flags.sparsity}`)
+      if (flags.sparsity !== undefined && flags.attention === undefined) {
+        throw new UsageError('--sparsity needs --attention METHOD')
+      }
+      if (flags.sparsity !== undefined && flags.sparsity >= 1) {
+        throw new UsageError(`--sparsity must be in [0, 1), got ${flags.sparsity}`)
+      }
       const target = flags.sparsity ?? DEFAULT_GENERATE_SPARSITY
       if (flags.attention === undefined) {
         const stray = Object.keys(flags).filter((key) => command.getOptionValueSource(key) === 'cli' && !KNOWN_GENERATE_KEYS.has(key))
@@ -173,8 +179,11 @@ export function registerGenerate(program: Command): void {
         const computed = result.attentionReports.reduce((sum, r) => sum + r.computedPairs, 0)
         const total = result.attentionReports.reduce((sum, r) => sum + r.totalPairs, 0)
         const seconds = (performance.now() - started) / 1000
+        const { nLayers } = model.config
         const warnings =
-          flags.attention === undefined ? [] : attentionWarnings(flags.attention, result.attentionReports, model.config.nLayers, target, prompt.length)
+          flags.attention === undefined
+            ? []
+            : attentionWarnings(flags.attention, result.attentionReports, nLayers, target, prompt.length)
         const ids = [...(result.tokens[0] ?? [])]
         const text = tokenizer?.decode([...prompt, ...ids])
         if (flags.json) {

@@ -26,7 +26,14 @@ import {
 import { KVCache, generate, loadModel, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
-import { activateBackend, backendOption, checkOutputFile, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
+import {
+  activateBackend,
+  backendOption,
+  checkOutputFile,
+  intParser,
+  MODEL_PATH_HELP,
+  numberParser,
+} from '../options.ts'
 
 /** A method flag: its commander spelling, the config key it sets, and the methods it applies to. */
 interface MethodFlag {
@@ -544,7 +551,10 @@ export function calibratedRun<R extends { readonly exact: number }>(
       else hi = mid
     }
   } else {
-    const sizes = { verticalSize: flags.verticalSize ?? flags.slashSize, slashSize: flags.slashSize ?? flags.verticalSize }
+    const sizes = {
+      verticalSize: flags.verticalSize ?? flags.slashSize,
+      slashSize: flags.slashSize ?? flags.verticalSize,
+    }
     const extra = calibrate === 'verticalSize' ? sizes : calibrate === 'alpha' ? { alpha: flags.alpha } : {}
     best = run({ ...config, ...extra })
   }
@@ -572,7 +582,8 @@ export function sizedConfig(
   if (calibrate === null) return { ...config, ...flags }
   const run = (config: Record<string, unknown>) => {
     const reports: AttentionReport[] = []
-    model.forward([[...prompt]], { attention: createKernel(method, config as never), attentionReports: reports }).dispose()
+    const kernel = createKernel(method, config as never)
+    model.forward([[...prompt]], { attention: kernel, attentionReports: reports }).dispose()
     return { config, exact: meanExtra(reports, 'exactSparsity') }
   }
   return { ...calibratedRun(method, n, target, flags, run).config, ...flags }
@@ -613,7 +624,10 @@ export function compareDistributions(denseLog: Float64Array, sparseLog: Float64A
   return { kl: rows === 0 ? 0 : kl / rows, top1: rows === 0 ? 1 : agree / rows }
 }
 
-/** The mean of a numeric `extra` entry (`exactSparsity`, `reportedSparsity`) over attention reports; 0 when none has it. */
+/**
+ * The mean of a numeric `extra` entry (`exactSparsity`, `reportedSparsity`) over attention
+ * reports; 0 when none has it.
+ */
 export function meanExtra(reports: readonly AttentionReport[], key: string): number {
   const values = reports.map((r) => r.extra?.[key]).filter((x): x is number => typeof x === 'number')
   return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length
@@ -723,8 +737,18 @@ export async function compareMethods(model: Transformer, prompt: readonly number
  * @param title - the figure title (model and prompt)
  */
 export function compareSpec(rows: readonly CompareRow[], title: string): PlotSpec {
-  const values = rows.map((r) => ({ method: r.method, exactSparsity: r.exactSparsity, kl: r.klDenseSparse, top1: r.top1Agreement }))
-  const x = { field: 'exactSparsity', type: 'quantitative' as const, scale: { domain: [0, 1] }, title: 'exact sparsity' }
+  const values = rows.map((r) => ({
+    method: r.method,
+    exactSparsity: r.exactSparsity,
+    kl: r.klDenseSparse,
+    top1: r.top1Agreement,
+  }))
+  const x = {
+    field: 'exactSparsity',
+    type: 'quantitative' as const,
+    scale: { domain: [0, 1] },
+    title: 'exact sparsity',
+  }
   const color = { field: 'method', type: 'nominal' as const, title: 'method' }
   const panel = (field: 'kl' | 'top1', label: string, domain: [number, number] | undefined) => ({
     width: 300,
@@ -732,7 +756,12 @@ export function compareSpec(rows: readonly CompareRow[], title: string): PlotSpe
     mark: { type: 'line' as const, point: true },
     encoding: {
       x,
-      y: { field, type: 'quantitative' as const, scale: { nice: true, zero: true, ...(domain === undefined ? {} : { domain }) }, title: label },
+      y: {
+        field,
+        type: 'quantitative' as const,
+        scale: { nice: true, zero: true, ...(domain === undefined ? {} : { domain }) },
+        title: label,
+      },
       color,
       order: { field: 'exactSparsity' },
     },

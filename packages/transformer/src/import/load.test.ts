@@ -6,7 +6,13 @@ import * as tf from '@tensorflow/tfjs-core'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
 import { existsSync, readFileSync } from 'node:fs'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { AIDREAMS, HAVE_AIDREAMS, REFERENCE_IDS_FROM_BOS, REFERENCE_TEXT, REPO_ROOT } from '../__fixtures__/import/aidreams.ts'
+import {
+  AIDREAMS,
+  HAVE_AIDREAMS,
+  REFERENCE_IDS_FROM_BOS,
+  REFERENCE_TEXT,
+  REPO_ROOT,
+} from '../__fixtures__/import/aidreams.ts'
 import expected from '../__fixtures__/import/hf-tiny/expected.json' with { type: 'json' }
 import { sameWeights } from '../__fixtures__/import/weights.ts'
 import { generate } from '../generate.ts'
@@ -147,21 +153,30 @@ describeWithBackends(`aidreams260K, both formats (${HAVE_AIDREAMS ? 'present' : 
 })
 
 const TINYSTORIES = join(REPO_ROOT, '../shared/models/tinystories656K')
-const HAVE_TINYSTORIES = existsSync(join(TINYSTORIES, 'model.safetensors')) && existsSync(join(TINYSTORIES, 'tokenizer.json'))
+const HAVE_TINYSTORIES = ['model.safetensors', 'tokenizer.json'].every((name) => existsSync(join(TINYSTORIES, name)))
 if (!HAVE_TINYSTORIES) console.warn(`[attnlab] ${TINYSTORIES} is absent: the tied-embedding test on it is skipped`)
 
-describeWithBackends(`tinystories656K: tied embeddings stored once as lm_head.weight (${HAVE_TINYSTORIES ? 'present' : 'ABSENT: skipped'})`, () => {
+const TINYSTORIES_STATE = HAVE_TINYSTORIES ? 'present' : 'ABSENT: skipped'
+describeWithBackends(`tinystories656K: tied embeddings stored once as lm_head.weight (${TINYSTORIES_STATE})`, () => {
   it.skipIf(!HAVE_TINYSTORIES)('loads, and greedy decoding from BOS tells a TinyStories story', async () => {
     const loaded = await loadModel(TINYSTORIES)
     try {
       expect(loaded.format).toBe('huggingface')
-      expect(loaded.model.config).toMatchObject({ dModel: 128, nLayers: 2, nHeads: 8, nKvHeads: 4, dVocab: 2048, tiedEmbeddings: true })
+      expect(loaded.model.config).toMatchObject({
+        dModel: 128,
+        nLayers: 2,
+        nHeads: 8,
+        nKvHeads: 4,
+        dVocab: 2048,
+        tiedEmbeddings: true,
+      })
       expect(loaded.notes.join('\n')).toMatch(/'model\.embed_tokens\.weight' is stored once, as 'lm_head\.weight'/)
       const before = tf.memory().numTensors
       const { tokens } = await generate(loaded.model, [1], { maxTokens: 40, temperature: 0 })
       expect(tf.memory().numTensors).toBe(before)
       // Decoding needs only the vocabulary (ids to pieces, "▁" is a space); tokenizer.json encoding is not ours yet.
-      const json = JSON.parse(readFileSync(join(TINYSTORIES, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }
+      const raw = readFileSync(join(TINYSTORIES, 'tokenizer.json'), 'utf8')
+      const json = JSON.parse(raw) as { model: { vocab: Record<string, number> } }
       const pieces = new Map(Object.entries(json.model.vocab).map(([piece, id]) => [id, piece]))
       const text = (tokens[0] as number[]).map((id) => pieces.get(id) ?? '?').join('').replaceAll('\u2581', ' ')
       console.log(`[${tf.getBackend()}] tinystories656K greedy from BOS: ${JSON.stringify(text)}`)

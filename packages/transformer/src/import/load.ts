@@ -10,7 +10,16 @@ import { createTransformer, type Transformer } from '../model.ts'
 import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError } from './errors.ts'
 import { checkMaxContext } from './huggingface.ts'
-import { fs, HF_CONFIG_FILE, LLAMA2C_MODEL_FILE, LLAMA2C_TOKENIZER_FILE, pathModule, readFileBytes, readHuggingFaceDirectory, readLlama2cFile } from './files.ts'
+import {
+  fs,
+  HF_CONFIG_FILE,
+  LLAMA2C_MODEL_FILE,
+  LLAMA2C_TOKENIZER_FILE,
+  pathModule,
+  readFileBytes,
+  readHuggingFaceDirectory,
+  readLlama2cFile,
+} from './files.ts'
 import { Llama2cTokenizer } from './tokenizer.ts'
 
 /**

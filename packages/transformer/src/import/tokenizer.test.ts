@@ -177,10 +177,11 @@ describe('Llama2cTokenizer.fromBytes errors', () => {
     for (const bytes of [json, new Uint8Array([0xef, 0xbb, 0xbf, 0x20, ...json])]) {
       expect(() => Llama2cTokenizer.fromBytes(bytes, { file: 'tokenizer.json' })).toThrow(UnsupportedModelError)
       expect(() => Llama2cTokenizer.fromBytes(bytes, { file: 'tokenizer.json' })).toThrow(
-        /^tokenizer\.json: this is a JSON file \(a Hugging Face tokenizer\.json\), not a llama2\.c tokenizer\.bin; .*not supported yet/,
+        /^tokenizer\.json: this is a JSON file \(a Hugging Face tokenizer\.json\), not a llama2\.c tokenizer\.bin; /,
       )
     }
-    expectReason(() => Llama2cTokenizer.fromBytes(json.subarray(0, 20)), 'invalid-header', /starts like JSON \(but does not parse\)/)
+    const cut = json.subarray(0, 20)
+    expectReason(() => Llama2cTokenizer.fromBytes(cut), 'invalid-header', /starts like JSON \(but does not parse\)/)
     // A real tokenizer.bin whose max_token_length is 123 (first byte '{') is still read as one.
     const pieces = ['<unk>', '<s>', '</s>', 'a']
     const bin = Llama2cTokenizer.fromPieces(pieces, pieces.map(() => 0)).serialize()

@@ -148,7 +148,8 @@ function rejectJson(bytes: Uint8Array, file: string | undefined): void {
     const head = bytes.subarray(0, 4)
     // A real tokenizer.bin starting with 0x7b has max_token_length 123 + 256 * (...): binary bytes follow.
     if (head.every((b) => b >= 0x20 || b === 0x09 || b === 0x0a || b === 0x0d)) {
-      throw new ModelFileError('invalid-header', 'this is text that starts like JSON (but does not parse), not a llama2.c tokenizer.bin', { file })
+      const message = 'this is text that starts like JSON (but does not parse), not a llama2.c tokenizer.bin'
+      throw new ModelFileError('invalid-header', message, { file })
     }
     return
   }
