@@ -25,7 +25,7 @@ import {
 
 /**
  * The target sparsity `--attention` sizes its method for when `--sparsity` is not given (the
- * study's 5x compression; `sparse compare` sweeps 0.5, 0.8, 0.95).
+ * middle of the 0.5, 0.8, 0.95 that `sparse compare` sweeps by default).
  */
 export const DEFAULT_GENERATE_SPARSITY = 0.8
 

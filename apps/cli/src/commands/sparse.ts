@@ -508,8 +508,13 @@ export function budgetFor(
  * Vertical-Slash (`V = S`) and FlexPrefill (`alpha`) without a user value, calibrates that size by
  * bisection on the exact sparsity each run measures: the smallest `V = S` whose exact sparsity is
  * at most the target, or its neighbour when nearer; for `alpha` up to 12 halvings. Shared by
- * `sparse compare` and `generate --attention`.
+ * `sparse compare` and `generate --attention`. Budget rules after the Sparse Frontier study
+ * (arXiv 2504.17768), see {@link budgetFor}.
  *
+ * @param method - the method
+ * @param n - the prompt length (tokens)
+ * @param target - the target sparsity in [0, 1)
+ * @param flags - user values by config key (they win over the rules and are not calibrated)
  * @param run - runs the method with a full configuration and returns what it measured
  * @returns the run kept (the one nearest the target for calibrated methods, else the only one)
  */
@@ -565,10 +570,18 @@ export function calibratedRun<R extends { readonly exact: number }>(
  * The configuration of `method` for `prompt` on `model` at a target sparsity, as `sparse compare`
  * sizes it ({@link budgetFor}; Vertical-Slash and FlexPrefill calibrated on the prompt's measured
  * exact sparsity, see {@link calibratedRun}). For `generate --attention`: the methods' own
- * defaults are sized for 16K+ tokens and skip nothing on short prompts (Quest's even refuses
- * prompts under 1040 tokens).
+ * defaults are the Sparse Frontier study's sizes for 16K+ token prompts (arXiv 2504.17768 [v2],
+ * A.1; budgets for a sparsity as in its Table 3) and skip nothing on short prompts (Quest's even
+ * refuses prompts under 1040 tokens).
  *
+ * @param model - the model the prompt runs on (Vertical-Slash / FlexPrefill calibration runs
+ *   its forward pass on the prompt; nothing else is computed)
+ * @param prompt - the prompt's token ids; its length `n` sizes the budgets
+ * @param method - the method to size
+ * @param target - the target sparsity in [0, 1)
  * @param flags - user values by config key (they win over the rules)
+ * @returns the full configuration for `createKernel(method, ...)`
+ * @throws ConfigError (from the package) for invalid user values
  */
 export function sizedConfig(
   model: Transformer,
