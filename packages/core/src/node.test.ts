@@ -1,9 +1,9 @@
-import { mkdir, mkdtemp as makeTemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp as makeTemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { AttnlabError } from './errors.ts'
-import { makeDirectories, readSafetensorsFile, removeStaleTemporaries, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
+import { makeDirectories, readSafetensorsFile, recoverDirectoryWrite, removeStaleTemporaries, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
 import { SafetensorsError } from './safetensors.ts'
 
 const made: string[] = []
@@ -90,6 +90,37 @@ describe('node file helpers', () => {
     expect(await removeStaleTemporaries(parent)).toEqual([join(parent, '.other.tmp-x9')])
     expect((await readdir(parent)).sort()).toEqual(['.hidden', 'ckpt', 'notes.tmp-1'])
     expect(await removeStaleTemporaries(join(parent, 'missing'))).toEqual([])
+  })
+
+  it('recovers a directory write killed between its renames from the complete copy, and only from it', async () => {
+    const parent = await mkdtemp(join(tmpdir(), 'attnlab-recover-'))
+    const path = join(parent, 'ckpt')
+    const fill = (text: string) => async (dir: string) => writeFile(join(dir, 'f.txt'), text)
+    await writeDirectoryAtomic(path, fill('v1'))
+    expect(await readdir(parent)).toEqual(['ckpt'])
+    // Killed after the old copy was moved aside, before the new one was renamed into place.
+    await mkdir(join(parent, '.ckpt.tmp-r1.done'))
+    await writeFile(join(parent, '.ckpt.tmp-r1.done', 'f.txt'), 'v2')
+    await rename(path, join(parent, '.ckpt.tmp-r1.old'))
+    expect(await recoverDirectoryWrite(path)).toEqual({ recovered: true, leftovers: [] })
+    expect(await readFile(join(path, 'f.txt'), 'utf8')).toBe('v2')
+    expect(await readdir(parent)).toEqual(['ckpt'])
+    // The same state from a writer without the .done step: the .old sibling proves the copy complete.
+    await rename(path, join(parent, '.ckpt.tmp-r2.old'))
+    await writeDirectoryAtomic(join(parent, 'staging'), fill('v3'))
+    await rename(join(parent, 'staging'), join(parent, '.ckpt.tmp-r2'))
+    expect((await removeStaleTemporaries(parent, 'ckpt')).length).toBe(0)
+    expect(await readFile(join(path, 'f.txt'), 'utf8')).toBe('v3')
+    expect(await readdir(parent)).toEqual(['ckpt'])
+    // A copy killed while being filled is not verifiably complete: left alone, and named.
+    await rm(path, { recursive: true })
+    await mkdir(join(parent, '.ckpt.tmp-r3'))
+    expect(await recoverDirectoryWrite(path)).toEqual({ recovered: false, leftovers: [join(parent, '.ckpt.tmp-r3')] })
+    await expect(stat(path)).rejects.toMatchObject({ code: 'ENOENT' })
+    // Nothing to do when the directory exists.
+    await writeDirectoryAtomic(path, fill('v4'))
+    expect((await recoverDirectoryWrite(path)).recovered).toBe(false)
+    expect(await readFile(join(path, 'f.txt'), 'utf8')).toBe('v4')
   })
 
   it('reports an unwritable destination as IO_ERROR', async () => {

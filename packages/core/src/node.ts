@@ -134,8 +134,14 @@ export async function writeSafetensorsFile(
  * then replaces `path` (an existing directory at `path` is removed only after `fill` succeeded).
  * If `fill` throws, the temporary directory is removed and `path` is untouched. The directory gets
  * the ordinary permissions of a new directory (`0777` minus the umask, like `mkdir`), not the
- * owner-only `0700` of `mkdtemp`. Temporary directories are named `.<name>.tmp-<random>`; one left
- * by a killed process can be removed with {@link removeStaleTemporaries}.
+ * owner-only `0700` of `mkdtemp`.
+ *
+ * The steps, each a rename on one file system: `fill` writes `.<name>.tmp-<random>`, which is then
+ * renamed `.<name>.tmp-<random>.done` (complete); an existing `path` is renamed
+ * `.<name>.tmp-<random>.old`; the complete copy is renamed to `path`; the old one is removed. A
+ * process killed between two of these steps leaves only temporaries; {@link recoverDirectoryWrite}
+ * (called by {@link removeStaleTemporaries}) renames a complete copy into place when `path` is
+ * missing, and removes the rest.
  *
  * @param path - the final directory
  * @param fill - writes the directory's contents into the given temporary directory
@@ -153,9 +159,13 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
   } catch (error) {
     throw new AttnlabError('IO_ERROR', `cannot write directory '${path}': ${(error as Error).message}`, { path }, { cause: error })
   }
+  let current = temp
   try {
     await fill(temp)
-    const old = `${temp}.old`
+    const done = `${temp}${COMPLETE_SUFFIX}`
+    await rename(temp, done)
+    current = done
+    const old = `${temp}${OLD_SUFFIX}`
     let hadOld = false
     try {
       await stat(path)
@@ -164,13 +174,76 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
     }
-    await rename(temp, path)
+    await rename(done, path)
     if (hadOld) await rm(old, { recursive: true, force: true })
   } catch (error) {
-    await rm(temp, { recursive: true, force: true })
+    await rm(current, { recursive: true, force: true })
     if (error instanceof AttnlabError) throw error
     throw new AttnlabError('IO_ERROR', `cannot write directory '${path}': ${(error as Error).message}`, { path }, { cause: error })
   }
+}
+
+/** Suffix of a temporary directory whose `fill` finished (see {@link writeDirectoryAtomic}). */
+const COMPLETE_SUFFIX = '.done'
+/** Suffix of the previous directory moved aside while it is replaced. */
+const OLD_SUFFIX = '.old'
+
+/** What {@link recoverDirectoryWrite} found and did. @category Files */
+export interface DirectoryWriteRecovery {
+  /** True when a complete copy was renamed to the final path. */
+  readonly recovered: boolean
+  /** The temporaries still there that may hold the directory but are not verifiably complete. */
+  readonly leftovers: readonly string[]
+}
+
+/**
+ * Finishes a {@link writeDirectoryAtomic} that was killed between its renames. When `path` is
+ * missing and a verifiably complete temporary copy of it exists (`.<name>.tmp-<random>.done`, or
+ * a `.<name>.tmp-<random>` whose `.old` sibling shows the write had reached its renames), that
+ * copy is renamed to `path` and the previous directory moved aside (`.old`) is removed. Nothing
+ * else is touched: temporaries that might be half-written are only listed in `leftovers`.
+ *
+ * @param path - the directory that was being written
+ * @returns whether it was recovered, and the other temporaries of `path`
+ * @throws `AttnlabError` `IO_ERROR` naming the copy when the rename fails
+ * @category Files
+ */
+export async function recoverDirectoryWrite(path: string): Promise<DirectoryWriteRecovery> {
+  const parent = dirname(path)
+  const prefix = `.${basename(path)}.tmp-`
+  let entries: string[]
+  try {
+    entries = (await readdir(parent)).filter((entry) => entry.startsWith(prefix))
+  } catch {
+    return { recovered: false, leftovers: [] }
+  }
+  const exists = await stat(path).then(
+    () => true,
+    () => false,
+  )
+  const complete = entries.filter(
+    (entry) => entry.endsWith(COMPLETE_SUFFIX) || (!entry.endsWith(OLD_SUFFIX) && entries.includes(`${entry}${OLD_SUFFIX}`)),
+  )
+  let recovered = false
+  if (!exists && complete.length > 0) {
+    // The newest complete copy (the last write that got that far).
+    const times = await Promise.all(complete.map(async (entry) => ({ entry, time: (await stat(join(parent, entry))).mtimeMs })))
+    const newest = times.reduce((a, b) => (b.time > a.time ? b : a)).entry
+    const source = join(parent, newest)
+    try {
+      await rename(source, path)
+    } catch (error) {
+      throw new AttnlabError('IO_ERROR', `cannot recover '${path}' from its complete copy '${source}': ${(error as Error).message}`, { path: source }, { cause: error })
+    }
+    recovered = true
+    const base = newest.endsWith(COMPLETE_SUFFIX) ? newest.slice(0, -COMPLETE_SUFFIX.length) : newest
+    await rm(join(parent, `${base}${OLD_SUFFIX}`), { recursive: true, force: true })
+  }
+  const left = await readdir(parent).then(
+    (all) => all.filter((entry) => entry.startsWith(prefix)).map((entry) => join(parent, entry)),
+    () => [] as string[],
+  )
+  return { recovered, leftovers: left }
 }
 
 /**
@@ -191,8 +264,10 @@ async function makeTempDirectory(prefix: string): Promise<string> {
 
 /**
  * Removes the temporary siblings that {@link writeDirectoryAtomic} leaves in `dir` when its
- * process is killed mid-write (`.<name>.tmp-<random>` and `.<name>.tmp-<random>.old`), for every
- * name or only for `name`. A missing `dir` is not an error.
+ * process is killed mid-write (`.<name>.tmp-<random>`, with `.done` or `.old`), for every name or
+ * only for `name`. A missing `dir` is not an error. When the final directory `<dir>/<name>` is
+ * missing and one of them is a verifiably complete copy, that copy is first renamed into place
+ * ({@link recoverDirectoryWrite}) instead of removed.
  *
  * @param dir - the directory that holds (or will hold) atomically written directories
  * @param name - only the temporaries of this entry (e.g. `checkpoint`)
@@ -207,6 +282,14 @@ export async function removeStaleTemporaries(dir: string, name?: string): Promis
     return []
   }
   const prefix = name === undefined ? null : `.${name}.tmp-`
+  const names = new Set<string>()
+  for (const entry of entries) {
+    const match = /^\.(.+?)\.tmp-[^/]+$/.exec(entry)
+    if (match !== null && (name === undefined || match[1] === name)) names.add(match[1] as string)
+  }
+  let recoveredAny = false
+  for (const target of names) recoveredAny = (await recoverDirectoryWrite(join(dir, target))).recovered || recoveredAny
+  if (recoveredAny) entries = await readdir(dir)
   const removed: string[] = []
   for (const entry of entries) {
     if (prefix !== null ? !entry.startsWith(prefix) : !/^\..+\.tmp-[^/]+$/.test(entry)) continue

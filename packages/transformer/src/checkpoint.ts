@@ -23,7 +23,7 @@ import { createHash } from 'node:crypto'
 import { readFile, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { AttnlabError, checkOptionKeys, ConfigError, parseSafetensors, serializeSafetensors, type SafetensorsTensorInput } from '@attnlab/core'
-import { writeDirectoryAtomic, writeFileAtomic } from '@attnlab/core/node'
+import { recoverDirectoryWrite, writeDirectoryAtomic, writeFileAtomic } from '@attnlab/core/node'
 import { configFromJSON, configToJSON, type TransformerConfig } from './config.ts'
 import { createTransformer, parameterShapes, type Transformer, type TransformerOptions } from './model.ts'
 import type { OptimizerState } from './optimizers.ts'
@@ -229,6 +229,10 @@ function readTensors(name: string, bytes: Uint8Array): Map<string, { shape: numb
  *
  * @param dir - the directory written by {@link saveCheckpoint}
  * @returns configuration, weights, trainer state (or null) and `extra`
+ * When `dir` is missing because a {@link saveCheckpoint} was killed between its renames, the
+ * complete copy it left is renamed into place first (`recoverDirectoryWrite` of `@attnlab/core/node`);
+ * a copy that is not verifiably complete is named in the error.
+ *
  * @throws {@link CheckpointError} naming the file and tensor/field for a missing, corrupt,
  *   truncated or mismatched checkpoint
  * @category Checkpoints
@@ -239,7 +243,14 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     if (!info.isDirectory()) throw new CheckpointError('.', `'${dir}' is not a directory`)
   } catch (error) {
     if (error instanceof CheckpointError) throw error
-    throw new CheckpointError('.', `'${dir}' does not exist or cannot be read`, undefined, { cause: error })
+    // A save killed between its renames leaves only temporary copies: finish it when one is
+    // verifiably complete, else say where they are.
+    const recovery = (error as NodeJS.ErrnoException).code === 'ENOENT' ? await recoverDirectoryWrite(dir) : { recovered: false, leftovers: [] }
+    if (!recovery.recovered) {
+      const left = recovery.leftovers.map((path) => `'${path}'`).join(', ')
+      const hint = recovery.leftovers.length === 0 ? '' : `; an interrupted save left ${left}, not verifiably complete: check it and rename it to '${dir}' to use it`
+      throw new CheckpointError('.', `'${dir}' does not exist or cannot be read${hint}`, undefined, { cause: error })
+    }
   }
   let manifestBytes: Uint8Array
   try {

@@ -1,4 +1,4 @@
-import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, readdir, rename, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -152,6 +152,27 @@ describe('attnlab train', () => {
     io = captureOutput()
     expect(await main(['train', '--resume', dir, '--steps', '11', '--backend', 'cpu', '--json'])).toBe(0)
     expect(JSON.parse(io.out()).evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9, 10, 11])
+  })
+
+  it('--resume finishes a save killed between its renames from the complete copy, and names one it cannot verify', async () => {
+    const dir = join(root(), 'crashed')
+    captureOutput()
+    expect(await main(['train', ...TINY, '--steps', '2', '--out', dir])).toBe(0)
+    // What a save killed after moving the old checkpoint aside leaves: only temporaries.
+    await rename(dir, join(root(), '.crashed.tmp-k1.done'))
+    await mkdir(join(root(), '.crashed.tmp-k1.old'))
+    vi.restoreAllMocks()
+    let io = captureOutput()
+    expect(await main(['train', '--resume', dir, '--steps', '4', '--backend', 'cpu', '--json'])).toBe(0)
+    expect(JSON.parse(io.out()).steps).toBe(4)
+    expect((await readdir(root())).filter((name) => name.startsWith('.crashed.'))).toEqual([])
+    // A copy that may be half-written is not used, but pointed at.
+    await rename(dir, join(root(), '.crashed.tmp-k2'))
+    vi.restoreAllMocks()
+    io = captureOutput()
+    expect(await main(['train', '--resume', dir, '--steps', '6', '--backend', 'cpu'])).toBe(2)
+    expect(io.err()).toMatch(/crashed' does not exist or cannot be read; an interrupted save left '.*\.crashed\.tmp-k2', not verifiably complete/)
+    expect((await readdir(join(root(), '.crashed.tmp-k2'))).sort()).toContain('manifest.json')
   })
 
   it('never deletes what is in --out without --force: user files, a plain file, an earlier checkpoint', async () => {
