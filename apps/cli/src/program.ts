@@ -15,6 +15,7 @@ import { registerMarkov } from './commands/markov.ts'
 import { registerTrain } from './commands/train.ts'
 import { registerKnockout } from './commands/knockout.ts'
 import { registerKernels } from './commands/kernels.ts'
+import { CLI_VERSION } from './version.ts'
 
 /** Builds the command tree (exposed for tests). */
 export function buildProgram(): Command {
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
   program
     .name('attnlab')
     .description('Study sparse attention in transformers: stage-wise emergence, training-free sparse attention, capability heads.')
+    .version(CLI_VERSION, '-V, --version', 'print the attnlab CLI version')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({

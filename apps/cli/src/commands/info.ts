@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { BACKEND_PACKAGES, availableBackends, defaultBackend, kernelsInUse } from '@attnlab/core'
 import { activateBackend, backendOption } from '../options.ts'
+import { CLI_VERSION } from '../version.ts'
 
 /** `attnlab info`: versions and the backends available here. */
 export function registerInfo(program: Command): void {
@@ -12,6 +13,7 @@ export function registerInfo(program: Command): void {
     .action(async (options: { backend?: string; json?: boolean }) => {
       const available = await availableBackends()
       const info = {
+        attnlab: CLI_VERSION,
         node: process.version,
         platform: `${process.platform}-${process.arch}`,
         backends: Object.fromEntries(
@@ -29,6 +31,7 @@ export function registerInfo(program: Command): void {
         console.log(JSON.stringify(chosen === undefined ? info : { ...info, backend: chosen }, null, 2))
         return
       }
+      console.log(`attnlab ${info.attnlab}`)
       console.log(`node ${info.node} (${info.platform})`)
       for (const [name, b] of Object.entries(info.backends)) {
         console.log(`  ${b.available ? '✓' : '✗'} ${name.padEnd(15)} ${b.package}`)
