@@ -60,7 +60,8 @@ describe('--help of every command', () => {
     let text = ''
     emergence.configureOutput({ writeOut: (s) => (text += s), writeErr: (s) => (text += s) })
     emergence.outputHelp()
-    expect(text.replace(/\s+/g, ' ')).toMatch(/Why these differ from attnlab train \/ markov .*--m 1\.7.*--state-size 16 --ones-per-row 3/)
+    const why = /Why these differ from attnlab train \/ markov .*--m 1\.7.*--state-size 16 --ones-per-row 3/
+    expect(text.replace(/\s+/g, ' ')).toMatch(why)
     let oracle = ''
     const markovOracle = find('markov oracle')
     markovOracle.configureOutput({ writeOut: (s) => (oracle += s), writeErr: (s) => (oracle += s) })

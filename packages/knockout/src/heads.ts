@@ -111,11 +111,16 @@ export function parseHeads(text: string, layout: HeadLayout): HeadRef[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0)
-  if (parts.length === 0) throw new AttnlabError('INVALID_ARGUMENT', `'${text}' names no heads; expected a list like L0H1,L2H3 (or layer.head: 0.1,2.3)`)
+  if (parts.length === 0) {
+    throw new AttnlabError('INVALID_ARGUMENT', `'${text}' names no heads; expected a list like L0H1,L2H3 (or layer.head: 0.1,2.3)`)
+  }
   const seen = new Set<number>()
   return parts.map((part) => {
     const match = /^(\d+)\.(\d+)$/.exec(part) ?? /^[lL](\d+)[hH](\d+)$/.exec(part)
-    if (match === null) throw new AttnlabError('INVALID_ARGUMENT', `'${part}' is not a head; expected layer.head or L<layer>H<head>, e.g. 2.3 or L2H3`, { value: part })
+    if (match === null) {
+      const expected = 'expected layer.head or L<layer>H<head>, e.g. 2.3 or L2H3'
+      throw new AttnlabError('INVALID_ARGUMENT', `'${part}' is not a head; ${expected}`, { value: part })
+    }
     const head = { layer: Number(match[1]), head: Number(match[2]) }
     const index = headIndex(head, layout)
     if (seen.has(index)) throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)} is listed twice`, { value: part })

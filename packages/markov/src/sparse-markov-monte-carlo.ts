@@ -123,7 +123,7 @@ const MIN_POSTERIOR_TEACHER_ENTROPY = 0.3
 
 /**
  * Monte-Carlo estimates, with standard errors, of the restricted-context entropies `H_n` (the
- * Bayes loss of a predictor that sees only the last `n` tokens; markov-dynamics.md section
+ * Bayes loss of a predictor that sees only the last `n` tokens; `markov-dynamics.md` section
  * 1.3 (ii)) and of the truncated-teacher cross-entropies.
  *
  * `H_n = E_c[H(q(. | c))]` with `q(y | c) = E[P(y | window) | last n tokens = c]`. Estimators,
@@ -254,7 +254,8 @@ export function restrictedContextEntropyMonteCarlo(
       return notEstimated(n, `too many (context, position) tables to count H_${n} per position in memory`)
     }
     if (!resolved.posteriorSampling) {
-      return notEstimated(n, `not estimated: H_${n} needs posterior sampling, which was turned off (posteriorSampling: false)`)
+      const why = `not estimated: H_${n} needs posterior sampling, which was turned off (posteriorSampling: false)`
+      return notEstimated(n, why)
     }
     if (teacherEntropy.estimate < MIN_POSTERIOR_TEACHER_ENTROPY) {
       return notEstimated(

@@ -8,7 +8,22 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-const reference = ['dynamics', 'simulate', '--heads', '3', '--T', '40', '--m', '1.7', '--eps', '1e-6', '--seed', '0', '--variant', 'replicator']
+const reference = [
+  'dynamics',
+  'simulate',
+  '--heads',
+  '3',
+  '--T',
+  '40',
+  '--m',
+  '1.7',
+  '--eps',
+  '1e-6',
+  '--seed',
+  '0',
+  '--variant',
+  'replicator',
+]
 
 describe('attnlab dynamics simulate', () => {
   it('--json prints plateaus, three transitions and the competitive -> cooperative phases', async () => {
@@ -35,7 +50,20 @@ describe('attnlab dynamics simulate', () => {
   })
 
   it('--spans lists spans oldest first, as train / markov / emergence: the newest is the most important', async () => {
-    const { code, stdout } = await runCli([...reference, '--heads', '2', '--T', '10', '--spans', '2,1', '--t-max', '600', '--points', '200', '--json'])
+    const { code, stdout } = await runCli([
+      ...reference,
+      '--heads',
+      '2',
+      '--T',
+      '10',
+      '--spans',
+      '2,1',
+      '--t-max',
+      '600',
+      '--points',
+      '200',
+      '--json',
+    ])
     expect(code).toBe(0)
     const summary = JSON.parse(stdout) as {
       config: { spans: number[]; spanWeights: number[] }
@@ -75,7 +103,24 @@ describe('attnlab dynamics simulate', () => {
 
   it('--plot writes an SVG of the loss and the per-head span mass', async () => {
     const file = join(dir(), 'flow.svg')
-    const { code, stdout } = await runCli([...reference, '--variant', 'logit', '--heads', '2', '--T', '12', '--t-max', '400', '--points', '100', '--lambda', '0.001', '--plot', file, '--json'])
+    const { code, stdout } = await runCli([
+      ...reference,
+      '--variant',
+      'logit',
+      '--heads',
+      '2',
+      '--T',
+      '12',
+      '--t-max',
+      '400',
+      '--points',
+      '100',
+      '--lambda',
+      '0.001',
+      '--plot',
+      file,
+      '--json',
+    ])
     expect(code).toBe(0)
     expect(JSON.parse(stdout).plot).toBe(file)
     const svg = await readFile(file, 'utf8')

@@ -79,7 +79,13 @@ function summary(trajectory: Trajectory, analysis: StageAnalysis, plot: string |
       takenSpans: t.takenSpans.map((taken) => ({ span: span(taken.span), head: taken.head })),
       heads: t.assignment?.heads.map((h) => ({ span: span(h.span), share: h.mass })) ?? null,
     })),
-    phases: analysis.phases.map((p) => ({ phase: p.phase, start: p.start, end: p.end, span: p.span === null ? null : span(p.span), meanSimilarity: p.meanSimilarity })),
+    phases: analysis.phases.map((p) => ({
+      phase: p.phase,
+      start: p.start,
+      end: p.end,
+      span: p.span === null ? null : span(p.span),
+      meanSimilarity: p.meanSimilarity,
+    })),
     finalLoss: analysis.finalLoss,
     stagesReached: analysis.stagesReached,
     tMax: trajectory.times[trajectory.times.length - 1],
@@ -103,17 +109,31 @@ export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis
     lossRows.push({ t, loss: Math.max(trajectory.loss[i] as number, 1e-8) })
     for (let k = 0; k < h; k++) {
       for (let j = 0; j < K; j++) {
-        massRows.push({ t, head: headName(k), span: `span ${flagSpan(K, j)}`, mass: trajectory.spanMass[(i * h + k) * K + j] as number })
+        massRows.push({
+          t,
+          head: headName(k),
+          span: `span ${flagSpan(K, j)}`,
+          mass: trajectory.spanMass[(i * h + k) * K + j] as number,
+        })
       }
     }
   }
   const plateauRows = analysis.plateaus.filter((p) => p > 0).map((p, j) => ({ loss: p, label: `L_${j}` }))
-  const transitionRows = analysis.transitions.filter((t) => t.time !== null).map((t) => ({ t: t.time as number, label: `t${t.stage}` }))
-  const time = { field: 't', type: 'quantitative' as const, scale: { type: 'log' as const }, title: 'ODE time (dimensionless)' }
+  const transitionRows = analysis.transitions
+    .filter((t) => t.time !== null)
+    .map((t) => ({ t: t.time as number, label: `t${t.stage}` }))
+  const time = {
+    field: 't',
+    type: 'quantitative' as const,
+    scale: { type: 'log' as const },
+    title: 'ODE time (dimensionless)',
+  }
   const c = trajectory.config
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: `Reduced gradient flow (${c.variant}): h=${c.nHeads}, T=${c.nCtx}, spans=[${[...c.spans].reverse().join(',')}] (oldest first), m=${c.importanceRatio}, eps=${c.initNoise}, seed=${c.seed}`,
+    title:
+      `Reduced gradient flow (${c.variant}): h=${c.nHeads}, T=${c.nCtx}, ` +
+      `spans=[${[...c.spans].reverse().join(',')}] (oldest first), m=${c.importanceRatio}, eps=${c.initNoise}, seed=${c.seed}`,
     vconcat: [
       {
         width: 640,
@@ -166,30 +186,48 @@ function printHuman(trajectory: Trajectory, analysis: StageAnalysis, plot: strin
   const c = trajectory.config
   const K = c.spans.length
   const span = (j: number): string => `span ${flagSpan(K, j)}`
-  const fixed = (x: number) => (Math.abs(x) >= 1e4 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(3) : x.toFixed(4))
+  const fixed = (x: number) =>
+    Math.abs(x) >= 1e4 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(3) : x.toFixed(4)
   console.log(
     `reduced gradient flow (${c.variant}${c.fastValue ? ', fast values' : ''}): h=${c.nHeads} T=${c.nCtx} ` +
-      `spans=[${[...c.spans].reverse().join(',')}] (oldest first) m=${c.importanceRatio} eps=${c.initNoise} lambda=${c.weightDecay} seed=${c.seed}`,
+      `spans=[${[...c.spans].reverse().join(',')}] (oldest first) m=${c.importanceRatio} eps=${c.initNoise} ` +
+      `lambda=${c.weightDecay} seed=${c.seed}`,
   )
-  console.log(`span weights c_i (oldest first): ${[...c.spanWeights].reverse().map((w) => w.toFixed(3)).join(', ')}`)
+  console.log(
+    `span weights c_i (oldest first): ${[...c.spanWeights]
+      .reverse()
+      .map((w) => w.toFixed(3))
+      .join(', ')}`,
+  )
   console.log(`plateaus L_j: ${analysis.plateaus.map(fixed).join(' > ')}`)
-  console.log('transitions (loss crossing the midpoint between plateaus; share: the fraction of a span\'s target a head fits):')
+  console.log(
+    "transitions (loss crossing the midpoint between plateaus; share: the fraction of a span's target a head fits):",
+  )
   for (const t of analysis.transitions) {
     if (t.time === null) {
-      console.log(`  stage ${t.stage}: not reached by t = ${fixed(trajectory.times[trajectory.times.length - 1] as number)}`)
+      console.log(
+        `  stage ${t.stage}: not reached by t = ${fixed(trajectory.times[trajectory.times.length - 1] as number)}`,
+      )
       continue
     }
     const taken = t.takenSpans.map((s) => `${span(s.span)} <- ${headName(s.head)}`).join(', ') || 'no new span'
-    const heads = t.assignment?.heads.map((a, k) => `${headName(k)} ${span(a.span)} share ${a.mass.toFixed(2)}`).join(', ') ?? ''
+    const heads =
+      t.assignment?.heads.map((a, k) => `${headName(k)} ${span(a.span)} share ${a.mass.toFixed(2)}`).join(', ') ?? ''
     console.log(`  stage ${t.stage}: t = ${fixed(t.time)}   ${taken}   [${heads}]`)
   }
   console.log('phases:')
   for (const p of analysis.phases) {
     const on = p.span === null ? '' : ` (all heads on ${span(p.span)})`
-    console.log(`  ${p.phase.padEnd(11)} t = ${fixed(p.start)} .. ${fixed(p.end)}   similarity ${p.meanSimilarity.toFixed(3)}${on}`)
+    console.log(
+      `  ${p.phase.padEnd(11)} t = ${fixed(p.start)} .. ${fixed(p.end)}   similarity ${p.meanSimilarity.toFixed(3)}${on}`,
+    )
   }
-  console.log(`final loss ${fixed(analysis.finalLoss)} at t = ${fixed(trajectory.times[trajectory.times.length - 1] as number)}`)
-  console.log(`integrator: ${trajectory.stats.steps} steps, ${trajectory.stats.evaluations} evaluations, ${trajectory.stats.wallTimeMs.toFixed(0)} ms`)
+  console.log(
+    `final loss ${fixed(analysis.finalLoss)} at t = ${fixed(trajectory.times[trajectory.times.length - 1] as number)}`,
+  )
+  console.log(
+    `integrator: ${trajectory.stats.steps} steps, ${trajectory.stats.evaluations} evaluations, ${trajectory.stats.wallTimeMs.toFixed(0)} ms`,
+  )
   if (plot !== null) console.log(`plot: ${plot}`)
 }
 
@@ -203,17 +241,41 @@ export function registerDynamics(program: Command): void {
     .description('integrate L = 1/2 ||G - sum_k V_k s_k^T||^2 and report plateaus, transitions and phases')
     .option('--heads <n>', 'number of heads h', intParser('--heads', 1, 64), 3)
     .option('--T <n>', 'context length T (positions attended over)', intParser('--T', 1, 100_000), 40)
-    .option('--spans <list>', 'span lengths, oldest first (as in train / markov / emergence)', intListParser('--spans', 1), [1, 1, 1])
-    .option('--m <x>', 'importance base m: span i (oldest first) has weight c_i = m^i, the newest the most important', numberParser('--m', Number.MIN_VALUE, 1e6), 1.7)
-    .option('--eps <x>', 'initial attention noise eps (0 keeps the heads identical)', numberParser('--eps', 0, 1e3), 1e-6)
+    .option(
+      '--spans <list>',
+      'span lengths, oldest first (as in train / markov / emergence)',
+      intListParser('--spans', 1),
+      [1, 1, 1],
+    )
+    .option(
+      '--m <x>',
+      'importance base m: span i (oldest first) has weight c_i = m^i, the newest the most important',
+      numberParser('--m', Number.MIN_VALUE, 1e6),
+      1.7,
+    )
+    .option(
+      '--eps <x>',
+      'initial attention noise eps (0 keeps the heads identical)',
+      numberParser('--eps', 0, 1e3),
+      1e-6,
+    )
     .option('--seed <n>', 'seed of the noise', intParser('--seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), 0)
     .addOption(new Option('--variant <name>', 'attention flow').choices([...DYNAMICS_VARIANTS]).default('replicator'))
     .option('--lambda <x>', 'weight decay', numberParser('--lambda', 0, 1e6), 0)
     .option('--fast-value', 'fast-value limit: V at its (ridge) least-squares optimum at every instant')
-    .option('--t-max <x>', 'final ODE time (default 1000 replicator, 5000 logit)', numberParser('--t-max', Number.MIN_VALUE, 1e9))
+    .option(
+      '--t-max <x>',
+      'final ODE time (default 1000 replicator, 5000 logit)',
+      numberParser('--t-max', Number.MIN_VALUE, 1e9),
+    )
     .option('--points <n>', 'sample times after t = 0', intParser('--points', 1, 1_000_000), 1000)
     .addOption(new Option('--spacing <kind>', 'sample spacing').choices(['log', 'linear']).default('log'))
-    .option('--tolerance <x>', 'relative and absolute error tolerance of the integrator', numberParser('--tolerance', 1e-14, 0.1), 1e-8)
+    .option(
+      '--tolerance <x>',
+      'relative and absolute error tolerance of the integrator',
+      numberParser('--tolerance', 1e-14, 0.1),
+      1e-8,
+    )
     .option('--json', 'print the summary as JSON')
     .option('--plot <file.svg>', 'write an SVG plot of the loss and per-head span mass')
     .action(async (flags: SimulateFlags) => {

@@ -11,7 +11,26 @@ afterEach(() => {
 })
 
 // A tiny chain with an exact oracle (8^2 windows) and a fast minimal model.
-const TINY = ['--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '32', '--validation-size', '64', '--analysis-size', '32', '--eval-every', '3', '--backend', 'cpu']
+const TINY = [
+  '--vocab',
+  '8',
+  '--spans',
+  '1,1',
+  '--gen-len',
+  '6',
+  '--tau',
+  '0.3',
+  '--batch',
+  '32',
+  '--validation-size',
+  '64',
+  '--analysis-size',
+  '32',
+  '--eval-every',
+  '3',
+  '--backend',
+  'cpu',
+]
 
 const lines = async (dir: string): Promise<{ seed: number; step: number; validationLoss: number }[]> =>
   (await readFile(join(dir, 'metrics.jsonl'), 'utf8'))
@@ -29,7 +48,12 @@ describe('attnlab emergence', () => {
     const summary = JSON.parse(io.out())
     expect(summary.out).toBe(out)
     expect(summary.interrupted).toBe(false)
-    expect(summary.oracles.lines.map((o: { label: string }) => o.label)).toEqual(['H_0 (no context)', 'H_1 (newest 1 span)', 'H_2 (teacher entropy)', 'truncated teacher, top 1 span'])
+    expect(summary.oracles.lines.map((o: { label: string }) => o.label)).toEqual([
+      'H_0 (no context)',
+      'H_1 (newest 1 span)',
+      'H_2 (teacher entropy)',
+      'truncated teacher, top 1 span',
+    ])
     expect(summary.oracles.lines.every((o: { method: string }) => o.method === 'exact')).toBe(true)
     expect(summary.seeds).toHaveLength(1)
     expect(summary.seeds[0].completedSteps).toBe(9)
@@ -67,14 +91,22 @@ describe('attnlab emergence', () => {
     const part = join(root(), 'part-seeds')
     expect(await main(['emergence', ...TINY, '--seeds', '2', '--steps', '3', '--out', part, '--json'])).toBe(0)
     expect(await main(['emergence', '--resume', part, '--steps', '6'])).toBe(0)
-    const said = io.err().split('\n').filter((l) => l.startsWith('seed ') && l.includes('continuing'))
-    expect(said).toEqual(['seed 0: continuing from step 3 of 6 (its checkpoint)', 'seed 1: continuing from step 3 of 6 (its checkpoint)'])
+    const said = io
+      .err()
+      .split('\n')
+      .filter((l) => l.startsWith('seed ') && l.includes('continuing'))
+    expect(said).toEqual([
+      'seed 0: continuing from step 3 of 6 (its checkpoint)',
+      'seed 1: continuing from step 3 of 6 (its checkpoint)',
+    ])
   })
 
   it('repeats the run over seeds and reports an emergence step per seed', async () => {
     const io = captureOutput()
     const out = join(root(), 'seeds')
-    expect(await main(['emergence', ...TINY, '--steps', '6', '--seeds', '2', '--seed', '5', '--out', out, '--json'])).toBe(0)
+    expect(
+      await main(['emergence', ...TINY, '--steps', '6', '--seeds', '2', '--seed', '5', '--out', out, '--json']),
+    ).toBe(0)
     const summary = JSON.parse(io.out())
     expect(summary.seeds.map((s: { seed: number }) => s.seed)).toEqual([5, 6])
     expect(summary.emergenceSteps).toHaveLength(2)
@@ -84,7 +116,32 @@ describe('attnlab emergence', () => {
   it('runs the linear-map task (loss-based emergence)', async () => {
     const io = captureOutput()
     const out = join(root(), 'linear')
-    const code = await main(['emergence', '--task', 'linear-map', '--state-size', '4', '--ones-per-row', '2', '--preset', 'gpt-nano', '--batch', '16', '--validation-size', '32', '--analysis-size', '16', '--eval-every', '2', '--steps', '4', '--backend', 'cpu', '--out', out, '--json'])
+    const code = await main([
+      'emergence',
+      '--task',
+      'linear-map',
+      '--state-size',
+      '4',
+      '--ones-per-row',
+      '2',
+      '--preset',
+      'gpt-nano',
+      '--batch',
+      '16',
+      '--validation-size',
+      '32',
+      '--analysis-size',
+      '16',
+      '--eval-every',
+      '2',
+      '--steps',
+      '4',
+      '--backend',
+      'cpu',
+      '--out',
+      out,
+      '--json',
+    ])
     expect(io.err()).toBe('')
     expect(code).toBe(0)
     const summary = JSON.parse(io.out())
@@ -95,9 +152,36 @@ describe('attnlab emergence', () => {
   it('linear-map progress lines show the validation loss once and the positions learned', async () => {
     const io = captureOutput()
     const out = join(root(), 'linear-text')
-    const code = await main(['emergence', '--task', 'linear-map', '--state-size', '4', '--ones-per-row', '2', '--preset', 'gpt-nano', '--batch', '16', '--validation-size', '32', '--analysis-size', '16', '--eval-every', '2', '--steps', '4', '--backend', 'cpu', '--out', out])
+    const code = await main([
+      'emergence',
+      '--task',
+      'linear-map',
+      '--state-size',
+      '4',
+      '--ones-per-row',
+      '2',
+      '--preset',
+      'gpt-nano',
+      '--batch',
+      '16',
+      '--validation-size',
+      '32',
+      '--analysis-size',
+      '16',
+      '--eval-every',
+      '2',
+      '--steps',
+      '4',
+      '--backend',
+      'cpu',
+      '--out',
+      out,
+    ])
     expect(code).toBe(0)
-    const progress = io.err().split('\n').filter((l) => l.startsWith('step '))
+    const progress = io
+      .err()
+      .split('\n')
+      .filter((l) => l.startsWith('step '))
     expect(progress.map((l) => l.split(' ')[1])).toEqual(['0/4', '2/4', '4/4'])
     for (const l of progress) {
       expect(l.match(/\bval\b/g)).toHaveLength(1)
@@ -177,7 +261,9 @@ describe('attnlab emergence', () => {
     const config = await readFile(join(out, 'config.json'), 'utf8')
     let io = captureOutput()
     expect(await main(['emergence', '--resume', out, '--steps', '9'])).toBe(2)
-    expect(io.err()).toMatch(/INVALID_CHECKPOINT.*the checkpoint of seed 0 .* cannot be used: checkpoint model.safetensors: has \d+ bytes/)
+    expect(io.err()).toMatch(
+      /INVALID_CHECKPOINT.*the checkpoint of seed 0 .* cannot be used: checkpoint model.safetensors: has \d+ bytes/,
+    )
     expect(io.err()).not.toMatch(/oracle lines/)
     expect(await readFile(join(out, 'metrics.jsonl'), 'utf8')).toBe(metrics)
     expect(await readFile(join(out, 'config.json'), 'utf8')).toBe(config)
@@ -205,7 +291,9 @@ describe('attnlab emergence', () => {
     expect((await readdir(join(out, 'seeds', '0'))).filter((name) => name.includes('.tmp-'))).toEqual([])
     expect((await loadCheckpoint(join(out, 'seeds', '0', 'checkpoint'))).trainerState!.step).toBe(3)
     // The checkpoint directory has an ordinary directory's permissions (not mkdtemp's 0700).
-    expect((await stat(join(out, 'seeds', '0', 'checkpoint'))).mode & 0o777).toBe((await stat(join(out, 'seeds'))).mode & 0o777)
+    expect((await stat(join(out, 'seeds', '0', 'checkpoint'))).mode & 0o777).toBe(
+      (await stat(join(out, 'seeds'))).mode & 0o777,
+    )
     vi.restoreAllMocks()
     // What a run killed (SIGKILL) in the middle of a checkpoint write leaves.
     const stale = join(out, 'seeds', '0', '.checkpoint.tmp-dead01')
@@ -234,11 +322,37 @@ describe('attnlab emergence', () => {
     captureOutput()
     expect(await main(['emergence', ...TINY, '--steps', '3', '--out', out, '--json'])).toBe(0)
     const checkpoint = join(out, 'seeds', '0', 'checkpoint')
-    expect((await loadCheckpoint(checkpoint)).extra).toMatchObject({ command: 'emergence', seed: 0, task: { kind: 'sparse-markov', vocabSize: 8, spans: [1, 1] } })
-    const { code, stdout, stderr } = await runCli(['knockout', 'locate', '--capability', 'span-0', '--model', checkpoint, '--method', 'exhaustive', '--top', '1', '--count', '16', '--controls', 'span-1', '--backend', 'cpu', '--json'])
+    expect((await loadCheckpoint(checkpoint)).extra).toMatchObject({
+      command: 'emergence',
+      seed: 0,
+      task: { kind: 'sparse-markov', vocabSize: 8, spans: [1, 1] },
+    })
+    const { code, stdout, stderr } = await runCli([
+      'knockout',
+      'locate',
+      '--capability',
+      'span-0',
+      '--model',
+      checkpoint,
+      '--method',
+      'exhaustive',
+      '--top',
+      '1',
+      '--count',
+      '16',
+      '--controls',
+      'span-1',
+      '--backend',
+      'cpu',
+      '--json',
+    ])
     expect(stderr).toBe('')
     expect(code).toBe(0)
-    const result = JSON.parse(stdout) as { top: { head: string; score: number }[]; ranking: { head: string; score: number | null }[]; effects: { rows: { capability: string }[] } }
+    const result = JSON.parse(stdout) as {
+      top: { head: string; score: number }[]
+      ranking: { head: string; score: number | null }[]
+      effects: { rows: { capability: string }[] }
+    }
     // Every head of the checkpoint is scored on span 0; after 3 steps none need hurt it, so top
     // (heads whose knockout hurts) holds at most the one asked for.
     expect(result.ranking.map((h) => h.head).sort()).toEqual(['L0H0', 'L0H1', 'L0H2'])

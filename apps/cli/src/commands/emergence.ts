@@ -119,9 +119,39 @@ export const EMERGENCE_DEFAULTS = Object.freeze({
  * steps in a few minutes.
  */
 export const EMERGENCE_TASK_DEFAULTS: Readonly<Record<string, Readonly<Record<string, unknown>>>> = Object.freeze({
-  'linear-map': { stateSize: 8, onesPerRow: 2, preset: 'gpt', nLayers: 1, dModel: 64, nHeads: 8, lr: 0.001, batch: 256, steps: 600, evalEvery: 10 },
-  'cellular-automaton': { preset: 'gpt', nLayers: 2, dModel: 64, nHeads: 8, lr: 0.001, batch: 256, steps: 2000, evalEvery: 25 },
-  'icl-markov': { preset: 'gpt', nLayers: 2, dModel: 64, nHeads: 4, attnOnly: true, lr: 0.001, batch: 128, steps: 2000, evalEvery: 25 },
+  'linear-map': {
+    stateSize: 8,
+    onesPerRow: 2,
+    preset: 'gpt',
+    nLayers: 1,
+    dModel: 64,
+    nHeads: 8,
+    lr: 0.001,
+    batch: 256,
+    steps: 600,
+    evalEvery: 10,
+  },
+  'cellular-automaton': {
+    preset: 'gpt',
+    nLayers: 2,
+    dModel: 64,
+    nHeads: 8,
+    lr: 0.001,
+    batch: 256,
+    steps: 2000,
+    evalEvery: 25,
+  },
+  'icl-markov': {
+    preset: 'gpt',
+    nLayers: 2,
+    dModel: 64,
+    nHeads: 4,
+    attnOnly: true,
+    lr: 0.001,
+    batch: 128,
+    steps: 2000,
+    evalEvery: 25,
+  },
 })
 
 /** Applies the task's documented defaults to the flags not given on the command line. */
@@ -165,13 +195,16 @@ async function chooseOut(flags: EmergenceFlags): Promise<string> {
     for (let i = 2; (await exists(join(out, 'config.json'))) && i < 10_000; i++) out = `${DEFAULT_OUT}-${i}`
   } else if (await exists(join(out, 'config.json'))) {
     if (flags.force !== true) {
-      throw new UsageError(`${out} holds an earlier run; continue it with --resume ${out}, pick another --out, or replace it with --force`)
+      throw new UsageError(
+        `${out} holds an earlier run; continue it with --resume ${out}, pick another --out, or replace it with --force`,
+      )
     }
   } else if (await exists(out)) {
     const entries = await readdir(out).catch(() => {
       throw new UsageError(`--out ${out} is not a directory`)
     })
-    if (entries.length > 0 && flags.force !== true) throw new UsageError(`--out ${out} is not empty; pick another directory or pass --force`)
+    if (entries.length > 0 && flags.force !== true)
+      throw new UsageError(`--out ${out} is not empty; pick another directory or pass --force`)
   }
   return out
 }
@@ -191,9 +224,15 @@ async function checkResumable(out: string, stored: StoredConfig): Promise<void> 
       checkpoint.weights.clear()
     } catch (error) {
       if (!(error instanceof AttnlabError)) throw error
-      throw new AttnlabError('INVALID_CHECKPOINT', `--resume ${out}: the checkpoint of seed ${seed} (${dir}) cannot be used: ${error.message}`, { path: dir }, { cause: error })
+      throw new AttnlabError(
+        'INVALID_CHECKPOINT',
+        `--resume ${out}: the checkpoint of seed ${seed} (${dir}) cannot be used: ${error.message}`,
+        { path: dir },
+        { cause: error },
+      )
     }
-    if (step > stored.training.steps) throw new UsageError(`--steps ${stored.training.steps} is below the step ${step} of seed ${seed}'s checkpoint`)
+    if (step > stored.training.steps)
+      throw new UsageError(`--steps ${stored.training.steps} is below the step ${step} of seed ${seed}'s checkpoint`)
   }
 }
 
@@ -239,11 +278,15 @@ function pickSnapshots(seed: SeedRun, analysis: RunAnalysis): PatternSnapshot[] 
   const all = seed.snapshots
   if (all.length === 0) return []
   const nearestTo = (step: number): PatternSnapshot =>
-    all.reduce((best, s) => (Math.abs(s.step - step) < Math.abs(best.step - step) ? s : best), all[0] as PatternSnapshot)
+    all.reduce(
+      (best, s) => (Math.abs(s.step - step) < Math.abs(best.step - step) ? s : best),
+      all[0] as PatternSnapshot,
+    )
   const last = all[all.length - 1] as PatternSnapshot
   const picked: PatternSnapshot[] = [{ ...(all[0] as PatternSnapshot), label: 'start' }]
   const stages = analysis.stages
-  const shown = stages.length <= 4 ? stages.map((_, i) => i) : [0, 1, 2, 3].map((k) => Math.round((k * (stages.length - 1)) / 3))
+  const shown =
+    stages.length <= 4 ? stages.map((_, i) => i) : [0, 1, 2, 3].map((k) => Math.round((k * (stages.length - 1)) / 3))
   for (const index of new Set(shown)) {
     const stage = stages[index] as (typeof stages)[number]
     const end = stages[index + 1]?.step ?? last.step
@@ -251,12 +294,21 @@ function pickSnapshots(seed: SeedRun, analysis: RunAnalysis): PatternSnapshot[] 
     if (!picked.some((p) => p.step === snapshot.step)) picked.push({ ...snapshot, label: `stage ${stage.stage}` })
   }
   if (!picked.some((p) => p.step === last.step)) picked.push({ ...last, label: 'end' })
-  else picked[picked.length - 1] = { ...(picked[picked.length - 1] as PatternSnapshot), label: `${(picked[picked.length - 1] as PatternSnapshot).label}, end` }
+  else
+    picked[picked.length - 1] = {
+      ...(picked[picked.length - 1] as PatternSnapshot),
+      label: `${(picked[picked.length - 1] as PatternSnapshot).label}, end`,
+    }
   return picked
 }
 
 /** The run plateaus `P_0 .. P_K` for the ODE fit: the initial loss, then each stage's plateau. */
-function runPlateaus(lines: readonly MetricLine[], analysis: RunAnalysis, oracles: Oracles, K: number): number[] | null {
+function runPlateaus(
+  lines: readonly MetricLine[],
+  analysis: RunAnalysis,
+  oracles: Oracles,
+  K: number,
+): number[] | null {
   const first = lines[0]?.validationLoss
   if (first === undefined) return null
   if (analysis.stages.length === K) return [first, ...analysis.stages.map((s) => s.plateauLoss)]
@@ -272,9 +324,18 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
   let task: AnyTask
   let stored: StoredConfig
   if (flags.resume !== undefined) {
-    const changed = givenFlags(command, [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seeds', 'seed', 'analysisSize'])
+    const changed = givenFlags(command, [
+      ...TASK_KEYS,
+      ...MODEL_KEYS,
+      ...OPTIMIZATION_KEYS,
+      'seeds',
+      'seed',
+      'analysisSize',
+    ])
     if (changed.length > 0) {
-      throw new UsageError(`${changed.map(kebab).join(', ')} cannot change when resuming (the settings come from ${flags.resume}/config.json); only --steps, --backend and --json may be given`)
+      throw new UsageError(
+        `${changed.map(kebab).join(', ')} cannot change when resuming (the settings come from ${flags.resume}/config.json); only --steps, --backend and --json may be given`,
+      )
     }
     let text: string
     try {
@@ -287,16 +348,21 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
     } catch (error) {
       throw new UsageError(`--resume ${flags.resume}: config.json is not valid JSON (${(error as Error).message})`)
     }
-    if (stored.format !== 'attnlab-emergence/1') throw new UsageError(`--resume ${flags.resume}: config.json is not an attnlab emergence run (format ${String(stored.format)})`)
+    if (stored.format !== 'attnlab-emergence/1')
+      throw new UsageError(
+        `--resume ${flags.resume}: config.json is not an attnlab emergence run (format ${String(stored.format)})`,
+      )
     task = createTask(stored.task)
-    if (command.getOptionValueSource('steps') === 'cli') stored = { ...stored, training: { ...stored.training, steps: flags.steps } }
+    if (command.getOptionValueSource('steps') === 'cli')
+      stored = { ...stored, training: { ...stored.training, steps: flags.steps } }
   } else {
     applyTaskDefaults(flags, command)
     checkOptimizationFlags(flags, command)
     task = taskOf(flags, command)
     const config = modelConfigOf(flags, task, flags.seed)
     const seeds = Array.from({ length: flags.seeds }, (_, i) => flags.seed + i)
-    if (flags.analysisSize > flags.validationSize) throw new UsageError(`--analysis-size ${flags.analysisSize} exceeds --validation-size ${flags.validationSize}`)
+    if (flags.analysisSize > flags.validationSize)
+      throw new UsageError(`--analysis-size ${flags.analysisSize} exceeds --validation-size ${flags.validationSize}`)
     stored = {
       format: 'attnlab-emergence/1',
       task: task.describe() as TaskDescription,
@@ -328,12 +394,16 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
     await checkResumable(out, stored)
   }
   // A resumed run keeps its backend unless --backend says otherwise (numbers differ across backends).
-  const backend = await activateBackend(flags.backend ?? (flags.resume !== undefined && stored.backend !== '' ? stored.backend : undefined))
+  const backend = await activateBackend(
+    flags.backend ?? (flags.resume !== undefined && stored.backend !== '' ? stored.backend : undefined),
+  )
   stored = { ...stored, backend }
   const log = (text: string): void => {
     if (!flags.json) console.error(text)
   }
-  log(`attnlab emergence: ${task.kind} (${JSON.stringify(stored.task)}), ${stored.preset} model, ${stored.seeds.length} seed(s), ${stored.training.steps} steps of ${stored.training.batchSize} sequences, backend ${backend}; writing ${out}`)
+  log(
+    `attnlab emergence: ${task.kind} (${JSON.stringify(stored.task)}), ${stored.preset} model, ${stored.seeds.length} seed(s), ${stored.training.steps} steps of ${stored.training.batchSize} sequences, backend ${backend}; writing ${out}`,
+  )
 
   // Ctrl-C, SIGTERM or SIGHUP stop after the current step; what was written is kept.
   const controller = new AbortController()
@@ -342,7 +412,12 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
     controller.abort()
   })
   const interruptedBeforeStart = (): AttnlabError =>
-    new AttnlabError('INTERRUPTED', fresh ? `interrupted before the training started; nothing was written to ${out}` : `interrupted before the training continued; ${out} is unchanged`)
+    new AttnlabError(
+      'INTERRUPTED',
+      fresh
+        ? `interrupted before the training started; nothing was written to ${out}`
+        : `interrupted before the training continued; ${out} is unchanged`,
+    )
   let created: string | undefined
   let wasEmpty = false
   // Set once a seed has a checkpoint: from then on a failed fresh run leaves a resumable directory.
@@ -356,7 +431,9 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
   try {
     // 2. The oracle plateau lines (before anything is written: they can be slow or fail).
     oracles = computeOracles(task, stored.seeds[0] ?? 0)
-    log(`oracle lines (${oracles.note}; ${oracles.seconds.toFixed(1)} s): ${oracles.lines.map((o) => `${o.label} ${describeOracleValue(o)}`).join('; ')}`)
+    log(
+      `oracle lines (${oracles.note}; ${oracles.seconds.toFixed(1)} s): ${oracles.lines.map((o) => `${o.label} ${describeOracleValue(o)}`).join('; ')}`,
+    )
     if (controller.signal.aborted) throw interruptedBeforeStart()
 
     // The run directory: created only now, everything having been validated.
@@ -393,7 +470,10 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
         // Rewrite the log without lines past the checkpoints (they are recomputed exactly).
         const later = stored.seeds.slice(index + 1)
         const rest = existing.filter((l) => later.includes(l.seed))
-        await writeFileAtomic(join(out, 'metrics.jsonl'), [...keptLines, ...rest].map((l) => `${JSON.stringify(l)}\n`).join(''))
+        await writeFileAtomic(
+          join(out, 'metrics.jsonl'),
+          [...keptLines, ...rest].map((l) => `${JSON.stringify(l)}\n`).join(''),
+        )
       }
       const total = stored.training.steps
       const prefix = stored.seeds.length > 1 ? `seed ${seed} (${index + 1}/${stored.seeds.length}) ` : ''
@@ -420,10 +500,14 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
           initialPositions ??= line.perPositionLoss
           const start = initialPositions
           const scored = start.filter((x) => x !== null).length
-          const learned = line.perPositionLoss.filter((x, p) => x !== null && start[p] != null && x <= 0.5 * (start[p] as number)).length
+          const learned = line.perPositionLoss.filter(
+            (x, p) => x !== null && start[p] != null && x <= 0.5 * (start[p] as number),
+          ).length
           return `positions ${learned}/${scored}`
         }
-        const held = groupNames.filter((_name: string, g: number) => line.spanMass!.some((row) => (row[g] as number) > 0.5)).length
+        const held = groupNames.filter((_name: string, g: number) =>
+          line.spanMass!.some((row) => (row[g] as number) > 0.5),
+        ).length
         return `stage ${held}/${groupNames.length}`
       }
       bar?.start(total, previous?.lines.at(-1)?.step ?? 0, { loss: '-', val: '-', stage: lastStage, speed: '-' })
@@ -441,13 +525,18 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
             saved = true
           },
           onStep: (record) => {
-            bar?.update(record.step, { loss: record.loss.toFixed(3), speed: `${(record.tokensPerSecond / 1000).toFixed(0)}k` })
+            bar?.update(record.step, {
+              loss: record.loss.toFixed(3),
+              speed: `${(record.tokensPerSecond / 1000).toFixed(0)}k`,
+            })
           },
           onEval: (line) => {
             lastStage = stageLabel(line)
             bar?.update(line.step, { val: line.validationLoss.toFixed(3), stage: lastStage })
             if (!interactive && !flags.json) {
-              console.error(`${prefix}step ${line.step}/${total}  train ${line.trainLoss?.toFixed(4) ?? '-'}  val ${line.validationLoss.toFixed(4)} nats  ${lastStage}  (${formatDuration(line.seconds)} training)`)
+              console.error(
+                `${prefix}step ${line.step}/${total}  train ${line.trainLoss?.toFixed(4) ?? '-'}  val ${line.validationLoss.toFixed(4)} nats  ${lastStage}  (${formatDuration(line.seconds)} training)`,
+              )
             }
           },
         },
@@ -480,7 +569,15 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
       const plateaus = runPlateaus(run.lines, analysis, oracles, task.config.spans.length)
       if (plateaus !== null) {
         try {
-          ode = odeOverlay(task, config.nHeads, config.nCtx, run.lines.map((l) => l.step), run.lines.map((l) => l.validationLoss), plateaus, run.seed)
+          ode = odeOverlay(
+            task,
+            config.nHeads,
+            config.nCtx,
+            run.lines.map((l) => l.step),
+            run.lines.map((l) => l.validationLoss),
+            plateaus,
+            run.seed,
+          )
         } catch (error) {
           log(`(the ODE overlay was skipped: ${(error as Error).message})`)
         }
@@ -497,8 +594,18 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
       stages: analysis.stages,
       emergenceStep: analysis.emergenceStep,
       positionEmergence: analysis.positionEmergence,
-      phases: analysis.phases.map((p) => ({ phase: p.phase, start: p.start, end: p.end, span: p.span === null ? null : groupNames[p.span] ?? p.span, meanSimilarity: p.meanSimilarity })),
-      finalHolders: analysis.finalHolders.map((h, g) => ({ span: groupNames[g], head: h?.head ?? null, mass: h?.mass ?? null })),
+      phases: analysis.phases.map((p) => ({
+        phase: p.phase,
+        start: p.start,
+        end: p.end,
+        span: p.span === null ? null : (groupNames[p.span] ?? p.span),
+        meanSimilarity: p.meanSimilarity,
+      })),
+      finalHolders: analysis.finalHolders.map((h, g) => ({
+        span: groupNames[g],
+        head: h?.head ?? null,
+        mass: h?.mass ?? null,
+      })),
       eachSpanOwnHead: analysis.eachSpanOwnHead,
       ode: ode === null ? null : { scale: ode.fit.scale, rmse: ode.fit.rmse, transitions: ode.fit.transitions },
       tokensPerSecond: run.tokensPerSecond,
@@ -513,9 +620,13 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
     if (final !== undefined) {
       headline.push(
         `${label}final validation loss ${final.validationLoss.toFixed(4)} nats at step ${final.step}` +
-          (floor !== null ? ` (${(final.validationLoss - floor >= 0 ? '+' : '')}${(final.validationLoss - floor).toFixed(4)} from the floor ${floor.toFixed(4)})` : '') +
+          (floor !== null
+            ? ` (${final.validationLoss - floor >= 0 ? '+' : ''}${(final.validationLoss - floor).toFixed(4)} from the floor ${floor.toFixed(4)})`
+            : '') +
           `; ${s.analysis.stages.length} stage(s) detected` +
-          (groupNames.length > 0 ? `; ${s.analysis.eachSpanOwnHead ? 'each span held by its own head' : 'spans not yet one per head'}` : ''),
+          (groupNames.length > 0
+            ? `; ${s.analysis.eachSpanOwnHead ? 'each span held by its own head' : 'spans not yet one per head'}`
+            : ''),
       )
     }
     void i
@@ -563,12 +674,21 @@ export async function runEmergence(flags: EmergenceFlags, command: Command): Pro
   if (flags.json) console.log(JSON.stringify(summary, null, 2))
   else printSummary(seedReports, groupNames, floor, out, oracles)
   if (interrupted) {
-    throw new AttnlabError('INTERRUPTED', `interrupted; what was computed is in ${out} (continue with: pnpm attnlab emergence --resume ${out})`)
+    throw new AttnlabError(
+      'INTERRUPTED',
+      `interrupted; what was computed is in ${out} (continue with: pnpm attnlab emergence --resume ${out})`,
+    )
   }
   return summary
 }
 
-function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[], floor: number | null, out: string, oracles: Oracles): void {
+function printSummary(
+  seeds: readonly SeedReport[],
+  groupNames: readonly string[],
+  floor: number | null,
+  out: string,
+  oracles: Oracles,
+): void {
   for (const s of seeds) {
     console.log(seeds.length > 1 ? `\nseed ${s.seed}` : '')
     if (s.analysis.stages.length === 0) console.log('no stage detected')
@@ -582,7 +702,11 @@ function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[
       ])
       const header = ['stage', 'step', 'plateau (nats)', 'oracle of the stage', learnedHeader(s.analysis.method)]
       const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
-      const format = (r: readonly string[]): string => r.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd()
+      const format = (r: readonly string[]): string =>
+        r
+          .map((c, i) => c.padEnd(widths[i] as number))
+          .join('  ')
+          .trimEnd()
       console.log(format(header))
       for (const r of rows) console.log(format(r))
       if (s.analysis.stages.some((st) => st.plateauEvaluations === 0)) console.log(INTERPOLATED_NOTE)
@@ -591,7 +715,9 @@ function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[
     if (final !== undefined) {
       console.log(
         `final validation loss ${final.validationLoss.toFixed(4)} nats at step ${final.step}` +
-          (floor !== null ? `; teacher entropy / floor ${floor.toFixed(4)} (gap ${(final.validationLoss - floor).toFixed(4)})` : ''),
+          (floor !== null
+            ? `; teacher entropy / floor ${floor.toFixed(4)} (gap ${(final.validationLoss - floor).toFixed(4)})`
+            : ''),
       )
     }
     if (groupNames.length > 0) {
@@ -600,8 +726,12 @@ function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[
       )
     }
     if (s.ode !== null) {
-      const predicted = s.ode.fit.transitions.map((t) => (t.predictedStep === null ? '-' : Math.round(t.predictedStep))).join(', ')
-      console.log(`reduced ODE: ${s.ode.fit.scale.toFixed(2)} steps per unit time; predicted transition steps ${predicted}`)
+      const predicted = s.ode.fit.transitions
+        .map((t) => (t.predictedStep === null ? '-' : Math.round(t.predictedStep)))
+        .join(', ')
+      console.log(
+        `reduced ODE: ${s.ode.fit.scale.toFixed(2)} steps per unit time; predicted transition steps ${predicted}`,
+      )
     }
   }
   if (seeds.length > 1) {
@@ -610,8 +740,11 @@ function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[
     for (let j = 1; j <= stages; j++) {
       const steps = seeds.map((s) => s.analysis.stages.find((st) => st.stage === j)?.step ?? null)
       const seen = steps.filter((x): x is number => x !== null)
-      const range = seen.length > 0 ? ` (min ${Math.round(Math.min(...seen))}, max ${Math.round(Math.max(...seen))})` : ''
-      console.log(`stage ${j} step per seed: ${steps.map((x) => (x === null ? 'none' : Math.round(x))).join(', ')}${range}`)
+      const range =
+        seen.length > 0 ? ` (min ${Math.round(Math.min(...seen))}, max ${Math.round(Math.max(...seen))})` : ''
+      console.log(
+        `stage ${j} step per seed: ${steps.map((x) => (x === null ? 'none' : Math.round(x))).join(', ')}${range}`,
+      )
     }
     if (stages === 0) {
       const steps = seeds.map((s) => s.analysis.emergenceStep)
@@ -629,13 +762,15 @@ function printSummary(seeds: readonly SeedReport[], groupNames: readonly string[
 export function emergenceDefaultsWhy(): string {
   const sparse = defaultSparseMarkovConfig()
   const linear = defaultLinearMapConfig()
-  const own = EMERGENCE_TASK_DEFAULTS['linear-map'] as { stateSize: number; onesPerRow: number }
+  const own = EMERGENCE_TASK_DEFAULTS['linear-map'] as { stateSize: number; onesPerRow: number; steps: number }
   return (
-    `Why these differ from attnlab train / markov (the @attnlab/markov defaults, the papers' settings: --m ${sparse.m}; ` +
-    `linear-map --state-size ${linear.stateSize} --ones-per-row ${linear.onesPerRow}): the main job must show every stage ` +
-    `within its default run. With m = ${sparse.m} the last stage is itself a random discovery (4 of 10 seeds within 1500 ` +
-    `steps); with --m ${EMERGENCE_DEFAULTS.m} every seed we ran learns all three spans within ~470 steps. The linear map ` +
-    `with S = ${own.stateSize}, s = ${own.onesPerRow} learns its cells one at a time within ${String(EMERGENCE_TASK_DEFAULTS['linear-map']?.steps)} ` +
+    'Why these differ from attnlab train / markov (the @attnlab/markov defaults, the papers\' settings: ' +
+    `--m ${sparse.m}; linear-map --state-size ${linear.stateSize} --ones-per-row ${linear.onesPerRow}): ` +
+    'the main job must show every stage within its default run. ' +
+    `With m = ${sparse.m} the last stage is itself a random discovery (4 of 10 seeds within 1500 steps); ` +
+    `with --m ${EMERGENCE_DEFAULTS.m} every seed we ran learns all three spans within ~470 steps. ` +
+    `The linear map with S = ${own.stateSize}, s = ${own.onesPerRow} learns its cells one at a time ` +
+    `within ${own.steps} ` +
     `steps, so --seeds 5 takes minutes. Pass --m ${sparse.m} or --state-size ${linear.stateSize} ` +
     `--ones-per-row ${linear.onesPerRow} for the papers' settings (README, "What the main job shows").`
   )
@@ -645,14 +780,31 @@ export function emergenceDefaultsWhy(): string {
 export function registerEmergence(program: Command): void {
   const command = program
     .command('emergence')
-    .description('the main job: train the minimal transformer on the sparse Markov chain and watch sparse attention patterns emerge, stage by stage; writes a report')
+    .description(
+      'the main job: train the minimal transformer on the sparse Markov chain and watch sparse attention patterns emerge, stage by stage; writes a report',
+    )
   // Its own per-task defaults (linear map S = 8, s = 2) are stated in the help.
   addTaskFlags(command, EMERGENCE_DEFAULTS.task, { m: EMERGENCE_DEFAULTS.m, taskDefaults: EMERGENCE_TASK_DEFAULTS })
   addModelFlags(command)
-  addOptimizationFlags(command, { batch: EMERGENCE_DEFAULTS.batch, lr: EMERGENCE_DEFAULTS.lr, steps: EMERGENCE_DEFAULTS.steps, evalEvery: EMERGENCE_DEFAULTS.evalEvery })
+  addOptimizationFlags(command, {
+    batch: EMERGENCE_DEFAULTS.batch,
+    lr: EMERGENCE_DEFAULTS.lr,
+    steps: EMERGENCE_DEFAULTS.steps,
+    evalEvery: EMERGENCE_DEFAULTS.evalEvery,
+  })
   command
-    .option('--analysis-size <n>', 'validation sequences for the attention metrics and patterns at each evaluation', intParser('--analysis-size', 1), EMERGENCE_DEFAULTS.analysisSize)
-    .option('--seeds <n>', 'repeat the run with N seeds (seed, seed+1, ...) to see the spread of emergence steps', intParser('--seeds', 1, 1000), 1)
+    .option(
+      '--analysis-size <n>',
+      'validation sequences for the attention metrics and patterns at each evaluation',
+      intParser('--analysis-size', 1),
+      EMERGENCE_DEFAULTS.analysisSize,
+    )
+    .option(
+      '--seeds <n>',
+      'repeat the run with N seeds (seed, seed+1, ...) to see the spread of emergence steps',
+      intParser('--seeds', 1, 1000),
+      1,
+    )
     .option('--seed <n>', 'first seed (initialisation, data and validation)', intParser('--seed'), 0)
     .option('--out <dir>', `output directory (default ${DEFAULT_OUT}, or ${DEFAULT_OUT}-2, -3, ... if taken)`)
     .option('--resume <dir>', 'continue an interrupted run in place (exact on cpu)')
@@ -663,7 +815,12 @@ export function registerEmergence(program: Command): void {
       'after',
       `\nDefaults per task (for the flags not given):\n  sparse-markov: --preset minimal --m ${EMERGENCE_DEFAULTS.m} --lr ${EMERGENCE_DEFAULTS.lr} --batch ${EMERGENCE_DEFAULTS.batch} --steps ${EMERGENCE_DEFAULTS.steps} --eval-every ${EMERGENCE_DEFAULTS.evalEvery}\n` +
         Object.entries(EMERGENCE_TASK_DEFAULTS)
-          .map(([task, d]) => `  ${task}: ${Object.entries(d).map(([k, v]) => (v === true ? kebab(k) : `${kebab(k)} ${String(v)}`)).join(' ')}`)
+          .map(
+            ([task, d]) =>
+              `  ${task}: ${Object.entries(d)
+                .map(([k, v]) => (v === true ? kebab(k) : `${kebab(k)} ${String(v)}`))
+                .join(' ')}`,
+          )
           .join('\n') +
         `\n\n${new Help().boxWrap(emergenceDefaultsWhy(), 100)}`,
     )

@@ -104,7 +104,8 @@ function fractionParser(value: string): number {
 function headListSyntax(value: string): string {
   const parts = value.split(',').map((s) => s.trim())
   if (parts.length === 0 || parts.some((p) => !/^(\d+\.\d+|[lL]\d+[hH]\d+)$/.test(p))) {
-    throw new InvalidArgumentError(`--heads must be a comma-separated list of heads, L<layer>H<head> or layer.head (e.g. L0H1,L2H3 or 0.1,2.3), got '${value}'`)
+    const expected = 'a comma-separated list of heads, L<layer>H<head> or layer.head (e.g. L0H1,L2H3 or 0.1,2.3)'
+    throw new InvalidArgumentError(`--heads must be ${expected}, got '${value}'`)
   }
   return value
 }
@@ -429,7 +430,11 @@ export function registerKnockout(program: Command): void {
     knockout
       .command('ablate')
       .description('knock out given heads and report every capability before and after')
-      .requiredOption('--heads <list>', 'heads to knock out, comma-separated, L<layer>H<head> or layer.head (e.g. L0H1,L2H3 or 0.1,2.3)', headListSyntax),
+      .requiredOption(
+        '--heads <list>',
+        'heads to knock out, comma-separated, L<layer>H<head> or layer.head (e.g. L0H1,L2H3 or 0.1,2.3)',
+        headListSyntax,
+      ),
   )
     .option('--capabilities <list>', 'capabilities to score (default: every built-in)')
     .option('--target <name>', 'one of the capabilities, reported as the target (the others as controls)')

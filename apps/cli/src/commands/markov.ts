@@ -183,10 +183,11 @@ export function registerMarkov(program: Command): void {
       .addHelpText(
         'after',
         `\n${new Help().boxWrap(
-          "The task flags default to @attnlab/markov's defaults (the papers' settings), as in attnlab train; attnlab emergence " +
-            'runs its own (see attnlab emergence --help, which says why): pass the same flags (e.g. --m 1.5) for the oracles of an ' +
-            'emergence run. The emergence report computes its Monte-Carlo lines with this estimator on the span boundaries only, ' +
-            'without posterior sampling, so its bounds can be wider.',
+          "The task flags default to @attnlab/markov's defaults (the papers' settings), as in attnlab train; " +
+            'attnlab emergence runs its own (see attnlab emergence --help, which says why): pass the same flags ' +
+            '(e.g. --m 1.5) for the oracles of an emergence run. The emergence report computes its Monte-Carlo ' +
+            'lines with this estimator on the span boundaries only, without posterior sampling, so its bounds ' +
+            'can be wider.',
           100,
         )}`,
       ),

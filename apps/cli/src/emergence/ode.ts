@@ -13,7 +13,14 @@ export interface OdeOverlay {
    * The ODE settings used; `spans` oldest first, as the task's `--spans` (the ODE itself gets
    * them most important first).
    */
-  readonly config: { readonly nHeads: number; readonly nCtx: number; readonly spans: readonly number[]; readonly m: number; readonly initNoise: number; readonly variant: 'replicator' }
+  readonly config: {
+    readonly nHeads: number
+    readonly nCtx: number
+    readonly spans: readonly number[]
+    readonly m: number
+    readonly initNoise: number
+    readonly variant: 'replicator'
+  }
   /** The fitted time scale (steps per unit of ODE time) and predicted vs observed transitions. */
   readonly fit: TimeScaleFit
   /** The ODE loss curve in steps and nats. */
@@ -45,19 +52,31 @@ export function odeOverlay(
 ): OdeOverlay | null {
   const K = task.config.spans.length
   if (runPlateaus.length !== K + 1) return null
-  for (let j = 1; j < runPlateaus.length; j++) if (!((runPlateaus[j] as number) < (runPlateaus[j - 1] as number))) return null
+  for (let j = 1; j < runPlateaus.length; j++)
+    if (!((runPlateaus[j] as number) < (runPlateaus[j - 1] as number))) return null
   // Dynamics spans are listed most important first.
   const spans = task.config.reverse === true ? [...task.config.spans] : [...task.config.spans].reverse()
   const config = {
     nHeads,
-    nCtx: Math.max(nCtx, spans.reduce((a, b) => a + b, 0)),
+    nCtx: Math.max(
+      nCtx,
+      spans.reduce((a, b) => a + b, 0),
+    ),
     spans: [...task.config.spans],
     m: task.config.m,
     initNoise: 1e-6,
     variant: 'replicator' as const,
   }
   const trajectory = simulate(
-    { nHeads: config.nHeads, nCtx: config.nCtx, spans, importanceRatio: config.m, initNoise: config.initNoise, seed, variant: 'replicator' },
+    {
+      nHeads: config.nHeads,
+      nCtx: config.nCtx,
+      spans,
+      importanceRatio: config.m,
+      initNoise: config.initNoise,
+      seed,
+      variant: 'replicator',
+    },
     { points: 400 },
   )
   const odePlateaus = plateauLosses(trajectory.config)

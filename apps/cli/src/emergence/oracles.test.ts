@@ -14,22 +14,37 @@ describe('boundsInformative', () => {
 })
 
 describe('computeOracles (Monte Carlo)', () => {
-  it("gives the two-span line of the default chain the package estimator's bounds and flags them as uninformative", () => {
+  it("gives the default chain's two-span line the package estimator's bounds, flagged as uninformative", () => {
     const task = new SparseMarkovTask({ m: 1.5 })
     const oracles = computeOracles(task, 0)
     const h4 = oracles.lines.find((o) => o.label.startsWith('H_4'))
     expect(h4?.value).toBeNull()
     // One estimator: the same bounds as `restrictedContextEntropyMonteCarlo` on the span boundaries.
-    const reference = restrictedContextEntropyMonteCarlo(task, { seed: 0, contextLengths: [0, 2, 4, 6], posteriorSampling: false })
+    const reference = restrictedContextEntropyMonteCarlo(task, {
+      seed: 0,
+      contextLengths: [0, 2, 4, 6],
+      posteriorSampling: false,
+    })
     expect(h4?.bounds).toEqual(reference.pooled[2]?.bounds)
     expect(h4?.boundsInformative).toBe(false)
     expect(describeOracleValue(h4!)).toMatch(/too wide to test a plateau/)
     // Every line with a value is the package's number.
     const h2 = oracles.lines.find((o) => o.label.startsWith('H_2'))
     expect(h2?.value).toBe(reference.pooled[1]?.estimate)
-    expect(oracles.plateaus).toEqual([reference.pooled[0]?.estimate, reference.pooled[1]?.estimate, null, reference.pooled[3]?.estimate])
+    expect(oracles.plateaus).toEqual([
+      reference.pooled[0]?.estimate,
+      reference.pooled[1]?.estimate,
+      null,
+      reference.pooled[3]?.estimate,
+    ])
     // A stage plateau inside the bound is no test: the table says so instead of "0.000 away".
-    const described = describeStageOracle({ label: h4!.label, value: null, bounds: h4!.bounds, distance: 0, informative: false })
+    const described = describeStageOracle({
+      label: h4!.label,
+      value: null,
+      bounds: h4!.bounds,
+      distance: 0,
+      informative: false,
+    })
     expect(described).not.toMatch(/away/)
     expect(described).toMatch(/too wide/)
   }, 120_000)

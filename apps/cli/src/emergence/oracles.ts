@@ -71,7 +71,11 @@ const MAX_EXACT_STATES = 1_000_000
  * @param below - the nearest estimated value below the line (nats), or null
  * @param above - the nearest estimated value above the line (nats), or null
  */
-export function boundsInformative(bounds: readonly [number, number], below: number | null, above: number | null): boolean {
+export function boundsInformative(
+  bounds: readonly [number, number],
+  below: number | null,
+  above: number | null,
+): boolean {
   const gap = (above ?? bounds[1]) - (below ?? bounds[0])
   return bounds[1] - bounds[0] <= 0.5 * gap
 }
@@ -110,31 +114,65 @@ function sparseMarkovOracles(task: SparseMarkovTask, seed: number): Omit<Oracles
     const exact = restrictedContextEntropy(task, { maxStates: MAX_EXACT_STATES })
     boundaries.forEach((n, j) => {
       const value = exact.pooled[n] as number
-      lines.push({ label: labelFor(j, n), kind: j === K ? 'teacher-entropy' : 'restricted-context', spans: j, value, standardError: null, bounds: null, method: 'exact' })
+      lines.push({
+        label: labelFor(j, n),
+        kind: j === K ? 'teacher-entropy' : 'restricted-context',
+        spans: j,
+        value,
+        standardError: null,
+        bounds: null,
+        method: 'exact',
+      })
     })
     // The Bayes loss given the j most important spans (equal to H at the span boundary unless
     // the importance order is reversed).
     for (let j = 0; j <= K; j++) plateaus.push((exact.topSpans.pooled[j] as number | undefined) ?? null)
     exact.truncatedTeacherCrossEntropy.forEach((value, k) => {
-      if (k > 0 && k < K) lines.push({ label: `truncated teacher, top ${k} span${k > 1 ? 's' : ''}`, kind: 'truncated-teacher', spans: k, value, standardError: null, bounds: null, method: 'exact' })
+      if (k > 0 && k < K)
+        lines.push({
+          label: `truncated teacher, top ${k} span${k > 1 ? 's' : ''}`,
+          kind: 'truncated-teacher',
+          spans: k,
+          value,
+          standardError: null,
+          bounds: null,
+          method: 'exact',
+        })
     })
     return { lines, plateaus, floor: exact.teacherEntropy, note: `exact (d^C = ${stateCount} windows)` }
   }
   // The package's estimator, as `attnlab markov oracle` uses it, on the span boundaries only and
   // without posterior sampling (about 20 s per uncountable length for d = 50, [2,2,2], and the
   // two-span line H_4 does not converge even then): those lines get the estimator's bounds.
-  const estimate = restrictedContextEntropyMonteCarlo(task, { seed, contextLengths: boundaries, posteriorSampling: false })
+  const estimate = restrictedContextEntropyMonteCarlo(task, {
+    seed,
+    contextLengths: boundaries,
+    posteriorSampling: false,
+  })
   const truncated = estimate.truncatedTeacherCrossEntropy
   for (const [j, n] of boundaries.entries()) {
     const e = estimate.pooled[j] as EntropyEstimate
-    const base = { label: labelFor(j, n), kind: j === K ? ('teacher-entropy' as const) : ('restricted-context' as const), spans: j, method: 'monte-carlo' as const }
+    const base = {
+      label: labelFor(j, n),
+      kind: j === K ? ('teacher-entropy' as const) : ('restricted-context' as const),
+      spans: j,
+      method: 'monte-carlo' as const,
+    }
     if (e.estimate !== null) {
       lines.push({ ...base, value: e.estimate, standardError: e.standardError, bounds: null })
       plateaus.push(reversed && j > 0 && j < K ? null : e.estimate)
     } else {
       const valueAt = (m: number): number | null => estimate.pooled[m]?.estimate ?? null
-      const below = boundaries.slice(j + 1).map((_, i) => valueAt(j + 1 + i)).find((x) => x !== null) ?? null
-      const above = boundaries.slice(0, j).map((_, i) => valueAt(j - 1 - i)).find((x) => x !== null) ?? null
+      const below =
+        boundaries
+          .slice(j + 1)
+          .map((_, i) => valueAt(j + 1 + i))
+          .find((x) => x !== null) ?? null
+      const above =
+        boundaries
+          .slice(0, j)
+          .map((_, i) => valueAt(j - 1 - i))
+          .find((x) => x !== null) ?? null
       lines.push({
         ...base,
         value: null,
@@ -147,14 +185,25 @@ function sparseMarkovOracles(task: SparseMarkovTask, seed: number): Omit<Oracles
   }
   truncated.forEach((e, k) => {
     if (k > 0 && k < K && e.estimate !== null) {
-      lines.push({ label: `truncated teacher, top ${k} span${k > 1 ? 's' : ''}`, kind: 'truncated-teacher', spans: k, value: e.estimate, standardError: e.standardError, bounds: null, method: 'monte-carlo' })
+      lines.push({
+        label: `truncated teacher, top ${k} span${k > 1 ? 's' : ''}`,
+        kind: 'truncated-teacher',
+        spans: k,
+        value: e.estimate,
+        standardError: e.standardError,
+        bounds: null,
+        method: 'monte-carlo',
+      })
     }
   })
   return {
     lines,
     plateaus,
     floor: estimate.teacherEntropy.estimate,
-    note: `Monte Carlo (d^C = ${stateCount.toExponential(1)} windows is beyond the exact oracle); values whose context is too long to count are shown as bounds (from the estimated neighbours and the truncated teachers, widened by 2 standard errors)`,
+    note:
+      `Monte Carlo (d^C = ${stateCount.toExponential(1)} windows is beyond the exact oracle); values whose context ` +
+      'is too long to count are shown as bounds (from the estimated neighbours and the truncated teachers, widened ' +
+      'by 2 standard errors)',
   }
 }
 
@@ -167,13 +216,23 @@ function sparseMarkovOracles(task: SparseMarkovTask, seed: number): Omit<Oracles
  */
 export function computeOracles(task: AnyTask, seed = 0): Oracles {
   const started = performance.now()
-  const done = (result: Omit<Oracles, 'seconds'>): Oracles => ({ ...result, seconds: (performance.now() - started) / 1000 })
+  const done = (result: Omit<Oracles, 'seconds'>): Oracles => ({
+    ...result,
+    seconds: (performance.now() - started) / 1000,
+  })
   if (task instanceof SparseMarkovTask) return done(sparseMarkovOracles(task, seed))
   if (task instanceof LinearMapTask) {
     const floor = task.lossFloor()
     return done({
       lines: [
-        { label: 'chance (ln 2)', kind: 'chance', value: Math.LN2, standardError: null, bounds: null, method: 'closed-form' },
+        {
+          label: 'chance (ln 2)',
+          kind: 'chance',
+          value: Math.LN2,
+          standardError: null,
+          bounds: null,
+          method: 'closed-form',
+        },
         { label: 'Bayes floor', kind: 'floor', value: floor, standardError: null, bounds: null, method: 'closed-form' },
       ],
       plateaus: [Math.LN2, floor],
@@ -187,7 +246,14 @@ export function computeOracles(task: AnyTask, seed = 0): Oracles {
   return done({
     lines: [
       { label: 'chance', kind: 'chance', value: chance, standardError: null, bounds: null, method: 'closed-form' },
-      { label: 'Bayes loss', kind: 'floor', value: bayes.estimate, standardError: bayes.standardError, bounds: null, method: 'monte-carlo' },
+      {
+        label: 'Bayes loss',
+        kind: 'floor',
+        value: bayes.estimate,
+        standardError: bayes.standardError,
+        bounds: null,
+        method: 'monte-carlo',
+      },
     ],
     plateaus: [chance, bayes.estimate],
     floor: bayes.estimate,

@@ -59,7 +59,8 @@ export interface ReportInput {
 const escape = (text: string): string =>
   text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 
-const fmt = (x: number | null | undefined, digits = 3): string => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(digits))
+const fmt = (x: number | null | undefined, digits = 3): string =>
+  x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(digits)
 
 function lossSpec(input: ReportInput): PlotSpec {
   const multi = input.seeds.length > 1
@@ -71,9 +72,13 @@ function lossSpec(input: ReportInput): PlotSpec {
     }
   }
   const valued = input.oracles.filter((o) => o.value !== null)
-  const bands = input.oracles.filter((o) => o.value === null && o.bounds !== null).map((o) => ({ label: `${o.label} (bounds)`, lower: o.bounds![0], upper: o.bounds![1] }))
+  const bands = input.oracles
+    .filter((o) => o.value === null && o.bounds !== null)
+    .map((o) => ({ label: `${o.label} (bounds)`, lower: o.bounds![0], upper: o.bounds![1] }))
   // One seed: its stage boundaries; several seeds: figure 5 shows them instead.
-  const stageRules = multi ? [] : input.seeds.flatMap((s) => s.analysis.stages.map((st) => ({ step: st.step, label: `stage ${st.stage}` })))
+  const stageRules = multi
+    ? []
+    : input.seeds.flatMap((s) => s.analysis.stages.map((st) => ({ step: st.step, label: `stage ${st.stage}` })))
   const layers: Record<string, unknown>[] = []
   if (bands.length > 0) {
     layers.push({
@@ -106,7 +111,12 @@ function lossSpec(input: ReportInput): PlotSpec {
       x: { field: 'step', type: 'quantitative', title: 'step' },
       y: { field: 'loss', type: 'quantitative', title: 'loss (nats)', scale: { zero: true } },
       // Below the plot: the right margin holds the oracle lines' labels.
-      color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', direction: 'horizontal', columns: 5, labelLimit: 300 } },
+      color: {
+        field: 'series',
+        type: 'nominal',
+        title: null,
+        legend: { orient: 'bottom', direction: 'horizontal', columns: 5, labelLimit: 300 },
+      },
     },
   })
   return {
@@ -122,7 +132,9 @@ function spanMassSpec(input: ReportInput, seed: SeedReport): PlotSpec {
   const rows: Record<string, unknown>[] = []
   for (const line of seed.lines) {
     line.spanMass?.forEach((perGroup, h) =>
-      perGroup.forEach((mass, g) => rows.push({ step: line.step, mass, head: input.heads[h], span: input.groupNames[g] })),
+      perGroup.forEach((mass, g) =>
+        rows.push({ step: line.step, mass, head: input.heads[h], span: input.groupNames[g] }),
+      ),
     )
   }
   const stageRules = seed.analysis.stages.map((st) => ({ step: st.step }))
@@ -139,7 +151,13 @@ function spanMassSpec(input: ReportInput, seed: SeedReport): PlotSpec {
           encoding: {
             x: { field: 'step', type: 'quantitative' },
             y: { field: 'mass', type: 'quantitative', title: 'attention mass', scale: { domain: [0, 1] } },
-            color: { field: 'span', type: 'nominal', sort: input.groupNames, title: 'span', legend: { labelLimit: 320 } },
+            color: {
+              field: 'span',
+              type: 'nominal',
+              sort: input.groupNames,
+              title: 'span',
+              legend: { labelLimit: 320 },
+            },
           },
         },
         {
@@ -186,7 +204,8 @@ function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
         // The cells a span covers for this query (key = query - offset), outlined in its colour.
         input.groupOffsets.forEach((offsets, g) => {
           for (const offset of offsets) {
-            if (q - offset >= 0) rows.push({ snapshot: label, head: input.heads[h], query: q, key: q - offset, span: input.groupNames[g] })
+            if (q - offset >= 0)
+              rows.push({ snapshot: label, head: input.heads[h], query: q, key: q - offset, span: input.groupNames[g] })
           }
         })
       })
@@ -199,7 +218,11 @@ function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
     {
       transform: [{ filter: 'datum.p != null' }],
       mark: { type: 'rect' },
-      encoding: { x, y, color: { field: 'p', type: 'quantitative', title: 'attention', scale: { scheme: 'blues', domain: [0, 1] } } },
+      encoding: {
+        x,
+        y,
+        color: { field: 'p', type: 'quantitative', title: 'attention', scale: { scheme: 'blues', domain: [0, 1] } },
+      },
     },
   ]
   if (input.groupOffsets.length > 0) {
@@ -225,7 +248,13 @@ function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     data: { values: rows },
     facet: {
-      row: { field: 'snapshot', type: 'nominal', sort: order, title: null, header: { labelAngle: 0, labelAlign: 'left' } },
+      row: {
+        field: 'snapshot',
+        type: 'nominal',
+        sort: order,
+        title: null,
+        header: { labelAngle: 0, labelAlign: 'left' },
+      },
       column: { field: 'head', type: 'nominal', sort: input.heads, title: null },
     },
     spec: { width: 150, height: 150, layer: layers },
@@ -235,8 +264,18 @@ function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
 
 function odeSpec(seed: SeedReport): PlotSpec | null {
   if (seed.ode === null) return null
-  const rows: Record<string, unknown>[] = seed.lines.map((l) => ({ step: l.step, loss: l.validationLoss, series: 'transformer (validation)' }))
-  seed.ode.curve.step.forEach((step, i) => rows.push({ step, loss: seed.ode!.curve.loss[i], series: `reduced ODE (x${seed.ode!.fit.scale.toFixed(1)} steps per unit time)` }))
+  const rows: Record<string, unknown>[] = seed.lines.map((l) => ({
+    step: l.step,
+    loss: l.validationLoss,
+    series: 'transformer (validation)',
+  }))
+  seed.ode.curve.step.forEach((step, i) =>
+    rows.push({
+      step,
+      loss: seed.ode!.curve.loss[i],
+      series: `reduced ODE (x${seed.ode!.fit.scale.toFixed(1)} steps per unit time)`,
+    }),
+  )
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     width: 640,
@@ -247,7 +286,12 @@ function odeSpec(seed: SeedReport): PlotSpec | null {
       x: { field: 'step', type: 'quantitative' },
       y: { field: 'loss', type: 'quantitative', title: 'loss (nats)' },
       // One legend for both channels (a `legend: null` on one of them removes the merged legend).
-      color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400 } },
+      color: {
+        field: 'series',
+        type: 'nominal',
+        title: null,
+        legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400 },
+      },
       strokeDash: { field: 'series', type: 'nominal', title: null },
     },
   } as unknown as PlotSpec
@@ -257,7 +301,8 @@ function seedsSpec(input: ReportInput): PlotSpec | null {
   if (input.seeds.length < 2) return null
   const rows: Record<string, unknown>[] = []
   for (const seed of input.seeds) {
-    for (const stage of seed.analysis.stages) rows.push({ seed: seed.seed, step: stage.step, stage: `stage ${stage.stage}`, order: stage.stage })
+    for (const stage of seed.analysis.stages)
+      rows.push({ seed: seed.seed, step: stage.step, stage: `stage ${stage.stage}`, order: stage.stage })
   }
   if (rows.length === 0) return null
   return {
@@ -329,13 +374,19 @@ export async function buildReport(input: ReportInput): Promise<string> {
         spanMassSpec(input, first),
       )
     } else {
-      await figure('2. Loss at each output position', 'Each scored position is learned at its own time (Baherwani et al.).', perPositionSpec(first))
+      await figure(
+        '2. Loss at each output position',
+        'Each scored position is learned at its own time (Baherwani et al.).',
+        perPositionSpec(first),
+      )
     }
     if (first.snapshots.length > 0) {
       await figure(
         '3. Attention patterns of every head',
         'Mean attention (query rows, key columns) over validation sequences at the start, at each stage and at the end' +
-          (input.groupOffsets.length > 0 ? "; outlined: the keys each span covers for each query (the task's sparse pattern)" : '') +
+          (input.groupOffsets.length > 0
+            ? "; outlined: the keys each span covers for each query (the task's sparse pattern)"
+            : '') +
           (input.seeds.length > 1 ? ` (seed ${first.seed}).` : '.'),
         patternsSpec(input, first),
       )

@@ -115,7 +115,9 @@ export interface RunAnalysisOptions {
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   const n = sorted.length
-  return n % 2 === 1 ? (sorted[(n - 1) / 2] as number) : 0.5 * ((sorted[n / 2 - 1] as number) + (sorted[n / 2] as number))
+  return n % 2 === 1
+    ? (sorted[(n - 1) / 2] as number)
+    : 0.5 * ((sorted[n / 2 - 1] as number) + (sorted[n / 2] as number))
 }
 
 /** Linear interpolation of `values` (at `steps`, increasing) at `step`, clamped to the ends. */
@@ -140,9 +142,15 @@ function interpolate(steps: readonly number[], values: readonly number[], step: 
  * the second half of the stage, else over the whole stage, else (no evaluation inside: the
  * stage began and ended within one evaluation interval) the loss interpolated at its middle.
  */
-function plateauOf(steps: readonly number[], losses: readonly number[], start: number, end: number): { loss: number; evaluations: number } {
+function plateauOf(
+  steps: readonly number[],
+  losses: readonly number[],
+  start: number,
+  end: number,
+): { loss: number; evaluations: number } {
   const mid = 0.5 * (start + end)
-  const inside = (from: number): number[] => losses.filter((_, i) => (steps[i] as number) >= from && (steps[i] as number) < end)
+  const inside = (from: number): number[] =>
+    losses.filter((_, i) => (steps[i] as number) >= from && (steps[i] as number) < end)
   let window = inside(mid)
   if (window.length === 0) window = inside(start)
   if (window.length > 0) return { loss: median(window), evaluations: window.length }
@@ -154,11 +162,18 @@ function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['neares
   for (const line of oracles) {
     let distance: number
     if (line.value !== null) distance = Math.abs(loss - line.value)
-    else if (line.bounds !== null) distance = loss < line.bounds[0] ? line.bounds[0] - loss : loss > line.bounds[1] ? loss - line.bounds[1] : 0
+    else if (line.bounds !== null)
+      distance = loss < line.bounds[0] ? line.bounds[0] - loss : loss > line.bounds[1] ? loss - line.bounds[1] : 0
     else continue
     if (best === null || distance < best.distance) {
       const bounds = line.value === null ? line.bounds : null
-      best = { label: line.label, value: line.value, bounds, distance, informative: bounds === null || line.boundsInformative !== false }
+      best = {
+        label: line.label,
+        value: line.value,
+        bounds,
+        distance,
+        informative: bounds === null || line.boundsInformative !== false,
+      }
     }
   }
   return best
@@ -169,18 +184,34 @@ function nearest(loss: number, oracles: readonly OracleLine[]): RunStage['neares
  * spans (the plateau the papers predict for stage `j`), with the plateau's distance to it.
  */
 function stageOracle(stage: number, loss: number, oracles: readonly OracleLine[]): RunStage['nearestOracle'] {
-  const line = oracles.find((o) => (o.kind === 'restricted-context' || o.kind === 'teacher-entropy') && o.spans === stage)
+  const line = oracles.find(
+    (o) => (o.kind === 'restricted-context' || o.kind === 'teacher-entropy') && o.spans === stage,
+  )
   if (line === undefined) return null
-  if (line.value !== null) return { label: line.label, value: line.value, bounds: null, distance: Math.abs(loss - line.value), informative: true }
+  if (line.value !== null)
+    return {
+      label: line.label,
+      value: line.value,
+      bounds: null,
+      distance: Math.abs(loss - line.value),
+      informative: true,
+    }
   if (line.bounds === null) return null
   const distance = loss < line.bounds[0] ? line.bounds[0] - loss : loss > line.bounds[1] ? loss - line.bounds[1] : 0
-  return { label: line.label, value: null, bounds: line.bounds, distance, informative: line.boundsInformative !== false }
+  return {
+    label: line.label,
+    value: null,
+    bounds: line.bounds,
+    distance,
+    informative: line.boundsInformative !== false,
+  }
 }
 
 /** `H_2 (newest 1 span) 1.439` or `H_4 (newest 2 spans) in [0.54, 1.14]`. */
 export function describeOracle(oracle: NonNullable<RunStage['nearestOracle']>, digits = 3): string {
   if (oracle.value !== null) return `${oracle.label} ${oracle.value.toFixed(digits)}`
-  if (oracle.bounds !== null) return `${oracle.label} in [${oracle.bounds[0].toFixed(2)}, ${oracle.bounds[1].toFixed(2)}]`
+  if (oracle.bounds !== null)
+    return `${oracle.label} in [${oracle.bounds[0].toFixed(2)}, ${oracle.bounds[1].toFixed(2)}]`
   return oracle.label
 }
 
@@ -206,11 +237,16 @@ export function learnedHeader(method: RunAnalysis['method']): string {
 
 /** What a stage learned: `span 2 <- L0H1`, or `position 3`. */
 export function describeLearned(stage: RunStage): string {
-  return stage.spanNames.map((name, i) => (stage.heads[i] === undefined ? name : `${name} <- ${stage.heads[i]}`)).join(', ') || '-'
+  return (
+    stage.spanNames
+      .map((name, i) => (stage.heads[i] === undefined ? name : `${name} <- ${stage.heads[i]}`))
+      .join(', ') || '-'
+  )
 }
 
 /** The note under a stage table when some plateau was interpolated. */
-export const INTERPOLATED_NOTE = '~: the stage began and ended between two evaluations; its loss is interpolated at its middle'
+export const INTERPOLATED_NOTE =
+  '~: the stage began and ended between two evaluations; its loss is interpolated at its middle'
 
 /** Names heads across layers: `L{layer}H{head}`. */
 export function headNames(nLayers: number, nHeads: number): string[] {
@@ -240,7 +276,8 @@ export function analyzeRun(
   const losses = lines.map((l) => l.validationLoss)
   const masses = lines.map((l) => l.spanMass)
   const similarity = masses.map((m) => (m === null || m.length === 0 ? 1 : headSimilarity(m)))
-  const withGroups = groupNames.length > 0 && masses.length > 0 && masses.every((m) => m !== null && m.length === heads.length)
+  const withGroups =
+    groupNames.length > 0 && masses.length > 0 && masses.every((m) => m !== null && m.length === heads.length)
   if (!withGroups) return analyzeByLoss(lines, oracles, similarity, persistence)
   const K = groupNames.length
   const heldAt = (i: number): Set<number> => {
@@ -258,7 +295,8 @@ export function analyzeRun(
     for (let i = from; i < lines.length && found < 0; i++) {
       if ((held[i] as Set<number>).size < j) continue
       let holds = true
-      for (let k = i + 1; k < Math.min(lines.length, i + persistence) && holds; k++) holds = (held[k] as Set<number>).size >= j
+      for (let k = i + 1; k < Math.min(lines.length, i + persistence) && holds; k++)
+        holds = (held[k] as Set<number>).size >= j
       if (holds) found = i
     }
     if (found < 0) break
@@ -269,7 +307,8 @@ export function analyzeRun(
     let step = steps[found] as number
     if (found > 0) {
       const g = spans[0] as number
-      const best = (i: number): number => Math.max(...(masses[i] as readonly (readonly number[])[]).map((row) => row[g] as number))
+      const best = (i: number): number =>
+        Math.max(...(masses[i] as readonly (readonly number[])[]).map((row) => row[g] as number))
       const before = best(found - 1)
       const after = best(found)
       if (before < focus && after > before) {
@@ -283,7 +322,16 @@ export function analyzeRun(
       for (let h = 1; h < heads.length; h++) if ((m[h]?.[g] as number) > (m[bestHead]?.[g] as number)) bestHead = h
       return heads[bestHead] as string
     })
-    stages.push({ stage: j, step, spans, spanNames: spans.map((g) => groupNames[g] as string), heads: holders, plateauLoss: NaN, plateauEvaluations: 0, nearestOracle: null })
+    stages.push({
+      stage: j,
+      step,
+      spans,
+      spanNames: spans.map((g) => groupNames[g] as string),
+      heads: holders,
+      plateauLoss: NaN,
+      plateauEvaluations: 0,
+      nearestOracle: null,
+    })
     previous = now
     from = found
   }
@@ -308,7 +356,10 @@ export function analyzeRun(
   })
   const owners = finalHolders.map((h) => h?.head ?? null)
   const eachSpanOwnHead = owners.every((o) => o !== null) && new Set(owners).size === owners.length
-  const phases = classifyPhases(steps, masses as readonly (readonly (readonly number[])[])[], { focusThreshold: focus, minSamples: 2 })
+  const phases = classifyPhases(steps, masses as readonly (readonly (readonly number[])[])[], {
+    focusThreshold: focus,
+    minSamples: 2,
+  })
   return {
     method: 'spans',
     stages: withPlateaus,
@@ -321,7 +372,12 @@ export function analyzeRun(
   }
 }
 
-function firstPersistentBelow(steps: readonly number[], values: readonly (number | null)[], level: number, persistence: number): number | null {
+function firstPersistentBelow(
+  steps: readonly number[],
+  values: readonly (number | null)[],
+  level: number,
+  persistence: number,
+): number | null {
   for (let i = 0; i < values.length; i++) {
     const v = values[i]
     if (v === null || v === undefined || v > level) continue
@@ -341,13 +397,23 @@ function firstPersistentBelow(steps: readonly number[], values: readonly (number
   return null
 }
 
-function analyzeByLoss(lines: readonly MetricLine[], oracles: readonly OracleLine[], similarity: readonly number[], persistence: number): RunAnalysis {
+function analyzeByLoss(
+  lines: readonly MetricLine[],
+  oracles: readonly OracleLine[],
+  similarity: readonly number[],
+  persistence: number,
+): RunAnalysis {
   const steps = lines.map((l) => l.step)
   const losses = lines.map((l) => l.validationLoss)
   const chance = oracles.find((o) => o.kind === 'chance')?.value ?? lines[0]?.validationLoss ?? 0
   const floor = oracles.find((o) => o.kind === 'floor' || o.kind === 'teacher-entropy')?.value ?? 0
   const level = 0.5 * (chance + floor)
-  const emergenceStep = firstPersistentBelow(steps, lines.map((l) => l.validationLoss), level, persistence)
+  const emergenceStep = firstPersistentBelow(
+    steps,
+    lines.map((l) => l.validationLoss),
+    level,
+    persistence,
+  )
   // Per position: from the position's own initial loss halfway down to zero (determined
   // positions) or to its floor when it never gets below chance's half.
   const positions = lines[0]?.perPositionLoss.length ?? 0
@@ -381,5 +447,14 @@ function analyzeByLoss(lines: readonly MetricLine[], oracles: readonly OracleLin
       nearestOracle: nearest(plateau.loss, oracles),
     }
   })
-  return { method: 'loss', stages, phases: [], finalHolders: [], eachSpanOwnHead: false, emergenceStep, positionEmergence, headSimilarity: similarity }
+  return {
+    method: 'loss',
+    stages,
+    phases: [],
+    finalHolders: [],
+    eachSpanOwnHead: false,
+    emergenceStep,
+    positionEmergence,
+    headSimilarity: similarity,
+  }
 }
