@@ -27,6 +27,8 @@ export interface OdeOverlay {
   readonly curve: { readonly step: readonly number[]; readonly loss: readonly number[] }
   /** The run plateaus the curve was mapped through (nats). */
   readonly runPlateaus: readonly number[]
+  /** The ODE's exact plateaus `L_0 > ... > L_K` (its own units, 1/2 squared Frobenius norm). */
+  readonly odePlateaus: readonly number[]
 }
 
 /**
@@ -93,5 +95,5 @@ export function odeOverlay(
     step.push(s)
     loss.push(scaled.loss[i] as number)
   }
-  return { config, fit, curve: { step, loss }, runPlateaus }
+  return { config, fit, curve: { step, loss }, runPlateaus, odePlateaus }
 }
