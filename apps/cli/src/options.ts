@@ -6,26 +6,52 @@ import { existsSync, statSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { UsageError } from './errors.ts'
-import { BACKEND_NAMES, KERNELS_MODES, defaultBackend, useBackend, type BackendName, type KernelsMode } from '@attnlab/core'
+import {
+  BACKEND_NAMES,
+  KERNELS_MODES,
+  defaultBackend,
+  describeRange,
+  formatNumber,
+  inRange,
+  useBackend,
+  type BackendName,
+  type KernelsMode,
+  type NumberRange,
+} from '@attnlab/core'
 
-/** Parses an integer flag within [min, max]. */
+/** Exclusive bounds of {@link numberParser} (e.g. `(0, 1]` for a probability). */
+export interface BoundOptions {
+  /** The minimum itself is refused (`> min`). */
+  readonly minExclusive?: boolean
+  /** The maximum itself is refused (`< max`). */
+  readonly maxExclusive?: boolean
+}
+
+/** The flag's range error, worded by core's one range formatter (`>= 1`, `> 0`, `in (0, 1]`). */
+function rangeError(flag: string, range: NumberRange, got: number): InvalidArgumentError {
+  return new InvalidArgumentError(`${flag} must be ${describeRange(range)}, got ${formatNumber(got)}`)
+}
+
+/** Parses an integer flag within [min, max] (an infinite bound is no bound). */
 export function intParser(flag: string, min = -Infinity, max = Infinity): (value: string) => number {
+  const range: NumberRange = { min, max, integer: true }
   return (value: string) => {
     const n = Number(value)
     if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) {
-      throw new InvalidArgumentError(`${flag} must be an integer, got '${value}'`)
+      throw new InvalidArgumentError(`${flag} must be ${describeRange(range)}, got '${value}'`)
     }
-    if (n < min || n > max) throw new InvalidArgumentError(`${flag} must be in [${min}, ${max}], got ${n}`)
+    if (!inRange(n, range)) throw rangeError(flag, range, n)
     return n
   }
 }
 
-/** Parses a finite number flag within [min, max]. */
-export function numberParser(flag: string, min = -Infinity, max = Infinity): (value: string) => number {
+/** Parses a finite number flag within [min, max] (`bounds` makes either end exclusive). */
+export function numberParser(flag: string, min = -Infinity, max = Infinity, bounds: BoundOptions = {}): (value: string) => number {
+  const range: NumberRange = { min, max, ...bounds }
   return (value: string) => {
     const n = Number(value)
     if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`${flag} must be a number, got '${value}'`)
-    if (n < min || n > max) throw new InvalidArgumentError(`${flag} must be in [${min}, ${max}], got ${n}`)
+    if (!inRange(n, range)) throw rangeError(flag, range, n)
     return n
   }
 }
@@ -39,7 +65,7 @@ export function intListParser(flag: string, min = -Infinity): (value: string) =>
     }
     const numbers = parts.map(Number)
     const bad = numbers.find((n) => n < min)
-    if (bad !== undefined) throw new InvalidArgumentError(`${flag} values must be >= ${min}, got ${bad}`)
+    if (bad !== undefined) throw new InvalidArgumentError(`${flag} values must be ${describeRange({ min, integer: true })}, got ${formatNumber(bad)}`)
     return numbers
   }
 }
@@ -56,17 +82,19 @@ export function numberListParser(flag: string): (value: string) => number[] {
 }
 
 /**
- * Checks an output-file flag before any work: the file's directory exists and the path is not a
- * directory (and, with `extension`, ends in it). Every command's `--plot` and `--out <file>` use
- * this, so a missing directory is refused the same way everywhere instead of created.
+ * Checks an output-file flag before any work: the file's directory exists, the path is not a
+ * directory (and, with `extension`, ends in it), and an existing file is replaced only with
+ * `--force`. Every command's `--plot` and `--out <file>` use this, so every output follows one
+ * rule (the run directories of `train` / `emergence` follow the same one in `out-dir.ts`).
  *
  * @param flag - the flag, for the message (e.g. `--plot`)
  * @param path - the path given
  * @param extension - required file extension, e.g. `.svg` (case-insensitive)
+ * @param force - the command's `--force` ({@link forceOption}): replace an existing file
  * @returns the absolute path
  * @throws UsageError naming the flag and the problem
  */
-export function checkOutputFile(flag: string, path: string, extension?: string): string {
+export function checkOutputFile(flag: string, path: string, extension: string | undefined, force: boolean | undefined): string {
   const absolute = resolve(path)
   if (extension !== undefined && !absolute.toLowerCase().endsWith(extension)) throw new UsageError(`${flag} must name an ${extension} file, got '${path}'`)
   const directory = dirname(absolute)
@@ -74,7 +102,15 @@ export function checkOutputFile(flag: string, path: string, extension?: string):
   if (existsSync(absolute) && statSync(absolute).isDirectory()) {
     throw new UsageError(`${flag}: '${path}' is a directory; name the ${extension === undefined ? '' : `${extension} `}file to write inside it`)
   }
+  if (force !== true && existsSync(absolute)) {
+    throw new UsageError(`${flag} ${path} already exists; pick another path, or pass --force to replace it`)
+  }
   return absolute
+}
+
+/** The `--force` option of a command that writes files: replace an existing output. */
+export function forceOption(what = 'an existing output file'): Option {
+  return new Option('--force', `replace ${what}`)
 }
 
 /** The `--backend` option, shared by every command that computes with tensors. */

@@ -17,7 +17,7 @@ import {
   type StageAnalysis,
   type Trajectory,
 } from '@attnlab/dynamics'
-import { checkOutputFile, intListParser, intParser, numberParser } from '../options.ts'
+import { checkOutputFile, forceOption, intListParser, intParser, numberParser } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 
 interface SimulateFlags {
@@ -36,11 +36,12 @@ interface SimulateFlags {
   tolerance: number
   json?: boolean
   plot?: string
+  force?: boolean
 }
 
-/** Checks that `--plot` names an .svg file in an existing directory (before any work). */
-function checkPlotPath(path: string): string {
-  return checkOutputFile('--plot', path, '.svg')
+/** Checks that `--plot` names an .svg file in an existing directory, new unless `--force` (before any work). */
+function checkPlotPath(path: string, force: boolean | undefined): string {
+  return checkOutputFile('--plot', path, '.svg', force)
 }
 
 /**
@@ -278,6 +279,7 @@ export function registerDynamics(program: Command): void {
     )
     .option('--json', 'print the summary as JSON')
     .option('--plot <file.svg>', 'write an SVG plot of the loss and per-head span mass')
+    .addOption(forceOption('an existing --plot file'))
     .action(async (flags: SimulateFlags) => {
       // Validate everything before integrating.
       const config = resolveDynamicsConfig({
@@ -300,7 +302,7 @@ export function registerDynamics(program: Command): void {
         absoluteTolerance: flags.tolerance,
       }
       sampleTimes(config, options)
-      const plot = flags.plot === undefined ? null : checkPlotPath(flags.plot)
+      const plot = flags.plot === undefined ? null : checkPlotPath(flags.plot, flags.force)
       const trajectory = simulate(config, options)
       const analysis = analyzeTrajectory(trajectory)
       if (plot !== null) await writeFileAtomic(plot, await renderSvg(dynamicsPlotSpec(trajectory, analysis)))

@@ -45,7 +45,7 @@ import {
 import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, checkOutputFile, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
+import { activateBackend, backendOption, checkOutputFile, forceOption, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
@@ -75,6 +75,7 @@ interface LocateFlags extends CommonFlags {
   cv?: number | boolean
   controls?: string
   plot?: string
+  force?: boolean
 }
 
 /** Flags of `knockout ablate`. */
@@ -110,9 +111,9 @@ function headListSyntax(value: string): string {
   return value
 }
 
-/** Checks that `--plot` names an .svg file in an existing directory (before any work). */
-function checkPlotPath(path: string): string {
-  return checkOutputFile('--plot', path, '.svg')
+/** Checks that `--plot` names an .svg file in an existing directory, new unless `--force` (before any work). */
+function checkPlotPath(path: string, force: boolean | undefined): string {
+  return checkOutputFile('--plot', path, '.svg', force)
 }
 
 /** A model with what the knockout needs to know about it. */
@@ -329,6 +330,7 @@ export function registerKnockout(program: Command): void {
     .option('--cv [folds]', 'cs: choose alpha by K-fold cross-validation (default 5 folds)', intParser('--cv', 2, 1000))
     .option('--controls <list>', "off-target capabilities for the effect table (default: every other built-in; 'none' for none)")
     .option('--plot <file.svg>', 'write the per-head score heatmap as SVG')
+    .addOption(forceOption('an existing --plot file'))
     .addHelpText(
       'after',
       '\nScores: exhaustive / greedy rank by the performance drop when a head is knocked out (metric units, positive = needed).\n' +
@@ -338,7 +340,7 @@ export function registerKnockout(program: Command): void {
     )
     .action(async (flags: LocateFlags) => {
       parseCapabilityName(flags.capability)
-      const plotPath = flags.plot === undefined ? null : checkPlotPath(flags.plot)
+      const plotPath = flags.plot === undefined ? null : checkPlotPath(flags.plot, flags.force)
       const controlSpecs = flags.controls === undefined ? null : flags.controls.trim() === 'none' ? [] : listParser('--controls')(flags.controls)
       await activateBackend(flags.backend)
       const prepared = await prepare(flags)

@@ -3,7 +3,7 @@
  * floors / plateau lines a loss curve is compared against (`@attnlab/markov`).
  */
 import { Command, Help, Option } from 'commander'
-import { Rng } from '@attnlab/core'
+import { Rng, formatNumber } from '@attnlab/core'
 import { writeSafetensorsFile } from '@attnlab/core/node'
 import {
   CellularAutomatonTask,
@@ -20,7 +20,7 @@ import {
   type TaskKind,
 } from '@attnlab/markov'
 import { UsageError } from '../errors.ts'
-import { checkOutputFile, intParser } from '../options.ts'
+import { checkOutputFile, forceOption, intParser } from '../options.ts'
 import { addTaskFlags, type TaskFlags } from '../run-flags.ts'
 import { boundsInformative } from '../emergence/oracles.ts'
 
@@ -113,6 +113,7 @@ export function samplingRng(seed: number): Rng {
 interface SampleOptions extends TaskOptions {
   sequences: number
   out?: string
+  force?: boolean
   json?: boolean
 }
 
@@ -138,11 +139,12 @@ export function registerMarkov(program: Command): void {
       .command('sample')
       .description('sample sequences and write tokens (int32) and loss_mask (uint8) [N, length] to a safetensors file')
       .option('--sequences <n>', 'number of sequences', intParser('--sequences', 1, 1 << 24), 1000)
-      .option('--out <file>', 'output .safetensors file (written atomically)')
+      .option('--out <file>', 'output .safetensors file (written atomically; an existing one only with --force)')
+      .addOption(forceOption('an existing --out file'))
       .option('--json', 'print a JSON summary'),
   ).action(async (options: SampleOptions, command: Command) => {
     if (options.out === undefined || options.out.trim() === '') throw new UsageError('--out <file> is required (the .safetensors file to write)')
-    checkOutputFile('--out', options.out, undefined)
+    checkOutputFile('--out', options.out, undefined, options.force)
     const task = taskFromFlags(options, command)
     const batch = task.sample(options.sequences, samplingRng(options.seed))
     const description = task.describe()
@@ -217,6 +219,14 @@ function computeOracle(task: AnyTask, options: OracleOptions): Record<string, un
   if (task instanceof SparseMarkovTask) {
     const states = Math.pow(task.vocabSize, task.contextLength)
     const exact = options.method === 'exact' || (options.method === 'auto' && states <= options.maxStates)
+    if (exact && states > options.maxStates) {
+      // Said in flags: the library's error names its own functions.
+      const raise = states <= 2 ** 28 ? ` or raise --max-states to ${formatNumber(states)}` : ''
+      throw new UsageError(
+        `--method exact enumerates d^C = ${task.vocabSize}^${task.contextLength} = ${states.toExponential(2)} windows, more than ` +
+          `--max-states ${formatNumber(options.maxStates)}; use --method monte-carlo (estimates with standard errors)${raise}`,
+      )
+    }
     if (exact) {
       const oracle = restrictedContextEntropy(task, { maxStates: options.maxStates })
       return {

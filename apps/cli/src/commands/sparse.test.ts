@@ -107,7 +107,7 @@ describe('reported sparsity below 0 and unreachable targets', () => {
     const text = logs.join('')
     expect(text).toMatch(/reported \(study\) sparsity 0 \(budget exceeds the prompt: the study's accounting gives -\d\.\d{4} < 0, i\.e\. the method keeps every causal pair\)/)
     expect(text).not.toMatch(/sparsity -/)
-    expect(await run(['sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out, '--backend', 'cpu', '--json'])).toBe(0)
+    expect(await run(['sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out, '--force', '--backend', 'cpu', '--json'])).toBe(0)
     const { sparsity } = JSON.parse(logs.join('')) as { sparsity: { exact: number; reported: number; reportedClamped: number; budgetExceedsPrompt: boolean } }
     expect(sparsity.reported).toBeLessThan(0)
     expect(sparsity.reportedClamped).toBe(0)

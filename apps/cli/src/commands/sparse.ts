@@ -30,6 +30,7 @@ import {
   activateBackend,
   backendOption,
   checkOutputFile,
+  forceOption,
   intParser,
   MODEL_PATH_HELP,
   numberParser,
@@ -102,6 +103,7 @@ interface ApplyOptions {
   method: SparseMethodName
   qkv: string
   out: string
+  force?: boolean
   phase?: 'prefill' | 'decode'
   scale?: number
   backend?: string
@@ -279,7 +281,7 @@ function phaseFor(kernel: SparseAttentionKernel, requested: 'prefill' | 'decode'
 /** Runs `sparse apply`; returns the JSON report. */
 export async function runApply(options: ApplyOptions): Promise<Record<string, unknown>> {
   const kernel = kernelFromFlags(options.method, options)
-  checkOutputFile('--out', options.out)
+  checkOutputFile('--out', options.out, undefined, options.force)
   const file = await readSafetensorsFile(options.qkv)
   const phase = phaseFor(kernel, options.phase, file)
   const input = readQkv(file, phase === 'decode')
@@ -801,6 +803,7 @@ interface CompareFlags {
   sparsity: number[]
   decodeSteps: number
   plot?: string
+  force?: boolean
   json?: boolean
   backend?: string
   [flag: string]: unknown
@@ -841,7 +844,7 @@ function sparsityListParser(value: string): number[] {
 /** Runs `sparse compare`; returns the JSON report. */
 export async function runCompare(options: CompareFlags): Promise<Record<string, unknown>> {
   const flags = compareFlags(options.methods, options)
-  const plot = options.plot === undefined ? null : checkOutputFile('--plot', options.plot, '.svg')
+  const plot = options.plot === undefined ? null : checkOutputFile('--plot', options.plot, '.svg', options.force)
   for (const m of options.methods) budgetFor(m, 16384, 0.5, flags) // unknown combos fail before loading
   const { readFile } = await import('node:fs/promises')
   let text: string
@@ -923,6 +926,7 @@ export function registerSparse(program: Command): void {
     .addOption(new Option('--method <name>', 'the method').choices(Object.keys(SPARSE_METHODS)).makeOptionMandatory())
     .requiredOption('--qkv <file>', 'input safetensors: q [H, T, dHead], k, v [Hkv, T, d] (float32); decode methods also q_new [H, dHead], k_new, v_new [Hkv, d]')
     .requiredOption('--out <file>', 'output safetensors: out ([H, T, dValue] or [H, dValue]) and mask (uint8, [H, T, T] or [H, T + 1])')
+    .addOption(forceOption('an existing --out file'))
     .addOption(new Option('--phase <phase>', 'for dense: prefill or decode (default: decode if the file has q_new)').choices(['prefill', 'decode']))
     .option('--scale <x>', 'multiplier of q.k (default 1/sqrt(dHead))', numberParser('--scale'))
   addMethodFlags(apply)
@@ -953,6 +957,7 @@ export function registerSparse(program: Command): void {
     .option('--sparsity <list>', 'target sparsities in [0, 1)', sparsityListParser, [0.5, 0.8, 0.95])
     .option('--decode-steps <n>', 'teacher-forced decode steps for decode methods (along dense greedy decoding)', intParser('--decode-steps', 1), 16)
     .option('--plot <file.svg>', 'write an SVG of KL and top-1 agreement against the exact sparsity')
+    .addOption(forceOption('an existing --plot file'))
   addMethodFlags(compare)
   compare
     .addOption(backendOption())
