@@ -50,6 +50,7 @@ function input(): ReportInput {
       fit: { scale: 3, rmse: 0.1, transitions: [] } as never,
       curve: { step: [0, 10, 20], loss: [2, 1.4, 1.05] },
       runPlateaus: [2, 1.5, 1],
+      odePlateaus: [1.6, 0.5, 0],
     },
   }
   return {
