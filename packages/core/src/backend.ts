@@ -71,7 +71,7 @@ export interface UseBackendOptions {
   readonly wasmPaths?: string | WasmPathMap
   /**
    * Which attnlab kernels back the fused ops and replace the stock matmul/softmax kernels
-   * (`wasm` and `cpu` only; see `docs/performance.md`):
+   * (`wasm` and `cpu` only; see [docs/performance.md](../../../docs/performance.md)):
    * - `auto` (default): on `wasm`, `native` when the native kernels are built and load (Node),
    *   else `wasm`, else none; on `cpu`, `js`; elsewhere none.
    * - `native`: the C++ addon (Node; build with `attnlab kernels build`).
@@ -450,7 +450,7 @@ function currentBackendOrUndefined(): string | undefined {
 /**
  * The fastest backend that works here, in this preference order: Node: `tensorflow-gpu`,
  * `tensorflow`, `wasm`, `cpu`; browser: `webgpu`, `webgl`, `wasm`, `cpu`. In Node today this is
- * `wasm` (measured 5-10x faster than `cpu` for training; see `docs/performance.md`).
+ * `wasm` (measured 5-10x faster than `cpu` for training; see [docs/performance.md](../../../docs/performance.md)).
  * It does not activate the backend: pass the result to {@link useBackend}.
  *
  * @returns the name of the preferred available backend

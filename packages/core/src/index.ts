@@ -12,7 +12,7 @@
  *   {@link softmaxCrossEntropy}, {@link oneHotAttention}, {@link adamwUpdate}): one kernel each
  *   when attnlab kernels are registered (by `useBackend`), an equivalent composite otherwise.
  * - Kernels ({@link registerAttnlabKernels}, {@link KernelProvider}): the `native`, `wasm` and
- *   `js` providers behind the fused ops (see `docs/performance.md`).
+ *   `js` providers behind the fused ops (see [docs/performance.md](../../../docs/performance.md)).
  *
  * Node-only file helpers are in `@attnlab/core/node`; test helpers in `@attnlab/core/testing`.
  *

@@ -1,6 +1,6 @@
 /**
  * The linear-map-mod-2 task of Baherwani et al., "Emergent Capabilities Arise Randomly from
- * Learning Sparse Attention Patterns" (arXiv 2606.25010; markov-dynamics.md section 2): a
+ * Learning Sparse Attention Patterns" (arXiv 2606.25010; `markov-dynamics.md` section 2): a
  * generalisation of sparse parity whose optimal attention map is a fixed sparse matrix.
  *
  * @module
@@ -71,7 +71,7 @@ export function resolveLinearMapConfig(config: Partial<LinearMapConfig> = {}): L
 }
 
 /**
- * Linear map mod 2 (Baherwani et al., arXiv 2606.25010, "linear map task"; markov-dynamics.md
+ * Linear map mod 2 (Baherwani et al., arXiv 2606.25010, "linear map task"; `markov-dynamics.md`
  * section 2): a fixed binary `S x S` matrix `M` with exactly `s` ones per row (drawn from
  * `matrixSeed`), trajectories `x_{t+1} = M x_t mod 2` from a uniform random `x_0`, flattened
  * into bit tokens (layout in {@link LinearMapConfig}). Cell `i` of each new state depends on the
@@ -154,7 +154,7 @@ export class LinearMapTask implements Task {
    * (loss 0), so the floor is `ln 2 * (random scored bits) / (scored bits)`:
    * `ln2 * (S-1) / (T*S - 1)` without BOS (the first bit is never predicted),
    * `ln2 * S / (T*S) = ln2 / T` with BOS, and `0` when the initial state is not scored.
-   * For T = 2 this is the `ln 2 * (S-1)/(2S-1)` of markov-dynamics.md section 2 (0.3235, 0.3354,
+   * For T = 2 this is the `ln 2 * (S-1)/(2S-1)` of `markov-dynamics.md` section 2 (0.3235, 0.3354,
    * 0.3411 nats for S = 8, 16, 32; the blog's final losses are 0.325, 0.336, 0.341).
    */
   lossFloor(): number {

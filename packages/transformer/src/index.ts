@@ -5,9 +5,10 @@
  *   (`minimal` = Yüksel et al.'s minimal model, `gpt`, `llama`), configured by
  *   {@link createConfig} / {@link presetConfig}, with TransformerLens parameter names.
  * - Hooks: {@link Transformer.runWithHooks}, {@link Transformer.runWithCache}, batched head
- *   masks, {@link getActName}; see `docs/architecture/hooks.md`.
+ *   masks, {@link getActName}; see [docs/architecture/hooks.md](../../../docs/architecture/hooks.md).
  * - Pluggable attention: any `@attnlab/core` `AttentionKernel` ({@link denseAttention} by
- *   default), for prefill and KV-cached decode; see `docs/architecture/attention-kernel.md`.
+ *   default), for prefill and KV-cached decode; see
+ *   [docs/architecture/attention-kernel.md](../../../docs/architecture/attention-kernel.md).
  * - Training: {@link train} / {@link Trainer} (AdamW, SGD, clipping, schedules, evaluation,
  *   analysis metrics, exact resume), {@link analyze} metrics.
  * - Generation: {@link generate} (KV-cached; greedy, temperature, top-k, top-p).
