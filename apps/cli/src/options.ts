@@ -32,13 +32,19 @@ function rangeError(flag: string, range: NumberRange, got: number): InvalidArgum
   return new InvalidArgumentError(`${flag} must be ${describeRange(range)}, got ${formatNumber(got)}`)
 }
 
-/** Parses an integer flag within [min, max] (an infinite bound is no bound). */
+/**
+ * Parses an integer flag within [min, max]; a bound that is infinite or beyond the safe integers
+ * is no bound (`--seed` says `>= 0`, not `[0, 9007199254740991]`).
+ */
 export function intParser(flag: string, min = -Infinity, max = Infinity): (value: string) => number {
-  const range: NumberRange = { min, max, integer: true }
+  const range: NumberRange = {
+    min: min <= Number.MIN_SAFE_INTEGER ? -Infinity : min,
+    max: max >= Number.MAX_SAFE_INTEGER ? Infinity : max,
+  }
   return (value: string) => {
     const n = Number(value)
     if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) {
-      throw new InvalidArgumentError(`${flag} must be ${describeRange(range)}, got '${value}'`)
+      throw new InvalidArgumentError(`${flag} must be an integer, got '${value}'`)
     }
     if (!inRange(n, range)) throw rangeError(flag, range, n)
     return n
@@ -65,7 +71,7 @@ export function intListParser(flag: string, min = -Infinity): (value: string) =>
     }
     const numbers = parts.map(Number)
     const bad = numbers.find((n) => n < min)
-    if (bad !== undefined) throw new InvalidArgumentError(`${flag} values must be ${describeRange({ min, integer: true })}, got ${formatNumber(bad)}`)
+    if (bad !== undefined) throw new InvalidArgumentError(`${flag} values must be ${describeRange({ min })}, got ${formatNumber(bad)}`)
     return numbers
   }
 }
@@ -94,7 +100,12 @@ export function numberListParser(flag: string): (value: string) => number[] {
  * @returns the absolute path
  * @throws UsageError naming the flag and the problem
  */
-export function checkOutputFile(flag: string, path: string, extension: string | undefined, force: boolean | undefined): string {
+export function checkOutputFile(
+  flag: string,
+  path: string,
+  extension: string | undefined,
+  force: boolean | undefined,
+): string {
   const absolute = resolve(path)
   if (extension !== undefined && !absolute.toLowerCase().endsWith(extension)) throw new UsageError(`${flag} must name an ${extension} file, got '${path}'`)
   const directory = dirname(absolute)

@@ -23,7 +23,10 @@ export async function pathState(path: string): Promise<PathState> {
     info = await stat(path)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'missing' }
-    throw new UsageError(`${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    const code = (error as NodeJS.ErrnoException).code
+    // ENOTDIR: a parent is a file (e.g. /dev/full/x); nothing can be written there either.
+    if (code === 'ENOTDIR') throw new UsageError(`${path} cannot be created: a part of the path is a file, not a directory (ENOTDIR)`)
+    throw new UsageError(`${path} cannot be read (${code ?? (error as Error).message})`)
   }
   if (!info.isDirectory()) return { kind: 'file' }
   try {
@@ -50,8 +53,8 @@ export async function checkWritable(path: string, flag = '--out', named = path):
     const found = await stat(probe).then(
       () => true,
       (error: NodeJS.ErrnoException) => {
-        if (error.code !== 'ENOENT') throw new UsageError(`${flag} ${named} is not writable (${error.code ?? error.message})`)
-        return false
+        if (error.code === 'ENOENT') return false
+        throw new UsageError(`${flag} ${named} is not writable (${error.code ?? error.message})`)
       },
     )
     if (found || dirname(probe) === probe) break

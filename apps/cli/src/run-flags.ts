@@ -169,8 +169,8 @@ export function addTaskFlags(
   return command
     .option('--vocab <d>', help.vocab, intParser('--vocab', 2, 4096))
     .option('--spans <list>', help.spans, intListParser('--spans', 1))
-    .option('--m <x>', help.m, numberParser('--m', 0), ...(options.m === undefined ? [] : [options.m]))
-    .option('--tau <x>', help.tau, numberParser('--tau', 0))
+    .option('--m <x>', help.m, numberParser('--m', 0, 100, { minExclusive: true }), ...(options.m === undefined ? [] : [options.m]))
+    .option('--tau <x>', help.tau, numberParser('--tau', 0, 1000, { minExclusive: true }))
     .option('--reverse', 'sparse-markov: make the oldest span the most important')
     .option('--stride <n>', 'sparse-markov: start-to-start distance of spans', intParser('--stride', 1))
     .option('--position-weights <list>', 'sparse-markov: within-span token weights', numberListParser('--position-weights'))
@@ -195,7 +195,8 @@ export function addModelFlags(command: Command): Command {
     .option('--n-heads <n>', 'attention heads', intParser('--n-heads', 1))
     .option('--n-kv-heads <n>', 'key/value heads (llama grouped-query attention)', intParser('--n-kv-heads', 1))
     .option('--n-layers <n>', 'blocks (gpt/llama)', intParser('--n-layers', 1))
-    .option('--d-mlp <n>', 'MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = --attn-only)', intParser('--d-mlp', 0))
+    .option('--d-mlp <n>', 'MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = --attn-only)',
+      intParser('--d-mlp', 0))
     .option('--attn-only', 'attention-only blocks, no MLP (gpt/llama)')
     .option('--dropout <p>', 'dropout probability', numberParser('--dropout', 0, 0.99))
     .option('--query-init <eps>', "minimal: W_Q ~ U(-eps, eps) (0 = exactly zero) or 'xavier' (default 1e-5)")
@@ -215,7 +216,7 @@ export interface OptimizationDefaults {
 export function addOptimizationFlags(command: Command, defaults: OptimizationDefaults): Command {
   return command
     .option('--batch <n>', 'sequences per step', intParser('--batch', 1), defaults.batch)
-    .option('--lr <x>', 'peak learning rate', numberParser('--lr', 0), defaults.lr)
+    .option('--lr <x>', 'peak learning rate', numberParser('--lr', 0, Infinity, { minExclusive: true }), defaults.lr)
     .option('--steps <n>', 'total optimizer steps (a resumed run continues up to this)', intParser('--steps', defaults.allowZero === true ? 0 : 1), defaults.steps)
     .addOption(new Option('--optimizer <name>', 'optimizer').choices(['adamw', 'sgd']).default('adamw'))
     .option('--weight-decay <x>', 'AdamW decoupled weight decay (default 0.01) / SGD L2 (default 0)', numberParser('--weight-decay', 0))
@@ -281,7 +282,9 @@ export function modelConfigOf(flags: ModelFlags, task: AnyTask, seed: number): T
   if (flags.preset === 'minimal') {
     for (const key of ['dModel', 'nKvHeads', 'nLayers', 'dMlp', 'attnOnly'] as const) {
       if (overrides[key] !== undefined) {
-        throw new UsageError(`${kebab(key)} does not apply to --preset minimal (its width is dVocab + nCtx, one attention-only layer)`)
+        throw new UsageError(
+          `${kebab(key)} does not apply to --preset minimal (its width is dVocab + nCtx, one attention-only layer)`,
+        )
       }
     }
   } else {

@@ -63,7 +63,9 @@ export async function makeDirectories(dir: string): Promise<string | undefined> 
     parentExisted = false
   }
   // A parent that exists yet refused the name: this file system does not create it (/proc).
-  if (parentExisted) throw Object.assign(new Error(`cannot create '${dir}' (ENOENT: the file system refuses it)`), { code: 'ENOENT' })
+  if (parentExisted) {
+    throw Object.assign(new Error(`cannot create '${dir}' (ENOENT: the file system refuses it)`), { code: 'ENOENT' })
+  }
   const first = await makeDirectories(parent)
   try {
     await mkdir(dir)
@@ -221,19 +223,21 @@ export async function recoverDirectoryWrite(path: string): Promise<DirectoryWrit
     () => true,
     () => false,
   )
-  const complete = entries.filter(
-    (entry) => entry.endsWith(COMPLETE_SUFFIX) || (!entry.endsWith(OLD_SUFFIX) && entries.includes(`${entry}${OLD_SUFFIX}`)),
-  )
+  const proven = (entry: string): boolean => !entry.endsWith(OLD_SUFFIX) && entries.includes(`${entry}${OLD_SUFFIX}`)
+  const complete = entries.filter((entry) => entry.endsWith(COMPLETE_SUFFIX) || proven(entry))
   let recovered = false
   if (!exists && complete.length > 0) {
     // The newest complete copy (the last write that got that far).
-    const times = await Promise.all(complete.map(async (entry) => ({ entry, time: (await stat(join(parent, entry))).mtimeMs })))
+    const times = await Promise.all(
+      complete.map(async (entry) => ({ entry, time: (await stat(join(parent, entry))).mtimeMs })),
+    )
     const newest = times.reduce((a, b) => (b.time > a.time ? b : a)).entry
     const source = join(parent, newest)
     try {
       await rename(source, path)
     } catch (error) {
-      throw new AttnlabError('IO_ERROR', `cannot recover '${path}' from its complete copy '${source}': ${(error as Error).message}`, { path: source }, { cause: error })
+      const message = `cannot recover '${path}' from its complete copy '${source}': ${(error as Error).message}`
+      throw new AttnlabError('IO_ERROR', message, { path: source }, { cause: error })
     }
     recovered = true
     const base = newest.endsWith(COMPLETE_SUFFIX) ? newest.slice(0, -COMPLETE_SUFFIX.length) : newest

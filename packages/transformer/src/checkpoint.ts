@@ -46,7 +46,8 @@ export class CheckpointError extends AttnlabError {
   /** The tensor or field at fault, when there is one. */
   readonly field: string | undefined
   constructor(file: string, message: string, field?: string, options?: { cause?: unknown }) {
-    super('INVALID_CHECKPOINT', `checkpoint ${file}: ${message}`, { file, field }, options)
+    // '.' is the checkpoint directory itself: its messages name the directory.
+    super('INVALID_CHECKPOINT', file === '.' ? message : `checkpoint ${file}: ${message}`, { file, field }, options)
     this.file = file
     this.field = field
   }
@@ -224,6 +225,15 @@ function readTensors(name: string, bytes: Uint8Array): Map<string, { shape: numb
   return out
 }
 
+/** Why a path could not be opened, in words (`does not exist`, `is not readable`, ...). */
+function errnoPhrase(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code
+  if (code === 'ENOENT') return 'does not exist'
+  if (code === 'ENOTDIR') return 'does not exist (a part of the path is a file)'
+  if (code === 'EACCES' || code === 'EPERM') return `is not readable (${code})`
+  return `cannot be read (${code ?? (error as Error).message})`
+}
+
 /**
  * Reads and validates a checkpoint directory.
  *
@@ -240,16 +250,20 @@ function readTensors(name: string, bytes: Uint8Array): Map<string, { shape: numb
 export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   try {
     const info = await stat(dir)
-    if (!info.isDirectory()) throw new CheckpointError('.', `'${dir}' is not a directory`)
+    if (!info.isDirectory()) throw new CheckpointError('.', `checkpoint directory '${dir}' is not a directory`)
   } catch (error) {
     if (error instanceof CheckpointError) throw error
     // A save killed between its renames leaves only temporary copies: finish it when one is
     // verifiably complete, else say where they are.
-    const recovery = (error as NodeJS.ErrnoException).code === 'ENOENT' ? await recoverDirectoryWrite(dir) : { recovered: false, leftovers: [] }
+    const missing = (error as NodeJS.ErrnoException).code === 'ENOENT'
+    const recovery = missing ? await recoverDirectoryWrite(dir) : { recovered: false, leftovers: [] }
     if (!recovery.recovered) {
       const left = recovery.leftovers.map((path) => `'${path}'`).join(', ')
-      const hint = recovery.leftovers.length === 0 ? '' : `; an interrupted save left ${left}, not verifiably complete: check it and rename it to '${dir}' to use it`
-      throw new CheckpointError('.', `'${dir}' does not exist or cannot be read${hint}`, undefined, { cause: error })
+      const hint =
+        recovery.leftovers.length === 0
+          ? ''
+          : `; an interrupted save left ${left}, not verifiably complete: check it and rename it to '${dir}' to use it`
+      throw new CheckpointError('.', `checkpoint directory '${dir}' ${errnoPhrase(error)}${hint}`, undefined, { cause: error })
     }
   }
   let manifestBytes: Uint8Array

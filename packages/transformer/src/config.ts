@@ -465,9 +465,8 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
 export function presetConfig(name: PresetName, overrides: Partial<Omit<TransformerConfig, 'architecture'>> = {}): TransformerConfig {
   const preset = PRESET_INPUTS[name] as TransformerConfigInput | undefined
   if (preset === undefined || !Object.hasOwn(PRESET_INPUTS, name)) {
-    throw new ConfigError('preset', `'${String(name)}' is not a preset; expected one of ${Object.keys(PRESET_INPUTS).join(', ')}`, {
-      value: name,
-    })
+    const known = Object.keys(PRESET_INPUTS).join(', ')
+    throw new ConfigError('preset', `'${String(name)}' is not a preset; expected one of ${known}`, { value: name })
   }
   // The preset's fields are defaults like the architecture's: a field derived from an overridden
   // one is derived again by createConfig (dHead from dModel / nHeads, nKvHeads from nHeads, dMlp

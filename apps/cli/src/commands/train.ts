@@ -141,13 +141,17 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     }
     // A flag given with the value the run already has is no change (checkpoints that predate
     // the stored flag values accept none).
+    const values = flags as unknown as Record<string, unknown>
     const changed = givenFlags(command, RUN_KEYS).filter(
-      (key) => stored.flags === undefined || !sameValue((flags as unknown as Record<string, unknown>)[key], stored.flags[key]),
+      (key) => stored.flags === undefined || !sameValue(values[key], stored.flags[key]),
     )
     if (changed.length > 0) {
-      const had = changed.filter((key) => stored.flags?.[key] !== undefined).map((key) => `${kebab(key)} ${String(stored.flags?.[key])}`)
+      const had = changed
+        .filter((key) => stored.flags?.[key] !== undefined)
+        .map((key) => `${kebab(key)} ${String(stored.flags?.[key])}`)
+      const hadText = had.length > 0 ? `the run has ${had.join(', ')}; ` : ''
       throw new UsageError(
-        `${changed.map(kebab).join(', ')} cannot change when resuming (${had.length > 0 ? `the run has ${had.join(', ')}; ` : ''}` +
+        `${changed.map(kebab).join(', ')} cannot change when resuming (${hadText}` +
           `its settings come from ${flags.resume}); only --steps, --out, --force, --eval-every, --checkpoint-every, ` +
           '--backend and --json may be given',
       )
@@ -161,7 +165,10 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     const given = (key: string): boolean => command.getOptionValueSource(key) === 'cli'
     if (!given('steps')) {
       if (run.steps === undefined) {
-        throw new UsageError(`--resume ${flags.resume}: this checkpoint does not record the run's --steps; give --steps N (above its step ${resumeState.step})`)
+        throw new UsageError(
+          `--resume ${flags.resume}: this checkpoint does not record the run's --steps; ` +
+            `give --steps N (above its step ${resumeState.step})`,
+        )
       }
       flags.steps = run.steps
     }
@@ -170,7 +177,8 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     if (flags.steps < resumeState.step) throw new UsageError(`--steps ${flags.steps} is below the checkpoint's step ${resumeState.step}`)
     if (flags.steps === resumeState.step) {
       throw new UsageError(
-        `--resume ${flags.resume}: the run already finished (its checkpoint is at step ${resumeState.step} of ${flags.steps}); ` +
+        `--resume ${flags.resume}: the run already finished ` +
+          `(its checkpoint is at step ${resumeState.step} of ${flags.steps}); ` +
           `give --steps N above ${resumeState.step} to train it further`,
       )
     }
