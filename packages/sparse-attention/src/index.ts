@@ -10,7 +10,8 @@
  * - {@link applyPrefill} / {@link applyDecode}: the array-level API on one sequence's q/k/v,
  *   returning the output, the mask of computed pairs and both sparsities.
  * - Accounting and budgets: {@link blockSparseSparsity}, {@link blockSparseTopKForSparsity},
- *   {@link TABLE3_BUDGETS}, ...; cost model: {@link prefillFlops}, {@link decodeMemory}, ...
+ *   {@link TABLE3_BUDGETS}, ...; sizing a method for a prompt and a target sparsity:
+ *   {@link budgetFor}, {@link calibratedRun}; cost model: {@link prefillFlops}, {@link decodeMemory}, ...
  *
  * Every method runs per query head and is grouped-query aware (query head `h` reads KV head
  * `floor(h / (nHeads / nKvHeads))`), computes in float32, breaks top-k ties toward the lower
@@ -106,6 +107,7 @@ export {
   snapKVSparsity,
   verticalSlashKernelSparsity,
 } from './sparsity.ts'
+export { budgetFor, calibratedRun, type MethodBudget } from './sizing.ts'
 export {
   MODEL_SHAPES,
   QWEN25_FAMILY,
