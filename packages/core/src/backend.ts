@@ -10,6 +10,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { BackendUnavailableError, ConfigError, KernelsUnavailableError } from './errors.ts'
 import { jsKernelProvider } from './kernels/js-provider.ts'
+import { checkRange } from './options.ts'
 import type { KernelProvider, KernelProviderName } from './kernels/provider.ts'
 import { activeKernels, registerAttnlabKernels } from './kernels/register.ts'
 
@@ -177,6 +178,11 @@ function unavailableReason(name: BackendName, error: unknown): string {
   return `it could not start (${message.split('\n')[0]})`
 }
 
+/** Whether (re)installing the backend's package can fix `reason` (not for webgl in Node, say). */
+function needsInstall(reason: string): boolean {
+  return /is not installed|native binding is missing/.test(reason)
+}
+
 function checkName(name: string): asserts name is BackendName {
   if (!(BACKEND_NAMES as readonly string[]).includes(name)) {
     throw new ConfigError('backend', `'${name}' is not a backend; expected one of ${BACKEND_NAMES.join(', ')}`, {
@@ -216,13 +222,9 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
   try {
     await quietly(() => importBackendPackage(name, options))
   } catch (error) {
-    throw new BackendUnavailableError(
-      name,
-      BACKEND_PACKAGES[name],
-      unavailableReason(name, error),
-      await availableBackends(),
-      error,
-    )
+    const reason = unavailableReason(name, error)
+    const available = await availableBackends()
+    throw new BackendUnavailableError(name, BACKEND_PACKAGES[name], reason, available, error, needsInstall(reason))
   }
   const registered = REGISTERED_NAME[name]
   let ok = false
@@ -249,13 +251,9 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
   }
   if (!ok || tf.getBackend() !== registered) {
     if (failure === undefined && warnings.length > 0) failure = new Error(warnings.join('; '))
-    throw new BackendUnavailableError(
-      name,
-      BACKEND_PACKAGES[name],
-      failure !== undefined ? unavailableReason(name, failure) : unavailableReason(name, new Error('not registered')),
-      await availableBackends(),
-      failure,
-    )
+    const reason = unavailableReason(name, failure ?? new Error('not registered'))
+    const available = await availableBackends()
+    throw new BackendUnavailableError(name, BACKEND_PACKAGES[name], reason, available, failure, needsInstall(reason))
   }
   await enableKernels(name, options)
   return name
@@ -285,9 +283,7 @@ function checkKernelOptions(name: BackendName, options: UseBackendOptions): void
     throw new ConfigError('kernels', `'${String(mode)}' is not a kernels mode; expected one of ${KERNELS_MODES.join(', ')}`, { value: mode })
   }
   const threads = options.threads
-  if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 256)) {
-    throw new ConfigError('threads', `${threads} must be an integer in [1, 256]`, { value: threads })
-  }
+  if (threads !== undefined) checkRange('threads', threads, { min: 1, max: 256, integer: true })
   if (mode === 'wasm' && name !== 'wasm') {
     throw new ConfigError('kernels', `'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend, not '${name}'`, { value: mode })
   }

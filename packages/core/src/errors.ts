@@ -72,13 +72,24 @@ export class BackendUnavailableError extends AttnlabError {
   readonly backend: string
   /** The npm package that provides it. */
   readonly packageName: string
-  constructor(backend: string, packageName: string, reason: string, available: readonly string[], cause?: unknown) {
+  /**
+   * @param missing - whether installing `packageName` would help (default true); false when the
+   *   package is there but the backend cannot run here (webgl in Node), so no install is suggested
+   */
+  constructor(
+    backend: string,
+    packageName: string,
+    reason: string,
+    available: readonly string[],
+    cause?: unknown,
+    missing = true,
+  ) {
     super(
       'BACKEND_UNAVAILABLE',
-      `Backend '${backend}' is unavailable: ${reason}. It needs the package '${packageName}'` +
-        ` (install it with: pnpm add ${packageName}).` +
+      `Backend '${backend}' is unavailable: ${reason}.` +
+        (missing ? ` It needs the package '${packageName}' (install it with: pnpm add ${packageName}).` : '') +
         ` Backends available here: ${available.length > 0 ? available.join(', ') : 'none'}.`,
-      { backend, packageName, available: [...available] },
+      { backend, packageName, available: [...available], missing },
       { cause },
     )
     this.backend = backend

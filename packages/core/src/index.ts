@@ -27,7 +27,7 @@ export {
   ShapeError,
   type AttnlabErrorCode,
 } from './errors.ts'
-export { checkOptionKeys } from './options.ts'
+export { checkOptionKeys, checkRange, describeRange, formatNumber, inRange, type NumberRange } from './options.ts'
 export {
   BACKEND_NAMES,
   BACKEND_PACKAGES,

@@ -99,6 +99,15 @@ describe('safetensors', () => {
     ).toThrow(/trailing bytes/)
   })
 
+  it('a huge data offset runs past the end of the data (not "must be two non-negative integers")', () => {
+    const file = rawFile({ a: { dtype: 'F32', shape: [2], data_offsets: [0, 1e20] } }, new Uint8Array(8))
+    expect(() => parseSafetensors(file)).toThrow(
+      "tensor 'a': data_offsets [0, about 1.00e+20] run past the end of the data (8 bytes; file truncated?)",
+    )
+    const negative = rawFile({ a: { dtype: 'F32', shape: [2], data_offsets: [-1, 8] } }, new Uint8Array(8))
+    expect(() => parseSafetensors(negative)).toThrow(/data_offsets \[-1,8\] must be two non-negative integers/)
+  })
+
   it('rejects wrong shapes, dtypes and malformed headers', () => {
     const data = new Uint8Array(8)
     const cases: [unknown, RegExp][] = [

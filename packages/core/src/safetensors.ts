@@ -10,6 +10,7 @@
  * @module
  */
 import { AttnlabError } from './errors.ts'
+import { formatNumber } from './options.ts'
 
 /**
  * Element types of the safetensors format.
@@ -180,15 +181,17 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
     if (
       !Array.isArray(offsets) ||
       offsets.length !== 2 ||
-      !offsets.every((o) => Number.isSafeInteger(o) && (o as number) >= 0)
+      !offsets.every((o) => Number.isInteger(o) && (o as number) >= 0)
     ) {
       throw new SafetensorsError(`tensor '${name}': data_offsets ${JSON.stringify(offsets)} must be two non-negative integers`, name)
     }
     const [begin, end] = offsets as [number, number]
-    if (end < begin) throw new SafetensorsError(`tensor '${name}': data_offsets [${begin}, ${end}] end before they begin`, name)
+    // Offsets beyond 2^53 are integers JSON cannot hold exactly: they run past any file's end.
+    const shown = `[${formatNumber(begin)}, ${formatNumber(end)}]`
+    if (end < begin) throw new SafetensorsError(`tensor '${name}': data_offsets ${shown} end before they begin`, name)
     if (end > dataLength) {
       throw new SafetensorsError(
-        `tensor '${name}': data_offsets [${begin}, ${end}] run past the end of the data (${dataLength} bytes; file truncated?)`,
+        `tensor '${name}': data_offsets ${shown} run past the end of the data (${dataLength} bytes; file truncated?)`,
         name,
       )
     }

@@ -117,7 +117,7 @@ describe('checkpoints', () => {
       expect((error as Error).message).toMatch(pattern)
       if (field !== undefined) expect((error as CheckpointError).field).toBe(field)
     }
-    await expectError(join(root, 'does-not-exist'), '.', /does not exist/)
+    await expectError(join(root, 'does-not-exist'), '.', /^checkpoint directory '.*does-not-exist' does not exist$/) // not 'checkpoint .: ...'
     let dir = await fresh('truncated')
     await rewrite(dir, 'model.safetensors', (b) => b.subarray(0, b.length - 10))
     await expectError(dir, 'model.safetensors', /truncated/)

@@ -193,7 +193,7 @@ describe('attnlab emergence', () => {
     const cases: [string[], RegExp][] = [
       [['--task', 'bogus'], /--task/],
       [['--spans', '0,2'], /--spans values must be >= 1/],
-      [['--steps', '0'], /--steps must be in/],
+      [['--steps', '0'], /--steps must be >= 1, got 0/],
       [['--lr', '-1'], /--lr/],
       [['--vocab', '8', '--state-size', '4'], /--state-size does not apply to --task sparse-markov/],
       [['--preset', 'gpt', '--query-init', '0.1'], /--query-init applies to --preset minimal/],

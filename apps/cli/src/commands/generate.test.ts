@@ -268,7 +268,7 @@ describe('attnlab generate', () => {
     it('bad flags stop before any work', async () => {
       await expectFailure(['--model', tiny, '--prompt', 'a', '--prompt-ids', '1'], /give --prompt or --prompt-ids, not both/)
       await expectFailure(['--model', tiny, '--top-p', '0'], /--top-p must be in \(0, 1\], got 0/)
-      await expectFailure(['--model', tiny, '--max-tokens', '-1'], /--max-tokens must be in \[0, Infinity\], got -1/)
+      await expectFailure(['--model', tiny, '--max-tokens', '-1'], /--max-tokens must be >= 0, got -1/)
       await expectFailure(['--model', tiny, '--max-tokens', '3', '--steps', '3'], /cannot be used with option '--steps/)
       await expectFailure(['--model', tiny, '--temperature', 'hot'], /--temperature must be a number, got 'hot'/)
       await expectFailure(['--model', tiny, '--prompt-ids', '1,x'], /--prompt-ids must be token ids/)

@@ -9,19 +9,12 @@
  * ```
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
+import { clampReportedSparsity, meanExtra, sizedConfig, targetReached, targetWarning } from '@attnlab/experiments'
 import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
 import { generate, loadModel, type AttentionReport, type LoadedModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
-import {
-  addMethodFlags,
-  attentionKernelFromFlags,
-  clampReportedSparsity,
-  meanExtra,
-  sizedConfig,
-  targetReached,
-  targetWarning,
-} from './sparse.ts'
+import { addMethodFlags, attentionKernelFromFlags } from './sparse.ts'
 
 /**
  * The target sparsity `--attention` sizes its method for when `--sparsity` is not given (the

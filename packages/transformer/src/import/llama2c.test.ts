@@ -119,6 +119,14 @@ describe('llama2.c checkpoints', () => {
       expect(e.details.expectedBytes).toBe(good.byteLength)
     })
 
+    it('truncated by a corrupt header that describes more bytes than 2^53: no 20-digit byte count', () => {
+      const bytes = new Uint8Array(28 + 64)
+      const view = new DataView(bytes.buffer)
+      ;[1 << 30, 1 << 30, 64, 64, 64, 32000, 256].forEach((value, i) => view.setInt32(i * 4, value, true))
+      const e = expectModelFileError(() => parseLlama2cCheckpoint(bytes), 'truncated', /describes about 2\.07e\+21, more than any file \(corrupt header\?\)$/)
+      expect(e.message).not.toMatch(/\d{17}/)
+    })
+
     it('oversized: trailing bytes, and a separate classifier behind a positive vocab_size', () => {
       const longer = new Uint8Array(good.byteLength + 8)
       longer.set(good)

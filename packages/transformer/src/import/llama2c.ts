@@ -28,7 +28,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { ConfigError, formatNumber } from '@attnlab/core'
 import { createConfig, type TransformerConfig } from '../config.ts'
 import type { ImportedCheckpoint } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
@@ -300,7 +300,10 @@ export function parseLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOp
   if (bytes.byteLength < expected) {
     throw new ModelFileError(
       'truncated',
-      `file has ${bytes.byteLength} bytes but its header (${describe}) describes ${expected}: ${expected - bytes.byteLength} bytes are missing`,
+      `file has ${bytes.byteLength} bytes but its header (${describe}) describes ` +
+        (Number.isSafeInteger(expected)
+          ? `${expected}: ${expected - bytes.byteLength} bytes are missing`
+          : `${formatNumber(expected)}, more than any file (corrupt header?)`),
       { file, expectedBytes: expected, actualBytes: bytes.byteLength },
     )
   }

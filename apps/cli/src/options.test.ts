@@ -1,0 +1,83 @@
+/**
+ * Range and input messages as a user sees them: one wording for every range (core's
+ * `describeRange`: ">= 1", "> 0", "in (0, 1]", integers as integers), and plain words for the
+ * file and backend errors a fresh clone ran into.
+ */
+import { describe, expect, it } from 'vitest'
+import { runCli } from './cli.test-utils.ts'
+import { intListParser, intParser, numberParser } from './options.ts'
+
+const message = (parse: (value: string) => unknown, value: string): string => {
+  try {
+    parse(value)
+  } catch (error) {
+    return (error as Error).message
+  }
+  return 'no error'
+}
+
+describe('flag parsers word ranges the one way', () => {
+  it('a lower bound alone reads ">= 1", not "[1, Infinity]"', () => {
+    expect(message(intParser('--steps', 1), '0')).toBe('--steps must be >= 1, got 0')
+    expect(message(intParser('--steps', 1), 'x')).toBe("--steps must be an integer, got 'x'")
+    expect(message(intParser('--seed', 0, Number.MAX_SAFE_INTEGER), '-1')).toBe('--seed must be >= 0, got -1')
+    expect(message(intParser('--threads', 1, 256), '300')).toBe('--threads must be in [1, 256], got 300')
+    expect(message(intListParser('--spans', 1), '2,0')).toBe('--spans values must be >= 1, got 0')
+  })
+
+  it('a positive bound reads "> 0" or "(0, max]", never 5e-324; integers print as integers', () => {
+    expect(message(numberParser('--t-max', Number.MIN_VALUE, 1e9), '0')).toBe('--t-max must be in (0, 1000000000], got 0')
+    expect(message(numberParser('--lr', 0, Infinity, { minExclusive: true }), '0')).toBe('--lr must be > 0, got 0')
+    expect(message(numberParser('--alpha', 0), '-1')).toBe('--alpha must be >= 0, got -1')
+    expect(numberParser('--top-p', 0, 1, { minExclusive: true })('1')).toBe(1)
+  })
+})
+
+describe('the quoted cases, end to end', () => {
+  it('--m -2 and --m 0 get the same message (the library needs m > 0)', async () => {
+    for (const value of ['-2', '0']) {
+      const { code, stderr } = await runCli(['emergence', '--m', value, '--steps', '1'])
+      expect(code).toBe(2)
+      expect(stderr).toContain(`--m must be in (0, 100], got ${value}`)
+    }
+  })
+
+  it('--top-p says (0, 1], as its help does', async () => {
+    const { code, stderr } = await runCli(['generate', '--model', 'nowhere', '--top-p', '0'])
+    expect(code).toBe(2)
+    expect(stderr).toContain('--top-p must be in (0, 1], got 0')
+  })
+
+  it('dynamics --t-max 0 says (0, 1000000000], not [5e-324, 1000000000]', async () => {
+    const { code, stderr } = await runCli(['dynamics', 'simulate', '--t-max', '0'])
+    expect(code).toBe(2)
+    expect(stderr).toContain('--t-max must be in (0, 1000000000], got 0')
+  })
+
+  it('--resume of a missing directory names it, without "checkpoint .:"', async () => {
+    const { code, stderr } = await runCli(['train', '--resume', '/nonexistent-attnlab-run', '--steps', '1', '--backend', 'cpu'])
+    expect(code).toBe(2)
+    expect(stderr).toContain("checkpoint directory '/nonexistent-attnlab-run' does not exist")
+    expect(stderr).not.toContain('checkpoint .:')
+  })
+
+  it('--out under a file says the path cannot be created, not that it "cannot be read"', async () => {
+    const { code, stderr } = await runCli(['train', '--out', '/dev/null/x', '--steps', '1', '--backend', 'cpu'])
+    expect(code).toBe(2)
+    expect(stderr).toContain('/dev/null/x cannot be created: a part of the path is a file, not a directory (ENOTDIR)')
+  })
+
+  it('markov oracle --method exact that does not fit names flags, not library functions', async () => {
+    const { code, stderr } = await runCli(['markov', 'oracle', '--method', 'exact'])
+    expect(code).toBe(2)
+    expect(stderr).toMatch(/--method exact enumerates d\^C = 50\^6 = 1\.56e\+10 windows, more than --max-states 1000000; use --method monte-carlo/)
+    expect(stderr).not.toMatch(/restrictedContextEntropyMonteCarlo|maxStates/)
+  })
+
+  it('info --backend webgl says it runs only in a browser and does not suggest pnpm add', async () => {
+    const { code, stderr } = await runCli(['info', '--backend', 'webgl'])
+    expect(code).toBe(2)
+    expect(stderr).toContain("Backend 'webgl' is unavailable: webgl runs only in a browser")
+    expect(stderr).not.toContain('pnpm add')
+  })
+})
