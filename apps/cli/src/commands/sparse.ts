@@ -4,28 +4,36 @@
  * - `sparse apply`: run one method on q/k/v from a safetensors file (one sequence, no model) and
  *   write its output and mask of computed pairs, with both sparsities.
  * - `sparse compare`: run methods at target sparsities on a real model and prompt and measure
- *   top-1 agreement and KL(dense || sparse) of the next-token distributions.
+ *   top-1 agreement and KL(dense || sparse) of the next-token distributions (the experiment is
+ *   `@attnlab/experiments`' `compareWithDense`; this file parses flags, calls it and prints).
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import * as tf from '@tensorflow/tfjs-core'
 import { SafetensorsError, safetensorsToFloat32, type SafetensorsFile } from '@attnlab/core'
 import { readSafetensorsFile, writeFileAtomic, writeSafetensorsFile } from '@attnlab/core/node'
 import {
+  DEFAULT_COMPARE_DECODE_STEPS,
+  DEFAULT_COMPARE_SPARSITIES,
+  TARGET_SPARSITY_TOLERANCE,
+  clampReportedSparsity,
+  compareNotes,
+  compareSpec,
+  compareWithDense,
+  type CompareRow,
+} from '@attnlab/experiments'
+import {
   SPARSE_METHODS,
   applyDecode,
   applyPrefill,
-  blockSparseTopKForSparsity,
+  budgetFor,
   combine,
   createKernel,
-  dense,
-  questBudgetForSparsity,
-  snapKVCapacityForSparsity,
   type SparseAttentionKernel,
   type SparseMethodName,
 } from '@attnlab/sparse-attention'
-import { KVCache, generate, loadModel, type AttentionReport, type Transformer } from '@attnlab/transformer'
+import { loadModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
-import { renderSvg, type PlotSpec } from '../plot.ts'
+import { renderSvg } from '../plot.ts'
 import {
   activateBackend,
   backendOption,
@@ -160,7 +168,7 @@ export function addMethodFlags(command: Command, renames: FlagRenames = {}): Com
  * (`vertical-slash`, `quest`, ...) or a prefill and a decode method joined by `+`
  * (`vertical-slash+quest`, run with `combine`). Each method takes the flags that apply to it; a
  * flag that applies to none of them is a usage error. `size`, when given, turns each method's
- * flag values into its full configuration (e.g. {@link sizedConfig}, sizes for the prompt at hand);
+ * flag values into its full configuration (e.g. `sizedConfig` of `@attnlab/experiments`, sizes for the prompt at hand);
  * without it the method's own defaults fill in.
  *
  * @throws UsageError for an unknown method or a flag of another method; ConfigError (from the
@@ -339,457 +347,7 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
   return report
 }
 
-/**
- * The study's reported sparsity as the CLI prints it. Vertical-Slash and FlexPrefill count whole
- * 64x64 kernel blocks ([v2] A.1.2), so when their budget exceeds the causal pairs of a short
- * prompt the study's formula goes below 0: the method keeps every pair. The raw value stays in
- * the JSON (`reported` / `reportedSparsity`); the text shows it clamped at 0 with that note.
- *
- * @param reported - the study's reported sparsity (may be negative)
- * @returns the value clamped at 0, and whether the budget exceeds the prompt (`reported < 0`)
- */
-export function clampReportedSparsity(reported: number): { readonly clamped: number; readonly budgetExceedsPrompt: boolean } {
-  return { clamped: Math.max(0, reported), budgetExceedsPrompt: reported < 0 }
-}
-
-/**
- * How far below its target sparsity a `sparse compare` row may land (in both accountings, exact
- * and clamped reported) before it counts as not reaching the target (`targetReached: false`, and
- * a warning naming the achieved value).
- */
-export const TARGET_SPARSITY_TOLERANCE = 0.02
-
-/**
- * Whether a method reached its target sparsity: the exact or the (clamped) reported sparsity
- * comes within {@link TARGET_SPARSITY_TOLERANCE} of it.
- */
-export function targetReached(target: number, exact: number, reportedClamped: number): boolean {
-  return Math.max(exact, reportedClamped) >= target - TARGET_SPARSITY_TOLERANCE
-}
-
-/** The warning printed when a method does not reach its target sparsity on a prompt of `promptTokens` tokens. */
-export function targetWarning(
-  method: string,
-  target: number,
-  exact: number,
-  reportedClamped: number,
-  promptTokens: number,
-): string {
-  return (
-    `warning: ${method} does not reach target sparsity ${target.toFixed(2)} at ${promptTokens} tokens: ` +
-    `achieved ${exact.toFixed(3)} exact, ${reportedClamped.toFixed(3)} reported`
-  )
-}
-
-// ------------------------------------------------------------------ sparse compare
-
-/** One method at one target sparsity, compared with dense attention on the same model and prompt. */
-export interface CompareRow {
-  /** The method. */
-  readonly method: SparseMethodName
-  /** The phase it sparsifies (prefill methods: every prompt position; decode methods: teacher-forced decode steps). */
-  readonly phase: 'prefill' | 'decode'
-  /** The sparsity asked for. */
-  readonly targetSparsity: number
-  /** The configuration that ran (budget set for the target, see {@link budgetFor}). */
-  readonly config: unknown
-  /** Exact sparsity from the masks, mean over layers (and decode steps). */
-  readonly exactSparsity: number
-  /** The study's reported sparsity, mean over layers (and decode steps); below 0 when the budget exceeds the prompt (see {@link clampReportedSparsity}). */
-  readonly reportedSparsity: number
-  /** `reportedSparsity` clamped at 0 (what the text table shows). */
-  readonly reportedSparsityClamped: number
-  /** Whether the study's accounting of the budget exceeds the prompt's causal pairs (`reportedSparsity < 0`: it keeps everything). */
-  readonly budgetExceedsPrompt: boolean
-  /** Whether the exact or (clamped) reported sparsity comes within {@link TARGET_SPARSITY_TOLERANCE} of the target; false when the method cannot reach it at this length. */
-  readonly targetReached: boolean
-  /** Fraction of compared positions where the sparse top-1 token equals the dense one. */
-  readonly top1Agreement: number
-  /** Mean KL(dense || sparse) of the next-token distributions, nats. */
-  readonly klDenseSparse: number
-  /** Number of next-token distributions compared. */
-  readonly positions: number
-}
-
-/** Options of {@link compareMethods}. */
-export interface CompareOptions {
-  /** Methods to compare (dense is the reference and is skipped if listed). */
-  readonly methods: readonly SparseMethodName[]
-  /** Target sparsities in [0, 1). */
-  readonly sparsities: readonly number[]
-  /** Teacher-forced decode steps for decode methods (clamped to the context left). */
-  readonly decodeSteps: number
-  /** User method flags (override the budget rules' auxiliary sizes). */
-  readonly flags?: Readonly<Record<string, unknown>>
-}
-
-function oddAtLeastOne(x: number): number {
-  const r = Math.max(1, Math.round(x))
-  return r % 2 === 1 ? r : r + 1
-}
-
-/**
- * The configuration of `method` for a target sparsity on an `n`-token prompt. The study's sizes
- * are for 16K-128K tokens; for a prompt of `n` tokens the auxiliary sizes scale by `n / 16384`
- * (VS/FlexPrefill window 256 -> at least 16 queries, local 64 -> at least 1; SnapKV window 256,
- * local 128, kernel 21), and the budget follows the target: SnapKV/Ada-SnapKV `C = floor((1-s)n)`,
- * Quest `(1-s)n` in whole pages (pages of 16, 8 below 256 tokens, n/2 below 16), Block-Sparse `K` from the
- * analytic formula (B = 16, or 8 below 128 tokens). Vertical-Slash (`V = S`) and FlexPrefill
- * (`alpha`) are calibrated by bisection on the measured exact sparsity (`calibrate`). Flags given
- * by the user win over the rules. Exact-line masks are the default here (`maskMode: 'exact'`):
- * 64x64 kernel tiles are meaningless on prompts of a few hundred tokens.
- */
-export function budgetFor(
-  method: SparseMethodName,
-  n: number,
-  sparsity: number,
-  flags: Readonly<Record<string, unknown>> = {},
-): { config: Record<string, unknown>; calibrate: 'verticalSize' | 'alpha' | null } {
-  const scale = n / 16384
-  const user = (key: string): unknown => flags[key]
-  const pick = <T>(key: string, fallback: T): T => (user(key) === undefined ? fallback : (user(key) as T))
-  switch (method) {
-    case 'dense':
-      return { config: {}, calibrate: null }
-    case 'vertical-slash': {
-      const config = {
-        window: pick('window', Math.min(n, Math.max(16, Math.round(256 * scale)))),
-        local: pick('local', Math.max(1, Math.round(64 * scale))),
-        sinks: pick('sinks', 4),
-        maskMode: pick('maskMode', 'exact'),
-      }
-      return { config, calibrate: 'verticalSize' }
-    }
-    case 'flexprefill': {
-      const local = pick('local', Math.max(1, Math.round(64 * scale)))
-      const sinks = pick('sinks', 4)
-      const config = {
-        window: pick('window', Math.min(n, Math.max(16, Math.round(512 * scale)))),
-        local,
-        sinks,
-        minBudget: pick('minBudget', Math.max(local, sinks, Math.round(512 * scale))),
-        maskMode: pick('maskMode', 'exact'),
-        ...(user('tau') === undefined ? {} : { tau: user('tau') }),
-        ...(user('blockSize') === undefined ? {} : { blockSize: user('blockSize') }),
-      }
-      return { config, calibrate: 'alpha' }
-    }
-    case 'block-sparse': {
-      const blockSize = pick('blockSize', n >= 128 ? 16 : 8)
-      return { config: { blockSize, topK: pick('topK', Math.max(3, blockSparseTopKForSparsity(n, blockSize, sparsity))) }, calibrate: null }
-    }
-    case 'snapkv':
-    case 'ada-snapkv': {
-      const local = pick('local', Math.max(1, Math.round(128 * scale)))
-      const prefix = pick('prefix', 4)
-      const config: Record<string, unknown> = {
-        window: pick('window', Math.min(n, Math.max(16, Math.round(256 * scale)))),
-        local,
-        prefix,
-        kernelSize: pick('kernelSize', oddAtLeastOne(21 * scale)),
-        capacity: pick('capacity', Math.max(local + prefix + 1, snapKVCapacityForSparsity(n, sparsity))),
-      }
-      if (method === 'ada-snapkv') config.minHeadRatio = pick('minHeadRatio', 0.2)
-      return { config, calibrate: null }
-    }
-    case 'quest': {
-      const pageSize = pick('pageSize', n >= 256 ? 16 : n >= 16 ? 8 : Math.max(1, n >> 1))
-      const fit = Math.min(Math.max(pageSize, questBudgetForSparsity(n, sparsity, pageSize)), Math.floor(n / pageSize - 1) * pageSize)
-      return {
-        config: { pageSize, tokenBudget: pick('tokenBudget', Math.max(pageSize, fit)), ...(user('sharePages') === undefined ? {} : { sharePages: false }) },
-        calibrate: null,
-      }
-    }
-    default:
-      throw new UsageError(`unknown method '${String(method)}'`)
-  }
-}
-
-/**
- * Runs `method` sized for a target sparsity on an `n`-token prompt ({@link budgetFor}) and, for
- * Vertical-Slash (`V = S`) and FlexPrefill (`alpha`) without a user value, calibrates that size by
- * bisection on the exact sparsity each run measures: the smallest `V = S` whose exact sparsity is
- * at most the target, or its neighbour when nearer; for `alpha` up to 12 halvings. Shared by
- * `sparse compare` and `generate --attention`. Budget rules after the Sparse Frontier study
- * (arXiv 2504.17768), see {@link budgetFor}.
- *
- * @param method - the method
- * @param n - the prompt length (tokens)
- * @param target - the target sparsity in [0, 1)
- * @param flags - user values by config key (they win over the rules and are not calibrated)
- * @param run - runs the method with a full configuration and returns what it measured
- * @returns the run kept (the one nearest the target for calibrated methods, else the only one)
- */
-export function calibratedRun<R extends { readonly exact: number }>(
-  method: SparseMethodName,
-  n: number,
-  target: number,
-  flags: Readonly<Record<string, unknown>>,
-  run: (config: Record<string, unknown>) => R,
-): R {
-  const { config, calibrate } = budgetFor(method, n, target, flags)
-  let best: R
-  if (calibrate === 'verticalSize' && flags.verticalSize === undefined && flags.slashSize === undefined) {
-    // smallest V = S whose exact sparsity is <= target (masks are nested in V), then the nearer neighbour
-    const lowest = Math.max(config.sinks as number, config.local as number, 1)
-    const at = new Map<number, R>()
-    const measure = (v: number) => {
-      if (!at.has(v)) at.set(v, run({ ...config, verticalSize: v, slashSize: v }))
-      return at.get(v) as R
-    }
-    let lo = lowest
-    let hi = n
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1
-      if (measure(mid).exact > target) lo = mid + 1
-      else hi = mid
-    }
-    best = measure(lo)
-    if (lo > lowest && Math.abs(measure(lo - 1).exact - target) < Math.abs(best.exact - target)) best = measure(lo - 1)
-  } else if (calibrate === 'alpha' && flags.alpha === undefined) {
-    let lo = 0
-    let hi = 1
-    best = run({ ...config, alpha: 0 })
-    for (let i = 0; i < 12 && best.exact > target; i++) {
-      const mid = (lo + hi) / 2
-      const r = run({ ...config, alpha: mid })
-      if (Math.abs(r.exact - target) < Math.abs(best.exact - target)) best = r
-      if (r.exact > target) lo = mid
-      else hi = mid
-    }
-  } else {
-    const sizes = {
-      verticalSize: flags.verticalSize ?? flags.slashSize,
-      slashSize: flags.slashSize ?? flags.verticalSize,
-    }
-    const extra = calibrate === 'verticalSize' ? sizes : calibrate === 'alpha' ? { alpha: flags.alpha } : {}
-    best = run({ ...config, ...extra })
-  }
-  return best
-}
-
-/**
- * The configuration of `method` for `prompt` on `model` at a target sparsity, as `sparse compare`
- * sizes it ({@link budgetFor}; Vertical-Slash and FlexPrefill calibrated on the prompt's measured
- * exact sparsity, see {@link calibratedRun}). For `generate --attention`: the methods' own
- * defaults are the Sparse Frontier study's sizes for 16K+ token prompts (arXiv 2504.17768 [v2],
- * A.1; budgets for a sparsity as in its Table 3) and skip nothing on short prompts (Quest's even
- * refuses prompts under 1040 tokens).
- *
- * @param model - the model the prompt runs on (Vertical-Slash / FlexPrefill calibration runs
- *   its forward pass on the prompt; nothing else is computed)
- * @param prompt - the prompt's token ids; its length `n` sizes the budgets
- * @param method - the method to size
- * @param target - the target sparsity in [0, 1)
- * @param flags - user values by config key (they win over the rules)
- * @returns the full configuration for `createKernel(method, ...)`
- * @throws ConfigError (from the package) for invalid user values
- */
-export function sizedConfig(
-  model: Transformer,
-  prompt: readonly number[],
-  method: SparseMethodName,
-  target: number,
-  flags: Readonly<Record<string, unknown>> = {},
-): Record<string, unknown> {
-  const n = prompt.length
-  const { config, calibrate } = budgetFor(method, n, target, flags)
-  if (calibrate === null) return { ...config, ...flags }
-  const run = (config: Record<string, unknown>) => {
-    const reports: AttentionReport[] = []
-    const kernel = createKernel(method, config as never)
-    model.forward([[...prompt]], { attention: kernel, attentionReports: reports }).dispose()
-    return { config, exact: meanExtra(reports, 'exactSparsity') }
-  }
-  return { ...calibratedRun(method, n, target, flags, run).config, ...flags }
-}
-
-/** Log-softmax of each row of `[rows, vocab]` logits, float64. */
-function logSoftmaxRows(logits: Float32Array, rows: number, vocab: number): Float64Array {
-  const out = new Float64Array(rows * vocab)
-  for (let r = 0; r < rows; r++) {
-    let max = -Infinity
-    for (let v = 0; v < vocab; v++) max = Math.max(max, logits[r * vocab + v] as number)
-    let sum = 0
-    for (let v = 0; v < vocab; v++) sum += Math.exp((logits[r * vocab + v] as number) - max)
-    const lse = max + Math.log(sum)
-    for (let v = 0; v < vocab; v++) out[r * vocab + v] = (logits[r * vocab + v] as number) - lse
-  }
-  return out
-}
-
-/** Mean KL(p || q) (nats) and top-1 agreement between two sets of log-distributions `[rows, vocab]`. */
-export function compareDistributions(denseLog: Float64Array, sparseLog: Float64Array, rows: number, vocab: number): { kl: number; top1: number } {
-  let kl = 0
-  let agree = 0
-  for (let r = 0; r < rows; r++) {
-    let rowKl = 0
-    let bestDense = 0
-    let bestSparse = 0
-    for (let v = 0; v < vocab; v++) {
-      const lp = denseLog[r * vocab + v] as number
-      const lq = sparseLog[r * vocab + v] as number
-      if (lp > -Infinity) rowKl += Math.exp(lp) * (lp - lq)
-      if (lp > (denseLog[r * vocab + bestDense] as number)) bestDense = v
-      if (lq > (sparseLog[r * vocab + bestSparse] as number)) bestSparse = v
-    }
-    kl += Math.max(0, rowKl)
-    if (bestDense === bestSparse) agree++
-  }
-  return { kl: rows === 0 ? 0 : kl / rows, top1: rows === 0 ? 1 : agree / rows }
-}
-
-/**
- * The mean of a numeric `extra` entry (`exactSparsity`, `reportedSparsity`) over attention
- * reports; 0 when none has it.
- */
-export function meanExtra(reports: readonly AttentionReport[], key: string): number {
-  const values = reports.map((r) => r.extra?.[key]).filter((x): x is number => typeof x === 'number')
-  return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length
-}
-
-/** Logits of every prompt position with a kernel, `[n, vocab]`, and the attention reports. */
-function prefillLogits(model: Transformer, prompt: readonly number[], kernel: SparseAttentionKernel): { logits: Float32Array; reports: AttentionReport[] } {
-  const reports: AttentionReport[] = []
-  const out = model.forward([[...prompt]], { attention: kernel, attentionReports: reports })
-  const logits = out.dataSync().slice() as Float32Array
-  out.dispose()
-  return { logits, reports }
-}
-
-/** Teacher-forced decode: logits after each of `tokens` fed one at a time after the prompt, `[m, vocab]`, and the decode reports. */
-function decodeLogits(
-  model: Transformer,
-  prompt: readonly number[],
-  tokens: readonly number[],
-  kernel: SparseAttentionKernel,
-): { logits: Float32Array; reports: AttentionReport[] } {
-  const { dVocab, nLayers } = model.config
-  const cache = new KVCache(nLayers)
-  const prefillReports: AttentionReport[] = []
-  const reports: AttentionReport[] = []
-  const logits = new Float32Array(tokens.length * dVocab)
-  try {
-    model.forwardCached([[...prompt]], cache, { attention: kernel, attentionReports: prefillReports }).dispose()
-    tokens.forEach((token, step) => {
-      const out = model.forwardCached([[token]], cache, { attention: kernel, attentionReports: reports })
-      logits.set(out.dataSync() as Float32Array, step * dVocab)
-      out.dispose()
-    })
-  } finally {
-    cache.dispose()
-  }
-  return { logits, reports }
-}
-
-/**
- * Compares methods with dense attention on one prompt: for prefill methods the next-token
- * distributions at every prompt position, for decode methods those of `decodeSteps`
- * teacher-forced decode steps along dense's greedy continuation. Reports top-1 agreement,
- * KL(dense || sparse) and both sparsities per method and target sparsity.
- *
- * @throws UsageError when the prompt is empty, longer than the context, or leaves no room to decode
- */
-export async function compareMethods(model: Transformer, prompt: readonly number[], options: CompareOptions): Promise<CompareRow[]> {
-  const { dVocab, nCtx } = model.config
-  const n = prompt.length
-  if (n < 2) throw new UsageError(`the prompt has ${n} token(s); comparing needs at least 2`)
-  if (n > nCtx) throw new UsageError(`the prompt has ${n} tokens but the model's context is ${nCtx}`)
-  const flags = options.flags ?? {}
-  const reference = dense()
-  const methods = options.methods.filter((m) => m !== 'dense')
-  const rows: CompareRow[] = []
-  const needsDecode = methods.some((m) => SPARSE_METHODS[m].phase === 'decode')
-  const denseLog = logSoftmaxRows(prefillLogits(model, prompt, reference).logits, n, dVocab)
-  let steps: number[] = []
-  let denseDecodeLog: Float64Array = new Float64Array(0)
-  if (needsDecode) {
-    const m = Math.min(options.decodeSteps, nCtx - n)
-    if (m < 1) throw new UsageError(`the prompt fills the context (${n} of ${nCtx} tokens): no room for decode steps; shorten the prompt`)
-    steps = [...((await generate(model, [[...prompt]], { maxTokens: m, temperature: 0 })).tokens[0] ?? [])]
-    denseDecodeLog = logSoftmaxRows(decodeLogits(model, prompt, steps, reference).logits, steps.length, dVocab)
-  }
-  for (const method of methods) {
-    const phase = SPARSE_METHODS[method].phase as 'prefill' | 'decode'
-    for (const target of options.sparsities) {
-      const run = (config: Record<string, unknown>) => {
-        const kernel = createKernel(method, config as never)
-        const result = phase === 'prefill' ? prefillLogits(model, prompt, kernel) : decodeLogits(model, prompt, steps, kernel)
-        return { kernel, ...result, exact: meanExtra(result.reports, 'exactSparsity') }
-      }
-      const best = calibratedRun(method, n, target, flags, run)
-      const reference = phase === 'prefill' ? denseLog : denseDecodeLog
-      const count = phase === 'prefill' ? n : steps.length
-      const { kl, top1 } = compareDistributions(reference, logSoftmaxRows(best.logits, count, dVocab), count, dVocab)
-      const reportedSparsity = meanExtra(best.reports, 'reportedSparsity')
-      const { clamped, budgetExceedsPrompt } = clampReportedSparsity(reportedSparsity)
-      rows.push({
-        method,
-        phase,
-        targetSparsity: target,
-        config: best.kernel.config,
-        exactSparsity: best.exact,
-        reportedSparsity,
-        reportedSparsityClamped: clamped,
-        budgetExceedsPrompt,
-        targetReached: targetReached(target, best.exact, clamped),
-        top1Agreement: top1,
-        klDenseSparse: kl,
-        positions: count,
-      })
-    }
-  }
-  return rows
-}
-
-/**
- * The `sparse compare --plot` figure as a Vega-Lite spec: two panels, KL(dense || sparse) (nats)
- * and top-1 agreement with dense, against the measured exact sparsity, one line per method.
- * Axes are Vega's linear scales with `nice` domains, so ticks fall on round values (0, 0.1, 0.2
- * ... for a KL up to 0.35), never on fractions of the largest value.
- *
- * @param rows - the rows of {@link compareMethods}
- * @param title - the figure title (model and prompt)
- */
-export function compareSpec(rows: readonly CompareRow[], title: string): PlotSpec {
-  const values = rows.map((r) => ({
-    method: r.method,
-    exactSparsity: r.exactSparsity,
-    kl: r.klDenseSparse,
-    top1: r.top1Agreement,
-  }))
-  const x = {
-    field: 'exactSparsity',
-    type: 'quantitative' as const,
-    scale: { domain: [0, 1] },
-    title: 'exact sparsity',
-  }
-  const color = { field: 'method', type: 'nominal' as const, title: 'method' }
-  const panel = (field: 'kl' | 'top1', label: string, domain: [number, number] | undefined) => ({
-    width: 300,
-    height: 220,
-    mark: { type: 'line' as const, point: true },
-    encoding: {
-      x,
-      y: {
-        field,
-        type: 'quantitative' as const,
-        scale: { nice: true, zero: true, ...(domain === undefined ? {} : { domain }) },
-        title: label,
-      },
-      color,
-      order: { field: 'exactSparsity' },
-    },
-  })
-  return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title,
-    data: { values },
-    hconcat: [panel('kl', 'KL(dense || sparse), nats', undefined), panel('top1', 'top-1 agreement with dense', [0, 1])],
-  }
-}
-
-/** The `sparse compare --plot` SVG ({@link compareSpec} rendered by Vega). */
+/** The `sparse compare --plot` SVG: `@attnlab/experiments`' `compareSpec` rendered by Vega. */
 export async function compareSvg(rows: readonly CompareRow[], title: string): Promise<string> {
   return renderSvg(compareSpec(rows, title))
 }
@@ -868,46 +426,19 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
     } else {
       prompt = loaded.tokenizer.encode(text.replace(/\s+$/, ''))
     }
-    const rows = await compareMethods(loaded.model, prompt, { methods: options.methods, sparsities: options.sparsity, decodeSteps: options.decodeSteps, flags })
-    const report = {
-      model: modelPath,
-      promptTokens: prompt.length,
-      context: loaded.model.config.nCtx,
-      decodeSteps: Math.min(options.decodeSteps, loaded.model.config.nCtx - prompt.length),
-      rows,
-      plot,
-    }
+    const result = await compareWithDense(loaded.model, prompt, options.methods, {
+      sparsities: options.sparsity,
+      decodeSteps: options.decodeSteps,
+      flags,
+    })
+    const report = { model: modelPath, ...result, plot }
     if (plot !== null) {
-      await writeFileAtomic(plot, await compareSvg(rows, `${modelPath}: ${prompt.length}-token prompt vs dense`))
+      await writeFileAtomic(plot, await compareSvg(result.rows, `${modelPath}: ${prompt.length}-token prompt vs dense`))
     }
     return report
   } finally {
     loaded.model.dispose()
   }
-}
-
-/**
- * The lines printed under the `sparse compare` table: the note on reported sparsities below 0
- * (shown as `0.000*`) and a warning per row whose target sparsity is not reached at this length.
- */
-export function compareNotes(rows: readonly CompareRow[], promptTokens: number): string[] {
-  const lines: string[] = []
-  const negative = rows.filter((r) => r.budgetExceedsPrompt)
-  if (negative.length > 0) {
-    const ranges = [...new Set(negative.map((r) => r.method))].map((method) => {
-      const values = negative.filter((r) => r.method === method).map((r) => r.reportedSparsity)
-      const [lo, hi] = [Math.min(...values), Math.max(...values)]
-      return `${method} ${lo === hi ? lo.toFixed(3) : `${hi.toFixed(3)} to ${lo.toFixed(3)}`}`
-    })
-    lines.push(
-      `* budget exceeds the prompt: the study's reported sparsity is < 0 (${ranges.join('; ')}), i.e. in its accounting (whole 64x64 kernel blocks) ` +
-        `the method keeps every causal pair of this ${promptTokens}-token prompt; shown as 0 (raw values: --json reportedSparsity)`,
-    )
-  }
-  for (const r of rows.filter((row) => !row.targetReached)) {
-    lines.push(targetWarning(r.method, r.targetSparsity, r.exactSparsity, r.reportedSparsityClamped, promptTokens))
-  }
-  return lines
 }
 
 const SPARSITY_HELP = `Sparsities (fraction of causal query-key pairs not computed):
@@ -954,8 +485,13 @@ export function registerSparse(program: Command): void {
     .option('--tokenizer <path>', 'llama2.c tokenizer.bin (default: the one beside the model)')
     .requiredOption('--prompt-file <file>', 'the prompt: text (encoded with BOS) or token ids separated by spaces/commas')
     .requiredOption('--methods <list>', `comma-separated methods (${Object.keys(SPARSE_METHODS).join(', ')})`, methodListParser)
-    .option('--sparsity <list>', 'target sparsities in [0, 1)', sparsityListParser, [0.5, 0.8, 0.95])
-    .option('--decode-steps <n>', 'teacher-forced decode steps for decode methods (along dense greedy decoding)', intParser('--decode-steps', 1), 16)
+    .option('--sparsity <list>', 'target sparsities in [0, 1)', sparsityListParser, [...DEFAULT_COMPARE_SPARSITIES])
+    .option(
+      '--decode-steps <n>',
+      'teacher-forced decode steps for decode methods (along dense greedy decoding)',
+      intParser('--decode-steps', 1),
+      DEFAULT_COMPARE_DECODE_STEPS,
+    )
     .option('--plot <file.svg>', 'write an SVG of KL and top-1 agreement against the exact sparsity')
     .addOption(forceOption('an existing --plot file'))
   addMethodFlags(compare)

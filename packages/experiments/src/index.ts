@@ -1,0 +1,44 @@
+/**
+ * `@attnlab/experiments`: attnlab's experiments as library calls, so that a script, a notebook,
+ * a browser page and the CLI run the same science. This entry runs in any runtime (no file
+ * access); writing results to files lives in `@attnlab/experiments/node`.
+ *
+ * - {@link compareWithDense}: sparse attention methods against dense attention on one model and
+ *   prompt, each sized for target sparsities, with KL(dense || sparse), top-1 agreement and both
+ *   sparsities (The Sparse Frontier, Nawrot et al., arXiv 2504.17768 [v2], section 3 and A.1).
+ *   {@link sizedConfig} sizes one method for one prompt (for generation with it).
+ * - Reports: {@link compareSpec} (a Vega-Lite spec), {@link compareNotes} (text lines).
+ * - Targets: {@link clampReportedSparsity}, {@link targetReached}, {@link targetWarning}.
+ *
+ * Where things live: sizing a method for a prompt length and a target sparsity needs no model
+ * and is not an experiment, so `budgetFor` and `calibratedRun` are in `@attnlab/sparse-attention`
+ * beside the study's budget formulas; what runs a model (calibration on a prompt, the comparison
+ * with dense, its metrics and reports) is here.
+ *
+ * @packageDocumentation
+ */
+export { ExperimentInputError } from './errors.ts'
+export {
+  TARGET_SPARSITY_TOLERANCE,
+  clampReportedSparsity,
+  targetReached,
+  targetWarning,
+} from './targets.ts'
+export {
+  DEFAULT_COMPARE_DECODE_STEPS,
+  DEFAULT_COMPARE_SPARSITIES,
+  compareDistributions,
+  compareWithDense,
+  meanExtra,
+  sizedConfig,
+  type CompareRow,
+  type CompareWithDenseOptions,
+  type CompareWithDenseResult,
+} from './compare-with-dense.ts'
+export {
+  compareNotes,
+  compareSpec,
+  type CompareSpec,
+  type CompareSpecAxis,
+  type CompareSpecPanel,
+} from './compare-report.ts'
