@@ -9,6 +9,8 @@ import * as tf from '@tensorflow/tfjs-core'
 import { Rng, useBackend, type BackendName } from '@attnlab/core'
 import { writeFileAtomic } from '@attnlab/core/node'
 import { analyzeTrajectory, simulate } from '@attnlab/dynamics'
+import { compareWithDense } from '@attnlab/experiments'
+import '@attnlab/experiments/node'
 import { exhaustiveSweep, inductionCapability } from '@attnlab/knockout'
 import { SparseMarkovTask, restrictedContextEntropy } from '@attnlab/markov'
 import { applyPrefill, blockSparse } from '@attnlab/sparse-attention'
@@ -61,6 +63,16 @@ try {
     check(sparse.sparsity.exact > 0 && sparse.output.shape.join() === '2,256,16', 'block-sparse prefill')
     console.log(`  sparse-attention: block-sparse prefill, exact sparsity ${sparse.sparsity.exact.toFixed(3)}`)
     tf.dispose([q, k, v, sparse.output])
+
+    const tiny = createTransformer(presetConfig('gpt-nano', { nCtx: 32 }))
+    const prompt = Array.from({ length: 24 }, (_, i) => i % 10)
+    const options = { sparsities: [0.5], decodeSteps: 4 }
+    const comparison = await compareWithDense(tiny, prompt, ['block-sparse', 'snapkv'], options)
+    const finite = comparison.rows.every((r) => Number.isFinite(r.klDenseSparse) && r.top1Agreement >= 0)
+    check(comparison.rows.length === 2 && finite, 'experiments: compareWithDense')
+    const kl = comparison.rows.map((r) => `${r.method} KL ${r.klDenseSparse.toExponential(2)}`)
+    console.log(`  experiments: compareWithDense, ${kl.join(', ')}`)
+    tiny.dispose()
     model.dispose()
     check(tf.memory().numTensors === before, `tensors leaked: ${tf.memory().numTensors - before}`)
   }

@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { Rng, kernelsInUse, useBackend, type BackendName } from '@attnlab/core'
 import { analyzeTrajectory, simulate } from '@attnlab/dynamics'
+import { compareWithDense } from '@attnlab/experiments'
 import { exhaustiveSweep, sparseMarkovSpanCapability } from '@attnlab/knockout'
 import { SparseMarkovTask } from '@attnlab/markov'
 import { applyPrefill, blockSparse } from '@attnlab/sparse-attention'
@@ -35,6 +36,7 @@ interface BackendResult {
   pattern: { shape: number[]; rowSumMaxError: number; futureMass: number; hookCalls: number }
   sparse: { method: string; outputShape: number[]; outputFinite: boolean; exactSparsity: number }
   knockout: { baseline: number; knockedOut: number[]; finite: boolean }
+  experiments: { rows: number; finite: boolean }
   seconds: number
 }
 
@@ -127,6 +129,10 @@ async function runBackend(name: BackendName, task: SparseMarkovTask): Promise<Ba
   // Knockout: each head of the trained model knocked out alone, on the newest span's capability.
   const capability = sparseMarkovSpanCapability(task, 2, { count: 32, seed: 1 })
   const sweep = await exhaustiveSweep(model, capability, { top: 1 })
+
+  // Experiments: Block-Sparse against dense attention on one probe sequence of the trained model.
+  const comparison = await compareWithDense(model, rows[0] as number[], ['block-sparse'], { sparsities: [0.5] })
+  const comparisonFinite = comparison.rows.every((r) => Number.isFinite(r.klDenseSparse) && r.top1Agreement >= 0)
   model.dispose()
 
   return {
@@ -142,6 +148,7 @@ async function runBackend(name: BackendName, task: SparseMarkovTask): Promise<Ba
     pattern: { shape: [...patternShape], rowSumMaxError, futureMass, hookCalls },
     sparse: { method: 'block-sparse', outputShape: [...sparseShape], outputFinite: finiteAll(sparseValues), exactSparsity: sparse.exactSparsity },
     knockout: { baseline: sweep.baseline, knockedOut: Array.from(sweep.knockedOut), finite: Number.isFinite(sweep.baseline) && finiteAll(sweep.knockedOut) },
+    experiments: { rows: comparison.rows.length, finite: comparisonFinite },
     seconds: (performance.now() - start) / 1000,
   }
 }
