@@ -111,7 +111,8 @@ try {
       check(b.pattern.hookCalls === 1, `${name}: the pattern hook ran ${b.pattern.hookCalls} times`)
       check(b.sparse.outputFinite && b.sparse.exactSparsity > 0, `${name}: sparse attention ${JSON.stringify(b.sparse)}`)
       check(b.knockout.finite && b.knockout.knockedOut.length === 3, `${name}: knockout ${JSON.stringify(b.knockout)}`)
-      check(b.experiments.finite && b.experiments.rows === 1, `${name}: compareWithDense ${JSON.stringify(b.experiments)}`)
+      const comparison = JSON.stringify(b.experiments)
+      check(b.experiments.finite && b.experiments.rows === 1, `${name}: compareWithDense ${comparison}`)
       check(b.numTensorsAfter === b.numTensorsBefore, `${name}: tensors leaked (${b.numTensorsBefore} before, ${b.numTensorsAfter} after)`)
     }
     const { errors } = result
