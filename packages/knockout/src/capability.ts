@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange } from '@attnlab/core'
 import type { SparseMarkovTask, Task, TokenBatch } from '@attnlab/markov'
 
 /**
@@ -189,10 +189,7 @@ function checkMetric(metric: unknown): MetricName {
 }
 
 function checkCount(count: unknown, name = 'count'): number {
-  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1 || count > 1 << 20) {
-    throw new ConfigError(name, `${String(count)} is not an integer in [1, 2^20]`)
-  }
-  return count
+  return checkRange(name, count as number, { min: 1, max: 1 << 20, integer: true })
 }
 
 /**
@@ -387,7 +384,7 @@ export function inductionCapability(options: InductionOptions): Capability {
   } else {
     const count = checkCount(options.count ?? 64)
     const L = options.blockLength ?? 16
-    if (!Number.isSafeInteger(L) || L < 2 || L > 4096) throw new ConfigError('blockLength', `${String(L)} is not an integer in [2, 4096]`)
+    checkRange('blockLength', L, { min: 2, max: 4096, integer: true })
     let pool: number[]
     if (options.tokens !== undefined) {
       pool = [...new Set(options.tokens)]

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, ShapeError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, ShapeError, checkRange } from '@attnlab/core'
 
 /**
  * A dense matrix in row-major order (`data[row * columns + column]`).
@@ -127,7 +127,7 @@ function resolveOptions(options: LassoOptions): ResolvedLasso {
   const alpha = options.alpha ?? 0.01
   if (typeof alpha !== 'number' || !Number.isFinite(alpha) || alpha < 0) throw new ConfigError('alpha', `${String(alpha)} is not a finite number >= 0`)
   const maxIter = options.maxIter ?? 5000
-  if (!Number.isSafeInteger(maxIter) || maxIter < 1) throw new ConfigError('maxIter', `${String(maxIter)} is not a positive integer`)
+  checkRange('maxIter', maxIter, { min: 1, integer: true })
   const tol = options.tol ?? 1e-4
   if (typeof tol !== 'number' || !Number.isFinite(tol) || tol < 0) throw new ConfigError('tol', `${String(tol)} is not a finite number >= 0`)
   return { alpha, fitIntercept: options.fitIntercept ?? true, maxIter, tol, positive: options.positive ?? false }
@@ -410,8 +410,8 @@ export function lassoAlphaGrid(X: Matrix, y: ArrayLike<number>, options: { nAlph
   checkProblem(X, y)
   const nAlphas = options.nAlphas ?? 100
   const eps = options.eps ?? 1e-3
-  if (!Number.isSafeInteger(nAlphas) || nAlphas < 1) throw new ConfigError('nAlphas', `${String(nAlphas)} is not a positive integer`)
-  if (!(eps > 0 && eps < 1)) throw new ConfigError('eps', `${String(eps)} is not in (0, 1)`)
+  checkRange('nAlphas', nAlphas, { min: 1, integer: true })
+  checkRange('eps', eps, { min: 0, max: 1, minExclusive: true, maxExclusive: true })
   const fitIntercept = options.fitIntercept ?? true
   const { columnMajor, n } = centered(X, null, fitIntercept)
   const target = Float64Array.from({ length: n }, (_, i) => y[i] as number)

@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError } from '@attnlab/core'
+import { checkOptionKeys, checkRange } from '@attnlab/core'
 import type { Transformer } from '@attnlab/transformer'
 import { HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
 import { performance as performanceOf, type Capability, type MetricName } from './capability.ts'
@@ -192,8 +192,7 @@ const COMPRESSED_SENSING_OPTION_KEYS: readonly string[] = [
 ]
 
 function checkTop(top: unknown, n: number): number {
-  if (typeof top !== 'number' || !Number.isSafeInteger(top) || top < 1) throw new ConfigError('top', `${String(top)} is not a positive integer`)
-  return Math.min(top, n)
+  return Math.min(checkRange('top', top as number, { min: 1, integer: true }), n)
 }
 
 async function withAblation<T>(model: Transformer, capability: Capability, options: LocalizeOptions, run: (ablation: HeadAblation) => Promise<T>): Promise<T> {

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange } from '@attnlab/core'
 import { headCount, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 
 /**
@@ -79,8 +79,8 @@ export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {})
   const count = options.count ?? 100
   const fraction = options.fraction ?? 0.02
   const design = options.design ?? 'balanced'
-  if (!Number.isSafeInteger(count) || count < 1) throw new ConfigError('masks', `${String(count)} is not a positive integer number of masks`)
-  if (typeof fraction !== 'number' || !(fraction > 0 && fraction <= 1)) throw new ConfigError('fraction', `${String(fraction)} is not in (0, 1]`)
+  checkRange('masks', count, { min: 1, integer: true })
+  checkRange('fraction', fraction, { min: 0, max: 1, minExclusive: true })
   if (design !== 'iid' && design !== 'balanced') throw new ConfigError('design', `'${String(design)}' is not 'iid' or 'balanced'`)
   const n = headCount(layout)
   const rng = Rng.fromSeed(options.seed ?? 0).split(`knockout/masks/${design}`)
@@ -258,9 +258,7 @@ export function defaultHeadsPerMask(heads: number, masks: number): number {
  * @category Masks
  */
 export function measurementPlan(layout: HeadLayout, top = 5): MeasurementPlan {
-  if (typeof top !== 'number' || !Number.isSafeInteger(top) || top < 1) {
-    throw new ConfigError('top', `must be an integer >= 1, got ${String(top)}`)
-  }
+  checkRange('top', top, { min: 1, integer: true })
   const n = headCount(layout)
   const k = Math.min(top, n)
   const masks = Math.ceil(2 * k * Math.log(1 + n / k))

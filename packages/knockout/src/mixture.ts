@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange } from '@attnlab/core'
 import { createTask, type Task, type TaskKind, type TokenBatch } from '@attnlab/markov'
 
 /**
@@ -89,7 +89,7 @@ export class MixtureTask implements Task {
       names.add(c.name)
       if (typeof c.task?.sample !== 'function') throw new ConfigError(`components[${i}].task`, 'expected a task with sample()')
       const weight = c.weight ?? 1
-      if (!(Number.isFinite(weight) && weight > 0)) throw new ConfigError(`components[${i}].weight`, `${String(weight)} is not a positive number`)
+      checkRange(`components[${i}].weight`, weight as number, { min: 0, minExclusive: true })
     }
     const vocabulary = options.vocabulary ?? 'shared'
     if (vocabulary !== 'shared' && vocabulary !== 'disjoint') throw new ConfigError('vocabulary', `'${String(vocabulary)}' is not 'shared' or 'disjoint'`)
@@ -138,7 +138,7 @@ export class MixtureTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad batch size
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ConfigError('batchSize', `${String(batchSize)} is not a positive integer`)
+    checkRange('batchSize', batchSize, { min: 1, integer: true })
     const choice = new Int32Array(batchSize)
     const counts = new Array<number>(this.components.length).fill(0)
     for (let b = 0; b < batchSize; b++) {
@@ -166,7 +166,7 @@ export class MixtureTask implements Task {
       vocabSize: this.vocabSize,
       seqLength: this.seqLength,
       sample: (batchSize: number, rng: Rng): TokenBatch => {
-        if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ConfigError('batchSize', `${String(batchSize)} is not a positive integer`)
+        checkRange('batchSize', batchSize, { min: 1, integer: true })
         const counts = new Array<number>(this.components.length).fill(0)
         counts[t] = batchSize
         return this.assemble(new Int32Array(batchSize).fill(t), counts, rng)

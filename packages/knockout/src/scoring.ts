@@ -7,7 +7,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, checkOptionKeys, ConfigError } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, checkRange } from '@attnlab/core'
 import { oneHotFloat, type Transformer } from '@attnlab/transformer'
 import { HeadAblation } from './ablation.ts'
 import { checkCapability, type Capability } from './capability.ts'
@@ -83,7 +83,7 @@ export async function scoreMasks(model: Transformer, capability: Capability, mas
   checkMasks(masks, { nLayers, nHeads })
   checkCapability(capability, model.config)
   const maxTokens = options.maxTokensPerPass ?? 16384
-  if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) throw new ConfigError('maxTokensPerPass', `${String(maxTokens)} is not a positive integer`)
+  checkRange('maxTokensPerPass', maxTokens, { min: 1, integer: true })
   const ownAblation = options.ablation === undefined
   const ablation = options.ablation ?? (await HeadAblation.create(model, 'zero'))
   try {
