@@ -231,7 +231,7 @@ describe('IclMarkovTask', () => {
   it('rejects invalid parameters', () => {
     expectConfigError(() => new IclMarkovTask({ vocabSize: 1 }), 'vocabSize')
     expectConfigError(() => new IclMarkovTask({ vocabSize: 20, order: 4 }), 'order', /65536/)
-    expectConfigError(() => new IclMarkovTask({ alpha: 0 }), 'alpha', /> 0/)
+    expectConfigError(() => new IclMarkovTask({ alpha: 0 }), 'alpha', /must be in \(0, 1000\], got 0$/)
     expectConfigError(() => new IclMarkovTask({ order: 3, seqLength: 3 }), 'seqLength', /\[4, 65536\]/)
   })
 })

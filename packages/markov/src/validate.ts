@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { ConfigError, describeRange } from '@attnlab/core'
 import type { TokenBatch } from './task.ts'
 
 /** Formats a value for an error message (arrays and objects as JSON). */
@@ -21,8 +21,8 @@ export function show(value: unknown): string {
 /** Checks that `value` is an integer in `[min, max]` and returns it. */
 export function checkInteger(parameter: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    const range = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`
-    throw new ConfigError(parameter, `got ${show(value)}; expected ${range}`, { value, min, max })
+    // core's one range wording: "must be an integer >= 1, got 0"
+    throw new ConfigError(parameter, `must be ${describeRange({ min, max, integer: true })}, got ${show(value)}`, { value, min, max })
   }
   return value
 }
@@ -39,9 +39,8 @@ export function checkNumber(parameter: string, value: unknown, min: number, max 
     (exclusiveMin ? value > min : value >= min) &&
     value <= max
   if (!ok) {
-    const low = `${exclusiveMin ? '>' : '>='} ${min}`
-    const range = max === Infinity ? `a finite number ${low}` : `a finite number ${low} and <= ${max}`
-    throw new ConfigError(parameter, `got ${show(value)}; expected ${range}`, { value, min, max })
+    const range = describeRange({ min, max, minExclusive: exclusiveMin })
+    throw new ConfigError(parameter, `must be ${range === 'a number' ? 'a finite number' : range}, got ${show(value)}`, { value, min, max })
   }
   return value
 }
