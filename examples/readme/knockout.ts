@@ -7,15 +7,21 @@ await useBackend('wasm')
 // The model: a llama2.c .bin (its tokenizer.bin beside it is found), a Hugging Face directory
 // (config.json + model.safetensors), an attnlab-native directory or an attnlab training checkpoint.
 // Default: aidreams260K where this project's tests keep it (outside the repository: a clone has none).
-const path = process.argv[2] ?? '../shared/models/aidreams260K/model.bin'
+const usage = 'pnpm example examples/readme/knockout.ts MODEL [TOKENIZER]'
+const [path = '../shared/models/aidreams260K/model.bin', tokenizerPath] = process.argv.slice(2)
 if (!existsSync(path)) {
-  console.error(`no model at ${path}; pass one: pnpm example examples/readme/knockout.ts PATH` +
-    ' (e.g. stories260K.bin from huggingface.co/karpathy/tinyllamas, its tok512.bin beside it as tokenizer.bin)')
+  console.error(`no model at ${path}; pass one: ${usage}`)
+  console.error('(e.g. stories260K.bin and tok512.bin from huggingface.co/karpathy/tinyllamas)')
   process.exit(2)
 }
-const { model, tokenizer } = await loadModel(path)
+const loaded = await loadModel(path, tokenizerPath === undefined ? {} : { tokenizer: tokenizerPath })
+const { model, tokenizer } = loaded
+if (tokenizer === undefined) {
+  console.error(`no tokenizer.bin beside ${path}; pass its tokenizer: ${usage}`)
+  process.exit(2)
+}
 const probe = inductionCapability({ vocabSize: 512, prefix: [1], blockLength: 16 })   // repeat a random block, score the 2nd copy
-const text = textCapability(HELD_OUT_SENTENCES.map((s) => tokenizer!.encode(s)))     // ordinary next-token loss
+const text = textCapability(HELD_OUT_SENTENCES.map((s) => tokenizer.encode(s)))     // ordinary next-token loss
 
 const found = await compressedSensing(model, probe, { masks: 100, fraction: 0.02, seed: 0, top: 5 })
 console.log(found.top)          // heads with the most negative Lasso coefficients: [{ layer, head, index, score }]

@@ -42,10 +42,30 @@ describe('examples/readme scripts', () => {
       const { status, stdout, stderr } = runExample(file, [missing])
       expect(status).toBe(2)
       expect(stdout).toBe('')
-      expect(stderr).toContain(`no model at ${missing}; pass one: pnpm example examples/readme/${file} PATH`)
+      const usage = `pnpm example examples/readme/${file} MODEL [TOKENIZER]`
+      expect(stderr).toContain(`no model at ${missing}; pass one: ${usage}`)
       expect(stderr).not.toMatch(/\n\s+at /)
     }, 120_000)
+
+    // stories260K as downloaded: its tokenizer is tok512.bin, which loadModel does not look for
+    const stories = join(root, '..', 'shared', 'models', 'stories260K')
+    it.skipIf(!existsSync(stories))(`${file} with no tokenizer.bin beside the model asks for the tokenizer`, () => {
+      const model = join(stories, 'stories260K.bin')
+      const { status, stdout, stderr } = runExample(file, [model])
+      expect(status).toBe(2)
+      expect(stdout).toBe('')
+      expect(stderr).toContain(`no tokenizer.bin beside ${model}; pass its tokenizer: pnpm example`)
+    }, 120_000)
   }
+
+  it.skipIf(!existsSync(join(root, '..', 'shared', 'models', 'stories260K')))(
+    'transformer-import.ts runs on a model and tokenizer given as arguments (stories260K, tok512.bin)', () => {
+      const stories = join(root, '..', 'shared', 'models', 'stories260K')
+      const { status, stdout, stderr } = runExample('transformer-import.ts', [
+        join(stories, 'stories260K.bin'), join(stories, 'tok512.bin')])
+      expect(status, stderr.slice(-2000)).toBe(0)
+      expect(stdout).toContain('llama2c llama 5 layers')
+    }, 600_000)
 })
 
 describe('package READMEs', () => {
