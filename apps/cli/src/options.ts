@@ -52,7 +52,12 @@ export function intParser(flag: string, min = -Infinity, max = Infinity): (value
 }
 
 /** Parses a finite number flag within [min, max] (`bounds` makes either end exclusive). */
-export function numberParser(flag: string, min = -Infinity, max = Infinity, bounds: BoundOptions = {}): (value: string) => number {
+export function numberParser(
+  flag: string,
+  min = -Infinity,
+  max = Infinity,
+  bounds: BoundOptions = {},
+): (value: string) => number {
   const range: NumberRange = { min, max, ...bounds }
   return (value: string) => {
     const n = Number(value)
@@ -71,7 +76,9 @@ export function intListParser(flag: string, min = -Infinity): (value: string) =>
     }
     const numbers = parts.map(Number)
     const bad = numbers.find((n) => n < min)
-    if (bad !== undefined) throw new InvalidArgumentError(`${flag} values must be ${describeRange({ min })}, got ${formatNumber(bad)}`)
+    if (bad !== undefined) {
+      throw new InvalidArgumentError(`${flag} values must be ${describeRange({ min })}, got ${formatNumber(bad)}`)
+    }
     return numbers
   }
 }

@@ -22,7 +22,8 @@ export function show(value: unknown): string {
 export function checkInteger(parameter: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
     // core's one range wording: "must be an integer >= 1, got 0"
-    throw new ConfigError(parameter, `must be ${describeRange({ min, max, integer: true })}, got ${show(value)}`, { value, min, max })
+    const range = describeRange({ min, max, integer: true })
+    throw new ConfigError(parameter, `must be ${range}, got ${show(value)}`, { value, min, max })
   }
   return value
 }
@@ -40,7 +41,8 @@ export function checkNumber(parameter: string, value: unknown, min: number, max 
     value <= max
   if (!ok) {
     const range = describeRange({ min, max, minExclusive: exclusiveMin })
-    throw new ConfigError(parameter, `must be ${range === 'a number' ? 'a finite number' : range}, got ${show(value)}`, { value, min, max })
+    const phrase = range === 'a number' ? 'a finite number' : range
+    throw new ConfigError(parameter, `must be ${phrase}, got ${show(value)}`, { value, min, max })
   }
   return value
 }
