@@ -263,6 +263,17 @@ export function taskOf(flags: TaskFlags, command: Command): AnyTask {
  * @throws `ConfigError` (`@attnlab/core`) for a configuration the library rejects
  */
 export function modelConfigOf(flags: ModelFlags, task: AnyTask, seed: number): TransformerConfig {
+  const overrides = modelOverridesOf(flags)
+  return presetConfig(flags.preset, { dVocab: task.vocabSize, nCtx: task.seqLength - 1, seed, ...overrides })
+}
+
+/**
+ * The model flags as overrides of the preset's configuration (what {@link modelConfigOf} hands
+ * to `presetConfig`, and `@attnlab/experiments`' emergence config takes as `model`).
+ *
+ * @throws {@link UsageError} for a flag that does not apply to the preset or contradicts another
+ */
+export function modelOverridesOf(flags: ModelFlags): Partial<Omit<TransformerConfig, 'architecture'>> {
   const overrides: Record<string, unknown> = {}
   if (flags.dModel !== undefined) overrides.dModel = flags.dModel
   if (flags.nHeads !== undefined) overrides.nHeads = flags.nHeads
@@ -298,7 +309,7 @@ export function modelConfigOf(flags: ModelFlags, task: AnyTask, seed: number): T
       throw new UsageError(`--d-model ${dModel} is not divisible by --n-heads ${nHeads}`)
     }
   }
-  return presetConfig(flags.preset, { dVocab: task.vocabSize, nCtx: task.seqLength - 1, seed, ...overrides })
+  return overrides as Partial<Omit<TransformerConfig, 'architecture'>>
 }
 
 /** The optimizer the flags describe. */

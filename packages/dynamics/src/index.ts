@@ -7,7 +7,9 @@
  *   flow, weight decay, fast-value limit) with an adaptive, error-controlled solver (ODEX).
  * - {@link plateauLosses}: the exact plateaus `L_j`.
  * - {@link analyzeStages} / {@link analyzeTrajectory}: transitions, which head took which span,
- *   competitive vs cooperative phases - on plain arrays, so training runs can use them too.
+ *   competitive vs cooperative phases - on plain arrays, so training runs can use them too;
+ *   {@link detectSpanStages} (stages of a run from its heads' span masses) and
+ *   {@link detectCrossing} (a run's abrupt loss drops) are the criteria `attnlab emergence` uses.
  * - {@link fitTimeScale}: map ODE time to optimiser steps for a run and compare transition steps.
  *
  * Units: ODE time is dimensionless; the ODE's loss is 1/2 the squared Frobenius norm.
@@ -32,6 +34,8 @@ export {
   analyzeStages,
   assignHeads,
   classifyPhases,
+  detectCrossing,
+  detectSpanStages,
   detectTransitions,
   headSimilarity,
   runningMedian,
@@ -40,6 +44,8 @@ export {
   type Phase,
   type PhaseOptions,
   type PhaseSegment,
+  type SpanStage,
+  type SpanStageOptions,
   type StageAnalysis,
   type StageAnalysisOptions,
   type StageInput,

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest'
 import { AttnlabError, Rng, ShapeError } from '@attnlab/core'
-import { analyzeStages, assignHeads, classifyPhases, detectTransitions, headSimilarity, runningMedian } from './stages.ts'
+import {
+  analyzeStages,
+  assignHeads,
+  classifyPhases,
+  detectCrossing,
+  detectSpanStages,
+  detectTransitions,
+  headSimilarity,
+  runningMedian,
+} from './stages.ts'
 
 const plateaus = [6, 2, 0.5, 0]
 
@@ -139,5 +148,63 @@ describe('analyzeStages', () => {
     expect(analysis.transitions.every((t) => t.assignment === null)).toBe(true)
     expect(() => analyzeStages({ time: [0, 1], loss: [6, 1], plateaus, spanMass: [[[1]]] })).toThrow(ShapeError)
     expect(() => analyzeStages({ time: [0, 1], loss: [6, 1], plateaus, ownership: [[[1]]] })).toThrow(ShapeError)
+  })
+})
+
+describe('detectCrossing', () => {
+  it('interpolates the first persistent fall to a level and skips nulls', () => {
+    expect(detectCrossing([0, 10, 20], [0.7, 0.6, 0.1], 0.35)).toEqual({ time: 15, sampleIndex: 2 })
+    // A dip that does not persist is not a crossing; a null sample is never below.
+    expect(detectCrossing([0, 1, 2, 3, 4], [1, 0.2, 1, 0.2, 0.1], 0.5, 2)?.sampleIndex).toBe(3)
+    expect(detectCrossing([0, 1, 2], [1, null, 0.2], 0.5)).toEqual({ time: 2, sampleIndex: 2 })
+    expect(detectCrossing([0, 1], [1, 0.9], 0.5)).toBeNull()
+  })
+
+  it('agrees with detectTransitions on one level', () => {
+    const { time, loss } = noisyRun(3, 0.05)
+    const [first] = detectTransitions(time, loss, [6, 2], { persistence: 3 })
+    const crossing = detectCrossing(time, loss, 4, 3)
+    expect(crossing?.time).toBe(first?.time)
+    expect(crossing?.sampleIndex).toBe(first?.sampleIndex)
+  })
+
+  it('rejects mismatched lengths and a bad persistence', () => {
+    expect(() => detectCrossing([0, 1], [1], 0.5)).toThrow(ShapeError)
+    expect(() => detectCrossing([0], [1], 0.5, 0)).toThrow(/persistence must be an integer >= 1, got 0/)
+  })
+})
+
+describe('detectSpanStages', () => {
+  // Two heads, two spans: both heads on span 0 at step 10, head 1 takes span 1 at step 30.
+  const time = [0, 10, 20, 30, 40]
+  const mass = [
+    [[0.3, 0.3], [0.3, 0.3]],
+    [[0.8, 0.1], [0.7, 0.2]],
+    [[0.9, 0.05], [0.6, 0.3]],
+    [[0.9, 0.05], [0.2, 0.7]],
+    [[0.9, 0.05], [0.1, 0.8]],
+  ]
+
+  it('finds one stage per newly held span, interpolated at the threshold', () => {
+    const stages = detectSpanStages(time, mass)
+    expect(stages.map((s) => [s.stage, s.sampleIndex, s.spans, s.heads])).toEqual([
+      [1, 1, [0], [0]],
+      [2, 3, [1], [1]],
+    ])
+    expect(stages[0]?.time).toBeCloseTo((10 * (0.5 - 0.3)) / (0.8 - 0.3), 12)
+    expect(stages[1]?.time).toBeCloseTo(20 + (10 * (0.5 - 0.3)) / (0.7 - 0.3), 12)
+  })
+
+  it('requires persistence (fewer samples at the end)', () => {
+    const blip = [mass[0], mass[1], mass[0], mass[0]] as number[][][]
+    expect(detectSpanStages([0, 1, 2, 3], blip)).toEqual([])
+    expect(detectSpanStages([0, 1, 2, 3], blip, { persistence: 1 })).toHaveLength(1)
+    expect(detectSpanStages([0, 1], [mass[0], mass[1]] as number[][][])).toHaveLength(1)
+  })
+
+  it('rejects bad options and shapes with typed errors', () => {
+    expect(() => detectSpanStages(time, mass, { focusThresold: 0.5 } as never)).toThrow(/did you mean 'focusThreshold'/)
+    expect(() => detectSpanStages(time, mass, { focusThreshold: 0 })).toThrow(AttnlabError)
+    expect(() => detectSpanStages([0], mass)).toThrow(ShapeError)
   })
 })

@@ -160,35 +160,219 @@ export function detectTransitions(
   const persistence = options.persistence ?? 1
   checkPositiveInteger('persistence', persistence)
   const smoothed = runningMedian(loss, options.smoothing ?? 1)
-  const n = smoothed.length
   const transitions: Transition[] = []
   let from = 0
   for (let j = 1; j < plateaus.length; j++) {
     const level = 0.5 * ((plateaus[j - 1] as number) + (plateaus[j] as number))
-    let found: number | null = null
-    for (let i = from; i < n && found === null; i++) {
-      if ((smoothed[i] as number) > level) continue
-      let holds = true
-      for (let k = i + 1; k < Math.min(n, i + persistence) && holds; k++) holds = (smoothed[k] as number) <= level
-      if (holds) found = i
-    }
-    if (found === null) {
+    const crossing = firstCrossing(time, smoothed, level, persistence, from)
+    if (crossing === null) {
       transitions.push({ stage: j, level, time: null, sampleIndex: null })
       continue
     }
-    let t = time[found] as number
-    if (found > 0) {
-      const before = smoothed[found - 1] as number
-      const after = smoothed[found] as number
-      if (before > level && before > after) {
-        const t0 = time[found - 1] as number
-        t = t0 + ((t - t0) * (before - level)) / (before - after)
-      }
-    }
-    transitions.push({ stage: j, level, time: t, sampleIndex: found })
-    from = found
+    transitions.push({ stage: j, level, time: crossing.time, sampleIndex: crossing.sampleIndex })
+    from = crossing.sampleIndex
   }
   return transitions
+}
+
+/**
+ * The first persistent fall of a series to a level, from sample `from` on: the first sample at
+ * or below `level` followed by `persistence - 1` more (fewer at the end of the series), with the
+ * time interpolated linearly from the sample before when that one was above the level and
+ * higher. Null samples (unscored) count as not below. The one crossing rule of
+ * {@link detectTransitions} and {@link detectCrossing}.
+ */
+function firstCrossing(
+  time: ArrayLike<number>,
+  values: ArrayLike<number | null>,
+  level: number,
+  persistence: number,
+  from: number,
+): { time: number; sampleIndex: number } | null {
+  const n = values.length
+  for (let i = from; i < n; i++) {
+    const v = values[i]
+    if (v === null || v === undefined || v > level) continue
+    let holds = true
+    for (let k = i + 1; k < Math.min(n, i + persistence) && holds; k++) {
+      const w = values[k]
+      holds = w !== null && w !== undefined && w <= level
+    }
+    if (!holds) continue
+    let t = time[i] as number
+    const before = i > 0 ? values[i - 1] : null
+    if (before !== null && before !== undefined && before > level && before > v) {
+      const t0 = time[i - 1] as number
+      t = t0 + ((t - t0) * (before - level)) / (before - v)
+    }
+    return { time: t, sampleIndex: i }
+  }
+  return null
+}
+
+/**
+ * The first time a series falls, persistently, to `level` (or below): a training run's loss
+ * reaching the midpoint between chance and the Bayes floor, or one output position's loss
+ * halving (the abrupt drops of Baherwani et al., arXiv 2606.25010, sec. 4 and Fig. 3). The same
+ * rule as {@link detectTransitions} for one level, on a raw series that may hold nulls.
+ *
+ * @param time - sample times (steps), `[n]`, non-decreasing
+ * @param values - the series, `[n]`; null where a sample has no value (counts as not below)
+ * @param level - the level to reach (same unit as `values`)
+ * @param persistence - samples that must stay at or below the level (>= 1; default 1)
+ * @returns the interpolated time and the first sample at or below the level, or null when the
+ *   series never gets there persistently
+ * @throws `ShapeError` (`@attnlab/core`) when `time` and `values` differ in length
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a persistence that is not an integer >= 1
+ * @example
+ * ```ts
+ * detectCrossing([0, 10, 20], [0.7, 0.6, 0.1], 0.35) // { time: 17, sampleIndex: 2 }
+ * ```
+ * @category Stages
+ */
+export function detectCrossing(
+  time: ArrayLike<number>,
+  values: ArrayLike<number | null>,
+  level: number,
+  persistence = 1,
+): { readonly time: number; readonly sampleIndex: number } | null {
+  if (time.length !== values.length) {
+    throw new ShapeError(`time has ${time.length} samples but values has ${values.length}; expected the same number`, {
+      time: time.length,
+      values: values.length,
+    })
+  }
+  checkPositiveInteger('persistence', persistence)
+  return firstCrossing(time, values, level, persistence, 0)
+}
+
+/**
+ * A stage of a training run by the span criterion of {@link detectSpanStages}.
+ *
+ * @category Stages
+ */
+export interface SpanStage {
+  /** `j` (1-based): `j` distinct spans are held from then on. */
+  readonly stage: number
+  /**
+   * When the newly held span's best head mass crossed the focus threshold, interpolated linearly
+   * between the sample before and the first sample with `j` spans held (caller's time unit).
+   */
+  readonly time: number
+  /** The first sample with `j` spans held (persistently). */
+  readonly sampleIndex: number
+  /** The spans newly held at that sample (or, when none is new, one of the held spans). */
+  readonly spans: readonly number[]
+  /** For each of `spans`, the head with the most mass on it at that sample (ties: the lower index). */
+  readonly heads: readonly number[]
+}
+
+/**
+ * Options of {@link detectSpanStages}.
+ *
+ * @category Stages
+ */
+export interface SpanStageOptions {
+  /** Mass above which a head holds a span (default 0.5). */
+  readonly focusThreshold?: number
+  /** Samples a new stage must persist (>= 1; default 2; fewer at the end of the series). */
+  readonly persistence?: number
+}
+
+const SPAN_STAGE_KEYS: readonly string[] = Object.keys({ focusThreshold: 1, persistence: 1 } satisfies Record<
+  keyof SpanStageOptions,
+  1
+>)
+
+/**
+ * Stages of a training run from its heads' attention on the spans (Yüksel et al., arXiv
+ * 2602.19143, sec. 3-4: each stage is the model learning to copy from one more span through a
+ * sparse attention pattern). A span is *held* at a sample once some head puts more than
+ * `focusThreshold` of its attention on it; stage `j` begins at the first sample (searching from
+ * the previous stage's) where `j` distinct spans are held and stay held for `persistence`
+ * samples. The competitive stage 1 has every head on the most important span: one span held.
+ * Unlike {@link detectTransitions}, this needs no plateau values, so it works where the oracle
+ * plateaus are known only by bounds.
+ *
+ * @param time - sample times (steps), `[n]`
+ * @param spanMass - `[n][nHeads][nSpans]` attention mass of each head on each span
+ * @param options - the focus threshold and the persistence
+ * @returns the stages found, in order (at most `nSpans`)
+ * @throws `ShapeError` (`@attnlab/core`) when `time` and `spanMass` differ in length
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (did you mean ...)
+ * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a threshold outside (0, 1] or a bad persistence
+ * @example
+ * ```ts
+ * detectSpanStages([0, 10, 20], [[[0.3, 0.3]], [[0.9, 0.1]], [[0.9, 0.1]]])
+ * // [{ stage: 1, time: 6.67, sampleIndex: 1, spans: [0], heads: [0] }]
+ * ```
+ * @category Stages
+ */
+export function detectSpanStages(
+  time: ArrayLike<number>,
+  spanMass: ArrayLike<ArrayLike<ArrayLike<number>>>,
+  options: SpanStageOptions = {},
+): SpanStage[] {
+  checkOptionKeys('span stage options', options, SPAN_STAGE_KEYS)
+  const focus = options.focusThreshold ?? 0.5
+  const persistence = options.persistence ?? 2
+  if (!(focus > 0 && focus <= 1)) throw invalid(`focusThreshold must be in (0, 1], got ${focus}`)
+  checkPositiveInteger('persistence', persistence)
+  if (time.length !== spanMass.length) {
+    throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`, {
+      time: time.length,
+      spanMass: spanMass.length,
+    })
+  }
+  const n = spanMass.length
+  if (n === 0) return []
+  const K = ((spanMass[0] as ArrayLike<ArrayLike<number>>)[0] as ArrayLike<number> | undefined)?.length ?? 0
+  const rowsAt = (i: number): ArrayLike<number>[] => Array.from(spanMass[i] as ArrayLike<ArrayLike<number>>)
+  const held: Set<number>[] = []
+  for (let i = 0; i < n; i++) {
+    const set = new Set<number>()
+    const m = rowsAt(i)
+    for (let g = 0; g < K; g++) if (m.some((row) => (row[g] as number) > focus)) set.add(g)
+    held.push(set)
+  }
+  const stages: SpanStage[] = []
+  let from = 0
+  let previous = new Set<number>()
+  for (let j = 1; j <= K; j++) {
+    let found = -1
+    for (let i = from; i < n && found < 0; i++) {
+      if ((held[i] as Set<number>).size < j) continue
+      let holds = true
+      for (let k = i + 1; k < Math.min(n, i + persistence) && holds; k++) holds = (held[k] as Set<number>).size >= j
+      if (holds) found = i
+    }
+    if (found < 0) break
+    const now = held[found] as Set<number>
+    const fresh = [...now].filter((g) => !previous.has(g))
+    const spans = fresh.length > 0 ? fresh : [...now].slice(0, 1)
+    // Interpolate the step where the newly held span's best mass crossed the threshold.
+    let t = time[found] as number
+    if (found > 0) {
+      const g = spans[0] as number
+      const best = (i: number): number => Math.max(...rowsAt(i).map((row) => row[g] as number))
+      const before = best(found - 1)
+      const after = best(found)
+      if (before < focus && after > before) {
+        const t0 = time[found - 1] as number
+        t = t0 + ((t - t0) * (focus - before)) / (after - before)
+      }
+    }
+    const m = rowsAt(found)
+    const heads = spans.map((g) => {
+      let bestHead = 0
+      for (let h = 1; h < m.length; h++) if ((m[h]?.[g] as number) > (m[bestHead]?.[g] as number)) bestHead = h
+      return bestHead
+    })
+    stages.push({ stage: j, time: t, sampleIndex: found, spans, heads })
+    previous = now
+    from = found
+  }
+  return stages
 }
 
 /**

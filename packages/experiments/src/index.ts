@@ -9,6 +9,9 @@
  *   {@link sizedConfig} sizes one method for one prompt (for generation with it).
  * - Reports: {@link compareSpec} (a Vega-Lite spec), {@link compareNotes} (text lines).
  * - Targets: {@link clampReportedSparsity}, {@link targetReached}, {@link targetWarning}.
+ * - {@link runEmergence}: the emergence experiment (Yüksel et al., arXiv 2602.19143; Baherwani et
+ *   al., arXiv 2606.25010): {@link defaultEmergenceConfig}, stages against the Bayes oracles, the
+ *   reduced ODE fitted to the run; {@link buildEmergenceReport} returns its report page (HTML).
  *
  * Where things live: sizing a method for a prompt length and a target sparsity needs no model
  * and is not an experiment, so `budgetFor` and `calibratedRun` are in `@attnlab/sparse-attention`
@@ -42,3 +45,63 @@ export {
   type CompareSpecAxis,
   type CompareSpecPanel,
 } from './compare-report.ts'
+export {
+  EMERGENCE_DEFAULTS,
+  EMERGENCE_PRESETS,
+  EMERGENCE_TASK_DEFAULTS,
+  MAX_EMERGENCE_SEQUENCES,
+  defaultEmergenceConfig,
+  resolveEmergenceConfig,
+  resolveEmergenceRecord,
+  type EmergenceConfig,
+  type EmergenceModelOverrides,
+  type EmergencePreset,
+  type ResolvedEmergenceConfig,
+} from './emergence/config.ts'
+export {
+  runEmergence,
+  type EmergenceProgress,
+  type EmergenceResult,
+  type EmergenceRunOptions,
+  type EmergenceSeedSummary,
+  type EmergenceSummary,
+} from './emergence/experiment.ts'
+export {
+  meanPatterns,
+  type EmergenceRecord,
+  type EmergenceStore,
+  type SeedCheckpoint,
+  type SeedRun,
+  type TrainingSettings,
+} from './emergence/run.ts'
+export {
+  INTERPOLATED_NOTE,
+  analyzeRun,
+  describeLearned,
+  describeOracle,
+  describePlateau,
+  describeStageOracle,
+  headNames,
+  learnedHeader,
+  type MetricLine,
+  type RunAnalysis,
+  type RunAnalysisOptions,
+  type RunStage,
+} from './emergence/stages.ts'
+export {
+  boundsInformative,
+  computeOracles,
+  describeOracleValue,
+  type OracleLine,
+  type Oracles,
+} from './emergence/oracles.ts'
+export { odeOverlay, type OdeOverlay } from './emergence/ode.ts'
+export {
+  buildEmergenceReport,
+  buildReport,
+  emergenceHeadline,
+  type PatternSnapshot,
+  type ReportInput,
+  type SeedReport,
+} from './emergence/report.ts'
+export { renderSvg, type PlotSpec } from './plot.ts'

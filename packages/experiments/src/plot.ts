@@ -1,12 +1,12 @@
 /**
- * SVG plots for every command: a Vega-Lite spec in, an SVG string out, rendered in Node with
- * Vega's headless view (`renderer: 'none'`, `View.toSVG()`), no browser and no canvas package.
+ * SVG plots: a Vega-Lite spec in, an SVG string out, rendered (in Node or a browser) with
+ * Vega's headless view (`renderer: 'none'`, `View.toSVG()`), no DOM and no canvas package.
  * Fonts are not measured (Vega estimates text widths), so labels may sit a few pixels off.
  */
 import { parse, View } from 'vega'
 import { compile, type TopLevelSpec } from 'vega-lite'
 
-/** A Vega-Lite top-level spec (re-exported so commands need not import vega-lite). */
+/** A Vega-Lite top-level spec (re-exported so callers need not import vega-lite). */
 export type PlotSpec = TopLevelSpec
 
 /**

@@ -1,7 +1,7 @@
+import { odeOverlay } from '@attnlab/experiments'
 import { SparseMarkovTask } from '@attnlab/markov'
 import { describe, expect, it } from 'vitest'
 import { runCli } from '../cli.test-utils.ts'
-import { odeOverlay } from './ode.ts'
 
 describe('odeOverlay', () => {
   it("sets the ODE up with the task's spans as `dynamics simulate --spans` reads them (oldest first)", async () => {

@@ -22,7 +22,7 @@ import {
 import { UsageError } from '../errors.ts'
 import { checkOutputFile, forceOption, intParser } from '../options.ts'
 import { addTaskFlags, type TaskFlags } from '../run-flags.ts'
-import { boundsInformative } from '../emergence/oracles.ts'
+import { boundsInformative } from '@attnlab/experiments'
 
 /** Task flags, and the task kinds each applies to. */
 const TASK_FLAGS: Readonly<Record<string, { readonly key: string; readonly kinds: readonly TaskKind[] }>> = {

@@ -1,8 +1,12 @@
 /**
  * `report.html`: one self-contained page (inline SVG, inline CSS, no scripts, opens offline)
- * with the plots of an emergence run, rendered by vega-lite + vega in Node (`../plot.ts`).
+ * with the plots of an emergence run: Vega-Lite specs rendered to SVG by vega (`../plot.ts`), in
+ * Node or a browser; the page is returned as a string.
+ *
+ * @module
  */
 import { renderSvg, type PlotSpec } from '../plot.ts'
+import type { EmergenceResult } from './experiment.ts'
 import type { OdeOverlay } from './ode.ts'
 import { describeOracleValue, type OracleLine } from './oracles.ts'
 import {
@@ -15,7 +19,11 @@ import {
   type RunAnalysis,
 } from './stages.ts'
 
-/** Mean attention pattern of every head at one step: `[head][query][key]`. */
+/**
+ * Mean attention pattern of every head at one step: `[head][query][key]`.
+ *
+ * @category Emergence
+ */
 export interface PatternSnapshot {
   readonly seed: number
   readonly step: number
@@ -24,7 +32,11 @@ export interface PatternSnapshot {
   readonly patterns: readonly (readonly (readonly number[])[])[]
 }
 
-/** Everything the report shows for one seed. */
+/**
+ * Everything the report shows for one seed.
+ *
+ * @category Emergence
+ */
 export interface SeedReport {
   readonly seed: number
   readonly lines: readonly MetricLine[]
@@ -33,7 +45,11 @@ export interface SeedReport {
   readonly ode: OdeOverlay | null
 }
 
-/** Inputs of {@link buildReport}. */
+/**
+ * Inputs of {@link buildReport}.
+ *
+ * @category Emergence
+ */
 export interface ReportInput {
   readonly title: string
   /** One-paragraph description of the experiment (plain text). */
@@ -348,9 +364,12 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
 }
 
 /**
- * Builds the report page.
+ * Builds the report page from its parts ({@link buildEmergenceReport} fills them from a run).
  *
+ * @param input - title, settings, oracle lines, seeds
  * @returns the HTML document
+ * @throws whatever vega-lite / vega throw for a spec they cannot render
+ * @category Emergence
  */
 export async function buildReport(input: ReportInput): Promise<string> {
   const figures: string[] = []
@@ -437,4 +456,84 @@ ${figures.join('\n')}
 <table><tbody>${settings}</tbody></table>
 </body></html>
 `
+}
+
+/**
+ * The headline of a run, one line per seed: final validation loss, its gap to the floor, the
+ * number of stages and whether each span ended with its own head.
+ *
+ * @param result - a finished (or interrupted) run
+ * @returns the lines (plain text)
+ * @category Emergence
+ */
+export function emergenceHeadline(result: EmergenceResult): string[] {
+  const floor = result.oracles.floor
+  const headline: string[] = []
+  for (const s of result.seeds) {
+    const final = s.lines[s.lines.length - 1]
+    const label = result.seeds.length > 1 ? `seed ${s.seed}: ` : ''
+    if (final !== undefined) {
+      const gap = final.validationLoss - (floor ?? 0)
+      headline.push(
+        `${label}final validation loss ${final.validationLoss.toFixed(4)} nats at step ${final.step}` +
+          (floor !== null ? ` (${gap >= 0 ? '+' : ''}${gap.toFixed(4)} from the floor ${floor.toFixed(4)})` : '') +
+          `; ${s.analysis.stages.length} stage(s) detected` +
+          (result.groupNames.length > 0
+            ? `; ${s.analysis.eachSpanOwnHead ? 'each span held by its own head' : 'spans not yet one per head'}`
+            : ''),
+      )
+    }
+  }
+  return headline
+}
+
+const SPARSE_MARKOV_DESCRIPTION =
+  'A transformer trained on a sparse high-order Markov chain (the next token depends on a few spans of past ' +
+  'tokens, each of different importance) learns in stages: each stage is the heads learning to copy from one ' +
+  'more span through a sparse attention pattern; heads first compete for the most important span, then ' +
+  'cooperate (Yüksel, Alvarez Lucendo & Flammarion, arXiv 2602.19143). Each plateau is compared with the ' +
+  'Bayes loss of the best predictor that sees only the spans learned so far.'
+const TASK_DESCRIPTION =
+  'Emergence on a synthetic task: the loss stays on a plateau until the model discovers the sparse attention ' +
+  'pattern the task needs, and the step at which that happens varies across seeds (Baherwani et al., arXiv ' +
+  '2606.25010).'
+
+/**
+ * The report page of a run (`report.html`): the validation loss against the oracle plateaus and
+ * the stage boundaries, each head's attention mass on each span, the attention patterns at the
+ * start, at each stage and at the end, the reduced ODE on the run's axes, the emergence steps
+ * across seeds, and the stage, oracle and settings tables. Self-contained (inline SVG, no
+ * scripts), opens offline.
+ *
+ * @param result - what {@link runEmergence} returned
+ * @returns the HTML document
+ * @throws whatever vega-lite / vega throw for a spec they cannot render
+ * @example
+ * ```ts
+ * const html = await buildEmergenceReport(await runEmergence(config))
+ * ```
+ * @category Emergence
+ */
+export async function buildEmergenceReport(result: EmergenceResult): Promise<string> {
+  const { record } = result
+  return buildReport({
+    title: `attnlab emergence: ${record.task.kind}, ${record.preset} model`,
+    description: record.task.kind === 'sparse-markov' ? SPARSE_MARKOV_DESCRIPTION : TASK_DESCRIPTION,
+    settings: {
+      task: JSON.stringify(record.task),
+      model: `${record.preset}: ${JSON.stringify(record.model)}`,
+      training: JSON.stringify(record.training),
+      seeds: record.seeds.join(', '),
+      backend: record.backend,
+      'training tokens/s': result.tokensPerSecond.map((t) => t.toFixed(0)).join(', '),
+    },
+    oracles: result.oracles.lines,
+    oracleNote: result.oracles.note,
+    groupNames: result.groupNames,
+    groupOffsets: result.groupOffsets,
+    heads: result.heads,
+    seeds: result.seeds,
+    headline: emergenceHeadline(result),
+    interrupted: result.summary.interrupted,
+  })
 }

@@ -1,14 +1,14 @@
 /**
  * One seed of an emergence experiment: train, evaluate every N steps (validation loss, analysis
- * metrics, mean attention patterns), append to `metrics.jsonl`, keep a checkpoint that resumes
- * exactly, and stop cleanly on abort.
+ * metrics, mean attention patterns), hand each evaluation and checkpoint to an
+ * {@link EmergenceStore} (`metrics.jsonl` and `seeds/<seed>/` with `@attnlab/experiments/node`'s
+ * directory store), resume exactly from a checkpoint, and stop cleanly on abort.
+ *
+ * @module
  */
-import { appendFile } from 'node:fs/promises'
-import { join } from 'node:path'
 import * as tf from '@tensorflow/tfjs-core'
 import { Rng } from '@attnlab/core'
-import { writeFileAtomic } from '@attnlab/core/node'
-import type { AnyTask, Task, TokenBatch } from '@attnlab/markov'
+import type { AnyTask, Task, TaskDescription, TokenBatch } from '@attnlab/markov'
 import {
   Trainer,
   analyze,
@@ -25,25 +25,115 @@ import {
   type TransformerConfig,
   type TrainerState,
 } from '@attnlab/transformer'
-import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
-import { yieldToEventLoop } from '../signals.ts'
 import type { PatternSnapshot } from './report.ts'
 import type { MetricLine } from './stages.ts'
 
-/** Training settings shared by every seed. */
+/**
+ * Training settings shared by every seed (AdamW or SGD on fresh or fixed sequences; the
+ * `training` of `config.json`).
+ *
+ * @category Emergence
+ */
 export interface TrainingSettings {
+  /** Total optimizer steps (>= 1). */
   readonly steps: number
+  /** Sequences per step (>= 1). */
   readonly batchSize: number
+  /** Peak learning rate (> 0). */
   readonly lr: number
+  /** The optimizer (`@attnlab/transformer`'s `OptimizerOptions`). */
   readonly optimizer: OptimizerOptions
+  /** The learning-rate schedule. */
   readonly schedule: ScheduleOptions
+  /** Global gradient-norm clip (> 0). */
   readonly gradClip: number
   /** 0: fresh sequences every step (online); else a fixed training set of this many sequences. */
   readonly trainSize: number
+  /** Validation sequences (>= 1). */
   readonly validationSize: number
+  /** Evaluate every this many steps (>= 1); a checkpoint every 4 evaluations. */
   readonly evalEvery: number
   /** Sequences for the analysis metrics and attention patterns at each evaluation. */
   readonly analysisSize: number
+}
+
+/**
+ * Where an emergence run keeps what it computes: `@attnlab/experiments/node`'s
+ * `emergenceDirectoryStore` writes the run directory (`config.json`, `metrics.jsonl`,
+ * `seeds/<seed>/checkpoint`, `seeds/<seed>/patterns.json`); without one, nothing is kept but the
+ * returned result. Every method may be called with the run's data as plain JSON values.
+ *
+ * @category Emergence
+ */
+export interface EmergenceStore {
+  /**
+   * Called once, after the configuration was validated and the oracles computed, before any
+   * other method: creates the run's place and records `config.json`.
+   */
+  begin(record: EmergenceRecord, options: { readonly resume: boolean }): Promise<void>
+  /** The evaluations recorded so far (when resuming), in the order written. */
+  readMetrics(): Promise<MetricLine[]>
+  /** Replaces the evaluation log (when resuming: without the lines past the checkpoints). */
+  writeMetrics(lines: readonly MetricLine[]): Promise<void>
+  /** Appends one evaluation to the log. */
+  appendMetric(line: MetricLine): Promise<void>
+  /** A seed's checkpoint, or null when it has none yet (when resuming). */
+  loadCheckpoint(seed: number): Promise<SeedCheckpoint | null>
+  /** A seed's attention snapshots recorded so far (when resuming). */
+  readSnapshots(seed: number): Promise<PatternSnapshot[]>
+  /** Saves a seed's model and trainer state (the seed can be resumed from then on). */
+  saveCheckpoint(
+    seed: number,
+    model: Transformer,
+    state: TrainerState,
+    extra: Readonly<Record<string, unknown>>,
+  ): Promise<void>
+  /** Saves a seed's attention snapshots. */
+  writeSnapshots(seed: number, snapshots: readonly PatternSnapshot[]): Promise<void>
+}
+
+/**
+ * A saved seed: its weights and trainer state.
+ *
+ * @category Emergence
+ */
+export interface SeedCheckpoint {
+  /** Weights by name (`Transformer.setWeights`' input). */
+  readonly weights: Map<string, { shape: number[]; data: Float32Array }>
+  /** The trainer state to continue from (exact resume), or null. */
+  readonly trainerState: TrainerState | null
+}
+
+/**
+ * What `config.json` holds: everything needed to rerun or resume (format
+ * `attnlab-emergence/1`).
+ *
+ * @category Emergence
+ */
+export interface EmergenceRecord {
+  readonly format: 'attnlab-emergence/1'
+  /** The task's `describe()` output (`@attnlab/markov`'s `createTask` rebuilds it). */
+  readonly task: TaskDescription
+  /** The model configuration as JSON (`configToJSON`; seed = the first seed). */
+  readonly model: Record<string, unknown>
+  /** The model preset it was derived from. */
+  readonly preset: string
+  readonly training: TrainingSettings
+  readonly seeds: readonly number[]
+  /** The tensor backend the run computes on (`tf.getBackend()`). */
+  readonly backend: string
+  /** ISO date of the run's start. */
+  readonly created: string
+}
+
+/**
+ * Lets pending events run, so that a stop signal is seen after every step (a training loop whose
+ * steps await only settled promises never returns to the event loop otherwise): `setImmediate`
+ * where there is one (Node), else a zero timeout (browsers).
+ */
+function yieldToEventLoop(): Promise<void> {
+  const immediate = (globalThis as { setImmediate?: (callback: () => void) => unknown }).setImmediate
+  return new Promise((resolve) => (immediate === undefined ? setTimeout(resolve, 0) : immediate(resolve)))
 }
 
 /** Callbacks for progress display. */
@@ -124,38 +214,31 @@ function lineOf(seed: number, step: number, tokens: number, seconds: number, tra
   }
 }
 
-/** Where a seed's files live. */
-export function seedDirectory(out: string, seed: number): string {
-  return join(out, 'seeds', String(seed))
-}
-
 /**
  * Trains one seed (or continues it from its checkpoint).
  *
  * @param previous - lines and snapshots already recorded for this seed (when resuming)
  */
 export async function runSeed(options: {
-  readonly out: string
+  readonly store: EmergenceStore
   readonly seed: number
   readonly task: AnyTask
   readonly config: TransformerConfig
   readonly training: TrainingSettings
-  readonly previous: { readonly lines: readonly MetricLine[]; readonly snapshots: readonly PatternSnapshot[] } | null
-  readonly signal: AbortSignal
+  readonly previous: {
+    readonly lines: readonly MetricLine[]
+    readonly snapshots: readonly PatternSnapshot[]
+    readonly checkpoint: SeedCheckpoint
+  } | null
+  readonly signal?: AbortSignal | undefined
   readonly callbacks: SeedCallbacks
-  /** Replace whatever is at the seed's checkpoint path (`--force`); otherwise only an earlier checkpoint. */
-  readonly overwrite?: boolean
 }): Promise<SeedRun> {
-  const { out, seed, task, training, signal, callbacks } = options
-  const dir = seedDirectory(out, seed)
-  const checkpointDir = join(dir, 'checkpoint')
-  const metricsPath = join(out, 'metrics.jsonl')
+  const { store, seed, task, training, signal, callbacks } = options
   let resume: TrainerState | undefined
   let weights: Map<string, { shape: number[]; data: Float32Array }> | undefined
   if (options.previous !== null) {
-    const checkpoint = await loadCheckpoint(checkpointDir)
-    resume = checkpoint.trainerState ?? undefined
-    weights = checkpoint.weights
+    resume = options.previous.checkpoint.trainerState ?? undefined
+    weights = options.previous.checkpoint.weights
   }
   const model = createTransformer(configFromJSON({ ...configToJSON(options.config), seed }))
   if (weights !== undefined) model.setWeights(weights)
@@ -174,12 +257,12 @@ export async function runSeed(options: {
   // ... know the task and its span capabilities, as for `attnlab train` checkpoints) and the seed.
   const extra = { command: 'emergence', seed, task: task.describe() }
   const writeSnapshots = async (): Promise<void> => {
-    await writeFileAtomic(join(dir, 'patterns.json'), JSON.stringify(snapshots))
+    await store.writeSnapshots(seed, snapshots)
   }
   const record = async (line: MetricLine): Promise<void> => {
     lines.push(line)
     snapshots.push({ seed, step: line.step, label: `step ${line.step}`, patterns: meanPatterns(model, patternBatch) })
-    await appendFile(metricsPath, `${JSON.stringify(line)}\n`)
+    await store.appendMetric(line)
     callbacks.onEval?.(line)
   }
   const trainer = new Trainer(model, source, {
@@ -194,7 +277,7 @@ export async function runSeed(options: {
     validation,
     analysis: { size: training.analysisSize, ...(isTeacher(task) ? { teacher: task } : {}) },
     checkpointEvery: training.evalEvery * 4,
-    signal,
+    ...(signal === undefined ? {} : { signal }),
     ...(resume === undefined ? {} : { resume }),
     onStep: async (record) => {
       callbacks.onStep?.(record)
@@ -206,7 +289,7 @@ export async function runSeed(options: {
       await record(lineOf(seed, evaluation.step, state.tokens, state.seconds, evaluation.trainLoss, evaluation.validationLoss, evaluation.lr, evaluation.metrics))
     },
     onCheckpoint: async (state) => {
-      await saveCheckpoint(checkpointDir, model, state, extra, { overwrite: options.overwrite === true })
+      await store.saveCheckpoint(seed, model, state, extra)
       await writeSnapshots()
       callbacks.onSaved?.(state.step)
     },
@@ -217,7 +300,7 @@ export async function runSeed(options: {
       const validationLoss = await trainer.validationLoss()
       const metrics = await analyze(model, analysisBatch, analysisOptions)
       await record(lineOf(seed, 0, 0, 0, null, validationLoss, training.lr, metrics))
-      await saveCheckpoint(checkpointDir, model, await trainer.getState(), extra, { overwrite: options.overwrite === true })
+      await store.saveCheckpoint(seed, model, await trainer.getState(), extra)
       await writeSnapshots()
       callbacks.onSaved?.(0)
     }

@@ -16,7 +16,7 @@
  * position gets its own emergence step where its loss falls, persistently, below half its
  * initial value (the per-token drops of their Figure 3); each such drop is one stage, in order.
  */
-import { classifyPhases, headSimilarity, type PhaseSegment } from '@attnlab/dynamics'
+import { classifyPhases, detectCrossing, detectSpanStages, headSimilarity, type PhaseSegment } from '@attnlab/dynamics'
 import type { OracleLine } from './oracles.ts'
 
 /** One evaluation of a run, as stored in `metrics.jsonl`. */
@@ -279,62 +279,21 @@ export function analyzeRun(
   const withGroups =
     groupNames.length > 0 && masses.length > 0 && masses.every((m) => m !== null && m.length === heads.length)
   if (!withGroups) return analyzeByLoss(lines, oracles, similarity, persistence)
-  const K = groupNames.length
-  const heldAt = (i: number): Set<number> => {
-    const held = new Set<number>()
-    const m = masses[i] as readonly (readonly number[])[]
-    for (let g = 0; g < K; g++) if (m.some((row) => (row[g] as number) > focus)) held.add(g)
-    return held
-  }
-  const held = lines.map((_, i) => heldAt(i))
-  const stages: RunStage[] = []
-  let from = 0
-  let previous = new Set<number>()
-  for (let j = 1; j <= K; j++) {
-    let found = -1
-    for (let i = from; i < lines.length && found < 0; i++) {
-      if ((held[i] as Set<number>).size < j) continue
-      let holds = true
-      for (let k = i + 1; k < Math.min(lines.length, i + persistence) && holds; k++)
-        holds = (held[k] as Set<number>).size >= j
-      if (holds) found = i
-    }
-    if (found < 0) break
-    const now = held[found] as Set<number>
-    const fresh = [...now].filter((g) => !previous.has(g))
-    const spans = fresh.length > 0 ? fresh : [...now].slice(0, 1)
-    // Interpolate the step where the newly held span's best mass crossed the threshold.
-    let step = steps[found] as number
-    if (found > 0) {
-      const g = spans[0] as number
-      const best = (i: number): number =>
-        Math.max(...(masses[i] as readonly (readonly number[])[]).map((row) => row[g] as number))
-      const before = best(found - 1)
-      const after = best(found)
-      if (before < focus && after > before) {
-        const s0 = steps[found - 1] as number
-        step = s0 + ((step - s0) * (focus - before)) / (after - before)
-      }
-    }
-    const m = masses[found] as readonly (readonly number[])[]
-    const holders = spans.map((g) => {
-      let bestHead = 0
-      for (let h = 1; h < heads.length; h++) if ((m[h]?.[g] as number) > (m[bestHead]?.[g] as number)) bestHead = h
-      return heads[bestHead] as string
-    })
-    stages.push({
-      stage: j,
-      step,
-      spans,
-      spanNames: spans.map((g) => groupNames[g] as string),
-      heads: holders,
-      plateauLoss: NaN,
-      plateauEvaluations: 0,
-      nearestOracle: null,
-    })
-    previous = now
-    from = found
-  }
+  // The span criterion (one implementation, in @attnlab/dynamics): stage j begins when j distinct
+  // spans are held, persistently.
+  const stages: RunStage[] = detectSpanStages(steps, masses as readonly (readonly (readonly number[])[])[], {
+    focusThreshold: focus,
+    persistence,
+  }).map((s) => ({
+    stage: s.stage,
+    step: s.time,
+    spans: s.spans,
+    spanNames: s.spans.map((g) => groupNames[g] as string),
+    heads: s.heads.map((h) => heads[h] as string),
+    plateauLoss: NaN,
+    plateauEvaluations: 0,
+    nearestOracle: null,
+  }))
   // Plateau of stage j: median loss over the second half of [start_j, start_{j+1}).
   const withPlateaus = stages.map((stage, index) => {
     const end = stages[index + 1]?.step ?? (steps[steps.length - 1] as number) + 1
@@ -372,29 +331,14 @@ export function analyzeRun(
   }
 }
 
+/** The loss method's crossing: `@attnlab/dynamics`' {@link detectCrossing}, as a step or null. */
 function firstPersistentBelow(
   steps: readonly number[],
   values: readonly (number | null)[],
   level: number,
   persistence: number,
 ): number | null {
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i]
-    if (v === null || v === undefined || v > level) continue
-    let holds = true
-    for (let k = i + 1; k < Math.min(values.length, i + persistence) && holds; k++) {
-      const w = values[k]
-      holds = w !== null && w !== undefined && w <= level
-    }
-    if (!holds) continue
-    const prev = i > 0 ? values[i - 1] : null
-    if (prev !== null && prev !== undefined && prev > level && prev > v) {
-      const s0 = steps[i - 1] as number
-      return s0 + (((steps[i] as number) - s0) * (prev - level)) / (prev - v)
-    }
-    return steps[i] as number
-  }
-  return null
+  return detectCrossing(steps, values, level, persistence)?.time ?? null
 }
 
 function analyzeByLoss(
