@@ -18,7 +18,7 @@
  *
  * @module
  */
-import { ConfigError, type AttentionPrefillInput } from '@attnlab/core'
+import { ConfigError, causalPairs, type AttentionPrefillInput } from '@attnlab/core'
 import { checkChoice, checkInt, checkNumber, resolveConfig } from './config.ts'
 import { defineKernel, densePlanner, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
@@ -185,7 +185,7 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
   let verticalBlocksTotal = 0
   let slashBlocksTotal = 0
   let distanceTotal = 0
-  const causalBlocks = (blocks * (blocks + 1)) / 2
+  const causalBlocks = causalPairs(blocks, blocks)
   for (let b = 0; b < batch; b++) {
     const kBars = Array.from({ length: nKvHeads }, (_, kv) => pooled(kData, b * nKvHeads + kv))
     for (let h = 0; h < nHeads; h++) {

@@ -47,7 +47,7 @@ export {
   type SparseMethodName,
   type SparsityReport,
 } from './kernel.ts'
-export { attendWithMask, causalMask, lastWindowProbabilities, repeatKvHeads } from './masked-attention.ts'
+export { attendWithMask, causalPairMask, lastWindowProbabilities, repeatKvHeads } from './masked-attention.ts'
 export { argsortDescending, averagePool, coverCount, topK } from './select.ts'
 export { dense, type DenseConfig } from './dense.ts'
 export {
@@ -100,7 +100,6 @@ export {
   adaSnapKVSparsity,
   blockSparseSparsity,
   blockSparseTopKForSparsity,
-  causalPairCount,
   questBudgetForSparsity,
   questSparsity,
   snapKVCapacityForSparsity,

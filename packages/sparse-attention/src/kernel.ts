@@ -25,7 +25,7 @@ import {
   type AttentionResult,
   type LayerKVCache,
 } from '@attnlab/core'
-import { attendWithMask, causalMask } from './masked-attention.ts'
+import { attendWithMask, causalPairMask } from './masked-attention.ts'
 
 /**
  * The method names of this package (`dense` is the reference).
@@ -438,7 +438,7 @@ export function runDecode(strategy: DecodeStrategy, input: AttentionDecodeInput,
  * @category Kernels
  */
 export const densePlanner: PrefillPlanner = (_input, shape) => ({
-  allowed: causalMask(shape.batch, shape.nHeads, shape.length),
+  allowed: causalPairMask(shape.batch, shape.nHeads, shape.length),
   reported: new Float64Array(shape.batch * shape.nHeads),
 })
 

@@ -2,7 +2,7 @@ import { expect, it } from 'vitest'
 import * as tf from '@tensorflow/tfjs-core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
 import { AttnlabError, ShapeError } from '@attnlab/core'
-import { attendWithMask, causalMask, defineKernel, repeatKvHeads } from './index.ts'
+import { attendWithMask, causalPairMask, defineKernel, repeatKvHeads } from './index.ts'
 import { maxAbsDiff, randomQkv, referenceAttention } from './__fixtures__/reference.ts'
 
 describeWithBackends('masked attention', () => {
@@ -12,7 +12,7 @@ describeWithBackends('masked attention', () => {
   const v = () => tf.tensor4d(x.v, [1, 2, 6, 3])
 
   it('equals softmax attention over an arbitrary causal mask, with GQA and dValue != dHead', async () => {
-    const mask = causalMask(1, 4, 6)
+    const mask = causalPairMask(1, 4, 6)
     mask[(1 * 6 + 5) * 6 + 2] = 0 // head 1 skips key 2 for query 5
     mask[(3 * 6 + 4) * 6 + 0] = 0
     const { shape, data } = await expectNoLeaks(() => {
@@ -30,7 +30,7 @@ describeWithBackends('masked attention', () => {
     const [a, b, c] = [q(), k(), v()]
     try {
       expect(() => attendWithMask(a, b, c, new Uint8Array(10), 1)).toThrow(ShapeError)
-      const empty = causalMask(1, 4, 6)
+      const empty = causalPairMask(1, 4, 6)
       empty.fill(0, (2 * 6 + 3) * 6, (2 * 6 + 4) * 6)
       expect(() => attendWithMask(a, b, c, empty, 1)).toThrow(/head 2, query 3/)
       expect(() => repeatKvHeads(b, 3)).toThrow(/multiple of nKvHeads/)

@@ -54,7 +54,7 @@ export function repeatKvHeads(x: tf.Tensor4D, nHeads: number): tf.Tensor4D {
  *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if a query row has no computed key (softmax of nothing)
  * @example
  * ```ts
- * const z = attendWithMask(q, k, v, causalMask(1, 2, 4), 1 / Math.sqrt(8))
+ * const z = attendWithMask(q, k, v, causalPairMask(1, 2, 4), 1 / Math.sqrt(8))
  * ```
  */
 export function attendWithMask(
@@ -142,14 +142,18 @@ export function lastWindowProbabilities(q: tf.Tensor4D, k: tf.Tensor4D, window: 
 }
 
 /**
- * The causal mask: 1 where key `j <= ` query `i`, for every batch row and head.
+ * The causal pairs as a mask of computed pairs: 1 where key `j <= ` query `i`, for every batch
+ * row and head; the starting point of every prefill plan (a method clears the pairs it skips).
+ * The 0/1 form of `@attnlab/core`'s additive `causalMask` (0 / -Infinity), which the tensor
+ * kernels add to their scores; this one is what {@link attendWithMask} and the planners read.
  *
  * @param batch - batch size
  * @param nHeads - query heads
  * @param length - sequence length `T`
- * @returns `[batch, nHeads, T, T]` row-major
+ * @returns `[batch, nHeads, T, T]` row-major, 1 = computed
+ * @category Attention
  */
-export function causalMask(batch: number, nHeads: number, length: number): Uint8Array {
+export function causalPairMask(batch: number, nHeads: number, length: number): Uint8Array {
   const mask = new Uint8Array(batch * nHeads * length * length)
   for (let row = 0; row < batch * nHeads; row++) {
     const base = row * length * length

@@ -7,19 +7,9 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { ConfigError, causalPairs } from '@attnlab/core'
 import { checkInt, checkNumber } from './config.ts'
 import { buildVerticalSlashIndex } from './vertical-slash-index.ts'
-
-/**
- * Number of causal query-key pairs of a prefill of `n` tokens, `n (n + 1) / 2`.
- *
- * @param n - sequence length (tokens)
- * @category Accounting
- */
-export function causalPairCount(n: number): number {
-  return (n * (n + 1)) / 2
-}
 
 /**
  * Block-Sparse's analytic sparsity (the reference's `_calculate_sparsity`): with
@@ -46,7 +36,7 @@ export function blockSparseSparsity(n: number, blockSize: number, topK: number):
   const blocks = Math.ceil(n / blockSize)
   const k = Math.min(topK, blocks)
   const selected = (k * (k + 1)) / 2 + (blocks - k) * k
-  return 1 - selected / ((blocks * (blocks + 1)) / 2)
+  return 1 - selected / causalPairs(blocks, blocks)
 }
 
 /**

@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { causalPairs } from '@attnlab/core'
 
 /**
  * The blocks and columns one query block computes.
@@ -127,7 +128,7 @@ export function buildVerticalSlashIndex(
     blockCount,
     columnCount,
     kernelCells,
-    reportedSparsity: 1 - kernelCells / ((length * (length + 1)) / 2),
+    reportedSparsity: 1 - kernelCells / causalPairs(length, length),
   }
 }
 

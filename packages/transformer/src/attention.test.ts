@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import {
   ShapeError,
+  causalMask,
   causalPairs,
   type AttentionContext,
   type AttentionDecodeInput,
@@ -11,7 +12,7 @@ import {
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
 import { expect, it } from 'vitest'
 import { createConfig } from './config.ts'
-import { causalMask, denseAttention } from './dense-attention.ts'
+import { denseAttention } from './dense-attention.ts'
 import { generate } from './generate.ts'
 import { KVCache } from './kv-cache.ts'
 import { createTransformer, type AttentionReport } from './model.ts'

@@ -14,6 +14,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import {
   ShapeError,
+  causalMask,
   causalPairs,
   type AttentionContext,
   type AttentionDecodeInput,
@@ -21,25 +22,6 @@ import {
   type AttentionPrefillInput,
   type AttentionResult,
 } from '@attnlab/core'
-
-const maskCache = new Map<number, Float32Array>()
-
-/**
- * The additive causal mask `[pos, pos]`: 0 where key `j <= i`, `-Infinity` above the diagonal.
- *
- * @param pos - sequence length
- * @returns a new tensor (caller disposes)
- * @category Attention
- */
-export function causalMask(pos: number): tf.Tensor2D {
-  let values = maskCache.get(pos)
-  if (values === undefined) {
-    values = new Float32Array(pos * pos)
-    for (let i = 0; i < pos; i++) for (let j = i + 1; j < pos; j++) values[i * pos + j] = -Infinity
-    if (pos <= 1024) maskCache.set(pos, values)
-  }
-  return tf.tensor2d(values, [pos, pos])
-}
 
 function checkGroups(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, where: string): { batch: number; heads: number; kvHeads: number; group: number } {
   const [batch, heads, , dHead] = q.shape

@@ -57,7 +57,7 @@ export {
   type HookName,
   type HookSelector,
 } from './hooks.ts'
-export { causalMask, denseAttention } from './dense-attention.ts'
+export { denseAttention } from './dense-attention.ts'
 export { KVCache } from './kv-cache.ts'
 export { generate, sampleToken, type GenerateOptions, type GenerateResult, type StopReason } from './generate.ts'
 export {

@@ -34,6 +34,7 @@ import {
   Rng,
   ShapeError,
   causalAttention,
+  causalPairs,
   gatherRows,
   layerNorm,
   linear,
@@ -426,7 +427,7 @@ class Attention {
     const { nHeads, dHead, dModel } = this.config
     const qkv = linear(x, this.qkvWeights(), this.qkvBias()) // [batch * pos, 3 * nHeads * dHead]
     const z = causalAttention(tf.reshape(qkv, [batch, pos, 3 * nHeads * dHead]) as tf.Tensor3D, nHeads, { scale: this.config.attnScale }) // [batch, pos, nHeads * dHead]
-    const pairs = batch * nHeads * ((pos * (pos + 1)) / 2)
+    const pairs = batch * nHeads * causalPairs(pos, pos)
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
     const wO = tf.reshape(param(this.parameters, this.name('W_O')), [nHeads * dHead, dModel]) as tf.Tensor2D // [nHeads * dHead, dModel]
     return linear(tf.reshape(z, [batch * pos, nHeads * dHead]) as tf.Tensor2D, wO, this.outBias()) // [batch * pos, dModel]
@@ -450,7 +451,7 @@ class Attention {
       // Only the positions whose logits are needed (logitsFrom) are computed.
       const from = context.logitsFrom
       const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: this.config.attnScale, from }) // [batch, pos - from, dVocab]
-      const pairs = batch * nHeads * ((pos * (pos + 1)) / 2)
+      const pairs = batch * nHeads * causalPairs(pos, pos)
       context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
       return tf.reshape(logits, [batch * (pos - from), dVocab]) as tf.Tensor2D // [batch * outPos, dVocab]
     }
@@ -461,7 +462,8 @@ class Attention {
     let pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
     pattern = context.hooks.run(this.hookName('hook_pattern'), pattern)
     if (context.rng !== null && this.config.dropout > 0) pattern = dropout(pattern, this.config.dropout, context.rng)
-    context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: batch * nHeads * ((pos * (pos + 1)) / 2), totalPairs: batch * nHeads * ((pos * (pos + 1)) / 2) })
+    const pairs = batch * nHeads * causalPairs(pos, pos)
+    context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
     const mask = headMaskFor(context, this.layer)
     if (mask !== null) pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D // z_h is linear in pattern_h
     // sum_j pattern[h, i, j] x_j, then the value matrices' first dVocab columns (the logits).

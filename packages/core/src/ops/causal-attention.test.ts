@@ -3,8 +3,22 @@ import { expect, it } from 'vitest'
 import { ConfigError, ShapeError } from '../errors.ts'
 import { Rng } from '../rng.ts'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '../testing.ts'
-import { causalAttention } from './causal-attention.ts'
+import { causalAttention, causalMask } from './causal-attention.ts'
 import { directionalError, gradients, randomArray, refAttention, toVec, withoutKernels } from './reference.test-utils.ts'
+
+describeWithBackends('causalMask', () => {
+  it('is 0 on and below the diagonal and -Infinity above, a new tensor per call', () => {
+    const mask = causalMask(3)
+    expect(mask.shape).toEqual([3, 3])
+    expect(Array.from(mask.dataSync())).toEqual([0, -Infinity, -Infinity, 0, 0, -Infinity, 0, 0, 0])
+    const again = causalMask(3)
+    expect(again).not.toBe(mask)
+    tf.dispose([mask, again])
+    const one = causalMask(1)
+    expect(Array.from(one.dataSync())).toEqual([0])
+    one.dispose()
+  })
+})
 
 describeWithBackends('causalAttention', () => {
   // pos not a multiple of 16, dHead not a multiple of 4, a single position.

@@ -17,10 +17,30 @@ export interface CausalAttentionOptions {
   readonly causal?: boolean
 }
 
-/** `[pos, pos]` additive mask: 0 on and below the diagonal, -Infinity above. */
-function causalMask(pos: number): tf.Tensor2D {
-  const values = new Float32Array(pos * pos)
-  for (let i = 0; i < pos; i++) values.fill(-Infinity, i * pos + i + 1, (i + 1) * pos)
+const maskCache = new Map<number, Float32Array>()
+
+/**
+ * The additive causal mask `[pos, pos]`: 0 where key `j <= i`, `-Infinity` above the diagonal,
+ * added to attention scores before the softmax (Vaswani et al. 2017, section 3.2.3). The one
+ * causal mask of attnlab: the composite {@link causalAttention} and `@attnlab/transformer`'s
+ * dense attention kernel use it (the mask-based kernels of `@attnlab/sparse-attention` select
+ * pairs with its 0/1 form, `causalPairMask`). Values are cached per length up to 1024.
+ *
+ * @param pos - sequence length (positions)
+ * @returns a new tensor (caller disposes)
+ * @example
+ * ```ts
+ * causalMask(3).dataSync() // [0, -Infinity, -Infinity, 0, 0, -Infinity, 0, 0, 0]
+ * ```
+ * @category Ops
+ */
+export function causalMask(pos: number): tf.Tensor2D {
+  let values = maskCache.get(pos)
+  if (values === undefined) {
+    values = new Float32Array(pos * pos)
+    for (let i = 0; i < pos; i++) for (let j = i + 1; j < pos; j++) values[i * pos + j] = -Infinity
+    if (pos <= 1024) maskCache.set(pos, values)
+  }
   return tf.tensor2d(values, [pos, pos])
 }
 
