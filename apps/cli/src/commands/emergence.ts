@@ -142,7 +142,14 @@ function formatDuration(seconds: number): string {
 /** The settings of a run: from the flags, or from the run being resumed (`config.json`). */
 async function settingsOf(flags: EmergenceFlags, command: Command): Promise<ResolvedEmergenceConfig> {
   if (flags.resume !== undefined) {
-    const changed = givenFlags(command, [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seeds', 'seed', 'analysisSize'])
+    const changed = givenFlags(command, [
+      ...TASK_KEYS,
+      ...MODEL_KEYS,
+      ...OPTIMIZATION_KEYS,
+      'seeds',
+      'seed',
+      'analysisSize',
+    ])
     if (changed.length > 0) {
       throw new UsageError(
         `${changed.map(kebab).join(', ')} cannot change when resuming (the settings come from ` +
@@ -417,7 +424,7 @@ export function emergenceDefaultsWhy(): string {
   const linear = defaultLinearMapConfig()
   const own = EMERGENCE_TASK_DEFAULTS['linear-map'] as { stateSize: number; onesPerRow: number; steps: number }
   return (
-    'Why these differ from attnlab train / markov (the @attnlab/markov defaults, the papers\' settings: ' +
+    "Why these differ from attnlab train / markov (the @attnlab/markov defaults, the papers' settings: " +
     `--m ${sparse.m}; linear-map --state-size ${linear.stateSize} --ones-per-row ${linear.onesPerRow}): ` +
     'the main job must show every stage within its default run. ' +
     `With m = ${sparse.m} the last stage is itself a random discovery (4 of 10 seeds within 1500 steps); ` +

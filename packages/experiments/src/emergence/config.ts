@@ -143,7 +143,10 @@ const TASK_DEFAULT_KEYS = ['stateSize', 'onesPerRow'] as const
 export function defaultEmergenceConfig(kind: TaskKind = 'sparse-markov'): EmergenceConfig {
   const own = EMERGENCE_TASK_DEFAULTS[kind] ?? {}
   if (kind !== 'sparse-markov' && EMERGENCE_TASK_DEFAULTS[kind] === undefined) {
-    throw new ConfigError('task.kind', `'${String(kind)}' is not a task kind; expected one of sparse-markov, linear-map, cellular-automaton, icl-markov`)
+    throw new ConfigError(
+      'task.kind',
+      `'${String(kind)}' is not a task kind; expected one of sparse-markov, linear-map, cellular-automaton, icl-markov`,
+    )
   }
   const task: Record<string, unknown> = { kind }
   if (kind === 'sparse-markov') task.m = EMERGENCE_DEFAULTS.m
@@ -224,12 +227,16 @@ function checkTraining(training: TrainingSettings): void {
   if (training.trainSize > 0 && training.trainSize < training.batchSize) {
     throw new ConfigError(
       'training.trainSize',
-      `${training.trainSize} is smaller than training.batchSize ${training.batchSize}; expected 0 (fresh sequences) or at least one batch`,
+      `${training.trainSize} is smaller than training.batchSize ${training.batchSize}; ` +
+        'expected 0 (fresh sequences) or at least one batch',
       { value: training.trainSize },
     )
   }
   if (typeof training.optimizer !== 'object' || training.optimizer === null) {
-    throw new ConfigError('training.optimizer', `expected { kind: 'adamw' | 'sgd', ... }, got ${String(training.optimizer)}`)
+    throw new ConfigError(
+      'training.optimizer',
+      `expected { kind: 'adamw' | 'sgd', ... }, got ${String(training.optimizer)}`,
+    )
   }
   if (typeof training.schedule !== 'object' || training.schedule === null) {
     throw new ConfigError('training.schedule', `expected { kind: 'constant' | ... }, got ${String(training.schedule)}`)
@@ -256,9 +263,13 @@ function checkTraining(training: TrainingSettings): void {
 export function resolveEmergenceConfig(config: EmergenceConfig): ResolvedEmergenceConfig {
   checkOptionKeys('emergence config keys', config, CONFIG_KEYS)
   if (!(EMERGENCE_PRESETS as readonly string[]).includes(config.preset)) {
-    throw new ConfigError('preset', `'${String(config.preset)}' is not a preset; expected one of ${EMERGENCE_PRESETS.join(', ')}`, {
-      value: config.preset,
-    })
+    throw new ConfigError(
+      'preset',
+      `'${String(config.preset)}' is not a preset; expected one of ${EMERGENCE_PRESETS.join(', ')}`,
+      {
+        value: config.preset,
+      },
+    )
   }
   if (typeof config.task !== 'object' || config.task === null) {
     throw new ConfigError('task', `expected a task description { kind, ...overrides }, got ${String(config.task)}`)

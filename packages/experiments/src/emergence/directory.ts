@@ -147,7 +147,9 @@ export async function readEmergenceRecord(out: string): Promise<EmergenceRecord>
   try {
     record = JSON.parse(text) as EmergenceRecord
   } catch (error) {
-    throw new ExperimentInputError('out', `${out}: config.json is not valid JSON (${(error as Error).message})`, { out })
+    throw new ExperimentInputError('out', `${out}: config.json is not valid JSON (${(error as Error).message})`, {
+      out,
+    })
   }
   if (record?.format !== 'attnlab-emergence/1') {
     throw new ExperimentInputError(

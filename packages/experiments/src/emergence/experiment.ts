@@ -91,7 +91,11 @@ export interface EmergenceSeedSummary {
     readonly span: string | number | null
     readonly meanSimilarity: number
   }[]
-  readonly finalHolders: readonly { readonly span: string | undefined; readonly head: string | null; readonly mass: number | null }[]
+  readonly finalHolders: readonly {
+    readonly span: string | undefined
+    readonly head: string | null
+    readonly mass: number | null
+  }[]
   readonly eachSpanOwnHead: boolean
   /** The ODE fit: steps per unit of ODE time, progress RMSE (stages), predicted transitions. */
   readonly ode: { readonly scale: number; readonly rmse: number; readonly transitions: unknown } | null

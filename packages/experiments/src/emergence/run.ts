@@ -157,13 +157,21 @@ export interface SeedRun {
 }
 
 function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
-  return typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' && (task as Partial<TeacherSource>).teacher !== undefined
+  return (
+    typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' &&
+    (task as Partial<TeacherSource>).teacher !== undefined
+  )
 }
 
 function subset(batch: TokenBatch, count: number): TokenBatch {
   const n = Math.min(count, batch.batchSize)
   const L = batch.seqLength
-  return { tokens: batch.tokens.subarray(0, n * L), lossMask: batch.lossMask.subarray(0, n * L), batchSize: n, seqLength: L }
+  return {
+    tokens: batch.tokens.subarray(0, n * L),
+    lossMask: batch.lossMask.subarray(0, n * L),
+    batchSize: n,
+    seqLength: L,
+  }
 }
 
 /** Mean attention pattern of every head (all layers) over a batch: `[head][query][key]`. */
@@ -188,7 +196,8 @@ export function meanPatterns(model: Transformer, batch: TokenBatch): number[][][
     const data = mean.dataSync()
     for (let h = 0; h < nHeads; h++) {
       const rows: number[][] = []
-      for (let q = 0; q < T; q++) rows.push(Array.from(data.subarray((h * T + q) * T, (h * T + q + 1) * T), (x) => Math.round(x * 1e4) / 1e4))
+      for (let q = 0; q < T; q++)
+        rows.push(Array.from(data.subarray((h * T + q) * T, (h * T + q + 1) * T), (x) => Math.round(x * 1e4) / 1e4))
       out.push(rows)
     }
   }
@@ -196,7 +205,16 @@ export function meanPatterns(model: Transformer, batch: TokenBatch): number[][][
   return out
 }
 
-function lineOf(seed: number, step: number, tokens: number, seconds: number, trainLoss: number | null, validationLoss: number, lr: number, metrics: AnalysisMetrics | undefined): MetricLine {
+function lineOf(
+  seed: number,
+  step: number,
+  tokens: number,
+  seconds: number,
+  trainLoss: number | null,
+  validationLoss: number,
+  lr: number,
+  metrics: AnalysisMetrics | undefined,
+): MetricLine {
   const round = (x: number): number => Math.round(x * 1e6) / 1e6
   return {
     seed,
@@ -206,7 +224,9 @@ function lineOf(seed: number, step: number, tokens: number, seconds: number, tra
     trainLoss: trainLoss === null || Number.isNaN(trainLoss) ? null : round(trainLoss),
     validationLoss: round(validationLoss),
     lr,
-    spanMass: metrics?.offsetGroupMass ? metrics.offsetGroupMass.flatMap((layer) => layer.map((head) => head.map(round))) : null,
+    spanMass: metrics?.offsetGroupMass
+      ? metrics.offsetGroupMass.flatMap((layer) => layer.map((head) => head.map(round)))
+      : null,
     attentionEntropy: metrics ? metrics.attentionEntropy.flatMap((layer) => layer.map(round)) : [],
     teacherKL: metrics?.teacherKL ? metrics.teacherKL.map(round) : null,
     valueAlignment: metrics?.valueAlignment ? metrics.valueAlignment.cosine.map((row) => row.map(round)) : null,
@@ -286,7 +306,18 @@ export async function runSeed(options: {
     },
     onEval: async (evaluation) => {
       const state = await trainer.getState()
-      await record(lineOf(seed, evaluation.step, state.tokens, state.seconds, evaluation.trainLoss, evaluation.validationLoss, evaluation.lr, evaluation.metrics))
+      await record(
+        lineOf(
+          seed,
+          evaluation.step,
+          state.tokens,
+          state.seconds,
+          evaluation.trainLoss,
+          evaluation.validationLoss,
+          evaluation.lr,
+          evaluation.metrics,
+        ),
+      )
     },
     onCheckpoint: async (state) => {
       await store.saveCheckpoint(seed, model, state, extra)

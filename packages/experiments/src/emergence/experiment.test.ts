@@ -1,0 +1,138 @@
+// runEmergence as a library call: a tiny run on every backend (events, summary, report, no
+// leaked tensors), abort through the signal, and the config's typed errors.
+import { describe, expect, it } from 'vitest'
+import { AttnlabError, ConfigError } from '@attnlab/core'
+import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
+import {
+  EMERGENCE_DEFAULTS,
+  buildEmergenceReport,
+  defaultEmergenceConfig,
+  resolveEmergenceConfig,
+  runEmergence,
+  type EmergenceConfig,
+  type EmergenceProgress,
+} from '../index.ts'
+
+// A tiny chain with an exact oracle (8^2 windows) and a fast minimal model.
+const TINY: EmergenceConfig = {
+  task: { kind: 'sparse-markov', vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 },
+  preset: 'minimal',
+  model: {},
+  training: {
+    ...defaultEmergenceConfig().training,
+    steps: 6,
+    batchSize: 32,
+    validationSize: 64,
+    analysisSize: 32,
+    evalEvery: 3,
+  },
+  seeds: [0],
+}
+
+describeWithBackends('runEmergence', () => {
+  it('runs a small config: events, summary, report, no leaked tensors', async () => {
+    const events: EmergenceProgress[] = []
+    const result = await expectNoLeaks(() => runEmergence(TINY, { onProgress: (e) => events.push(e) }))
+    const { summary } = result
+    expect(summary.interrupted).toBe(false)
+    expect(summary.oracles.lines.map((o) => o.label)).toEqual([
+      'H_0 (no context)',
+      'H_1 (newest 1 span)',
+      'H_2 (teacher entropy)',
+      'truncated teacher, top 1 span',
+    ])
+    expect(summary.seeds.map((s) => s.completedSteps)).toEqual([6])
+    expect(summary.stageSteps).toHaveLength(1)
+    expect(result.seeds[0]?.lines.map((l) => l.step)).toEqual([0, 3, 6])
+    expect(events[0]?.kind).toBe('oracles')
+    expect(events.filter((e) => e.kind === 'evaluation').map((e) => (e.kind === 'evaluation' ? e.stage : ''))).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^stage \d\/2$/)]),
+    )
+    expect(events.filter((e) => e.kind === 'step')).toHaveLength(6)
+    expect(events.at(-1)).toEqual({ kind: 'seed-end', seed: 0, stopped: false })
+    expect(result.record.task).toMatchObject({ kind: 'sparse-markov', vocabSize: 8, spans: [1, 1] })
+    const html = await buildEmergenceReport(result)
+    expect(html).toContain('<!doctype html>')
+    expect(html.match(/<svg/g)?.length).toBeGreaterThanOrEqual(3)
+  })
+
+  it('stops after the current step when the signal aborts, and reports it', async () => {
+    const controller = new AbortController()
+    const result = await expectNoLeaks(() =>
+      runEmergence(
+        { ...TINY, training: { ...TINY.training, steps: 60 } },
+        {
+          signal: controller.signal,
+          onProgress: (e) => {
+            if (e.kind === 'step' && e.record.step === 2) controller.abort()
+          },
+        },
+      ),
+    )
+    expect(result.summary.interrupted).toBe(true)
+    expect(result.summary.seeds[0]?.stopped).toBe(true)
+    expect(result.summary.seeds[0]?.completedSteps).toBe(2)
+  })
+
+  it('throws INTERRUPTED (beforeStart) when aborted before the training started', async () => {
+    const controller = new AbortController()
+    const run = runEmergence(TINY, {
+      signal: controller.signal,
+      onProgress: (e) => {
+        if (e.kind === 'oracles') controller.abort()
+      },
+    })
+    await expect(run).rejects.toMatchObject({ code: 'INTERRUPTED', details: { beforeStart: true } })
+    await expect(run).rejects.toBeInstanceOf(AttnlabError)
+  })
+})
+
+describe('emergence config', () => {
+  it('defaultEmergenceConfig is the documented default experiment and each task its own', () => {
+    const config = defaultEmergenceConfig()
+    expect(config.task).toEqual({ kind: 'sparse-markov', m: EMERGENCE_DEFAULTS.m })
+    expect(config.preset).toBe('minimal')
+    expect(config.training).toMatchObject({ steps: 1500, batchSize: 1024, lr: 0.08, evalEvery: 25, analysisSize: 256 })
+    expect(config.seeds).toEqual([0])
+    const resolved = resolveEmergenceConfig(config)
+    expect(resolved.model).toMatchObject({ architecture: 'minimal', nHeads: 3, dVocab: 50 })
+    expect(Object.isFrozen(resolved)).toBe(true)
+    const linear = defaultEmergenceConfig('linear-map')
+    expect(linear.task).toEqual({ kind: 'linear-map', stateSize: 8, onesPerRow: 2 })
+    expect(linear.preset).toBe('gpt')
+    expect(linear.model).toEqual({ nLayers: 1, dModel: 64, nHeads: 8 })
+    expect(linear.training).toMatchObject({ steps: 600, batchSize: 256, lr: 0.001, evalEvery: 10 })
+    // The preset's derived fields are derived again from the overrides (dHead = dModel / nHeads).
+    expect(resolveEmergenceConfig(linear).model).toMatchObject({ dModel: 64, nHeads: 8, dHead: 8, dMlp: 256 })
+    expect(defaultEmergenceConfig('icl-markov').model).toEqual({ nLayers: 2, dModel: 64, nHeads: 4, attnOnly: true })
+  })
+
+  it('rejects a bad config with typed errors naming the value and what was expected', () => {
+    const bad =
+      (config: unknown): (() => unknown) =>
+      () =>
+        resolveEmergenceConfig(config as EmergenceConfig)
+    expect(bad({ ...TINY, trainig: TINY.training })).toThrow(/did you mean 'training'/)
+    expect(bad({ ...TINY, training: { ...TINY.training, step: 5 } })).toThrow(/did you mean 'steps'/)
+    expect(bad({ ...TINY, training: { ...TINY.training, steps: 0 } })).toThrow(
+      'Invalid training.steps: must be an integer >= 1, got 0',
+    )
+    expect(bad({ ...TINY, training: { ...TINY.training, analysisSize: 128 } })).toThrow(
+      'Invalid training.analysisSize: must be an integer in [1, 64], got 128',
+    )
+    expect(bad({ ...TINY, training: { ...TINY.training, trainSize: 8 } })).toThrow(/smaller than training.batchSize 32/)
+    expect(bad({ ...TINY, preset: 'bogus' })).toThrow(/'bogus' is not a preset; expected one of minimal, gpt/)
+    expect(bad({ ...TINY, seeds: [] })).toThrow(/non-empty list of seeds/)
+    expect(bad({ ...TINY, seeds: [1, 1] })).toThrow(/lists a seed twice/)
+    expect(bad({ ...TINY, task: { kind: 'sparse-markov', spans: [0] } })).toThrow(ConfigError)
+    expect(bad({ ...TINY, model: { nLayers: 2 } })).toThrow(ConfigError)
+    try {
+      bad({ ...TINY, training: { ...TINY.training, lr: -1 } })()
+      expect.fail('no error')
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError)
+      expect(error).toMatchObject({ code: 'INVALID_CONFIG', parameter: 'training.lr' })
+    }
+    expect(() => defaultEmergenceConfig('bogus' as never)).toThrow(ConfigError)
+  })
+})
