@@ -3,7 +3,7 @@
  * for target sparsities (`@attnlab/sparse-attention`'s `budgetFor` / `calibratedRun`), then
  * KL(dense || sparse) and top-1 agreement of the next-token distributions, with both sparsities
  * (exact from the masks, and the study's reported accounting). After The Sparse Frontier
- * (Nawrot et al., arXiv 2504.17768 [v2]: methods in section 3, budgets A.1 and Table 3).
+ * (Nawrot et al., arXiv 2504.17768 [v2]: methods and sparsity in section 2, budgets A.1 and Table 3).
  *
  * @module
  */
@@ -290,7 +290,7 @@ function checkInputs(
  * sparsity, sized for the prompt by `budgetFor` / `calibratedRun` (`@attnlab/sparse-attention`:
  * Vertical-Slash and FlexPrefill calibrated on the measured exact sparsity). Reports top-1
  * agreement, KL(dense || sparse) and both sparsities per method and target sparsity, the
- * evaluation of The Sparse Frontier (Nawrot et al., arXiv 2504.17768 [v2], section 3 and A.1) at
+ * evaluation of The Sparse Frontier (Nawrot et al., arXiv 2504.17768 [v2], sections 2 and 4, A.1) at
  * the scale of a small model. Runs in any runtime (no file access); leaves no tensors behind.
  *
  * @param model - the model; its `nCtx` bounds the prompt and the decode steps

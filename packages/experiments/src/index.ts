@@ -5,7 +5,7 @@
  *
  * - {@link compareWithDense}: sparse attention methods against dense attention on one model and
  *   prompt, each sized for target sparsities, with KL(dense || sparse), top-1 agreement and both
- *   sparsities (The Sparse Frontier, Nawrot et al., arXiv 2504.17768 [v2], section 3 and A.1).
+ *   sparsities (The Sparse Frontier, Nawrot et al., arXiv 2504.17768 [v2], section 2 and A.1).
  *   {@link sizedConfig} sizes one method for one prompt (for generation with it).
  * - Reports: {@link compareSpec} (a Vega-Lite spec), {@link compareNotes} (text lines).
  * - Targets: {@link clampReportedSparsity}, {@link targetReached}, {@link targetWarning}.
