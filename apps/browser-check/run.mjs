@@ -113,6 +113,12 @@ try {
       check(b.knockout.finite && b.knockout.knockedOut.length === 3, `${name}: knockout ${JSON.stringify(b.knockout)}`)
       const comparison = JSON.stringify(b.experiments)
       check(b.experiments.finite && b.experiments.rows === 1, `${name}: compareWithDense ${comparison}`)
+      const emergence = JSON.stringify(b.emergence)
+      check(
+        b.emergence.steps.join() === '6' && b.emergence.evaluations.join() === '0,3,6' && b.emergence.finalLossFinite,
+        `${name}: runEmergence ${emergence}`,
+      )
+      check(b.emergence.oracleLines === 4 && b.emergence.reportSvgs >= 3, `${name}: emergence report ${emergence}`)
       check(b.numTensorsAfter === b.numTensorsBefore, `${name}: tensors leaked (${b.numTensorsBefore} before, ${b.numTensorsAfter} after)`)
     }
     const { errors } = result

@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { Rng, kernelsInUse, useBackend, type BackendName } from '@attnlab/core'
 import { analyzeTrajectory, simulate } from '@attnlab/dynamics'
-import { compareWithDense } from '@attnlab/experiments'
+import { buildEmergenceReport, compareWithDense, defaultEmergenceConfig, runEmergence } from '@attnlab/experiments'
 import { exhaustiveSweep, sparseMarkovSpanCapability } from '@attnlab/knockout'
 import { SparseMarkovTask } from '@attnlab/markov'
 import { applyPrefill, blockSparse } from '@attnlab/sparse-attention'
@@ -36,6 +36,13 @@ interface BackendResult {
   pattern: { shape: number[]; rowSumMaxError: number; futureMass: number; hookCalls: number }
   sparse: { method: string; outputShape: number[]; outputFinite: boolean; exactSparsity: number }
   knockout: { baseline: number; knockedOut: number[]; finite: boolean }
+  emergence: {
+    steps: number[]
+    evaluations: number[]
+    finalLossFinite: boolean
+    oracleLines: number
+    reportSvgs: number
+  }
   experiments: { rows: number; finite: boolean }
   seconds: number
 }
@@ -135,6 +142,25 @@ async function runBackend(name: BackendName, task: SparseMarkovTask): Promise<Ba
   const comparisonFinite = comparison.rows.every((r) => Number.isFinite(r.klDenseSparse) && r.top1Agreement >= 0)
   model.dispose()
 
+  // Experiments: a few steps of the emergence experiment (runEmergence, no store) and its report page.
+  const emergenceConfig = defaultEmergenceConfig()
+  const emergenceRun = await runEmergence({
+    ...emergenceConfig,
+    task: { kind: 'sparse-markov', vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 },
+    training: {
+      ...emergenceConfig.training,
+      ...{ steps: 6, batchSize: 32, validationSize: 64, analysisSize: 32, evalEvery: 3 },
+    },
+  })
+  const emergenceReport = await buildEmergenceReport(emergenceRun)
+  const emergence = {
+    steps: emergenceRun.summary.seeds.map((s) => s.completedSteps),
+    evaluations: emergenceRun.seeds[0]?.lines.map((l) => l.step) ?? [],
+    finalLossFinite: Number.isFinite(emergenceRun.summary.seeds[0]?.finalValidationLoss ?? NaN),
+    oracleLines: emergenceRun.summary.oracles.lines.length,
+    reportSvgs: emergenceReport.match(/<svg/g)?.length ?? 0,
+  }
+
   return {
     backend: name,
     kernels: kernelsInUse(name),
@@ -149,6 +175,7 @@ async function runBackend(name: BackendName, task: SparseMarkovTask): Promise<Ba
     sparse: { method: 'block-sparse', outputShape: [...sparseShape], outputFinite: finiteAll(sparseValues), exactSparsity: sparse.exactSparsity },
     knockout: { baseline: sweep.baseline, knockedOut: Array.from(sweep.knockedOut), finite: Number.isFinite(sweep.baseline) && finiteAll(sweep.knockedOut) },
     experiments: { rows: comparison.rows.length, finite: comparisonFinite },
+    emergence,
     seconds: (performance.now() - start) / 1000,
   }
 }
