@@ -105,25 +105,34 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(stderr).toMatch(/'text' is not available for this model \(it needs a tokenizer\)/)
   })
 
-  it('locate with the default cs budget sweeps instead when k log N masks would cost no less (3 heads: 5 masks vs 4)', async () => {
+  it('locate with the default cs budget sweeps instead when k log N masks would not save half (3 heads: 5 masks vs 4)', async () => {
     const { code, stdout } = await runCli(['knockout', 'locate', '--model', planted, '--capability', 'span-1', '--count', '32', '--controls', 'none', '--backend', 'cpu', '--json'])
     expect(code).toBe(0)
     const result = JSON.parse(stdout) as { method: string; evaluations: number; notes: string[]; budget: { defaultMasks: number; exhaustiveSweep: number } }
     expect(result.method).toBe('exhaustive')
     expect(result.evaluations).toBe(4)
     expect(result.budget).toMatchObject({ defaultMasks: 5, exhaustiveSweep: 4 })
-    expect(result.notes.join(' ')).toMatch(/compressed sensing would need 5 masks for k = 3 of 3 heads, no fewer than the exhaustive sweep's 4: ran the sweep/)
+    expect(result.notes.join(' ')).toMatch(
+      /compressed sensing would need 5 masks for k = 3 of 3 heads, not under half the exhaustive sweep's 4: ran the exact sweep/,
+    )
   })
 })
 
 const aidreams = fileURLToPath(new URL('../../../../../shared/models/aidreams260K/model.bin', import.meta.url))
 
 describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () => {
-  it('the default cs run spends k log N = 15 evaluations (an exhaustive sweep: 17), not 100', async () => {
-    const { code, stdout } = await runCli(['knockout', 'locate', '--model', aidreams, '--capability', 'text', '--controls', 'none', '--backend', 'wasm', '--json'])
+  it('the default run sweeps the 16 heads exactly (17 evaluations: k log N = 15 masks would not save half), not 100', async () => {
+    const args = ['knockout', 'locate', '--model', aidreams, '--capability', 'text', '--controls', 'none', '--backend', 'wasm']
+    const { code, stdout } = await runCli([...args, '--json'])
     expect(code).toBe(0)
-    const result = JSON.parse(stdout) as { method: string; evaluations: number; masks: number; headsPerMask: number; warnings: string[] }
-    expect(result).toMatchObject({ method: 'compressed-sensing', evaluations: 15, masks: 15, headsPerMask: 4, warnings: [] })
+    const result = JSON.parse(stdout) as { method: string; evaluations: number; notes: string[]; warnings: string[] }
+    expect(result).toMatchObject({ method: 'exhaustive', evaluations: 17, warnings: [] })
+    expect(result.notes.join(' ')).toMatch(/would need 15 masks for k = 5 of 16 heads/)
+    // --masks forces compressed sensing at the given budget
+    const forced = await runCli([...args, '--masks', '15', '--json'])
+    expect(forced.code).toBe(0)
+    const sensed = JSON.parse(forced.stdout) as { method: string; evaluations: number; headsPerMask: number }
+    expect(sensed).toMatchObject({ method: 'compressed-sensing', evaluations: 15 })
   }, 120_000)
 
   it('warns that there is nothing to localize for a capability the model lacks (induction: worse than a uniform guess)', async () => {

@@ -315,7 +315,7 @@ export function registerKnockout(program: Command): void {
     .option(
       '--masks <n>',
       'cs: number of random masks (default ceil(2 k ln(1 + N/k)) for k = --top of N heads; ' +
-        'when that is not below the N + 1 of an exhaustive sweep, the sweep runs instead)',
+        'when that would not save half of the N + 1 of an exhaustive sweep, the exact sweep runs instead)',
       intParser('--masks', 1, 1_000_000),
     )
     .option(
@@ -351,7 +351,7 @@ export function registerKnockout(program: Command): void {
         const controls = controlNames.map((name) => capability(name, prepared, flags))
         const common = { top: flags.top, mode: flags.mode }
         const plan = measurementPlan({ nLayers: model.config.nLayers, nHeads: model.config.nHeads }, flags.top)
-        // Compressed sensing with the default budget would cost no less than sweeping every head: sweep.
+        // Compressed sensing with the default budget would not save half of the sweep's evaluations: sweep.
         const defaultDesign = flags.masks === undefined && flags.fraction === undefined && flags.cv === undefined
         const sweepInstead = flags.method === 'cs' && defaultDesign && plan.useExhaustive
         let result: LocalizationResult
@@ -382,7 +382,8 @@ export function registerKnockout(program: Command): void {
         const notes = sweepInstead
           ? [
               `compressed sensing would need ${plan.masks} masks for k = ${plan.sparsity} of ${plan.heads} heads, ` +
-                `no fewer than the exhaustive sweep's ${plan.exhaustiveEvaluations}: ran the sweep`,
+                `not under half the exhaustive sweep's ${plan.exhaustiveEvaluations}: ran the exact sweep ` +
+                `(--masks M forces compressed sensing)`,
             ]
           : []
         const warnings = absent === null ? [] : [absent.message]
