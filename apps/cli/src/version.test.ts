@@ -26,3 +26,20 @@ describe('attnlab --version', () => {
     expect(io.out().split('\n')[0]).toBe(`attnlab ${version}`)
   })
 })
+
+describe('a reader that goes away', () => {
+  it('`attnlab info | head -1`: the command exits 0 without an EPIPE crash', async () => {
+    const { spawn } = await import('node:child_process')
+    const launcher = new URL('../../../attnlab', import.meta.url).pathname
+    const child = spawn('bash', ['-c', `set -o pipefail; "${launcher}" info | head -1`], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()))
+    // pipefail: the status is attnlab's own when it fails
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+    expect(code).toBe(0)
+    expect(out).toMatch(/^attnlab \d+\.\d+\.\d+\n$/)
+    expect(err).not.toMatch(/EPIPE|Unhandled/)
+  }, 60_000)
+})
