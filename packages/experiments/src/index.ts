@@ -104,4 +104,5 @@ export {
   type ReportInput,
   type SeedReport,
 } from './emergence/report.ts'
+export { emergenceSummaryLines } from './emergence/summary-text.ts'
 export { renderSvg, type PlotSpec } from './plot.ts'

@@ -17,12 +17,8 @@ import {
   EMERGENCE_DEFAULTS,
   EMERGENCE_TASK_DEFAULTS,
   ExperimentInputError,
-  INTERPOLATED_NOTE,
-  describeLearned,
   describeOracleValue,
-  describePlateau,
-  describeStageOracle,
-  learnedHeader,
+  emergenceSummaryLines,
   resolveEmergenceConfig,
   resolveEmergenceRecord,
   runEmergence,
@@ -346,72 +342,9 @@ export async function runEmergenceCommand(flags: EmergenceFlags, command: Comman
   return result
 }
 
-/** The stage table of each seed, the final loss and span holders, the ODE fit, where the report is. */
+/** The stage tables and final numbers (`@attnlab/experiments`' text), then where the report is. */
 function printSummary(result: EmergenceResult, out: string): void {
-  const { seeds, groupNames } = result
-  const floor = result.oracles.floor
-  for (const s of seeds) {
-    console.log(seeds.length > 1 ? `\nseed ${s.seed}` : '')
-    if (s.analysis.stages.length === 0) console.log('no stage detected')
-    else {
-      const rows = s.analysis.stages.map((st) => [
-        String(st.stage),
-        String(Math.round(st.step)),
-        describePlateau(st),
-        describeStageOracle(st.nearestOracle),
-        describeLearned(st),
-      ])
-      const header = ['stage', 'step', 'plateau (nats)', 'oracle of the stage', learnedHeader(s.analysis.method)]
-      const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
-      const format = (r: readonly string[]): string =>
-        r
-          .map((c, i) => c.padEnd(widths[i] as number))
-          .join('  ')
-          .trimEnd()
-      console.log(format(header))
-      for (const r of rows) console.log(format(r))
-      if (s.analysis.stages.some((st) => st.plateauEvaluations === 0)) console.log(INTERPOLATED_NOTE)
-    }
-    const final = s.lines[s.lines.length - 1]
-    if (final !== undefined) {
-      console.log(
-        `final validation loss ${final.validationLoss.toFixed(4)} nats at step ${final.step}` +
-          (floor !== null
-            ? `; teacher entropy / floor ${floor.toFixed(4)} (gap ${(final.validationLoss - floor).toFixed(4)})`
-            : ''),
-      )
-    }
-    if (groupNames.length > 0) {
-      console.log(
-        `final span holders: ${s.analysis.finalHolders.map((h, g) => `${groupNames[g]}: ${h ? `${h.head} (${h.mass.toFixed(2)})` : 'none'}`).join('; ')}`,
-      )
-    }
-    if (s.ode !== null) {
-      const predicted = s.ode.fit.transitions
-        .map((t) => (t.predictedStep === null ? '-' : Math.round(t.predictedStep)))
-        .join(', ')
-      console.log(
-        `reduced ODE: ${s.ode.fit.scale.toFixed(2)} steps per unit time; predicted transition steps ${predicted}`,
-      )
-    }
-  }
-  if (seeds.length > 1) {
-    console.log('')
-    const stages = Math.max(0, ...seeds.map((s) => s.analysis.stages.length))
-    for (let j = 1; j <= stages; j++) {
-      const steps = seeds.map((s) => s.analysis.stages.find((st) => st.stage === j)?.step ?? null)
-      const seen = steps.filter((x): x is number => x !== null)
-      const range =
-        seen.length > 0 ? ` (min ${Math.round(Math.min(...seen))}, max ${Math.round(Math.max(...seen))})` : ''
-      console.log(
-        `stage ${j} step per seed: ${steps.map((x) => (x === null ? 'none' : Math.round(x))).join(', ')}${range}`,
-      )
-    }
-    if (stages === 0) {
-      const steps = seeds.map((s) => s.analysis.emergenceStep)
-      console.log(`emergence step per seed: ${steps.map((x) => (x === null ? 'none' : Math.round(x))).join(', ')}`)
-    }
-  }
+  for (const line of emergenceSummaryLines(result)) console.log(line)
   console.log(`\nreport: ${join(out, 'report.html')}`)
 }
 
