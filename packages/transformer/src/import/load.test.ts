@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as tf from '@tensorflow/tfjs-core'
-import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
+import { describeWithBackends, expectArraysClose, expectNoLeaks, testBackends } from '@attnlab/core/testing'
 import { existsSync, readFileSync } from 'node:fs'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import {
@@ -157,7 +157,14 @@ const HAVE_TINYSTORIES = ['model.safetensors', 'tokenizer.json'].every((name) =>
 if (!HAVE_TINYSTORIES) console.warn(`[attnlab] ${TINYSTORIES} is absent: the tied-embedding test on it is skipped`)
 
 const TINYSTORIES_STATE = HAVE_TINYSTORIES ? 'present' : 'ABSENT: skipped'
-describeWithBackends(`tinystories656K: tied embeddings stored once as lm_head.weight (${TINYSTORIES_STATE})`, () => {
+// The first greedy ids from BOS ("Once upon a time, there was a little girl named Lily. She ", read back
+// through tokenizer.json's vocabulary below): every mode checks its logits against them in one forward pass.
+const STORY_START = [147, 201, 282, 215, 286, 598, 1662]
+// The 40-step greedy decode is the slow part (40 passes through the KV cache) and tests the decode loop,
+// which generate.test.ts covers on every mode: it runs on one mode, stock wasm (always there, and fast).
+const DECODE_MODE = testBackends().includes('wasm') ? 'wasm' : testBackends()[0]
+const TINYSTORIES_SUITE = `tinystories656K: tied embeddings stored once as lm_head.weight (${TINYSTORIES_STATE})`
+describeWithBackends(TINYSTORIES_SUITE, (_, mode) => {
   it.skipIf(!HAVE_TINYSTORIES)('loads, and greedy decoding from BOS tells a TinyStories story', async () => {
     const loaded = await loadModel(TINYSTORIES)
     try {
@@ -172,8 +179,16 @@ describeWithBackends(`tinystories656K: tied embeddings stored once as lm_head.we
       })
       expect(loaded.notes.join('\n')).toMatch(/'model\.embed_tokens\.weight' is stored once, as 'lm_head\.weight'/)
       const before = tf.memory().numTensors
-      const { tokens } = await generate(loaded.model, [1], { maxTokens: 40, temperature: 0 })
+      // The logits from BOS + the story's start: each position's argmax is the next greedy id.
+      const predicted = tf.tidy(() => tf.argMax(loaded.model.forward([[1, ...STORY_START.slice(0, -1)]]), -1))
+      expect(await predicted.array()).toEqual([STORY_START])
+      predicted.dispose()
+      const decode = mode === DECODE_MODE
+      const { tokens } = decode
+        ? await generate(loaded.model, [1], { maxTokens: 40, temperature: 0 })
+        : { tokens: [STORY_START] }
       expect(tf.memory().numTensors).toBe(before)
+      if (decode) expect((tokens[0] as number[]).slice(0, STORY_START.length)).toEqual(STORY_START)
       // Decoding needs only the vocabulary (ids to pieces, "▁" is a space); tokenizer.json encoding is not ours yet.
       const raw = readFileSync(join(TINYSTORIES, 'tokenizer.json'), 'utf8')
       const json = JSON.parse(raw) as { model: { vocab: Record<string, number> } }
