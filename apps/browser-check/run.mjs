@@ -40,8 +40,14 @@ try {
     else warn(message, options)
   }
   await build({ root, configFile: join(root, 'vite.config.ts'), customLogger: logger })
-  console.log(`browser-check: built the page (${elapsed()}); Node modules stubbed (only behind Node checks): ${[...externalized].sort().join(', ') || 'none'}`)
-  server = await preview({ root, configFile: join(root, 'vite.config.ts'), preview: { host: '127.0.0.1', port: 0, strictPort: false, open: false } })
+  console.log(
+    `browser-check: built the page (${elapsed()}); Node modules stubbed (only behind Node checks): ${[...externalized].sort().join(', ') || 'none'}`,
+  )
+  server = await preview({
+    root,
+    configFile: join(root, 'vite.config.ts'),
+    preview: { host: '127.0.0.1', port: 0, strictPort: false, open: false },
+  })
   const url = server.resolvedUrls?.local[0]
   if (url === undefined) throw new Error('vite preview reported no local URL')
 
@@ -65,9 +71,12 @@ try {
   const pageErrors = []
   page.on('pageerror', (error) => pageErrors.push(`page error: ${error.stack ?? error.message}`))
   page.on('console', (message) => {
-    if (message.type() === 'error') pageErrors.push(`console error: ${message.text()} (${message.location().url || 'no url'})`)
+    if (message.type() === 'error')
+      pageErrors.push(`console error: ${message.text()} (${message.location().url || 'no url'})`)
   })
-  page.on('requestfailed', (request) => pageErrors.push(`request failed: ${request.url()} (${request.failure()?.errorText ?? '?'})`))
+  page.on('requestfailed', (request) =>
+    pageErrors.push(`request failed: ${request.url()} (${request.failure()?.errorText ?? '?'})`),
+  )
   page.on('response', (response) => {
     if (response.status() >= 400) pageErrors.push(`HTTP ${response.status()}: ${response.url()}`)
   })
@@ -89,14 +98,18 @@ try {
   const wasmDefault = await second.evaluate(() => window.__result)
   console.log(`browser-check: useBackend('wasm') without wasmPaths: ${wasmDefault.error}`)
   check(
-    wasmDefault.ok === false && /BackendUnavailableError: .*WebAssembly binary could not be loaded.*wasmPaths/.test(wasmDefault.error),
+    wasmDefault.ok === false &&
+      /BackendUnavailableError: .*WebAssembly binary could not be loaded.*wasmPaths/.test(wasmDefault.error),
     `useBackend('wasm') without wasmPaths: expected a BackendUnavailableError naming wasmPaths, got ${JSON.stringify(wasmDefault)}`,
   )
   check(result.ok === true, `the page failed: ${result.error}`)
   if (result.ok === true) {
     const { markov, dynamics, backends } = result
     check(markov.tokensInRange && markov.scored > 0, `markov: bad batch ${JSON.stringify(markov)}`)
-    check(dynamics.transitions.length === 3 && dynamics.transitions.every((t) => Number.isFinite(t)), `dynamics: expected 3 finite transitions, got ${JSON.stringify(dynamics.transitions)}`)
+    check(
+      dynamics.transitions.length === 3 && dynamics.transitions.every((t) => Number.isFinite(t)),
+      `dynamics: expected 3 finite transitions, got ${JSON.stringify(dynamics.transitions)}`,
+    )
     check(
       JSON.stringify(backends.map((b) => b.backend)) === JSON.stringify(['wasm', 'cpu']),
       `expected runs on wasm and cpu, got ${backends.map((b) => b.backend).join(', ')}`,
@@ -106,10 +119,19 @@ try {
       check(b.trainSteps === 20, `${name}: ${b.trainSteps} training steps, expected 20`)
       check(b.lossesFinite && Number.isFinite(b.validationLoss), `${name}: non-finite loss`)
       check(b.lossLast < b.lossFirst - 0.1, `${name}: the loss did not decrease (${b.lossFirst} -> ${b.lossLast})`)
-      check(JSON.stringify(b.pattern.shape) === JSON.stringify([4, 3, 25, 25]), `${name}: hook_pattern shape ${JSON.stringify(b.pattern.shape)}`)
-      check(b.pattern.rowSumMaxError < 1e-4 && b.pattern.futureMass === 0, `${name}: hook_pattern is not a causal distribution ${JSON.stringify(b.pattern)}`)
+      check(
+        JSON.stringify(b.pattern.shape) === JSON.stringify([4, 3, 25, 25]),
+        `${name}: hook_pattern shape ${JSON.stringify(b.pattern.shape)}`,
+      )
+      check(
+        b.pattern.rowSumMaxError < 1e-4 && b.pattern.futureMass === 0,
+        `${name}: hook_pattern is not a causal distribution ${JSON.stringify(b.pattern)}`,
+      )
       check(b.pattern.hookCalls === 1, `${name}: the pattern hook ran ${b.pattern.hookCalls} times`)
-      check(b.sparse.outputFinite && b.sparse.exactSparsity > 0, `${name}: sparse attention ${JSON.stringify(b.sparse)}`)
+      check(
+        b.sparse.outputFinite && b.sparse.exactSparsity > 0,
+        `${name}: sparse attention ${JSON.stringify(b.sparse)}`,
+      )
       check(b.knockout.finite && b.knockout.knockedOut.length === 3, `${name}: knockout ${JSON.stringify(b.knockout)}`)
       const comparison = JSON.stringify(b.experiments)
       check(b.experiments.finite && b.experiments.rows === 1, `${name}: compareWithDense ${comparison}`)
@@ -119,12 +141,18 @@ try {
         `${name}: runEmergence ${emergence}`,
       )
       check(b.emergence.oracleLines === 4 && b.emergence.reportSvgs >= 3, `${name}: emergence report ${emergence}`)
-      check(b.numTensorsAfter === b.numTensorsBefore, `${name}: tensors leaked (${b.numTensorsBefore} before, ${b.numTensorsAfter} after)`)
+      check(
+        b.numTensorsAfter === b.numTensorsBefore,
+        `${name}: tensors leaked (${b.numTensorsBefore} before, ${b.numTensorsAfter} after)`,
+      )
     }
     const { errors } = result
     check(errors.configError.startsWith('ConfigError INVALID_CONFIG: '), `useBackend('gpu'): ${errors.configError}`)
     for (const name of ['loadModel', 'saveModelDirectory']) {
-      check(/^AttnlabError UNSUPPORTED: .*needs Node\.js/.test(errors[name]), `${name} in a browser: expected UNSUPPORTED naming Node.js, got ${errors[name]}`)
+      check(
+        /^AttnlabError UNSUPPORTED: .*needs Node\.js/.test(errors[name]),
+        `${name} in a browser: expected UNSUPPORTED naming Node.js, got ${errors[name]}`,
+      )
     }
     const wasm = backends.find((b) => b.backend === 'wasm')
     check(wasm?.kernels === 'wasm', `wasm: attnlab kernels '${wasm?.kernels}', expected the WebAssembly ones`)

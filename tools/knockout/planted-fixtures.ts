@@ -24,15 +24,30 @@
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { Rng, useBackend } from '../../packages/core/src/index.ts'
-import { IclMarkovTask, LinearMapTask, SparseMarkovTask, randomOrthogonalMatrix } from '../../packages/markov/src/index.ts'
-import { clipByGlobalNorm, createOptimizer, createSchedule, createTransformer, maskedCrossEntropy, presetConfig, train } from '../../packages/transformer/src/index.ts'
+import {
+  IclMarkovTask,
+  LinearMapTask,
+  SparseMarkovTask,
+  randomOrthogonalMatrix,
+} from '../../packages/markov/src/index.ts'
+import {
+  clipByGlobalNorm,
+  createOptimizer,
+  createSchedule,
+  createTransformer,
+  maskedCrossEntropy,
+  presetConfig,
+  train,
+} from '../../packages/transformer/src/index.ts'
 import { saveCheckpoint } from '../../packages/transformer/src/node.ts'
 import { MixtureTask, formatHead } from '../../packages/knockout/src/index.ts'
 
 const knockoutDir = join(import.meta.dirname, '..', '..', 'packages', 'knockout')
 const fixtures = join(knockoutDir, 'src', '__fixtures__')
 // tfjs-core as the packages resolve it (tools/ has no node_modules of its own): the same module instance.
-const tf = createRequire(join(knockoutDir, 'package.json'))('@tensorflow/tfjs-core') as typeof import('@tensorflow/tfjs-core')
+const tf = createRequire(join(knockoutDir, 'package.json'))(
+  '@tensorflow/tfjs-core',
+) as typeof import('@tensorflow/tfjs-core')
 const which = process.argv[2] ?? 'all'
 await useBackend('wasm')
 
@@ -40,49 +55,61 @@ if (which === 'minimal' || which === 'all') await minimalFixture()
 if (which === 'mixture-gpt' || which === 'all') await mixtureFixture()
 
 async function minimalFixture(): Promise<void> {
-const out = join(fixtures, 'planted-minimal')
-const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1, 1], m: 1, tau: 0.3, genLen: 8, teacherSeed: 0 })
-const model = createTransformer(presetConfig('minimal', { dVocab: 8, nCtx: task.seqLength - 1, nHeads: 3, queryInit: 1e-3, seed: 0 }))
-let mass: readonly (readonly number[])[] = []
-let names: readonly string[] = []
-const result = await train(model, task, {
-  steps: 300,
-  batchSize: 512,
-  lr: 0.08,
-  seed: 0,
-  evalEvery: 50,
-  validation: 1024,
-  onEval: (e) => {
-    mass = e.metrics?.offsetGroupMass?.[0] ?? []
-    names = e.metrics?.offsetGroupNames ?? []
-    console.log(`step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (teacher entropy ${e.metrics?.teacherEntropy?.toFixed(4)})`)
-  },
-})
-// offsetGroups are ordered most important first (ties: newer first); map each group back to its span index.
-const groupSpan = task.offsetGroups.map((g) => Number(/^span (\d+)/.exec(g.name)?.[1]))
-const owners: Record<string, number> = {}
-mass.forEach((row, head) => {
-  const best = row.indexOf(Math.max(...row))
-  console.log(`head ${head}: mass ${row.map((m, g) => `${names[g]}=${m.toFixed(3)}`).join(', ')}`)
-  if ((row[best] as number) < 0.9) throw new Error(`head ${head} is not specialised (max mass ${row[best]}); train longer`)
-  owners[`span-${groupSpan[best]}`] = head
-})
-if (Object.keys(owners).length !== 3) throw new Error(`heads do not own distinct spans: ${JSON.stringify(owners)}`)
-await saveCheckpoint(out, model, null, {
-  task: task.describe(),
-  planted: Object.fromEntries(Object.entries(owners).map(([span, head]) => [span, [{ layer: 0, head }]])),
-  attentionMass: mass,
-  training: { steps: 300, batchSize: 512, lr: 0.08, seed: 0, finalValidationLoss: result.finalValidationLoss },
-})
-console.log(`wrote ${out}: ${JSON.stringify(owners)}`)
-model.dispose()
+  const out = join(fixtures, 'planted-minimal')
+  const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1, 1], m: 1, tau: 0.3, genLen: 8, teacherSeed: 0 })
+  const model = createTransformer(
+    presetConfig('minimal', { dVocab: 8, nCtx: task.seqLength - 1, nHeads: 3, queryInit: 1e-3, seed: 0 }),
+  )
+  let mass: readonly (readonly number[])[] = []
+  let names: readonly string[] = []
+  const result = await train(model, task, {
+    steps: 300,
+    batchSize: 512,
+    lr: 0.08,
+    seed: 0,
+    evalEvery: 50,
+    validation: 1024,
+    onEval: (e) => {
+      mass = e.metrics?.offsetGroupMass?.[0] ?? []
+      names = e.metrics?.offsetGroupNames ?? []
+      console.log(
+        `step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (teacher entropy ${e.metrics?.teacherEntropy?.toFixed(4)})`,
+      )
+    },
+  })
+  // offsetGroups are ordered most important first (ties: newer first); map each group back to its span index.
+  const groupSpan = task.offsetGroups.map((g) => Number(/^span (\d+)/.exec(g.name)?.[1]))
+  const owners: Record<string, number> = {}
+  mass.forEach((row, head) => {
+    const best = row.indexOf(Math.max(...row))
+    console.log(`head ${head}: mass ${row.map((m, g) => `${names[g]}=${m.toFixed(3)}`).join(', ')}`)
+    if ((row[best] as number) < 0.9)
+      throw new Error(`head ${head} is not specialised (max mass ${row[best]}); train longer`)
+    owners[`span-${groupSpan[best]}`] = head
+  })
+  if (Object.keys(owners).length !== 3) throw new Error(`heads do not own distinct spans: ${JSON.stringify(owners)}`)
+  await saveCheckpoint(out, model, null, {
+    task: task.describe(),
+    planted: Object.fromEntries(Object.entries(owners).map(([span, head]) => [span, [{ layer: 0, head }]])),
+    attentionMass: mass,
+    training: { steps: 300, batchSize: 512, lr: 0.08, seed: 0, finalValidationLoss: result.finalValidationLoss },
+  })
+  console.log(`wrote ${out}: ${JSON.stringify(owners)}`)
+  model.dispose()
 }
 
 async function mixtureFixture(): Promise<void> {
   const out = join(fixtures, 'planted-mixture-gpt')
   const d = 8
   const zero = new Array<number>(d * d).fill(0)
-  const near = new SparseMarkovTask({ vocabSize: d, spans: [1, 1, 1], m: 1, tau: 0.3, genLen: 15, teacherMatrices: [Array.from(randomOrthogonalMatrix(d, Rng.fromSeed(5))), zero, zero] })
+  const near = new SparseMarkovTask({
+    vocabSize: d,
+    spans: [1, 1, 1],
+    m: 1,
+    tau: 0.3,
+    genLen: 15,
+    teacherMatrices: [Array.from(randomOrthogonalMatrix(d, Rng.fromSeed(5))), zero, zero],
+  })
   const icl = new IclMarkovTask({ vocabSize: 3, order: 1, seqLength: 18 })
   const linear = new LinearMapTask({ stateSize: 8, onesPerRow: 1, states: 2, matrixSeed: 3 })
   const task = new MixtureTask(
@@ -93,13 +120,34 @@ async function mixtureFixture(): Promise<void> {
     ],
     { vocabulary: 'disjoint' },
   )
-  const config = presetConfig('gpt', { dVocab: task.vocabSize, nCtx: task.seqLength - 1, nLayers: 2, nHeads: 8, dModel: 32, dHead: 4, dMlp: 64, seed: 0 })
+  const config = presetConfig('gpt', {
+    dVocab: task.vocabSize,
+    nCtx: task.seqLength - 1,
+    nLayers: 2,
+    nHeads: 8,
+    dModel: 32,
+    dHead: 4,
+    dMlp: 64,
+    seed: 0,
+  })
   const { nLayers, nHeads } = config
   // Each task owns two heads of layer 0 and one of layer 1; heads 0.6, 0.7, 1.3 .. 1.7 belong to nobody.
   const owned: Record<string, { layer: number; head: number }[]> = {
-    near: [{ layer: 0, head: 0 }, { layer: 0, head: 1 }, { layer: 1, head: 0 }],
-    icl: [{ layer: 0, head: 2 }, { layer: 0, head: 3 }, { layer: 1, head: 1 }],
-    linear: [{ layer: 0, head: 4 }, { layer: 0, head: 5 }, { layer: 1, head: 2 }],
+    near: [
+      { layer: 0, head: 0 },
+      { layer: 0, head: 1 },
+      { layer: 1, head: 0 },
+    ],
+    icl: [
+      { layer: 0, head: 2 },
+      { layer: 0, head: 3 },
+      { layer: 1, head: 1 },
+    ],
+    linear: [
+      { layer: 0, head: 4 },
+      { layer: 0, head: 5 },
+      { layer: 1, head: 2 },
+    ],
   }
   const model = createTransformer(config)
   const variables = model.getWeights()
@@ -130,7 +178,8 @@ async function mixtureFixture(): Promise<void> {
       }
       const component = task.components[(batch.tokens[b * L] as number) - task.prefixBase]!.name
       const own = new Set(owned[component]!.map((h) => h.layer * nHeads + h.head))
-      for (let i = 0; i < nLayers * nHeads; i++) keep[b * nLayers * nHeads + i] = own.has(i) || maskRng.float() < 0.5 ? 1 : 0
+      for (let i = 0; i < nLayers * nHeads; i++)
+        keep[b * nLayers * nHeads + i] = own.has(i) || maskRng.float() < 0.5 ? 1 : 0
     }
     const x = tf.tensor2d(inputs, [batchSize, T], 'int32')
     const y = tf.tensor1d(targets, 'int32')
@@ -138,7 +187,11 @@ async function mixtureFixture(): Promise<void> {
     const headMask = tf.tensor3d(keep, [batchSize, nLayers, nHeads])
     const { value, grads } = tf.variableGrads(() => {
       const logits = model.forward(x, { headMask, training: true })
-      return maskedCrossEntropy(tf.reshape(logits, [-1, config.dVocab]) as import('@tensorflow/tfjs-core').Tensor2D, y, w)
+      return maskedCrossEntropy(
+        tf.reshape(logits, [-1, config.dVocab]) as import('@tensorflow/tfjs-core').Tensor2D,
+        y,
+        w,
+      )
     }, [...variables.values()])
     const named = new Map<string, import('@tensorflow/tfjs-core').Tensor>()
     for (const [variableName, grad] of Object.entries(grads)) named.set(names.get(variableName) as string, grad)
@@ -147,7 +200,9 @@ async function mixtureFixture(): Promise<void> {
     recent.push((await value.data())[0] as number)
     tf.dispose([x, y, w, headMask, value, norm, ...Object.values(grads), ...clipped.values()])
     if ((step + 1) % 500 === 0) {
-      console.log(`step ${step + 1}: training loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} (${((performance.now() - started) / 1000).toFixed(0)} s)`)
+      console.log(
+        `step ${step + 1}: training loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+      )
       recent = []
     }
   }
@@ -155,8 +210,19 @@ async function mixtureFixture(): Promise<void> {
   await saveCheckpoint(out, model, null, {
     task: task.describe(),
     planted: owned,
-    training: { steps, batchSize, lr: 3e-3, schedule: 'warmup-cosine 100', headDropout: 'own heads always on, every other head off with probability 1/2 per sequence', seed: 0 },
+    training: {
+      steps,
+      batchSize,
+      lr: 3e-3,
+      schedule: 'warmup-cosine 100',
+      headDropout: 'own heads always on, every other head off with probability 1/2 per sequence',
+      seed: 0,
+    },
   })
-  console.log(`wrote ${out}: ${Object.entries(owned).map(([name, heads]) => `${name} {${heads.map(formatHead).join(', ')}}`).join('; ')}`)
+  console.log(
+    `wrote ${out}: ${Object.entries(owned)
+      .map(([name, heads]) => `${name} {${heads.map(formatHead).join(', ')}}`)
+      .join('; ')}`,
+  )
   model.dispose()
 }

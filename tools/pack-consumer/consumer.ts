@@ -51,7 +51,9 @@ try {
     console.log('  checkpoint: saved and loaded, same logits')
 
     const gpt = createTransformer(presetConfig('gpt-nano', { nCtx: 64 }))
-    const sweep = await exhaustiveSweep(gpt, inductionCapability({ vocabSize: gpt.config.dVocab, blockLength: 8 }), { top: 2 })
+    const sweep = await exhaustiveSweep(gpt, inductionCapability({ vocabSize: gpt.config.dVocab, blockLength: 8 }), {
+      top: 2,
+    })
     check(sweep.top.length <= 2, 'knockout sweep')
     console.log(`  knockout: exhaustive sweep over ${gpt.config.nLayers * gpt.config.nHeads} heads`)
     gpt.dispose()

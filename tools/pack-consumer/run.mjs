@@ -23,7 +23,10 @@ const bin = (name) => join(root, 'node_modules', '.bin', name)
 const packagesDir = join(root, 'packages')
 const packages = readdirSync(packagesDir)
   .filter((name) => existsSync(join(packagesDir, name, 'package.json')))
-  .map((name) => ({ dir: join(packagesDir, name), manifest: JSON.parse(readFileSync(join(packagesDir, name, 'package.json'), 'utf8')) }))
+  .map((name) => ({
+    dir: join(packagesDir, name),
+    manifest: JSON.parse(readFileSync(join(packagesDir, name, 'package.json'), 'utf8')),
+  }))
   .filter(({ manifest }) => manifest.private !== true)
 
 // npm must not inherit pnpm's npm_config_* settings (registry, user agent, workspace flags).
@@ -50,13 +53,20 @@ let ok = false
 try {
   // pnpm 12 is a single executable (npm_execpath names it); older ones are JavaScript files.
   const pnpm = process.env.npm_execpath
-  const pnpmCommand = pnpm === undefined || !/pnpm/.test(pnpm) ? ['npx', ['-y', 'pnpm@12.4.2']]
-    : /\.[cm]?js$/.test(pnpm) ? [process.execPath, [pnpm]] : [pnpm, []]
+  const pnpmCommand =
+    pnpm === undefined || !/pnpm/.test(pnpm)
+      ? ['npx', ['-y', 'pnpm@12.4.2']]
+      : /\.[cm]?js$/.test(pnpm)
+        ? [process.execPath, [pnpm]]
+        : [pnpm, []]
   const files = {}
   for (const { dir, manifest } of packages) {
     run(bin('publint'), ['run', '--strict', dir])
     const before = new Set(readdirSync(tarballs))
-    run(pnpmCommand[0], [...pnpmCommand[1], 'pack', '--pack-destination', tarballs], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] })
+    run(pnpmCommand[0], [...pnpmCommand[1], 'pack', '--pack-destination', tarballs], {
+      cwd: dir,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    })
     const made = readdirSync(tarballs).filter((name) => !before.has(name))
     if (made.length !== 1) throw new Error(`${manifest.name}: pnpm pack wrote ${made.length} files`)
     files[manifest.name] = join(tarballs, made[0])
@@ -73,24 +83,40 @@ try {
     '@tensorflow/tfjs-backend-wasm': tfjs,
   }
   const rootManifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
-  writeFileSync(join(consumer, 'package.json'), JSON.stringify({
-    name: 'attnlab-consumer',
-    private: true,
-    type: 'module',
-    dependencies,
-    devDependencies: { typescript: rootManifest.devDependencies.typescript, '@types/node': rootManifest.devDependencies['@types/node'] },
-    // The packages depend on each other by version (0.0.0 is on no registry): use the tarballs.
-    overrides: Object.fromEntries(Object.keys(files).map((name) => [name, `$${name}`])),
-  }, null, 2))
+  writeFileSync(
+    join(consumer, 'package.json'),
+    JSON.stringify(
+      {
+        name: 'attnlab-consumer',
+        private: true,
+        type: 'module',
+        dependencies,
+        devDependencies: {
+          typescript: rootManifest.devDependencies.typescript,
+          '@types/node': rootManifest.devDependencies['@types/node'],
+        },
+        // The packages depend on each other by version (0.0.0 is on no registry): use the tarballs.
+        overrides: Object.fromEntries(Object.keys(files).map((name) => [name, `$${name}`])),
+      },
+      null,
+      2,
+    ),
+  )
   cpSync(join(here, 'consumer.ts'), join(consumer, 'consumer.ts'))
   cpSync(join(here, 'tsconfig.json'), join(consumer, 'tsconfig.json'))
   run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: consumer, env: cleanEnv })
   run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], { cwd: consumer, env: cleanEnv })
-  const output = execFileSync(process.execPath, ['dist/consumer.js'], { cwd: consumer, env: cleanEnv, encoding: 'utf8' })
+  const output = execFileSync(process.execPath, ['dist/consumer.js'], {
+    cwd: consumer,
+    env: cleanEnv,
+    encoding: 'utf8',
+  })
   process.stdout.write(output)
   if (!output.includes('consumer: all packages work')) throw new Error('the consumer did not finish')
   ok = true
-  console.log(`packed-tarball consumer test passed: ${packages.length} packages (${packages.map((p) => p.manifest.name).join(', ')})`)
+  console.log(
+    `packed-tarball consumer test passed: ${packages.length} packages (${packages.map((p) => p.manifest.name).join(', ')})`,
+  )
 } finally {
   if (process.env.ATTNLAB_PACK_KEEP === '1') console.log(`kept ${work}`)
   else rmSync(work, { recursive: true, force: true })

@@ -78,7 +78,14 @@ async function runBackend(name: BackendName, task: SparseMarkovTask): Promise<Ba
 
   // Transformer: the minimal preset, ~20 steps of its trainer.
   const model = createTransformer(presetConfig('minimal', { seed: 0 }))
-  const trainer = new Trainer(model, task, { steps: 20, batchSize: 64, lr: 0.08, validation: 128, evalEvery: 0, seed: 0 })
+  const trainer = new Trainer(model, task, {
+    steps: 20,
+    batchSize: 64,
+    lr: 0.08,
+    validation: 128,
+    evalEvery: 0,
+    seed: 0,
+  })
   const trained = await trainer.run()
   trainer.dispose()
   const losses = trained.losses
@@ -86,7 +93,8 @@ async function runBackend(name: BackendName, task: SparseMarkovTask): Promise<Ba
   // Forward with a hook and with the activation cache.
   const tokens = task.sample(4, Rng.fromSeed(7).split('probe'))
   const rows: number[][] = []
-  for (let b = 0; b < tokens.batchSize; b++) rows.push(Array.from(tokens.tokens.subarray(b * tokens.seqLength, (b + 1) * tokens.seqLength - 1)))
+  for (let b = 0; b < tokens.batchSize; b++)
+    rows.push(Array.from(tokens.tokens.subarray(b * tokens.seqLength, (b + 1) * tokens.seqLength - 1)))
   let hookCalls = 0
   const hooked = model.runWithHooks(rows, {
     fwdHooks: [
@@ -172,8 +180,17 @@ async function runBackend(name: BackendName, task: SparseMarkovTask): Promise<Ba
     lossesFinite: finiteAll(losses),
     validationLoss: trained.finalValidationLoss,
     pattern: { shape: [...patternShape], rowSumMaxError, futureMass, hookCalls },
-    sparse: { method: 'block-sparse', outputShape: [...sparseShape], outputFinite: finiteAll(sparseValues), exactSparsity: sparse.exactSparsity },
-    knockout: { baseline: sweep.baseline, knockedOut: Array.from(sweep.knockedOut), finite: Number.isFinite(sweep.baseline) && finiteAll(sweep.knockedOut) },
+    sparse: {
+      method: 'block-sparse',
+      outputShape: [...sparseShape],
+      outputFinite: finiteAll(sparseValues),
+      exactSparsity: sparse.exactSparsity,
+    },
+    knockout: {
+      baseline: sweep.baseline,
+      knockedOut: Array.from(sweep.knockedOut),
+      finite: Number.isFinite(sweep.baseline) && finiteAll(sweep.knockedOut),
+    },
     experiments: { rows: comparison.rows.length, finite: comparisonFinite },
     emergence,
     seconds: (performance.now() - start) / 1000,
@@ -211,11 +228,16 @@ async function main(): Promise<PageResult> {
   }
   // Typed errors keep their names in a minified bundle; file functions say they need Node.js.
   const describeError = (error: unknown): string =>
-    error instanceof Error ? `${error.name} ${(error as { code?: string }).code ?? ''}: ${error.message}` : String(error)
+    error instanceof Error
+      ? `${error.name} ${(error as { code?: string }).code ?? ''}: ${error.message}`
+      : String(error)
   const errors = {
     configError: await useBackend('gpu' as BackendName).then(() => 'resolved', describeError),
     loadModel: await loadModel('model.bin').then(() => 'resolved', describeError),
-    saveModelDirectory: await saveModelDirectory('out', { config: presetConfig('gpt-nano'), weights: new Map() }).then(() => 'resolved', describeError),
+    saveModelDirectory: await saveModelDirectory('out', { config: presetConfig('gpt-nano'), weights: new Map() }).then(
+      () => 'resolved',
+      describeError,
+    ),
   }
   return {
     ok: true,
@@ -250,14 +272,15 @@ if (new URLSearchParams(location.search).get('check') === 'wasm-default') {
     window.__result = result as never
     status(JSON.stringify(result, null, 2))
   })
-} else main().then(
-  (result) => {
-    window.__result = result
-    status(JSON.stringify(result, null, 2))
-  },
-  (error: unknown) => {
-    const message = error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ''}` : String(error)
-    window.__result = { ok: false, error: message }
-    status(`FAILED\n${message}`)
-  },
-)
+} else
+  main().then(
+    (result) => {
+      window.__result = result
+      status(JSON.stringify(result, null, 2))
+    },
+    (error: unknown) => {
+      const message = error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ''}` : String(error)
+      window.__result = { ok: false, error: message }
+      status(`FAILED\n${message}`)
+    },
+  )

@@ -17,7 +17,17 @@
 // @ts-check
 import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { createRequire } from 'node:module'
 import { homedir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
@@ -32,7 +42,9 @@ const NAME = 'attnlab_kernels'
 /** Hash of the C++ sources and the recipe: identifies a compatible binary. */
 export function nativeSourceHash() {
   const hash = createHash('sha256').update(`recipe ${RECIPE}\n`)
-  for (const file of readdirSync(SOURCES).filter((f) => /\.(cc|h)$/.test(f)).sort()) {
+  for (const file of readdirSync(SOURCES)
+    .filter((f) => /\.(cc|h)$/.test(f))
+    .sort()) {
     hash.update(`${file}\n`).update(readFileSync(join(SOURCES, file), 'utf8').replace(/\r\n/g, '\n'))
   }
   return hash.digest('hex')
@@ -45,7 +57,10 @@ export function nativeSourceHash() {
 export function nativeCandidateDirectories(hash = nativeSourceHash()) {
   if (process.env.ATTNLAB_NATIVE_DIR) return [resolve(process.env.ATTNLAB_NATIVE_DIR)]
   const cacheRoot = process.env.XDG_CACHE_HOME || join(homedir(), '.cache')
-  return [join(here, 'build'), join(cacheRoot, 'attnlab', 'native', `${hash.slice(0, 16)}-${process.platform}-${process.arch}`)]
+  return [
+    join(here, 'build'),
+    join(cacheRoot, 'attnlab', 'native', `${hash.slice(0, 16)}-${process.platform}-${process.arch}`),
+  ]
 }
 
 function writable(dir) {
@@ -80,32 +95,52 @@ export function nodeIncludeDirectory() {
 export function buildNativeKernels(options = {}) {
   const log = options.log ?? (() => {})
   const hash = nativeSourceHash()
-  if (process.platform === 'win32') return { ok: false, reason: 'native kernels are not built on Windows (no MSVC recipe); the wasm kernels are used' }
+  if (process.platform === 'win32')
+    return { ok: false, reason: 'native kernels are not built on Windows (no MSVC recipe); the wasm kernels are used' }
   const dirs = nativeCandidateDirectories(hash)
   if (!options.force) {
     for (const dir of dirs) {
       const stamp = readStamp(dir)
-      if (stamp?.sourceHash === hash && existsSync(join(dir, `${NAME}.node`))) return { ok: true, skipped: true, path: join(dir, `${NAME}.node`) }
+      if (stamp?.sourceHash === hash && existsSync(join(dir, `${NAME}.node`)))
+        return { ok: true, skipped: true, path: join(dir, `${NAME}.node`) }
     }
   }
   const include = nodeIncludeDirectory()
   if (!existsSync(join(include, 'node_api.h'))) {
-    return { ok: false, reason: `Node's headers are not installed (no node_api.h in ${include}); install the Node.js development headers` }
+    return {
+      ok: false,
+      reason: `Node's headers are not installed (no node_api.h in ${include}); install the Node.js development headers`,
+    }
   }
   const compiler = findCompiler()
-  if (compiler === undefined) return { ok: false, reason: 'no C++ compiler found (tried $CXX, c++, g++, clang++); install g++ (Debian: apt-get install g++)' }
+  if (compiler === undefined)
+    return {
+      ok: false,
+      reason: 'no C++ compiler found (tried $CXX, c++, g++, clang++); install g++ (Debian: apt-get install g++)',
+    }
   const outDir = dirs.find(writable)
   if (outDir === undefined) return { ok: false, reason: `no writable folder for the build (tried ${dirs.join(', ')})` }
-  const sources = readdirSync(SOURCES).filter((f) => f.endsWith('.cc')).sort().map((f) => join(SOURCES, f))
-  const base = ['-O3', '-std=c++17', '-shared', '-fPIC', '-pthread', '-fvisibility=hidden', '-fno-math-errno', '-fno-trapping-math', `-DNODE_GYP_MODULE_NAME=${NAME}`, '-I', include]
+  const sources = readdirSync(SOURCES)
+    .filter((f) => f.endsWith('.cc'))
+    .sort()
+    .map((f) => join(SOURCES, f))
+  const base = [
+    '-O3',
+    '-std=c++17',
+    '-shared',
+    '-fPIC',
+    '-pthread',
+    '-fvisibility=hidden',
+    '-fno-math-errno',
+    '-fno-trapping-math',
+    `-DNODE_GYP_MODULE_NAME=${NAME}`,
+    '-I',
+    include,
+  ]
   if (process.platform === 'darwin') base.push('-undefined', 'dynamic_lookup')
   const wantOpenMP = process.env.ATTNLAB_NATIVE_OPENMP !== '0'
   // Most capable first; fall back when a compiler lacks OpenMP or function multiversioning.
-  const attempts = [
-    ...(wantOpenMP ? [['-fopenmp']] : []),
-    [],
-    ['-DATTN_NO_CLONES'],
-  ]
+  const attempts = [...(wantOpenMP ? [['-fopenmp']] : []), [], ['-DATTN_NO_CLONES']]
   const temporary = join(outDir, `${NAME}.${process.pid}.tmp.node`)
   const started = Date.now()
   let lastError = ''
@@ -117,7 +152,11 @@ export function buildNativeKernels(options = {}) {
       lastError = `${run.stderr || run.error?.message || ''}`.trim().split('\n').slice(0, 12).join('\n')
       continue
     }
-    const check = spawnSync(process.execPath, ['-e', `const k = require(${JSON.stringify(temporary)}); process.stdout.write(JSON.stringify(k.info()))`], { encoding: 'utf8' })
+    const check = spawnSync(
+      process.execPath,
+      ['-e', `const k = require(${JSON.stringify(temporary)}); process.stdout.write(JSON.stringify(k.info()))`],
+      { encoding: 'utf8' },
+    )
     if (check.status !== 0) {
       lastError = `the compiled addon does not load: ${check.stderr.trim().split('\n')[0]}`
       rmSync(temporary, { force: true })
@@ -177,10 +216,17 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
     result = { ok: false, reason: error instanceof Error ? error.message : String(error) }
   }
   if (result.ok) {
-    console.log(result.skipped ? `attnlab: native kernels up to date (${result.path})` : `attnlab: native kernels built in ${result.seconds?.toFixed(1)} s (${result.path})`)
+    console.log(
+      result.skipped
+        ? `attnlab: native kernels up to date (${result.path})`
+        : `attnlab: native kernels built in ${result.seconds?.toFixed(1)} s (${result.path})`,
+    )
   } else {
     const detail = result.details ? `\n${result.details}` : ''
-    if (postinstall) console.log(`attnlab: native kernels skipped: ${result.reason}; the wasm kernels will be used (retry: pnpm attnlab kernels build)`)
+    if (postinstall)
+      console.log(
+        `attnlab: native kernels skipped: ${result.reason}; the wasm kernels will be used (retry: pnpm attnlab kernels build)`,
+      )
     else console.error(`attnlab: native kernels not built: ${result.reason}${detail}`)
   }
   process.exit(postinstall || result.ok ? 0 : 1)

@@ -18,7 +18,18 @@ const source = join(root, 'assembly', 'kernels.ts')
 const out = join(root, 'src', 'kernels', 'attnlab-kernels.wasm')
 const meta = join(root, 'src', 'kernels', 'attnlab-kernels.json')
 // Keep in sync with src/kernels/wasm-binary.test.ts (the flags are part of the recorded hash).
-const FLAGS = ['-O3', '--enable', 'simd', '--runtime', 'stub', '--importMemory', '--noExportMemory', '--noAssert', '--use', 'abort=']
+const FLAGS = [
+  '-O3',
+  '--enable',
+  'simd',
+  '--runtime',
+  'stub',
+  '--importMemory',
+  '--noExportMemory',
+  '--noAssert',
+  '--use',
+  'abort=',
+]
 
 const require = createRequire(import.meta.url)
 const ascPackage = require.resolve('assemblyscript/package.json')
@@ -48,7 +59,8 @@ try {
     if (id === 8 || id === 11 || id === 12) bad.push(id === 8 ? 'start section' : 'data section')
     p += size
   }
-  if (bad.length > 0) throw new Error(`the compiled module has a ${bad.join(' and a ')}: it would write into the tfjs heap`)
+  if (bad.length > 0)
+    throw new Error(`the compiled module has a ${bad.join(' and a ')}: it would write into the tfjs heap`)
   writeFileSync(out, bytes)
   const sha256 = (data) => createHash('sha256').update(data).digest('hex')
   const record = {

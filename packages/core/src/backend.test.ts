@@ -54,10 +54,14 @@ describe('useBackend', () => {
   })
 
   it('rejects a wasmPaths map with an unknown file or a non-string URL, naming it', async () => {
-    const unknownFile = await useBackend('wasm', { wasmPaths: { 'tfjs-backend-wasm-simd.wasm': '/a.wasm', 'other.wasm': '/b.wasm' } as never }).catch((e: unknown) => e)
+    const unknownFile = await useBackend('wasm', {
+      wasmPaths: { 'tfjs-backend-wasm-simd.wasm': '/a.wasm', 'other.wasm': '/b.wasm' } as never,
+    }).catch((e: unknown) => e)
     expect(unknownFile).toBeInstanceOf(ConfigError)
     expect((unknownFile as Error).message).toMatch(/'other\.wasm' is not a tfjs wasm file/)
-    const badUrl = await useBackend('wasm', { wasmPaths: { 'tfjs-backend-wasm.wasm': 3 } as never }).catch((e: unknown) => e)
+    const badUrl = await useBackend('wasm', { wasmPaths: { 'tfjs-backend-wasm.wasm': 3 } as never }).catch(
+      (e: unknown) => e,
+    )
     expect(badUrl).toBeInstanceOf(ConfigError)
     expect((badUrl as Error).message).toContain(`'tfjs-backend-wasm.wasm' must be a non-empty string`)
     await expect(useBackend('wasm', { wasmPaths: 7 as never })).rejects.toBeInstanceOf(ConfigError)

@@ -92,7 +92,10 @@ export interface UseBackendOptions {
  *
  * @category Backends
  */
-export type WasmFileName = 'tfjs-backend-wasm.wasm' | 'tfjs-backend-wasm-simd.wasm' | 'tfjs-backend-wasm-threaded-simd.wasm'
+export type WasmFileName =
+  | 'tfjs-backend-wasm.wasm'
+  | 'tfjs-backend-wasm-simd.wasm'
+  | 'tfjs-backend-wasm-threaded-simd.wasm'
 
 /** URLs of tfjs' WebAssembly binaries by file name (see {@link WasmFileName}). @category Backends */
 export type WasmPathMap = Readonly<Partial<Record<WasmFileName, string>>>
@@ -259,19 +262,33 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
   return name
 }
 
-const WASM_FILE_NAMES: readonly string[] = ['tfjs-backend-wasm.wasm', 'tfjs-backend-wasm-simd.wasm', 'tfjs-backend-wasm-threaded-simd.wasm']
+const WASM_FILE_NAMES: readonly string[] = [
+  'tfjs-backend-wasm.wasm',
+  'tfjs-backend-wasm-simd.wasm',
+  'tfjs-backend-wasm-threaded-simd.wasm',
+]
 
 function checkWasmPaths(paths: unknown): void {
   if (paths === undefined || typeof paths === 'string') return
   if (paths === null || typeof paths !== 'object' || Array.isArray(paths)) {
-    throw new ConfigError('wasmPaths', `expected a path prefix ending in '/' or a map from ${WASM_FILE_NAMES.join(', ')} to URLs (got ${paths === null ? 'null' : typeof paths})`, { value: paths })
+    throw new ConfigError(
+      'wasmPaths',
+      `expected a path prefix ending in '/' or a map from ${WASM_FILE_NAMES.join(', ')} to URLs (got ${paths === null ? 'null' : typeof paths})`,
+      { value: paths },
+    )
   }
   for (const [file, url] of Object.entries(paths)) {
     if (!WASM_FILE_NAMES.includes(file)) {
-      throw new ConfigError('wasmPaths', `'${file}' is not a tfjs wasm file; expected ${WASM_FILE_NAMES.join(', ')}`, { value: file })
+      throw new ConfigError('wasmPaths', `'${file}' is not a tfjs wasm file; expected ${WASM_FILE_NAMES.join(', ')}`, {
+        value: file,
+      })
     }
     if (typeof url !== 'string' || url === '') {
-      throw new ConfigError('wasmPaths', `the URL of '${file}' must be a non-empty string (got ${JSON.stringify(url)})`, { value: url })
+      throw new ConfigError(
+        'wasmPaths',
+        `the URL of '${file}' must be a non-empty string (got ${JSON.stringify(url)})`,
+        { value: url },
+      )
     }
   }
 }
@@ -280,15 +297,27 @@ function checkKernelOptions(name: BackendName, options: UseBackendOptions): void
   checkWasmPaths(options.wasmPaths)
   const mode = options.kernels
   if (mode !== undefined && !(KERNELS_MODES as readonly string[]).includes(mode)) {
-    throw new ConfigError('kernels', `'${String(mode)}' is not a kernels mode; expected one of ${KERNELS_MODES.join(', ')}`, { value: mode })
+    throw new ConfigError(
+      'kernels',
+      `'${String(mode)}' is not a kernels mode; expected one of ${KERNELS_MODES.join(', ')}`,
+      { value: mode },
+    )
   }
   const threads = options.threads
   if (threads !== undefined) checkRange('threads', threads, { min: 1, max: 256, integer: true })
   if (mode === 'wasm' && name !== 'wasm') {
-    throw new ConfigError('kernels', `'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend, not '${name}'`, { value: mode })
+    throw new ConfigError(
+      'kernels',
+      `'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend, not '${name}'`,
+      { value: mode },
+    )
   }
   if ((mode === 'native' || mode === 'js') && name !== 'wasm' && name !== 'cpu') {
-    throw new ConfigError('kernels', `attnlab kernels register on the 'wasm' and 'cpu' backends, not '${name}'; use kernels 'auto' or 'none'`, { value: mode })
+    throw new ConfigError(
+      'kernels',
+      `attnlab kernels register on the 'wasm' and 'cpu' backends, not '${name}'; use kernels 'auto' or 'none'`,
+      { value: mode },
+    )
   }
   if (mode === 'native' && !isNode()) {
     throw new ConfigError('kernels', `'native' kernels need Node.js; use 'wasm' in a browser`, { value: mode })
@@ -304,7 +333,11 @@ async function loadProvider(mode: KernelProviderName, threads: number): Promise<
       try {
         return await loadWasmKernelProvider()
       } catch (error) {
-        throw new KernelsUnavailableError('wasm', `the WebAssembly kernels could not be instantiated (${error instanceof Error ? error.message : String(error)})`, error)
+        throw new KernelsUnavailableError(
+          'wasm',
+          `the WebAssembly kernels could not be instantiated (${error instanceof Error ? error.message : String(error)})`,
+          error,
+        )
       }
     }
     case 'native': {

@@ -1,8 +1,9 @@
 /**
  * The default attention kernel: dense causal softmax attention, with grouped-query attention,
  * for prefill (training and prompt processing) and single-token decode against a KV cache.
- * Implements `@attnlab/core`'s {@link AttentionKernel} contract (see
- * `docs/architecture/attention-kernel.md`).
+ * Implements the {@link AttentionKernel} contract (see `docs/architecture/attention-kernel.md`)
+ * and lives beside it, below the models and the methods: `@attnlab/transformer` uses it by
+ * default (and re-exports it), `@attnlab/sparse-attention`'s `dense()` runs it.
  *
  * Grouped-query attention without repeating keys: query head `h` uses key/value head
  * `floor(h / g)`, `g = nHeads / nKvHeads`, so the queries `[batch, nHeads, pos, dHead]` are
@@ -13,20 +14,31 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
-  ShapeError,
-  causalMask,
   causalPairs,
   type AttentionContext,
   type AttentionDecodeInput,
   type AttentionKernel,
   type AttentionPrefillInput,
   type AttentionResult,
-} from '@attnlab/core'
+} from './attention.ts'
+import { ShapeError } from './errors.ts'
+import { causalMask } from './ops/causal-attention.ts'
 
-function checkGroups(q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, where: string): { batch: number; heads: number; kvHeads: number; group: number } {
+function checkGroups(
+  q: tf.Tensor4D,
+  k: tf.Tensor4D,
+  v: tf.Tensor4D,
+  where: string,
+): { batch: number; heads: number; kvHeads: number; group: number } {
   const [batch, heads, , dHead] = q.shape
   const [kBatch, kvHeads, , kDim] = k.shape
-  if (kBatch !== batch || kDim !== dHead || v.shape[0] !== batch || v.shape[1] !== kvHeads || v.shape[2] !== k.shape[2]) {
+  if (
+    kBatch !== batch ||
+    kDim !== dHead ||
+    v.shape[0] !== batch ||
+    v.shape[1] !== kvHeads ||
+    v.shape[2] !== k.shape[2]
+  ) {
     throw new ShapeError(
       `${where}: q [${q.shape}], k [${k.shape}], v [${v.shape}] do not fit (expected q [batch, nHeads, pos, dHead], k [batch, nKvHeads, keys, dHead], v [batch, nKvHeads, keys, dValue])`,
       { q: [...q.shape], k: [...k.shape], v: [...v.shape] },
@@ -86,7 +98,10 @@ export const denseAttention: AttentionKernel = Object.freeze({
     const { batch, heads } = checkGroups(input.q, input.k, input.v, 'denseAttention.prefill')
     const pos = input.q.shape[2]
     if (input.k.shape[2] !== pos) {
-      throw new ShapeError(`denseAttention.prefill: q has ${pos} positions but k has ${input.k.shape[2]}`, { q: [...input.q.shape], k: [...input.k.shape] })
+      throw new ShapeError(`denseAttention.prefill: q has ${pos} positions but k has ${input.k.shape[2]}`, {
+        q: [...input.q.shape],
+        k: [...input.k.shape],
+      })
     }
     const z = tf.tidy(() => attend(input.q, input.k, input.v, input.scale, causalMask(pos), context))
     const pairs = batch * heads * causalPairs(pos, pos)
@@ -99,7 +114,8 @@ export const denseAttention: AttentionKernel = Object.freeze({
       throw new ShapeError('denseAttention.decode: the KV cache is empty (run a prefill first)')
     }
     const { batch, heads } = checkGroups(input.q, keys, values, 'denseAttention.decode')
-    if (input.q.shape[2] !== 1) throw new ShapeError(`denseAttention.decode: expected one query position, got ${input.q.shape[2]}`)
+    if (input.q.shape[2] !== 1)
+      throw new ShapeError(`denseAttention.decode: expected one query position, got ${input.q.shape[2]}`)
     const z = tf.tidy(() => attend(input.q, keys, values, input.scale, null, context))
     const stored = keys.shape[2]
     return { z, computedPairs: batch * heads * stored, totalPairs: batch * heads * (input.position + 1) }

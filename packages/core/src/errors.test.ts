@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { AttnlabError, BackendUnavailableError, ConfigError, KernelsUnavailableError, NonFiniteError, ShapeError } from './errors.ts'
+import {
+  AttnlabError,
+  BackendUnavailableError,
+  ConfigError,
+  KernelsUnavailableError,
+  NonFiniteError,
+  ShapeError,
+} from './errors.ts'
 import { SafetensorsError } from './safetensors.ts'
 
 describe('error names', () => {

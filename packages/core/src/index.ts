@@ -45,8 +45,21 @@ export {
   type WasmPathMap,
 } from './backend.ts'
 export { ATTNLAB_KERNELS, REPLACED_STOCK_KERNELS } from './kernels/names.ts'
-export type { AdamWHyper, FloatArray, IntArray, KernelProvider, KernelProviderName, OneHotAttentionShape } from './kernels/provider.ts'
-export { activeKernels, kernelsActive, registerAttnlabKernels, type KernelRegistration, type RegisterKernelsOptions } from './kernels/register.ts'
+export type {
+  AdamWHyper,
+  FloatArray,
+  IntArray,
+  KernelProvider,
+  KernelProviderName,
+  OneHotAttentionShape,
+} from './kernels/provider.ts'
+export {
+  activeKernels,
+  kernelsActive,
+  registerAttnlabKernels,
+  type KernelRegistration,
+  type RegisterKernelsOptions,
+} from './kernels/register.ts'
 export { backendMemory, wasmInternalsProblems, type BackendMemory } from './kernels/memory.ts'
 export { jsKernelProvider } from './kernels/js-provider.ts'
 export { loadWasmKernelProvider, type WasmKernelOptions } from './kernels/wasm-provider.ts'
@@ -69,6 +82,7 @@ export {
   type KernelState,
   type LayerKVCache,
 } from './attention.ts'
+export { denseAttention } from './dense-attention.ts'
 export { assertShape, type ExpectedDim } from './shape.ts'
 export {
   SAFETENSORS_DTYPE_SIZE,

@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { AttnlabError } from './errors.ts'
-import { makeDirectories, readSafetensorsFile, recoverDirectoryWrite, removeStaleTemporaries, writeDirectoryAtomic, writeFileAtomic, writeSafetensorsFile } from './node.ts'
+import {
+  makeDirectories,
+  readSafetensorsFile,
+  recoverDirectoryWrite,
+  removeStaleTemporaries,
+  writeDirectoryAtomic,
+  writeFileAtomic,
+  writeSafetensorsFile,
+} from './node.ts'
 import { SafetensorsError } from './safetensors.ts'
 
 const made: string[] = []
@@ -23,7 +31,8 @@ describe('node file helpers', () => {
     expect(await makeDirectories(join(base, 'a', 'b'))).toBeUndefined()
     await writeFile(join(base, 'file'), 'x')
     await expect(makeDirectories(join(base, 'file'))).rejects.toThrow(/is a file, not a directory/)
-    if (process.platform === 'linux') await expect(makeDirectories('/proc/attnlab-missing/x')).rejects.toMatchObject({ code: 'ENOENT' })
+    if (process.platform === 'linux')
+      await expect(makeDirectories('/proc/attnlab-missing/x')).rejects.toMatchObject({ code: 'ENOENT' })
   })
 
   it('writes files atomically, creating parents, leaving no temp files', async () => {
@@ -78,12 +87,14 @@ describe('node file helpers', () => {
     const plain = join(parent, 'plain')
     await mkdir(plain)
     expect((await stat(dir)).mode & 0o777).toBe((await stat(plain)).mode & 0o777)
-    if (process.platform !== 'win32' && (process.umask() & 0o077) === 0o022) expect((await stat(dir)).mode & 0o777).toBe(0o755)
+    if (process.platform !== 'win32' && (process.umask() & 0o077) === 0o022)
+      expect((await stat(dir)).mode & 0o777).toBe(0o755)
   })
 
   it('removes the temporaries a killed writeDirectoryAtomic left, and nothing else', async () => {
     const parent = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
-    for (const name of ['.ckpt.tmp-abc123', '.ckpt.tmp-abc123.old', '.other.tmp-x9', 'ckpt', '.hidden', 'notes.tmp-1']) await mkdir(join(parent, name))
+    for (const name of ['.ckpt.tmp-abc123', '.ckpt.tmp-abc123.old', '.other.tmp-x9', 'ckpt', '.hidden', 'notes.tmp-1'])
+      await mkdir(join(parent, name))
     await writeFile(join(parent, '.ckpt.tmp-abc123', 'model.safetensors'), 'half')
     expect((await removeStaleTemporaries(parent, 'ckpt')).length).toBe(2)
     expect((await readdir(parent)).sort()).toEqual(['.hidden', '.other.tmp-x9', 'ckpt', 'notes.tmp-1'])
@@ -135,12 +146,23 @@ describe('node file helpers', () => {
     const fill = async (tmp: string): Promise<void> => writeFileAtomic(join(tmp, 'a.txt'), 'a')
     // The parent is a file: mkdir(parent) fails with EEXIST/ENOTDIR.
     const underFile = join(parent, 'file', 'sub')
-    await expect(writeDirectoryAtomic(underFile, fill)).rejects.toMatchObject({ name: 'AttnlabError', code: 'IO_ERROR', details: { path: underFile } })
-    await expect(writeDirectoryAtomic(underFile, fill)).rejects.toThrow(/cannot write directory '.*sub': '.*file' is a file, not a directory/)
-    await expect(writeDirectoryAtomic(join(parent, 'file', 'a', 'b'), fill)).rejects.toThrow(/cannot write directory '.*file\/a\/b': ENOTDIR: not a directory, mkdir '.*file\/a'/)
+    await expect(writeDirectoryAtomic(underFile, fill)).rejects.toMatchObject({
+      name: 'AttnlabError',
+      code: 'IO_ERROR',
+      details: { path: underFile },
+    })
+    await expect(writeDirectoryAtomic(underFile, fill)).rejects.toThrow(
+      /cannot write directory '.*sub': '.*file' is a file, not a directory/,
+    )
+    await expect(writeDirectoryAtomic(join(parent, 'file', 'a', 'b'), fill)).rejects.toThrow(
+      /cannot write directory '.*file\/a\/b': ENOTDIR: not a directory, mkdir '.*file\/a'/,
+    )
     // The parent exists but cannot hold a new directory (the temporary sibling fails).
     if (process.platform === 'linux') {
-      await expect(writeDirectoryAtomic('/proc/attnlab-x', fill)).rejects.toMatchObject({ code: 'IO_ERROR', details: { path: '/proc/attnlab-x' } })
+      await expect(writeDirectoryAtomic('/proc/attnlab-x', fill)).rejects.toMatchObject({
+        code: 'IO_ERROR',
+        details: { path: '/proc/attnlab-x' },
+      })
       await expect(writeFileAtomic('/proc/attnlab-x.txt', 'y')).rejects.toMatchObject({ code: 'IO_ERROR' })
       // Node's recursive mkdir never returns for a missing directory under /proc.
       await expect(writeDirectoryAtomic('/proc/attnlab-missing/x', fill)).rejects.toMatchObject({ code: 'IO_ERROR' })

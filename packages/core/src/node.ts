@@ -88,9 +88,17 @@ export async function makeDirectories(dir: string): Promise<string | undefined> 
 export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
   try {
     await makeDirectories(dirname(path))
-    await writeFileAtomicLib(path, typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength))
+    await writeFileAtomicLib(
+      path,
+      typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength),
+    )
   } catch (error) {
-    throw new AttnlabError('IO_ERROR', `cannot write '${path}': ${(error as Error).message}`, { path }, { cause: error })
+    throw new AttnlabError(
+      'IO_ERROR',
+      `cannot write '${path}': ${(error as Error).message}`,
+      { path },
+      { cause: error },
+    )
   }
 }
 
@@ -159,7 +167,12 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
     await makeDirectories(parent)
     temp = await makeTempDirectory(join(parent, `.${basename(path)}.tmp-`))
   } catch (error) {
-    throw new AttnlabError('IO_ERROR', `cannot write directory '${path}': ${(error as Error).message}`, { path }, { cause: error })
+    throw new AttnlabError(
+      'IO_ERROR',
+      `cannot write directory '${path}': ${(error as Error).message}`,
+      { path },
+      { cause: error },
+    )
   }
   let current = temp
   try {
@@ -181,7 +194,12 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
   } catch (error) {
     await rm(current, { recursive: true, force: true })
     if (error instanceof AttnlabError) throw error
-    throw new AttnlabError('IO_ERROR', `cannot write directory '${path}': ${(error as Error).message}`, { path }, { cause: error })
+    throw new AttnlabError(
+      'IO_ERROR',
+      `cannot write directory '${path}': ${(error as Error).message}`,
+      { path },
+      { cause: error },
+    )
   }
 }
 
@@ -302,7 +320,12 @@ export async function removeStaleTemporaries(dir: string, name?: string): Promis
       await rm(path, { recursive: true, force: true })
       removed.push(path)
     } catch (error) {
-      throw new AttnlabError('IO_ERROR', `cannot remove the stale temporary '${path}': ${(error as Error).message}`, { path }, { cause: error })
+      throw new AttnlabError(
+        'IO_ERROR',
+        `cannot remove the stale temporary '${path}': ${(error as Error).message}`,
+        { path },
+        { cause: error },
+      )
     }
   }
   return removed

@@ -14,7 +14,9 @@ describe('checkOptionKeys', () => {
   it('names an unknown key, suggests the closest allowed one and lists them all', () => {
     const call = (): void => checkOptionKeys('train options', { steps: 1, evalEvey: 5 }, allowed)
     expect(call).toThrow(ConfigError)
-    expect(call).toThrow("Invalid evalEvey: not one of the train options (did you mean 'evalEvery'?); allowed: steps, evalEvery, optimizer, lr")
+    expect(call).toThrow(
+      "Invalid evalEvey: not one of the train options (did you mean 'evalEvery'?); allowed: steps, evalEvery, optimizer, lr",
+    )
     expect(() => checkOptionKeys('train options', { optimiser: 'sgd' }, allowed)).toThrow(/did you mean 'optimizer'/)
     try {
       checkOptionKeys('train options', { learningRate: 1 }, allowed)
@@ -26,7 +28,9 @@ describe('checkOptionKeys', () => {
   })
 
   it('rejects options that are not an object', () => {
-    expect(() => checkOptionKeys('train options', 5, allowed)).toThrow(/Invalid train options: expected an object of options, got 5/)
+    expect(() => checkOptionKeys('train options', 5, allowed)).toThrow(
+      /Invalid train options: expected an object of options, got 5/,
+    )
     expect(() => checkOptionKeys('train options', null, allowed)).toThrow(/got null/)
     expect(() => checkOptionKeys('train options', [], allowed)).toThrow(/got an array/)
   })
@@ -44,7 +48,9 @@ describe('range messages (one formatter for every range check)', () => {
     expect(describeRange({ min: 1, max: 256, integer: true })).toBe('an integer in [1, 256]')
     expect(describeRange({ min: 0, max: Number.MAX_SAFE_INTEGER, integer: true })).toBe('an integer >= 0')
     expect(describeRange({ min: -Infinity, max: Infinity })).toBe('a number')
-    expect(describeRange({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER, integer: true })).toBe('an integer')
+    expect(describeRange({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER, integer: true })).toBe(
+      'an integer',
+    )
   })
 
   it('prints integers as integers and huge ones approximately', () => {
@@ -56,10 +62,16 @@ describe('range messages (one formatter for every range check)', () => {
 
   it('checkRange throws a ConfigError naming the parameter, the range and the value', () => {
     expect(checkRange('threads', 2, { min: 1, max: 256, integer: true })).toBe(2)
-    expect(() => checkRange('threads', 0, { min: 1, max: 256, integer: true })).toThrow('Invalid threads: must be an integer in [1, 256], got 0')
-    expect(() => checkRange('topP', 0, { min: 0, max: 1, minExclusive: true })).toThrow('Invalid topP: must be in (0, 1], got 0')
+    expect(() => checkRange('threads', 0, { min: 1, max: 256, integer: true })).toThrow(
+      'Invalid threads: must be an integer in [1, 256], got 0',
+    )
+    expect(() => checkRange('topP', 0, { min: 0, max: 1, minExclusive: true })).toThrow(
+      'Invalid topP: must be in (0, 1], got 0',
+    )
     expect(() => checkRange('m', Number.NaN, { min: 0, minExclusive: true })).toThrow(ConfigError)
-    expect(() => checkRange('steps', 1.5, { min: 1, integer: true })).toThrow('Invalid steps: must be an integer >= 1, got 1.5')
+    expect(() => checkRange('steps', 1.5, { min: 1, integer: true })).toThrow(
+      'Invalid steps: must be an integer >= 1, got 1.5',
+    )
     expect(inRange(1, { min: 0, max: 1, minExclusive: true })).toBe(true)
     expect(inRange(0, { min: 0, max: 1, minExclusive: true })).toBe(false)
     expect(inRange(1, { min: 0, max: 1, maxExclusive: true })).toBe(false)

@@ -36,7 +36,11 @@ function closest(key: string, allowed: readonly string[]): string | undefined {
 export function checkOptionKeys(where: string, options: unknown, allowed: readonly string[]): void {
   if (options === undefined) return
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new ConfigError(where, `expected an object of options, got ${Array.isArray(options) ? 'an array' : String(options)}`, { allowed: [...allowed] })
+    throw new ConfigError(
+      where,
+      `expected an object of options, got ${Array.isArray(options) ? 'an array' : String(options)}`,
+      { allowed: [...allowed] },
+    )
   }
   for (const key of Object.keys(options)) {
     if (allowed.includes(key)) continue
@@ -102,8 +106,10 @@ export function describeRange(range: NumberRange): string {
     min = 0
     minExclusive = true
   }
-  const beyondIntegers = (bound: number): boolean => range.integer === true && Math.abs(bound) >= Number.MAX_SAFE_INTEGER
-  const unbounded = (bound: number | undefined): boolean => bound === undefined || !Number.isFinite(bound) || beyondIntegers(bound)
+  const beyondIntegers = (bound: number): boolean =>
+    range.integer === true && Math.abs(bound) >= Number.MAX_SAFE_INTEGER
+  const unbounded = (bound: number | undefined): boolean =>
+    bound === undefined || !Number.isFinite(bound) || beyondIntegers(bound)
   if (unbounded(min)) min = undefined
   if (unbounded(max)) max = undefined
   const kind = range.integer === true ? 'an integer ' : ''
@@ -143,6 +149,6 @@ export function inRange(value: number, range: NumberRange): boolean {
  */
 export function checkRange(parameter: string, value: number, range: NumberRange): number {
   if (inRange(value, range)) return value
-  const got = typeof value === 'number' ? formatNumber(value) : JSON.stringify(value) ?? String(value)
+  const got = typeof value === 'number' ? formatNumber(value) : (JSON.stringify(value) ?? String(value))
   throw new ConfigError(parameter, `must be ${describeRange(range)}, got ${got}`, { value, ...range })
 }

@@ -85,7 +85,9 @@ export class Rng {
    */
   static fromSeed(seed: number): Rng {
     if (!Number.isSafeInteger(seed)) {
-      throw new ConfigError('seed', `${seed} is not an integer; expected a safe integer such as 0 or 1234`, { value: seed })
+      throw new ConfigError('seed', `${seed} is not an integer; expected a safe integer such as 0 or 1234`, {
+        value: seed,
+      })
     }
     const low = seed >>> 0
     const high = Math.floor(seed / 2 ** 32) >>> 0
@@ -180,7 +182,7 @@ export class Rng {
     if (!(shape > 0)) throw new ConfigError('shape', `${shape} must be > 0`, { value: shape })
     if (shape < 1) {
       const u = this.float()
-      return this.gamma(shape + 1) * Math.pow(u === 0 ? Number.MIN_VALUE : u, 1 / shape)
+      return this.gamma(shape + 1) * (u === 0 ? Number.MIN_VALUE : u) ** (1 / shape)
     }
     const d = shape - 1 / 3
     const c = 1 / Math.sqrt(9 * d)

@@ -91,12 +91,12 @@ describe('safetensors', () => {
         ),
       ),
     ).toThrow(/'b'.*overlap/)
-    expect(() =>
-      parseSafetensors(rawFile({ a: { dtype: 'F32', shape: [2], data_offsets: [8, 16] } }, data)),
-    ).toThrow(/gap/)
-    expect(() =>
-      parseSafetensors(rawFile({ a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] } }, data)),
-    ).toThrow(/trailing bytes/)
+    expect(() => parseSafetensors(rawFile({ a: { dtype: 'F32', shape: [2], data_offsets: [8, 16] } }, data))).toThrow(
+      /gap/,
+    )
+    expect(() => parseSafetensors(rawFile({ a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] } }, data))).toThrow(
+      /trailing bytes/,
+    )
   })
 
   it('a huge data offset runs past the end of the data (not "must be two non-negative integers")', () => {
@@ -132,8 +132,12 @@ describe('safetensors', () => {
   })
 
   it('rejects inconsistent input when writing', () => {
-    expect(() => serializeSafetensors({ w: { dtype: 'F32', shape: [3], data: new Float32Array(2) } })).toThrow(/'w'.*need 12/)
-    expect(() => serializeSafetensors({ __metadata__: { dtype: 'F32', shape: [0], data: new Float32Array(0) } })).toThrow(/reserved/)
+    expect(() => serializeSafetensors({ w: { dtype: 'F32', shape: [3], data: new Float32Array(2) } })).toThrow(
+      /'w'.*need 12/,
+    )
+    expect(() =>
+      serializeSafetensors({ __metadata__: { dtype: 'F32', shape: [0], data: new Float32Array(0) } }),
+    ).toThrow(/reserved/)
   })
 
   it('never throws anything but SafetensorsError on arbitrary bytes (fuzz)', () => {
@@ -155,23 +159,39 @@ describe('safetensors', () => {
       dtype: fc.constantFrom('F32' as const, 'I32' as const, 'U8' as const),
     })
     fc.assert(
-      fc.property(fc.dictionary(fc.string({ minLength: 1, maxLength: 6 }).filter((s) => s !== '__metadata__'), tensorArb, { maxKeys: 4 }), fc.nat(), (spec, cut) => {
-        const tensors: Record<string, { dtype: 'F32' | 'I32' | 'U8'; shape: number[]; data: Float32Array | Int32Array | Uint8Array }> = {}
-        for (const [name, { shape, dtype }] of Object.entries(spec)) {
-          const n = shape.reduce((a, b) => a * b, 1)
-          const data = dtype === 'F32' ? new Float32Array(n).map((_, i) => i / 3) : dtype === 'I32' ? new Int32Array(n).map((_, i) => i - 2) : new Uint8Array(n).map((_, i) => i)
-          tensors[name] = { dtype, shape, data }
-        }
-        const bytes = serializeSafetensors(tensors)
-        const file = parseSafetensors(bytes)
-        expect([...file.tensors.keys()].sort()).toEqual(Object.keys(tensors).sort())
-        // Any strict prefix that removes data bytes must be rejected.
-        const totalData = Object.values(tensors).reduce((s, t) => s + t.data.byteLength, 0)
-        if (totalData > 0) {
-          const length = bytes.byteLength - 1 - (cut % totalData)
-          expect(() => parseSafetensors(bytes.subarray(0, length))).toThrow(SafetensorsError)
-        }
-      }),
+      fc.property(
+        fc.dictionary(
+          fc.string({ minLength: 1, maxLength: 6 }).filter((s) => s !== '__metadata__'),
+          tensorArb,
+          { maxKeys: 4 },
+        ),
+        fc.nat(),
+        (spec, cut) => {
+          const tensors: Record<
+            string,
+            { dtype: 'F32' | 'I32' | 'U8'; shape: number[]; data: Float32Array | Int32Array | Uint8Array }
+          > = {}
+          for (const [name, { shape, dtype }] of Object.entries(spec)) {
+            const n = shape.reduce((a, b) => a * b, 1)
+            const data =
+              dtype === 'F32'
+                ? new Float32Array(n).map((_, i) => i / 3)
+                : dtype === 'I32'
+                  ? new Int32Array(n).map((_, i) => i - 2)
+                  : new Uint8Array(n).map((_, i) => i)
+            tensors[name] = { dtype, shape, data }
+          }
+          const bytes = serializeSafetensors(tensors)
+          const file = parseSafetensors(bytes)
+          expect([...file.tensors.keys()].sort()).toEqual(Object.keys(tensors).sort())
+          // Any strict prefix that removes data bytes must be rejected.
+          const totalData = Object.values(tensors).reduce((s, t) => s + t.data.byteLength, 0)
+          if (totalData > 0) {
+            const length = bytes.byteLength - 1 - (cut % totalData)
+            expect(() => parseSafetensors(bytes.subarray(0, length))).toThrow(SafetensorsError)
+          }
+        },
+      ),
       { numRuns: 300 },
     )
   })

@@ -129,7 +129,9 @@ function numel(shape: readonly number[]): number {
  */
 export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
   if (bytes.byteLength < 8) {
-    throw new SafetensorsError(`file is truncated: ${bytes.byteLength} bytes, but the 8-byte header length alone needs 8`)
+    throw new SafetensorsError(
+      `file is truncated: ${bytes.byteLength} bytes, but the 8-byte header length alone needs 8`,
+    )
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const headerLength = view.getBigUint64(0, true)
@@ -140,7 +142,9 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
   }
   const n = Number(headerLength)
   if (8 + n > bytes.byteLength) {
-    throw new SafetensorsError(`file is truncated: the header says ${n} bytes of JSON but only ${bytes.byteLength - 8} follow`)
+    throw new SafetensorsError(
+      `file is truncated: the header says ${n} bytes of JSON but only ${bytes.byteLength - 8} follow`,
+    )
   }
   let header: unknown
   try {
@@ -167,7 +171,8 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
       metadata = raw as Record<string, string>
       continue
     }
-    if (typeof raw !== 'object' || raw === null) throw new SafetensorsError(`tensor '${name}': entry is not an object`, name)
+    if (typeof raw !== 'object' || raw === null)
+      throw new SafetensorsError(`tensor '${name}': entry is not an object`, name)
     const { dtype, shape, data_offsets: offsets } = raw as Record<string, unknown>
     if (typeof dtype !== 'string' || !DTYPES.has(dtype)) {
       throw new SafetensorsError(
@@ -176,14 +181,20 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
       )
     }
     if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
-      throw new SafetensorsError(`tensor '${name}': shape ${JSON.stringify(shape)} is not a list of non-negative integers`, name)
+      throw new SafetensorsError(
+        `tensor '${name}': shape ${JSON.stringify(shape)} is not a list of non-negative integers`,
+        name,
+      )
     }
     if (
       !Array.isArray(offsets) ||
       offsets.length !== 2 ||
       !offsets.every((o) => Number.isInteger(o) && (o as number) >= 0)
     ) {
-      throw new SafetensorsError(`tensor '${name}': data_offsets ${JSON.stringify(offsets)} must be two non-negative integers`, name)
+      throw new SafetensorsError(
+        `tensor '${name}': data_offsets ${JSON.stringify(offsets)} must be two non-negative integers`,
+        name,
+      )
     }
     const [begin, end] = offsets as [number, number]
     // Offsets beyond 2^53 are integers JSON cannot hold exactly: they run past any file's end.
@@ -208,7 +219,10 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
   let cursor = 0
   for (const entry of sorted) {
     if (entry.begin < cursor) {
-      throw new SafetensorsError(`tensor '${entry.name}': data_offsets [${entry.begin}, ${entry.end}] overlap another tensor`, entry.name)
+      throw new SafetensorsError(
+        `tensor '${entry.name}': data_offsets [${entry.begin}, ${entry.end}] overlap another tensor`,
+        entry.name,
+      )
     }
     if (entry.begin > cursor) {
       throw new SafetensorsError(
@@ -219,7 +233,9 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
     cursor = entry.end
   }
   if (cursor !== dataLength) {
-    throw new SafetensorsError(`${dataLength - cursor} trailing bytes after the last tensor are not described by the header`)
+    throw new SafetensorsError(
+      `${dataLength - cursor} trailing bytes after the last tensor are not described by the header`,
+    )
   }
   const tensors = new Map<string, SafetensorsEntry>()
   for (const e of entries) {
@@ -273,7 +289,10 @@ export function safetensorsToFloat32(entry: SafetensorsEntry, expectedShape?: re
       return out
     }
     default:
-      throw new SafetensorsError(`tensor '${entry.name}': dtype ${entry.dtype} is not a floating-point type`, entry.name)
+      throw new SafetensorsError(
+        `tensor '${entry.name}': dtype ${entry.dtype} is not a floating-point type`,
+        entry.name,
+      )
   }
 }
 
@@ -307,7 +326,10 @@ export function safetensorsToInt32(entry: SafetensorsEntry, expectedShape?: read
   for (let i = 0; i < count; i++) {
     const value = Number(read(i))
     if (value > 2147483647 || value < -2147483648) {
-      throw new SafetensorsError(`tensor '${entry.name}': value ${value} at index ${i} does not fit in int32`, entry.name)
+      throw new SafetensorsError(
+        `tensor '${entry.name}': value ${value} at index ${i} does not fit in int32`,
+        entry.name,
+      )
     }
     out[i] = value
   }
@@ -350,9 +372,13 @@ export function serializeSafetensors(
   const parts: Uint8Array[] = []
   for (const [name, tensor] of Object.entries(tensors)) {
     if (name === '__metadata__') throw new SafetensorsError(`'__metadata__' is reserved and cannot name a tensor`, name)
-    if (!DTYPES.has(tensor.dtype)) throw new SafetensorsError(`tensor '${name}': unsupported dtype ${tensor.dtype}`, name)
+    if (!DTYPES.has(tensor.dtype))
+      throw new SafetensorsError(`tensor '${name}': unsupported dtype ${tensor.dtype}`, name)
     if (!tensor.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw new SafetensorsError(`tensor '${name}': shape [${tensor.shape.join(', ')}] is not a list of non-negative integers`, name)
+      throw new SafetensorsError(
+        `tensor '${name}': shape [${tensor.shape.join(', ')}] is not a list of non-negative integers`,
+        name,
+      )
     }
     const size = numel(tensor.shape) * SAFETENSORS_DTYPE_SIZE[tensor.dtype]
     const bytes = new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength)

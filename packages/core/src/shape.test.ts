@@ -18,7 +18,9 @@ describe('assertShape', () => {
   })
 
   it('names the tensor, the axis and the expectation on mismatch', () => {
-    expect(() => assertShape([2, 3], ['batch', 'pos', 'dModel'], 'x')).toThrow(/x has shape \[2, 3\] \(rank 2\) but rank 3/)
+    expect(() => assertShape([2, 3], ['batch', 'pos', 'dModel'], 'x')).toThrow(
+      /x has shape \[2, 3\] \(rank 2\) but rank 3/,
+    )
     expect(() => assertShape([2, 3], [2, 4], 'x')).toThrow(/dimension 1 must be 4/)
     const bindings = { dHead: 8 }
     const error = (() => {

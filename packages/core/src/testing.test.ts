@@ -1,7 +1,15 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { describe, expect, it } from 'vitest'
 import { ConfigError } from './errors.ts'
-import { DEFAULT_TEST_BACKENDS, describeWithBackends, expectArraysClose, expectNoLeaks, resolveTestBackend, testBackends, type TestBackend } from './testing.ts'
+import {
+  DEFAULT_TEST_BACKENDS,
+  describeWithBackends,
+  expectArraysClose,
+  expectNoLeaks,
+  resolveTestBackend,
+  testBackends,
+  type TestBackend,
+} from './testing.ts'
 
 describeWithBackends('testing helpers', (backend) => {
   it('runs on the requested backend', () => {

@@ -25,7 +25,12 @@ import { ConfigError } from './errors.ts'
 export type TestBackend = BackendName | 'wasm+wasm-kernels' | 'wasm+native' | 'wasm+js-kernels'
 
 /** The default test modes. @category Testing */
-export const DEFAULT_TEST_BACKENDS: readonly TestBackend[] = Object.freeze(['cpu', 'wasm', 'wasm+wasm-kernels', 'wasm+native'])
+export const DEFAULT_TEST_BACKENDS: readonly TestBackend[] = Object.freeze([
+  'cpu',
+  'wasm',
+  'wasm+wasm-kernels',
+  'wasm+native',
+])
 
 const MODES: Readonly<Record<string, { backend: BackendName; kernels: KernelsMode }>> = {
   cpu: { backend: 'cpu', kernels: 'js' },
@@ -45,7 +50,11 @@ export function resolveTestBackend(mode: TestBackend): { backend: BackendName; k
   const known = MODES[mode]
   if (known !== undefined) return known
   if ((BACKEND_NAMES as readonly string[]).includes(mode)) return { backend: mode as BackendName, kernels: 'auto' }
-  throw new ConfigError('ATTNLAB_TEST_BACKENDS', `'${mode}' is not a test backend; expected one of ${[...Object.keys(MODES), ...BACKEND_NAMES].join(', ')}`, { value: mode })
+  throw new ConfigError(
+    'ATTNLAB_TEST_BACKENDS',
+    `'${mode}' is not a test backend; expected one of ${[...Object.keys(MODES), ...BACKEND_NAMES].join(', ')}`,
+    { value: mode },
+  )
 }
 
 /**
@@ -70,7 +79,9 @@ const nativeUnavailable: string | undefined = await (async () => {
     const { nativeKernelsStatus } = await import('./kernels/native-provider.ts')
     const status = await nativeKernelsStatus()
     if (status.state === 'loadable') return undefined
-    return status.state === 'stale' ? 'native kernels built from other sources; run pnpm attnlab kernels build' : 'native kernels not built; run pnpm attnlab kernels build'
+    return status.state === 'stale'
+      ? 'native kernels built from other sources; run pnpm attnlab kernels build'
+      : 'native kernels not built; run pnpm attnlab kernels build'
   } catch (error) {
     return `native kernels cannot be probed (${error instanceof Error ? error.message : String(error)})`
   }
@@ -179,7 +190,10 @@ export function expectArraysClose(
  * @returns what `fn` returned
  * @category Testing
  */
-export async function expectNoLeaks<T>(fn: () => T | Promise<T>, options: { disposeResult?: boolean } = {}): Promise<T> {
+export async function expectNoLeaks<T>(
+  fn: () => T | Promise<T>,
+  options: { disposeResult?: boolean } = {},
+): Promise<T> {
   const before = tf.memory().numTensors
   const result = await fn()
   if (options.disposeResult) tf.dispose(result as unknown as tf.TensorContainer)

@@ -29,7 +29,12 @@ const cases: { name: string; config: Partial<DynamicsConfig>; tMax: number; poin
   { name: 'replicator h=3 T=40 eps=1e-6', config: {}, tMax: 1000, points: 1000 },
   { name: 'logit      h=3 T=40 eps=1e-6', config: { variant: 'logit' }, tMax: 5000, points: 1000 },
   { name: 'replicator h=3 T=160 eps=1e-6', config: { nCtx: 160 }, tMax: 1000, points: 1000 },
-  { name: 'logit      h=4 T=40 spans=2,2,2 lambda=1e-3', config: { variant: 'logit', nHeads: 4, spans: [2, 2, 2], weightDecay: 1e-3 }, tMax: 3000, points: 500 },
+  {
+    name: 'logit      h=4 T=40 spans=2,2,2 lambda=1e-3',
+    config: { variant: 'logit', nHeads: 4, spans: [2, 2, 2], weightDecay: 1e-3 },
+    tMax: 3000,
+    points: 500,
+  },
 ]
 
 function scipyAvailable(): boolean {
@@ -46,10 +51,23 @@ const haveScipy = scipyAvailable()
 const dir = mkdtempSync(join(tmpdir(), 'attnlab-dynamics-bench-'))
 const fmt = (x: number) => x.toFixed(1).padStart(8)
 const times3 = (ts: (number | null)[]) => ts.map((t) => (t === null ? '-' : t.toPrecision(5))).join('/')
-console.log(`simulate vs scipy.integrate.solve_ivp, rtol = atol = ${tolerance}, best of ${repeats}, same initial state and sample times`)
+console.log(
+  `simulate vs scipy.integrate.solve_ivp, rtol = atol = ${tolerance}, best of ${repeats}, same initial state and sample times`,
+)
 if (!haveScipy) console.log(`(scipy not found at ${python}: install python3-scipy to get the comparison)`)
 console.log(
-  ['case'.padEnd(44), 'TS ms', 'RK45 ms', 'DOP853 ms', 'RK45/TS', 'DOP853/TS', 'TS nfev', 'RK45 nfev', 'DOP nfev', 'transitions TS | RK45'].join('  '),
+  [
+    'case'.padEnd(44),
+    'TS ms',
+    'RK45 ms',
+    'DOP853 ms',
+    'RK45/TS',
+    'DOP853/TS',
+    'TS nfev',
+    'RK45 nfev',
+    'DOP nfev',
+    'transitions TS | RK45',
+  ].join('  '),
 )
 try {
   for (const { name, config, tMax, points } of cases) {
@@ -68,18 +86,48 @@ try {
     if (haveScipy) {
       const file = join(dir, 'problem.json')
       const system = new GradientFlowSystem(resolved)
-      writeFileSync(file, JSON.stringify({ config: resolved, y0: system.initialState(), times: sampleTimes(resolved, options), plateaus: plateauLosses(resolved) }))
+      writeFileSync(
+        file,
+        JSON.stringify({
+          config: resolved,
+          y0: system.initialState(),
+          times: sampleTimes(resolved, options),
+          plateaus: plateauLosses(resolved),
+        }),
+      )
       const results = ['RK45', 'DOP853'].map(
         (method) =>
           JSON.parse(
-            execFileSync(python, [script, '--input', file, '--coords', 'u', '--method', method, '--rtol', String(tolerance), '--atol', String(tolerance), '--repeat', String(repeats)], {
-              encoding: 'utf8',
-            }),
+            execFileSync(
+              python,
+              [
+                script,
+                '--input',
+                file,
+                '--coords',
+                'u',
+                '--method',
+                method,
+                '--rtol',
+                String(tolerance),
+                '--atol',
+                String(tolerance),
+                '--repeat',
+                String(repeats),
+              ],
+              {
+                encoding: 'utf8',
+              },
+            ),
           ) as { wallTimeMs: number; nfev: number; transitions: (number | null)[] },
       )
       const [rk45, dop853] = results as [(typeof results)[0], (typeof results)[0]]
       row.push(fmt(rk45.wallTimeMs), fmt(dop853.wallTimeMs), fmt(rk45.wallTimeMs / best), fmt(dop853.wallTimeMs / best))
-      row.push(String(trajectory.stats.evaluations).padStart(8), String(rk45.nfev).padStart(8), String(dop853.nfev).padStart(8))
+      row.push(
+        String(trajectory.stats.evaluations).padStart(8),
+        String(rk45.nfev).padStart(8),
+        String(dop853.nfev).padStart(8),
+      )
       scipyTransitions = times3(rk45.transitions)
     } else {
       row.push('-', '-', '-', '-', String(trajectory.stats.evaluations), '-', '-')

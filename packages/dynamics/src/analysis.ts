@@ -5,8 +5,20 @@
  * @module
  */
 import { checkOptionKeys } from '@attnlab/core'
-import { simulate, SIMULATE_OPTION_KEYS, trajectorySpanMass, type SimulateOptions, type Trajectory } from './simulate.ts'
-import { analyzeStages, pick, STAGE_ANALYSIS_OPTION_KEYS, type StageAnalysis, type StageAnalysisOptions } from './stages.ts'
+import {
+  simulate,
+  SIMULATE_OPTION_KEYS,
+  trajectorySpanMass,
+  type SimulateOptions,
+  type Trajectory,
+} from './simulate.ts'
+import {
+  analyzeStages,
+  pick,
+  STAGE_ANALYSIS_OPTION_KEYS,
+  type StageAnalysis,
+  type StageAnalysisOptions,
+} from './stages.ts'
 import type { DynamicsConfig } from './config.ts'
 
 /**

@@ -5,7 +5,14 @@ import { DYNAMICS_PRESETS, defaultDynamicsConfig, resolveDynamicsConfig } from '
 describe('resolveDynamicsConfig', () => {
   it('fills the Figure 10 defaults, resolves weights m^(K-1-j) and freezes', () => {
     const config = resolveDynamicsConfig()
-    expect(config).toMatchObject({ nHeads: 3, nCtx: 40, spans: [1, 1, 1], importanceRatio: 1.7, initNoise: 1e-6, variant: 'replicator' })
+    expect(config).toMatchObject({
+      nHeads: 3,
+      nCtx: 40,
+      spans: [1, 1, 1],
+      importanceRatio: 1.7,
+      initNoise: 1e-6,
+      variant: 'replicator',
+    })
     expect(config.spanWeights[0]).toBeCloseTo(2.89, 12)
     expect(config.spanWeights[1]).toBeCloseTo(1.7, 12)
     expect(config.spanWeights[2]).toBe(1)

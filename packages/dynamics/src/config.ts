@@ -115,13 +115,14 @@ export function defaultDynamicsConfig(): DynamicsConfig {
  *
  * @category Config
  */
-export const DYNAMICS_PRESETS: Readonly<Record<'reference' | 'reference-logit' | 'reference-fast-value' | 'minimal-transformer', Partial<DynamicsConfig>>> =
-  Object.freeze({
-    reference: Object.freeze({}),
-    'reference-logit': Object.freeze({ variant: 'logit' as const }),
-    'reference-fast-value': Object.freeze({ fastValue: true, weightDecay: 1e-3 }),
-    'minimal-transformer': Object.freeze({ spans: Object.freeze([2, 2, 2]), nCtx: 25 }),
-  })
+export const DYNAMICS_PRESETS: Readonly<
+  Record<'reference' | 'reference-logit' | 'reference-fast-value' | 'minimal-transformer', Partial<DynamicsConfig>>
+> = Object.freeze({
+  reference: Object.freeze({}),
+  'reference-logit': Object.freeze({ variant: 'logit' as const }),
+  'reference-fast-value': Object.freeze({ fastValue: true, weightDecay: 1e-3 }),
+  'minimal-transformer': Object.freeze({ spans: Object.freeze([2, 2, 2]), nCtx: 25 }),
+})
 
 /** A {@link DynamicsConfig} after validation: frozen, with resolved span weights. @category Config */
 export interface ResolvedDynamicsConfig extends DynamicsConfig {
@@ -175,7 +176,9 @@ export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): Res
     throw new ConfigError('nHeads', `expected an integer >= 1, got ${String(nHeads)}`, { value: nHeads })
   }
   if (!Array.isArray(spans) || spans.length === 0 || !spans.every(isPositiveInteger)) {
-    throw new ConfigError('spans', `expected a non-empty list of integers >= 1, got ${JSON.stringify(spans)}`, { value: spans })
+    throw new ConfigError('spans', `expected a non-empty list of integers >= 1, got ${JSON.stringify(spans)}`, {
+      value: spans,
+    })
   }
   const covered = spans.reduce((a, b) => a + b, 0)
   if (!isPositiveInteger(nCtx) || nCtx < covered) {
@@ -185,15 +188,27 @@ export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): Res
     })
   }
   if (typeof importanceRatio !== 'number' || !Number.isFinite(importanceRatio) || importanceRatio <= 0) {
-    throw new ConfigError('importanceRatio', `expected a finite number > 0 (the paper's m), got ${String(importanceRatio)}`, {
-      value: importanceRatio,
-    })
+    throw new ConfigError(
+      'importanceRatio',
+      `expected a finite number > 0 (the paper's m), got ${String(importanceRatio)}`,
+      {
+        value: importanceRatio,
+      },
+    )
   }
   if (weights !== null) {
-    if (!Array.isArray(weights) || weights.length !== spans.length || !weights.every((w) => Number.isFinite(w) && w > 0)) {
-      throw new ConfigError('weights', `expected ${spans.length} finite numbers > 0 (one per span), got ${JSON.stringify(weights)}`, {
-        value: weights,
-      })
+    if (
+      !Array.isArray(weights) ||
+      weights.length !== spans.length ||
+      !weights.every((w) => Number.isFinite(w) && w > 0)
+    ) {
+      throw new ConfigError(
+        'weights',
+        `expected ${spans.length} finite numbers > 0 (one per span), got ${JSON.stringify(weights)}`,
+        {
+          value: weights,
+        },
+      )
     }
   }
   if (typeof initNoise !== 'number' || !Number.isFinite(initNoise) || initNoise < 0) {
@@ -205,10 +220,14 @@ export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): Res
     throw new ConfigError('seed', `expected a safe integer, got ${String(seed)}`, { value: seed })
   }
   if (!DYNAMICS_VARIANTS.includes(variant)) {
-    throw new ConfigError('variant', `expected one of ${DYNAMICS_VARIANTS.join(', ')}, got '${String(variant)}'`, { value: variant })
+    throw new ConfigError('variant', `expected one of ${DYNAMICS_VARIANTS.join(', ')}, got '${String(variant)}'`, {
+      value: variant,
+    })
   }
   if (typeof weightDecay !== 'number' || !Number.isFinite(weightDecay) || weightDecay < 0) {
-    throw new ConfigError('weightDecay', `expected a finite number >= 0, got ${String(weightDecay)}`, { value: weightDecay })
+    throw new ConfigError('weightDecay', `expected a finite number >= 0, got ${String(weightDecay)}`, {
+      value: weightDecay,
+    })
   }
   if (typeof fastValue !== 'boolean') {
     throw new ConfigError('fastValue', `expected true or false, got ${String(fastValue)}`, { value: fastValue })
@@ -217,7 +236,7 @@ export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): Res
     throw new ConfigError(
       'weightDecay',
       'the fast-value limit needs weightDecay > 0 when initNoise > 0: with distinct heads V = G pinv(S^T) diverges as ' +
-        'two heads\' attention columns align, and the flow becomes singular; set weightDecay (e.g. 1e-3) or initNoise = 0',
+        "two heads' attention columns align, and the flow becomes singular; set weightDecay (e.g. 1e-3) or initNoise = 0",
       { value: weightDecay, fastValue, initNoise },
     )
   }

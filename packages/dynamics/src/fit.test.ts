@@ -37,7 +37,11 @@ describe('fitTimeScale', () => {
       const s1 = scaled.step[Math.min(i + 1, scaled.step.length - 1)] as number
       const w = s1 > s0 ? Math.min(1, Math.max(0, (step - s0) / (s1 - s0))) : 0
       time.push(step)
-      loss.push((scaled.loss[i] as number) * (1 - w) + (scaled.loss[Math.min(i + 1, scaled.loss.length - 1)] as number) * w + noise * rng.normal())
+      loss.push(
+        (scaled.loss[i] as number) * (1 - w) +
+          (scaled.loss[Math.min(i + 1, scaled.loss.length - 1)] as number) * w +
+          noise * rng.normal(),
+      )
     }
     return { time, loss, plateaus: cePlateaus }
   }
@@ -67,8 +71,12 @@ describe('fitTimeScale', () => {
   it('rejects mismatched or unusable curves', () => {
     const run = syntheticRun(5, 0)
     expect(() => fitTimeScale(ode, { ...run, plateaus: [3, 2, 1] })).toThrow(/same number of stages/)
-    expect(() => fitTimeScale(ode, run, { methd: 'curve' } as never)).toThrow(/Invalid methd: not one of the fitTimeScale options \(did you mean 'method'\?\); allowed: method, offset, runDetection, odeDetection/)
-    expect(() => fitTimeScale(ode, run, { runDetection: { smoothng: 5 } } as never)).toThrow(/Invalid smoothng: not one of the transition detection options/)
+    expect(() => fitTimeScale(ode, run, { methd: 'curve' } as never)).toThrow(
+      /Invalid methd: not one of the fitTimeScale options \(did you mean 'method'\?\); allowed: method, offset, runDetection, odeDetection/,
+    )
+    expect(() => fitTimeScale(ode, run, { runDetection: { smoothng: 5 } } as never)).toThrow(
+      /Invalid smoothng: not one of the transition detection options/,
+    )
     expect(() => fitTimeScale(ode, { ...run, loss: run.loss.slice(1) })).toThrow(ShapeError)
     expect(() => fitTimeScale(ode, { time: [0], loss: [3], plateaus: cePlateaus })).toThrow(/at least two/)
     const flat = { time: [0, 1, 2], loss: [3.7, 3.7, 3.7], plateaus: cePlateaus }

@@ -67,7 +67,10 @@ export function mapLossBetweenPlateaus(loss: number, from: readonly number[], to
   checkPlateaus(from, 'from')
   checkPlateaus(to, 'to')
   if (from.length !== to.length) {
-    throw new AttnlabError('INVALID_ARGUMENT', `from has ${from.length} plateaus but to has ${to.length}; expected the same number`)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `from has ${from.length} plateaus but to has ${to.length}; expected the same number`,
+    )
   }
   return lossAtProgress(progressUnchecked(loss, from), to)
 }
@@ -146,14 +149,17 @@ function checkCurve(curve: LossCurve, name: string): void {
   if (curve.time.length !== curve.loss.length) {
     throw new ShapeError(`${name}: time has ${curve.time.length} samples but loss has ${curve.loss.length}`)
   }
-  if (curve.time.length < 2) throw new AttnlabError('INVALID_ARGUMENT', `${name}: expected at least two samples, got ${curve.time.length}`)
+  if (curve.time.length < 2)
+    throw new AttnlabError('INVALID_ARGUMENT', `${name}: expected at least two samples, got ${curve.time.length}`)
   checkPlateaus(curve.plateaus, `${name}.plateaus`)
 }
 
 /** Progress of the ODE at arbitrary times (linear interpolation in time, clamped at the ends). */
 function progressInterpolator(curve: LossCurve): (t: number) => number {
   const times = curve.time
-  const progress = Float64Array.from({ length: times.length }, (_, i) => progressUnchecked(curve.loss[i] as number, curve.plateaus))
+  const progress = Float64Array.from({ length: times.length }, (_, i) =>
+    progressUnchecked(curve.loss[i] as number, curve.plateaus),
+  )
   const n = times.length
   return (t: number) => {
     if (t <= (times[0] as number)) return progress[0] as number
@@ -202,7 +208,14 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
  * @category Fitting
  */
 export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleFitOptions = {}): TimeScaleFit {
-  checkOptionKeys('fitTimeScale options', options, Object.keys({ method: 1, offset: 1, runDetection: 1, odeDetection: 1 } satisfies Record<keyof TimeScaleFitOptions, 1>))
+  checkOptionKeys(
+    'fitTimeScale options',
+    options,
+    Object.keys({ method: 1, offset: 1, runDetection: 1, odeDetection: 1 } satisfies Record<
+      keyof TimeScaleFitOptions,
+      1
+    >),
+  )
   checkCurve(ode, 'ode')
   checkCurve(run, 'run')
   if (ode.plateaus.length !== run.plateaus.length) {
@@ -219,10 +232,17 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
   if (!Number.isFinite(offset)) throw new AttnlabError('INVALID_ARGUMENT', `offset must be finite, got ${offset}`)
   const K = ode.plateaus.length - 1
   const odeTransitions = detectTransitions(ode.time, ode.loss, ode.plateaus, options.odeDetection ?? {})
-  const runTransitions = detectTransitions(run.time, run.loss, run.plateaus, options.runDetection ?? { smoothing: 5, persistence: 3 })
+  const runTransitions = detectTransitions(
+    run.time,
+    run.loss,
+    run.plateaus,
+    options.runDetection ?? { smoothing: 5, persistence: 3 },
+  )
   const odeProgress = progressInterpolator(ode)
   const clamp = (p: number): number => Math.min(K + 0.5, Math.max(-0.5, p))
-  const runProgress = Float64Array.from({ length: run.time.length }, (_, i) => clamp(progressUnchecked(run.loss[i] as number, run.plateaus)))
+  const runProgress = Float64Array.from({ length: run.time.length }, (_, i) =>
+    clamp(progressUnchecked(run.loss[i] as number, run.plateaus)),
+  )
   const objective = (scale: number): number => {
     let sum = 0
     for (let i = 0; i < runProgress.length; i++) {
@@ -241,10 +261,14 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
       if (t !== null && step !== null && t > 0 && step - offset > 0) logs.push(Math.log((step - offset) / t))
     }
     if (logs.length === 0) {
-      throw new AttnlabError('INVALID_ARGUMENT', 'no stage transition was detected in both the ODE and the run; use method "curve"', {
-        odeTransitions: odeTransitions.map((t) => t.time),
-        runTransitions: runTransitions.map((t) => t.time),
-      })
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        'no stage transition was detected in both the ODE and the run; use method "curve"',
+        {
+          odeTransitions: odeTransitions.map((t) => t.time),
+          runTransitions: runTransitions.map((t) => t.time),
+        },
+      )
     }
     scale = Math.exp(logs.reduce((a, b) => a + b, 0) / logs.length)
   } else {
@@ -301,7 +325,9 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
       predictedStep,
       observedStep,
       relativeError:
-        predictedStep === null || observedStep === null || observedStep === 0 ? null : (predictedStep - observedStep) / observedStep,
+        predictedStep === null || observedStep === null || observedStep === 0
+          ? null
+          : (predictedStep - observedStep) / observedStep,
     })
   }
   return { scale, offset, method, rmse: Math.sqrt(objective(scale)), transitions }

@@ -29,8 +29,7 @@ import { AttnlabError, ConfigError } from '@attnlab/core'
  * not detect every named export (`Outcome` is assigned in a pattern its lexer misses), while
  * CommonJS transpilers hand over `module.exports` itself; accept both.
  */
-const odex: typeof odexModule =
-  (odexModule as unknown as { default?: typeof odexModule }).default ?? odexModule
+const odex: typeof odexModule = (odexModule as unknown as { default?: typeof odexModule }).default ?? odexModule
 
 /**
  * Error control and limits of the integration.

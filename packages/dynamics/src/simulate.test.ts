@@ -18,7 +18,8 @@ const golden = JSON.parse(readFileSync(new URL('./__fixtures__/scipy-reference.j
   cases: GoldenCase[]
 }
 
-const times = (run: { analysis: { transitions: readonly { time: number | null }[] } }) => run.analysis.transitions.map((t) => t.time)
+const times = (run: { analysis: { transitions: readonly { time: number | null }[] } }) =>
+  run.analysis.transitions.map((t) => t.time)
 
 describe('simulate: against an independent scipy solution (tools/dynamics/ode_scipy.py, DOP853 at 1e-11)', () => {
   it.each(golden.cases.map((c) => [c.name, c] as const))('%s', (_name, c) => {
@@ -42,7 +43,8 @@ describe('simulate: closed forms and reference behaviour (notes section 4.3-4.4)
     const { nHeads: h, nCtx: T } = trajectory.config
     for (let i = 0; i < trajectory.times.length; i++) {
       const head0 = trajectory.attention.subarray(i * h * T, i * h * T + T)
-      for (let k = 1; k < h; k++) expect(trajectory.attention.subarray((i * h + k) * T, (i * h + k + 1) * T)).toEqual(head0)
+      for (let k = 1; k < h; k++)
+        expect(trajectory.attention.subarray((i * h + k) * T, (i * h + k + 1) * T)).toEqual(head0)
     }
     const L1 = trajectory.plateaus[1] as number
     // The flow approaches the saddle from above and never passes it.
@@ -54,7 +56,10 @@ describe('simulate: closed forms and reference behaviour (notes section 4.3-4.4)
 
   it('h >= K ends at loss 0 with each span fitted by its own head (h = 3 and h = 4)', () => {
     for (const nHeads of [3, 4]) {
-      const { trajectory, analysis } = simulateAndAnalyze({ nHeads, initNoise: 1e-3, seed: 1 }, { tMax: 2000, points: 300 })
+      const { trajectory, analysis } = simulateAndAnalyze(
+        { nHeads, initNoise: 1e-3, seed: 1 },
+        { tMax: 2000, points: 300 },
+      )
       expect(analysis.finalLoss).toBeLessThan(1e-4)
       expect(analysis.stagesReached).toBe(3)
       const last = analysis.transitions[2]?.assignment
@@ -101,7 +106,9 @@ describe('simulate: closed forms and reference behaviour (notes section 4.3-4.4)
   })
 
   it('smaller eps delays the cooperative transitions but not the first (grows like log 1/eps)', () => {
-    const byEps = [1e-3, 1e-6, 1e-9].map((initNoise) => times(simulateAndAnalyze({ initNoise }, { tMax: 1500, points: 300 })) as number[])
+    const byEps = [1e-3, 1e-6, 1e-9].map(
+      (initNoise) => times(simulateAndAnalyze({ initNoise }, { tMax: 1500, points: 300 })) as number[],
+    )
     const [a, b, c] = byEps as [number[], number[], number[]]
     expect(Math.abs((a[0] as number) - (c[0] as number))).toBeLessThan(0.3)
     expect(a[1]).toBeLessThan(b[1] as number)
@@ -112,13 +119,22 @@ describe('simulate: closed forms and reference behaviour (notes section 4.3-4.4)
 
   it('logit variant: the first transition time grows linearly with T (replicator: like sqrt T)', () => {
     const contexts = [10, 20, 40, 80]
-    const logit = contexts.map((nCtx) => detectTransitions(...curve(simulate({ variant: 'logit', nCtx }, { tMax: nCtx, points: 200, spacing: 'linear' })))[0]?.time as number)
+    const logit = contexts.map(
+      (nCtx) =>
+        detectTransitions(
+          ...curve(simulate({ variant: 'logit', nCtx }, { tMax: nCtx, points: 200, spacing: 'linear' })),
+        )[0]?.time as number,
+    )
     const slopes = logit.map((t, i) => t / (contexts[i] as number))
     // t1 / T is nearly constant (notes: 5.5, 21.8, 85, 336 for T = 10, 40, 160, 640).
     expect(Math.max(...slopes) / Math.min(...slopes)).toBeLessThan(1.1)
     expect(Math.abs((logit[2] as number) - 21.8)).toBeLessThan(0.5)
     // Doubling T doubles t1 for the logit flow, but multiplies it by about sqrt 2 for the replicator.
-    const replicator = [20, 80].map((nCtx) => detectTransitions(...curve(simulate({ nCtx }, { tMax: 40, points: 200, spacing: 'linear' })))[0]?.time as number)
+    const replicator = [20, 80].map(
+      (nCtx) =>
+        detectTransitions(...curve(simulate({ nCtx }, { tMax: 40, points: 200, spacing: 'linear' })))[0]
+          ?.time as number,
+    )
     expect((logit[3] as number) / (logit[1] as number)).toBeGreaterThan(3.6)
     expect((replicator[1] as number) / (replicator[0] as number)).toBeLessThan(2.4)
   })
@@ -196,15 +212,26 @@ describe('simulate: options and failures', () => {
     expect(() => simulate({ importanceRatios: 2, tmax: 10 } as never)).toThrow(
       /Invalid importanceRatios: not one of the dynamics config fields \(did you mean 'importanceRatio'\?\); allowed: nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, fastValue, spanWeights/,
     )
-    expect(() => simulate({}, { tmax: 10 } as never)).toThrow(/Invalid tmax: not one of the simulate options \(did you mean 'tMax'\?\); allowed: tMax, points, spacing, times, relativeTolerance, absoluteTolerance, maxSteps/)
+    expect(() => simulate({}, { tmax: 10 } as never)).toThrow(
+      /Invalid tmax: not one of the simulate options \(did you mean 'tMax'\?\); allowed: tMax, points, spacing, times, relativeTolerance, absoluteTolerance, maxSteps/,
+    )
     expect(() => simulate({}, { point: 3 } as never)).toThrow(ConfigError)
     expect(() => sampleTimes({ variant: 'logit' }, { spaceing: 'linear' } as never)).toThrow(/did you mean 'spacing'/)
-    expect(() => simulateAndAnalyze({}, { tMax: 10, points: 3, smoothin: 3 } as never)).toThrow(/Invalid smoothin: not one of the simulateAndAnalyze options \(did you mean 'smoothing'\?\)/)
+    expect(() => simulateAndAnalyze({}, { tMax: 10, points: 3, smoothin: 3 } as never)).toThrow(
+      /Invalid smoothin: not one of the simulateAndAnalyze options \(did you mean 'smoothing'\?\)/,
+    )
     const run = simulate({ nHeads: 2, nCtx: 4, spans: [1, 1] }, { tMax: 20, points: 20 })
-    expect(() => analyzeTrajectory(run, { persistance: 2 } as never)).toThrow(/Invalid persistance: not one of the stage analysis options \(did you mean 'persistence'\?\)/)
-    expect(() => detectTransitions(run.times, run.loss, run.plateaus, { smooth: 3 } as never)).toThrow(/not one of the transition detection options/)
+    expect(() => analyzeTrajectory(run, { persistance: 2 } as never)).toThrow(
+      /Invalid persistance: not one of the stage analysis options \(did you mean 'persistence'\?\)/,
+    )
+    expect(() => detectTransitions(run.times, run.loss, run.plateaus, { smooth: 3 } as never)).toThrow(
+      /not one of the transition detection options/,
+    )
     // A resolved config (with spanWeights) can be simulated again; stage and simulate options combine.
     expect(simulate(run.config, { tMax: 20, points: 20 }).loss).toEqual(run.loss)
-    expect(simulateAndAnalyze({ nHeads: 2, nCtx: 4, spans: [1, 1] }, { tMax: 20, points: 20, persistence: 2, minSamples: 2 }).trajectory.loss).toEqual(run.loss)
+    expect(
+      simulateAndAnalyze({ nHeads: 2, nCtx: 4, spans: [1, 1] }, { tMax: 20, points: 20, persistence: 2, minSamples: 2 })
+        .trajectory.loss,
+    ).toEqual(run.loss)
   })
 })

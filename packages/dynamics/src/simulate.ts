@@ -96,13 +96,17 @@ export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: Si
     if (times.length === 0) throw new ConfigError('times', 'expected at least one sample time', { value: times })
     for (const [i, t] of times.entries()) {
       if (!Number.isFinite(t) || t < 0 || (i > 0 && t <= (times[i - 1] as number))) {
-        throw new ConfigError('times', `expected finite, non-negative, strictly increasing times; entry ${i} is ${t}`, { index: i, value: t })
+        throw new ConfigError('times', `expected finite, non-negative, strictly increasing times; entry ${i} is ${t}`, {
+          index: i,
+          value: t,
+        })
       }
     }
     return times
   }
   const tMax = options.tMax ?? (config.variant === 'logit' ? 5000 : 1000)
-  if (!Number.isFinite(tMax) || tMax <= 0) throw new ConfigError('tMax', `expected a finite number > 0, got ${tMax}`, { value: tMax })
+  if (!Number.isFinite(tMax) || tMax <= 0)
+    throw new ConfigError('tMax', `expected a finite number > 0, got ${tMax}`, { value: tMax })
   const points = options.points ?? 1000
   if (!Number.isSafeInteger(points) || points < 1) {
     throw new ConfigError('points', `expected an integer >= 1, got ${points}`, { value: points })
@@ -200,7 +204,10 @@ export function simulate(config: Partial<DynamicsConfig> = {}, options: Simulate
  * @param field - `'spanMass'` (default) or `'spanShare'`
  * @category Simulation
  */
-export function trajectorySpanMass(trajectory: Trajectory, field: 'spanMass' | 'spanShare' = 'spanMass'): Float64Array[][] {
+export function trajectorySpanMass(
+  trajectory: Trajectory,
+  field: 'spanMass' | 'spanShare' = 'spanMass',
+): Float64Array[][] {
   const h = trajectory.config.nHeads
   const K = trajectory.config.spans.length
   const data = trajectory[field]

@@ -76,23 +76,55 @@ describe('runningMedian', () => {
 describe('heads and phases', () => {
   it('headSimilarity is the mean pairwise cosine', () => {
     expect(headSimilarity([[1, 0, 0]])).toBe(1)
-    expect(headSimilarity([[1, 0], [2, 0]])).toBeCloseTo(1, 12)
-    expect(headSimilarity([[1, 0], [0, 1], [1, 0]])).toBeCloseTo(1 / 3, 12)
-    expect(headSimilarity([[0, 0], [0, 0]])).toBe(1)
+    expect(
+      headSimilarity([
+        [1, 0],
+        [2, 0],
+      ]),
+    ).toBeCloseTo(1, 12)
+    expect(
+      headSimilarity([
+        [1, 0],
+        [0, 1],
+        [1, 0],
+      ]),
+    ).toBeCloseTo(1 / 3, 12)
+    expect(
+      headSimilarity([
+        [0, 0],
+        [0, 0],
+      ]),
+    ).toBe(1)
     expect(() => headSimilarity([[1, 0], [1]])).toThrow(ShapeError)
   })
 
   it('assignHeads gives argmax spans and one holder per span', () => {
-    const { heads, holders } = assignHeads([[0.9, 0.1, 0], [0.6, 0.3, 0.1], [0.1, 0.2, 0.7]])
+    const { heads, holders } = assignHeads([
+      [0.9, 0.1, 0],
+      [0.6, 0.3, 0.1],
+      [0.1, 0.2, 0.7],
+    ])
     expect(heads.map((h) => h.span)).toEqual([0, 0, 2])
     expect(holders).toEqual([0, null, 2])
     expect(() => assignHeads([[1, 0], [1]])).toThrow(ShapeError)
   })
 
-  const uniform = [[0.2, 0.2, 0.2], [0.2, 0.2, 0.2]]
-  const together = [[0.9, 0.05, 0.05], [0.9, 0.05, 0.05]]
-  const moving = [[0.9, 0.05, 0.05], [0.45, 0.45, 0.1]]
-  const apart = [[0.9, 0.05, 0.05], [0.05, 0.9, 0.05]]
+  const uniform = [
+    [0.2, 0.2, 0.2],
+    [0.2, 0.2, 0.2],
+  ]
+  const together = [
+    [0.9, 0.05, 0.05],
+    [0.9, 0.05, 0.05],
+  ]
+  const moving = [
+    [0.9, 0.05, 0.05],
+    [0.45, 0.45, 0.1],
+  ]
+  const apart = [
+    [0.9, 0.05, 0.05],
+    [0.05, 0.9, 0.05],
+  ]
 
   it('labels initial -> competitive -> cooperative, holding the label while a head is in flight', () => {
     const segments = classifyPhases([0, 1, 2, 3, 4], [uniform, together, together, moving, apart])
@@ -107,13 +139,19 @@ describe('heads and phases', () => {
 
   it('merges segments shorter than minSamples (noise)', () => {
     const series = [together, together, apart, together, together, apart, apart, apart]
-    expect(classifyPhases(series.map((_, i) => i), series).map((s) => s.phase)).toEqual([
-      'competitive',
-      'cooperative',
-      'competitive',
-      'cooperative',
-    ])
-    expect(classifyPhases(series.map((_, i) => i), series, { minSamples: 2 }).map((s) => s.phase)).toEqual(['competitive', 'cooperative'])
+    expect(
+      classifyPhases(
+        series.map((_, i) => i),
+        series,
+      ).map((s) => s.phase),
+    ).toEqual(['competitive', 'cooperative', 'competitive', 'cooperative'])
+    expect(
+      classifyPhases(
+        series.map((_, i) => i),
+        series,
+        { minSamples: 2 },
+      ).map((s) => s.phase),
+    ).toEqual(['competitive', 'cooperative'])
   })
 
   it('validates phase options and shapes', () => {
@@ -131,12 +169,21 @@ describe('analyzeStages', () => {
     // Span masses: all heads on span 0 after step 100, head 1 moves to span 1 at 300, head 2 to span 2 at 600.
     const spanMass = time.map((step) => {
       const head = (span: number) => [0, 1, 2].map((j) => (j === span ? 0.9 : 0.05))
-      if (step < 100) return [[0.1, 0.1, 0.1], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1]]
+      if (step < 100)
+        return [
+          [0.1, 0.1, 0.1],
+          [0.1, 0.1, 0.1],
+          [0.1, 0.1, 0.1],
+        ]
       return [head(0), head(step < 300 ? 0 : 1), head(step < 600 ? 0 : 2)]
     })
     const analysis = analyzeStages({ time, loss, plateaus, spanMass }, { smoothing: 5, persistence: 3 })
     expect(analysis.stagesReached).toBe(3)
-    expect(analysis.transitions.map((t) => t.takenSpans)).toEqual([[{ span: 0, head: 0 }], [{ span: 1, head: 1 }], [{ span: 2, head: 2 }]])
+    expect(analysis.transitions.map((t) => t.takenSpans)).toEqual([
+      [{ span: 0, head: 0 }],
+      [{ span: 1, head: 1 }],
+      [{ span: 2, head: 2 }],
+    ])
     expect(analysis.phases.map((p) => p.phase)).toEqual(['initial', 'competitive', 'cooperative'])
     expect(Math.abs((analysis.phases[2]?.start as number) - 300)).toBeLessThanOrEqual(5)
     expect(analysis.finalLoss).toBe(loss[loss.length - 1])
@@ -178,11 +225,26 @@ describe('detectSpanStages', () => {
   // Two heads, two spans: both heads on span 0 at step 10, head 1 takes span 1 at step 30.
   const time = [0, 10, 20, 30, 40]
   const mass = [
-    [[0.3, 0.3], [0.3, 0.3]],
-    [[0.8, 0.1], [0.7, 0.2]],
-    [[0.9, 0.05], [0.6, 0.3]],
-    [[0.9, 0.05], [0.2, 0.7]],
-    [[0.9, 0.05], [0.1, 0.8]],
+    [
+      [0.3, 0.3],
+      [0.3, 0.3],
+    ],
+    [
+      [0.8, 0.1],
+      [0.7, 0.2],
+    ],
+    [
+      [0.9, 0.05],
+      [0.6, 0.3],
+    ],
+    [
+      [0.9, 0.05],
+      [0.2, 0.7],
+    ],
+    [
+      [0.9, 0.05],
+      [0.1, 0.8],
+    ],
   ]
 
   it('finds one stage per newly held span, interpolated at the threshold', () => {

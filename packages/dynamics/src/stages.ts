@@ -64,7 +64,9 @@ function invalid(message: string, details: Record<string, unknown> = {}): Attnla
 /** Validates a decreasing plateau list. */
 export function checkPlateaus(plateaus: readonly number[], name = 'plateaus'): void {
   if (!Array.isArray(plateaus) || plateaus.length < 2) {
-    throw invalid(`${name} must list at least two plateau losses (from the no-context level down), got ${JSON.stringify(plateaus)}`)
+    throw invalid(
+      `${name} must list at least two plateau losses (from the no-context level down), got ${JSON.stringify(plateaus)}`,
+    )
   }
   for (let j = 0; j < plateaus.length; j++) {
     const value = plateaus[j] as number
@@ -88,10 +90,15 @@ function checkSeries(time: ArrayLike<number>, loss: ArrayLike<number>): void {
   for (let i = 0; i < time.length; i++) {
     const t = time[i] as number
     if (!Number.isFinite(t) || (i > 0 && t < (time[i - 1] as number))) {
-      throw invalid(`time must be finite and non-decreasing; sample ${i} is ${t} after ${time[i - 1]}`, { index: i, value: t })
+      throw invalid(`time must be finite and non-decreasing; sample ${i} is ${t} after ${time[i - 1]}`, {
+        index: i,
+        value: t,
+      })
     }
     if (!Number.isFinite(loss[i] as number)) {
-      throw invalid(`loss sample ${i} is ${loss[i]}; expected a finite number (drop diverged samples first)`, { index: i })
+      throw invalid(`loss sample ${i} is ${loss[i]}; expected a finite number (drop diverged samples first)`, {
+        index: i,
+      })
     }
   }
 }
@@ -122,7 +129,8 @@ export function runningMedian(values: ArrayLike<number>, window: number): Float6
     for (let k = Math.max(0, i - half); k <= Math.min(n - 1, i + half); k++) buffer.push(values[k] as number)
     buffer.sort((a, b) => a - b)
     const m = buffer.length
-    out[i] = m % 2 === 1 ? (buffer[(m - 1) / 2] as number) : 0.5 * ((buffer[m / 2 - 1] as number) + (buffer[m / 2] as number))
+    out[i] =
+      m % 2 === 1 ? (buffer[(m - 1) / 2] as number) : 0.5 * ((buffer[m / 2 - 1] as number) + (buffer[m / 2] as number))
   }
   return out
 }
@@ -391,7 +399,8 @@ export function headSimilarity(heads: ArrayLike<ArrayLike<number>>): number {
   const norms: number[] = []
   for (let k = 0; k < h; k++) {
     const v = heads[k] as ArrayLike<number>
-    if (v.length !== width) throw new ShapeError(`head ${k} has ${v.length} entries but head 0 has ${width}`, { head: k })
+    if (v.length !== width)
+      throw new ShapeError(`head ${k} has ${v.length} entries but head 0 has ${width}`, { head: k })
     let s = 0
     for (let j = 0; j < width; j++) s += (v[j] as number) ** 2
     norms.push(Math.sqrt(s))
@@ -479,7 +488,8 @@ export function assignHeads(heads: ArrayLike<ArrayLike<number>>): HeadAssignment
   }
   for (const [k, { span, mass }] of perHead.entries()) {
     const current = holders[span]
-    if (current === null || current === undefined || mass > (perHead[current] as { mass: number }).mass) holders[span] = k
+    if (current === null || current === undefined || mass > (perHead[current] as { mass: number }).mass)
+      holders[span] = k
   }
   return { heads: perHead, holders }
 }
@@ -539,7 +549,8 @@ function resolvePhaseOptions(options: PhaseOptions): Required<PhaseOptions> {
   if (!(similarityThreshold > 0 && similarityThreshold <= 1)) {
     throw invalid(`similarityThreshold must be in (0, 1], got ${similarityThreshold}`)
   }
-  if (!(focusThreshold > 0 && focusThreshold <= 1)) throw invalid(`focusThreshold must be in (0, 1], got ${focusThreshold}`)
+  if (!(focusThreshold > 0 && focusThreshold <= 1))
+    throw invalid(`focusThreshold must be in (0, 1], got ${focusThreshold}`)
   checkPositiveInteger('minSamples', minSamples)
   return { similarityThreshold, focusThreshold, minSamples }
 }
@@ -605,7 +616,10 @@ export function classifyPhases(
   const merged: { phase: Phase; startIndex: number; endIndex: number }[] = []
   for (const segment of raw) {
     const last = merged[merged.length - 1]
-    if (last !== undefined && (segment.endIndex - segment.startIndex + 1 < minSamples || last.phase === segment.phase)) {
+    if (
+      last !== undefined &&
+      (segment.endIndex - segment.startIndex + 1 < minSamples || last.phase === segment.phase)
+    ) {
       last.endIndex = segment.endIndex
     } else merged.push({ ...segment })
   }
@@ -671,8 +685,15 @@ export interface StageInput {
  */
 export interface StageAnalysisOptions extends TransitionDetectionOptions, PhaseOptions {}
 
-const DETECTION_KEYS: readonly string[] = Object.keys({ smoothing: 1, persistence: 1 } satisfies Record<keyof TransitionDetectionOptions, 1>)
-const PHASE_KEYS: readonly string[] = Object.keys({ similarityThreshold: 1, focusThreshold: 1, minSamples: 1 } satisfies Record<keyof PhaseOptions, 1>)
+const DETECTION_KEYS: readonly string[] = Object.keys({ smoothing: 1, persistence: 1 } satisfies Record<
+  keyof TransitionDetectionOptions,
+  1
+>)
+const PHASE_KEYS: readonly string[] = Object.keys({
+  similarityThreshold: 1,
+  focusThreshold: 1,
+  minSamples: 1,
+} satisfies Record<keyof PhaseOptions, 1>)
 /** Every key of {@link StageAnalysisOptions}. */
 export const STAGE_ANALYSIS_OPTION_KEYS: readonly string[] = [...DETECTION_KEYS, ...PHASE_KEYS]
 

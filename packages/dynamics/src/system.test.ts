@@ -82,7 +82,12 @@ describe('GradientFlowSystem', () => {
         const lb = which === 'V' ? lossOf(G, b, S, h, F, T) : lossOf(G, V, b, h, F, T)
         return -(la - lb) / (2 * step)
       }
-      expectArraysClose(dy.slice(0, h * F), V.map((v, i) => grad('V', i) - lambda * v), 1e-6, 1e-6)
+      expectArraysClose(
+        dy.slice(0, h * F),
+        V.map((v, i) => grad('V', i) - lambda * v),
+        1e-6,
+        1e-6,
+      )
       for (let k = 0; k < h; k++) {
         const s = S.slice(k * T, (k + 1) * T)
         const w = s.map((sp, p) => grad('S', k * T + p) - lambda * sp)
@@ -131,12 +136,16 @@ describe('GradientFlowSystem', () => {
     const { system } = setup({ initNoise: 0 })
     const y0 = system.initialState()
     expect(y0.every((v) => v === 0)).toBe(true)
-    const noisy = new GradientFlowSystem(resolveDynamicsConfig({ nHeads: 2, nCtx: 6, spans: [1, 2], initNoise: 1e-3, seed: 7 }))
+    const noisy = new GradientFlowSystem(
+      resolveDynamicsConfig({ nHeads: 2, nCtx: 6, spans: [1, 2], initNoise: 1e-3, seed: 7 }),
+    )
     const { attention } = noisy.evaluate(noisy.initialState())
     for (const s of attention) expect(Math.abs(s - 1 / 6)).toBeLessThan(1e-2)
     expect(attention[0]).not.toBe(attention[6])
     // Head k's noise does not depend on the number of heads.
-    const three = new GradientFlowSystem(resolveDynamicsConfig({ nHeads: 3, nCtx: 6, spans: [1, 2], initNoise: 1e-3, seed: 7 }))
+    const three = new GradientFlowSystem(
+      resolveDynamicsConfig({ nHeads: 3, nCtx: 6, spans: [1, 2], initNoise: 1e-3, seed: 7 }),
+    )
     expect(three.initialState().slice(3 * 2, 3 * 2 + 12)).toEqual(noisy.initialState().slice(2 * 2))
   })
 

@@ -117,7 +117,9 @@ export class GradientFlowSystem {
       let max = -Infinity
       for (let p = 0; p < T; p++) max = Math.max(max, y[base + p] as number)
       if (!Number.isFinite(max)) {
-        throw new NonFiniteError(`attention logits of head ${k} are not finite (max ${max}); the flow diverged`, { head: k })
+        throw new NonFiniteError(`attention logits of head ${k} are not finite (max ${max}); the flow diverged`, {
+          head: k,
+        })
       }
       let total = 0
       for (let p = 0; p < T; p++) {
@@ -138,7 +140,8 @@ export class GradientFlowSystem {
         const v = values[k * F + f] as number
         if (v === 0) continue
         const row = f * T
-        for (let p = 0; p < T; p++) residual[row + p] = (residual[row + p] as number) - v * (attention[k * T + p] as number)
+        for (let p = 0; p < T; p++)
+          residual[row + p] = (residual[row + p] as number) - v * (attention[k * T + p] as number)
       }
     }
   }
@@ -242,7 +245,8 @@ function optimalValues(
     counts[g] = (counts[g] as number) + 1
   }
   const S = new Matrix(T, d) // distinct attention columns
-  for (const [g, r] of representatives.entries()) for (let p = 0; p < T; p++) S.set(p, g, attention[r * T + p] as number)
+  for (const [g, r] of representatives.entries())
+    for (let p = 0; p < T; p++) S.set(p, g, attention[r * T + p] as number)
   const G = new Matrix(F, T)
   for (let f = 0; f < F; f++) for (let p = 0; p < T; p++) G.set(f, p, target.matrix[f * T + p] as number)
   let W: Matrix // [F, d]: each group's total value

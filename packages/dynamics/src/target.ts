@@ -53,7 +53,13 @@ export function buildTarget(config: ResolvedDynamicsConfig): DynamicsTarget {
     }
     spanPositions.push(positions)
   }
-  return Object.freeze({ nFeatures: K, nCtx: T, matrix, spanPositions: Object.freeze(spanPositions.map((p) => Object.freeze(p))), spanOf })
+  return Object.freeze({
+    nFeatures: K,
+    nCtx: T,
+    matrix,
+    spanPositions: Object.freeze(spanPositions.map((p) => Object.freeze(p))),
+    spanOf,
+  })
 }
 
 /**

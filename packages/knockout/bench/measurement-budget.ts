@@ -55,16 +55,22 @@ const minDrop = Number(args['min-drop'])
 let model: Transformer
 let capabilities: Capability[]
 if (args.model === 'planted-mixture') {
-  const checkpoint = await loadCheckpoint(fileURLToPath(new URL('../src/__fixtures__/planted-mixture-gpt', import.meta.url)))
+  const checkpoint = await loadCheckpoint(
+    fileURLToPath(new URL('../src/__fixtures__/planted-mixture-gpt', import.meta.url)),
+  )
   model = createTransformer(checkpoint.config)
   model.setWeights(checkpoint.weights)
   const mixture = taskFromDescription(checkpoint.extra.task) as MixtureTask
-  capabilities = mixture.components.map((c) => taskCapability(mixture.only(c.name), { name: c.name, count: 48, seed: 1 }))
+  capabilities = mixture.components.map((c) =>
+    taskCapability(mixture.only(c.name), { name: c.name, count: 48, seed: 1 }),
+  )
 } else {
   const loaded = await loadModel(args.model, args.tokenizer === undefined ? {} : { tokenizer: args.tokenizer })
   model = loaded.model
   const tokenizer = loaded.tokenizer
-  const specials = [loaded.specialTokens.bos, ...(loaded.specialTokens.eos ?? [])].filter((t): t is number => t !== undefined)
+  const specials = [loaded.specialTokens.bos, ...(loaded.specialTokens.eos ?? [])].filter(
+    (t): t is number => t !== undefined,
+  )
   const context = {
     dVocab: model.config.dVocab,
     nCtx: model.config.nCtx,
@@ -97,7 +103,10 @@ for (const capability of capabilities) {
       truth: truth.length,
       run: label,
       evaluations,
-      headsPerMask: design.fraction === undefined ? defaultHeadsPerMask(plan.heads, evaluations) : Math.max(1, Math.floor(design.fraction * plan.heads)),
+      headsPerMask:
+        design.fraction === undefined
+          ? defaultHeadsPerMask(plan.heads, evaluations)
+          : Math.max(1, Math.floor(design.fraction * plan.heads)),
       exhaustive: sweep.evaluations,
       useExhaustive: plan.useExhaustive,
       recall: recalls.map((r) => r.toFixed(2)).join(' '),

@@ -67,7 +67,8 @@ const { values: args } = parseArgs({
   },
 })
 const MIXTURES = ['near-icl-far', 'near-icl-linear', 'none'] as const
-if (!(MIXTURES as readonly string[]).includes(args.natural)) throw new Error(`--natural must be one of ${MIXTURES.join(', ')}`)
+if (!(MIXTURES as readonly string[]).includes(args.natural))
+  throw new Error(`--natural must be one of ${MIXTURES.join(', ')}`)
 await useBackend(args.backend as BackendName)
 await mkdir(args.out, { recursive: true })
 const minDrop = Number(args['min-drop'])
@@ -81,20 +82,33 @@ const count = Number(args.count)
 function mixtureTask(): MixtureTask {
   const d = 8
   const zero = new Array<number>(d * d).fill(0)
-  const oldestOnly = (spans: number, seed: number): number[][] => [Array.from(randomOrthogonalMatrix(d, Rng.fromSeed(seed))), ...new Array(spans - 1).fill(zero)]
+  const oldestOnly = (spans: number, seed: number): number[][] => [
+    Array.from(randomOrthogonalMatrix(d, Rng.fromSeed(seed))),
+    ...new Array(spans - 1).fill(zero),
+  ]
   // Spans [1,1,1] with only the oldest span's teacher non-zero: the next token depends on the token 3 back.
-  const near = new SparseMarkovTask({ vocabSize: d, spans: [1, 1, 1], m: 1, tau: 0.3, genLen: 15, teacherMatrices: oldestOnly(3, 5) })
-  const far = new SparseMarkovTask({ vocabSize: d, spans: [1, 1, 1, 1, 1, 1], m: 1, tau: 0.3, genLen: 12, teacherMatrices: oldestOnly(6, 6) })
+  const near = new SparseMarkovTask({
+    vocabSize: d,
+    spans: [1, 1, 1],
+    m: 1,
+    tau: 0.3,
+    genLen: 15,
+    teacherMatrices: oldestOnly(3, 5),
+  })
+  const far = new SparseMarkovTask({
+    vocabSize: d,
+    spans: [1, 1, 1, 1, 1, 1],
+    m: 1,
+    tau: 0.3,
+    genLen: 12,
+    teacherMatrices: oldestOnly(6, 6),
+  })
   const icl = new IclMarkovTask({ vocabSize: 3, order: 1, seqLength: 18 })
-  const third = args.natural === 'near-icl-far' ? { name: 'far', task: far } : { name: 'linear', task: new LinearMapTask({ stateSize: 8, onesPerRow: 1, states: 2, matrixSeed: 3 }) }
-  return new MixtureTask(
-    [
-      { name: 'near', task: near },
-      { name: 'icl', task: icl },
-      third,
-    ],
-    { vocabulary: 'disjoint' },
-  )
+  const third =
+    args.natural === 'near-icl-far'
+      ? { name: 'far', task: far }
+      : { name: 'linear', task: new LinearMapTask({ stateSize: 8, onesPerRow: 1, states: 2, matrixSeed: 3 }) }
+  return new MixtureTask([{ name: 'near', task: near }, { name: 'icl', task: icl }, third], { vocabulary: 'disjoint' })
 }
 
 async function mixtureModel(): Promise<{ model: Transformer; task: MixtureTask; training: unknown }> {
@@ -104,10 +118,23 @@ async function mixtureModel(): Promise<{ model: Transformer; task: MixtureTask; 
     const model = createTransformer(checkpoint.config)
     model.setWeights(checkpoint.weights)
     console.log(`loaded the mixture gpt from ${dir}`)
-    return { model, task: taskFromDescription(checkpoint.extra.task) as MixtureTask, training: checkpoint.extra.training }
+    return {
+      model,
+      task: taskFromDescription(checkpoint.extra.task) as MixtureTask,
+      training: checkpoint.extra.training,
+    }
   }
   const task = mixtureTask()
-  const config = presetConfig('gpt', { dVocab: task.vocabSize, nCtx: task.seqLength - 1, nLayers: 2, nHeads: 8, dModel: 64, dHead: 8, dMlp: 128, seed: 0 })
+  const config = presetConfig('gpt', {
+    dVocab: task.vocabSize,
+    nCtx: task.seqLength - 1,
+    nLayers: 2,
+    nHeads: 8,
+    dModel: 64,
+    dHead: 8,
+    dMlp: 128,
+    seed: 0,
+  })
   const model = createTransformer(config)
   const steps = Number(args.steps)
   const started = performance.now()
@@ -120,9 +147,19 @@ async function mixtureModel(): Promise<{ model: Transformer; task: MixtureTask; 
     evalEvery: 500,
     validation: 1024,
     analysis: false,
-    onEval: (e) => console.log(`  step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
+    onEval: (e) =>
+      console.log(
+        `  step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+      ),
   })
-  const training = { steps, batchSize: 128, lr: 3e-3, schedule: 'warmup-cosine 100', finalValidationLoss: result.finalValidationLoss, seconds: result.seconds }
+  const training = {
+    steps,
+    batchSize: 128,
+    lr: 3e-3,
+    schedule: 'warmup-cosine 100',
+    finalValidationLoss: result.finalValidationLoss,
+    seconds: result.seconds,
+  }
   await saveCheckpoint(dir, model, null, { task: task.describe(), training })
   console.log(`trained the mixture gpt in ${result.seconds.toFixed(0)} s; saved to ${dir}`)
   return { model, task, training }
@@ -133,10 +170,33 @@ interface CapabilityReport {
   baseline: number
   truth: string[]
   sweep: { head: string; drop: number }[]
-  evaluations: { exhaustive: number; exhaustivePairs: number; greedy: number; csDefault: number; csBudget: number; csLean: number }
+  evaluations: {
+    exhaustive: number
+    exhaustivePairs: number
+    greedy: number
+    csDefault: number
+    csBudget: number
+    csLean: number
+  }
   csDefault: { top: string[]; precision: number; recall: number; r2: number; headsPerMask: number }
-  csBudget: { masks: number; fraction: number; top: string[]; precision: number; recall: number; r2: number; headsPerMask: number }
-  csLean: { masks: number; fraction: number; top: string[]; precision: number; recall: number; r2: number; headsPerMask: number }
+  csBudget: {
+    masks: number
+    fraction: number
+    top: string[]
+    precision: number
+    recall: number
+    r2: number
+    headsPerMask: number
+  }
+  csLean: {
+    masks: number
+    fraction: number
+    top: string[]
+    precision: number
+    recall: number
+    r2: number
+    headsPerMask: number
+  }
   greedy: { top: string[]; precision: number; recall: number }
   effects: { heads: string[]; target: number; controls: Record<string, number>; ratio: number | null }
 }
@@ -152,34 +212,77 @@ async function validate(model: Transformer, capabilities: Capability[], label: s
   const leanMasks = 2 * n
   const leanFraction = n <= 4 ? 1 / n : budgetFraction
   const reports: CapabilityReport[] = []
-  console.log(`\n== ${label}: ${layout.nLayers} x ${layout.nHeads} = ${n} heads; exhaustive sweep ${n + 1} evaluations, all heads and pairs ${pairs} (10% = ${(0.1 * pairs).toFixed(1)})`)
+  console.log(
+    `\n== ${label}: ${layout.nLayers} x ${layout.nHeads} = ${n} heads; exhaustive sweep ${n + 1} evaluations, all heads and pairs ${pairs} (10% = ${(0.1 * pairs).toFixed(1)})`,
+  )
   for (const capability of capabilities) {
     const sweep = await exhaustiveSweep(model, capability, { top: n })
     const truth = sweepHeads(sweep, { minDrop, relative: 0.25 })
     const k = Math.max(1, truth.length)
     const csDefault = await compressedSensing(model, capability, { masks: 100, fraction: 0.02, seed: 0, top: k })
-    const csBudget = await compressedSensing(model, capability, { masks: budgetMasks, fraction: budgetFraction, design: 'balanced', seed: 0, top: k })
-    const csLean = await compressedSensing(model, capability, { masks: leanMasks, fraction: leanFraction, design: 'balanced', seed: 0, top: k })
+    const csBudget = await compressedSensing(model, capability, {
+      masks: budgetMasks,
+      fraction: budgetFraction,
+      design: 'balanced',
+      seed: 0,
+      top: k,
+    })
+    const csLean = await compressedSensing(model, capability, {
+      masks: leanMasks,
+      fraction: leanFraction,
+      design: 'balanced',
+      seed: 0,
+      top: k,
+    })
     const greedy = await greedySearch(model, capability, { top: k })
     const controls = capabilities.filter((c) => c.name !== capability.name)
     // The effect of the heads compressed sensing found with the paper's default setting.
     const effects = await knockoutEffects(model, csDefault.top, capabilities, { target: capability.name })
     const pr = (found: readonly HeadRef[]) => precisionRecall(found, truth)
-    const headsPerMask = (masks: { count: number; data: Uint8Array }) => masks.data.reduce((s, v) => s + v, 0) / masks.count
+    const headsPerMask = (masks: { count: number; data: Uint8Array }) =>
+      masks.data.reduce((s, v) => s + v, 0) / masks.count
     const report: CapabilityReport = {
       capability: capability.name,
       baseline: sweep.baseline,
       truth: truth.map(formatHead),
       sweep: sweep.ranking.slice(0, Math.min(n, 6)).map((h) => ({ head: formatHead(h), drop: h.score })),
-      evaluations: { exhaustive: sweep.evaluations, exhaustivePairs: pairs, greedy: greedy.evaluations, csDefault: csDefault.evaluations, csBudget: csBudget.evaluations, csLean: csLean.evaluations },
-      csDefault: { top: csDefault.top.map(formatHead), ...pick(pr(csDefault.top)), r2: csDefault.fit.r2, headsPerMask: headsPerMask(csDefault.masks) },
-      csBudget: { masks: budgetMasks, fraction: budgetFraction, top: csBudget.top.map(formatHead), ...pick(pr(csBudget.top)), r2: csBudget.fit.r2, headsPerMask: headsPerMask(csBudget.masks) },
-      csLean: { masks: leanMasks, fraction: leanFraction, top: csLean.top.map(formatHead), ...pick(pr(csLean.top)), r2: csLean.fit.r2, headsPerMask: headsPerMask(csLean.masks) },
+      evaluations: {
+        exhaustive: sweep.evaluations,
+        exhaustivePairs: pairs,
+        greedy: greedy.evaluations,
+        csDefault: csDefault.evaluations,
+        csBudget: csBudget.evaluations,
+        csLean: csLean.evaluations,
+      },
+      csDefault: {
+        top: csDefault.top.map(formatHead),
+        ...pick(pr(csDefault.top)),
+        r2: csDefault.fit.r2,
+        headsPerMask: headsPerMask(csDefault.masks),
+      },
+      csBudget: {
+        masks: budgetMasks,
+        fraction: budgetFraction,
+        top: csBudget.top.map(formatHead),
+        ...pick(pr(csBudget.top)),
+        r2: csBudget.fit.r2,
+        headsPerMask: headsPerMask(csBudget.masks),
+      },
+      csLean: {
+        masks: leanMasks,
+        fraction: leanFraction,
+        top: csLean.top.map(formatHead),
+        ...pick(pr(csLean.top)),
+        r2: csLean.fit.r2,
+        headsPerMask: headsPerMask(csLean.masks),
+      },
       greedy: { top: greedy.top.map(formatHead), ...pick(pr(greedy.top)) },
       effects: {
         heads: effects.heads.map(formatHead),
         target: effects.targetHurt ?? 0,
-        controls: Object.fromEntries(effects.rows.filter((r) => r.role === 'control').map((r) => [r.capability, r.hurt])),
+        controls: Object.fromEntries(
+          effects.rows.filter((r) => r.role === 'control').map((r) => [r.capability, r.hurt]),
+        ),
         ratio: effects.ratio,
       },
     }
@@ -195,9 +298,13 @@ async function validate(model: Transformer, capabilities: Capability[], label: s
         ` | greedy (${greedy.evaluations} evals): {${report.greedy.top.join(', ')}} R ${report.greedy.recall.toFixed(2)}`,
     )
     console.log(
-      `        knocking out {${report.effects.heads.join(', ')}}: target +${report.effects.target.toFixed(3)} nats, controls ${Object.entries(report.effects.controls)
+      `        knocking out {${report.effects.heads.join(', ')}}: target +${report.effects.target.toFixed(3)} nats, controls ${Object.entries(
+        report.effects.controls,
+      )
         .map(([name, hurt]) => `${name} ${hurt >= 0 ? '+' : ''}${hurt.toFixed(3)}`)
-        .join(', ')}; ratio ${report.effects.ratio === null ? 'n/a' : report.effects.ratio === Infinity ? 'inf' : report.effects.ratio.toFixed(1)}`,
+        .join(
+          ', ',
+        )}; ratio ${report.effects.ratio === null ? 'n/a' : report.effects.ratio === Infinity ? 'inf' : report.effects.ratio.toFixed(1)}`,
     )
   }
   return reports
@@ -211,15 +318,29 @@ function summarize(label: string, reports: CapabilityReport[]): Record<string, u
   const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length
   const summary = {
     model: label,
-    csDefault: { recall: mean(reports.map((r) => r.csDefault.recall)), precision: mean(reports.map((r) => r.csDefault.precision)), evaluations: reports[0]?.evaluations.csDefault },
-    csBudget: { recall: mean(reports.map((r) => r.csBudget.recall)), precision: mean(reports.map((r) => r.csBudget.precision)), evaluations: reports[0]?.evaluations.csBudget },
-    csLean: { recall: mean(reports.map((r) => r.csLean.recall)), precision: mean(reports.map((r) => r.csLean.precision)), evaluations: reports[0]?.evaluations.csLean },
+    csDefault: {
+      recall: mean(reports.map((r) => r.csDefault.recall)),
+      precision: mean(reports.map((r) => r.csDefault.precision)),
+      evaluations: reports[0]?.evaluations.csDefault,
+    },
+    csBudget: {
+      recall: mean(reports.map((r) => r.csBudget.recall)),
+      precision: mean(reports.map((r) => r.csBudget.precision)),
+      evaluations: reports[0]?.evaluations.csBudget,
+    },
+    csLean: {
+      recall: mean(reports.map((r) => r.csLean.recall)),
+      precision: mean(reports.map((r) => r.csLean.precision)),
+      evaluations: reports[0]?.evaluations.csLean,
+    },
     greedy: { recall: mean(reports.map((r) => r.greedy.recall)), evaluations: reports[0]?.evaluations.greedy },
     exhaustive: reports[0]?.evaluations.exhaustive,
     exhaustivePairs: reports[0]?.evaluations.exhaustivePairs,
     minRatio: Math.min(...reports.filter((r) => r.truth.length > 0).map((r) => r.effects.ratio ?? 0)),
   }
-  console.log(`summary ${label}: ${JSON.stringify(summary, (_key, value: unknown) => (value === Infinity ? 'Infinity' : value))}`)
+  console.log(
+    `summary ${label}: ${JSON.stringify(summary, (_key, value: unknown) => (value === Infinity ? 'Infinity' : value))}`,
+  )
   return summary
 }
 
@@ -228,16 +349,24 @@ const fixture = await loadCheckpoint(fileURLToPath(new URL('../src/__fixtures__/
 const minimal = createTransformer(fixture.config)
 minimal.setWeights(fixture.weights)
 const chain = createTask(fixture.extra.task as Record<string, unknown>) as SparseMarkovTask
-const spanReports = await validate(minimal, [0, 1, 2].map((i) => sparseMarkovSpanCapability(chain, i, { count, seed: 1 })), 'planted minimal model (head h owns span h)')
+const spanReports = await validate(
+  minimal,
+  [0, 1, 2].map((i) => sparseMarkovSpanCapability(chain, i, { count, seed: 1 })),
+  'planted minimal model (head h owns span h)',
+)
 const planted = fixture.extra.planted as Record<string, HeadRef[]>
 for (const report of spanReports) {
   const expected = (planted[report.capability] ?? []).map(formatHead)
-  console.log(`  ${report.capability}: planted owner {${expected.join(', ')}}, exhaustive truth {${report.truth.join(', ')}}${expected.join() === report.truth.join() ? ' (agree)' : ' (DISAGREE)'}`)
+  console.log(
+    `  ${report.capability}: planted owner {${expected.join(', ')}}, exhaustive truth {${report.truth.join(', ')}}${expected.join() === report.truth.join() ? ' (agree)' : ' (DISAGREE)'}`,
+  )
 }
 minimal.dispose()
 
 // 2. The planted mixture gpt.
-const plantedGpt = await loadCheckpoint(fileURLToPath(new URL('../src/__fixtures__/planted-mixture-gpt', import.meta.url)))
+const plantedGpt = await loadCheckpoint(
+  fileURLToPath(new URL('../src/__fixtures__/planted-mixture-gpt', import.meta.url)),
+)
 const gptPlanted = createTransformer(plantedGpt.config)
 gptPlanted.setWeights(plantedGpt.weights)
 const plantedTask = taskFromDescription(plantedGpt.extra.task) as MixtureTask
@@ -250,15 +379,24 @@ const owned = plantedGpt.extra.planted as Record<string, HeadRef[]>
 for (const report of plantedReports) {
   const own = new Set((owned[report.capability] ?? []).map(formatHead))
   const outside = report.truth.filter((h) => !own.has(h))
-  console.log(`  ${report.capability}: owns {${[...own].join(', ')}}; exhaustive truth {${report.truth.join(', ')}}${outside.length === 0 ? ' (within the owned heads)' : ` (outside the owned heads: ${outside.join(', ')})`}`)
+  console.log(
+    `  ${report.capability}: owns {${[...own].join(', ')}}; exhaustive truth {${report.truth.join(', ')}}${outside.length === 0 ? ' (within the owned heads)' : ` (outside the owned heads: ${outside.join(', ')})`}`,
+  )
 }
 gptPlanted.dispose()
 
 // 3. A gpt trained the ordinary way on a mixture.
-let natural: { design: string; training: unknown; reports: CapabilityReport[]; summary: Record<string, unknown> } | null = null
+let natural: {
+  design: string
+  training: unknown
+  reports: CapabilityReport[]
+  summary: Record<string, unknown>
+} | null = null
 if (args.natural !== 'none') {
   const { model: gpt, task: mixture, training } = await mixtureModel()
-  const components = mixture.components.map((c) => taskCapability(mixture.only(c.name), { name: c.name, count, seed: 1 }))
+  const components = mixture.components.map((c) =>
+    taskCapability(mixture.only(c.name), { name: c.name, count, seed: 1 }),
+  )
   const reports = await validate(gpt, components, `ordinarily trained mixture gpt (${args.natural}, prefix-marked)`)
   gpt.dispose()
   natural = { design: args.natural, training, reports, summary: summarize(`natural ${args.natural}`, reports) }
@@ -270,7 +408,12 @@ const out = {
   minDrop,
   count,
   minimal: { reports: spanReports, summary: summarize('minimal', spanReports) },
-  plantedMixture: { training: plantedGpt.extra.training, owned, reports: plantedReports, summary: summarize('planted mixture gpt', plantedReports) },
+  plantedMixture: {
+    training: plantedGpt.extra.training,
+    owned,
+    reports: plantedReports,
+    summary: summarize('planted mixture gpt', plantedReports),
+  },
   natural,
 }
 const json = JSON.stringify(out, (_key, value: unknown) => (value === Infinity ? 'Infinity' : value), 2)

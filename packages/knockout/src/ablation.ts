@@ -101,7 +101,13 @@ export class HeadAblation {
   private readonly derange: boolean | undefined
   private disposed = false
 
-  private constructor(mode: AblationMode, model: Transformer, replacements: tf.Tensor[], reference: ReferenceInputs | undefined, options: AblationOptions) {
+  private constructor(
+    mode: AblationMode,
+    model: Transformer,
+    replacements: tf.Tensor[],
+    reference: ReferenceInputs | undefined,
+    options: AblationOptions,
+  ) {
     this.mode = mode
     this.nLayers = model.config.nLayers
     this.nHeads = model.config.nHeads
@@ -128,18 +134,38 @@ export class HeadAblation {
    *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for reference tokens the model cannot read
    */
   static async create(model: Transformer, mode: AblationMode, options: AblationOptions = {}): Promise<HeadAblation> {
-    checkOptionKeys('HeadAblation options', options, Object.keys({ reference: 1, perPosition: 1, seed: 1, derange: 1 } satisfies Record<keyof AblationOptions, 1>))
+    checkOptionKeys(
+      'HeadAblation options',
+      options,
+      Object.keys({ reference: 1, perPosition: 1, seed: 1, derange: 1 } satisfies Record<keyof AblationOptions, 1>),
+    )
     if (!(ABLATION_MODES as readonly string[]).includes(mode)) {
-      throw new ConfigError('mode', `'${String(mode)}' is not an ablation mode; expected one of ${ABLATION_MODES.join(', ')}`)
+      throw new ConfigError(
+        'mode',
+        `'${String(mode)}' is not an ablation mode; expected one of ${ABLATION_MODES.join(', ')}`,
+      )
     }
     if (mode === 'zero') return new HeadAblation(mode, model, [], undefined, options)
     const reference = options.reference
-    if (reference === undefined) throw new ConfigError('reference', `${mode} ablation needs reference sequences to record activations from`)
-    if (!Number.isSafeInteger(reference.count) || reference.count < 1 || !Number.isSafeInteger(reference.length) || reference.length < 1 || reference.inputs.length !== reference.count * reference.length) {
-      throw new ConfigError('reference', `reference is ${reference.count} x ${reference.length} with ${reference.inputs.length} tokens; expected a non-empty [count, length] array`)
+    if (reference === undefined)
+      throw new ConfigError('reference', `${mode} ablation needs reference sequences to record activations from`)
+    if (
+      !Number.isSafeInteger(reference.count) ||
+      reference.count < 1 ||
+      !Number.isSafeInteger(reference.length) ||
+      reference.length < 1 ||
+      reference.inputs.length !== reference.count * reference.length
+    ) {
+      throw new ConfigError(
+        'reference',
+        `reference is ${reference.count} x ${reference.length} with ${reference.inputs.length} tokens; expected a non-empty [count, length] array`,
+      )
     }
     if (mode === 'resample' && reference.count < 2 && options.derange !== false) {
-      throw new ConfigError('reference', 'resample ablation pairs each sequence with another one; the reference needs at least 2 sequences')
+      throw new ConfigError(
+        'reference',
+        'resample ablation pairs each sequence with another one; the reference needs at least 2 sequences',
+      )
     }
     const { nLayers } = model.config
     const names = Array.from({ length: nLayers }, (_, l) => `blocks.${l}.attn.hook_z` as HookName)
@@ -151,7 +177,11 @@ export class HeadAblation {
     try {
       for (let start = 0; start < reference.count; start += chunk) {
         const size = Math.min(chunk, reference.count - start)
-        const tokens = tf.tensor2d(reference.inputs.subarray(start * reference.length, (start + size) * reference.length), [size, reference.length], 'int32')
+        const tokens = tf.tensor2d(
+          reference.inputs.subarray(start * reference.length, (start + size) * reference.length),
+          [size, reference.length],
+          'int32',
+        )
         let cache
         try {
           const run = model.runWithCache(tokens, { namesFilter: names })
@@ -167,10 +197,21 @@ export class HeadAblation {
               ;(parts[l] as tf.Tensor[]).push(tf.keep(tf.clone(z)))
             } else {
               // Masked sums over sequences (and positions): the mean is taken after all chunks.
-              const weights = reference.inputMask === undefined ? null : reference.inputMask.subarray(start * reference.length, (start + size) * reference.length)
+              const weights =
+                reference.inputMask === undefined
+                  ? null
+                  : reference.inputMask.subarray(start * reference.length, (start + size) * reference.length)
               ;(parts[l] as tf.Tensor[]).push(
                 tf.tidy(() => {
-                  const w = weights === null ? tf.ones([size, reference.length, 1, 1]) : tf.reshape(tf.tensor(Float32Array.from(weights), [size, reference.length]), [size, reference.length, 1, 1])
+                  const w =
+                    weights === null
+                      ? tf.ones([size, reference.length, 1, 1])
+                      : tf.reshape(tf.tensor(Float32Array.from(weights), [size, reference.length]), [
+                          size,
+                          reference.length,
+                          1,
+                          1,
+                        ])
                   const weighted = tf.mul(z, w) // [size, length, nHeads, dHead]
                   return perPosition ? tf.sum(weighted, 0, true) : tf.sum(weighted, [0, 1], true) // [1, length or 1, nHeads, dHead]
                 }),
@@ -190,13 +231,19 @@ export class HeadAblation {
           const counts = new Float32Array(perPosition ? reference.length : 1)
           for (let b = 0; b < reference.count; b++) {
             for (let p = 0; p < reference.length; p++) {
-              const real = reference.inputMask === undefined ? 1 : (reference.inputMask[b * reference.length + p] as number)
+              const real =
+                reference.inputMask === undefined ? 1 : (reference.inputMask[b * reference.length + p] as number)
               counts[perPosition ? p : 0] = (counts[perPosition ? p : 0] as number) + real
             }
           }
           if (counts.some((c) => c === 0)) {
             tf.dispose(pieces)
-            throw new ConfigError('reference', perPosition ? 'some position has no real token in the reference set; per-position means are undefined there' : 'the reference set has no real token')
+            throw new ConfigError(
+              'reference',
+              perPosition
+                ? 'some position has no real token in the reference set; per-position means are undefined there'
+                : 'the reference set has no real token',
+            )
           }
           replacements.push(
             tf.keep(
@@ -229,14 +276,20 @@ export class HeadAblation {
   pairing(count: number, length: number): Int32Array {
     if (this.mode !== 'resample') return new Int32Array(count)
     if (length !== this.referenceLength) {
-      throw new AttnlabError('INVALID_ARGUMENT', `resample ablation: the evaluated sequences have ${length} tokens but the reference has ${this.referenceLength}; positions must align`)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `resample ablation: the evaluated sequences have ${length} tokens but the reference has ${this.referenceLength}; positions must align`,
+      )
     }
     const derange = this.derange ?? count === this.referenceCount
     const rng = Rng.fromSeed(this.seed).split('knockout/resample')
     const out = new Int32Array(count)
     if (derange) {
       if (count !== this.referenceCount) {
-        throw new AttnlabError('INVALID_ARGUMENT', `resample ablation: a derangement pairs the evaluation set with itself, but it has ${count} sequences and the reference ${this.referenceCount}`)
+        throw new AttnlabError(
+          'INVALID_ARGUMENT',
+          `resample ablation: a derangement pairs the evaluation set with itself, but it has ${count} sequences and the reference ${this.referenceCount}`,
+        )
       }
       // Sattolo's algorithm: a uniformly random cyclic permutation has no fixed point.
       const perm = Array.from({ length: count }, (_, i) => i)
@@ -270,11 +323,18 @@ export class HeadAblation {
     if (this.disposed) throw new AttnlabError('INVALID_ARGUMENT', 'this HeadAblation was disposed')
     const { nLayers, nHeads } = model.config
     if (nLayers !== this.nLayers || nHeads !== this.nHeads) {
-      throw new AttnlabError('INVALID_ARGUMENT', `ablation prepared for ${this.nLayers} x ${this.nHeads} heads, model has ${nLayers} x ${nHeads}`)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `ablation prepared for ${this.nLayers} x ${this.nHeads} heads, model has ${nLayers} x ${nHeads}`,
+      )
     }
     const [rows, length] = tokens.shape
     const n = nLayers * nHeads
-    if (knocked.length !== rows * n) throw new AttnlabError('INVALID_ARGUMENT', `knockout rows hold ${knocked.length} entries; expected ${rows} x ${n}`)
+    if (knocked.length !== rows * n)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `knockout rows hold ${knocked.length} entries; expected ${rows} x ${n}`,
+      )
     const keep = new Float32Array(rows * n)
     const touched = new Array<boolean>(nLayers).fill(false)
     for (let i = 0; i < keep.length; i++) {
@@ -285,11 +345,19 @@ export class HeadAblation {
     const headMask = tf.tensor3d(keep, [rows, nLayers, nHeads]) // 1 = keep
     if (this.mode === 'zero' || !touched.some((t) => t)) return model.forward(tokens, { headMask })
     if (this.mode === 'resample') {
-      if (sources === undefined || sources.length !== rows) throw new AttnlabError('INVALID_ARGUMENT', `resample ablation needs one reference index per row (${rows})`)
-      if (length !== this.referenceLength) throw new AttnlabError('INVALID_ARGUMENT', `resample ablation: rows have ${length} tokens but the reference has ${this.referenceLength}`)
+      if (sources === undefined || sources.length !== rows)
+        throw new AttnlabError('INVALID_ARGUMENT', `resample ablation needs one reference index per row (${rows})`)
+      if (length !== this.referenceLength)
+        throw new AttnlabError(
+          'INVALID_ARGUMENT',
+          `resample ablation: rows have ${length} tokens but the reference has ${this.referenceLength}`,
+        )
     }
     if (this.mode === 'mean' && this.perPosition && length !== this.referenceLength) {
-      throw new AttnlabError('INVALID_ARGUMENT', `per-position mean ablation: rows have ${length} tokens but the reference has ${this.referenceLength}`)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `per-position mean ablation: rows have ${length} tokens but the reference has ${this.referenceLength}`,
+      )
     }
     const sourceIndex = this.mode === 'resample' ? tf.tensor1d(sources as Int32Array, 'int32') : null
     const hooks: ForwardHook[] = []

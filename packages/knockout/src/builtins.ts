@@ -95,9 +95,13 @@ export function builtinCapabilityNames(context: BuiltinContext): string[] {
  */
 export function parseCapabilityName(spec: string): { name: string; metric: MetricName | undefined } {
   const [name = '', metric, extra] = spec.trim().split('@')
-  if (name.length === 0 || extra !== undefined) throw new ConfigError('capability', `'${spec}' is not a capability; expected NAME or NAME@METRIC`)
+  if (name.length === 0 || extra !== undefined)
+    throw new ConfigError('capability', `'${spec}' is not a capability; expected NAME or NAME@METRIC`)
   if (metric !== undefined && !(METRIC_NAMES as readonly string[]).includes(metric)) {
-    throw new ConfigError('capability', `'${spec}': '${metric}' is not a metric; expected one of ${METRIC_NAMES.join(', ')}`)
+    throw new ConfigError(
+      'capability',
+      `'${spec}': '${metric}' is not a metric; expected one of ${METRIC_NAMES.join(', ')}`,
+    )
   }
   return { name, metric: metric as MetricName | undefined }
 }
@@ -114,13 +118,23 @@ export function parseCapabilityName(spec: string): { name: string; metric: Metri
  * @category Capabilities
  */
 export function builtinCapability(spec: string, context: BuiltinContext, options: BuiltinOptions = {}): Capability {
-  checkOptionKeys('builtinCapability options', options, Object.keys({ count: 1, seed: 1 } satisfies Record<keyof BuiltinOptions, 1>))
+  checkOptionKeys(
+    'builtinCapability options',
+    options,
+    Object.keys({ count: 1, seed: 1 } satisfies Record<keyof BuiltinOptions, 1>),
+  )
   const { name, metric } = parseCapabilityName(spec)
   const available = builtinCapabilityNames(context)
   if (!available.includes(name)) {
-    const why =
-      ['text', 'repeat-text', 'repeat-gain'].includes(name) ? ' (it needs a tokenizer)' : name === 'task' || /^span-\d+$/.test(name) ? ' (it needs a model trained on a task; attnlab checkpoints record it)' : ''
-    throw new ConfigError('capability', `'${name}' is not available for this model${why}; available: ${available.join(', ')}`)
+    const why = ['text', 'repeat-text', 'repeat-gain'].includes(name)
+      ? ' (it needs a tokenizer)'
+      : name === 'task' || /^span-\d+$/.test(name)
+        ? ' (it needs a model trained on a task; attnlab checkpoints record it)'
+        : ''
+    throw new ConfigError(
+      'capability',
+      `'${name}' is not available for this model${why}; available: ${available.join(', ')}`,
+    )
   }
   const gain = name === 'induction-gain' || name === 'repeat-gain'
   // A span's targets are the teacher restricted to that span: a model that predicts the whole
@@ -135,15 +149,28 @@ export function builtinCapability(spec: string, context: BuiltinContext, options
       ...(level === undefined ? {} : { chance: level }),
     }
   }
-  const common = { ...(metric === undefined ? {} : { metric }), ...(options.seed === undefined ? {} : { seed: options.seed }) }
+  const common = {
+    ...(metric === undefined ? {} : { metric }),
+    ...(options.seed === undefined ? {} : { seed: options.seed }),
+  }
   const prefix = context.bos === undefined ? [] : [context.bos]
   const maxBlock = Math.floor((context.nCtx - prefix.length + 1) / 2)
   if (name === 'induction' || name === 'induction-gain') {
-    if (maxBlock < 2) throw new ConfigError('capability', `the model's context (${context.nCtx}) is too short for an induction probe`)
+    if (maxBlock < 2)
+      throw new ConfigError('capability', `the model's context (${context.nCtx}) is too short for an induction probe`)
     const exclude = new Set(context.exclude ?? [])
-    const tokens = context.tokenPool ?? Array.from({ length: context.dVocab }, (_, i) => i).filter((t) => !exclude.has(t))
+    const tokens =
+      context.tokenPool ?? Array.from({ length: context.dVocab }, (_, i) => i).filter((t) => !exclude.has(t))
     return withName(
-      inductionCapability({ ...common, name, tokens, prefix, blockLength: Math.min(16, maxBlock), count: options.count ?? 64, contrast: name === 'induction-gain' }),
+      inductionCapability({
+        ...common,
+        name,
+        tokens,
+        prefix,
+        blockLength: Math.min(16, maxBlock),
+        count: options.count ?? 64,
+        contrast: name === 'induction-gain',
+      }),
     )
   }
   if (name === 'text' || name === 'repeat-text' || name === 'repeat-gain') {
@@ -151,14 +178,17 @@ export function builtinCapability(spec: string, context: BuiltinContext, options
     const sequences = (context.sentences ?? HELD_OUT_SENTENCES).map((s) => encode(s))
     if (name === 'text') return withName(textCapability(sequences, { ...common, name, maxLength: context.nCtx + 1 }))
     // Blocks without the BOS the encoder put first; the probe puts the prefix back once.
-    const blocks = sequences.map((ids) => (context.bos !== undefined && ids[0] === context.bos ? ids.slice(1) : ids).slice(0, maxBlock)).filter((b) => b.length >= 2)
+    const blocks = sequences
+      .map((ids) => (context.bos !== undefined && ids[0] === context.bos ? ids.slice(1) : ids).slice(0, maxBlock))
+      .filter((b) => b.length >= 2)
     return withName(inductionCapability({ ...common, name, blocks, prefix, contrast: name === 'repeat-gain' }))
   }
   const task = context.task as Task
   const count = options.count ?? 128
   if (name === 'task') return withName(taskCapability(task, { ...common, name, count }))
   const span = /^span-(\d+)$/.exec(name)
-  if (span !== null && task instanceof SparseMarkovTask) return withName(sparseMarkovSpanCapability(task, Number(span[1]), { ...common, name, count }))
+  if (span !== null && task instanceof SparseMarkovTask)
+    return withName(sparseMarkovSpanCapability(task, Number(span[1]), { ...common, name, count }))
   const mixture = task as MixtureTask
   return withName(taskCapability(mixture.only(name), { ...common, name, count }))
 }

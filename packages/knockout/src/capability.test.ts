@@ -24,7 +24,12 @@ describe('capabilities', () => {
   })
 
   it('next-token data from a task batch: inputs tokens[:, :-1], targets tokens[:, 1:] where scored', () => {
-    const batch = { tokens: Int32Array.from([5, 6, 7, 8, 1, 2, 3, 4]), lossMask: Uint8Array.from([0, 0, 1, 1, 0, 1, 0, 1]), batchSize: 2, seqLength: 4 }
+    const batch = {
+      tokens: Int32Array.from([5, 6, 7, 8, 1, 2, 3, 4]),
+      lossMask: Uint8Array.from([0, 0, 1, 1, 0, 1, 0, 1]),
+      batchSize: 2,
+      seqLength: 4,
+    }
     const data = evaluationSetFromBatch(batch)
     expect(data.length).toBe(3)
     expect([...data.inputs]).toEqual([5, 6, 7, 1, 2, 3])
@@ -60,8 +65,12 @@ describe('capabilities', () => {
       const p = (flat % data.length) + 1 // the predicted token's position in the batch
       let argmax = 0
       for (let y = 0; y < 6; y++) {
-        expect(data.targetDistributions![s * 6 + y]).toBeCloseTo(truncated[(b * task.seqLength + p) * 6 + y] as number, 5)
-        if ((data.targetDistributions![s * 6 + y] as number) > (data.targetDistributions![s * 6 + argmax] as number)) argmax = y
+        expect(data.targetDistributions![s * 6 + y]).toBeCloseTo(
+          truncated[(b * task.seqLength + p) * 6 + y] as number,
+          5,
+        )
+        if ((data.targetDistributions![s * 6 + y] as number) > (data.targetDistributions![s * 6 + argmax] as number))
+          argmax = y
       }
       expect(data.targets[s]).toBe(argmax)
     }
@@ -86,13 +95,26 @@ describe('capabilities', () => {
       expect(scoredPositions[i]).toBe(7 + i)
       expect(targets[i]).toBe(inputs[1 + i + 1])
     }
-    const given = inductionCapability({ blocks: [[5, 6, 7], [8, 9]], prefix: [1] })
+    const given = inductionCapability({
+      blocks: [
+        [5, 6, 7],
+        [8, 9],
+      ],
+      prefix: [1],
+    })
     expect(given.data.length).toBe(1 + 2 * 3 - 1)
     expect([...given.data.inputs]).toEqual([1, 5, 6, 7, 5, 6, 1, 8, 9, 8, 0, 0])
     expect([...given.data.inputMask!]).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
     expect([...given.data.scoredPositions]).toEqual([4, 5, 6 + 3])
     expect([...given.data.targets]).toEqual([6, 7, 9])
-    const gain = inductionCapability({ blocks: [[5, 6, 7], [8, 9]], prefix: [1], contrast: true })
+    const gain = inductionCapability({
+      blocks: [
+        [5, 6, 7],
+        [8, 9],
+      ],
+      prefix: [1],
+      contrast: true,
+    })
     expect(gain.name).toBe('induction-gain')
     expect([...gain.data.scoredPositions]).toEqual([1, 2, 4, 5, 7, 9])
     expect([...gain.data.targets]).toEqual([6, 7, 6, 7, 9, 9])
@@ -108,7 +130,13 @@ describe('capabilities', () => {
   })
 
   it('text capability pads to the longest sequence and scores every real next token', () => {
-    const text = textCapability([[1, 2, 3], [4, 5, 6, 7, 8]], { maxLength: 4 })
+    const text = textCapability(
+      [
+        [1, 2, 3],
+        [4, 5, 6, 7, 8],
+      ],
+      { maxLength: 4 },
+    )
     expect(text.data.length).toBe(3)
     expect([...text.data.inputs]).toEqual([1, 2, 0, 4, 5, 6])
     expect([...text.data.inputMask!]).toEqual([1, 1, 0, 1, 1, 1])
@@ -120,15 +148,46 @@ describe('capabilities', () => {
 
   it('checkCapability names the problem', () => {
     const probe = inductionCapability({ vocabSize: 10, blockLength: 3, count: 2 })
-    expect(() => checkCapability(probe, { dVocab: 5, nCtx: 10 })).toThrow(/capability 'induction': input token \d outside|outside the model's vocabulary/)
+    expect(() => checkCapability(probe, { dVocab: 5, nCtx: 10 })).toThrow(
+      /capability 'induction': input token \d outside|outside the model's vocabulary/,
+    )
     expect(() => checkCapability(probe, { dVocab: 10, nCtx: 4 })).toThrow(/exceed the model's context nCtx = 4/)
-    expect(() => checkCapability({ ...probe, data: { ...probe.data, targets: new Int32Array(1) } }, { dVocab: 10, nCtx: 10 })).toThrow(/1 targets for 4 scored/)
-    expect(() => checkCapability({ ...probe, data: { ...probe.data, scoredPositions: Int32Array.from([0, 1, 2, 99]) } }, { dVocab: 10, nCtx: 10 })).toThrow(/scored position 99/)
-    expect(() => checkCapability({ ...probe, data: { ...probe.data, targetDistributions: new Float32Array(40) } }, { dVocab: 10, nCtx: 10 })).toThrow(/without targetWidth/)
-    expect(() => checkCapability({ ...probe, data: { ...probe.data, targetDistributions: new Float32Array(48), targetWidth: 12 } }, { dVocab: 10, nCtx: 10 })).toThrow(/over 12 tokens/)
-    expect(() => checkCapability({ ...probe, data: { ...probe.data, inputMask: new Uint8Array(1) } }, { dVocab: 10, nCtx: 10 })).toThrow(/inputMask/)
-    expect(() => checkCapability({ ...probe, data: { ...probe.data, scoreWeights: new Float64Array(1) } }, { dVocab: 10, nCtx: 10 })).toThrow(/scoreWeights has 1/)
-    expect(() => checkCapability({ ...probe, data: { ...probe.data, scoreWeights: new Float64Array(4).fill(Number.NaN) } }, { dVocab: 10, nCtx: 10 })).toThrow(/non-finite/)
+    expect(() =>
+      checkCapability({ ...probe, data: { ...probe.data, targets: new Int32Array(1) } }, { dVocab: 10, nCtx: 10 }),
+    ).toThrow(/1 targets for 4 scored/)
+    expect(() =>
+      checkCapability(
+        { ...probe, data: { ...probe.data, scoredPositions: Int32Array.from([0, 1, 2, 99]) } },
+        { dVocab: 10, nCtx: 10 },
+      ),
+    ).toThrow(/scored position 99/)
+    expect(() =>
+      checkCapability(
+        { ...probe, data: { ...probe.data, targetDistributions: new Float32Array(40) } },
+        { dVocab: 10, nCtx: 10 },
+      ),
+    ).toThrow(/without targetWidth/)
+    expect(() =>
+      checkCapability(
+        { ...probe, data: { ...probe.data, targetDistributions: new Float32Array(48), targetWidth: 12 } },
+        { dVocab: 10, nCtx: 10 },
+      ),
+    ).toThrow(/over 12 tokens/)
+    expect(() =>
+      checkCapability({ ...probe, data: { ...probe.data, inputMask: new Uint8Array(1) } }, { dVocab: 10, nCtx: 10 }),
+    ).toThrow(/inputMask/)
+    expect(() =>
+      checkCapability(
+        { ...probe, data: { ...probe.data, scoreWeights: new Float64Array(1) } },
+        { dVocab: 10, nCtx: 10 },
+      ),
+    ).toThrow(/scoreWeights has 1/)
+    expect(() =>
+      checkCapability(
+        { ...probe, data: { ...probe.data, scoreWeights: new Float64Array(4).fill(Number.NaN) } },
+        { dVocab: 10, nCtx: 10 },
+      ),
+    ).toThrow(/non-finite/)
     expect(() => checkCapability({ ...probe, metric: 'nope' as never }, { dVocab: 10, nCtx: 10 })).toThrow(ConfigError)
   })
 })
@@ -184,10 +243,13 @@ describe('MixtureTask', () => {
   })
 
   it('describe() round-trips through taskFromDescription, also nested and through JSON', () => {
-    const mixture = new MixtureTask([
-      { name: 'markov', task: markov },
-      { name: 'icl', task: icl },
-    ], { vocabulary: 'disjoint' })
+    const mixture = new MixtureTask(
+      [
+        { name: 'markov', task: markov },
+        { name: 'icl', task: icl },
+      ],
+      { vocabulary: 'disjoint' },
+    )
     const rebuilt = taskFromDescription(JSON.parse(JSON.stringify(mixture.describe())))
     expect([...rebuilt.sample(10, Rng.fromSeed(5)).tokens]).toEqual([...mixture.sample(10, Rng.fromSeed(5)).tokens])
     const plain = taskFromDescription(markov.describe())
@@ -199,7 +261,13 @@ describe('MixtureTask', () => {
 
   it('rejects empty, duplicate and malformed components', () => {
     expect(() => new MixtureTask([])).toThrow(/at least one task/)
-    expect(() => new MixtureTask([{ name: 'a', task: markov }, { name: 'a', task: icl }])).toThrow(/'a' is used twice/)
+    expect(
+      () =>
+        new MixtureTask([
+          { name: 'a', task: markov },
+          { name: 'a', task: icl },
+        ]),
+    ).toThrow(/'a' is used twice/)
     expect(() => new MixtureTask([{ name: '', task: markov }])).toThrow(/non-empty name/)
     expect(() => new MixtureTask([{ name: 'a', task: markov, weight: 0 }])).toThrow(/weight/)
     expect(() => new MixtureTask([{ name: 'a', task: {} as never }])).toThrow(/sample\(\)/)
@@ -220,10 +288,15 @@ describe('chance level and absent capabilities', () => {
   })
 
   it('a clean score no better than chance is absent (aidreams induction: -9.40 against -6.24), with a warning naming both', () => {
-    const probe = { ...inductionCapability({ tokens: [3, 4, 5, 6, 7, 8], blockLength: 4, count: 2 }), chance: chanceLevel('logprob', 512) }
+    const probe = {
+      ...inductionCapability({ tokens: [3, 4, 5, 6, 7, 8], blockLength: 4, count: 2 }),
+      chance: chanceLevel('logprob', 512),
+    }
     const absent = absentCapability(probe, -9.4)
     expect(absent).not.toBeNull()
-    expect(absent?.message).toMatch(/does not show 'induction'.*-9\.40 nats per token, no better than chance \(-6\.24\); there is nothing to localize/)
+    expect(absent?.message).toMatch(
+      /does not show 'induction'.*-9\.40 nats per token, no better than chance \(-6\.24\); there is nothing to localize/,
+    )
     expect(absentCapability(probe, -1.2)).toBeNull()
     const loss = { ...probe, metric: 'loss' as const, chance: chanceLevel('loss', 512) }
     expect(absentCapability(loss, 7)).not.toBeNull()

@@ -179,7 +179,12 @@ export interface CapabilityOptions {
   readonly seed?: number
 }
 
-const CAPABILITY_OPTION_KEYS: readonly string[] = Object.keys({ name: 1, metric: 1, count: 1, seed: 1 } satisfies Record<keyof CapabilityOptions, 1>)
+const CAPABILITY_OPTION_KEYS: readonly string[] = Object.keys({
+  name: 1,
+  metric: 1,
+  count: 1,
+  seed: 1,
+} satisfies Record<keyof CapabilityOptions, 1>)
 
 function checkMetric(metric: unknown): MetricName {
   if (!(METRIC_NAMES as readonly unknown[]).includes(metric)) {
@@ -205,10 +210,16 @@ function checkCount(count: unknown, name = 'count'): number {
 export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
   const { tokens, lossMask, batchSize, seqLength } = batch
   if (!Number.isSafeInteger(batchSize) || batchSize < 1 || !Number.isSafeInteger(seqLength) || seqLength < 2) {
-    throw new AttnlabError('INVALID_ARGUMENT', `batch is ${batchSize} x ${seqLength}; expected at least one sequence of at least 2 tokens`)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `batch is ${batchSize} x ${seqLength}; expected at least one sequence of at least 2 tokens`,
+    )
   }
   if (tokens.length !== batchSize * seqLength || lossMask.length !== batchSize * seqLength) {
-    throw new AttnlabError('INVALID_ARGUMENT', `batch arrays have ${tokens.length} tokens and ${lossMask.length} mask entries; expected ${batchSize * seqLength}`)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `batch arrays have ${tokens.length} tokens and ${lossMask.length} mask entries; expected ${batchSize * seqLength}`,
+    )
   }
   const length = seqLength - 1
   const inputs = new Int32Array(batchSize * length)
@@ -223,8 +234,15 @@ export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
       }
     }
   }
-  if (scored.length === 0) throw new AttnlabError('INVALID_ARGUMENT', 'the batch scores no position (lossMask[:, 1:] is all 0)')
-  return { inputs, count: batchSize, length, scoredPositions: Int32Array.from(scored), targets: Int32Array.from(targets) }
+  if (scored.length === 0)
+    throw new AttnlabError('INVALID_ARGUMENT', 'the batch scores no position (lossMask[:, 1:] is all 0)')
+  return {
+    inputs,
+    count: batchSize,
+    length,
+    scoredPositions: Int32Array.from(scored),
+    targets: Int32Array.from(targets),
+  }
 }
 
 /**
@@ -267,10 +285,15 @@ export function taskCapability(task: Task, options: CapabilityOptions = {}): Cap
  * @throws `ConfigError` (`@attnlab/core`) for a span outside `[0, K)`, a bad metric or count
  * @category Capabilities
  */
-export function sparseMarkovSpanCapability(task: SparseMarkovTask, span: number, options: CapabilityOptions = {}): Capability {
+export function sparseMarkovSpanCapability(
+  task: SparseMarkovTask,
+  span: number,
+  options: CapabilityOptions = {},
+): Capability {
   checkOptionKeys('sparseMarkovSpanCapability options', options, CAPABILITY_OPTION_KEYS)
   const K = task.teacher.spans.length
-  if (!Number.isSafeInteger(span) || span < 0 || span >= K) throw new ConfigError('span', `${String(span)} is not a span index in [0, ${K})`)
+  if (!Number.isSafeInteger(span) || span < 0 || span >= K)
+    throw new ConfigError('span', `${String(span)} is not a span index in [0, ${K})`)
   const metric = checkMetric(options.metric ?? 'loss')
   const count = checkCount(options.count ?? 128)
   const batch = task.sample(count, Rng.fromSeed(options.seed ?? 0).split('knockout/capability'))
@@ -288,7 +311,8 @@ export function sparseMarkovSpanCapability(task: SparseMarkovTask, span: number,
     const b = Math.floor(flat / data.length)
     const p = flat % data.length // predicts token p + 1 from inputs 0..p
     const windowStart = p + 1 - C
-    if (windowStart < 0) throw new AttnlabError('INVALID_ARGUMENT', `scored position ${p + 1} has fewer than C = ${C} tokens before it`)
+    if (windowStart < 0)
+      throw new AttnlabError('INVALID_ARGUMENT', `scored position ${p + 1} has fewer than C = ${C} tokens before it`)
     logits.fill(0)
     for (let j = 0; j < (spans[span] as number); j++) {
       const token = data.inputs[b * data.length + windowStart + (starts[span] as number) + j] as number
@@ -368,17 +392,23 @@ export interface InductionOptions extends CapabilityOptions {
 export function inductionCapability(options: InductionOptions): Capability {
   checkOptionKeys('inductionCapability options', options, [
     ...CAPABILITY_OPTION_KEYS,
-    ...Object.keys({ blockLength: 1, prefix: 1, tokens: 1, vocabSize: 1, blocks: 1, contrast: 1 } satisfies Record<Exclude<keyof InductionOptions, keyof CapabilityOptions>, 1>),
+    ...Object.keys({ blockLength: 1, prefix: 1, tokens: 1, vocabSize: 1, blocks: 1, contrast: 1 } satisfies Record<
+      Exclude<keyof InductionOptions, keyof CapabilityOptions>,
+      1
+    >),
   ])
   const metric = checkMetric(options.metric ?? 'logprob')
   const prefix = [...(options.prefix ?? [])]
-  if (prefix.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('prefix', 'prefix token ids must be non-negative integers')
+  if (prefix.some((t) => !Number.isSafeInteger(t) || t < 0))
+    throw new ConfigError('prefix', 'prefix token ids must be non-negative integers')
   let blocks: number[][]
   if (options.blocks !== undefined) {
     if (options.blocks.length === 0) throw new ConfigError('blocks', 'expected at least one block')
     blocks = options.blocks.map((block, i) => {
-      if (block.length < 2) throw new ConfigError('blocks', `block ${i} has ${block.length} token(s); expected at least 2`)
-      if (block.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('blocks', `block ${i} holds a token that is not a non-negative integer`)
+      if (block.length < 2)
+        throw new ConfigError('blocks', `block ${i} has ${block.length} token(s); expected at least 2`)
+      if (block.some((t) => !Number.isSafeInteger(t) || t < 0))
+        throw new ConfigError('blocks', `block ${i} holds a token that is not a non-negative integer`)
       return [...block]
     })
   } else {
@@ -388,13 +418,16 @@ export function inductionCapability(options: InductionOptions): Capability {
     let pool: number[]
     if (options.tokens !== undefined) {
       pool = [...new Set(options.tokens)]
-      if (pool.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('tokens', 'token ids must be non-negative integers')
+      if (pool.some((t) => !Number.isSafeInteger(t) || t < 0))
+        throw new ConfigError('tokens', 'token ids must be non-negative integers')
     } else {
-      if (options.vocabSize === undefined) throw new ConfigError('vocabSize', 'give the vocabulary size or an explicit token pool')
+      if (options.vocabSize === undefined)
+        throw new ConfigError('vocabSize', 'give the vocabulary size or an explicit token pool')
       checkCount(options.vocabSize, 'vocabSize')
       pool = Array.from({ length: options.vocabSize }, (_, i) => i)
     }
-    if (pool.length < 2) throw new ConfigError('tokens', `the token pool has ${pool.length} token(s); expected at least 2`)
+    if (pool.length < 2)
+      throw new ConfigError('tokens', `the token pool has ${pool.length} token(s); expected at least 2`)
     const rng = Rng.fromSeed(options.seed ?? 0).split('knockout/induction')
     const shuffled = [...pool]
     blocks = []
@@ -445,7 +478,8 @@ export function inductionCapability(options: InductionOptions): Capability {
     }
   })
   const order = scored.map((_, i) => i).sort((x, y) => (scored[x] as number) - (scored[y] as number))
-  const what = options.blocks !== undefined ? `${count} given blocks` : `${count} random ${blocks[0]?.length}-token blocks`
+  const what =
+    options.blocks !== undefined ? `${count} given blocks` : `${count} random ${blocks[0]?.length}-token blocks`
   return {
     name: options.name ?? (contrast ? 'induction-gain' : 'induction'),
     description: contrast
@@ -474,13 +508,17 @@ export function inductionCapability(options: InductionOptions): Capability {
  * @throws `ConfigError` (`@attnlab/core`) for no sequences, a sequence shorter than 2 tokens, negative ids or a bad metric
  * @category Capabilities
  */
-export function textCapability(sequences: readonly (readonly number[])[], options: Omit<CapabilityOptions, 'count' | 'seed'> & { maxLength?: number } = {}): Capability {
+export function textCapability(
+  sequences: readonly (readonly number[])[],
+  options: Omit<CapabilityOptions, 'count' | 'seed'> & { maxLength?: number } = {},
+): Capability {
   const metric = checkMetric(options.metric ?? 'loss')
   if (sequences.length === 0) throw new ConfigError('sequences', 'expected at least one token sequence')
   const maxLength = options.maxLength ?? Infinity
   const rows = sequences.map((s, i) => {
     if (s.length < 2) throw new ConfigError('sequences', `sequence ${i} has ${s.length} token(s); expected at least 2`)
-    if (s.some((t) => !Number.isSafeInteger(t) || t < 0)) throw new ConfigError('sequences', `sequence ${i} holds a token that is not a non-negative integer`)
+    if (s.some((t) => !Number.isSafeInteger(t) || t < 0))
+      throw new ConfigError('sequences', `sequence ${i} holds a token that is not a non-negative integer`)
     return s.slice(0, Math.max(2, Math.min(s.length, maxLength)))
   })
   const length = Math.max(...rows.map((r) => r.length)) - 1
@@ -501,7 +539,14 @@ export function textCapability(sequences: readonly (readonly number[])[], option
     name: options.name ?? 'text',
     description: `next-token ${metric} on ${count} text sequence(s), ${scored.length} predictions`,
     metric,
-    data: { inputs, count, length, scoredPositions: Int32Array.from(scored), targets: Int32Array.from(targets), inputMask },
+    data: {
+      inputs,
+      count,
+      length,
+      scoredPositions: Int32Array.from(scored),
+      targets: Int32Array.from(targets),
+      inputMask,
+    },
   }
 }
 
@@ -514,21 +559,31 @@ export function textCapability(sequences: readonly (readonly number[])[], option
  * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the capability and the offending value
  * @category Capabilities
  */
-export function checkCapability(capability: Capability, model: { readonly dVocab: number; readonly nCtx: number }): void {
+export function checkCapability(
+  capability: Capability,
+  model: { readonly dVocab: number; readonly nCtx: number },
+): void {
   const { data, name } = capability
   const fail = (message: string): never => {
     throw new AttnlabError('INVALID_ARGUMENT', `capability '${name}': ${message}`)
   }
   checkMetric(capability.metric)
-  if (!Number.isSafeInteger(data.count) || data.count < 1 || !Number.isSafeInteger(data.length) || data.length < 1) fail(`evaluation set is ${data.count} x ${data.length}`)
-  if (data.length > model.nCtx) fail(`sequences of ${data.length} tokens exceed the model's context nCtx = ${model.nCtx}`)
-  if (data.inputs.length !== data.count * data.length) fail(`inputs hold ${data.inputs.length} tokens; expected ${data.count * data.length}`)
+  if (!Number.isSafeInteger(data.count) || data.count < 1 || !Number.isSafeInteger(data.length) || data.length < 1)
+    fail(`evaluation set is ${data.count} x ${data.length}`)
+  if (data.length > model.nCtx)
+    fail(`sequences of ${data.length} tokens exceed the model's context nCtx = ${model.nCtx}`)
+  if (data.inputs.length !== data.count * data.length)
+    fail(`inputs hold ${data.inputs.length} tokens; expected ${data.count * data.length}`)
   for (let i = 0; i < data.inputs.length; i++) {
     const t = data.inputs[i] as number
-    if (!(t >= 0 && t < model.dVocab)) fail(`input token ${t} (sequence ${Math.floor(i / data.length)}) is outside the model's vocabulary [0, ${model.dVocab})`)
+    if (!(t >= 0 && t < model.dVocab))
+      fail(
+        `input token ${t} (sequence ${Math.floor(i / data.length)}) is outside the model's vocabulary [0, ${model.dVocab})`,
+      )
   }
   if (data.scoredPositions.length === 0) fail('scores no position')
-  if (data.targets.length !== data.scoredPositions.length) fail(`${data.targets.length} targets for ${data.scoredPositions.length} scored positions`)
+  if (data.targets.length !== data.scoredPositions.length)
+    fail(`${data.targets.length} targets for ${data.scoredPositions.length} scored positions`)
   for (let s = 0; s < data.scoredPositions.length; s++) {
     const flat = data.scoredPositions[s] as number
     if (!(flat >= 0 && flat < data.count * data.length)) fail(`scored position ${flat} is outside the inputs`)
@@ -537,12 +592,20 @@ export function checkCapability(capability: Capability, model: { readonly dVocab
   }
   if (data.targetDistributions !== undefined) {
     const width = data.targetWidth ?? fail('targetDistributions given without targetWidth')
-    if (width > model.dVocab) fail(`target distributions over ${width} tokens exceed the model's vocabulary ${model.dVocab}`)
-    if (data.targetDistributions.length !== width * data.scoredPositions.length) fail(`target distributions hold ${data.targetDistributions.length} values; expected ${width * data.scoredPositions.length}`)
+    if (width > model.dVocab)
+      fail(`target distributions over ${width} tokens exceed the model's vocabulary ${model.dVocab}`)
+    if (data.targetDistributions.length !== width * data.scoredPositions.length)
+      fail(
+        `target distributions hold ${data.targetDistributions.length} values; expected ${width * data.scoredPositions.length}`,
+      )
   }
-  if (data.inputMask !== undefined && data.inputMask.length !== data.inputs.length) fail(`inputMask has ${data.inputMask.length} entries; expected ${data.inputs.length}`)
+  if (data.inputMask !== undefined && data.inputMask.length !== data.inputs.length)
+    fail(`inputMask has ${data.inputMask.length} entries; expected ${data.inputs.length}`)
   if (data.scoreWeights !== undefined) {
-    if (data.scoreWeights.length !== data.scoredPositions.length) fail(`scoreWeights has ${data.scoreWeights.length} entries; expected one per scored position (${data.scoredPositions.length})`)
+    if (data.scoreWeights.length !== data.scoredPositions.length)
+      fail(
+        `scoreWeights has ${data.scoreWeights.length} entries; expected one per scored position (${data.scoredPositions.length})`,
+      )
     if (data.scoreWeights.some((w) => !Number.isFinite(w))) fail('scoreWeights holds a non-finite weight')
   }
 }

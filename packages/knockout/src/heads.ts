@@ -61,7 +61,11 @@ export function headIndex(head: HeadRef, layout: HeadLayout): number {
 export function headAt(index: number, layout: HeadLayout): HeadRef {
   const n = headCount(layout)
   if (!Number.isSafeInteger(index) || index < 0 || index >= n) {
-    throw new AttnlabError('INVALID_ARGUMENT', `head index ${index} is outside [0, ${n}) for ${layout.nLayers} layers x ${layout.nHeads} heads`, { index })
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `head index ${index} is outside [0, ${n}) for ${layout.nLayers} layers x ${layout.nHeads} heads`,
+      { index },
+    )
   }
   return { layer: Math.floor(index / layout.nHeads), head: index % layout.nHeads }
 }
@@ -75,10 +79,17 @@ export function headAt(index: number, layout: HeadLayout): HeadRef {
 export function checkHead(head: HeadRef, layout: HeadLayout): void {
   const { layer, head: h } = head
   if (!Number.isSafeInteger(layer) || layer < 0 || layer >= layout.nLayers) {
-    throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)}: layer ${layer} is outside [0, ${layout.nLayers})`, { layer, head: h })
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `head ${formatHead(head)}: layer ${layer} is outside [0, ${layout.nLayers})`,
+      { layer, head: h },
+    )
   }
   if (!Number.isSafeInteger(h) || h < 0 || h >= layout.nHeads) {
-    throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)}: head ${h} is outside [0, ${layout.nHeads})`, { layer, head: h })
+    throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)}: head ${h} is outside [0, ${layout.nHeads})`, {
+      layer,
+      head: h,
+    })
   }
 }
 
@@ -112,7 +123,10 @@ export function parseHeads(text: string, layout: HeadLayout): HeadRef[] {
     .map((s) => s.trim())
     .filter((s) => s.length > 0)
   if (parts.length === 0) {
-    throw new AttnlabError('INVALID_ARGUMENT', `'${text}' names no heads; expected a list like L0H1,L2H3 (or layer.head: 0.1,2.3)`)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `'${text}' names no heads; expected a list like L0H1,L2H3 (or layer.head: 0.1,2.3)`,
+    )
   }
   const seen = new Set<number>()
   return parts.map((part) => {
@@ -123,7 +137,8 @@ export function parseHeads(text: string, layout: HeadLayout): HeadRef[] {
     }
     const head = { layer: Number(match[1]), head: Number(match[2]) }
     const index = headIndex(head, layout)
-    if (seen.has(index)) throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)} is listed twice`, { value: part })
+    if (seen.has(index))
+      throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)} is listed twice`, { value: part })
     seen.add(index)
     return head
   })

@@ -16,7 +16,13 @@
  *
  * @packageDocumentation
  */
-export { ABLATION_MODES, HeadAblation, type AblationMode, type AblationOptions, type ReferenceInputs } from './ablation.ts'
+export {
+  ABLATION_MODES,
+  HeadAblation,
+  type AblationMode,
+  type AblationOptions,
+  type ReferenceInputs,
+} from './ablation.ts'
 export {
   METRIC_NAMES,
   absentCapability,
@@ -35,8 +41,23 @@ export {
   type InductionOptions,
   type MetricName,
 } from './capability.ts'
-export { builtinCapability, builtinCapabilityNames, parseCapabilityName, type BuiltinContext, type BuiltinOptions } from './builtins.ts'
-export { checkHead, formatHead, headAt, headCount, headIndex, parseHeads, type HeadLayout, type HeadRef } from './heads.ts'
+export {
+  builtinCapability,
+  builtinCapabilityNames,
+  parseCapabilityName,
+  type BuiltinContext,
+  type BuiltinOptions,
+} from './builtins.ts'
+export {
+  checkHead,
+  formatHead,
+  headAt,
+  headCount,
+  headIndex,
+  parseHeads,
+  type HeadLayout,
+  type HeadRef,
+} from './heads.ts'
 export {
   lasso,
   lassoAlphaGrid,

@@ -10,7 +10,14 @@ interface Case {
   X: number[]
   y: number[]
   params: { alpha: number; fitIntercept: boolean; maxIter: number; tol: number; positive: boolean }
-  expected: { coefficients: number[]; intercept: number; iterations: number; dualGap: number; r2: number; converged: boolean }
+  expected: {
+    coefficients: number[]
+    intercept: number
+    iterations: number
+    dualGap: number
+    r2: number
+    converged: boolean
+  }
 }
 interface CvCase {
   rows: number
@@ -27,7 +34,13 @@ const fixture = JSON.parse(readFileSync(new URL('./__fixtures__/lasso-sklearn.js
 }
 
 /** |a - e| <= atol + rtol |e| elementwise. */
-function expectClose(actual: ArrayLike<number>, expected: readonly number[], rtol: number, atol: number, what: string): void {
+function expectClose(
+  actual: ArrayLike<number>,
+  expected: readonly number[],
+  rtol: number,
+  atol: number,
+  what: string,
+): void {
   expect(actual.length, what).toBe(expected.length)
   for (let i = 0; i < expected.length; i++) {
     const a = actual[i] as number
@@ -64,7 +77,8 @@ describe(`lasso matches scikit-learn ${fixture.sklearn} Lasso`, () => {
       let gradient = 0
       for (let i = 0; i < n; i++) {
         let prediction = fit.intercept
-        for (let k = 0; k < c.columns; k++) prediction += (c.X[i * c.columns + k] as number) * (fit.coefficients[k] as number)
+        for (let k = 0; k < c.columns; k++)
+          prediction += (c.X[i * c.columns + k] as number) * (fit.coefficients[k] as number)
         gradient += (c.X[i * c.columns + j] as number) * ((c.y[i] as number) - prediction)
       }
       gradient /= n
@@ -91,9 +105,17 @@ describe(`lassoCV matches scikit-learn ${fixture.sklearn} LassoCV(precompute=Fal
   it('grid, held-out errors, chosen alpha and refit', () => {
     const grid = lassoAlphaGrid(X, c.y, { nAlphas: c.params.nAlphas, eps: c.params.eps })
     expectClose(grid, c.expected.alphas, 1e-12, 0, 'alphas')
-    const result = lassoCV(X, c.y, { folds: c.params.folds, nAlphas: c.params.nAlphas, eps: c.params.eps, maxIter: c.params.maxIter, tol: c.params.tol })
+    const result = lassoCV(X, c.y, {
+      folds: c.params.folds,
+      nAlphas: c.params.nAlphas,
+      eps: c.params.eps,
+      maxIter: c.params.maxIter,
+      tol: c.params.tol,
+    })
     expectClose(result.alphas, c.expected.alphas, 1e-12, 0, 'alphas')
-    result.msePath.forEach((row, a) => expectClose(row, c.expected.msePath[a] as number[], 1e-6, 1e-12, `msePath[${a}]`))
+    result.msePath.forEach((row, a) =>
+      expectClose(row, c.expected.msePath[a] as number[], 1e-6, 1e-12, `msePath[${a}]`),
+    )
     expect(result.alpha).toBeCloseTo(c.expected.alpha, 14)
     expectClose(result.fit.coefficients, c.expected.coefficients, 1e-6, 1e-9, 'coefficients')
     expectClose([result.fit.intercept], [c.expected.intercept], 1e-6, 1e-9, 'intercept')

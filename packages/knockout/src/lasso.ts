@@ -84,7 +84,8 @@ export interface LassoFit {
  * @category Lasso
  */
 export function matrixFromRows(rows: readonly (readonly number[])[]): Matrix {
-  if (rows.length === 0 || (rows[0] as readonly number[]).length === 0) throw new ShapeError('matrix has no rows or no columns')
+  if (rows.length === 0 || (rows[0] as readonly number[]).length === 0)
+    throw new ShapeError('matrix has no rows or no columns')
   const columns = (rows[0] as readonly number[]).length
   const data = new Float64Array(rows.length * columns)
   rows.forEach((row, i) => {
@@ -100,16 +101,24 @@ function checkProblem(X: Matrix, y: ArrayLike<number>): void {
     throw new ShapeError(`design matrix is ${rows} x ${columns}; expected at least 1 x 1`, { rows, columns })
   }
   if (data.length !== rows * columns) {
-    throw new ShapeError(`design matrix data has ${data.length} values; expected rows * columns = ${rows * columns}`, { rows, columns })
+    throw new ShapeError(`design matrix data has ${data.length} values; expected rows * columns = ${rows * columns}`, {
+      rows,
+      columns,
+    })
   }
-  if (y.length !== rows) throw new ShapeError(`y has ${y.length} values but X has ${rows} rows`, { rows, length: y.length })
+  if (y.length !== rows)
+    throw new ShapeError(`y has ${y.length} values but X has ${rows} rows`, { rows, length: y.length })
   for (let i = 0; i < data.length; i++) {
     if (!Number.isFinite(data[i] as number)) {
-      throw new AttnlabError('NON_FINITE', `X[${Math.floor(i / columns)}, ${i % columns}] is ${data[i]}; expected finite values`)
+      throw new AttnlabError(
+        'NON_FINITE',
+        `X[${Math.floor(i / columns)}, ${i % columns}] is ${data[i]}; expected finite values`,
+      )
     }
   }
   for (let i = 0; i < rows; i++) {
-    if (!Number.isFinite(y[i] as number)) throw new AttnlabError('NON_FINITE', `y[${i}] is ${y[i]}; expected finite values`)
+    if (!Number.isFinite(y[i] as number))
+      throw new AttnlabError('NON_FINITE', `y[${i}] is ${y[i]}; expected finite values`)
   }
 }
 
@@ -121,20 +130,33 @@ interface ResolvedLasso {
   positive: boolean
 }
 
-const LASSO_OPTION_KEYS: readonly string[] = Object.keys({ alpha: 1, fitIntercept: 1, maxIter: 1, tol: 1, positive: 1, initial: 1 } satisfies Record<keyof LassoOptions, 1>)
+const LASSO_OPTION_KEYS: readonly string[] = Object.keys({
+  alpha: 1,
+  fitIntercept: 1,
+  maxIter: 1,
+  tol: 1,
+  positive: 1,
+  initial: 1,
+} satisfies Record<keyof LassoOptions, 1>)
 
 function resolveOptions(options: LassoOptions): ResolvedLasso {
   const alpha = options.alpha ?? 0.01
-  if (typeof alpha !== 'number' || !Number.isFinite(alpha) || alpha < 0) throw new ConfigError('alpha', `${String(alpha)} is not a finite number >= 0`)
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha) || alpha < 0)
+    throw new ConfigError('alpha', `${String(alpha)} is not a finite number >= 0`)
   const maxIter = options.maxIter ?? 5000
   checkRange('maxIter', maxIter, { min: 1, integer: true })
   const tol = options.tol ?? 1e-4
-  if (typeof tol !== 'number' || !Number.isFinite(tol) || tol < 0) throw new ConfigError('tol', `${String(tol)} is not a finite number >= 0`)
+  if (typeof tol !== 'number' || !Number.isFinite(tol) || tol < 0)
+    throw new ConfigError('tol', `${String(tol)} is not a finite number >= 0`)
   return { alpha, fitIntercept: options.fitIntercept ?? true, maxIter, tol, positive: options.positive ?? false }
 }
 
 /** Column-major copy of X with the column means removed (when centering); returns the means. */
-function centered(X: Matrix, rowsUsed: ArrayLike<number> | null, center: boolean): { columnMajor: Float64Array; offsets: Float64Array; n: number } {
+function centered(
+  X: Matrix,
+  rowsUsed: ArrayLike<number> | null,
+  center: boolean,
+): { columnMajor: Float64Array; offsets: Float64Array; n: number } {
   const { columns, data } = X
   const n = rowsUsed === null ? X.rows : rowsUsed.length
   const columnMajor = new Float64Array(n * columns)
@@ -168,7 +190,11 @@ function pairwiseSum(values: ArrayLike<number>, start: number, length: number): 
     for (; i < length - (length % 8); i += 8) {
       for (let k = 0; k < 8; k++) r[k] = (r[k] as number) + (values[start + i + k] as number)
     }
-    let sum = ((r[0] as number) + (r[1] as number) + ((r[2] as number) + (r[3] as number))) + ((r[4] as number) + (r[5] as number) + ((r[6] as number) + (r[7] as number)))
+    let sum =
+      (r[0] as number) +
+      (r[1] as number) +
+      ((r[2] as number) + (r[3] as number)) +
+      ((r[4] as number) + (r[5] as number) + ((r[6] as number) + (r[7] as number)))
     for (; i < length; i++) sum += values[start + i] as number
     return sum
   }
@@ -227,7 +253,8 @@ function coordinateDescent(
       if (norm === 0) continue
       const previous = w[j] as number
       const offset = j * n
-      if (previous !== 0) for (let i = 0; i < n; i++) residual[i] = (residual[i] as number) + previous * (X[offset + i] as number)
+      if (previous !== 0)
+        for (let i = 0; i < n; i++) residual[i] = (residual[i] as number) + previous * (X[offset + i] as number)
       const correlation = dot(X, offset, residual, 0, n)
       let next: number
       if (positive && correlation < 0) next = 0
@@ -236,7 +263,8 @@ function coordinateDescent(
         next = magnitude === 0 ? 0 : (Math.sign(correlation) * magnitude) / norm // +0, never -0, below the threshold
       }
       w[j] = next
-      if (next !== 0) for (let i = 0; i < n; i++) residual[i] = (residual[i] as number) - next * (X[offset + i] as number)
+      if (next !== 0)
+        for (let i = 0; i < n; i++) residual[i] = (residual[i] as number) - next * (X[offset + i] as number)
       largestChange = Math.max(largestChange, Math.abs(next - previous))
       largestCoefficient = Math.max(largestCoefficient, Math.abs(next))
     }
@@ -252,7 +280,16 @@ function coordinateDescent(
 }
 
 /** Duality gap of `1/2 ||R||^2 + l1 ||w||_1` at `w` with residual `R` (dual point: R scaled into the dual feasible set). */
-function dualityGap(w: Float64Array, l1: number, X: Float64Array, y: Float64Array, residual: Float64Array, n: number, p: number, positive: boolean): number {
+function dualityGap(
+  w: Float64Array,
+  l1: number,
+  X: Float64Array,
+  y: Float64Array,
+  residual: Float64Array,
+  n: number,
+  p: number,
+  positive: boolean,
+): number {
   let dualNorm = positive ? -Infinity : 0
   for (let j = 0; j < p; j++) {
     const correlation = dot(X, j * n, residual, 0, n)
@@ -312,9 +349,25 @@ function fitCentered(
     if (initial.length !== p) throw new ShapeError(`initial has ${initial.length} coefficients; expected ${p}`)
     for (let j = 0; j < p; j++) w[j] = initial[j] as number
   }
-  const out = { coefficients: [] as Float64Array[], intercepts: [] as number[], gaps: [] as number[], iterations: [] as number[], converged: [] as boolean[] }
+  const out = {
+    coefficients: [] as Float64Array[],
+    intercepts: [] as number[],
+    gaps: [] as number[],
+    iterations: [] as number[],
+    converged: [] as boolean[],
+  }
   for (const alpha of alphas) {
-    const result = coordinateDescent(w, alpha * n, columnMajor, target, n, p, settings.maxIter, settings.tol, settings.positive)
+    const result = coordinateDescent(
+      w,
+      alpha * n,
+      columnMajor,
+      target,
+      n,
+      p,
+      settings.maxIter,
+      settings.tol,
+      settings.positive,
+    )
     let intercept = 0
     if (settings.fitIntercept) {
       intercept = yOffset
@@ -380,7 +433,13 @@ export function lasso(X: Matrix, y: ArrayLike<number>, options: LassoOptions = {
  * @throws `ShapeError` (`@attnlab/core`) when the sizes disagree
  * @category Lasso
  */
-export function lassoObjective(X: Matrix, y: ArrayLike<number>, w: ArrayLike<number>, intercept: number, alpha: number): number {
+export function lassoObjective(
+  X: Matrix,
+  y: ArrayLike<number>,
+  w: ArrayLike<number>,
+  intercept: number,
+  alpha: number,
+): number {
   checkProblem(X, y)
   if (w.length !== X.columns) throw new ShapeError(`w has ${w.length} entries; expected ${X.columns}`)
   let loss = 0
@@ -406,7 +465,11 @@ export function lassoObjective(X: Matrix, y: ArrayLike<number>, w: ArrayLike<num
  * @throws `ShapeError` (`@attnlab/core`) / `ConfigError` (`@attnlab/core`) for bad inputs
  * @category Lasso
  */
-export function lassoAlphaGrid(X: Matrix, y: ArrayLike<number>, options: { nAlphas?: number; eps?: number; fitIntercept?: boolean } = {}): number[] {
+export function lassoAlphaGrid(
+  X: Matrix,
+  y: ArrayLike<number>,
+  options: { nAlphas?: number; eps?: number; fitIntercept?: boolean } = {},
+): number[] {
   checkProblem(X, y)
   const nAlphas = options.nAlphas ?? 100
   const eps = options.eps ?? 1e-3
@@ -428,7 +491,7 @@ export function lassoAlphaGrid(X: Matrix, y: ArrayLike<number>, options: { nAlph
   const high = Math.log10(alphaMax)
   const low = Math.log10(alphaMax * eps)
   const grid: number[] = []
-  for (let k = 0; k < nAlphas; k++) grid.push(Math.pow(10, low + ((high - low) * k) / (nAlphas - 1)))
+  for (let k = 0; k < nAlphas; k++) grid.push(10 ** (low + ((high - low) * k) / (nAlphas - 1)))
   return grid.reverse()
 }
 
@@ -484,12 +547,24 @@ export function lassoCV(X: Matrix, y: ArrayLike<number>, options: LassoCVOptions
   checkOptionKeys(
     'lassoCV options',
     options,
-    Object.keys({ fitIntercept: 1, maxIter: 1, tol: 1, positive: 1, folds: 1, alphas: 1, nAlphas: 1, eps: 1 } satisfies Record<keyof LassoCVOptions, 1>),
+    Object.keys({
+      fitIntercept: 1,
+      maxIter: 1,
+      tol: 1,
+      positive: 1,
+      folds: 1,
+      alphas: 1,
+      nAlphas: 1,
+      eps: 1,
+    } satisfies Record<keyof LassoCVOptions, 1>),
   )
   checkProblem(X, y)
   const folds = options.folds ?? 5
   if (!Number.isSafeInteger(folds) || folds < 2 || folds > X.rows) {
-    throw new ConfigError('folds', `${String(folds)} folds for ${X.rows} samples; expected an integer in [2, ${X.rows}]`)
+    throw new ConfigError(
+      'folds',
+      `${String(folds)} folds for ${X.rows} samples; expected an integer in [2, ${X.rows}]`,
+    )
   }
   const settings = resolveOptions({ ...options, alpha: 0 })
   let alphas: number[]
@@ -530,6 +605,9 @@ export function lassoCV(X: Matrix, y: ArrayLike<number>, options: LassoCVOptions
   let best = 0
   for (let a = 1; a < alphas.length; a++) if ((meanMse[a] as number) < (meanMse[best] as number)) best = a
   const alpha = alphas[best] as number
-  const fit = lasso(X, y, { ...Object.fromEntries(Object.entries(options).filter(([key]) => LASSO_OPTION_KEYS.includes(key))), alpha })
+  const fit = lasso(X, y, {
+    ...Object.fromEntries(Object.entries(options).filter(([key]) => LASSO_OPTION_KEYS.includes(key))),
+    alpha,
+  })
   return { alpha, alphas, msePath, meanMse, fit }
 }

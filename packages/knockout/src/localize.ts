@@ -174,7 +174,10 @@ export type LocalizationResult = ExhaustiveResult | GreedyResult | CompressedSen
 
 const LOCALIZE_OPTION_KEYS: readonly string[] = [
   ...PASS_OPTION_KEYS,
-  ...Object.keys({ top: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<Exclude<keyof LocalizeOptions, keyof ScoreOptions>, 1>),
+  ...Object.keys({ top: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<
+    Exclude<keyof LocalizeOptions, keyof ScoreOptions>,
+    1
+  >),
 ]
 const COMPRESSED_SENSING_OPTION_KEYS: readonly string[] = [
   ...LOCALIZE_OPTION_KEYS,
@@ -195,10 +198,19 @@ function checkTop(top: unknown, n: number): number {
   return Math.min(checkRange('top', top as number, { min: 1, integer: true }), n)
 }
 
-async function withAblation<T>(model: Transformer, capability: Capability, options: LocalizeOptions, run: (ablation: HeadAblation) => Promise<T>): Promise<T> {
+async function withAblation<T>(
+  model: Transformer,
+  capability: Capability,
+  options: LocalizeOptions,
+  run: (ablation: HeadAblation) => Promise<T>,
+): Promise<T> {
   const mode = options.mode ?? 'zero'
   const reference = options.reference ?? capability.data
-  const ablation = await HeadAblation.create(model, mode, mode === 'zero' ? {} : { reference, ...(options.resampleSeed === undefined ? {} : { seed: options.resampleSeed }) })
+  const ablation = await HeadAblation.create(
+    model,
+    mode,
+    mode === 'zero' ? {} : { reference, ...(options.resampleSeed === undefined ? {} : { seed: options.resampleSeed }) },
+  )
   try {
     return await run(ablation)
   } finally {
@@ -216,7 +228,9 @@ function scoreOptions(options: LocalizeOptions, ablation: HeadAblation): ScoreOp
 }
 
 function rank(scores: Float64Array, layout: HeadLayout, descending: boolean): RankedHead[] {
-  return Array.from(scores, (score, index) => ({ ...headAt(index, layout), index, score })).sort((a, b) => (descending ? b.score - a.score : a.score - b.score) || a.index - b.index)
+  return Array.from(scores, (score, index) => ({ ...headAt(index, layout), index, score })).sort(
+    (a, b) => (descending ? b.score - a.score : a.score - b.score) || a.index - b.index,
+  )
 }
 
 /**
@@ -234,7 +248,11 @@ function rank(scores: Float64Array, layout: HeadLayout, descending: boolean): Ra
  * @throws `ConfigError` (`@attnlab/core`) for a bad `top` or an unknown option name; scoring errors (see {@link scoreMasks})
  * @category Localization
  */
-export async function exhaustiveSweep(model: Transformer, capability: Capability, options: LocalizeOptions = {}): Promise<ExhaustiveResult> {
+export async function exhaustiveSweep(
+  model: Transformer,
+  capability: Capability,
+  options: LocalizeOptions = {},
+): Promise<ExhaustiveResult> {
   checkOptionKeys('exhaustiveSweep options', options, LOCALIZE_OPTION_KEYS)
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
@@ -246,7 +264,10 @@ export async function exhaustiveSweep(model: Transformer, capability: Capability
     const result = await scoreMasks(model, capability, all, scoreOptions(options, ablation))
     const baseline = result.values[0] as number
     const knockedOut = result.values.slice(1)
-    const scores = Float64Array.from(knockedOut, (v) => performanceOf(baseline, capability.metric) - performanceOf(v, capability.metric))
+    const scores = Float64Array.from(
+      knockedOut,
+      (v) => performanceOf(baseline, capability.metric) - performanceOf(v, capability.metric),
+    )
     const ranking = rank(scores, layout, true)
     return {
       method: 'exhaustive',
@@ -282,7 +303,11 @@ export async function exhaustiveSweep(model: Transformer, capability: Capability
  * @throws `ConfigError` (`@attnlab/core`) for a bad `top`; scoring errors
  * @category Localization
  */
-export async function greedySearch(model: Transformer, capability: Capability, options: LocalizeOptions = {}): Promise<GreedyResult> {
+export async function greedySearch(
+  model: Transformer,
+  capability: Capability,
+  options: LocalizeOptions = {},
+): Promise<GreedyResult> {
   checkOptionKeys('greedySearch options', options, LOCALIZE_OPTION_KEYS)
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
@@ -305,7 +330,9 @@ export async function greedySearch(model: Transformer, capability: Capability, o
       const result = await scoreMasks(model, capability, masks, scoreOptions(options, ablation))
       evaluations += result.evaluations
       passes += result.forwardPasses
-      lastDrops = new Map(candidates.map((c, j) => [c, current - performanceOf(result.values[j] as number, capability.metric)]))
+      lastDrops = new Map(
+        candidates.map((c, j) => [c, current - performanceOf(result.values[j] as number, capability.metric)]),
+      )
       let best = candidates[0] as number
       for (const c of candidates) if ((lastDrops.get(c) as number) > (lastDrops.get(best) as number)) best = c
       const drop = lastDrops.get(best) as number
@@ -317,7 +344,9 @@ export async function greedySearch(model: Transformer, capability: Capability, o
       rounds.push({ head, metricAfter, evaluations: result.evaluations })
     }
     const chosenSet = new Set(chosen.map((h) => h.index))
-    const rest = [...lastDrops.entries()].filter(([i]) => !chosenSet.has(i)).map(([index, score]) => ({ ...headAt(index, layout), index, score }))
+    const rest = [...lastDrops.entries()]
+      .filter(([i]) => !chosenSet.has(i))
+      .map(([index, score]) => ({ ...headAt(index, layout), index, score }))
     rest.sort((a, b) => b.score - a.score || a.index - b.index)
     for (const h of rest) scores[h.index] = h.score
     const ranking = [...chosen, ...rest]
@@ -402,9 +431,14 @@ export interface CompressedSensingOptions extends LocalizeOptions {
  * ```
  * @category Localization
  */
-export async function compressedSensing(model: Transformer, capability: Capability, options: CompressedSensingOptions = {}): Promise<CompressedSensingResult> {
+export async function compressedSensing(
+  model: Transformer,
+  capability: Capability,
+  options: CompressedSensingOptions = {},
+): Promise<CompressedSensingResult> {
   checkOptionKeys('compressedSensing options', options, COMPRESSED_SENSING_OPTION_KEYS)
-  if (typeof options.crossValidate === 'object' && options.crossValidate !== null) checkOptionKeys('compressedSensing crossValidate options', options.crossValidate, ['folds'])
+  if (typeof options.crossValidate === 'object' && options.crossValidate !== null)
+    checkOptionKeys('compressedSensing crossValidate options', options.crossValidate, ['folds'])
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
   const top = checkTop(options.top ?? 5, n)

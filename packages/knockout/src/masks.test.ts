@@ -107,9 +107,15 @@ describe('masks', () => {
     expect(() => randomMasks(layout, { count: 2.5 })).toThrow('Invalid masks: must be an integer >= 1, got 2.5')
     expect(() => randomMasks(layout, { design: 'random' as never })).toThrow(/'random' is not 'iid' or 'balanced'/)
     expect(() => singleHeadMasks(layout, { candidates: [40] })).toThrow(/outside \[0, 32\)/)
-    expect(() => checkMasks({ count: 1, heads: 31, data: new Uint8Array(31) }, layout)).toThrow(/masks cover 31 heads; the model has 32/)
-    expect(() => checkMasks({ count: 2, heads: 32, data: new Uint8Array(32) }, layout)).toThrow(/expected count \* heads = 64/)
-    expect(() => checkMasks({ count: 1, heads: 32, data: new Uint8Array(32).fill(2) }, layout)).toThrow(/expected 0 \(kept\) or 1/)
+    expect(() => checkMasks({ count: 1, heads: 31, data: new Uint8Array(31) }, layout)).toThrow(
+      /masks cover 31 heads; the model has 32/,
+    )
+    expect(() => checkMasks({ count: 2, heads: 32, data: new Uint8Array(32) }, layout)).toThrow(
+      /expected count \* heads = 64/,
+    )
+    expect(() => checkMasks({ count: 1, heads: 32, data: new Uint8Array(32).fill(2) }, layout)).toThrow(
+      /expected 0 \(kept\) or 1/,
+    )
   })
 })
 
@@ -119,8 +125,18 @@ describe('measurementPlan (default compressed-sensing budget)', () => {
     expect(aidreams).toMatchObject({ heads: 16, sparsity: 5, masks: 15, headsPerMask: 4, exhaustiveEvaluations: 17 })
     expect(aidreams.useExhaustive).toBe(true)
     const stories = measurementPlan({ nLayers: 5, nHeads: 8 })
-    expect(stories).toMatchObject({ heads: 40, masks: 22, headsPerMask: 6, exhaustiveEvaluations: 41, useExhaustive: true })
-    expect(measurementPlan({ nLayers: 8, nHeads: 8 })).toMatchObject({ masks: 27, exhaustiveEvaluations: 65, useExhaustive: false })
+    expect(stories).toMatchObject({
+      heads: 40,
+      masks: 22,
+      headsPerMask: 6,
+      exhaustiveEvaluations: 41,
+      useExhaustive: true,
+    })
+    expect(measurementPlan({ nLayers: 8, nHeads: 8 })).toMatchObject({
+      masks: 27,
+      exhaustiveEvaluations: 65,
+      useExhaustive: false,
+    })
     const large = measurementPlan({ nLayers: 32, nHeads: 32 })
     expect(large.masks).toBe(54)
     expect(large.masks).toBeLessThan(100)
@@ -136,7 +152,10 @@ describe('measurementPlan (default compressed-sensing budget)', () => {
         if (!plan.useExhaustive) expect(plan.masks).toBeLessThan(plan.exhaustiveEvaluations)
         expect(plan.sparsity).toBe(Math.min(top, n))
         // every head is knocked out in about 3 of the M masks (balanced design; fewer when half the heads per mask is the cap)
-        if (!plan.useExhaustive) expect(Math.floor((plan.masks * plan.headsPerMask) / n)).toBeGreaterThanOrEqual(Math.min(3, Math.floor(plan.masks / 2)))
+        if (!plan.useExhaustive)
+          expect(Math.floor((plan.masks * plan.headsPerMask) / n)).toBeGreaterThanOrEqual(
+            Math.min(3, Math.floor(plan.masks / 2)),
+          )
         expect(headsPerMask(plan.fraction, n)).toBe(plan.headsPerMask)
       }
     }
@@ -150,6 +169,7 @@ describe('measurementPlan (default compressed-sensing budget)', () => {
   })
 
   it('rejects a top that is not a positive integer', () => {
-    for (const top of [0, -1, 1.5, Number.NaN]) expect(() => measurementPlan(layout, top)).toThrow(/Invalid top: must be an integer >= 1/)
+    for (const top of [0, -1, 1.5, Number.NaN])
+      expect(() => measurementPlan(layout, top)).toThrow(/Invalid top: must be an integer >= 1/)
   })
 })

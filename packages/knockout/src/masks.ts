@@ -75,13 +75,18 @@ export function headsPerMask(fraction: number, heads: number): number {
  * @category Masks
  */
 export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {}): KnockoutMasks {
-  checkOptionKeys('randomMasks options', options, Object.keys({ count: 1, fraction: 1, design: 1, seed: 1 } satisfies Record<keyof RandomMaskOptions, 1>))
+  checkOptionKeys(
+    'randomMasks options',
+    options,
+    Object.keys({ count: 1, fraction: 1, design: 1, seed: 1 } satisfies Record<keyof RandomMaskOptions, 1>),
+  )
   const count = options.count ?? 100
   const fraction = options.fraction ?? 0.02
   const design = options.design ?? 'balanced'
   checkRange('masks', count, { min: 1, integer: true })
   checkRange('fraction', fraction, { min: 0, max: 1, minExclusive: true })
-  if (design !== 'iid' && design !== 'balanced') throw new ConfigError('design', `'${String(design)}' is not 'iid' or 'balanced'`)
+  if (design !== 'iid' && design !== 'balanced')
+    throw new ConfigError('design', `'${String(design)}' is not 'iid' or 'balanced'`)
   const n = headCount(layout)
   const rng = Rng.fromSeed(options.seed ?? 0).split(`knockout/masks/${design}`)
   const data = new Uint8Array(count * n)
@@ -105,7 +110,9 @@ export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {})
     const tieBreak = new Float64Array(n)
     for (let j = 0; j < count; j++) {
       for (let i = 0; i < n; i++) tieBreak[i] = rng.float()
-      order.sort((a, b) => (uses[a] as number) - (uses[b] as number) || (tieBreak[a] as number) - (tieBreak[b] as number))
+      order.sort(
+        (a, b) => (uses[a] as number) - (uses[b] as number) || (tieBreak[a] as number) - (tieBreak[b] as number),
+      )
       for (let t = 0; t < k; t++) {
         const i = order[t] as number
         data[j * n + i] = 1
@@ -127,14 +134,18 @@ export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {})
  * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a head outside the layout
  * @category Masks
  */
-export function singleHeadMasks(layout: HeadLayout, options: { base?: readonly HeadRef[]; candidates?: readonly number[] } = {}): KnockoutMasks {
+export function singleHeadMasks(
+  layout: HeadLayout,
+  options: { base?: readonly HeadRef[]; candidates?: readonly number[] } = {},
+): KnockoutMasks {
   const n = headCount(layout)
   const base = (options.base ?? []).map((h) => headIndex(h, layout))
   const baseSet = new Set(base)
   const candidates = options.candidates ?? Array.from({ length: n }, (_, i) => i).filter((i) => !baseSet.has(i))
   const data = new Uint8Array(candidates.length * n)
   candidates.forEach((c, j) => {
-    if (!Number.isSafeInteger(c) || c < 0 || c >= n) throw new AttnlabError('INVALID_ARGUMENT', `candidate head index ${c} is outside [0, ${n})`)
+    if (!Number.isSafeInteger(c) || c < 0 || c >= n)
+      throw new AttnlabError('INVALID_ARGUMENT', `candidate head index ${c} is outside [0, ${n})`)
     for (const b of base) data[j * n + b] = 1
     data[j * n + c] = 1
   })
@@ -166,7 +177,9 @@ export function masksFromHeadSets(layout: HeadLayout, sets: readonly (readonly H
  */
 export function knockoutCounts(masks: KnockoutMasks): Int32Array {
   const counts = new Int32Array(masks.heads)
-  for (let j = 0; j < masks.count; j++) for (let i = 0; i < masks.heads; i++) counts[i] = (counts[i] as number) + (masks.data[j * masks.heads + i] as number)
+  for (let j = 0; j < masks.count; j++)
+    for (let i = 0; i < masks.heads; i++)
+      counts[i] = (counts[i] as number) + (masks.data[j * masks.heads + i] as number)
   return counts
 }
 
@@ -182,19 +195,40 @@ export function checkMasks(masks: KnockoutMasks, layout: HeadLayout): void {
   const expected = `a KnockoutMasks object { count, heads: ${n}, data: Uint8Array } (the model has ${n} heads: ${layout.nLayers} layers x ${layout.nHeads} heads; build one with masksFromHeadSets, singleHeadMasks or randomMasks)`
   if (Array.isArray(masks)) {
     const widths = [...new Set((masks as unknown[]).map((row) => (Array.isArray(row) ? row.length : -1)))]
-    const got = widths.length === 1 && widths[0] !== -1 ? `a plain array of ${masks.length} mask(s) of ${widths[0]} heads` : `a plain array of ${masks.length} entries`
+    const got =
+      widths.length === 1 && widths[0] !== -1
+        ? `a plain array of ${masks.length} mask(s) of ${widths[0]} heads`
+        : `a plain array of ${masks.length} entries`
     throw new AttnlabError('INVALID_ARGUMENT', `masks is ${got}; expected ${expected}`, { expectedHeads: n })
   }
-  if (masks === null || typeof masks !== 'object' || !(masks.data instanceof Uint8Array) || typeof masks.heads !== 'number') {
-    throw new AttnlabError('INVALID_ARGUMENT', `masks is not a KnockoutMasks object; expected ${expected}`, { expectedHeads: n })
+  if (
+    masks === null ||
+    typeof masks !== 'object' ||
+    !(masks.data instanceof Uint8Array) ||
+    typeof masks.heads !== 'number'
+  ) {
+    throw new AttnlabError('INVALID_ARGUMENT', `masks is not a KnockoutMasks object; expected ${expected}`, {
+      expectedHeads: n,
+    })
   }
-  if (masks.heads !== n) throw new AttnlabError('INVALID_ARGUMENT', `masks cover ${masks.heads} heads; the model has ${n} (${layout.nLayers} layers x ${layout.nHeads} heads)`)
+  if (masks.heads !== n)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `masks cover ${masks.heads} heads; the model has ${n} (${layout.nLayers} layers x ${layout.nHeads} heads)`,
+    )
   if (!Number.isSafeInteger(masks.count) || masks.count < 0 || masks.data.length !== masks.count * n) {
-    throw new AttnlabError('INVALID_ARGUMENT', `mask data has ${masks.data.length} entries; expected count * heads = ${masks.count * n}`)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `mask data has ${masks.data.length} entries; expected count * heads = ${masks.count * n}`,
+    )
   }
   for (let i = 0; i < masks.data.length; i++) {
     const v = masks.data[i] as number
-    if (v !== 0 && v !== 1) throw new AttnlabError('INVALID_ARGUMENT', `mask ${Math.floor(i / n)} head ${i % n} is ${v}; expected 0 (kept) or 1 (knocked out)`)
+    if (v !== 0 && v !== 1)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `mask ${Math.floor(i / n)} head ${i % n} is ${v}; expected 0 (kept) or 1 (knocked out)`,
+      )
   }
 }
 

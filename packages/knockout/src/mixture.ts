@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange } from '@attnlab/core'
+import { AttnlabError, checkOptionKeys, ConfigError, type Rng, checkRange } from '@attnlab/core'
 import { createTask, type Task, type TaskKind, type TokenBatch } from '@attnlab/markov'
 
 /**
@@ -81,18 +81,22 @@ export class MixtureTask implements Task {
    */
   constructor(components: readonly MixtureComponent[], options: MixtureOptions = {}) {
     checkOptionKeys('MixtureTask options', options, ['vocabulary'] satisfies (keyof MixtureOptions)[])
-    if (!Array.isArray(components) || components.length === 0) throw new ConfigError('components', 'a mixture needs at least one task')
+    if (!Array.isArray(components) || components.length === 0)
+      throw new ConfigError('components', 'a mixture needs at least one task')
     const names = new Set<string>()
     for (const [i, c] of components.entries()) {
-      if (typeof c.name !== 'string' || c.name.length === 0) throw new ConfigError(`components[${i}].name`, 'expected a non-empty name')
+      if (typeof c.name !== 'string' || c.name.length === 0)
+        throw new ConfigError(`components[${i}].name`, 'expected a non-empty name')
       if (names.has(c.name)) throw new ConfigError(`components[${i}].name`, `'${c.name}' is used twice`)
       names.add(c.name)
-      if (typeof c.task?.sample !== 'function') throw new ConfigError(`components[${i}].task`, 'expected a task with sample()')
+      if (typeof c.task?.sample !== 'function')
+        throw new ConfigError(`components[${i}].task`, 'expected a task with sample()')
       const weight = c.weight ?? 1
       checkRange(`components[${i}].weight`, weight as number, { min: 0, minExclusive: true })
     }
     const vocabulary = options.vocabulary ?? 'shared'
-    if (vocabulary !== 'shared' && vocabulary !== 'disjoint') throw new ConfigError('vocabulary', `'${String(vocabulary)}' is not 'shared' or 'disjoint'`)
+    if (vocabulary !== 'shared' && vocabulary !== 'disjoint')
+      throw new ConfigError('vocabulary', `'${String(vocabulary)}' is not 'shared' or 'disjoint'`)
     this.vocabulary = vocabulary
     this.components = Object.freeze(components.map((c) => Object.freeze({ ...c, weight: c.weight ?? 1 })))
     const offsets: number[] = []
@@ -123,7 +127,10 @@ export class MixtureTask implements Task {
   indexOf(component: number | string): number {
     const index = typeof component === 'number' ? component : this.components.findIndex((c) => c.name === component)
     if (!Number.isSafeInteger(index) || index < 0 || index >= this.components.length) {
-      throw new ConfigError('component', `'${String(component)}' is not a component; expected one of ${this.components.map((c) => c.name).join(', ')}`)
+      throw new ConfigError(
+        'component',
+        `'${String(component)}' is not a component; expected one of ${this.components.map((c) => c.name).join(', ')}`,
+      )
     }
     return index
   }
@@ -180,7 +187,9 @@ export class MixtureTask implements Task {
     const batchSize = choice.length
     const tokens = new Int32Array(batchSize * L)
     const lossMask = new Uint8Array(batchSize * L)
-    const batches = this.components.map((c, t) => ((counts[t] as number) > 0 ? c.task.sample(counts[t] as number, rng) : null))
+    const batches = this.components.map((c, t) =>
+      (counts[t] as number) > 0 ? c.task.sample(counts[t] as number, rng) : null,
+    )
     const used = new Array<number>(this.components.length).fill(0)
     for (let b = 0; b < batchSize; b++) {
       const t = choice[b] as number
@@ -193,7 +202,10 @@ export class MixtureTask implements Task {
       for (let p = 0; p < batch.seqLength; p++) {
         const token = batch.tokens[i * batch.seqLength + p] as number
         if (!(token >= 0 && token < (this.components[t] as MixtureComponent).task.vocabSize)) {
-          throw new AttnlabError('INVALID_ARGUMENT', `component '${(this.components[t] as MixtureComponent).name}' produced token ${token} outside its vocabulary`)
+          throw new AttnlabError(
+            'INVALID_ARGUMENT',
+            `component '${(this.components[t] as MixtureComponent).name}' produced token ${token} outside its vocabulary`,
+          )
         }
         tokens[row + 1 + p] = token + offset
         lossMask[row + 1 + p] = batch.lossMask[i * batch.seqLength + p] as number
@@ -231,12 +243,17 @@ export function taskFromDescription(description: unknown): Task {
   const record = description as Record<string, unknown>
   if (record.kind !== 'mixture') return createTask(record)
   const components = record.components
-  if (!Array.isArray(components)) throw new ConfigError('task.components', 'a mixture description needs a components array')
+  if (!Array.isArray(components))
+    throw new ConfigError('task.components', 'a mixture description needs a components array')
   const vocabulary = record.vocabulary
   return new MixtureTask(
     components.map((c: unknown, i) => {
       const entry = (c ?? {}) as Record<string, unknown>
-      return { name: String(entry.name ?? `component-${i}`), task: taskFromDescription(entry.task), weight: typeof entry.weight === 'number' ? entry.weight : 1 }
+      return {
+        name: String(entry.name ?? `component-${i}`),
+        task: taskFromDescription(entry.task),
+        weight: typeof entry.weight === 'number' ? entry.weight : 1,
+      }
     }),
     vocabulary === 'disjoint' ? { vocabulary: 'disjoint' } : {},
   )

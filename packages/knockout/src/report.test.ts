@@ -39,7 +39,18 @@ describeWithBackends('localization and effects on a random model', () => {
   let induction: Capability
   let text: Capability
   beforeAll(() => {
-    model = createTransformer(createConfig({ architecture: 'gpt', dVocab: 13, nCtx: 16, dModel: 16, nLayers: 2, nHeads: 4, dHead: 4, dMlp: 24 }))
+    model = createTransformer(
+      createConfig({
+        architecture: 'gpt',
+        dVocab: 13,
+        nCtx: 16,
+        dModel: 16,
+        nLayers: 2,
+        nHeads: 4,
+        dHead: 4,
+        dMlp: 24,
+      }),
+    )
     randomizeWeights(model, 3)
     induction = inductionCapability({ vocabSize: 13, blockLength: 6, count: 8, seed: 1 })
     text = textCapability([
@@ -63,7 +74,8 @@ describeWithBackends('localization and effects on a random model', () => {
     expect(row.hurt).toBeCloseTo(row.before - row.after, 10) // logprob: higher is better
     expect(report.targetHurt).toBe(row.hurt)
     expect(report.maxControlHurt).toBe(report.rows[1]!.hurt)
-    const expectedRatio = report.maxControlHurt! <= 0 ? (row.hurt > 0 ? Infinity : 0) : row.hurt / report.maxControlHurt!
+    const expectedRatio =
+      report.maxControlHurt! <= 0 ? (row.hurt > 0 ? Infinity : 0) : row.hurt / report.maxControlHurt!
     expect(report.ratio).toBe(expectedRatio)
     expect(report.evaluations).toBe(4)
     const none = await knockoutEffects(model, [], [induction])
@@ -76,7 +88,9 @@ describeWithBackends('localization and effects on a random model', () => {
 
   it('knockoutEffects rejects duplicates, unknown targets and heads outside the model', async () => {
     await expect(knockoutEffects(model, [], [induction, induction])).rejects.toThrow(/'induction' is listed twice/)
-    await expect(knockoutEffects(model, [], [induction], { target: 'math' })).rejects.toThrow(/'math' is not among the capabilities \(induction\)/)
+    await expect(knockoutEffects(model, [], [induction], { target: 'math' })).rejects.toThrow(
+      /'math' is not among the capabilities \(induction\)/,
+    )
     await expect(knockoutEffects(model, [{ layer: 2, head: 0 }], [induction])).rejects.toThrow(AttnlabError)
   })
 
@@ -91,10 +105,19 @@ describeWithBackends('localization and effects on a random model', () => {
     expect(Math.abs(found.standardized.reduce((s, v) => s + v, 0))).toBeLessThan(1e-9)
     expect(found.fit.alpha).toBe(0.01)
     expect([...found.knockoutCounts].reduce((s, v) => s + v, 0)).toBe(24 * 2)
-    const cv = await compressedSensing(model, induction, { masks: 24, fraction: 0.25, seed: 2, crossValidate: { folds: 3 } })
+    const cv = await compressedSensing(model, induction, {
+      masks: 24,
+      fraction: 0.25,
+      seed: 2,
+      crossValidate: { folds: 3 },
+    })
     expect(cv.crossValidation?.alphas.length).toBe(100)
-    expect(cv.fit.alpha).toBe(cv.crossValidation?.alphas[cv.crossValidation.meanMse.indexOf(Math.min(...cv.crossValidation.meanMse))])
-    const custom = await compressedSensing(model, induction, { customMasks: randomMasks(model.config, { count: 5, seed: 9 }) })
+    expect(cv.fit.alpha).toBe(
+      cv.crossValidation?.alphas[cv.crossValidation.meanMse.indexOf(Math.min(...cv.crossValidation.meanMse))],
+    )
+    const custom = await compressedSensing(model, induction, {
+      customMasks: randomMasks(model.config, { count: 5, seed: 9 }),
+    })
     expect(custom.evaluations).toBe(5)
     const heatmap = headHeatmap(found)
     expect(heatmap.values).toHaveLength(2)

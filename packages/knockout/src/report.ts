@@ -41,12 +41,19 @@ export interface HeadHeatmap {
  */
 export function headHeatmap(result: LocalizationResult): HeadHeatmap {
   const { nLayers, nHeads } = result.layout
-  const values = Array.from({ length: nLayers }, (_, l) => Array.from({ length: nHeads }, (_, h) => result.scores[l * nHeads + h] as number))
+  const values = Array.from({ length: nLayers }, (_, l) =>
+    Array.from({ length: nHeads }, (_, h) => result.scores[l * nHeads + h] as number),
+  )
   const label =
     result.method === 'compressed-sensing'
       ? 'Lasso coefficient (standardized score; negative = needed)'
       : `performance drop when knocked out (${result.metric}; positive = needed)`
-  return { label, capability: result.capability, values, highlighted: result.top.map(({ layer, head }) => ({ layer, head })) }
+  return {
+    label,
+    capability: result.capability,
+    values,
+    highlighted: result.top.map(({ layer, head }) => ({ layer, head })),
+  }
 }
 
 /**
@@ -91,7 +98,12 @@ export function heatmapSpec(heatmap: HeadHeatmap, title?: string): Record<string
       {
         mark: { type: 'rect' },
         encoding: {
-          color: { field: 'value', type: 'quantitative', scale: { scheme: 'redblue', domain: [-extent, extent] }, title: 'score' },
+          color: {
+            field: 'value',
+            type: 'quantitative',
+            scale: { scheme: 'redblue', domain: [-extent, extent] },
+            title: 'score',
+          },
           tooltip: [{ field: 'layer' }, { field: 'head' }, { field: 'value', type: 'quantitative' }],
         },
       },
@@ -100,7 +112,12 @@ export function heatmapSpec(heatmap: HeadHeatmap, title?: string): Record<string
         mark: { type: 'rect', fill: null, stroke: 'black', strokeWidth: 2 },
       },
       ...(nHeads * nLayers <= 256
-        ? [{ mark: { type: 'text', fontSize: Math.max(7, Math.min(11, cell / 3)) }, encoding: { text: { field: 'label' } } }]
+        ? [
+            {
+              mark: { type: 'text', fontSize: Math.max(7, Math.min(11, cell / 3)) },
+              encoding: { text: { field: 'label' } },
+            },
+          ]
         : []),
     ],
   }
@@ -195,10 +212,18 @@ export interface EffectsOptions extends Omit<ScoreOptions, 'ablation'> {
  * ```
  * @category Reports
  */
-export async function knockoutEffects(model: Transformer, heads: readonly HeadRef[], capabilities: readonly Capability[], options: EffectsOptions = {}): Promise<EffectsReport> {
+export async function knockoutEffects(
+  model: Transformer,
+  heads: readonly HeadRef[],
+  capabilities: readonly Capability[],
+  options: EffectsOptions = {},
+): Promise<EffectsReport> {
   checkOptionKeys('knockoutEffects options', options, [
     ...PASS_OPTION_KEYS,
-    ...Object.keys({ target: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<Exclude<keyof EffectsOptions, keyof ScoreOptions>, 1>),
+    ...Object.keys({ target: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<
+      Exclude<keyof EffectsOptions, keyof ScoreOptions>,
+      1
+    >),
   ])
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   for (const head of heads) headIndex(head, layout)
@@ -214,7 +239,13 @@ export async function knockoutEffects(model: Transformer, heads: readonly HeadRe
   let evaluations = 0
   for (const capability of capabilities) {
     const reference = options.reference ?? capability.data
-    const ablation = await HeadAblation.create(model, mode, mode === 'zero' ? {} : { reference, ...(options.resampleSeed === undefined ? {} : { seed: options.resampleSeed }) })
+    const ablation = await HeadAblation.create(
+      model,
+      mode,
+      mode === 'zero'
+        ? {}
+        : { reference, ...(options.resampleSeed === undefined ? {} : { seed: options.resampleSeed }) },
+    )
     try {
       const result = await scoreMasks(model, capability, masks, {
         ablation,
@@ -251,7 +282,8 @@ export async function knockoutEffects(model: Transformer, heads: readonly HeadRe
     targetHurt: target?.hurt ?? null,
     maxControlHurt,
     ratio: target === undefined || maxControlHurt === null ? null : ratio(target.hurt, maxControlHurt),
-    relativeRatio: target === undefined || maxControlRelative === null ? null : ratio(target.relativeHurt, maxControlRelative),
+    relativeRatio:
+      target === undefined || maxControlRelative === null ? null : ratio(target.relativeHurt, maxControlRelative),
     evaluations,
   }
 }
@@ -265,10 +297,15 @@ export async function knockoutEffects(model: Transformer, heads: readonly HeadRe
  *   `|found ∩ truth| / |truth|` (1 when the truth is empty), and the shared heads
  * @category Reports
  */
-export function precisionRecall(found: readonly HeadRef[], truth: readonly HeadRef[]): { precision: number; recall: number; hits: HeadRef[] } {
+export function precisionRecall(
+  found: readonly HeadRef[],
+  truth: readonly HeadRef[],
+): { precision: number; recall: number; hits: HeadRef[] } {
   const truthKeys = new Set(truth.map(formatHead))
   const foundKeys = [...new Set(found.map(formatHead))]
-  const hits = found.filter((h, i) => truthKeys.has(formatHead(h)) && found.findIndex((g) => formatHead(g) === formatHead(h)) === i)
+  const hits = found.filter(
+    (h, i) => truthKeys.has(formatHead(h)) && found.findIndex((g) => formatHead(g) === formatHead(h)) === i,
+  )
   return {
     precision: foundKeys.length === 0 ? 1 : hits.length / foundKeys.length,
     recall: truthKeys.size === 0 ? 1 : hits.length / truthKeys.size,
@@ -287,7 +324,10 @@ export function precisionRecall(found: readonly HeadRef[], truth: readonly HeadR
  * @throws `ConfigError` (`@attnlab/core`) for a negative `minDrop` or a `relative` outside [0, 1]
  * @category Reports
  */
-export function sweepHeads(result: { readonly ranking: readonly { readonly layer: number; readonly head: number; readonly score: number }[] }, options: { minDrop?: number; relative?: number } = {}): HeadRef[] {
+export function sweepHeads(
+  result: { readonly ranking: readonly { readonly layer: number; readonly head: number; readonly score: number }[] },
+  options: { minDrop?: number; relative?: number } = {},
+): HeadRef[] {
   const minDrop = options.minDrop ?? 0
   const relative = options.relative ?? 0.25
   if (!(minDrop >= 0)) throw new ConfigError('minDrop', `${String(minDrop)} is not a number >= 0`)

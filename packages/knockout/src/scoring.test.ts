@@ -12,12 +12,32 @@ import { compressedSensing, exhaustiveSweep, greedySearch } from './localize.ts'
 import { knockoutEffects } from './report.ts'
 import { lasso, lassoCV } from './lasso.ts'
 
-const gptConfig = createConfig({ architecture: 'gpt', dVocab: 11, nCtx: 12, dModel: 16, nLayers: 2, nHeads: 4, dHead: 4, dMlp: 24 })
-const llamaConfig = createConfig({ architecture: 'llama', dVocab: 11, nCtx: 12, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dHead: 4, dMlp: 24 })
+const gptConfig = createConfig({
+  architecture: 'gpt',
+  dVocab: 11,
+  nCtx: 12,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 4,
+  dHead: 4,
+  dMlp: 24,
+})
+const llamaConfig = createConfig({
+  architecture: 'llama',
+  dVocab: 11,
+  nCtx: 12,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 2,
+  dHead: 4,
+  dMlp: 24,
+})
 
 function knockedSet(masks: { data: Uint8Array; heads: number }, j: number, nHeads: number): Set<string> {
   const out = new Set<string>()
-  for (let i = 0; i < masks.heads; i++) if (masks.data[j * masks.heads + i] === 1) out.add(`${Math.floor(i / nHeads)}.${i % nHeads}`)
+  for (let i = 0; i < masks.heads; i++)
+    if (masks.data[j * masks.heads + i] === 1) out.add(`${Math.floor(i / nHeads)}.${i % nHeads}`)
   return out
 }
 
@@ -32,8 +52,14 @@ async function manualMeans(model: Transformer, capability: Capability): Promise<
   for (const name of names) {
     const z = (await cache.get(name).data()) as Float32Array
     const mean = new Float64Array(nHeads * dHead)
-    for (let r = 0; r < count * length; r++) for (let k = 0; k < nHeads * dHead; k++) mean[k] = (mean[k] as number) + (z[r * nHeads * dHead + k] as number)
-    means.push(tf.tensor4d(Float32Array.from(mean, (v) => v / (count * length)), [1, 1, nHeads, dHead]))
+    for (let r = 0; r < count * length; r++)
+      for (let k = 0; k < nHeads * dHead; k++) mean[k] = (mean[k] as number) + (z[r * nHeads * dHead + k] as number)
+    means.push(
+      tf.tensor4d(
+        Float32Array.from(mean, (v) => v / (count * length)),
+        [1, 1, nHeads, dHead],
+      ),
+    )
   }
   tf.dispose([tokens, logits])
   cache.dispose()
@@ -72,7 +98,9 @@ describeWithBackends('scoreMasks', () => {
     }
     // Knockouts change the score (the test would be vacuous otherwise).
     const clean = await scoreMasks(gpt, capability, masksFromHeadSets(gptConfig, [[]]))
-    expect(Math.max(...Array.from(batched.values, (v) => Math.abs(v - (clean.values[0] as number))))).toBeGreaterThan(1e-2)
+    expect(Math.max(...Array.from(batched.values, (v) => Math.abs(v - (clean.values[0] as number))))).toBeGreaterThan(
+      1e-2,
+    )
   })
 
   it('accuracy and logprob are computed on the same predictions', async () => {
@@ -80,20 +108,40 @@ describeWithBackends('scoreMasks', () => {
     for (const metric of ['accuracy', 'logprob'] as const) {
       const c = { ...capability, metric }
       const scores = await scoreMasks(gpt, c, masks)
-      for (let j = 0; j < 3; j++) expectArraysClose([scores.values[j] as number], [await manualMetric(gpt, c, knockedSet(masks, j, 4), () => null)], 2e-4)
+      for (let j = 0; j < 3; j++)
+        expectArraysClose(
+          [scores.values[j] as number],
+          [await manualMetric(gpt, c, knockedSet(masks, j, 4), () => null)],
+          2e-4,
+        )
     }
   })
 
   it('weighted metrics: the in-context gain is the second copy minus the first copy', async () => {
-    const blocks = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 1, 2]]
+    const blocks = [
+      [1, 2, 3, 4],
+      [5, 6, 7, 8],
+      [9, 10, 1, 2],
+    ]
     const second = inductionCapability({ blocks, prefix: [0] })
     const gain = inductionCapability({ blocks, prefix: [0], contrast: true })
-    const first = { ...second, data: { ...gain.data, scoreWeights: gain.data.scoreWeights!.map((w) => (w < 0 ? -w : 0)) } }
+    const first = {
+      ...second,
+      data: { ...gain.data, scoreWeights: gain.data.scoreWeights!.map((w) => (w < 0 ? -w : 0)) },
+    }
     const masks = randomMasks(gptConfig, { count: 3, fraction: 0.25, seed: 8 })
-    const [a, b, c] = await Promise.all([scoreMasks(gpt, second, masks), scoreMasks(gpt, gain, masks), scoreMasks(gpt, first, masks)])
+    const [a, b, c] = await Promise.all([
+      scoreMasks(gpt, second, masks),
+      scoreMasks(gpt, gain, masks),
+      scoreMasks(gpt, first, masks),
+    ])
     for (let j = 0; j < 3; j++) {
       expectArraysClose([b.values[j] as number], [(a.values[j] as number) - (c.values[j] as number)], 2e-4)
-      expectArraysClose([b.values[j] as number], [await manualMetric(gpt, gain, knockedSet(masks, j, 4), () => null)], 2e-4)
+      expectArraysClose(
+        [b.values[j] as number],
+        [await manualMetric(gpt, gain, knockedSet(masks, j, 4), () => null)],
+        2e-4,
+      )
     }
   })
 
@@ -144,7 +192,13 @@ describeWithBackends('scoreMasks', () => {
       return out
     })
     // hook_z seen inside the ablated pass (headMask applied before the hook).
-    const withMask = llama.runWithCache(tokens, { namesFilter: [name], headMask: tf.tensor2d([[1, 0, 1, 1], [1, 1, 1, 1]]) })
+    const withMask = llama.runWithCache(tokens, {
+      namesFilter: [name],
+      headMask: tf.tensor2d([
+        [1, 0, 1, 1],
+        [1, 1, 1, 1],
+      ]),
+    })
     seen = withMask.cache.get(name)
     const z0 = (await clean.cache.get(name).data()) as Float32Array
     const z1 = (await seen.data()) as Float32Array
@@ -192,7 +246,10 @@ describeWithBackends('scoreMasks', () => {
     const means: tf.Tensor[] = []
     for (const l of [0, 1]) {
       const parts: Float32Array[] = []
-      for (const row of [[1, 2, 3, 4, 5], [7, 8]]) {
+      for (const row of [
+        [1, 2, 3, 4, 5],
+        [7, 8],
+      ]) {
         const { logits, cache } = gpt.runWithCache([row], { namesFilter: names })
         parts.push((await cache.get(names[l] as HookName).data()) as Float32Array)
         logits.dispose()
@@ -200,8 +257,15 @@ describeWithBackends('scoreMasks', () => {
       }
       const mean = new Float32Array(16)
       let n = 0
-      for (const part of parts) for (let r = 0; r < part.length / 16; r++, n++) for (let k = 0; k < 16; k++) mean[k] = (mean[k] as number) + (part[r * 16 + k] as number)
-      means.push(tf.tensor4d(mean.map((v) => v / n), [1, 1, 4, 4]))
+      for (const part of parts)
+        for (let r = 0; r < part.length / 16; r++, n++)
+          for (let k = 0; k < 16; k++) mean[k] = (mean[k] as number) + (part[r * 16 + k] as number)
+      means.push(
+        tf.tensor4d(
+          mean.map((v) => v / n),
+          [1, 1, 4, 4],
+        ),
+      )
     }
     const expected = await manualMetric(gpt, text, new Set(['1.2']), (l) => means[l] as tf.Tensor)
     expectArraysClose([scores.values[0] as number], [expected], 2e-4)
@@ -223,11 +287,16 @@ describeWithBackends('scoreMasks errors', () => {
     const tooLong = inductionCapability({ vocabSize: 11, blockLength: 8, count: 2 })
     await expect(scoreMasks(gpt, tooLong, masks)).rejects.toThrow(/exceed the model's context nCtx = 12/)
     const ok = inductionCapability({ vocabSize: 11, blockLength: 3, count: 2 })
-    await expect(scoreMasks(gpt, ok, { count: 1, heads: 7, data: new Uint8Array(7) })).rejects.toThrow(/masks cover 7 heads; the model has 8/)
+    await expect(scoreMasks(gpt, ok, { count: 1, heads: 7, data: new Uint8Array(7) })).rejects.toThrow(
+      /masks cover 7 heads; the model has 8/,
+    )
     await expect(scoreMasks(gpt, ok, masks, { maxTokensPerPass: 0 })).rejects.toThrow(ConfigError)
     const badTargets: Capability = { ...ok, data: { ...ok.data, targets: ok.data.targets.map(() => 99) } }
     await expect(scoreMasks(gpt, badTargets, masks)).rejects.toThrow(/target token 99/)
-    const badDistribution: Capability = { ...ok, data: { ...ok.data, targetDistributions: new Float32Array(3), targetWidth: 11 } }
+    const badDistribution: Capability = {
+      ...ok,
+      data: { ...ok.data, targetDistributions: new Float32Array(3), targetWidth: 11 },
+    }
     await expect(scoreMasks(gpt, badDistribution, masks)).rejects.toThrow(/target distributions hold 3 values/)
   })
 
@@ -236,8 +305,13 @@ describeWithBackends('scoreMasks errors', () => {
     await expect(scoreMasks(gpt, ok, [[1, 0]] as never)).rejects.toThrow(
       /masks is a plain array of 1 mask\(s\) of 2 heads; expected a KnockoutMasks object \{ count, heads: 8, data: Uint8Array \} \(the model has 8 heads: 2 layers x 4 heads; build one with masksFromHeadSets/,
     )
-    await expect(scoreMasks(gpt, ok, [] as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { expectedHeads: 8 } })
-    await expect(scoreMasks(gpt, ok, { count: 1 } as never)).rejects.toThrow(/masks is not a KnockoutMasks object; expected .*heads: 8/)
+    await expect(scoreMasks(gpt, ok, [] as never)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      details: { expectedHeads: 8 },
+    })
+    await expect(scoreMasks(gpt, ok, { count: 1 } as never)).rejects.toThrow(
+      /masks is not a KnockoutMasks object; expected .*heads: 8/,
+    )
     await expect(scoreMasks(gpt, ok, null as never)).rejects.toThrow(/masks is not a KnockoutMasks object/)
     expect.hasAssertions()
   })
@@ -248,17 +322,33 @@ describeWithBackends('scoreMasks errors', () => {
     await expect(compressedSensing(gpt, ok, { mask: 5 } as never)).rejects.toThrow(
       /Invalid mask: not one of the compressedSensing options \(did you mean 'masks'\?\); allowed: maxTokensPerPass, batched, onProgress, top, mode, reference, resampleSeed, masks, fraction, .*customMasks/,
     )
-    await expect(compressedSensing(gpt, ok, { crossValidate: { fold: 3 } } as never)).rejects.toThrow(/Invalid fold: not one of the compressedSensing crossValidate options/)
-    await expect(exhaustiveSweep(gpt, ok, { topk: 3 } as never)).rejects.toThrow(/Invalid topk: not one of the exhaustiveSweep options \(did you mean 'top'\?\)/)
-    await expect(greedySearch(gpt, ok, { modes: 'mean' } as never)).rejects.toThrow(/Invalid modes: not one of the greedySearch options \(did you mean 'mode'\?\)/)
-    await expect(scoreMasks(gpt, ok, masks, { maxTokens: 10 } as never)).rejects.toThrow(/Invalid maxTokens: not one of the scoreMasks options/)
-    await expect(knockoutEffects(gpt, [{ layer: 0, head: 0 }], [ok], { targt: 'x' } as never)).rejects.toThrow(/Invalid targt: not one of the knockoutEffects options \(did you mean 'target'\?\)/)
+    await expect(compressedSensing(gpt, ok, { crossValidate: { fold: 3 } } as never)).rejects.toThrow(
+      /Invalid fold: not one of the compressedSensing crossValidate options/,
+    )
+    await expect(exhaustiveSweep(gpt, ok, { topk: 3 } as never)).rejects.toThrow(
+      /Invalid topk: not one of the exhaustiveSweep options \(did you mean 'top'\?\)/,
+    )
+    await expect(greedySearch(gpt, ok, { modes: 'mean' } as never)).rejects.toThrow(
+      /Invalid modes: not one of the greedySearch options \(did you mean 'mode'\?\)/,
+    )
+    await expect(scoreMasks(gpt, ok, masks, { maxTokens: 10 } as never)).rejects.toThrow(
+      /Invalid maxTokens: not one of the scoreMasks options/,
+    )
+    await expect(knockoutEffects(gpt, [{ layer: 0, head: 0 }], [ok], { targt: 'x' } as never)).rejects.toThrow(
+      /Invalid targt: not one of the knockoutEffects options \(did you mean 'target'\?\)/,
+    )
     await expect(HeadAblation.create(gpt, 'zero', { derang: true } as never)).rejects.toThrow(/did you mean 'derange'/)
-    expect(() => randomMasks(gptConfig, { counts: 3 } as never)).toThrow(/Invalid counts: not one of the randomMasks options \(did you mean 'count'\?\)/)
+    expect(() => randomMasks(gptConfig, { counts: 3 } as never)).toThrow(
+      /Invalid counts: not one of the randomMasks options \(did you mean 'count'\?\)/,
+    )
     expect(() => inductionCapability({ vocabSize: 11, blockLenght: 3 } as never)).toThrow(/did you mean 'blockLength'/)
     const X = { rows: 4, columns: 2, data: new Uint8Array([1, 0, 0, 1, 1, 1, 0, 0]) }
-    expect(() => lasso(X, [1, 2, 3, 4], { alhpa: 0.1 } as never)).toThrow(/Invalid alhpa: not one of the lasso options \(did you mean 'alpha'\?\)/)
-    expect(() => lassoCV(X, [1, 2, 3, 4], { alpha: 0.1 } as never)).toThrow(/Invalid alpha: not one of the lassoCV options \(did you mean 'alphas'\?\)/)
+    expect(() => lasso(X, [1, 2, 3, 4], { alhpa: 0.1 } as never)).toThrow(
+      /Invalid alhpa: not one of the lasso options \(did you mean 'alpha'\?\)/,
+    )
+    expect(() => lassoCV(X, [1, 2, 3, 4], { alpha: 0.1 } as never)).toThrow(
+      /Invalid alpha: not one of the lassoCV options \(did you mean 'alphas'\?\)/,
+    )
     expect(lassoCV(X, [1, 2, 3, 4], { folds: 2, maxIter: 100 }).fit.coefficients).toHaveLength(2)
   })
 
@@ -266,8 +356,14 @@ describeWithBackends('scoreMasks errors', () => {
     await expect(HeadAblation.create(gpt, 'scale' as never)).rejects.toThrow(/'scale' is not an ablation mode/)
     await expect(HeadAblation.create(gpt, 'mean')).rejects.toThrow(/needs reference sequences/)
     const ok = inductionCapability({ vocabSize: 11, blockLength: 3, count: 3 })
-    await expect(HeadAblation.create(gpt, 'resample', { reference: { ...ok.data, count: 1, inputs: ok.data.inputs.subarray(0, ok.data.length) } })).rejects.toThrow(/at least 2 sequences/)
-    await expect(HeadAblation.create(gpt, 'mean', { reference: { inputs: new Int32Array(3), count: 2, length: 2 } })).rejects.toThrow(/expected a non-empty \[count, length\]/)
+    await expect(
+      HeadAblation.create(gpt, 'resample', {
+        reference: { ...ok.data, count: 1, inputs: ok.data.inputs.subarray(0, ok.data.length) },
+      }),
+    ).rejects.toThrow(/at least 2 sequences/)
+    await expect(
+      HeadAblation.create(gpt, 'mean', { reference: { inputs: new Int32Array(3), count: 2, length: 2 } }),
+    ).rejects.toThrow(/expected a non-empty \[count, length\]/)
     const other = inductionCapability({ vocabSize: 11, blockLength: 4, count: 3 })
     const resample = await HeadAblation.create(gpt, 'resample', { reference: ok.data })
     const masks = masksFromHeadSets(gptConfig, [[{ layer: 0, head: 0 }]])

@@ -41,7 +41,11 @@ export interface ScoreOptions {
  * @category Scoring
  */
 /** Every key of {@link ScoreOptions} but `ablation` (the keys localization functions pass on). */
-export const PASS_OPTION_KEYS: readonly string[] = Object.keys({ maxTokensPerPass: 1, batched: 1, onProgress: 1 } satisfies Record<Exclude<keyof ScoreOptions, 'ablation'>, 1>)
+export const PASS_OPTION_KEYS: readonly string[] = Object.keys({
+  maxTokensPerPass: 1,
+  batched: 1,
+  onProgress: 1,
+} satisfies Record<Exclude<keyof ScoreOptions, 'ablation'>, 1>)
 const SCORE_OPTION_KEYS: readonly string[] = ['ablation', ...PASS_OPTION_KEYS]
 
 export interface MaskScores {
@@ -76,7 +80,12 @@ export interface MaskScores {
  * ```
  * @category Scoring
  */
-export async function scoreMasks(model: Transformer, capability: Capability, masks: KnockoutMasks, options: ScoreOptions = {}): Promise<MaskScores> {
+export async function scoreMasks(
+  model: Transformer,
+  capability: Capability,
+  masks: KnockoutMasks,
+  options: ScoreOptions = {},
+): Promise<MaskScores> {
   checkOptionKeys('scoreMasks options', options, SCORE_OPTION_KEYS)
   const started = performance.now()
   const { nLayers, nHeads, dVocab } = model.config
@@ -148,7 +157,12 @@ export async function scoreMasks(model: Transformer, capability: Capability, mas
         let targetWeights: tf.Tensor2D
         if (data.targetDistributions !== undefined) {
           const distributions = new Float32Array(soft.length * dVocab)
-          soft.forEach((s, i) => distributions.set((data.targetDistributions as Float32Array).subarray(s * width, (s + 1) * width), i * dVocab))
+          soft.forEach((s, i) =>
+            distributions.set(
+              (data.targetDistributions as Float32Array).subarray(s * width, (s + 1) * width),
+              i * dVocab,
+            ),
+          )
           targetWeights = tf.tensor2d(distributions, [soft.length, dVocab])
         } else {
           targetWeights = oneHotFloat(tf.tensor1d(Int32Array.from(targets), 'int32'), dVocab) as tf.Tensor2D
@@ -179,10 +193,19 @@ export async function scoreMasks(model: Transformer, capability: Capability, mas
     const values = sums
     for (let j = 0; j < M; j++) {
       if (!Number.isFinite(values[j] as number)) {
-        throw new AttnlabError('NON_FINITE', `capability '${capability.name}': the ${metric} under mask ${j} is ${values[j]} (the model produced non-finite logits)`)
+        throw new AttnlabError(
+          'NON_FINITE',
+          `capability '${capability.name}': the ${metric} under mask ${j} is ${values[j]} (the model produced non-finite logits)`,
+        )
       }
     }
-    return { values, evaluations: M, forwardPasses: passes, sequences: totalRows, seconds: (performance.now() - started) / 1000 }
+    return {
+      values,
+      evaluations: M,
+      forwardPasses: passes,
+      sequences: totalRows,
+      seconds: (performance.now() - started) / 1000,
+    }
   } finally {
     if (ownAblation) ablation.dispose()
   }

@@ -27,7 +27,11 @@ export function metricFromLogits(capability: Capability, logits: Float32Array, d
     const row = logits.subarray(flat * dVocab, (flat + 1) * dVocab)
     let max = -Infinity
     let argmax = 0
-    for (let y = 0; y < dVocab; y++) if ((row[y] as number) > max) { max = row[y] as number; argmax = y }
+    for (let y = 0; y < dVocab; y++)
+      if ((row[y] as number) > max) {
+        max = row[y] as number
+        argmax = y
+      }
     let z = 0
     for (let y = 0; y < dVocab; y++) z += Math.exp((row[y] as number) - max)
     const logZ = max + Math.log(z)
@@ -35,12 +39,21 @@ export function metricFromLogits(capability: Capability, logits: Float32Array, d
     if (data.targetDistributions !== undefined) {
       const width = data.targetWidth as number
       logProbability = 0
-      for (let y = 0; y < width; y++) logProbability += (data.targetDistributions[s * width + y] as number) * ((row[y] as number) - logZ)
+      for (let y = 0; y < width; y++)
+        logProbability += (data.targetDistributions[s * width + y] as number) * ((row[y] as number) - logZ)
     } else {
       logProbability = (row[data.targets[s] as number] as number) - logZ
     }
     const w = data.scoreWeights === undefined ? 1 / data.scoredPositions.length : (data.scoreWeights[s] as number)
-    sum += w * (metric === 'accuracy' ? (argmax === data.targets[s] ? 1 : 0) : metric === 'loss' ? -logProbability : logProbability)
+    sum +=
+      w *
+      (metric === 'accuracy'
+        ? argmax === data.targets[s]
+          ? 1
+          : 0
+        : metric === 'loss'
+          ? -logProbability
+          : logProbability)
   }
   return sum
 }
@@ -55,16 +68,20 @@ export async function manualMetric(
   const { count, length, inputs } = capability.data
   const { nLayers, nHeads, dVocab } = model.config
   const logits = tf.tidy(() => {
-    const hooks = Array.from({ length: nLayers }, (_, l) => [
-      `blocks.${l}.attn.hook_z` as HookName,
-      (z: tf.Tensor) => {
-        const keep = new Float32Array(nHeads).map((_, h) => (knocked.has(`${l}.${h}`) ? 0 : 1))
-        const keepT = tf.reshape(tf.tensor1d(keep), [1, 1, nHeads, 1])
-        const kept = tf.mul(z, keepT)
-        const source = replacement(l)
-        return source === null ? kept : tf.add(kept, tf.mul(tf.sub(1, keepT), source))
-      },
-    ] as const)
+    const hooks = Array.from(
+      { length: nLayers },
+      (_, l) =>
+        [
+          `blocks.${l}.attn.hook_z` as HookName,
+          (z: tf.Tensor) => {
+            const keep = new Float32Array(nHeads).map((_, h) => (knocked.has(`${l}.${h}`) ? 0 : 1))
+            const keepT = tf.reshape(tf.tensor1d(keep), [1, 1, nHeads, 1])
+            const kept = tf.mul(z, keepT)
+            const source = replacement(l)
+            return source === null ? kept : tf.add(kept, tf.mul(tf.sub(1, keepT), source))
+          },
+        ] as const,
+    )
     return model.runWithHooks(tf.tensor2d(inputs, [count, length], 'int32'), { fwdHooks: hooks })
   })
   const values = (await logits.data()) as Float32Array

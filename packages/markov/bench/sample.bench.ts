@@ -41,13 +41,17 @@ interface NumpyResult {
 function numpy(): NumpyResult | string {
   const python = '/usr/bin/python3'
   const script = fileURLToPath(new URL('../../../tools/markov/sample_bench.py', import.meta.url))
-  if (!existsSync(python)) return `${python} not found: install python3 and python3-numpy (Debian) to compare with numpy`
+  if (!existsSync(python))
+    return `${python} not found: install python3 and python3-numpy (Debian) to compare with numpy`
   if (!existsSync(script)) return `${script} not found`
   const env = { ...process.env }
   // Older-CPU OpenBLAS overrides slow a current numpy down; unset them for this run only.
   delete env.OPENBLAS_CORETYPE
   delete env.OPENBLAS_L2_SIZE
-  const run = spawnSync(python, [script, '--json', '--seconds', String(seconds), '--sequences', String(batch)], { encoding: 'utf8', env })
+  const run = spawnSync(python, [script, '--json', '--seconds', String(seconds), '--sequences', String(batch)], {
+    encoding: 'utf8',
+    env,
+  })
   if (run.status !== 0) {
     const reason = (run.stderr || run.error?.message || '').trim().split('\n').pop() ?? ''
     return /No module named 'numpy'/.test(run.stderr ?? '')
@@ -60,7 +64,9 @@ function numpy(): NumpyResult | string {
 const format = (x: number): string => Math.round(x).toLocaleString('en-US')
 const ourRate = ours()
 const reference = numpy()
-console.log(`sparse-markov sampling, d = 50, spans [2,2,2], genLen 20, batch ${batch}, ${seconds} s each (generated tokens/s)`)
+console.log(
+  `sparse-markov sampling, d = 50, spans [2,2,2], genLen 20, batch ${batch}, ${seconds} s each (generated tokens/s)`,
+)
 console.log(`  @attnlab/markov (TypeScript, ${process.version}): ${format(ourRate)} tokens/s`)
 if (typeof reference === 'string') {
   console.log(`  numpy: skipped (${reference})`)

@@ -59,12 +59,16 @@ export function resolveCellularAutomatonConfig(config: Partial<CellularAutomaton
     throw new ConfigError('config', `got ${show(config)}; expected an object of cellular-automaton parameters`)
   }
   checkKnownKeys('cellular-automaton', config, KEYS)
-  const merged = { ...defaultCellularAutomatonConfig(), ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)) }
+  const merged = {
+    ...defaultCellularAutomatonConfig(),
+    ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
+  }
   let rules: number[] | null = null
   if (merged.rules !== null) {
     rules = checkArray('rules', merged.rules, 1, 256).map((rule, i) => checkInteger(`rules[${i}]`, rule, 0, 255))
     const duplicate = rules.find((rule, i) => rules?.indexOf(rule) !== i)
-    if (duplicate !== undefined) throw new ConfigError('rules', `rule ${duplicate} is listed twice; expected distinct rule numbers`, { rules })
+    if (duplicate !== undefined)
+      throw new ConfigError('rules', `rule ${duplicate} is listed twice; expected distinct rule numbers`, { rules })
   }
   return deepFreeze({
     cells: checkInteger('cells', merged.cells, 3, 1024),
@@ -134,7 +138,9 @@ export class CellularAutomatonTask implements Task {
     this.vocabSize = bos ? 3 : 2
     this.seqLength = states * S + this.offset
     this.ruleSet = Object.freeze(rules === null ? Array.from({ length: 256 }, (_, r) => r) : [...rules])
-    this.offsetGroups = Object.freeze([Object.freeze({ name: 'neighbourhood (left, centre, right)', offsets: Object.freeze([S - 2, S - 1, S]) })])
+    this.offsetGroups = Object.freeze([
+      Object.freeze({ name: 'neighbourhood (left, centre, right)', offsets: Object.freeze([S - 2, S - 1, S]) }),
+    ])
   }
 
   /**
@@ -144,7 +150,9 @@ export class CellularAutomatonTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) => this.sampleInto(tokens, lossMask, offset, rng))
+    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) =>
+      this.sampleInto(tokens, lossMask, offset, rng),
+    )
   }
 
   private sampleInto(tokens: Int32Array, lossMask: Uint8Array, base: number, rng: Rng): number {
@@ -232,7 +240,9 @@ export class CellularAutomatonTask implements Task {
       estimate: summary.estimate,
       standardError: summary.standardError,
       samples: sequences,
-      perPosition: Array.from(positionSums, (sum, p) => ((positionCounts[p] as number) > 0 ? sum / (positionCounts[p] as number) : NaN)),
+      perPosition: Array.from(positionSums, (sum, p) =>
+        (positionCounts[p] as number) > 0 ? sum / (positionCounts[p] as number) : NaN,
+      ),
     }
   }
 

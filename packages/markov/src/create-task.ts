@@ -35,7 +35,12 @@ export type AnyTask = SparseMarkovTask | LinearMapTask | CellularAutomatonTask |
  *
  * @category Tasks
  */
-export const TASK_KINDS: readonly TaskKind[] = Object.freeze(['sparse-markov', 'linear-map', 'cellular-automaton', 'icl-markov'])
+export const TASK_KINDS: readonly TaskKind[] = Object.freeze([
+  'sparse-markov',
+  'linear-map',
+  'cellular-automaton',
+  'icl-markov',
+])
 
 /**
  * Creates a task from its kind (default configuration) or from a description; `createTask(task.describe())`
@@ -51,12 +56,20 @@ export const TASK_KINDS: readonly TaskKind[] = Object.freeze(['sparse-markov', '
  * ```
  * @category Tasks
  */
-export function createTask(kindOrDescription: 'sparse-markov' | ({ readonly kind: 'sparse-markov' } & Partial<SparseMarkovConfig>)): SparseMarkovTask
-export function createTask(kindOrDescription: 'linear-map' | ({ readonly kind: 'linear-map' } & Partial<LinearMapConfig>)): LinearMapTask
 export function createTask(
-  kindOrDescription: 'cellular-automaton' | ({ readonly kind: 'cellular-automaton' } & Partial<CellularAutomatonConfig>),
+  kindOrDescription: 'sparse-markov' | ({ readonly kind: 'sparse-markov' } & Partial<SparseMarkovConfig>),
+): SparseMarkovTask
+export function createTask(
+  kindOrDescription: 'linear-map' | ({ readonly kind: 'linear-map' } & Partial<LinearMapConfig>),
+): LinearMapTask
+export function createTask(
+  kindOrDescription:
+    | 'cellular-automaton'
+    | ({ readonly kind: 'cellular-automaton' } & Partial<CellularAutomatonConfig>),
 ): CellularAutomatonTask
-export function createTask(kindOrDescription: 'icl-markov' | ({ readonly kind: 'icl-markov' } & Partial<IclMarkovConfig>)): IclMarkovTask
+export function createTask(
+  kindOrDescription: 'icl-markov' | ({ readonly kind: 'icl-markov' } & Partial<IclMarkovConfig>),
+): IclMarkovTask
 export function createTask(kindOrDescription: TaskKind | TaskDescription | Readonly<Record<string, unknown>>): AnyTask
 export function createTask(kindOrDescription: TaskKind | TaskDescription | Readonly<Record<string, unknown>>): AnyTask {
   const description: Record<string, unknown> =
@@ -67,7 +80,10 @@ export function createTask(kindOrDescription: TaskKind | TaskDescription | Reado
         : {}
   const { kind, ...config } = description
   if (typeof kindOrDescription !== 'string' && (typeof kindOrDescription !== 'object' || kindOrDescription === null)) {
-    throw new ConfigError('kind', `got ${show(kindOrDescription)}; expected a task kind (${TASK_KINDS.join(', ')}) or a { kind, ... } description`)
+    throw new ConfigError(
+      'kind',
+      `got ${show(kindOrDescription)}; expected a task kind (${TASK_KINDS.join(', ')}) or a { kind, ... } description`,
+    )
   }
   switch (kind) {
     case 'sparse-markov':

@@ -9,7 +9,9 @@ import { batchToTensors } from './tensors.ts'
 const task = new SparseMarkovTask({ vocabSize: 5, spans: [1, 1], genLen: 3 })
 
 function firstTokens(batch: { tokens: Int32Array; batchSize: number; seqLength: number }): string[] {
-  return Array.from({ length: batch.batchSize }, (_, b) => Array.from(batch.tokens.subarray(b * batch.seqLength, (b + 1) * batch.seqLength)).join(','))
+  return Array.from({ length: batch.batchSize }, (_, b) =>
+    Array.from(batch.tokens.subarray(b * batch.seqLength, (b + 1) * batch.seqLength)).join(','),
+  )
 }
 
 describe('sampleDataset and selectSequences', () => {
@@ -72,7 +74,9 @@ describe('DatasetBatches', () => {
   it('rejects bad batch sizes and remainder modes', () => {
     expect(() => new DatasetBatches(dataset, 11, Rng.fromSeed(0))).toThrow(/\[1, 10\]/)
     expect(() => new DatasetBatches(dataset, 0, Rng.fromSeed(0))).toThrow(ConfigError)
-    expect(() => new DatasetBatches(dataset, 2, Rng.fromSeed(0), { remainder: 'pad' as never })).toThrow(/'drop' or 'short'/)
+    expect(() => new DatasetBatches(dataset, 2, Rng.fromSeed(0), { remainder: 'pad' as never })).toThrow(
+      /'drop' or 'short'/,
+    )
   })
 })
 

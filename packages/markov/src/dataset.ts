@@ -50,7 +50,10 @@ export function selectSequences(batch: TokenBatch, indices: ArrayLike<number>): 
   for (let i = 0; i < indices.length; i++) {
     const index = indices[i] as number
     if (!Number.isInteger(index) || index < 0 || index >= batchSize) {
-      throw new AttnlabError('INVALID_ARGUMENT', `sequence index ${index} is out of range [0, ${batchSize})`, { index, batchSize })
+      throw new AttnlabError('INVALID_ARGUMENT', `sequence index ${index} is out of range [0, ${batchSize})`, {
+        index,
+        batchSize,
+      })
     }
     outTokens.set(tokens.subarray(index * seqLength, (index + 1) * seqLength), i * seqLength)
     outMask.set(lossMask.subarray(index * seqLength, (index + 1) * seqLength), i * seqLength)
@@ -123,7 +126,11 @@ export class DatasetBatches {
     this.batchSize = checkInteger('batchSize', batchSize, 1, dataset.batchSize)
     const remainder = options.remainder ?? 'drop'
     if (remainder !== 'drop' && remainder !== 'short') {
-      throw new AttnlabError('INVALID_CONFIG', `Invalid remainder: got '${String(remainder)}'; expected 'drop' or 'short'`, { parameter: 'remainder' })
+      throw new AttnlabError(
+        'INVALID_CONFIG',
+        `Invalid remainder: got '${String(remainder)}'; expected 'drop' or 'short'`,
+        { parameter: 'remainder' },
+      )
     }
     this.remainder = remainder
     this.batchesPerEpoch =
@@ -165,7 +172,10 @@ export class DatasetBatches {
    */
   restore(state: DatasetBatchesState): void {
     if (!Array.isArray(state.order) || state.order.length !== this.dataset.batchSize) {
-      throw new ShapeError(`the snapshot orders ${state.order?.length} sequences but the dataset has ${this.dataset.batchSize}`, {})
+      throw new ShapeError(
+        `the snapshot orders ${state.order?.length} sequences but the dataset has ${this.dataset.batchSize}`,
+        {},
+      )
     }
     this.rng = Rng.fromState(state.rng)
     this.order = Int32Array.from(state.order)

@@ -22,7 +22,9 @@ describe('LinearMapTask', () => {
     const task = new LinearMapTask({ stateSize: 12, onesPerRow: 5 })
     for (let i = 0; i < 12; i++) expect(task.matrix.subarray(i * 12, i * 12 + 12).reduce((a, b) => a + b, 0)).toBe(5)
     expect(Array.from(new LinearMapTask({ stateSize: 12, onesPerRow: 5 }).matrix)).toEqual(Array.from(task.matrix))
-    expect(Array.from(new LinearMapTask({ stateSize: 12, onesPerRow: 5, matrixSeed: 1 }).matrix)).not.toEqual(Array.from(task.matrix))
+    expect(Array.from(new LinearMapTask({ stateSize: 12, onesPerRow: 5, matrixSeed: 1 }).matrix)).not.toEqual(
+      Array.from(task.matrix),
+    )
   })
 
   it('generates trajectories x_{t+1} = M x_t mod 2 in the documented layout', () => {
@@ -48,7 +50,9 @@ describe('LinearMapTask', () => {
     const parents = task.parentPositions(1 + S + 2) as number[]
     expect(parents.length).toBe(3)
     expect(parents.every((p) => p >= 1 && p < 1 + S && task.matrix[2 * S + (p - 1)] === 1)).toBe(true)
-    expect(Array.from(task.sample(3, Rng.fromSeed(9)).tokens)).toEqual(Array.from(task.sample(3, Rng.fromSeed(9)).tokens))
+    expect(Array.from(task.sample(3, Rng.fromSeed(9)).tokens)).toEqual(
+      Array.from(task.sample(3, Rng.fromSeed(9)).tokens),
+    )
   })
 
   it('has the closed-form loss floor ln2 * (random scored bits) / (scored bits)', () => {
@@ -59,7 +63,11 @@ describe('LinearMapTask', () => {
     expect(new LinearMapTask({ stateSize: 8, bos: true, states: 4 }).lossFloor()).toBeCloseTo(Math.LN2 / 4, 12)
     expect(new LinearMapTask({ stateSize: 8, scoreInitialState: false }).lossFloor()).toBe(0)
     // Independently from a sampled mask: ln 2 for scored initial bits, 0 for determined bits.
-    for (const config of [{ stateSize: 5, states: 3 }, { stateSize: 5, states: 3, bos: true }, { stateSize: 5, scoreInitialState: false }]) {
+    for (const config of [
+      { stateSize: 5, states: 3 },
+      { stateSize: 5, states: 3, bos: true },
+      { stateSize: 5, scoreInitialState: false },
+    ]) {
       const task = new LinearMapTask(config)
       const batch = task.sample(1, Rng.fromSeed(0))
       let loss = 0
@@ -142,7 +150,9 @@ describe('CellularAutomatonTask', () => {
     expect(task.offsetGroups[0]?.offsets).toEqual([6, 7, 8])
     // Interior cell 3 of state 1 at position 1 + 8 + 3; the query is one before it.
     const position = 1 + 8 + 3
-    expect((task.parentPositions(position) as number[]).map((p) => position - 1 - p).sort((a, b) => a - b)).toEqual([6, 7, 8])
+    expect((task.parentPositions(position) as number[]).map((p) => position - 1 - p).sort((a, b) => a - b)).toEqual([
+      6, 7, 8,
+    ])
     expect(task.parentPositions(1 + 8)).toEqual([1, 2, 8])
     expect(task.parentPositions(4)).toBeUndefined()
   })
@@ -249,7 +259,9 @@ describe('createTask', () => {
       const rebuilt = createTask(JSON.parse(JSON.stringify(task.describe())) as Record<string, unknown>)
       expect(rebuilt.kind).toBe(task.kind)
       expect(rebuilt.describe()).toEqual(task.describe())
-      expect(Array.from(rebuilt.sample(4, Rng.fromSeed(7)).tokens)).toEqual(Array.from(task.sample(4, Rng.fromSeed(7)).tokens))
+      expect(Array.from(rebuilt.sample(4, Rng.fromSeed(7)).tokens)).toEqual(
+        Array.from(task.sample(4, Rng.fromSeed(7)).tokens),
+      )
     }
   })
 

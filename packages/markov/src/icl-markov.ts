@@ -50,14 +50,21 @@ export function resolveIclMarkovConfig(config: Partial<IclMarkovConfig> = {}): I
     throw new ConfigError('config', `got ${show(config)}; expected an object of icl-markov parameters`)
   }
   checkKnownKeys('icl-markov', config, KEYS)
-  const merged = { ...defaultIclMarkovConfig(), ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)) }
+  const merged = {
+    ...defaultIclMarkovConfig(),
+    ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
+  }
   const vocabSize = checkInteger('vocabSize', merged.vocabSize, 2, 256)
   const order = checkInteger('order', merged.order, 1, 8)
-  if (Math.pow(vocabSize, order) > 65536) {
-    throw new ConfigError('order', `vocabSize^order = ${vocabSize}^${order} = ${Math.pow(vocabSize, order)} contexts; expected at most 65536`, {
-      vocabSize,
-      order,
-    })
+  if (vocabSize ** order > 65536) {
+    throw new ConfigError(
+      'order',
+      `vocabSize^order = ${vocabSize}^${order} = ${vocabSize ** order} contexts; expected at most 65536`,
+      {
+        vocabSize,
+        order,
+      },
+    )
   }
   return deepFreeze({
     vocabSize,
@@ -104,12 +111,15 @@ export class IclMarkovTask implements Task {
     const { vocabSize: k, order, seqLength } = this.config
     this.vocabSize = k
     this.seqLength = seqLength
-    const contexts = Math.pow(k, order)
+    const contexts = k ** order
     this.table = new Float64Array(contexts * k)
     this.drawn = new Uint8Array(contexts)
     this.touched = new Int32Array(Math.min(contexts, seqLength))
     this.offsetGroups = Object.freeze([
-      Object.freeze({ name: `${order}-gram context`, offsets: Object.freeze(Array.from({ length: order }, (_, i) => i)) }),
+      Object.freeze({
+        name: `${order}-gram context`,
+        offsets: Object.freeze(Array.from({ length: order }, (_, i) => i)),
+      }),
     ])
   }
 
@@ -121,13 +131,15 @@ export class IclMarkovTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) => this.sampleInto(tokens, lossMask, offset, rng))
+    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) =>
+      this.sampleInto(tokens, lossMask, offset, rng),
+    )
   }
 
   private sampleInto(tokens: Int32Array, lossMask: Uint8Array, base: number, rng: Rng): void {
     const { vocabSize: k, order, alpha } = this.config
     const L = this.seqLength
-    const contexts = Math.pow(k, order)
+    const contexts = k ** order
     let touchedCount = 0
     for (let p = 0; p < order; p++) {
       tokens[base + p] = rng.int(k)
@@ -163,7 +175,7 @@ export class IclMarkovTask implements Task {
     checkInteger('sequences', sequences, 2, 1e8)
     const { vocabSize: k, order, alpha } = this.config
     const L = this.seqLength
-    const contexts = Math.pow(k, order)
+    const contexts = k ** order
     const counts = new Float64Array(contexts * k)
     const totals = new Float64Array(contexts)
     const tokens = new Int32Array(L)
@@ -178,7 +190,9 @@ export class IclMarkovTask implements Task {
         let context = 0
         for (let j = p - order; j < p; j++) context = context * k + (tokens[j] as number)
         const y = tokens[p] as number
-        const loss = -Math.log(((counts[context * k + y] as number) + alpha) / ((totals[context] as number) + k * alpha))
+        const loss = -Math.log(
+          ((counts[context * k + y] as number) + alpha) / ((totals[context] as number) + k * alpha),
+        )
         total += loss
         positionSums[p] = (positionSums[p] as number) + loss
         if (totals[context] === 0) seen.push(context)

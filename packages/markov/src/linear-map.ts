@@ -58,7 +58,10 @@ export function resolveLinearMapConfig(config: Partial<LinearMapConfig> = {}): L
     throw new ConfigError('config', `got ${show(config)}; expected an object of linear-map parameters`)
   }
   checkKnownKeys('linear-map', config, KEYS)
-  const merged = { ...defaultLinearMapConfig(), ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)) }
+  const merged = {
+    ...defaultLinearMapConfig(),
+    ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
+  }
   const stateSize = checkInteger('stateSize', merged.stateSize, 2, 512)
   return deepFreeze({
     stateSize,
@@ -112,7 +115,10 @@ export class LinearMapTask implements Task {
     const matrix = new Uint8Array(S * S)
     this.rows = []
     for (let i = 0; i < S; i++) {
-      const columns = rng.shuffle(Array.from({ length: S }, (_, j) => j)).slice(0, s).sort((a, b) => a - b)
+      const columns = rng
+        .shuffle(Array.from({ length: S }, (_, j) => j))
+        .slice(0, s)
+        .sort((a, b) => a - b)
       for (const j of columns) matrix[i * S + j] = 1
       this.rows.push(Int32Array.from(columns))
     }

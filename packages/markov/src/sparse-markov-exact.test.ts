@@ -7,11 +7,14 @@ import { restrictedContextEntropy } from './sparse-markov-exact.ts'
 
 function expectClose(actual: readonly number[], expected: readonly number[], tolerance = 1e-10): void {
   expect(actual.length).toBe(expected.length)
-  actual.forEach((value, i) => expect(Math.abs(value - (expected[i] as number)), `entry ${i}: ${value} vs ${expected[i]}`).toBeLessThan(tolerance))
+  actual.forEach((value, i) =>
+    expect(Math.abs(value - (expected[i] as number)), `entry ${i}: ${value} vs ${expected[i]}`).toBeLessThan(tolerance),
+  )
 }
 
 function expectNonIncreasing(values: readonly number[]): void {
-  for (let i = 1; i < values.length; i++) expect(values[i] as number).toBeLessThanOrEqual((values[i - 1] as number) + 1e-12)
+  for (let i = 1; i < values.length; i++)
+    expect(values[i] as number).toBeLessThanOrEqual((values[i - 1] as number) + 1e-12)
 }
 
 describe('restrictedContextEntropy (exact)', () => {
@@ -27,7 +30,11 @@ describe('restrictedContextEntropy (exact)', () => {
       expectClose(oracle.topSpans.positionSpecific, testCase.expected.topSpansPositionSpecific)
       expectClose(oracle.truncatedTeacherCrossEntropy, testCase.expected.truncatedTeacherCrossEntropy)
       for (const probe of testCase.probes) {
-        expectClose(Array.from(task.nextTokenProbabilities(probe.window, { keepSpans: probe.keepSpans })), probe.probabilities, 1e-12)
+        expectClose(
+          Array.from(task.nextTokenProbabilities(probe.window, { keepSpans: probe.keepSpans })),
+          probe.probabilities,
+          1e-12,
+        )
       }
     }
   })
@@ -44,7 +51,9 @@ describe('restrictedContextEntropy (exact)', () => {
     // Plateau lines: the j most important spans (newest first here) are suffixes of the window.
     expect(oracle.topSpans.pooled).toEqual([oracle.pooled[0], oracle.pooled[2], oracle.pooled[3], oracle.pooled[5]])
     expectNonIncreasing(oracle.truncatedTeacherCrossEntropy.slice(1))
-    oracle.truncatedTeacherCrossEntropy.forEach((ce, k) => expect(ce).toBeGreaterThanOrEqual((oracle.topSpans.pooled[k] as number) - 1e-12))
+    oracle.truncatedTeacherCrossEntropy.forEach((ce, k) =>
+      expect(ce).toBeGreaterThanOrEqual((oracle.topSpans.pooled[k] as number) - 1e-12),
+    )
   })
 
   it('agrees in distribution with the paper-era reference for d = 50, spans [1,1,1] (markov-dynamics.md 1.3)', () => {
@@ -102,7 +111,10 @@ describe('restrictedContextEntropy (exact)', () => {
       const mean = values.reduce((a, b) => a + b, 0) / groups
       const se = Math.sqrt(values.reduce((a, b) => a + (b - mean) ** 2, 0) / (groups - 1) / groups)
       // 9 contexts at most and 20k windows per group: the plug-in bias (< 1e-3) is well inside 4 SE.
-      expect(Math.abs(mean - (oracle.pooled[n] as number)), `n = ${n}: ${mean} +- ${se} vs ${oracle.pooled[n]}`).toBeLessThan(4 * se + 1e-3)
+      expect(
+        Math.abs(mean - (oracle.pooled[n] as number)),
+        `n = ${n}: ${mean} +- ${se} vs ${oracle.pooled[n]}`,
+      ).toBeLessThan(4 * se + 1e-3)
     }
   })
 
@@ -118,7 +130,9 @@ describe('restrictedContextEntropy (exact)', () => {
     expect((error as OracleTooLargeError).code).toBe('TOO_LARGE')
     expect((error as OracleTooLargeError).states).toBe(50 ** 6)
     expect((error as Error).message).toMatch(/1\.56e\+10 states.*restrictedContextEntropyMonteCarlo/)
-    expect(() => restrictedContextEntropy(new SparseMarkovTask({ vocabSize: 5, spans: [1, 1] }), { maxStates: 10 })).toThrow(OracleTooLargeError)
+    expect(() =>
+      restrictedContextEntropy(new SparseMarkovTask({ vocabSize: 5, spans: [1, 1] }), { maxStates: 10 }),
+    ).toThrow(OracleTooLargeError)
     expect(() => restrictedContextEntropy(task, { maxStates: 0 })).toThrow(ConfigError)
   })
 

@@ -104,13 +104,16 @@ export const DEFAULT_MAX_EXACT_STATES = 1_000_000
  * ```
  * @category Oracles
  */
-export function restrictedContextEntropy(task: SparseMarkovTask, options: ExactOracleOptions = {}): RestrictedContextEntropy {
+export function restrictedContextEntropy(
+  task: SparseMarkovTask,
+  options: ExactOracleOptions = {},
+): RestrictedContextEntropy {
   const maxStates = checkInteger('maxStates', options.maxStates ?? DEFAULT_MAX_EXACT_STATES, 1, 2 ** 28)
   const d = task.vocabSize
   const C = task.contextLength
   const G = task.config.genLen
   const K = task.spanCount
-  const states = Math.pow(d, C)
+  const states = d ** C
   if (states > maxStates) {
     throw new OracleTooLargeError(
       `the exact restricted-context entropy of d = ${d}, C = ${C} (d^C windows)`,
@@ -134,8 +137,8 @@ export function restrictedContextEntropy(task: SparseMarkovTask, options: ExactO
     return { spans: importanceOrder.slice(0, j).sort((a, b) => a - b), positions: sorted, isSuffix }
   })
   const extraSets = topSpanSets.filter((s) => !s.isSuffix)
-  const extraJoints = extraSets.map((s) => new Float64Array(Math.pow(d, s.positions.length) * d))
-  const extraPooled = extraSets.map((s) => new Float64Array(Math.pow(d, s.positions.length) * d))
+  const extraJoints = extraSets.map((s) => new Float64Array(d ** s.positions.length * d))
+  const extraPooled = extraSets.map((s) => new Float64Array(d ** s.positions.length * d))
   const extraPerPosition = extraSets.map(() => [] as number[])
 
   // Phase 1 (once): per window, the teacher entropy, the truncated teachers' cross-entropies,
@@ -284,7 +287,7 @@ function forEachWindow(
   C: number,
   visit: (w: number, digits: Int32Array, prods: readonly Float64Array[], logs: readonly Float64Array[]) => void,
 ): void {
-  const states = Math.pow(d, C)
+  const states = d ** C
   const digits = new Int32Array(C)
   const prods = models.map(() => new Float64Array(C * d))
   const logs = models.map(() => new Float64Array(C * d))

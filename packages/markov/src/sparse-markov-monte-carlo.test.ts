@@ -9,9 +9,10 @@ function expectWithin(estimates: readonly EntropyEstimate[], exact: readonly num
     if (e.estimate === null) continue
     const truth = exact[e.contextLength] as number
     const se = e.standardError as number
-    expect(Math.abs(e.estimate - truth), `n = ${e.contextLength} (${e.method}): ${e.estimate} +- ${se} vs exact ${truth}`).toBeLessThan(
-      sigmas * se + 2e-3,
-    )
+    expect(
+      Math.abs(e.estimate - truth),
+      `n = ${e.contextLength} (${e.method}): ${e.estimate} +- ${se} vs exact ${truth}`,
+    ).toBeLessThan(sigmas * se + 2e-3)
   }
 }
 
@@ -21,12 +22,22 @@ describe('restrictedContextEntropyMonteCarlo', () => {
     const exact = restrictedContextEntropy(task)
     const mc = restrictedContextEntropyMonteCarlo(task, { sequences: 10_000, positionSpecific: true })
     expect(mc.method).toBe('monte-carlo')
-    expect(mc.pooled.map((e) => e.method)).toEqual(['counting', 'counting', 'counting', 'counting', 'counting', 'counting', 'direct'])
+    expect(mc.pooled.map((e) => e.method)).toEqual([
+      'counting',
+      'counting',
+      'counting',
+      'counting',
+      'counting',
+      'counting',
+      'direct',
+    ])
     expect(mc.pooled.every((e) => e.reliable && e.estimate !== null)).toBe(true)
     expectWithin(mc.pooled, exact.pooled)
     expectWithin(mc.positionSpecific ?? [], exact.positionSpecific)
     mc.truncatedTeacherCrossEntropy.forEach((e, k) => {
-      expect(Math.abs(e.estimate - (exact.truncatedTeacherCrossEntropy[k] as number))).toBeLessThan(4 * e.standardError + 1e-9)
+      expect(Math.abs(e.estimate - (exact.truncatedTeacherCrossEntropy[k] as number))).toBeLessThan(
+        4 * e.standardError + 1e-9,
+      )
     })
     expect(mc.topSpans.pooled.map((e) => e.contextLength)).toEqual([0, 1, 2, 3])
     expectWithin(
@@ -79,14 +90,20 @@ describe('restrictedContextEntropyMonteCarlo', () => {
   it('brackets a value it cannot estimate between estimated neighbours and truncated-teacher losses', () => {
     const task = new SparseMarkovTask({ vocabSize: 6, spans: [2, 2, 2] })
     const exact = restrictedContextEntropy(task)
-    const mc = restrictedContextEntropyMonteCarlo(task, { sequences: 2_000, maxCountingContexts: 40, contextLengths: [0, 2, 4, 6] })
+    const mc = restrictedContextEntropyMonteCarlo(task, {
+      sequences: 2_000,
+      maxCountingContexts: 40,
+      contextLengths: [0, 2, 4, 6],
+    })
     const h4 = mc.pooled[2] as EntropyEstimate
     expect(h4.estimate).toBeNull()
     const [lower, upper] = h4.bounds as readonly [number, number]
     expect(lower).toBeLessThanOrEqual(exact.pooled[4] as number)
     expect(upper).toBeGreaterThanOrEqual(exact.pooled[4] as number)
     // The upper end is at most H_2 (+2 SE) and the truncated-teacher loss keeping the two newest spans.
-    expect(upper).toBeLessThanOrEqual(mc.truncatedTeacherCrossEntropy[2]!.estimate + 2 * mc.truncatedTeacherCrossEntropy[2]!.standardError)
+    expect(upper).toBeLessThanOrEqual(
+      mc.truncatedTeacherCrossEntropy[2]!.estimate + 2 * mc.truncatedTeacherCrossEntropy[2]!.standardError,
+    )
     expect(upper).toBeLessThanOrEqual((mc.pooled[1]?.estimate as number) + 2 * (mc.pooled[1]?.standardError as number))
     expect(mc.pooled[1]?.bounds).toBeNull()
   })
@@ -107,7 +124,8 @@ describe('restrictedContextEntropyMonteCarlo', () => {
     // The counted lengths are the same numbers as with posterior sampling on.
     const full = restrictedContextEntropyMonteCarlo(task, options)
     expect(full.pooled[2]?.note).not.toMatch(/posteriorSampling/)
-    const counted = (list: readonly EntropyEstimate[]): (number | null)[] => list.map((e) => e.estimate).filter((_, i) => i !== 2)
+    const counted = (list: readonly EntropyEstimate[]): (number | null)[] =>
+      list.map((e) => e.estimate).filter((_, i) => i !== 2)
     expect(counted(mc.pooled)).toEqual(counted(full.pooled))
   })
 

@@ -200,7 +200,10 @@ export function restrictedContextEntropyMonteCarlo(
     posteriorSampling: checkBoolean('posteriorSampling', options.posteriorSampling ?? true),
   })
   if (resolved.sweeps % 4 !== 0) {
-    throw new ConfigError('sweeps', `got ${resolved.sweeps}; expected a multiple of 4 in [4, 100000] (the sweeps are split in halves and quarters)`)
+    throw new ConfigError(
+      'sweeps',
+      `got ${resolved.sweeps}; expected a multiple of 4 in [4, 100000] (the sweeps are split in halves and quarters)`,
+    )
   }
   if (resolved.sequences < 2 * resolved.groups) {
     throw new ConfigError(
@@ -211,7 +214,9 @@ export function restrictedContextEntropyMonteCarlo(
   const contextLengths = (
     options.contextLengths === undefined
       ? Array.from({ length: C + 1 }, (_, n) => n)
-      : checkArray('contextLengths', options.contextLengths, 1, C + 1).map((n, i) => checkInteger(`contextLengths[${i}]`, n, 0, C))
+      : checkArray('contextLengths', options.contextLengths, 1, C + 1).map((n, i) =>
+          checkInteger(`contextLengths[${i}]`, n, 0, C),
+        )
   ) as number[]
   const root = Rng.fromSeed(resolved.seed).split('sparse-markov/monte-carlo')
 
@@ -219,13 +224,18 @@ export function restrictedContextEntropyMonteCarlo(
   const topSets = Array.from({ length: K + 1 }, (_, j) => {
     const positions = new Set<number>()
     const kept = importanceOrder.slice(0, j)
-    for (const i of kept) for (let p = starts[i] as number; p < (starts[i] as number) + (spans[i] as number); p++) positions.add(p)
+    for (const i of kept)
+      for (let p = starts[i] as number; p < (starts[i] as number) + (spans[i] as number); p++) positions.add(p)
     const sorted = [...positions].sort((a, b) => a - b)
-    return { spans: [...kept].sort((a, b) => a - b), positions: sorted, isSuffix: sorted.every((p, r) => p === C - sorted.length + r) }
+    return {
+      spans: [...kept].sort((a, b) => a - b),
+      positions: sorted,
+      isSuffix: sorted.every((p, r) => p === C - sorted.length + r),
+    }
   })
   const windows = Math.floor(resolved.sequences / resolved.groups) * resolved.groups * G
   const countable = (size: number): boolean =>
-    size < C && Math.pow(d, size) <= Math.min(resolved.maxCountingContexts, windows / 20)
+    size < C && d ** size <= Math.min(resolved.maxCountingContexts, windows / 20)
   const suffix = (n: number): number[] => Array.from({ length: n }, (_, r) => C - n + r)
   const countSets: number[][] = []
   for (const n of contextLengths) if (countable(n)) countSets.push(suffix(n))
@@ -264,7 +274,14 @@ export function restrictedContextEntropyMonteCarlo(
           'where posterior sampling of the history mixes too slowly to trust; use the exact oracle (small d) instead',
       )
     }
-    return posteriorEstimate(task, n, positionSpecific, teacherEntropy, resolved, root.split(`posterior n=${n} ${positionSpecific ? 'position' : 'pooled'}`))
+    return posteriorEstimate(
+      task,
+      n,
+      positionSpecific,
+      teacherEntropy,
+      resolved,
+      root.split(`posterior n=${n} ${positionSpecific ? 'position' : 'pooled'}`),
+    )
   }
 
   // Upper bounds from truncated teachers: CE_k bounds H_n when the k most important spans lie within the last n tokens.
@@ -288,10 +305,11 @@ export function restrictedContextEntropyMonteCarlo(
       return notEstimated(j, `H_${n} (the last ${n} tokens) was not among the requested contextLengths`)
     }
     const counted = counting.counted.get(set.positions.join(','))
-    if (counted) return { ...countingEstimate(n, counted.pooled, `window positions ${set.positions.join(',')}`), contextLength: j }
+    if (counted)
+      return { ...countingEstimate(n, counted.pooled, `window positions ${set.positions.join(',')}`), contextLength: j }
     return notEstimated(
       j,
-      `the ${j} most important spans are not the newest tokens and have ${Math.pow(d, n).toExponential(2)} contexts, too many to count; ` +
+      `the ${j} most important spans are not the newest tokens and have ${(d ** n).toExponential(2)} contexts, too many to count; ` +
         'no unbiased estimator is implemented for this case',
     )
   })
@@ -315,7 +333,8 @@ function checkOrdering(estimates: EntropyEstimate[]): EntropyEstimate[] {
   return estimates.map((e) => {
     if (e.method !== 'posterior' || e.estimate === null || e.standardError === null) return e
     for (const other of estimates) {
-      if (other === e || other.estimate === null || other.standardError === null || other.method === 'posterior') continue
+      if (other === e || other.estimate === null || other.standardError === null || other.method === 'posterior')
+        continue
       const tolerance = 3 * Math.hypot(e.standardError, other.standardError)
       const violated =
         (other.contextLength < e.contextLength && e.estimate > other.estimate + tolerance) ||
@@ -352,7 +371,16 @@ function withBounds(estimates: EntropyEstimate[], truncatedBound: (n: number) =>
 type ResolvedOptions = Readonly<Required<Omit<MonteCarloOracleOptions, 'contextLengths'>>>
 
 function notEstimated(contextLength: number, note: string): EntropyEstimate {
-  return { contextLength, estimate: null, standardError: null, method: 'none', reliable: false, note, biasCorrection: null, bounds: null }
+  return {
+    contextLength,
+    estimate: null,
+    standardError: null,
+    method: 'none',
+    reliable: false,
+    note,
+    biasCorrection: null,
+    bounds: null,
+  }
 }
 
 /** A jackknife result: bias-corrected estimate, its standard error, and the correction applied. */
@@ -390,7 +418,12 @@ interface CountingResult {
  * entropy, the truncated teachers' cross-entropies and, per context set, the Rao-Blackwellised
  * joint of (context, next token), per group (and per position when it fits in memory).
  */
-function countingPass(task: SparseMarkovTask, sets: readonly number[][], options: ResolvedOptions, rng: Rng): CountingResult {
+function countingPass(
+  task: SparseMarkovTask,
+  sets: readonly number[][],
+  options: ResolvedOptions,
+  rng: Rng,
+): CountingResult {
   const d = task.vocabSize
   const C = task.contextLength
   const G = task.config.genLen
@@ -401,12 +434,14 @@ function countingPass(task: SparseMarkovTask, sets: readonly number[][], options
   const full = task.tables(K)
   const truncated: TeacherTables[] = []
   for (let k = 1; k < K; k++) truncated.push(task.tables(k))
-  const sizes = sets.map((set) => Math.pow(d, set.length) * d)
+  const sizes = sets.map((set) => d ** set.length * d)
   const totalSize = sizes.reduce((a, b) => a + b, 0)
   const perPosition = totalSize * groups * G <= 2e7
   // joints[set][group][t or 0] : [contexts, d]
   const joints = sets.map((_, s) =>
-    Array.from({ length: groups }, () => Array.from({ length: perPosition ? G : 1 }, () => new Float64Array(sizes[s] as number))),
+    Array.from({ length: groups }, () =>
+      Array.from({ length: perPosition ? G : 1 }, () => new Float64Array(sizes[s] as number)),
+    ),
   )
   const teacherEntropies: number[] = []
   const crossEntropies: number[][] = Array.from({ length: K + 1 }, () => [])
@@ -463,13 +498,23 @@ function countingPass(task: SparseMarkovTask, sets: readonly number[][], options
     const size = sizes[s] as number
     // Pooled: sum each group's tables over positions.
     const pooledGroups = perGroupTables.map((tables) => sumArrays(tables, size))
-    const pooled = jackknife(groups, (exclude) => normalisedEntropy(sumArrays(pooledGroups.filter((_, g) => g !== exclude), size), d))
+    const pooled = jackknife(groups, (exclude) =>
+      normalisedEntropy(
+        sumArrays(
+          pooledGroups.filter((_, g) => g !== exclude),
+          size,
+        ),
+        d,
+      ),
+    )
     let positionSpecific: Jackknifed | null = null
     if (perPosition) {
       positionSpecific = jackknife(groups, (exclude) => {
         let value = 0
         for (let t = 0; t < G; t++) {
-          const tables = perGroupTables.filter((_, g) => g !== exclude).map((tablesOfGroup) => tablesOfGroup[t] as Float64Array)
+          const tables = perGroupTables
+            .filter((_, g) => g !== exclude)
+            .map((tablesOfGroup) => tablesOfGroup[t] as Float64Array)
           value += normalisedEntropy(sumArrays(tables, size), d) / G
         }
         return value

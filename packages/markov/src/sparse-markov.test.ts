@@ -53,11 +53,19 @@ describe('SparseMarkovTask configuration', () => {
     expectConfigError({ stride: 3, spans: [2, 2] }, 'stride', /\[1, 2\]/)
     expectConfigError({ stride: 1, spans: [4, 1] }, 'spans', /newest/)
     expectConfigError({ positionWeights: [1, 1, 1], spans: [2, 2] }, 'positionWeights', /one weight per token/)
-    expectConfigError({ positionWeights: [1, 0], spans: [2, 2] }, 'positionWeights[1]', /must be in \(0, 1000000\], got 0$/)
+    expectConfigError(
+      { positionWeights: [1, 0], spans: [2, 2] },
+      'positionWeights[1]',
+      /must be in \(0, 1000000\], got 0$/,
+    )
     expectConfigError({ teacherSeed: 0.5 }, 'teacherSeed')
     expectConfigError({ teacherMatrices: [[1]], spans: [1, 1], vocabSize: 2 }, 'teacherMatrices', /2 to 2/)
     expectConfigError({ teacherMatrices: [[1, 0, 0]], spans: [1], vocabSize: 2 }, 'teacherMatrices[0]', /2 x 2/)
-    expectConfigError({ teacherMatrices: [[1, 0, 0, Infinity]], spans: [1], vocabSize: 2 }, 'teacherMatrices[0]', /entry 3/)
+    expectConfigError(
+      { teacherMatrices: [[1, 0, 0, Infinity]], spans: [1], vocabSize: 2 },
+      'teacherMatrices[0]',
+      /entry 3/,
+    )
     expectConfigError({ spams: [1] }, 'spams', /not a sparse-markov parameter/)
     expectConfigError(null, 'config')
   })
@@ -66,7 +74,11 @@ describe('SparseMarkovTask configuration', () => {
     const task = new SparseMarkovTask({ spans: [2, 2, 2], stride: 1, positionWeights: [0.7, 0.3], vocabSize: 5 })
     expect(task.contextLength).toBe(4)
     expect(task.teacher.starts).toEqual([0, 1, 2])
-    expect(task.offsetGroups.map((g) => g.offsets)).toEqual([[0, 1], [1, 2], [2, 3]])
+    expect(task.offsetGroups.map((g) => g.offsets)).toEqual([
+      [0, 1],
+      [1, 2],
+      [2, 3],
+    ])
   })
 })
 
@@ -84,7 +96,9 @@ describe('SparseMarkovTask teacher', () => {
       }
     }
     const again = new SparseMarkovTask({ vocabSize: 20, spans: [1, 2] })
-    expect(Array.from(again.teacher.matrices[1] as Float64Array)).toEqual(Array.from(task.teacher.matrices[1] as Float64Array))
+    expect(Array.from(again.teacher.matrices[1] as Float64Array)).toEqual(
+      Array.from(task.teacher.matrices[1] as Float64Array),
+    )
     const other = new SparseMarkovTask({ vocabSize: 20, spans: [1, 2], teacherSeed: 1 })
     expect(other.teacher.matrices[0]?.[0]).not.toBe(task.teacher.matrices[0]?.[0])
     expect(() => randomOrthogonalMatrix(0, Rng.fromSeed(0))).toThrow(ConfigError)
@@ -94,7 +108,11 @@ describe('SparseMarkovTask teacher', () => {
     const task = new SparseMarkovTask({ spans: [2, 2, 2], m: 2 })
     expect(task.teacher.weights).toEqual([1, 2, 4])
     expect(task.teacher.importanceOrder).toEqual([2, 1, 0])
-    expect(task.offsetGroups.map((g) => g.offsets)).toEqual([[0, 1], [2, 3], [4, 5]])
+    expect(task.offsetGroups.map((g) => g.offsets)).toEqual([
+      [0, 1],
+      [2, 3],
+      [4, 5],
+    ])
     expect(task.offsetGroups[0]?.name).toContain('newest')
     const reversed = new SparseMarkovTask({ spans: [2, 4, 8], reverse: true })
     expect(reversed.teacher.importanceOrder).toEqual([0, 1, 2])
@@ -103,7 +121,13 @@ describe('SparseMarkovTask teacher', () => {
 
   it('computes P(next | window) = softmax(sum_i c_i A_i a_i / tau) from explicit matrices', () => {
     // d = 2, one span of 2 tokens with weights [0.7, 0.3], A = [[1, 2], [3, 4]], m irrelevant (c_0 = 1).
-    const task = new SparseMarkovTask({ vocabSize: 2, spans: [2], positionWeights: [0.7, 0.3], tau: 0.5, teacherMatrices: [[1, 2, 3, 4]] })
+    const task = new SparseMarkovTask({
+      vocabSize: 2,
+      spans: [2],
+      positionWeights: [0.7, 0.3],
+      tau: 0.5,
+      teacherMatrices: [[1, 2, 3, 4]],
+    })
     // window (oldest, newest) = (0, 1): a = 0.7 e0 + 0.3 e1; A a = [0.7 + 0.6, 2.1 + 1.2] = [1.3, 3.3]
     const z = [1.3 / 0.5, 3.3 / 0.5]
     const expected = [Math.exp(z[0] as number), Math.exp(z[1] as number)]
@@ -141,7 +165,10 @@ describe('SparseMarkovTask sampling', () => {
     expect(Array.from(a.tokens)).toEqual(Array.from(b.tokens))
     const c = task.sample(25, Rng.fromSeed(12))
     expect(Array.from(c.tokens)).not.toEqual(Array.from(a.tokens))
-    const otherTeacher = new SparseMarkovTask({ vocabSize: 9, spans: [2, 1], teacherSeed: 5 }).sample(25, Rng.fromSeed(11))
+    const otherTeacher = new SparseMarkovTask({ vocabSize: 9, spans: [2, 1], teacherSeed: 5 }).sample(
+      25,
+      Rng.fromSeed(11),
+    )
     // Same burn-in draws, different teacher: the generated tokens differ.
     expect(Array.from(otherTeacher.tokens)).not.toEqual(Array.from(a.tokens))
   })
@@ -244,11 +271,21 @@ describe('SparseMarkovTask.teacherProbabilities', () => {
 
 describe('SparseMarkovTask.describe', () => {
   it('round-trips through JSON and createTask to the same teacher and samples', () => {
-    const task = new SparseMarkovTask({ vocabSize: 11, spans: [2, 3], m: 1.4, reverse: true, tau: 0.3, genLen: 7, teacherSeed: 42 })
+    const task = new SparseMarkovTask({
+      vocabSize: 11,
+      spans: [2, 3],
+      m: 1.4,
+      reverse: true,
+      tau: 0.3,
+      genLen: 7,
+      teacherSeed: 42,
+    })
     const description = JSON.parse(JSON.stringify(task.describe())) as Record<string, unknown>
     expect(description.kind).toBe('sparse-markov')
     const rebuilt = createTask(description)
     expect(rebuilt).toBeInstanceOf(SparseMarkovTask)
-    expect(Array.from(rebuilt.sample(10, Rng.fromSeed(1)).tokens)).toEqual(Array.from(task.sample(10, Rng.fromSeed(1)).tokens))
+    expect(Array.from(rebuilt.sample(10, Rng.fromSeed(1)).tokens)).toEqual(
+      Array.from(task.sample(10, Rng.fromSeed(1)).tokens),
+    )
   })
 })

@@ -8,15 +8,7 @@
 import { AttnlabError, ConfigError, Rng, ShapeError } from '@attnlab/core'
 import { randomOrthogonalMatrix } from './orthogonal.ts'
 import type { OffsetGroup, Task, TokenBatch } from './task.ts'
-import {
-  checkArray,
-  sampleBatch,
-  checkBoolean,
-  checkInteger,
-  checkKnownKeys,
-  checkNumber,
-  show,
-} from './validate.ts'
+import { checkArray, sampleBatch, checkBoolean, checkInteger, checkKnownKeys, checkNumber, show } from './validate.ts'
 
 /**
  * Configuration of a {@link SparseMarkovTask}. All fields are plain JSON, so
@@ -88,13 +80,14 @@ export function defaultSparseMarkovConfig(): SparseMarkovConfig {
  *
  * @category Sparse Markov chain
  */
-export const SPARSE_MARKOV_PRESETS: Readonly<Record<'minimal' | 'full' | 'singleton' | 'reversed', Partial<SparseMarkovConfig>>> =
-  Object.freeze({
-    minimal: Object.freeze({ spans: [2, 2, 2] }),
-    full: Object.freeze({ spans: [4, 4, 4] }),
-    singleton: Object.freeze({ spans: [1, 1, 1] }),
-    reversed: Object.freeze({ spans: [2, 4, 8], reverse: true }),
-  })
+export const SPARSE_MARKOV_PRESETS: Readonly<
+  Record<'minimal' | 'full' | 'singleton' | 'reversed', Partial<SparseMarkovConfig>>
+> = Object.freeze({
+  minimal: Object.freeze({ spans: [2, 2, 2] }),
+  full: Object.freeze({ spans: [4, 4, 4] }),
+  singleton: Object.freeze({ spans: [1, 1, 1] }),
+  reversed: Object.freeze({ spans: [2, 4, 8], reverse: true }),
+})
 
 const CONFIG_KEYS = [
   'vocabSize',
@@ -329,8 +322,10 @@ export class SparseMarkovTask implements Task {
     this.contextLength = (starts[K - 1] as number) + (spans[K - 1] as number)
     this.vocabSize = d
     this.seqLength = this.contextLength + this.config.genLen
-    const weights = spans.map((_, i) => Math.pow(m, reverse ? K - 1 - i : i))
-    const importanceOrder = spans.map((_, i) => i).sort((a, b) => (weights[b] as number) - (weights[a] as number) || b - a)
+    const weights = spans.map((_, i) => m ** (reverse ? K - 1 - i : i))
+    const importanceOrder = spans
+      .map((_, i) => i)
+      .sort((a, b) => (weights[b] as number) - (weights[a] as number) || b - a)
     const teacherRng = Rng.fromSeed(this.config.teacherSeed).split('sparse-markov/teacher')
     const matrices = spans.map((_, i) =>
       this.config.teacherMatrices !== null
@@ -351,7 +346,8 @@ export class SparseMarkovTask implements Task {
     this.offsetGroups = Object.freeze(
       importanceOrder.map((i) => {
         const offsets: number[] = []
-        for (let p = (starts[i] as number) + (spans[i] as number) - 1; p >= (starts[i] as number); p--) offsets.push(C - 1 - p)
+        for (let p = (starts[i] as number) + (spans[i] as number) - 1; p >= (starts[i] as number); p--)
+          offsets.push(C - 1 - p)
         const label = K === 1 ? 'only' : i === K - 1 ? 'newest' : i === 0 ? 'oldest' : `${i} of ${K - 1}`
         return Object.freeze({
           name: `span ${i} (${label}, c=${(weights[i] as number).toFixed(3)})`,
@@ -389,7 +385,8 @@ export class SparseMarkovTask implements Task {
         const scale = ((weights[i] as number) * (positionWeights[j] as number)) / tau
         for (let token = 0; token < d; token++) {
           const base = (pos * d + token) * d
-          for (let y = 0; y < d; y++) log[base + y] = (log[base + y] as number) + scale * (matrix[y * d + token] as number)
+          for (let y = 0; y < d; y++)
+            log[base + y] = (log[base + y] as number) + scale * (matrix[y * d + token] as number)
         }
       }
     }
@@ -410,7 +407,9 @@ export class SparseMarkovTask implements Task {
   }
 
   private checkKeepSpans(options: TeacherOptions): number {
-    return options.keepSpans === undefined ? this.spanCount : checkInteger('keepSpans', options.keepSpans, 0, this.spanCount)
+    return options.keepSpans === undefined
+      ? this.spanCount
+      : checkInteger('keepSpans', options.keepSpans, 0, this.spanCount)
   }
 
   /**
@@ -423,10 +422,16 @@ export class SparseMarkovTask implements Task {
    * @throws `ShapeError` (`@attnlab/core`) if `window` does not have `C` entries; `AttnlabError` (`@attnlab/core`)
    *   `INVALID_ARGUMENT` for a token outside `[0, d)`; `ConfigError` (`@attnlab/core`) for a bad `keepSpans`
    */
-  nextTokenProbabilities(window: ArrayLike<number>, options: TeacherOptions = {}, out = new Float64Array(this.vocabSize)): Float64Array {
+  nextTokenProbabilities(
+    window: ArrayLike<number>,
+    options: TeacherOptions = {},
+    out = new Float64Array(this.vocabSize),
+  ): Float64Array {
     const keepSpans = this.checkKeepSpans(options)
     if (window.length !== this.contextLength) {
-      throw new ShapeError(`window has ${window.length} tokens; expected C = ${this.contextLength}`, { length: window.length })
+      throw new ShapeError(`window has ${window.length} tokens; expected C = ${this.contextLength}`, {
+        length: window.length,
+      })
     }
     for (let i = 0; i < window.length; i++) this.checkToken(window[i] as number, `window[${i}]`)
     const tokens = Int32Array.from(window)
@@ -437,7 +442,11 @@ export class SparseMarkovTask implements Task {
 
   private checkToken(token: number, where: string): void {
     if (!Number.isInteger(token) || token < 0 || token >= this.vocabSize) {
-      throw new AttnlabError('INVALID_ARGUMENT', `${where} is ${token}; expected a token id in [0, ${this.vocabSize})`, { token })
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `${where} is ${token}; expected a token id in [0, ${this.vocabSize})`,
+        { token },
+      )
     }
   }
 
@@ -451,7 +460,9 @@ export class SparseMarkovTask implements Task {
    * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
    */
   sample(batchSize: number, rng: Rng): TokenBatch {
-    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) => this.sampleSequenceInto(tokens, lossMask, offset, rng))
+    return sampleBatch(batchSize, this.seqLength, (tokens, lossMask, offset) =>
+      this.sampleSequenceInto(tokens, lossMask, offset, rng),
+    )
   }
 
   /**
@@ -548,12 +559,12 @@ export class SparseMarkovTask implements Task {
     const C = this.contextLength
     const { exp } = this.tables()
     let size = 1
-    while (size < C && Math.pow(d, size + 1) * d <= 1 << 18) size++
+    while (size < C && d ** (size + 1) * d <= 1 << 18) size++
     const chunks: Float64Array[] = []
     const sizes: number[] = []
     for (let first = 0; first < C; first += size) {
       const length = Math.min(size, C - first)
-      const combos = Math.pow(d, length)
+      const combos = d ** length
       const table = new Float64Array(combos * d)
       for (let combo = 0; combo < combos; combo++) {
         const base = combo * d
@@ -608,7 +619,8 @@ export class SparseMarkovTask implements Task {
             { sequence: b, position: p },
           )
         }
-        for (let q = index - C; q < index; q++) this.checkToken(tokens[q] as number, `sequence ${b} token ${q - b * seqLength}`)
+        for (let q = index - C; q < index; q++)
+          this.checkToken(tokens[q] as number, `sequence ${b} token ${q - b * seqLength}`)
         const sum = windowWeights(tables, tokens, index - C, C, d, acc)
         const base = index * d
         for (let y = 0; y < d; y++) out[base + y] = (acc[y] as number) / sum
@@ -713,16 +725,22 @@ export function checkBatch(batch: TokenBatch): TokenBatch {
     })
   }
   if (!(tokens instanceof Int32Array) || tokens.length !== batchSize * seqLength) {
-    throw new ShapeError(`batch.tokens must be an Int32Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ${tokens?.length}`, {
-      batchSize,
-      seqLength,
-    })
+    throw new ShapeError(
+      `batch.tokens must be an Int32Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ${tokens?.length}`,
+      {
+        batchSize,
+        seqLength,
+      },
+    )
   }
   if (!(lossMask instanceof Uint8Array) || lossMask.length !== batchSize * seqLength) {
-    throw new ShapeError(`batch.lossMask must be a Uint8Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ${lossMask?.length}`, {
-      batchSize,
-      seqLength,
-    })
+    throw new ShapeError(
+      `batch.lossMask must be a Uint8Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ${lossMask?.length}`,
+      {
+        batchSize,
+        seqLength,
+      },
+    )
   }
   return batch
 }

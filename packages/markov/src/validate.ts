@@ -10,7 +10,8 @@ import type { TokenBatch } from './task.ts'
 /** Formats a value for an error message (arrays and objects as JSON). */
 export function show(value: unknown): string {
   if (typeof value === 'string') return `'${value}'`
-  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value)
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined)
+    return String(value)
   try {
     return JSON.stringify(value)
   } catch {
@@ -33,12 +34,15 @@ export function checkInteger(parameter: string, value: unknown, min: number, max
  *
  * @param exclusiveMin - if true the lower bound is excluded (`> min`)
  */
-export function checkNumber(parameter: string, value: unknown, min: number, max = Infinity, exclusiveMin = false): number {
+export function checkNumber(
+  parameter: string,
+  value: unknown,
+  min: number,
+  max = Infinity,
+  exclusiveMin = false,
+): number {
   const ok =
-    typeof value === 'number' &&
-    Number.isFinite(value) &&
-    (exclusiveMin ? value > min : value >= min) &&
-    value <= max
+    typeof value === 'number' && Number.isFinite(value) && (exclusiveMin ? value > min : value >= min) && value <= max
   if (!ok) {
     const range = describeRange({ min, max, minExclusive: exclusiveMin })
     const phrase = range === 'a number' ? 'a finite number' : range
@@ -49,7 +53,8 @@ export function checkNumber(parameter: string, value: unknown, min: number, max 
 
 /** Checks that `value` is a boolean and returns it. */
 export function checkBoolean(parameter: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw new ConfigError(parameter, `got ${show(value)}; expected true or false`, { value })
+  if (typeof value !== 'boolean')
+    throw new ConfigError(parameter, `got ${show(value)}; expected true or false`, { value })
   return value
 }
 
@@ -66,7 +71,9 @@ export function checkArray(parameter: string, value: unknown, minLength = 1, max
 export function checkKnownKeys(taskName: string, config: object, allowed: readonly string[]): void {
   for (const key of Object.keys(config)) {
     if (!allowed.includes(key)) {
-      throw new ConfigError(key, `is not a ${taskName} parameter; expected one of ${allowed.join(', ')}`, { allowed: [...allowed] })
+      throw new ConfigError(key, `is not a ${taskName} parameter; expected one of ${allowed.join(', ')}`, {
+        allowed: [...allowed],
+      })
     }
   }
 }

@@ -48,7 +48,9 @@ if (resume !== '') {
 }
 const validation = task.sample(2000, Rng.fromSeed(seed).split('validation'))
 const source = trainSize > 0 ? task.sample(trainSize, Rng.fromSeed(seed).split('dataset')) : task
-console.log(`minimal preset, backend ${backend}, queryInit ${queryInit}, batch ${batchSize}, lr ${lr}, ${trainSize > 0 ? `fixed dataset of ${trainSize}` : 'online sampling'}, seed ${seed}, teacher seed ${taskSeed}`)
+console.log(
+  `minimal preset, backend ${backend}, queryInit ${queryInit}, batch ${batchSize}, lr ${lr}, ${trainSize > 0 ? `fixed dataset of ${trainSize}` : 'online sampling'}, seed ${seed}, teacher seed ${taskSeed}`,
+)
 const started = performance.now()
 let teacherEntropy = Number.NaN
 let reached: { step: number; seconds: number } | null = null
@@ -63,14 +65,17 @@ const result = await train(model, source, {
   validation,
   analysis: { size: 512, teacher: task, offsetGroups: task.offsetGroups },
   ...(resumeState === undefined ? {} : { resume: resumeState }),
-  ...(out === '' ? {} : { checkpointEvery: 100, onCheckpoint: (state: TrainerState) => saveCheckpoint(out, model, state) }),
+  ...(out === ''
+    ? {}
+    : { checkpointEvery: 100, onCheckpoint: (state: TrainerState) => saveCheckpoint(out, model, state) }),
   onEval: async (record) => {
     const metrics = record.metrics!
     teacherEntropy = metrics.teacherEntropy ?? teacherEntropy
     const masses = metrics.offsetGroupMass![0]!.map((groups) => groups.map((m) => m.toFixed(2)).join('/')).join('  ')
     const separation = await headSeparation(model)
     const wall = (performance.now() - started) / 1000
-    if (reached === null && record.validationLoss <= teacherEntropy + 0.1) reached = { step: record.step, seconds: wall }
+    if (reached === null && record.validationLoss <= teacherEntropy + 0.1)
+      reached = { step: record.step, seconds: wall }
     console.log(
       `step ${String(record.step).padStart(5)}  train ${record.trainLoss.toFixed(3)}  val ${record.validationLoss.toFixed(3)}  ` +
         `KL(k=1,2,3) ${metrics.teacherKL!.map((k) => k.toFixed(2)).join('/')}  mass[head: ${metrics.offsetGroupNames!.join('/')}] ${masses}  ` +

@@ -23,7 +23,22 @@ const warmup = 3
 
 const setting =
   model === 'gpt'
-    ? { config: createConfig({ architecture: 'gpt', dVocab: 64, nCtx: 64, dModel: 64, nLayers: 2, nHeads: 4, dHead: 16, dMlp: 256 }), batch: 64, positions: 64, lr: 1e-3, scoredFrom: 1 }
+    ? {
+        config: createConfig({
+          architecture: 'gpt',
+          dVocab: 64,
+          nCtx: 64,
+          dModel: 64,
+          nLayers: 2,
+          nHeads: 4,
+          dHead: 16,
+          dMlp: 256,
+        }),
+        batch: 64,
+        positions: 64,
+        lr: 1e-3,
+        scoredFrom: 1,
+      }
     : { config: presetConfig('minimal'), batch: 1024, positions: 25, lr: 0.08, scoredFrom: 6 }
 
 await useBackend('wasm', { kernels: 'native', threads })
@@ -42,7 +57,10 @@ for (const [name, fn] of Object.entries(registration.provider)) {
     const t0 = performance.now()
     const result = (fn as (...a: unknown[]) => unknown)(...args)
     const ms = performance.now() - t0
-    const shape = args.filter((a) => typeof a === 'number' || typeof a === 'boolean').map((a) => (typeof a === 'boolean' ? (a ? 'T' : 'F') : Number.isInteger(a) ? String(a) : '~')).join(',')
+    const shape = args
+      .filter((a) => typeof a === 'number' || typeof a === 'boolean')
+      .map((a) => (typeof a === 'boolean' ? (a ? 'T' : 'F') : Number.isInteger(a) ? String(a) : '~'))
+      .join(',')
     const key = `${name}(${shape})`
     const entry = totals.get(key) ?? { calls: 0, ms: 0 }
     entry.calls++
@@ -84,8 +102,14 @@ m.dispose()
 stepTimes.sort((a, b) => a - b)
 const stepMs = (stepTimes.reduce((a, b) => a + b, 0) / stepTimes.length) * 1000
 const medianMs = (stepTimes[Math.floor(stepTimes.length / 2)] as number) * 1000
-const rows = [...totals.entries()].map(([key, e]) => ({ key, calls: e.calls / steps, ms: e.ms / steps })).sort((a, b) => b.ms - a.ms)
+const rows = [...totals.entries()]
+  .map(([key, e]) => ({ key, calls: e.calls / steps, ms: e.ms / steps }))
+  .sort((a, b) => b.ms - a.ms)
 const kernelMs = rows.reduce((a, r) => a + r.ms, 0)
 const calls = rows.reduce((a, r) => a + r.calls, 0)
-console.log(`${model}, ${threads} thread(s): median step ${medianMs.toFixed(1)} ms, mean ${stepMs.toFixed(1)} ms; native kernels ${kernelMs.toFixed(1)} ms in ${calls.toFixed(0)} calls; rest ${(stepMs - kernelMs).toFixed(1)} ms`)
-for (const r of rows) if (r.ms >= 0.05) console.log(`  ${r.ms.toFixed(2).padStart(7)} ms  ${r.calls.toFixed(1).padStart(5)} calls  ${r.key}`)
+console.log(
+  `${model}, ${threads} thread(s): median step ${medianMs.toFixed(1)} ms, mean ${stepMs.toFixed(1)} ms; native kernels ${kernelMs.toFixed(1)} ms in ${calls.toFixed(0)} calls; rest ${(stepMs - kernelMs).toFixed(1)} ms`,
+)
+for (const r of rows)
+  if (r.ms >= 0.05)
+    console.log(`  ${r.ms.toFixed(2).padStart(7)} ms  ${r.calls.toFixed(1).padStart(5)} calls  ${r.key}`)

@@ -74,7 +74,16 @@ const settings: Setting[] = [
   { name: 'minimal', config: presetConfig('minimal'), batch: 1024, positions: 25, lr: 0.08, scoredFrom: 6 },
   {
     name: 'gpt',
-    config: createConfig({ architecture: 'gpt', dVocab: 64, nCtx: 64, dModel: 64, nLayers: 2, nHeads: 4, dHead: 16, dMlp: 256 }),
+    config: createConfig({
+      architecture: 'gpt',
+      dVocab: 64,
+      nCtx: 64,
+      dModel: 64,
+      nLayers: 2,
+      nHeads: 4,
+      dHead: 16,
+      dMlp: 256,
+    }),
     batch: 64,
     positions: 64,
     lr: 1e-3,
@@ -129,12 +138,28 @@ async function measure(setting: Setting, kernels: KernelsMode): Promise<Row> {
 
 /** Runs {@link measure} in a fresh child process (honest peak memory per mode). */
 function attnlab(setting: Setting, kernels: KernelsMode, modeThreads: number): Row | undefined {
-  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', setting.name, kernels, '--steps', String(steps), '--threads', String(modeThreads)], {
-    encoding: 'utf8',
-    maxBuffer: 1 << 24,
-  })
+  const child = spawnSync(
+    process.execPath,
+    [
+      ...process.execArgv,
+      fileURLToPath(import.meta.url),
+      '--child',
+      setting.name,
+      kernels,
+      '--steps',
+      String(steps),
+      '--threads',
+      String(modeThreads),
+    ],
+    {
+      encoding: 'utf8',
+      maxBuffer: 1 << 24,
+    },
+  )
   if (child.status !== 0) {
-    console.warn(`attnlab ${setting.name} with kernels ${kernels} failed: ${(child.stderr || '').trim().split('\n').slice(-3).join(' | ')}`)
+    console.warn(
+      `attnlab ${setting.name} with kernels ${kernels} failed: ${(child.stderr || '').trim().split('\n').slice(-3).join(' | ')}`,
+    )
     return undefined
   }
   return JSON.parse(child.stdout.trim().split('\n').pop() as string) as Row
@@ -142,7 +167,10 @@ function attnlab(setting: Setting, kernels: KernelsMode, modeThreads: number): R
 
 /** The OpenBLAS core type to force for the PyTorch peer, when Debian's OpenBLAS picks a generic one. */
 function openblasCoreType(): { coretype?: string; detected: string } {
-  const probe = spawnSync('/usr/bin/python3', ['-c', 'import torch; a = torch.ones(64, 64); (a @ a).sum()'], { encoding: 'utf8', env: { ...process.env, OPENBLAS_VERBOSE: '2' } })
+  const probe = spawnSync('/usr/bin/python3', ['-c', 'import torch; a = torch.ones(64, 64); (a @ a).sum()'], {
+    encoding: 'utf8',
+    env: { ...process.env, OPENBLAS_VERBOSE: '2' },
+  })
   const detected = /Core:\s*(\S+)/.exec(`${probe.stdout}${probe.stderr}`)?.[1] ?? 'unknown'
   if (process.env.OPENBLAS_CORETYPE) return { coretype: process.env.OPENBLAS_CORETYPE, detected }
   const flags = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : ''
@@ -153,13 +181,32 @@ function openblasCoreType(): { coretype?: string; detected: string } {
   return { detected }
 }
 
-function pytorch(setting: Setting, torchThreads: number, coretype: string | undefined, form?: 'dense' | 'gather'): Row | undefined {
+function pytorch(
+  setting: Setting,
+  torchThreads: number,
+  coretype: string | undefined,
+  form?: 'dense' | 'gather',
+): Row | undefined {
   try {
-    const args = [torchScript, '--model', setting.name, '--threads', String(torchThreads), '--steps', String(steps), '--batch', String(setting.batch)]
+    const args = [
+      torchScript,
+      '--model',
+      setting.name,
+      '--threads',
+      String(torchThreads),
+      '--steps',
+      String(steps),
+      '--batch',
+      String(setting.batch),
+    ]
     if (form !== undefined) args.push('--form', form)
     const env = coretype === undefined ? process.env : { ...process.env, OPENBLAS_CORETYPE: coretype }
     const out = execFileSync('/usr/bin/python3', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env })
-    const result = JSON.parse(out.trim().split('\n').pop() as string) as { tokensPerSecond: number; stepSeconds: number; peakRssMiB?: number }
+    const result = JSON.parse(out.trim().split('\n').pop() as string) as {
+      tokensPerSecond: number
+      stepSeconds: number
+      peakRssMiB?: number
+    }
     return {
       model: setting.name,
       implementation: `pytorch ${torchThreads} thread${torchThreads > 1 ? 's' : ''}${form === undefined ? '' : ` (${form})`}`,
@@ -168,7 +215,10 @@ function pytorch(setting: Setting, torchThreads: number, coretype: string | unde
       ...(result.peakRssMiB === undefined ? {} : { peakRssMiB: result.peakRssMiB }),
     }
   } catch (error) {
-    if (!json) console.warn(`PyTorch peer unavailable (${(error as Error).message.split('\n')[0]}); install python3-torch and libopenblas0-openmp`)
+    if (!json)
+      console.warn(
+        `PyTorch peer unavailable (${(error as Error).message.split('\n')[0]}); install python3-torch and libopenblas0-openmp`,
+      )
     return undefined
   }
 }
@@ -178,17 +228,21 @@ async function parent(): Promise<void> {
     .split(',')
     .map((entry) => {
       const [mode, count] = entry.split('@') as [KernelsMode, string | undefined]
-      if (!(KERNELS_MODES as readonly string[]).includes(mode)) throw new Error(`--kernels: '${mode}' is not one of ${KERNELS_MODES.join(', ')}`)
+      if (!(KERNELS_MODES as readonly string[]).includes(mode))
+        throw new Error(`--kernels: '${mode}' is not one of ${KERNELS_MODES.join(', ')}`)
       return { mode, threads: count === undefined ? threads : Number(count) }
     })
   const native = await nativeKernelsStatus()
   const modes = requested.filter(({ mode }) => mode !== 'native' || native.state === 'loadable')
   const notes: string[] = []
-  if (modes.length < requested.length) notes.push(`native kernels not built (${native.state}): run pnpm attnlab kernels build to include them`)
+  if (modes.length < requested.length)
+    notes.push(`native kernels not built (${native.state}): run pnpm attnlab kernels build to include them`)
   const haveTorch = existsSync('/usr/bin/python3')
   const blas = haveTorch ? openblasCoreType() : { detected: 'n/a' }
   if (blas.coretype !== undefined) {
-    notes.push(`PyTorch ran with OPENBLAS_CORETYPE=${blas.coretype}: Debian's OpenBLAS 0.3.21 picked its '${blas.detected}' kernels on this CPU (${cpus()[0]?.model ?? 'unknown'}), which would halve PyTorch's speed`)
+    notes.push(
+      `PyTorch ran with OPENBLAS_CORETYPE=${blas.coretype}: Debian's OpenBLAS 0.3.21 picked its '${blas.detected}' kernels on this CPU (${cpus()[0]?.model ?? 'unknown'}), which would halve PyTorch's speed`,
+    )
   }
   // Best of `repeats` per configuration (repeats interleaved, so a burst of other work on the
   // machine hits one repeat of several configurations rather than every repeat of one).
@@ -215,11 +269,17 @@ async function parent(): Promise<void> {
     const own = rows.filter((r) => r.model === setting.name)
     const torch = own.filter((r) => r.implementation.startsWith('pytorch'))
     const best = torch.length > 0 ? Math.max(...torch.map((r) => r.tokensPerSecond)) : Number.NaN
-    const bestOf = (n: number): number => Math.max(...torch.filter((r) => r.implementation.startsWith(`pytorch ${n} thread`)).map((r) => r.tokensPerSecond))
+    const bestOf = (n: number): number =>
+      Math.max(...torch.filter((r) => r.implementation.startsWith(`pytorch ${n} thread`)).map((r) => r.tokensPerSecond))
     return {
       model: setting.name,
       bestPytorchTokensPerSecond: best,
-      rows: own.map((r) => ({ ...r, ratioToBestPytorch: r.tokensPerSecond / best, ratioToPytorch1: r.tokensPerSecond / bestOf(1), ratioToPytorch2: r.tokensPerSecond / bestOf(2) })),
+      rows: own.map((r) => ({
+        ...r,
+        ratioToBestPytorch: r.tokensPerSecond / best,
+        ratioToPytorch1: r.tokensPerSecond / bestOf(1),
+        ratioToPytorch2: r.tokensPerSecond / bestOf(2),
+      })),
     }
   })
   if (json) {
@@ -227,11 +287,18 @@ async function parent(): Promise<void> {
     return
   }
   for (const { model, rows: own } of report) {
-    console.log(`\n${model}: training tokens/s (median of ${steps} steps after ${warmup} warm-up steps, best of ${repeats} runs); ratios vs PyTorch (best of any form) at 1 thread / 2 threads / best`)
+    console.log(
+      `\n${model}: training tokens/s (median of ${steps} steps after ${warmup} warm-up steps, best of ${repeats} runs); ratios vs PyTorch (best of any form) at 1 thread / 2 threads / best`,
+    )
     for (const r of own) {
       const ratios = `${r.ratioToPytorch1.toFixed(2)} / ${r.ratioToPytorch2.toFixed(2)} / ${r.ratioToBestPytorch.toFixed(2)}`
-      const memory = r.peakRssMiB === undefined ? '' : `  peak rss ${r.peakRssMiB.toFixed(0)} MiB${r.wasmHeapMiB === undefined ? '' : ` (wasm heap ${r.wasmHeapMiB.toFixed(0)} MiB)`}`
-      console.log(`  ${r.implementation.padEnd(42)} ${r.tokensPerSecond.toFixed(0).padStart(8)} tokens/s ${(r.stepSeconds * 1000).toFixed(1).padStart(8)} ms/step  ratio ${ratios}${memory}`)
+      const memory =
+        r.peakRssMiB === undefined
+          ? ''
+          : `  peak rss ${r.peakRssMiB.toFixed(0)} MiB${r.wasmHeapMiB === undefined ? '' : ` (wasm heap ${r.wasmHeapMiB.toFixed(0)} MiB)`}`
+      console.log(
+        `  ${r.implementation.padEnd(42)} ${r.tokensPerSecond.toFixed(0).padStart(8)} tokens/s ${(r.stepSeconds * 1000).toFixed(1).padStart(8)} ms/step  ratio ${ratios}${memory}`,
+      )
     }
   }
   for (const note of notes) console.log(`\nnote: ${note}`)

@@ -3,6 +3,7 @@ import {
   ShapeError,
   causalMask,
   causalPairs,
+  denseAttention,
   type AttentionContext,
   type AttentionDecodeInput,
   type AttentionKernel,
@@ -12,7 +13,6 @@ import {
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
 import { expect, it } from 'vitest'
 import { createConfig } from './config.ts'
-import { denseAttention } from './dense-attention.ts'
 import { generate } from './generate.ts'
 import { KVCache } from './kv-cache.ts'
 import { createTransformer, type AttentionReport } from './model.ts'
@@ -45,14 +45,38 @@ function referenceAttention(q: number[][][][], k: number[][][][], v: number[][][
 function slidingWindowKernel(window: number, calls: string[]): AttentionKernel {
   const band = (pos: number): tf.Tensor2D => {
     const values = new Float32Array(pos * pos)
-    for (let i = 0; i < pos; i++) for (let j = 0; j < pos; j++) values[i * pos + j] = j > i || i - j >= window ? -Infinity : 0
+    for (let i = 0; i < pos; i++)
+      for (let j = 0; j < pos; j++) values[i * pos + j] = j > i || i - j >= window ? -Infinity : 0
     return tf.tensor2d(values, [pos, pos])
   }
-  const attend = (q: tf.Tensor4D, k: tf.Tensor4D, v: tf.Tensor4D, scale: number, mask: tf.Tensor2D | null, context: AttentionContext): tf.Tensor4D =>
+  const attend = (
+    q: tf.Tensor4D,
+    k: tf.Tensor4D,
+    v: tf.Tensor4D,
+    scale: number,
+    mask: tf.Tensor2D | null,
+    context: AttentionContext,
+  ): tf.Tensor4D =>
     tf.tidy(() => {
       const group = q.shape[1] / k.shape[1]
-      const kr = group === 1 ? k : tf.reshape(tf.tile(tf.expandDims(k, 2), [1, 1, group, 1, 1]), [k.shape[0], q.shape[1], k.shape[2], k.shape[3]])
-      const vr = group === 1 ? v : tf.reshape(tf.tile(tf.expandDims(v, 2), [1, 1, group, 1, 1]), [v.shape[0], q.shape[1], v.shape[2], v.shape[3]])
+      const kr =
+        group === 1
+          ? k
+          : tf.reshape(tf.tile(tf.expandDims(k, 2), [1, 1, group, 1, 1]), [
+              k.shape[0],
+              q.shape[1],
+              k.shape[2],
+              k.shape[3],
+            ])
+      const vr =
+        group === 1
+          ? v
+          : tf.reshape(tf.tile(tf.expandDims(v, 2), [1, 1, group, 1, 1]), [
+              v.shape[0],
+              q.shape[1],
+              v.shape[2],
+              v.shape[3],
+            ])
       let scores = tf.mul(tf.matMul(q, kr, false, true), scale) as tf.Tensor4D
       if (mask !== null) scores = tf.add(scores, mask)
       if (context.hooks.attnScores) scores = context.hooks.attnScores(scores)
@@ -80,7 +104,11 @@ function slidingWindowKernel(window: number, calls: string[]): AttentionKernel {
       mask.dispose()
       let pairs = 0
       for (let i = 0; i < pos; i++) pairs += Math.min(i + 1, window)
-      return { z, computedPairs: input.q.shape[0] * input.q.shape[1] * pairs, totalPairs: input.q.shape[0] * input.q.shape[1] * causalPairs(pos, pos) }
+      return {
+        z,
+        computedPairs: input.q.shape[0] * input.q.shape[1] * pairs,
+        totalPairs: input.q.shape[0] * input.q.shape[1] * causalPairs(pos, pos),
+      }
     },
     afterPrefill(input: AttentionPrefillInput, cache: LayerKVCache) {
       calls.push(`afterPrefill:${input.layer}:${cache.promptLength}`)
@@ -90,7 +118,11 @@ function slidingWindowKernel(window: number, calls: string[]): AttentionKernel {
       calls.push(`decode:${input.layer}:${input.position}`)
       evict(input.cache)
       const z = attend(input.q, input.cache.keys!, input.cache.values!, input.scale, null, context)
-      return { z, computedPairs: input.q.shape[0] * input.q.shape[1] * input.cache.keys!.shape[2], totalPairs: input.q.shape[0] * input.q.shape[1] * (input.position + 1) }
+      return {
+        z,
+        computedPairs: input.q.shape[0] * input.q.shape[1] * input.cache.keys!.shape[2],
+        totalPairs: input.q.shape[0] * input.q.shape[1] * (input.position + 1),
+      }
     },
   }
 }
@@ -102,7 +134,12 @@ describeWithBackends('attention kernels', () => {
     const v = tf.randomNormal([2, 2, 5, 6], 0, 1, 'float32', 3) as tf.Tensor4D
     const result = denseAttention.prefill({ q, k, v, scale: 0.7, layer: 0 }, { hooks: {}, needsPattern: false })
     expect(result.z.shape).toEqual([2, 4, 5, 6])
-    const expected = referenceAttention((await q.array()) as never, (await k.array()) as never, (await v.array()) as never, 0.7)
+    const expected = referenceAttention(
+      (await q.array()) as never,
+      (await k.array()) as never,
+      (await v.array()) as never,
+      0.7,
+    )
     expectArraysClose(await result.z.data(), expected.flat(3), 1e-5)
     expect(result.computedPairs).toBe(2 * 4 * 15)
     expect(result.totalPairs).toBe(2 * 4 * 15)
@@ -112,9 +149,16 @@ describeWithBackends('attention kernels', () => {
   it('denseAttention validates shapes and an empty cache', () => {
     const q = tf.zeros([1, 3, 4, 2]) as tf.Tensor4D
     const k = tf.zeros([1, 2, 4, 2]) as tf.Tensor4D
-    expect(() => denseAttention.prefill({ q, k, v: k, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/not a multiple of nKvHeads/)
+    expect(() =>
+      denseAttention.prefill({ q, k, v: k, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false }),
+    ).toThrow(/not a multiple of nKvHeads/)
     const cache: LayerKVCache = { keys: null, values: null, positions: 0, promptLength: 0, kernelState: null }
-    expect(() => denseAttention.decode({ q: tf.zeros([1, 2, 1, 2]) as tf.Tensor4D, cache, position: 0, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(ShapeError)
+    expect(() =>
+      denseAttention.decode(
+        { q: tf.zeros([1, 2, 1, 2]) as tf.Tensor4D, cache, position: 0, scale: 1, layer: 0 },
+        { hooks: {}, needsPattern: false },
+      ),
+    ).toThrow(ShapeError)
     tf.dispose([q, k])
     const mask = causalMask(3)
     expect(Array.from(mask.dataSync())).toEqual([0, -Infinity, -Infinity, 0, 0, -Infinity, 0, 0, 0])
@@ -123,7 +167,17 @@ describeWithBackends('attention kernels', () => {
 
   for (const [name, input] of Object.entries({
     gpt: { architecture: 'gpt', dVocab: 11, nCtx: 16, dModel: 8, nLayers: 2, nHeads: 2, dHead: 4, dMlp: 12 },
-    llama: { architecture: 'llama', dVocab: 11, nCtx: 16, dModel: 8, nLayers: 2, nHeads: 4, nKvHeads: 2, dHead: 4, dMlp: 12 },
+    llama: {
+      architecture: 'llama',
+      dVocab: 11,
+      nCtx: 16,
+      dModel: 8,
+      nLayers: 2,
+      nHeads: 4,
+      nKvHeads: 2,
+      dHead: 4,
+      dMlp: 12,
+    },
     minimal: { architecture: 'minimal', dVocab: 7, nCtx: 12, nHeads: 3, queryInit: 0.5 },
   } as const)) {
     it(`${name}: KV-cached decoding reproduces the full forward pass's logits`, async () => {
@@ -136,12 +190,20 @@ describeWithBackends('attention kernels', () => {
       await expectNoLeaks(async () => {
         const cache = new KVCache(model.config.nLayers)
         const reports: AttentionReport[] = []
-        const prefill = model.forwardCached(tokens.map((r) => r.slice(0, 4)), cache, { attentionReports: reports })
+        const prefill = model.forwardCached(
+          tokens.map((r) => r.slice(0, 4)),
+          cache,
+          { attentionReports: reports },
+        )
         const prefillValues = (await prefill.array()) as number[][][]
         prefill.dispose()
         for (let b = 0; b < 2; b++) expectArraysClose(prefillValues[b]!.flat(), fullValues[b]!.slice(0, 4).flat(), 1e-4)
         for (let p = 4; p < 10; p++) {
-          const step = model.forwardCached(tokens.map((r) => [r[p]!]), cache, { attentionReports: reports })
+          const step = model.forwardCached(
+            tokens.map((r) => [r[p]!]),
+            cache,
+            { attentionReports: reports },
+          )
           const stepValues = (await step.array()) as number[][][]
           step.dispose()
           for (let b = 0; b < 2; b++) expectArraysClose(stepValues[b]![0]!, fullValues[b]![p]!, 1e-4)
@@ -151,7 +213,15 @@ describeWithBackends('attention kernels', () => {
         expect(cache.layers[0]!.keys!.shape).toEqual([2, model.config.nKvHeads, 10, model.config.dHead])
         expect(reports.length).toBe(model.config.nLayers * 7)
         expect(reports.every((r) => r.kernel === 'dense' && r.computedPairs === r.totalPairs)).toBe(true)
-        expect(() => model.forwardCached([[1, 2], [3, 4]], cache)).toThrow(/one position at a time/)
+        expect(() =>
+          model.forwardCached(
+            [
+              [1, 2],
+              [3, 4],
+            ],
+            cache,
+          ),
+        ).toThrow(/one position at a time/)
         cache.dispose()
         cache.dispose()
       })
@@ -160,7 +230,17 @@ describeWithBackends('attention kernels', () => {
   }
 
   it('a toy kernel plugs in for prefill, afterPrefill (eviction) and decode, through forward and generate', async () => {
-    const config = createConfig({ architecture: 'llama', dVocab: 11, nCtx: 16, dModel: 8, nLayers: 2, nHeads: 4, nKvHeads: 2, dHead: 4, dMlp: 12 })
+    const config = createConfig({
+      architecture: 'llama',
+      dVocab: 11,
+      nCtx: 16,
+      dModel: 8,
+      nLayers: 2,
+      nHeads: 4,
+      nKvHeads: 2,
+      dHead: 4,
+      dMlp: 12,
+    })
     const model = createTransformer(config)
     randomizeWeights(model, 5, 0.4)
     const calls: string[] = []
@@ -179,10 +259,15 @@ describeWithBackends('attention kernels', () => {
     // Prefill through the kernel matches.
     const reports: AttentionReport[] = []
     const viaKernel = model.forward(tokens, { attention: kernel, attentionReports: reports })
-    expectArraysClose((await viaKernel.array() as number[][][])[0]!.flat(), referenceValues[0]!.flat(), 1e-4)
+    expectArraysClose(((await viaKernel.array()) as number[][][])[0]!.flat(), referenceValues[0]!.flat(), 1e-4)
     viaKernel.dispose()
     expect(calls).toEqual(['prefill:0', 'prefill:1'])
-    expect(reports[0]).toMatchObject({ layer: 0, kernel: 'sliding-window', computedPairs: 4 * (1 + 2 + 3 * 7), totalPairs: 4 * 45 })
+    expect(reports[0]).toMatchObject({
+      layer: 0,
+      kernel: 'sliding-window',
+      computedPairs: 4 * (1 + 2 + 3 * 7),
+      totalPairs: 4 * 45,
+    })
     // Cached decoding with eviction matches the same band attention position by position.
     calls.length = 0
     const cache = new KVCache(config.nLayers)
@@ -195,7 +280,12 @@ describeWithBackends('attention kernels', () => {
       step.dispose()
     }
     expect(cache.positions).toBe(9)
-    expect(calls.filter((c) => c.startsWith('decode:0'))).toEqual(['decode:0:5', 'decode:0:6', 'decode:0:7', 'decode:0:8'])
+    expect(calls.filter((c) => c.startsWith('decode:0'))).toEqual([
+      'decode:0:5',
+      'decode:0:6',
+      'decode:0:7',
+      'decode:0:8',
+    ])
     cache.dispose()
     // generate() routes through the same kernel and returns its accounting.
     calls.length = 0

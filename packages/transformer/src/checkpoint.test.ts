@@ -11,7 +11,16 @@ import { createTransformer } from './model.ts'
 import { train, type TrainerState } from './train.ts'
 
 const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 })
-const config = createConfig({ architecture: 'gpt', dVocab: 8, nCtx: 7, dModel: 16, nLayers: 1, nHeads: 2, dHead: 8, dMlp: 32 })
+const config = createConfig({
+  architecture: 'gpt',
+  dVocab: 8,
+  nCtx: 7,
+  dModel: 16,
+  nLayers: 1,
+  nHeads: 2,
+  dHead: 8,
+  dMlp: 32,
+})
 let root: string
 
 beforeAll(async () => {
@@ -25,7 +34,14 @@ afterAll(async () => {
 async function trainedCheckpoint(dir: string, steps = 4): Promise<TrainerState> {
   const model = createTransformer(config)
   let state: TrainerState | undefined
-  await train(model, task, { steps, batchSize: 8, lr: 0.01, validation: 8, analysis: false, onCheckpoint: (s) => void (state = s) })
+  await train(model, task, {
+    steps,
+    batchSize: 8,
+    lr: 0.01,
+    validation: 8,
+    analysis: false,
+    onCheckpoint: (s) => void (state = s),
+  })
   await saveCheckpoint(dir, model, state, { note: 'test' })
   model.dispose()
   return state!
@@ -36,16 +52,26 @@ async function rewrite(dir: string, file: string, change: (bytes: Uint8Array) =>
 }
 
 /** Re-serialises model.safetensors with `edit` applied to its tensors and fixes the manifest (a consistent but wrong file). */
-async function replaceWeights(dir: string, edit: (tensors: Map<string, { shape: number[]; data: Float32Array }>) => void): Promise<void> {
+async function replaceWeights(
+  dir: string,
+  edit: (tensors: Map<string, { shape: number[]; data: Float32Array }>) => void,
+): Promise<void> {
   const file = parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors'))))
   const tensors = new Map<string, { shape: number[]; data: Float32Array }>()
-  for (const [name, entry] of file.tensors) tensors.set(name, { shape: [...entry.shape], data: new Float32Array(entry.bytes.slice().buffer) })
+  for (const [name, entry] of file.tensors)
+    tensors.set(name, { shape: [...entry.shape], data: new Float32Array(entry.bytes.slice().buffer) })
   edit(tensors)
-  const bytes = serializeSafetensors(Object.fromEntries([...tensors].map(([n, t]) => [n, { dtype: 'F32' as const, ...t }])), { format: 'pt' })
+  const bytes = serializeSafetensors(
+    Object.fromEntries([...tensors].map(([n, t]) => [n, { dtype: 'F32' as const, ...t }])),
+    { format: 'pt' },
+  )
   await writeFile(join(dir, 'model.safetensors'), bytes)
   const manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8'))
   const { createHash } = await import('node:crypto')
-  manifest.files['model.safetensors'] = { sha256: createHash('sha256').update(bytes).digest('hex'), bytes: bytes.byteLength }
+  manifest.files['model.safetensors'] = {
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    bytes: bytes.byteLength,
+  }
   await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest))
 }
 
@@ -53,7 +79,13 @@ describe('checkpoints', () => {
   it('round-trips weights, config, optimizer state and trainer state; writes only complete directories', async () => {
     const dir = join(root, 'round-trip')
     const state = await trainedCheckpoint(dir)
-    expect((await readdir(dir)).sort()).toEqual(['config.json', 'manifest.json', 'model.safetensors', 'optimizer.safetensors', 'trainer.json'])
+    expect((await readdir(dir)).sort()).toEqual([
+      'config.json',
+      'manifest.json',
+      'model.safetensors',
+      'optimizer.safetensors',
+      'trainer.json',
+    ])
     expect((await readdir(root)).filter((n) => n.includes('tmp'))).toEqual([])
     const loaded = await loadCheckpoint(dir)
     expect(configToJSON(loaded.config)).toEqual(configToJSON(config))
@@ -61,7 +93,8 @@ describe('checkpoints', () => {
     expect(loaded.trainerState!.dataRng).toEqual(state.dataRng)
     expect(loaded.trainerState!.optimizer.step).toBe(4)
     expect([...loaded.trainerState!.optimizer.slots.keys()].sort()).toEqual([...state.optimizer.slots.keys()].sort())
-    for (const [key, slot] of state.optimizer.slots) expect(loaded.trainerState!.optimizer.slots.get(key)!.data).toEqual(slot.data)
+    for (const [key, slot] of state.optimizer.slots)
+      expect(loaded.trainerState!.optimizer.slots.get(key)!.data).toEqual(slot.data)
     expect(loaded.extra).toEqual({ note: 'test' })
     // safetensors readable by PyTorch: F32, format "pt", TransformerLens names.
     const file = parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors'))))
@@ -138,8 +171,15 @@ describe('checkpoints', () => {
     await replaceWeights(dir, (t) => t.delete('blocks.0.mlp.W_in'))
     await expectError(dir, 'model.safetensors', /'blocks.0.mlp.W_in' is missing/, 'blocks.0.mlp.W_in')
     dir = await fresh('wrong-shape')
-    await replaceWeights(dir, (t) => t.set('blocks.0.attn.W_Q', { shape: [2, 8, 16], data: t.get('blocks.0.attn.W_Q')!.data }))
-    await expectError(dir, 'model.safetensors', /'blocks.0.attn.W_Q' has shape \[2,8,16\] but the configuration implies \[2,16,8\]/, 'blocks.0.attn.W_Q')
+    await replaceWeights(dir, (t) =>
+      t.set('blocks.0.attn.W_Q', { shape: [2, 8, 16], data: t.get('blocks.0.attn.W_Q')!.data }),
+    )
+    await expectError(
+      dir,
+      'model.safetensors',
+      /'blocks.0.attn.W_Q' has shape \[2,8,16\] but the configuration implies \[2,16,8\]/,
+      'blocks.0.attn.W_Q',
+    )
     dir = await fresh('extra-tensor')
     await replaceWeights(dir, (t) => t.set('blocks.9.attn.W_Q', { shape: [1], data: new Float32Array(1) }))
     await expectError(dir, 'model.safetensors', /'blocks.9.attn.W_Q' is not a parameter/, 'blocks.9.attn.W_Q')
@@ -148,7 +188,10 @@ describe('checkpoints', () => {
     await writeFile(join(dir, 'config.json'), configBytes)
     const manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8'))
     const { createHash } = await import('node:crypto')
-    manifest.files['config.json'] = { sha256: createHash('sha256').update(configBytes).digest('hex'), bytes: configBytes.byteLength }
+    manifest.files['config.json'] = {
+      sha256: createHash('sha256').update(configBytes).digest('hex'),
+      bytes: configBytes.byteLength,
+    }
     await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest))
     await expectError(dir, 'config.json', /nKvHeads/, 'nKvHeads')
     dir = await fresh('bad-trainer')
@@ -157,13 +200,20 @@ describe('checkpoints', () => {
     const trainerBytes = new TextEncoder().encode(JSON.stringify(trainer))
     await writeFile(join(dir, 'trainer.json'), trainerBytes)
     manifest.files = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')).files
-    manifest.files['trainer.json'] = { sha256: createHash('sha256').update(trainerBytes).digest('hex'), bytes: trainerBytes.byteLength }
+    manifest.files['trainer.json'] = {
+      sha256: createHash('sha256').update(trainerBytes).digest('hex'),
+      bytes: trainerBytes.byteLength,
+    }
     await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest))
     await expectError(dir, 'trainer.json', /field 'step' is -3/, 'step')
     // Loading into a different configuration is a mismatch too.
-    const other = createTransformer(createConfig({ architecture: 'gpt', dVocab: 8, nCtx: 7, dModel: 8, nLayers: 1, nHeads: 2, dHead: 4, dMlp: 16 }))
+    const other = createTransformer(
+      createConfig({ architecture: 'gpt', dVocab: 8, nCtx: 7, dModel: 8, nLayers: 1, nHeads: 2, dHead: 4, dMlp: 16 }),
+    )
     const good = await loadCheckpoint(join(root, 'round-trip'))
-    expect(() => other.setWeights(good.weights)).toThrow(/'embed.W_E' has shape \[8, 8\] but the value has shape \[8, 16\]/)
+    expect(() => other.setWeights(good.weights)).toThrow(
+      /'embed.W_E' has shape \[8, 8\] but the value has shape \[8, 16\]/,
+    )
     other.dispose()
     void tf
     void Rng
@@ -184,7 +234,9 @@ describe('checkpoints', () => {
     await writeFile(join(thesis, 'thesis.tex'), 'chapter 1')
     const refused = saveCheckpoint(thesis, model, null)
     await expect(refused).rejects.toMatchObject({ code: 'IO_ERROR', details: { path: thesis } })
-    await expect(saveCheckpoint(thesis, model, null)).rejects.toThrow(/refusing to replace '.*thesis': it is a non-empty directory that is not an attnlab checkpoint.*overwrite: true/)
+    await expect(saveCheckpoint(thesis, model, null)).rejects.toThrow(
+      /refusing to replace '.*thesis': it is a non-empty directory that is not an attnlab checkpoint.*overwrite: true/,
+    )
     expect(await readFile(join(thesis, 'thesis.tex'), 'utf8')).toBe('chapter 1')
     expect(await readdir(root)).not.toContain(expect.stringMatching(/\.thesis\.tmp-/))
     // A file (e.g. a checkpoint's own config.json): refused, the file is kept.
@@ -192,7 +244,9 @@ describe('checkpoints', () => {
     await saveCheckpoint(ckpt, model, null)
     const configFile = join(ckpt, 'config.json')
     const configText = await readFile(configFile, 'utf8')
-    await expect(saveCheckpoint(configFile, model, null)).rejects.toThrow(/refusing to replace '.*config\.json': it is a file/)
+    await expect(saveCheckpoint(configFile, model, null)).rejects.toThrow(
+      /refusing to replace '.*config\.json': it is a file/,
+    )
     expect(await readFile(configFile, 'utf8')).toBe(configText)
     await loadCheckpoint(ckpt)
     // A checkpoint holding a foreign file: refused.
@@ -213,8 +267,12 @@ describe('checkpoints', () => {
     await saveCheckpoint(file, model, null, {}, { overwrite: true })
     await loadCheckpoint(file)
     // Misspelled or mistyped options.
-    await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwite: true } as never)).rejects.toThrow(/Invalid overwite: not one of the saveCheckpoint options \(did you mean 'overwrite'\?\); allowed: overwrite/)
-    await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwrite: 'yes' } as never)).rejects.toMatchObject({ code: 'INVALID_CONFIG', parameter: 'overwrite' })
+    await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwite: true } as never)).rejects.toThrow(
+      /Invalid overwite: not one of the saveCheckpoint options \(did you mean 'overwrite'\?\); allowed: overwrite/,
+    )
+    await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwrite: 'yes' } as never)).rejects.toMatchObject(
+      { code: 'INVALID_CONFIG', parameter: 'overwrite' },
+    )
     model.dispose()
   })
 })

@@ -22,7 +22,14 @@
 import { createHash } from 'node:crypto'
 import { readFile, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { AttnlabError, checkOptionKeys, ConfigError, parseSafetensors, serializeSafetensors, type SafetensorsTensorInput } from '@attnlab/core'
+import {
+  AttnlabError,
+  checkOptionKeys,
+  ConfigError,
+  parseSafetensors,
+  serializeSafetensors,
+  type SafetensorsTensorInput,
+} from '@attnlab/core'
 import { recoverDirectoryWrite, writeDirectoryAtomic, writeFileAtomic } from '@attnlab/core/node'
 import { configFromJSON, configToJSON, type TransformerConfig } from './config.ts'
 import { createTransformer, parameterShapes, type Transformer, type TransformerOptions } from './model.ts'
@@ -67,7 +74,9 @@ export interface LoadedCheckpoint {
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex')
 
-function tensorInputs(map: ReadonlyMap<string, { shape: number[]; data: Float32Array }>): Record<string, SafetensorsTensorInput> {
+function tensorInputs(
+  map: ReadonlyMap<string, { shape: number[]; data: Float32Array }>,
+): Record<string, SafetensorsTensorInput> {
   const out: Record<string, SafetensorsTensorInput> = {}
   for (const [name, { shape, data }] of map) out[name] = { dtype: 'F32', shape, data }
   return out
@@ -85,7 +94,13 @@ export interface SaveCheckpointOptions {
 const SAVE_CHECKPOINT_KEYS = ['overwrite'] as const
 
 /** The names of the files a checkpoint directory may hold. */
-const CHECKPOINT_FILES = new Set(['config.json', 'model.safetensors', 'optimizer.safetensors', 'trainer.json', 'manifest.json'])
+const CHECKPOINT_FILES = new Set([
+  'config.json',
+  'model.safetensors',
+  'optimizer.safetensors',
+  'trainer.json',
+  'manifest.json',
+])
 
 /**
  * Why `dir` must not be replaced by a checkpoint, or null when it may be: missing, an empty
@@ -114,10 +129,14 @@ async function replaceRefusal(dir: string): Promise<string | null> {
   } catch {
     format = undefined
   }
-  if (format !== CHECKPOINT_FORMAT) return `is a non-empty directory that is not an attnlab checkpoint (no manifest.json with format '${CHECKPOINT_FORMAT}')`
+  if (format !== CHECKPOINT_FORMAT)
+    return `is a non-empty directory that is not an attnlab checkpoint (no manifest.json with format '${CHECKPOINT_FORMAT}')`
   const foreign = entries.filter((entry) => !CHECKPOINT_FILES.has(entry))
   if (foreign.length > 0) {
-    const shown = foreign.slice(0, 5).map((entry) => `'${entry}'`).join(', ')
+    const shown = foreign
+      .slice(0, 5)
+      .map((entry) => `'${entry}'`)
+      .join(', ')
     return `is an attnlab checkpoint that also holds other files (${shown}${foreign.length > 5 ? ', ...' : ''})`
   }
   return null
@@ -151,30 +170,56 @@ export async function saveCheckpoint(
 ): Promise<void> {
   checkOptionKeys('saveCheckpoint options', options, SAVE_CHECKPOINT_KEYS)
   if (options.overwrite !== undefined && typeof options.overwrite !== 'boolean') {
-    throw new ConfigError('overwrite', `saveCheckpoint: must be true or false, got ${JSON.stringify(options.overwrite)}`)
+    throw new ConfigError(
+      'overwrite',
+      `saveCheckpoint: must be true or false, got ${JSON.stringify(options.overwrite)}`,
+    )
   }
   if (options.overwrite !== true) {
     const refusal = await replaceRefusal(dir)
     if (refusal !== null) {
-      throw new AttnlabError('IO_ERROR', `saveCheckpoint: refusing to replace '${dir}': it ${refusal}; pick another directory, or pass { overwrite: true } to replace it`, { path: dir })
+      throw new AttnlabError(
+        'IO_ERROR',
+        `saveCheckpoint: refusing to replace '${dir}': it ${refusal}; pick another directory, or pass { overwrite: true } to replace it`,
+        { path: dir },
+      )
     }
   }
   const weights = await model.getWeightData()
   const files = new Map<string, Uint8Array>()
   const encoder = new TextEncoder()
   files.set('config.json', encoder.encode(JSON.stringify(configToJSON(model.config), null, 2) + '\n'))
-  files.set('model.safetensors', serializeSafetensors(tensorInputs(weights), { format: 'pt', producer: 'attnlab', architecture: model.config.architecture }))
+  files.set(
+    'model.safetensors',
+    serializeSafetensors(tensorInputs(weights), {
+      format: 'pt',
+      producer: 'attnlab',
+      architecture: model.config.architecture,
+    }),
+  )
   if (state !== undefined && state !== null) {
     const { optimizer, ...rest } = state
-    files.set('optimizer.safetensors', serializeSafetensors(tensorInputs(optimizer.slots as Map<string, { shape: number[]; data: Float32Array }>), { format: 'pt', kind: optimizer.kind }))
-    const trainer = { ...rest, optimizer: { kind: optimizer.kind, step: optimizer.step, hyperparameters: optimizer.hyperparameters }, extra }
+    files.set(
+      'optimizer.safetensors',
+      serializeSafetensors(tensorInputs(optimizer.slots as Map<string, { shape: number[]; data: Float32Array }>), {
+        format: 'pt',
+        kind: optimizer.kind,
+      }),
+    )
+    const trainer = {
+      ...rest,
+      optimizer: { kind: optimizer.kind, step: optimizer.step, hyperparameters: optimizer.hyperparameters },
+      extra,
+    }
     files.set('trainer.json', encoder.encode(JSON.stringify(trainer, null, 2) + '\n'))
   } else if (Object.keys(extra).length > 0) {
     files.set('trainer.json', encoder.encode(JSON.stringify({ version: 1, modelOnly: true, extra }, null, 2) + '\n'))
   }
   const manifest = {
     format: CHECKPOINT_FORMAT,
-    files: Object.fromEntries([...files].map(([name, bytes]) => [name, { sha256: sha256(bytes), bytes: bytes.byteLength }])),
+    files: Object.fromEntries(
+      [...files].map(([name, bytes]) => [name, { sha256: sha256(bytes), bytes: bytes.byteLength }]),
+    ),
   }
   await writeDirectoryAtomic(dir, async (tmp) => {
     for (const [name, bytes] of files) await writeFileAtomic(join(tmp, name), bytes)
@@ -182,7 +227,11 @@ export async function saveCheckpoint(
   })
 }
 
-async function readChecked(dir: string, name: string, manifest: Record<string, { sha256: string; bytes: number }>): Promise<Uint8Array> {
+async function readChecked(
+  dir: string,
+  name: string,
+  manifest: Record<string, { sha256: string; bytes: number }>,
+): Promise<Uint8Array> {
   const entry = manifest[name]
   if (entry === undefined) throw new CheckpointError(name, 'not listed in manifest.json', name)
   let bytes: Uint8Array
@@ -193,9 +242,13 @@ async function readChecked(dir: string, name: string, manifest: Record<string, {
     throw new CheckpointError(name, `cannot be read (${(error as Error).message})`, undefined, { cause: error })
   }
   if (bytes.byteLength !== entry.bytes) {
-    throw new CheckpointError(name, `has ${bytes.byteLength} bytes but the manifest says ${entry.bytes} (truncated or replaced)`)
+    throw new CheckpointError(
+      name,
+      `has ${bytes.byteLength} bytes but the manifest says ${entry.bytes} (truncated or replaced)`,
+    )
   }
-  if (sha256(bytes) !== entry.sha256) throw new CheckpointError(name, 'SHA-256 does not match the manifest (the file is corrupt)')
+  if (sha256(bytes) !== entry.sha256)
+    throw new CheckpointError(name, 'SHA-256 does not match the manifest (the file is corrupt)')
   return bytes
 }
 
@@ -217,7 +270,8 @@ function readTensors(name: string, bytes: Uint8Array): Map<string, { shape: numb
   }
   const out = new Map<string, { shape: number[]; data: Float32Array }>()
   for (const [tensor, entry] of file.tensors) {
-    if (entry.dtype !== 'F32') throw new CheckpointError(name, `tensor '${tensor}' has dtype ${entry.dtype}; checkpoints store F32`, tensor)
+    if (entry.dtype !== 'F32')
+      throw new CheckpointError(name, `tensor '${tensor}' has dtype ${entry.dtype}; checkpoints store F32`, tensor)
     const data = new Float32Array(entry.bytes.byteLength / 4)
     new Uint8Array(data.buffer).set(entry.bytes)
     out.set(tensor, { shape: [...entry.shape], data })
@@ -263,7 +317,9 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
         recovery.leftovers.length === 0
           ? ''
           : `; an interrupted save left ${left}, not verifiably complete: check it and rename it to '${dir}' to use it`
-      throw new CheckpointError('.', `checkpoint directory '${dir}' ${errnoPhrase(error)}${hint}`, undefined, { cause: error })
+      throw new CheckpointError('.', `checkpoint directory '${dir}' ${errnoPhrase(error)}${hint}`, undefined, {
+        cause: error,
+      })
     }
   }
   let manifestBytes: Uint8Array
@@ -271,34 +327,60 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     const buffer = await readFile(join(dir, 'manifest.json'))
     manifestBytes = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
   } catch (error) {
-    throw new CheckpointError('manifest.json', 'is missing (not an attnlab checkpoint, or an interrupted write)', undefined, { cause: error })
+    throw new CheckpointError(
+      'manifest.json',
+      'is missing (not an attnlab checkpoint, or an interrupted write)',
+      undefined,
+      { cause: error },
+    )
   }
   const manifest = parseJson('manifest.json', manifestBytes) as { format?: unknown; files?: unknown }
   if (manifest === null || typeof manifest !== 'object' || manifest.format !== CHECKPOINT_FORMAT) {
-    throw new CheckpointError('manifest.json', `format is ${JSON.stringify((manifest as { format?: unknown })?.format)}; expected '${CHECKPOINT_FORMAT}'`, 'format')
+    throw new CheckpointError(
+      'manifest.json',
+      `format is ${JSON.stringify((manifest as { format?: unknown })?.format)}; expected '${CHECKPOINT_FORMAT}'`,
+      'format',
+    )
   }
   const files = manifest.files as Record<string, { sha256: string; bytes: number }>
-  if (files === null || typeof files !== 'object') throw new CheckpointError('manifest.json', 'has no files table', 'files')
+  if (files === null || typeof files !== 'object')
+    throw new CheckpointError('manifest.json', 'has no files table', 'files')
   // Configuration.
   const configJson = parseJson('config.json', await readChecked(dir, 'config.json', files))
   let config: TransformerConfig
   try {
     config = configFromJSON(configJson)
   } catch (error) {
-    throw new CheckpointError('config.json', (error as Error).message, (error as { parameter?: string }).parameter, { cause: error })
+    throw new CheckpointError('config.json', (error as Error).message, (error as { parameter?: string }).parameter, {
+      cause: error,
+    })
   }
   // Weights: exactly the configuration's parameters, with its shapes.
   const weights = readTensors('model.safetensors', await readChecked(dir, 'model.safetensors', files))
   const expected = parameterShapes(config)
   for (const [name, shape] of expected) {
     const tensor = weights.get(name)
-    if (tensor === undefined) throw new CheckpointError('model.safetensors', `tensor '${name}' is missing (the ${config.architecture} configuration needs it)`, name)
+    if (tensor === undefined)
+      throw new CheckpointError(
+        'model.safetensors',
+        `tensor '${name}' is missing (the ${config.architecture} configuration needs it)`,
+        name,
+      )
     if (tensor.shape.length !== shape.length || tensor.shape.some((d, i) => d !== shape[i])) {
-      throw new CheckpointError('model.safetensors', `tensor '${name}' has shape [${tensor.shape}] but the configuration implies [${shape}]`, name)
+      throw new CheckpointError(
+        'model.safetensors',
+        `tensor '${name}' has shape [${tensor.shape}] but the configuration implies [${shape}]`,
+        name,
+      )
     }
   }
   for (const name of weights.keys()) {
-    if (!expected.some(([n]) => n === name)) throw new CheckpointError('model.safetensors', `tensor '${name}' is not a parameter of this ${config.architecture} configuration`, name)
+    if (!expected.some(([n]) => n === name))
+      throw new CheckpointError(
+        'model.safetensors',
+        `tensor '${name}' is not a parameter of this ${config.architecture} configuration`,
+        name,
+      )
   }
   if (files['trainer.json'] === undefined) return { config, weights, trainerState: null, extra: {} }
   const trainer = parseJson('trainer.json', await readChecked(dir, 'trainer.json', files)) as Record<string, unknown>
@@ -306,7 +388,8 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   if (trainer.modelOnly === true) return { config, weights, trainerState: null, extra }
   const field = (key: string, check: (v: unknown) => boolean, what: string): unknown => {
     const value = trainer[key]
-    if (!check(value)) throw new CheckpointError('trainer.json', `field '${key}' is ${JSON.stringify(value)}; expected ${what}`, key)
+    if (!check(value))
+      throw new CheckpointError('trainer.json', `field '${key}' is ${JSON.stringify(value)}; expected ${what}`, key)
     return value
   }
   const isObject = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -321,16 +404,35 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   field('settings', isObject, 'an object')
   field('dataset', (v) => v === null || isObject(v), 'null or an object')
   field('lastValidationLoss', (v) => v === null || typeof v === 'number', 'null or a number')
-  const optimizerInfo = field('optimizer', isObject, 'an object') as { kind?: unknown; step?: unknown; hyperparameters?: unknown }
-  if (optimizerInfo.kind !== 'adamw' && optimizerInfo.kind !== 'sgd') throw new CheckpointError('trainer.json', `optimizer.kind is ${JSON.stringify(optimizerInfo.kind)}`, 'optimizer.kind')
-  if (!Number.isSafeInteger(optimizerInfo.step)) throw new CheckpointError('trainer.json', `optimizer.step is ${JSON.stringify(optimizerInfo.step)}`, 'optimizer.step')
+  const optimizerInfo = field('optimizer', isObject, 'an object') as {
+    kind?: unknown
+    step?: unknown
+    hyperparameters?: unknown
+  }
+  if (optimizerInfo.kind !== 'adamw' && optimizerInfo.kind !== 'sgd')
+    throw new CheckpointError(
+      'trainer.json',
+      `optimizer.kind is ${JSON.stringify(optimizerInfo.kind)}`,
+      'optimizer.kind',
+    )
+  if (!Number.isSafeInteger(optimizerInfo.step))
+    throw new CheckpointError(
+      'trainer.json',
+      `optimizer.step is ${JSON.stringify(optimizerInfo.step)}`,
+      'optimizer.step',
+    )
   const slots = readTensors('optimizer.safetensors', await readChecked(dir, 'optimizer.safetensors', files))
   for (const [name, slot] of slots) {
     const parameter = name.slice(name.indexOf('.') + 1)
     const shape = expected.find(([n]) => n === parameter)?.[1]
-    if (shape === undefined) throw new CheckpointError('optimizer.safetensors', `slot '${name}' belongs to no parameter of the model`, name)
+    if (shape === undefined)
+      throw new CheckpointError('optimizer.safetensors', `slot '${name}' belongs to no parameter of the model`, name)
     if (slot.shape.length !== shape.length || slot.shape.some((d, i) => d !== shape[i])) {
-      throw new CheckpointError('optimizer.safetensors', `slot '${name}' has shape [${slot.shape}] but parameter '${parameter}' has [${shape}]`, name)
+      throw new CheckpointError(
+        'optimizer.safetensors',
+        `slot '${name}' has shape [${slot.shape}] but parameter '${parameter}' has [${shape}]`,
+        name,
+      )
     }
   }
   const optimizer: OptimizerState = {

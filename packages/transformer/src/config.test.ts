@@ -1,24 +1,74 @@
 import { ConfigError } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
-import { DEFAULT_MINIMAL_QUERY_INIT, configFromJSON, configToJSON, createConfig, defaultTransformerConfig, presetConfig } from './config.ts'
+import {
+  DEFAULT_MINIMAL_QUERY_INIT,
+  configFromJSON,
+  configToJSON,
+  createConfig,
+  defaultTransformerConfig,
+  presetConfig,
+} from './config.ts'
 
 describe('config', () => {
   it('resolves presets and freezes them', () => {
     const minimal = presetConfig('minimal')
-    expect(minimal).toMatchObject({ architecture: 'minimal', dVocab: 50, nCtx: 25, dModel: 75, dHead: 75, nHeads: 3, nLayers: 1, attnOnly: true, attnScale: 1, queryInit: DEFAULT_MINIMAL_QUERY_INIT })
+    expect(minimal).toMatchObject({
+      architecture: 'minimal',
+      dVocab: 50,
+      nCtx: 25,
+      dModel: 75,
+      dHead: 75,
+      nHeads: 3,
+      nLayers: 1,
+      attnOnly: true,
+      attnScale: 1,
+      queryInit: DEFAULT_MINIMAL_QUERY_INIT,
+    })
     expect(Object.isFrozen(minimal)).toBe(true)
-    expect(presetConfig('gpt')).toMatchObject({ nLayers: 2, nHeads: 4, dModel: 64, dHead: 16, dMlp: 256, normalization: 'layernorm', positional: 'learned', attnScale: 0.25 })
-    expect(presetConfig('llama-260k')).toMatchObject({ dModel: 64, dMlp: 172, nLayers: 4, nHeads: 4, nKvHeads: 4, dVocab: 512, nCtx: 128, normalization: 'rmsnorm', positional: 'rotary', gatedMlp: true, bias: false, tiedEmbeddings: true })
+    expect(presetConfig('gpt')).toMatchObject({
+      nLayers: 2,
+      nHeads: 4,
+      dModel: 64,
+      dHead: 16,
+      dMlp: 256,
+      normalization: 'layernorm',
+      positional: 'learned',
+      attnScale: 0.25,
+    })
+    expect(presetConfig('llama-260k')).toMatchObject({
+      dModel: 64,
+      dMlp: 172,
+      nLayers: 4,
+      nHeads: 4,
+      nKvHeads: 4,
+      dVocab: 512,
+      nCtx: 128,
+      normalization: 'rmsnorm',
+      positional: 'rotary',
+      gatedMlp: true,
+      bias: false,
+      tiedEmbeddings: true,
+    })
     expect(presetConfig('gpt-nano').dModel).toBe(16)
     expect(defaultTransformerConfig().architecture).toBe('gpt')
     expect(defaultTransformerConfig('llama').dVocab).toBe(512)
   })
 
   it('derives dependent fields', () => {
-    expect(createConfig({ architecture: 'minimal', dVocab: 10, nCtx: 7 })).toMatchObject({ dModel: 17, dHead: 17, nKvHeads: 3 })
-    expect(createConfig({ architecture: 'gpt', dModel: 96, nHeads: 3 })).toMatchObject({ dHead: 32, dMlp: 384, nKvHeads: 3 })
+    expect(createConfig({ architecture: 'minimal', dVocab: 10, nCtx: 7 })).toMatchObject({
+      dModel: 17,
+      dHead: 17,
+      nKvHeads: 3,
+    })
+    expect(createConfig({ architecture: 'gpt', dModel: 96, nHeads: 3 })).toMatchObject({
+      dHead: 32,
+      dMlp: 384,
+      nKvHeads: 3,
+    })
     expect(createConfig({ architecture: 'gpt', attnOnly: true }).dMlp).toBe(0)
-    expect(createConfig({ architecture: 'llama', nHeads: 8, nKvHeads: 2, dHead: 8 }).attnScale).toBeCloseTo(1 / Math.sqrt(8))
+    expect(createConfig({ architecture: 'llama', nHeads: 8, nKvHeads: 2, dHead: 8 }).attnScale).toBeCloseTo(
+      1 / Math.sqrt(8),
+    )
     expect(presetConfig('minimal', { queryInit: 0 }).queryInit).toBe(0)
     expect(presetConfig('minimal', { queryInit: 'xavier' }).queryInit).toBe('xavier')
   })
@@ -38,11 +88,17 @@ describe('config', () => {
     expect(presetConfig('llama', { dModel: 96 })).toMatchObject({ dHead: 24, dMlp: 256 })
     expect(presetConfig('gpt', { attnOnly: true, nLayers: 3 })).toMatchObject({ nLayers: 3, dMlp: 0 })
     expect(() => presetConfig('gpt-nano', { attnOnly: true, dMlp: 8 })).toThrow(/attention-only model has no MLP/)
-    expect(() => presetConfig('bert' as never)).toThrow(/'bert' is not a preset; expected one of minimal, gpt, gpt-nano, llama, llama-260k/)
+    expect(() => presetConfig('bert' as never)).toThrow(
+      /'bert' is not a preset; expected one of minimal, gpt, gpt-nano, llama, llama-260k/,
+    )
   })
 
   it('round-trips through JSON', () => {
-    for (const c of [presetConfig('minimal'), presetConfig('gpt', { dropout: 0.1 }), presetConfig('llama', { nKvHeads: 2 })]) {
+    for (const c of [
+      presetConfig('minimal'),
+      presetConfig('gpt', { dropout: 0.1 }),
+      presetConfig('llama', { nKvHeads: 2 }),
+    ]) {
       const json = JSON.parse(JSON.stringify(configToJSON(c)))
       expect(configFromJSON(json)).toEqual(c)
     }

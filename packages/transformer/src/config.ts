@@ -119,7 +119,9 @@ export interface TransformerConfig {
  *
  * @category Config
  */
-export type TransformerConfigInput = { readonly architecture: Architecture } & Partial<Omit<TransformerConfig, 'architecture'>>
+export type TransformerConfigInput = { readonly architecture: Architecture } & Partial<
+  Omit<TransformerConfig, 'architecture'>
+>
 
 /** Names of the built-in presets. @category Config */
 export type PresetName = 'minimal' | 'gpt' | 'gpt-nano' | 'llama' | 'llama-260k'
@@ -279,7 +281,13 @@ function bool(name: string, value: unknown): boolean {
 }
 
 function finite(name: string, value: unknown, min: number, max = Infinity, minExclusive = false): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || (minExclusive && value === min) || value > max) {
+  if (
+    typeof value !== 'number' ||
+    !Number.isFinite(value) ||
+    value < min ||
+    (minExclusive && value === min) ||
+    value > max
+  ) {
     const range = `${minExclusive ? '(' : '['}${min}, ${max}${max === Infinity ? ')' : ']'}`
     throw new ConfigError(name, `${String(value)} is not a number in ${range}`, { value })
   }
@@ -338,7 +346,10 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       const dModel = positiveInt('dModel', merged.dModel)
       const nHeads = positiveInt('nHeads', merged.nHeads)
       if (dModel % nHeads !== 0) {
-        throw new ConfigError('dHead', `not given, and dModel ${dModel} is not divisible by nHeads ${nHeads}; give dHead explicitly`)
+        throw new ConfigError(
+          'dHead',
+          `not given, and dModel ${dModel} is not divisible by nHeads ${nHeads}; give dHead explicitly`,
+        )
       }
       merged.dHead = dModel / nHeads
     }
@@ -380,16 +391,26 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
   }
   config.dMlp = config.attnOnly ? 0 : positiveInt('dMlp', merged.dMlp)
   if (config.attnOnly && merged.dMlp !== undefined && merged.dMlp !== 0 && input.dMlp !== undefined) {
-    throw new ConfigError('dMlp', `${String(merged.dMlp)} given with attnOnly: true; an attention-only model has no MLP (dMlp 0)`)
+    throw new ConfigError(
+      'dMlp',
+      `${String(merged.dMlp)} given with attnOnly: true; an attention-only model has no MLP (dMlp 0)`,
+    )
   }
   const queryInit = config.queryInit
   if (!(queryInit === 'xavier' || (typeof queryInit === 'number' && Number.isFinite(queryInit) && queryInit >= 0))) {
-    throw new ConfigError('queryInit', `${String(queryInit)} is neither a non-negative number (eps of U(-eps, eps)) nor 'xavier'`, {
-      value: queryInit,
-    })
+    throw new ConfigError(
+      'queryInit',
+      `${String(queryInit)} is neither a non-negative number (eps of U(-eps, eps)) nor 'xavier'`,
+      {
+        value: queryInit,
+      },
+    )
   }
   if (config.nHeads % config.nKvHeads !== 0) {
-    throw new ConfigError('nKvHeads', `${config.nKvHeads} does not divide nHeads ${config.nHeads} (grouped-query attention needs whole groups)`)
+    throw new ConfigError(
+      'nKvHeads',
+      `${config.nKvHeads} does not divide nHeads ${config.nHeads} (grouped-query attention needs whole groups)`,
+    )
   }
   const scale = merged.attnScale === undefined ? 1 / Math.sqrt(config.dHead) : merged.attnScale
   config.attnScale = finite('attnScale', scale, 0, Infinity, true)
@@ -415,20 +436,32 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       )
     }
     if (config.dHead !== config.dModel) {
-      throw new ConfigError('dHead', `the minimal model's heads are full width: dHead must equal dModel ${config.dModel} (got ${config.dHead})`)
+      throw new ConfigError(
+        'dHead',
+        `the minimal model's heads are full width: dHead must equal dModel ${config.dModel} (got ${config.dHead})`,
+      )
     }
     if (config.nKvHeads !== config.nHeads) {
-      throw new ConfigError('nKvHeads', `the minimal model has no key projection; nKvHeads must equal nHeads (got ${config.nKvHeads})`)
+      throw new ConfigError(
+        'nKvHeads',
+        `the minimal model has no key projection; nKvHeads must equal nHeads (got ${config.nKvHeads})`,
+      )
     }
   } else {
     if (config.positional === 'onehot') {
-      throw new ConfigError('positional', `'onehot' positions belong to the minimal model; ${architecture} uses 'learned' or 'rotary'`)
+      throw new ConfigError(
+        'positional',
+        `'onehot' positions belong to the minimal model; ${architecture} uses 'learned' or 'rotary'`,
+      )
     }
     if (config.normalization === 'none' && architecture === 'llama') {
       throw new ConfigError('normalization', `llama uses 'rmsnorm' (got 'none')`)
     }
     if (config.positional === 'rotary' && config.dHead % 2 !== 0) {
-      throw new ConfigError('dHead', `rotary embeddings rotate pairs of dimensions: dHead must be even (got ${config.dHead})`)
+      throw new ConfigError(
+        'dHead',
+        `rotary embeddings rotate pairs of dimensions: dHead must be even (got ${config.dHead})`,
+      )
     }
     if (config.gatedMlp && config.attnOnly) {
       throw new ConfigError('gatedMlp', 'an attention-only model has no MLP to gate')
@@ -462,7 +495,10 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
  * ```
  * @category Config
  */
-export function presetConfig(name: PresetName, overrides: Partial<Omit<TransformerConfig, 'architecture'>> = {}): TransformerConfig {
+export function presetConfig(
+  name: PresetName,
+  overrides: Partial<Omit<TransformerConfig, 'architecture'>> = {},
+): TransformerConfig {
   const preset = PRESET_INPUTS[name] as TransformerConfigInput | undefined
   if (preset === undefined || !Object.hasOwn(PRESET_INPUTS, name)) {
     const known = Object.keys(PRESET_INPUTS).join(', ')

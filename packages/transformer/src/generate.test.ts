@@ -38,10 +38,23 @@ describe('sampleToken', () => {
 })
 
 describeWithBackends('generate', () => {
-  const config = createConfig({ architecture: 'llama', dVocab: 13, nCtx: 12, dModel: 8, nLayers: 2, nHeads: 2, dHead: 4, dMlp: 12 })
+  const config = createConfig({
+    architecture: 'llama',
+    dVocab: 13,
+    nCtx: 12,
+    dModel: 8,
+    nLayers: 2,
+    nHeads: 2,
+    dHead: 4,
+    dMlp: 12,
+  })
 
   it('greedy generation equals the argmax of the full forward pass at every step', async () => {
-    for (const c of [config, presetConfig('gpt-nano'), createConfig({ architecture: 'minimal', dVocab: 6, nCtx: 10, queryInit: 0.5 })]) {
+    for (const c of [
+      config,
+      presetConfig('gpt-nano'),
+      createConfig({ architecture: 'minimal', dVocab: 6, nCtx: 10, queryInit: 0.5 }),
+    ]) {
       const model = createTransformer(c)
       randomizeWeights(model, 8, 0.5)
       const prompt = [1, 2, 3]
@@ -60,9 +73,30 @@ describeWithBackends('generate', () => {
     const model = createTransformer(config)
     randomizeWeights(model, 9, 0.5)
     await expectNoLeaks(async () => {
-      const a = await generate(model, [[1, 2], [3, 4]], { maxTokens: 6, temperature: 1, seed: 5 })
-      const b = await generate(model, [[1, 2], [3, 4]], { maxTokens: 6, temperature: 1, seed: 5 })
-      const c = await generate(model, [[1, 2], [3, 4]], { maxTokens: 6, temperature: 1, seed: 6 })
+      const a = await generate(
+        model,
+        [
+          [1, 2],
+          [3, 4],
+        ],
+        { maxTokens: 6, temperature: 1, seed: 5 },
+      )
+      const b = await generate(
+        model,
+        [
+          [1, 2],
+          [3, 4],
+        ],
+        { maxTokens: 6, temperature: 1, seed: 5 },
+      )
+      const c = await generate(
+        model,
+        [
+          [1, 2],
+          [3, 4],
+        ],
+        { maxTokens: 6, temperature: 1, seed: 6 },
+      )
       expect(a.tokens).toEqual(b.tokens)
       expect(a.tokens).not.toEqual(c.tokens)
       expect(a.tokens.length).toBe(2)

@@ -60,7 +60,11 @@ export interface GenerateResult {
  * @returns the token id
  * @category Generation
  */
-export function sampleToken(logits: ArrayLike<number>, options: { temperature?: number; topK?: number; topP?: number }, rng: Rng): number {
+export function sampleToken(
+  logits: ArrayLike<number>,
+  options: { temperature?: number; topK?: number; topP?: number },
+  rng: Rng,
+): number {
   const temperature = options.temperature ?? 1
   const n = logits.length
   if (temperature === 0) {
@@ -68,7 +72,9 @@ export function sampleToken(logits: ArrayLike<number>, options: { temperature?: 
     for (let i = 1; i < n; i++) if ((logits[i] as number) > (logits[best] as number)) best = i
     return best
   }
-  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => (logits[b] as number) - (logits[a] as number) || a - b)
+  const order = Array.from({ length: n }, (_, i) => i).sort(
+    (a, b) => (logits[b] as number) - (logits[a] as number) || a - b,
+  )
   const topK = Math.min(options.topK ?? n, n)
   const kept = order.slice(0, topK)
   const max = logits[kept[0] as number] as number
@@ -103,13 +109,20 @@ const GENERATE_OPTION_KEYS = Object.keys({
 
 function checkOptions(options: GenerateOptions, dVocab: number): void {
   checkOptionKeys('generate options', options, GENERATE_OPTION_KEYS)
-  if (!Number.isSafeInteger(options.maxTokens) || options.maxTokens < 0) throw new ConfigError('maxTokens', `${options.maxTokens} must be a non-negative integer`)
+  if (!Number.isSafeInteger(options.maxTokens) || options.maxTokens < 0)
+    throw new ConfigError('maxTokens', `${options.maxTokens} must be a non-negative integer`)
   const temperature = options.temperature ?? 1
-  if (!(Number.isFinite(temperature) && temperature >= 0)) throw new ConfigError('temperature', `${temperature} must be a finite number >= 0`)
-  if (options.topK !== undefined && (!Number.isSafeInteger(options.topK) || options.topK < 1)) throw new ConfigError('topK', `${options.topK} must be a positive integer`)
-  if (options.topP !== undefined && !(options.topP > 0 && options.topP <= 1)) throw new ConfigError('topP', `${options.topP} must be in (0, 1]`)
-  const eos = options.eosToken === undefined ? [] : typeof options.eosToken === 'number' ? [options.eosToken] : options.eosToken
-  for (const t of eos) if (!Number.isInteger(t) || t < 0 || t >= dVocab) throw new ConfigError('eosToken', `${t} is not a token id in [0, ${dVocab})`)
+  if (!(Number.isFinite(temperature) && temperature >= 0))
+    throw new ConfigError('temperature', `${temperature} must be a finite number >= 0`)
+  if (options.topK !== undefined && (!Number.isSafeInteger(options.topK) || options.topK < 1))
+    throw new ConfigError('topK', `${options.topK} must be a positive integer`)
+  if (options.topP !== undefined && !(options.topP > 0 && options.topP <= 1))
+    throw new ConfigError('topP', `${options.topP} must be in (0, 1]`)
+  const eos =
+    options.eosToken === undefined ? [] : typeof options.eosToken === 'number' ? [options.eosToken] : options.eosToken
+  for (const t of eos)
+    if (!Number.isInteger(t) || t < 0 || t >= dVocab)
+      throw new ConfigError('eosToken', `${t} is not a token id in [0, ${dVocab})`)
 }
 
 /**
@@ -129,21 +142,34 @@ function checkOptions(options: GenerateOptions, dVocab: number): void {
  * ```
  * @category Generation
  */
-export async function generate(model: Transformer, prompts: readonly number[] | readonly (readonly number[])[], options: GenerateOptions): Promise<GenerateResult> {
+export async function generate(
+  model: Transformer,
+  prompts: readonly number[] | readonly (readonly number[])[],
+  options: GenerateOptions,
+): Promise<GenerateResult> {
   const { dVocab, nCtx, nLayers } = model.config
   checkOptions(options, dVocab)
-  const batch: number[][] = (Array.isArray(prompts[0]) ? (prompts as readonly (readonly number[])[]) : [prompts as readonly number[]]).map((p) => [...p])
+  const batch: number[][] = (
+    Array.isArray(prompts[0]) ? (prompts as readonly (readonly number[])[]) : [prompts as readonly number[]]
+  ).map((p) => [...p])
   const promptLength = batch[0]?.length ?? 0
   if (promptLength === 0) throw new ShapeError('the prompt is empty; generation needs at least one token (e.g. BOS)')
-  if (batch.some((p) => p.length !== promptLength)) throw new ShapeError(`prompts must have equal lengths (got ${batch.map((p) => p.length).join(', ')})`)
-  if (promptLength > nCtx) throw new ShapeError(`the prompt has ${promptLength} tokens but the context length nCtx is ${nCtx}`)
-  const eos = new Set(options.eosToken === undefined ? [] : typeof options.eosToken === 'number' ? [options.eosToken] : options.eosToken)
+  if (batch.some((p) => p.length !== promptLength))
+    throw new ShapeError(`prompts must have equal lengths (got ${batch.map((p) => p.length).join(', ')})`)
+  if (promptLength > nCtx)
+    throw new ShapeError(`the prompt has ${promptLength} tokens but the context length nCtx is ${nCtx}`)
+  const eos = new Set(
+    options.eosToken === undefined ? [] : typeof options.eosToken === 'number' ? [options.eosToken] : options.eosToken,
+  )
   const rng = Rng.fromSeed(options.seed ?? 0).split('sampling')
   const generated: number[][] = batch.map(() => [])
   const reasons: (StopReason | null)[] = batch.map(() => (options.maxTokens === 0 ? 'max-tokens' : null))
   const reports: AttentionReport[] = []
   const cache = new KVCache(nLayers)
-  const forwardOptions = { attentionReports: reports, ...(options.attention === undefined ? {} : { attention: options.attention }) }
+  const forwardOptions = {
+    attentionReports: reports,
+    ...(options.attention === undefined ? {} : { attention: options.attention }),
+  }
   try {
     let input: number[][] = batch
     let step = 0
@@ -156,7 +182,8 @@ export async function generate(model: Transformer, prompts: readonly number[] | 
       const next: number[] = []
       for (let b = 0; b < batch.length; b++) {
         const row = values.subarray(b * dVocab, (b + 1) * dVocab)
-        const token = reasons[b] === null ? sampleToken(row, options, rng) : (generated[b]?.[generated[b]!.length - 1] ?? 0)
+        const token =
+          reasons[b] === null ? sampleToken(row, options, rng) : (generated[b]?.[generated[b]!.length - 1] ?? 0)
         next.push(token)
         if (reasons[b] !== null) continue
         generated[b]!.push(token)

@@ -18,7 +18,11 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError, kernelsActive } from '@attnlab/core'
 
-type GradFunc = (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[], attrs: tf.NamedAttrMap) => Record<string, () => tf.Tensor>
+type GradFunc = (
+  dy: tf.Tensor | tf.Tensor[],
+  saved: tf.Tensor[],
+  attrs: tf.NamedAttrMap,
+) => Record<string, () => tf.Tensor>
 
 let registered = false
 
@@ -59,12 +63,21 @@ function expandReduced(dy: tf.Tensor, xShape: readonly number[], axes: readonly 
 
 const single = (dy: tf.Tensor | tf.Tensor[]): tf.Tensor => (Array.isArray(dy) ? (dy[0] as tf.Tensor) : dy)
 
-const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; outputsToSave?: boolean[]; saveAllInputs?: boolean; gradFunc: GradFunc }> = [
+const GRADIENTS: ReadonlyArray<{
+  kernelName: string
+  inputsToSave?: string[]
+  outputsToSave?: boolean[]
+  saveAllInputs?: boolean
+  gradFunc: GradFunc
+}> = [
   // ---- elementwise binary (with broadcasting) ----
   {
     kernelName: 'Add',
     inputsToSave: ['a', 'b'],
-    gradFunc: (dy, [a, b]) => ({ a: () => unbroadcast(single(dy), a!.shape), b: () => unbroadcast(single(dy), b!.shape) }),
+    gradFunc: (dy, [a, b]) => ({
+      a: () => unbroadcast(single(dy), a!.shape),
+      b: () => unbroadcast(single(dy), b!.shape),
+    }),
   },
   {
     kernelName: 'AddN',
@@ -74,7 +87,10 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
   {
     kernelName: 'Sub',
     inputsToSave: ['a', 'b'],
-    gradFunc: (dy, [a, b]) => ({ a: () => unbroadcast(single(dy), a!.shape), b: () => tf.neg(unbroadcast(single(dy), b!.shape)) }),
+    gradFunc: (dy, [a, b]) => ({
+      a: () => unbroadcast(single(dy), a!.shape),
+      b: () => tf.neg(unbroadcast(single(dy), b!.shape)),
+    }),
   },
   {
     kernelName: 'Multiply',
@@ -138,14 +154,26 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
     inputsToSave: ['x'],
     gradFunc: (dy, [x]) => ({ x: () => (x!.dtype === 'float32' ? tf.clone(single(dy)) : tf.zerosLike(x!)) }),
   },
-  { kernelName: 'Square', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.mul(single(dy), tf.mul(2, x!)) }) },
-  { kernelName: 'Sqrt', outputsToSave: [true], gradFunc: (dy, [y]) => ({ x: () => tf.div(single(dy), tf.mul(2, y!)) }) },
+  {
+    kernelName: 'Square',
+    inputsToSave: ['x'],
+    gradFunc: (dy, [x]) => ({ x: () => tf.mul(single(dy), tf.mul(2, x!)) }),
+  },
+  {
+    kernelName: 'Sqrt',
+    outputsToSave: [true],
+    gradFunc: (dy, [y]) => ({ x: () => tf.div(single(dy), tf.mul(2, y!)) }),
+  },
   {
     kernelName: 'Rsqrt',
     outputsToSave: [true],
     gradFunc: (dy, [y]) => ({ x: () => tf.mul(single(dy), tf.mul(-0.5, tf.pow(y!, 3))) }),
   },
-  { kernelName: 'Reciprocal', outputsToSave: [true], gradFunc: (dy, [y]) => ({ x: () => tf.neg(tf.mul(single(dy), tf.square(y!))) }) },
+  {
+    kernelName: 'Reciprocal',
+    outputsToSave: [true],
+    gradFunc: (dy, [y]) => ({ x: () => tf.neg(tf.mul(single(dy), tf.square(y!))) }),
+  },
   { kernelName: 'Exp', outputsToSave: [true], gradFunc: (dy, [y]) => ({ x: () => tf.mul(single(dy), y!) }) },
   { kernelName: 'Log', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.div(single(dy), x!) }) },
   {
@@ -161,7 +189,9 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
   {
     kernelName: 'Erf',
     inputsToSave: ['x'],
-    gradFunc: (dy, [x]) => ({ x: () => tf.mul(single(dy), tf.mul(2 / Math.sqrt(Math.PI), tf.exp(tf.neg(tf.square(x!))))) }),
+    gradFunc: (dy, [x]) => ({
+      x: () => tf.mul(single(dy), tf.mul(2 / Math.sqrt(Math.PI), tf.exp(tf.neg(tf.square(x!))))),
+    }),
   },
   {
     kernelName: 'Relu',
@@ -170,7 +200,11 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
   },
   { kernelName: 'Abs', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.mul(single(dy), tf.sign(x!)) }) },
   { kernelName: 'Sin', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.mul(single(dy), tf.cos(x!)) }) },
-  { kernelName: 'Cos', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.neg(tf.mul(single(dy), tf.sin(x!))) }) },
+  {
+    kernelName: 'Cos',
+    inputsToSave: ['x'],
+    gradFunc: (dy, [x]) => ({ x: () => tf.neg(tf.mul(single(dy), tf.sin(x!))) }),
+  },
   {
     kernelName: 'ClipByValue',
     inputsToSave: ['x'],
@@ -178,7 +212,10 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
       const { clipValueMin, clipValueMax } = attrs as unknown as { clipValueMin: number; clipValueMax: number }
       return {
         x: () =>
-          tf.mul(single(dy), tf.cast(tf.logicalAnd(tf.greaterEqual(x!, clipValueMin), tf.lessEqual(x!, clipValueMax)), 'float32')),
+          tf.mul(
+            single(dy),
+            tf.cast(tf.logicalAnd(tf.greaterEqual(x!, clipValueMin), tf.lessEqual(x!, clipValueMax)), 'float32'),
+          ),
       }
     },
   },
@@ -260,8 +297,16 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
     },
   },
   // ---- shape and data movement ----
-  { kernelName: 'Reshape', inputsToSave: ['x'], gradFunc: (dy, [x]) => ({ x: () => tf.reshape(single(dy), x!.shape) }) },
-  { kernelName: 'ExpandDims', inputsToSave: ['input'], gradFunc: (dy, [input]) => ({ input: () => tf.reshape(single(dy), input!.shape) }) },
+  {
+    kernelName: 'Reshape',
+    inputsToSave: ['x'],
+    gradFunc: (dy, [x]) => ({ x: () => tf.reshape(single(dy), x!.shape) }),
+  },
+  {
+    kernelName: 'ExpandDims',
+    inputsToSave: ['input'],
+    gradFunc: (dy, [input]) => ({ input: () => tf.reshape(single(dy), input!.shape) }),
+  },
   {
     kernelName: 'Transpose',
     gradFunc: (dy, _saved, attrs) => {
@@ -278,7 +323,9 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
       const raw = (attrs as unknown as { begin: number | number[] }).begin
       const begin = (typeof raw === 'number' ? [raw] : raw).concat(new Array<number>(x!.rank).fill(0)).slice(0, x!.rank)
       const g = single(dy)
-      const paddings = x!.shape.map((d, i) => [begin[i] as number, d - (begin[i] as number) - (g.shape[i] as number)] as [number, number])
+      const paddings = x!.shape.map(
+        (d, i) => [begin[i] as number, d - (begin[i] as number) - (g.shape[i] as number)] as [number, number],
+      )
       return { x: () => tf.pad(g, paddings) }
     },
   },
@@ -287,7 +334,14 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
     inputsToSave: ['x'],
     gradFunc: (dy, [x], attrs) => {
       const paddings = (attrs as unknown as { paddings: [number, number][] }).paddings
-      return { x: () => tf.slice(single(dy), paddings.map((p) => p[0]), x!.shape) }
+      return {
+        x: () =>
+          tf.slice(
+            single(dy),
+            paddings.map((p) => p[0]),
+            x!.shape,
+          ),
+      }
     },
   },
   {
@@ -345,7 +399,10 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
     gradFunc: (dy, [x, indices], attrs) => {
       const { axis: rawAxis, batchDims } = attrs as unknown as { axis: number; batchDims: number }
       if (batchDims !== 0) {
-        throw new AttnlabError('UNSUPPORTED', `gradient of tf.gather with batchDims ${batchDims} is not supported (only 0)`)
+        throw new AttnlabError(
+          'UNSUPPORTED',
+          `gradient of tf.gather with batchDims ${batchDims} is not supported (only 0)`,
+        )
       }
       return {
         x: () => {
@@ -357,7 +414,10 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
           // dy: [outer, indices..., inner] -> [indices (flat), outer * inner] -> scatter-add rows.
           const dy3 = tf.reshape(g, [outer.reduce((n, d) => n * d, 1), count, inner.reduce((n, d) => n * d, 1)])
           const rows = tf.reshape(tf.transpose(dy3, [1, 0, 2]), [count, -1])
-          const summed = tf.scatterND(tf.reshape(indices!, [count, 1]), rows, [x!.shape[axis] as number, rows.shape[1] as number])
+          const summed = tf.scatterND(tf.reshape(indices!, [count, 1]), rows, [
+            x!.shape[axis] as number,
+            rows.shape[1] as number,
+          ])
           const restored = tf.reshape(summed, [x!.shape[axis] as number, ...outer, ...inner])
           const perm = [...outer.map((_, i) => i + 1), 0, ...inner.map((_, i) => outer.length + 1 + i)]
           return tf.transpose(restored, perm)
@@ -392,7 +452,8 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
     gradFunc: (dy, [a, b], attrs) => {
       const { transposeA, transposeB } = attrs as unknown as { transposeA: boolean; transposeB: boolean }
       const g = single(dy)
-      const mm = (x: tf.Tensor, y: tf.Tensor, tx = false, ty = false): tf.Tensor => tf.matMul(x as tf.Tensor3D, y as tf.Tensor3D, tx, ty)
+      const mm = (x: tf.Tensor, y: tf.Tensor, tx = false, ty = false): tf.Tensor =>
+        tf.matMul(x as tf.Tensor3D, y as tf.Tensor3D, tx, ty)
       let da: () => tf.Tensor
       let db: () => tf.Tensor
       if (kernelsActive()) {
@@ -447,7 +508,9 @@ const GRADIENTS: ReadonlyArray<{ kernelName: string; inputsToSave?: string[]; ou
     kernelName,
     inputsToSave: [...inputs],
     gradFunc: ((_dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) =>
-      Object.fromEntries(inputs.map((name, i) => [name, () => tf.zeros((saved[i] as tf.Tensor).shape, 'float32')]))) as GradFunc,
+      Object.fromEntries(
+        inputs.map((name, i) => [name, () => tf.zeros((saved[i] as tf.Tensor).shape, 'float32')]),
+      )) as GradFunc,
   })),
 ]
 

@@ -39,8 +39,27 @@ describe('hook names', () => {
 
 describeWithBackends('hooks', () => {
   const archs = {
-    gpt: createConfig({ architecture: 'gpt', dVocab: 9, nCtx: 8, dModel: 8, nLayers: 2, nHeads: 2, dHead: 4, dMlp: 12 }),
-    llama: createConfig({ architecture: 'llama', dVocab: 9, nCtx: 8, dModel: 8, nLayers: 2, nHeads: 4, nKvHeads: 2, dHead: 4, dMlp: 12 }),
+    gpt: createConfig({
+      architecture: 'gpt',
+      dVocab: 9,
+      nCtx: 8,
+      dModel: 8,
+      nLayers: 2,
+      nHeads: 2,
+      dHead: 4,
+      dMlp: 12,
+    }),
+    llama: createConfig({
+      architecture: 'llama',
+      dVocab: 9,
+      nCtx: 8,
+      dModel: 8,
+      nLayers: 2,
+      nHeads: 4,
+      nKvHeads: 2,
+      dHead: 4,
+      dMlp: 12,
+    }),
     minimal: createConfig({ architecture: 'minimal', dVocab: 6, nCtx: 6, nHeads: 3, queryInit: 0.5 }),
   }
 
@@ -96,9 +115,13 @@ describeWithBackends('hooks', () => {
     const model = createTransformer(archs.gpt)
     const tokens = randomTokens(1, 4, 9)
     await expectNoLeaks(() => {
-      const { logits, cache } = model.runWithCache(tokens, { namesFilter: ['blocks.1.attn.hook_pattern', 'hook_embed'] })
+      const { logits, cache } = model.runWithCache(tokens, {
+        namesFilter: ['blocks.1.attn.hook_pattern', 'hook_embed'],
+      })
       expect(cache.names()).toEqual(['hook_embed', 'blocks.1.attn.hook_pattern'])
-      expect(() => cache.get('blocks.0.attn.hook_q')).toThrow(/not in the cache; cached: hook_embed, blocks.1.attn.hook_pattern/)
+      expect(() => cache.get('blocks.0.attn.hook_q')).toThrow(
+        /not in the cache; cached: hook_embed, blocks.1.attn.hook_pattern/,
+      )
       logits.dispose()
       cache.dispose()
     })
@@ -122,7 +145,9 @@ describeWithBackends('hooks', () => {
       const model = createTransformer(config)
       randomizeWeights(model)
       const tokens = randomTokens(2, 4, 6)
-      const zeroed = model.runWithHooks(tokens, { fwdHooks: [[(n) => n.endsWith('attn.hook_z'), (z) => tf.zerosLike(z)]] })
+      const zeroed = model.runWithHooks(tokens, {
+        fwdHooks: [[(n) => n.endsWith('attn.hook_z'), (z) => tf.zerosLike(z)]],
+      })
       const masked = model.forward(tokens, { headMask: tf.zeros([config.nLayers, config.nHeads]) })
       expectArraysClose(await zeroed.data(), await masked.data(), 1e-5)
       tf.dispose([zeroed, masked])
@@ -136,7 +161,11 @@ describeWithBackends('hooks', () => {
       randomizeWeights(model)
       const row = randomTokens(1, 5, 6)[0]!
       const { nLayers, nHeads } = config
-      const patterns = [0, 1, 2].map((k) => Array.from({ length: nLayers }, (_, l) => Array.from({ length: nHeads }, (_, h) => ((h + l + k) % 3 === 0 ? 0 : 1))))
+      const patterns = [0, 1, 2].map((k) =>
+        Array.from({ length: nLayers }, (_, l) =>
+          Array.from({ length: nHeads }, (_, h) => ((h + l + k) % 3 === 0 ? 0 : 1)),
+        ),
+      )
       const batched = model.forward([row, row, row], { headMask: tf.tensor3d(patterns) })
       const batchedValues = (await batched.array()) as number[][][]
       for (let k = 0; k < 3; k++) {
@@ -146,7 +175,9 @@ describeWithBackends('hooks', () => {
       }
       // Knocking out a head changes the output (the mask is not a no-op).
       const full = model.forward([row])
-      expect(Math.max(...((await tf.abs(tf.sub(full, tf.slice(batched, [0, 0, 0], [1, -1, -1]))).data()) as Float32Array))).toBeGreaterThan(1e-4)
+      expect(
+        Math.max(...((await tf.abs(tf.sub(full, tf.slice(batched, [0, 0, 0], [1, -1, -1]))).data()) as Float32Array)),
+      ).toBeGreaterThan(1e-4)
       tf.dispose([batched, full])
       model.dispose()
     }
@@ -154,7 +185,9 @@ describeWithBackends('hooks', () => {
 
   it('head masks are validated', () => {
     const model = createTransformer(archs.gpt)
-    expect(() => model.forward([[1, 2]], { headMask: tf.ones([3, 2]) })).toThrow(/headMask has shape \[3, 2\]; expected \[nLayers, nHeads\] = \[2, 2\]/)
+    expect(() => model.forward([[1, 2]], { headMask: tf.ones([3, 2]) })).toThrow(
+      /headMask has shape \[3, 2\]; expected \[nLayers, nHeads\] = \[2, 2\]/,
+    )
     expect(() => model.forward([[1, 2]], { headMask: tf.ones([2, 2, 2]) })).toThrow(ShapeError)
     model.dispose()
   })
@@ -166,15 +199,20 @@ describeWithBackends('hooks', () => {
     const before = tf.memory().numTensors
     expect(() =>
       model.runWithHooks(tokens, {
-        fwdHooks: [['blocks.0.attn.hook_pattern', () => {
-          throw new Error('boom')
-        }]],
+        fwdHooks: [
+          [
+            'blocks.0.attn.hook_pattern',
+            () => {
+              throw new Error('boom')
+            },
+          ],
+        ],
       }),
     ).toThrow('boom')
     expect(tf.memory().numTensors).toBe(before)
-    expect(() => model.runWithHooks(tokens, { fwdHooks: [['blocks.0.hook_resid_pre', () => tf.zeros([1, 1, 1])]] })).toThrow(
-      /hook at 'blocks.0.hook_resid_pre' returned shape \[1, 1, 1\] but the activation has shape \[1, 4, 8\]/,
-    )
+    expect(() =>
+      model.runWithHooks(tokens, { fwdHooks: [['blocks.0.hook_resid_pre', () => tf.zeros([1, 1, 1])]] }),
+    ).toThrow(/hook at 'blocks.0.hook_resid_pre' returned shape \[1, 1, 1\] but the activation has shape \[1, 4, 8\]/)
     expect(model.hookCount).toBe(0)
     const after = model.forward(tokens)
     expectArraysClose(await after.data(), await reference.data(), 0)
@@ -185,10 +223,13 @@ describeWithBackends('hooks', () => {
   it('permanent hooks run until removed; reading hooks see every layer in order', async () => {
     const model = createTransformer(archs.gpt)
     const seen: string[] = []
-    const handle = model.addHook((n) => n.endsWith('hook_resid_pre'), (x, context) => {
-      seen.push(`${context.name}@${context.layer}`)
-      expect(x.shape).toEqual([1, 3, 8])
-    })
+    const handle = model.addHook(
+      (n) => n.endsWith('hook_resid_pre'),
+      (x, context) => {
+        seen.push(`${context.name}@${context.layer}`)
+        expect(x.shape).toEqual([1, 3, 8])
+      },
+    )
     model.forward([[1, 2, 3]]).dispose()
     expect(seen).toEqual(['blocks.0.hook_resid_pre@0', 'blocks.1.hook_resid_pre@1'])
     handle.remove()
@@ -208,7 +249,21 @@ describeWithBackends('hooks', () => {
     // Force every query to attend to position 0 only.
     const { cache, logits } = model.runWithCache([[1, 2, 3, 4]], {
       namesFilter: ['blocks.0.attn.hook_pattern'],
-      fwdHooks: [['blocks.0.attn.hook_attn_scores', (s) => tf.add(s, tf.tensor2d([[0, -1e9, -1e9, -1e9], [0, -1e9, -1e9, -1e9], [0, -1e9, -1e9, -1e9], [0, -1e9, -1e9, -1e9]]))]],
+      fwdHooks: [
+        [
+          'blocks.0.attn.hook_attn_scores',
+          (s) =>
+            tf.add(
+              s,
+              tf.tensor2d([
+                [0, -1e9, -1e9, -1e9],
+                [0, -1e9, -1e9, -1e9],
+                [0, -1e9, -1e9, -1e9],
+                [0, -1e9, -1e9, -1e9],
+              ]),
+            ),
+        ],
+      ],
     })
     const pattern = (await cache.get('blocks.0.attn.hook_pattern').array()) as number[][][][]
     for (const row of pattern[0]![1]!) expect(row[0]).toBeCloseTo(1, 6)

@@ -54,7 +54,11 @@ export type BlockHookPoint =
  *
  * @category Hooks
  */
-export type HookName = 'hook_embed' | 'hook_pos_embed' | 'ln_final.hook_normalized' | `blocks.${number}.${BlockHookPoint}`
+export type HookName =
+  | 'hook_embed'
+  | 'hook_pos_embed'
+  | 'ln_final.hook_normalized'
+  | `blocks.${number}.${BlockHookPoint}`
 
 /** All block-level hook points, in forward order. @category Hooks */
 export const BLOCK_HOOK_POINTS: readonly BlockHookPoint[] = Object.freeze([
@@ -138,27 +142,28 @@ export type ActName =
   | 'normalized'
   | 'ln_final'
 
-const ACT_PATHS: Readonly<Record<Exclude<ActName, 'embed' | 'pos_embed' | 'ln_final' | 'normalized'>, BlockHookPoint>> = {
-  resid_pre: 'hook_resid_pre',
-  resid_mid: 'hook_resid_mid',
-  resid_post: 'hook_resid_post',
-  attn_out: 'hook_attn_out',
-  mlp_out: 'hook_mlp_out',
-  q: 'attn.hook_q',
-  k: 'attn.hook_k',
-  v: 'attn.hook_v',
-  rot_q: 'attn.hook_rot_q',
-  rot_k: 'attn.hook_rot_k',
-  attn_scores: 'attn.hook_attn_scores',
-  attn_logits: 'attn.hook_attn_scores',
-  pattern: 'attn.hook_pattern',
-  attn: 'attn.hook_pattern',
-  z: 'attn.hook_z',
-  result: 'attn.hook_result',
-  pre: 'mlp.hook_pre',
-  pre_linear: 'mlp.hook_pre_linear',
-  post: 'mlp.hook_post',
-}
+const ACT_PATHS: Readonly<Record<Exclude<ActName, 'embed' | 'pos_embed' | 'ln_final' | 'normalized'>, BlockHookPoint>> =
+  {
+    resid_pre: 'hook_resid_pre',
+    resid_mid: 'hook_resid_mid',
+    resid_post: 'hook_resid_post',
+    attn_out: 'hook_attn_out',
+    mlp_out: 'hook_mlp_out',
+    q: 'attn.hook_q',
+    k: 'attn.hook_k',
+    v: 'attn.hook_v',
+    rot_q: 'attn.hook_rot_q',
+    rot_k: 'attn.hook_rot_k',
+    attn_scores: 'attn.hook_attn_scores',
+    attn_logits: 'attn.hook_attn_scores',
+    pattern: 'attn.hook_pattern',
+    attn: 'attn.hook_pattern',
+    z: 'attn.hook_z',
+    result: 'attn.hook_result',
+    pre: 'mlp.hook_pre',
+    pre_linear: 'mlp.hook_pre_linear',
+    post: 'mlp.hook_post',
+  }
 
 /**
  * The full hook name for a short activation name and layer, as TransformerLens'
@@ -182,19 +187,30 @@ export function getActName(name: ActName, layer?: number, layerType?: 'ln1' | 'l
   if (name === 'ln_final' || (name === 'normalized' && layerType === 'ln_final')) return 'ln_final.hook_normalized'
   const needsLayer = (): number => {
     if (layer === undefined || !Number.isSafeInteger(layer) || layer < 0) {
-      throw new AttnlabError('INVALID_ARGUMENT', `getActName('${name}') needs a layer index >= 0 (got ${String(layer)})`, { name, layer })
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `getActName('${name}') needs a layer index >= 0 (got ${String(layer)})`,
+        { name, layer },
+      )
     }
     return layer
   }
   if (name === 'normalized') {
     if (layerType !== 'ln1' && layerType !== 'ln2') {
-      throw new AttnlabError('INVALID_ARGUMENT', `getActName('normalized') needs layerType 'ln1', 'ln2' or 'ln_final' (got ${String(layerType)})`)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `getActName('normalized') needs layerType 'ln1', 'ln2' or 'ln_final' (got ${String(layerType)})`,
+      )
     }
     return `blocks.${needsLayer()}.${layerType}.hook_normalized`
   }
   const path = (ACT_PATHS as Record<string, BlockHookPoint | undefined>)[name]
   if (path === undefined) {
-    throw new AttnlabError('INVALID_ARGUMENT', `'${String(name)}' is not an activation name; expected one of embed, pos_embed, ${Object.keys(ACT_PATHS).join(', ')}, normalized, ln_final`, { name })
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `'${String(name)}' is not an activation name; expected one of embed, pos_embed, ${Object.keys(ACT_PATHS).join(', ')}, normalized, ln_final`,
+      { name },
+    )
   }
   return `blocks.${needsLayer()}.${path}`
 }
@@ -207,7 +223,8 @@ export function getActName(name: ActName, layer?: number, layerType?: 'ln1' | 'l
  * @category Hooks
  */
 export function parseHookName(name: string): { layer: number | undefined; point: string } | undefined {
-  if (name === 'hook_embed' || name === 'hook_pos_embed' || name === 'ln_final.hook_normalized') return { layer: undefined, point: name }
+  if (name === 'hook_embed' || name === 'hook_pos_embed' || name === 'ln_final.hook_normalized')
+    return { layer: undefined, point: name }
   const match = /^blocks\.(\d+)\.(.+)$/.exec(name)
   if (match === null) return undefined
   const point = match[2] as string
@@ -238,7 +255,9 @@ export class HookRunner {
   private matching(name: HookName): HookFunction[] {
     let list = this.matchCache.get(name)
     if (list === undefined) {
-      list = this.hooks.filter(([selector]) => (typeof selector === 'function' ? selector(name) : selector === name)).map(([, fn]) => fn)
+      list = this.hooks
+        .filter(([selector]) => (typeof selector === 'function' ? selector(name) : selector === name))
+        .map(([, fn]) => fn)
       this.matchCache.set(name, list)
     }
     return list

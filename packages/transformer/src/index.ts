@@ -57,7 +57,7 @@ export {
   type HookName,
   type HookSelector,
 } from './hooks.ts'
-export { denseAttention } from './dense-attention.ts'
+export { denseAttention } from '@attnlab/core'
 export { KVCache } from './kv-cache.ts'
 export { generate, sampleToken, type GenerateOptions, type GenerateResult, type StopReason } from './generate.ts'
 export {
@@ -89,7 +89,14 @@ export {
   type ScheduleState,
   type WarmupCosineSchedule,
 } from './schedules.ts'
-export { analyze, headSeparation, valueAlignment, type AnalysisMetrics, type AnalyzeOptions, type TeacherSource } from './metrics.ts'
+export {
+  analyze,
+  headSeparation,
+  valueAlignment,
+  type AnalysisMetrics,
+  type AnalyzeOptions,
+  type TeacherSource,
+} from './metrics.ts'
 export {
   activation,
   applyRotary,
@@ -106,7 +113,12 @@ export { ensureGradients, registeredGradientKernels } from './gradients.ts'
 // ---- checkpoint import/export (issue 5; files under src/import/; add lines only) ----
 export { ModelFileError, UnsupportedModelError, type ModelFileErrorReason } from './import/errors.ts'
 export type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './import/checkpoint.ts'
-export { interleavedToRotateHalf, rotateHalfToInterleaved, type Float32Tensor, type TensorMap } from './import/layout.ts'
+export {
+  interleavedToRotateHalf,
+  rotateHalfToInterleaved,
+  type Float32Tensor,
+  type TensorMap,
+} from './import/layout.ts'
 export {
   NO_BIASES,
   checkTensorSet,
@@ -133,7 +145,12 @@ export {
   type Llama2cHeader,
   type Llama2cReadOptions,
 } from './import/llama2c.ts'
-export { Llama2cTokenizer, type DecodeOptions, type EncodeOptions, type Llama2cTokenizerOptions } from './import/tokenizer.ts'
+export {
+  Llama2cTokenizer,
+  type DecodeOptions,
+  type EncodeOptions,
+  type Llama2cTokenizerOptions,
+} from './import/tokenizer.ts'
 export {
   ATTNLAB_FORMAT_VERSION,
   ATTNLAB_MODEL_TYPE,
@@ -158,5 +175,11 @@ export {
   type SaveModelOptions,
   type SavedModel,
 } from './import/files.ts'
-export { loadModel, loadTokenizer, modelFromCheckpoint, type LoadModelOptions, type LoadedModel } from './import/load.ts'
+export {
+  loadModel,
+  loadTokenizer,
+  modelFromCheckpoint,
+  type LoadModelOptions,
+  type LoadedModel,
+} from './import/load.ts'
 // ---- end of checkpoint import/export ----

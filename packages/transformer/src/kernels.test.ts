@@ -12,10 +12,15 @@ describeWithBackends('one-hot gather kernels', () => {
   it('pairScores / pairScatter equal dense products with the one-hot inputs, and are each other gradient', async () => {
     const [batch, pos, heads, vocab] = [2, 4, 3, 5]
     const width = vocab + 6
-    const tokensArray = [[1, 4, 4, 0], [3, 2, 1, 1]]
+    const tokensArray = [
+      [1, 4, 4, 0],
+      [3, 2, 1, 1],
+    ]
     const tokens = tf.tensor2d(tokensArray, [batch, pos], 'int32')
     // Dense one-hot inputs x [batch, pos, width].
-    const x = tokensArray.map((row) => row.map((t, j) => Array.from({ length: width }, (_, c) => (c === t ? 1 : 0) + (c === vocab + j ? 1 : 0))))
+    const x = tokensArray.map((row) =>
+      row.map((t, j) => Array.from({ length: width }, (_, c) => (c === t ? 1 : 0) + (c === vocab + j ? 1 : 0))),
+    )
     const xT = tf.tensor3d(x)
     const q = tf.tensor4d(rng.fillNormal(new Float32Array(batch * pos * heads * width)), [batch, pos, heads, width])
     const scores = pairScores(q, tokens, vocab, -Infinity)
@@ -37,7 +42,19 @@ describeWithBackends('one-hot gather kernels', () => {
     expectArraysClose(await weighted.data(), await refWeighted.data(), 1e-5)
     // Gradients against the dense formulation.
     const r = tf.tensor4d(rng.fillNormal(new Float32Array(batch * pos * heads * width)), [batch, pos, heads, width])
-    const viaKernels = tf.grad((qq: tf.Tensor) => tf.sum(tf.mul(pairScatter(tf.softmax(pairScores(qq as tf.Tensor4D, tokens, vocab, -Infinity)) as tf.Tensor4D, tokens, width, vocab), r)))(q)
+    const viaKernels = tf.grad((qq: tf.Tensor) =>
+      tf.sum(
+        tf.mul(
+          pairScatter(
+            tf.softmax(pairScores(qq as tf.Tensor4D, tokens, vocab, -Infinity)) as tf.Tensor4D,
+            tokens,
+            width,
+            vocab,
+          ),
+          r,
+        ),
+      ),
+    )(q)
     const xh = tf.tile(tf.expandDims(xT, 1), [1, heads, 1, 1]) // [b, h, j, w]
     const mask = tf.linalg.bandPart(tf.ones([pos, pos]), -1, 0)
     const viaDense = tf.grad((qq: tf.Tensor) => {
@@ -54,9 +71,16 @@ describeWithBackends('one-hot gather kernels', () => {
   it('twoHotScores equals x W x^T with two-hot inputs; its gradient kernel is the adjoint', async () => {
     const [batch, pos, heads, vocab] = [2, 4, 3, 5]
     const width = vocab + 5
-    const tokensArray = [[1, 4, 4, 0], [3, 2, 1, 1]]
+    const tokensArray = [
+      [1, 4, 4, 0],
+      [3, 2, 1, 1],
+    ]
     const tokens = tf.tensor2d(tokensArray, [batch, pos], 'int32')
-    const x = tf.tensor3d(tokensArray.map((row) => row.map((t, j) => Array.from({ length: width }, (_, c) => (c === t ? 1 : 0) + (c === vocab + j ? 1 : 0)))))
+    const x = tf.tensor3d(
+      tokensArray.map((row) =>
+        row.map((t, j) => Array.from({ length: width }, (_, c) => (c === t ? 1 : 0) + (c === vocab + j ? 1 : 0))),
+      ),
+    )
     const w = tf.tensor3d(rng.fillNormal(new Float32Array(heads * width * width)), [heads, width, width])
     const scores = twoHotScores(w, tokens, vocab, -Infinity)
     // dense: s[b, h, i, j] = x[b, i] W[h] x[b, j]^T
@@ -68,7 +92,8 @@ describeWithBackends('one-hot gather kernels', () => {
         for (let i = 0; i < pos; i++)
           for (let j = 0; j < pos; j++) {
             let s = 0
-            for (let r = 0; r < width; r++) for (let c = 0; c < width; c++) s += xs[b]![i]![r]! * ws[h]![r]![c]! * xs[b]![j]![c]!
+            for (let r = 0; r < width; r++)
+              for (let c = 0; c < width; c++) s += xs[b]![i]![r]! * ws[h]![r]![c]! * xs[b]![j]![c]!
             if (j > i) expect(values[b]![h]![i]![j]).toBe(-Infinity)
             else expect(values[b]![h]![i]![j]).toBeCloseTo(s, 4)
           }
@@ -78,7 +103,9 @@ describeWithBackends('one-hot gather kernels', () => {
     const lhs = tf.sum(tf.mul(tf.mul(twoHotScores(w, tokens, vocab, 0), lower), g))
     const rhs = tf.sum(tf.mul(w, twoHotScoresGrad(g, tokens, width, vocab)))
     expect((await lhs.data())[0]).toBeCloseTo((await rhs.data())[0]!, 3)
-    const grad = tf.grad((ww: tf.Tensor) => tf.sum(tf.mul(tf.softmax(twoHotScores(ww as tf.Tensor3D, tokens, vocab, -Infinity)), g)))(w)
+    const grad = tf.grad((ww: tf.Tensor) =>
+      tf.sum(tf.mul(tf.softmax(twoHotScores(ww as tf.Tensor3D, tokens, vocab, -Infinity)), g)),
+    )(w)
     const denseGrad = tf.grad((ww: tf.Tensor) => {
       // (explicit tiles: tfjs batchMatMul does not broadcast [b, 1, ..] against [1, h, ..])
       const xb = tf.tile(tf.expandDims(x, 1), [1, heads, 1, 1]) as tf.Tensor4D // [b, h, pos, width]
@@ -88,7 +115,9 @@ describeWithBackends('one-hot gather kernels', () => {
     })(w)
     expectArraysClose(await grad.data(), await denseGrad.data(), 1e-4)
     // Second order: the gradient kernel's own gradient is the score gather.
-    const second = tf.grad((gg: tf.Tensor) => tf.sum(tf.mul(twoHotScoresGrad(gg as tf.Tensor4D, tokens, width, vocab), w)))(g)
+    const second = tf.grad((gg: tf.Tensor) =>
+      tf.sum(tf.mul(twoHotScoresGrad(gg as tf.Tensor4D, tokens, width, vocab), w)),
+    )(g)
     expectArraysClose(await second.data(), await tf.mul(twoHotScores(w, tokens, vocab, 0), lower).data(), 1e-4)
     expect(() => twoHotScores(w, tf.tensor2d([[0, 0, 0, 0, 0, 0]], [1, 6], 'int32'), vocab, 0)).toThrow(ShapeError)
   })

@@ -223,7 +223,8 @@ export function ensureKernels(): void {
   ]
   for (const [kernelName, kernelFunc] of kernels) {
     for (const backendName of BACKENDS) {
-      if (tf.getKernel(kernelName, backendName) === undefined) tf.registerKernel({ kernelName, backendName, kernelFunc })
+      if (tf.getKernel(kernelName, backendName) === undefined)
+        tf.registerKernel({ kernelName, backendName, kernelFunc })
     }
   }
   const gradients: tf.GradConfig[] = [
@@ -247,7 +248,8 @@ export function ensureKernels(): void {
       kernelName: KERNEL_NAMES.twoHotScores,
       inputsToSave: ['w', 'tokens'],
       gradFunc: (dy, [w, tokens], attrs) => ({
-        w: () => twoHotScoresGrad(dy as tf.Tensor4D, tokens as tf.Tensor2D, w!.shape[1] as number, attrs.offset as number),
+        w: () =>
+          twoHotScoresGrad(dy as tf.Tensor4D, tokens as tf.Tensor2D, w!.shape[1] as number, attrs.offset as number),
         tokens: () => tf.cast(tf.zerosLike(tokens!), 'float32'),
       }),
     },
@@ -284,9 +286,16 @@ export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, 
   ensureKernels()
   const [batch, pos, , width] = q.shape
   if (tokens.dtype !== 'int32' || tokens.shape[0] !== batch || tokens.shape[1] !== pos || offset + pos > width) {
-    throw new ShapeError(`pairScores: q [${q.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width (offset ${offset}); got ${tokens.dtype} [${tokens.shape}]`)
+    throw new ShapeError(
+      `pairScores: q [${q.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width (offset ${offset}); got ${tokens.dtype} [${tokens.shape}]`,
+    )
   }
-  return tf.engine().runKernel(KERNEL_NAMES.pairScores, { q, tokens } as unknown as tf.NamedTensorMap, { offset, maskValue }) as tf.Tensor4D
+  return tf
+    .engine()
+    .runKernel(KERNEL_NAMES.pairScores, { q, tokens } as unknown as tf.NamedTensorMap, {
+      offset,
+      maskValue,
+    }) as tf.Tensor4D
 }
 
 /**
@@ -305,10 +314,23 @@ export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, 
 export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, offset: number): tf.Tensor4D {
   ensureKernels()
   const [batch, , pos] = p.shape
-  if (tokens.dtype !== 'int32' || tokens.shape[0] !== batch || tokens.shape[1] !== pos || p.shape[3] !== pos || offset + pos > width) {
-    throw new ShapeError(`pairScatter: p [${p.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], width ${width}, offset ${offset}`)
+  if (
+    tokens.dtype !== 'int32' ||
+    tokens.shape[0] !== batch ||
+    tokens.shape[1] !== pos ||
+    p.shape[3] !== pos ||
+    offset + pos > width
+  ) {
+    throw new ShapeError(
+      `pairScatter: p [${p.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], width ${width}, offset ${offset}`,
+    )
   }
-  return tf.engine().runKernel(KERNEL_NAMES.pairScatter, { p, tokens } as unknown as tf.NamedTensorMap, { offset, width }) as tf.Tensor4D
+  return tf
+    .engine()
+    .runKernel(KERNEL_NAMES.pairScatter, { p, tokens } as unknown as tf.NamedTensorMap, {
+      offset,
+      width,
+    }) as tf.Tensor4D
 }
 
 /**
@@ -331,9 +353,16 @@ export function twoHotScores(w: tf.Tensor3D, tokens: tf.Tensor2D, offset: number
   const [, rows, columns] = w.shape
   const [, pos] = tokens.shape
   if (rows !== columns || tokens.dtype !== 'int32' || tokens.rank !== 2 || offset + pos > rows) {
-    throw new ShapeError(`twoHotScores: w [${w.shape}] must be [heads, width, width] and int32 tokens [batch, pos] with offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], offset ${offset}`)
+    throw new ShapeError(
+      `twoHotScores: w [${w.shape}] must be [heads, width, width] and int32 tokens [batch, pos] with offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], offset ${offset}`,
+    )
   }
-  return tf.engine().runKernel(KERNEL_NAMES.twoHotScores, { w, tokens } as unknown as tf.NamedTensorMap, { offset, maskValue }) as tf.Tensor4D
+  return tf
+    .engine()
+    .runKernel(KERNEL_NAMES.twoHotScores, { w, tokens } as unknown as tf.NamedTensorMap, {
+      offset,
+      maskValue,
+    }) as tf.Tensor4D
 }
 
 /**
@@ -347,7 +376,17 @@ export function twoHotScores(w: tf.Tensor3D, tokens: tf.Tensor2D, offset: number
  * @returns `[heads, width, width]`
  * @category Kernels
  */
-export function twoHotScoresGrad(dScores: tf.Tensor4D, tokens: tf.Tensor2D, width: number, offset: number): tf.Tensor3D {
+export function twoHotScoresGrad(
+  dScores: tf.Tensor4D,
+  tokens: tf.Tensor2D,
+  width: number,
+  offset: number,
+): tf.Tensor3D {
   ensureKernels()
-  return tf.engine().runKernel(KERNEL_NAMES.twoHotScoresGrad, { dy: dScores, tokens } as unknown as tf.NamedTensorMap, { offset, width }) as tf.Tensor3D
+  return tf
+    .engine()
+    .runKernel(KERNEL_NAMES.twoHotScoresGrad, { dy: dScores, tokens } as unknown as tf.NamedTensorMap, {
+      offset,
+      width,
+    }) as tf.Tensor3D
 }

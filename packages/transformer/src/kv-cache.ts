@@ -20,7 +20,13 @@ export class KVCache {
 
   /** @param nLayers - number of blocks */
   constructor(nLayers: number) {
-    this.layers = Array.from({ length: nLayers }, () => ({ keys: null, values: null, positions: 0, promptLength: 0, kernelState: null }))
+    this.layers = Array.from({ length: nLayers }, () => ({
+      keys: null,
+      values: null,
+      positions: 0,
+      promptLength: 0,
+      kernelState: null,
+    }))
   }
 
   /** Tokens processed so far (prompt + generated). */
@@ -44,7 +50,11 @@ export class KVCache {
     const previousKeys = cache.keys
     const previousValues = cache.values
     if (previousKeys !== null && previousValues !== null) {
-      if (previousKeys.shape[0] !== keys.shape[0] || previousKeys.shape[1] !== keys.shape[1] || previousKeys.shape[3] !== keys.shape[3]) {
+      if (
+        previousKeys.shape[0] !== keys.shape[0] ||
+        previousKeys.shape[1] !== keys.shape[1] ||
+        previousKeys.shape[3] !== keys.shape[3]
+      ) {
         throw new ShapeError(`keys [${keys.shape}] do not continue the cached keys [${previousKeys.shape}]`)
       }
       cache.keys = tf.keep(tf.concat([previousKeys, keys], 2))

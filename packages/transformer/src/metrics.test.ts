@@ -15,8 +15,13 @@ const D = d + nCtx
 function offsetModel(): ReturnType<typeof createTransformer> {
   const model = createTransformer(createConfig({ architecture: 'minimal', dVocab: d, nCtx, nHeads: 2, queryInit: 0 }))
   const q = new Float32Array(2 * D * D)
-  for (let h = 0; h < 2; h++) for (let i = 0; i < nCtx; i++) for (let j = 0; j < nCtx; j++) if (i - j === h + 1) q[(h * D + d + i) * D + d + j] = 30
-  model.setWeights({ 'blocks.0.attn.W_Q': { shape: [2, D, D], data: q }, 'blocks.0.attn.W_V': { shape: [2, D, D], data: new Float32Array(2 * D * D) } })
+  for (let h = 0; h < 2; h++)
+    for (let i = 0; i < nCtx; i++)
+      for (let j = 0; j < nCtx; j++) if (i - j === h + 1) q[(h * D + d + i) * D + d + j] = 30
+  model.setWeights({
+    'blocks.0.attn.W_Q': { shape: [2, D, D], data: q },
+    'blocks.0.attn.W_V': { shape: [2, D, D], data: new Float32Array(2 * D * D) },
+  })
   return model
 }
 
@@ -32,13 +37,17 @@ function batchOf(rows: number[][], scoredFrom: number): TokenBatch {
 
 const uniformTeacher: TeacherSource = {
   teacher: {
-    matrices: [Float64Array.from({ length: d * d }, (_, i) => (i % 3) - 1), Float64Array.from({ length: d * d }, (_, i) => ((i * 7) % 5) - 2)],
+    matrices: [
+      Float64Array.from({ length: d * d }, (_, i) => (i % 3) - 1),
+      Float64Array.from({ length: d * d }, (_, i) => ((i * 7) % 5) - 2),
+    ],
     weights: [1, 2],
     spans: [1, 1],
   },
   teacherProbabilities: (batch) => {
     const out = new Float32Array(batch.batchSize * batch.seqLength * d)
-    for (let i = 0; i < batch.batchSize * batch.seqLength; i++) if (batch.lossMask[i] === 1) out.fill(1 / d, i * d, (i + 1) * d)
+    for (let i = 0; i < batch.batchSize * batch.seqLength; i++)
+      if (batch.lossMask[i] === 1) out.fill(1 / d, i * d, (i + 1) * d)
     return out
   },
 }
@@ -46,7 +55,13 @@ const uniformTeacher: TeacherSource = {
 describeWithBackends('analysis metrics', () => {
   it('attention entropy and offset-group mass of sharp heads; KL and loss of a uniform model', async () => {
     const model = offsetModel()
-    const batch = batchOf([[0, 1, 2, 3, 0, 1, 2], [3, 3, 2, 2, 1, 1, 0]], 3) // predictions from input position 2 on
+    const batch = batchOf(
+      [
+        [0, 1, 2, 3, 0, 1, 2],
+        [3, 3, 2, 2, 1, 1, 0],
+      ],
+      3,
+    ) // predictions from input position 2 on
     const metrics = await analyze(model, batch, {
       offsetGroups: [
         { name: 'offset 1', offsets: [1] },

@@ -134,12 +134,23 @@ function patternStatistics(
  *   unknown option name
  * @category Metrics
  */
-export async function analyze(model: Transformer, batch: TokenBatch, options: AnalyzeOptions = {}): Promise<AnalysisMetrics> {
-  checkOptionKeys('analyze options', options, Object.keys({ offsetGroups: 1, teacher: 1, chunkSize: 1 } satisfies Record<keyof AnalyzeOptions, 1>))
+export async function analyze(
+  model: Transformer,
+  batch: TokenBatch,
+  options: AnalyzeOptions = {},
+): Promise<AnalysisMetrics> {
+  checkOptionKeys(
+    'analyze options',
+    options,
+    Object.keys({ offsetGroups: 1, teacher: 1, chunkSize: 1 } satisfies Record<keyof AnalyzeOptions, 1>),
+  )
   const { nLayers, nHeads, dVocab } = model.config
   const { batchSize, seqLength, tokens, lossMask } = batch
   const T = seqLength - 1
-  if (T < 1 || T > model.config.nCtx) throw new ShapeError(`sequences of ${seqLength} tokens give ${T} inputs; the model takes 1 .. nCtx = ${model.config.nCtx}`)
+  if (T < 1 || T > model.config.nCtx)
+    throw new ShapeError(
+      `sequences of ${seqLength} tokens give ${T} inputs; the model takes 1 .. nCtx = ${model.config.nCtx}`,
+    )
   const groups = options.offsetGroups ?? []
   const chunk = Math.max(1, options.chunkSize ?? 512)
   const entropy = Array.from({ length: nLayers }, () => new Float64Array(nHeads))
@@ -151,11 +162,15 @@ export async function analyze(model: Transformer, batch: TokenBatch, options: An
   let teacherEntropy = 0
   let lossSum = 0
   let scored = 0
-  const patternNames: HookName[] = Array.from({ length: nLayers }, (_, l) => `blocks.${l}.attn.hook_pattern` as HookName)
+  const patternNames: HookName[] = Array.from(
+    { length: nLayers },
+    (_, l) => `blocks.${l}.attn.hook_pattern` as HookName,
+  )
   for (let start = 0; start < batchSize; start += chunk) {
     const size = Math.min(chunk, batchSize - start)
     const inputs = new Int32Array(size * T)
-    for (let b = 0; b < size; b++) inputs.set(tokens.subarray((start + b) * seqLength, (start + b) * seqLength + T), b * T)
+    for (let b = 0; b < size; b++)
+      inputs.set(tokens.subarray((start + b) * seqLength, (start + b) * seqLength + T), b * T)
     const input = tf.tensor2d(inputs, [size, T], 'int32')
     const { logits, cache } = model.runWithCache(input, { namesFilter: patternNames })
     input.dispose()
@@ -188,7 +203,9 @@ export async function analyze(model: Transformer, batch: TokenBatch, options: An
         scored += 1
       }
     }
-    patterns.forEach((pattern, l) => patternStatistics(pattern, size, nHeads, T, weight, groups, entropy[l] as Float64Array, mass[l] as Float64Array))
+    patterns.forEach((pattern, l) =>
+      patternStatistics(pattern, size, nHeads, T, weight, groups, entropy[l] as Float64Array, mass[l] as Float64Array),
+    )
     if (options.teacher !== undefined) {
       for (let k = 1; k <= K; k++) {
         const probabilities = options.teacher.teacherProbabilities(sub, { keepSpans: k })
@@ -215,16 +232,23 @@ export async function analyze(model: Transformer, batch: TokenBatch, options: An
       }
     }
   }
-  if (scored === 0) throw new AttnlabError('INVALID_ARGUMENT', 'no position of the batch is scored (lossMask[:, 1:] is all 0)')
+  if (scored === 0)
+    throw new AttnlabError('INVALID_ARGUMENT', 'no position of the batch is scored (lossMask[:, 1:] is all 0)')
   const result: {
     -readonly [K in keyof AnalysisMetrics]: AnalysisMetrics[K]
   } = {
     loss: lossSum / scored,
-    perPositionLoss: Array.from(positionLoss, (v, i) => ((positionCount[i] as number) > 0 ? v / (positionCount[i] as number) : null)),
+    perPositionLoss: Array.from(positionLoss, (v, i) =>
+      (positionCount[i] as number) > 0 ? v / (positionCount[i] as number) : null,
+    ),
     attentionEntropy: entropy.map((row) => Array.from(row, (v) => v / scored)),
   }
   if (groups.length > 0) {
-    result.offsetGroupMass = mass.map((row) => Array.from({ length: nHeads }, (_, h) => Array.from({ length: groups.length }, (_, g) => (row[h * groups.length + g] as number) / scored)))
+    result.offsetGroupMass = mass.map((row) =>
+      Array.from({ length: nHeads }, (_, h) =>
+        Array.from({ length: groups.length }, (_, g) => (row[h * groups.length + g] as number) / scored),
+      ),
+    )
     result.offsetGroupNames = groups.map((g) => g.name)
   }
   if (options.teacher !== undefined) {
@@ -248,9 +272,15 @@ export async function analyze(model: Transformer, batch: TokenBatch, options: An
  * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a non-minimal model or a teacher that does not fit
  * @category Metrics
  */
-export async function valueAlignment(model: Transformer, teacher: TeacherSource): Promise<{ inner: number[][]; cosine: number[][] }> {
+export async function valueAlignment(
+  model: Transformer,
+  teacher: TeacherSource,
+): Promise<{ inner: number[][]; cosine: number[][] }> {
   if (model.config.architecture !== 'minimal') {
-    throw new AttnlabError('INVALID_ARGUMENT', `value alignment is defined for the minimal model (this model is '${model.config.architecture}')`)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `value alignment is defined for the minimal model (this model is '${model.config.architecture}')`,
+    )
   }
   const { nHeads, dModel } = model.config
   const matrices = teacher.teacher.matrices

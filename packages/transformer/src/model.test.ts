@@ -14,20 +14,57 @@ interface GoldenCase {
   tokens: number[][]
   logits: { shape: number[]; data: number[] }
 }
-const golden = JSON.parse(readFileSync(new URL('./__fixtures__/golden.json', import.meta.url), 'utf8')) as { cases: GoldenCase[] }
+const golden = JSON.parse(readFileSync(new URL('./__fixtures__/golden.json', import.meta.url), 'utf8')) as {
+  cases: GoldenCase[]
+}
 
 const tiny: Record<string, TransformerConfigInput> = {
   minimal: { architecture: 'minimal', dVocab: 5, nCtx: 4, nHeads: 2, queryInit: 0.3 },
-  gpt: { architecture: 'gpt', dVocab: 7, nCtx: 6, dModel: 8, nLayers: 2, nHeads: 2, dHead: 4, dMlp: 12, tiedEmbeddings: false },
-  'gpt-attn-only-tied': { architecture: 'gpt', dVocab: 7, nCtx: 6, dModel: 8, nLayers: 1, nHeads: 2, dHead: 4, attnOnly: true, actFn: 'gelu' },
-  llama: { architecture: 'llama', dVocab: 9, nCtx: 8, dModel: 8, nLayers: 2, nHeads: 4, nKvHeads: 2, dHead: 4, dMlp: 10, tiedEmbeddings: false },
+  gpt: {
+    architecture: 'gpt',
+    dVocab: 7,
+    nCtx: 6,
+    dModel: 8,
+    nLayers: 2,
+    nHeads: 2,
+    dHead: 4,
+    dMlp: 12,
+    tiedEmbeddings: false,
+  },
+  'gpt-attn-only-tied': {
+    architecture: 'gpt',
+    dVocab: 7,
+    nCtx: 6,
+    dModel: 8,
+    nLayers: 1,
+    nHeads: 2,
+    dHead: 4,
+    attnOnly: true,
+    actFn: 'gelu',
+  },
+  llama: {
+    architecture: 'llama',
+    dVocab: 9,
+    nCtx: 8,
+    dModel: 8,
+    nLayers: 2,
+    nHeads: 4,
+    nKvHeads: 2,
+    dHead: 4,
+    dMlp: 10,
+    tiedEmbeddings: false,
+  },
 }
 
 describeWithBackends('transformer golden logits', () => {
   for (const testCase of golden.cases) {
     it(`${testCase.name} matches the PyTorch reference (tools/transformer/golden.py)`, async () => {
       const model = createTransformer(createConfig(testCase.config))
-      model.setWeights(Object.fromEntries(Object.entries(testCase.weights).map(([n, w]) => [n, { shape: w.shape, data: Float32Array.from(w.data) }])))
+      model.setWeights(
+        Object.fromEntries(
+          Object.entries(testCase.weights).map(([n, w]) => [n, { shape: w.shape, data: Float32Array.from(w.data) }]),
+        ),
+      )
       const logits = model.forward(testCase.tokens)
       expect(logits.shape).toEqual(testCase.logits.shape)
       expectArraysClose(await logits.data(), testCase.logits.data, 2e-4, 2e-4)
@@ -49,23 +86,34 @@ describeWithBackends('transformer gradients (finite differences)', () => {
   }
 
   it('gpt: the fused attention path and the hooked (unfused) path agree in logits and gradients', async () => {
-    const model = createTransformer(createConfig({ architecture: 'gpt', dVocab: 7, nCtx: 6, dModel: 12, nLayers: 2, nHeads: 3, dMlp: 10 }))
+    const model = createTransformer(
+      createConfig({ architecture: 'gpt', dVocab: 7, nCtx: 6, dModel: 12, nLayers: 2, nHeads: 3, dMlp: 10 }),
+    )
     randomizeWeights(model, 5, 0.3)
     const tokens = randomTokens(2, 6, 7, 8)
     // A no-op hook inside the attention forces the unfused path (q/k/v, kernel, W_O).
-    const unfusedHooks = [['blocks.0.attn.hook_z', () => undefined], ['blocks.1.attn.hook_z', () => undefined]] as const
+    const unfusedHooks = [
+      ['blocks.0.attn.hook_z', () => undefined],
+      ['blocks.1.attn.hook_z', () => undefined],
+    ] as const
     const r = tf.randomNormal([2, 6, 7], 0, 1, 'float32', 2)
     const vars = [...model.getWeights().values()]
     const fused = tf.variableGrads(() => tf.sum(tf.mul(model.forward(tokens), r)) as tf.Scalar, vars)
-    const unfused = tf.variableGrads(() => tf.sum(tf.mul(model.forward(tokens, { fwdHooks: unfusedHooks }), r)) as tf.Scalar, vars)
+    const unfused = tf.variableGrads(
+      () => tf.sum(tf.mul(model.forward(tokens, { fwdHooks: unfusedHooks }), r)) as tf.Scalar,
+      vars,
+    )
     expectArraysClose(await fused.value.data(), await unfused.value.data(), 1e-4)
-    for (const v of vars) expectArraysClose(await fused.grads[v.name]!.data(), await unfused.grads[v.name]!.data(), 1e-4)
+    for (const v of vars)
+      expectArraysClose(await fused.grads[v.name]!.data(), await unfused.grads[v.name]!.data(), 1e-4)
     tf.dispose([fused.value, unfused.value, ...Object.values(fused.grads), ...Object.values(unfused.grads), r])
     model.dispose()
   })
 
   it('minimal: the structured path and the literal path agree in logits and gradients', async () => {
-    const model = createTransformer(createConfig({ architecture: 'minimal', dVocab: 6, nCtx: 5, nHeads: 3, queryInit: 0.5 }))
+    const model = createTransformer(
+      createConfig({ architecture: 'minimal', dVocab: 6, nCtx: 5, nHeads: 3, queryInit: 0.5 }),
+    )
     randomizeWeights(model, 4, 0.5)
     const tokens = randomTokens(3, 5, 6, 6)
     // Any hook outside q/scores/pattern forces the literal computation.
@@ -74,10 +122,20 @@ describeWithBackends('transformer gradients (finite differences)', () => {
     const weights = model.getWeights()
     const vars = [...weights.values()]
     const structured = tf.variableGrads(() => tf.sum(tf.mul(model.forward(tokens), r)) as tf.Scalar, vars)
-    const literal = tf.variableGrads(() => tf.sum(tf.mul(model.forward(tokens, { fwdHooks: literalHook }), r)) as tf.Scalar, vars)
+    const literal = tf.variableGrads(
+      () => tf.sum(tf.mul(model.forward(tokens, { fwdHooks: literalHook }), r)) as tf.Scalar,
+      vars,
+    )
     expectArraysClose(await structured.value.data(), await literal.value.data(), 1e-4)
-    for (const v of vars) expectArraysClose(await structured.grads[v.name]!.data(), await literal.grads[v.name]!.data(), 1e-4)
-    tf.dispose([structured.value, literal.value, ...Object.values(structured.grads), ...Object.values(literal.grads), r])
+    for (const v of vars)
+      expectArraysClose(await structured.grads[v.name]!.data(), await literal.grads[v.name]!.data(), 1e-4)
+    tf.dispose([
+      structured.value,
+      literal.value,
+      ...Object.values(structured.grads),
+      ...Object.values(literal.grads),
+      r,
+    ])
     model.dispose()
   })
 })
@@ -196,14 +254,20 @@ describe('transformer parameters', () => {
     await import('@attnlab/core').then((core) => core.useBackend('cpu'))
     const model = createTransformer(presetConfig('gpt-nano'))
     const before = await model.getWeightData()
-    const good = new Map([...before].map(([n, w]) => [n, { shape: w.shape, data: new Float32Array(w.data.length).fill(0.5) }]))
+    const good = new Map(
+      [...before].map(([n, w]) => [n, { shape: w.shape, data: new Float32Array(w.data.length).fill(0.5) }]),
+    )
     const badShape = new Map(good)
     badShape.set('blocks.0.attn.W_Q', { shape: [2, 16, 4], data: new Float32Array(128) })
-    expect(() => model.setWeights(badShape)).toThrow(/'blocks.0.attn.W_Q' has shape \[2, 16, 8\] but the value has shape \[2, 16, 4\]/)
+    expect(() => model.setWeights(badShape)).toThrow(
+      /'blocks.0.attn.W_Q' has shape \[2, 16, 8\] but the value has shape \[2, 16, 4\]/,
+    )
     expect((await model.getWeightData()).get('embed.W_E')!.data).toEqual(before.get('embed.W_E')!.data) // unchanged
     expect(() => model.setWeights({ 'embed.W_X': tf.zeros([1]) })).toThrow(/unknown parameter 'embed.W_X'/)
     expect(() => model.setWeights({ 'embed.W_E': { shape: [16, 16], data: new Float32Array(3) } })).toThrow(/3 values/)
-    expect(() => model.setWeights({ 'embed.W_E': { shape: [16, 16], data: new Float32Array(256) } })).toThrow(/missing parameters/)
+    expect(() => model.setWeights({ 'embed.W_E': { shape: [16, 16], data: new Float32Array(256) } })).toThrow(
+      /missing parameters/,
+    )
     model.setWeights({ 'embed.W_E': { shape: [16, 16], data: new Float32Array(256).fill(2) } }, { strict: false })
     expect((await model.getWeightData()).get('embed.W_E')!.data[0]).toBe(2)
     model.setWeights(good)
@@ -216,10 +280,16 @@ describe('transformer parameters', () => {
   })
 
   it('rejects misspelled option names of createTransformer, forward and runWithCache', () => {
-    expect(() => createTransformer(presetConfig('gpt-nano'), { atention: undefined } as never)).toThrow(/Invalid atention: not one of the createTransformer options \(did you mean 'attention'\?\)/)
+    expect(() => createTransformer(presetConfig('gpt-nano'), { atention: undefined } as never)).toThrow(
+      /Invalid atention: not one of the createTransformer options \(did you mean 'attention'\?\)/,
+    )
     const model = createTransformer(presetConfig('gpt-nano'))
-    expect(() => model.forward([[1, 2]], { headmask: undefined } as never)).toThrow(/Invalid headmask: not one of the forward options \(did you mean 'headMask'\?\)/)
-    expect(() => model.runWithCache([[1, 2]], { names: ['hook_embed'] } as never)).toThrow(/Invalid names: not one of the runWithCache options/)
+    expect(() => model.forward([[1, 2]], { headmask: undefined } as never)).toThrow(
+      /Invalid headmask: not one of the forward options \(did you mean 'headMask'\?\)/,
+    )
+    expect(() => model.runWithCache([[1, 2]], { names: ['hook_embed'] } as never)).toThrow(
+      /Invalid names: not one of the runWithCache options/,
+    )
     model.dispose()
   })
 })

@@ -35,6 +35,7 @@ import {
   ShapeError,
   causalAttention,
   causalPairs,
+  denseAttention,
   gatherRows,
   layerNorm,
   linear,
@@ -45,7 +46,6 @@ import {
   type AttentionPrefillInput,
 } from '@attnlab/core'
 import { configToJSON, type TransformerConfig } from './config.ts'
-import { denseAttention } from './dense-attention.ts'
 import { ensureGradients } from './gradients.ts'
 import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
 import { ensureKernels, pairScatter, twoHotScores } from './kernels.ts'
@@ -161,7 +161,9 @@ export class ActivationCache {
     if (tensor === undefined || this.disposed) {
       throw new AttnlabError(
         'INVALID_ARGUMENT',
-        this.disposed ? `activation cache was disposed; cannot read '${name}'` : `'${name}' is not in the cache; cached: ${[...this.entries.keys()].join(', ') || 'nothing'}`,
+        this.disposed
+          ? `activation cache was disposed; cannot read '${name}'`
+          : `'${name}' is not in the cache; cached: ${[...this.entries.keys()].join(', ') || 'nothing'}`,
         { name },
       )
     }
@@ -283,7 +285,10 @@ class Attention {
         return dropPattern ? dropout(hooked, this.config.dropout, context.rng as Rng) : hooked
       }
     }
-    return { hooks: hooks as AttentionHooks, needsPattern: hooks.attnScores !== undefined || hooks.pattern !== undefined }
+    return {
+      hooks: hooks as AttentionHooks,
+      needsPattern: hooks.attnScores !== undefined || hooks.pattern !== undefined,
+    }
   }
 
   /**
@@ -300,7 +305,13 @@ class Attention {
     let k: tf.Tensor4D
     let v: tf.Tensor4D
     if (minimal) {
-      const wqv = tf.concat([headsToColumns(param(this.parameters, this.name('W_Q'))), headsToColumns(param(this.parameters, this.name('W_V')))], 1) // [dModel, 2 * nHeads * dModel]
+      const wqv = tf.concat(
+        [
+          headsToColumns(param(this.parameters, this.name('W_Q'))),
+          headsToColumns(param(this.parameters, this.name('W_V'))),
+        ],
+        1,
+      ) // [dModel, 2 * nHeads * dModel]
       const [q2, v2] = tf.split(linear(x, wqv), 2, 1) as [tf.Tensor2D, tf.Tensor2D] // [batch * pos, nHeads * dModel] each
       q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
       v = tf.reshape(v2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
@@ -309,7 +320,11 @@ class Attention {
     } else {
       const wqkv = this.qkvWeights() // [dModel, (nHeads + 2 nKvHeads) * dHead]
       const qkv = linear(x, wqkv, this.qkvBias()) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
-      const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D]
+      const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [
+        tf.Tensor2D,
+        tf.Tensor2D,
+        tf.Tensor2D,
+      ]
       q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dHead]
       k = tf.reshape(k2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
       v = tf.reshape(v2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
@@ -334,7 +349,10 @@ class Attention {
     const layerCache = context.cache?.layers[this.layer]
     if (context.cache !== null && layerCache !== undefined && layerCache.positions > 0) {
       context.cache.append(this.layer, input.k, input.v)
-      result = context.attention.decode({ q: input.q, cache: layerCache, position: context.start, scale: input.scale, layer: this.layer }, kernelContext)
+      result = context.attention.decode(
+        { q: input.q, cache: layerCache, position: context.start, scale: input.scale, layer: this.layer },
+        kernelContext,
+      )
     } else {
       if (context.cache !== null && layerCache !== undefined) {
         context.cache.append(this.layer, input.k, input.v)
@@ -373,7 +391,11 @@ class Attention {
       out = tf.reshape(tf.sum(result4, 2), [batch * pos, this.config.dModel]) as tf.Tensor2D
       if (this.config.bias) out = tf.add(out, param(this.parameters, this.name('b_O'))) as tf.Tensor2D
     } else {
-      out = linear(tf.reshape(z, [batch * pos, nHeads * dValue]), tf.reshape(wO, [nHeads * dValue, this.config.dModel]) as tf.Tensor2D, this.outBias()) // [batch * pos, dModel]
+      out = linear(
+        tf.reshape(z, [batch * pos, nHeads * dValue]),
+        tf.reshape(wO, [nHeads * dValue, this.config.dModel]) as tf.Tensor2D,
+        this.outBias(),
+      ) // [batch * pos, dModel]
     }
     return out
   }
@@ -414,7 +436,13 @@ class Attention {
    */
   private fusable(context: PassContext): boolean {
     const { nHeads, nKvHeads, positional, dropout: rate } = this.config
-    if (context.attention !== denseAttention || context.cache !== null || positional === 'rotary' || nKvHeads !== nHeads) return false
+    if (
+      context.attention !== denseAttention ||
+      context.cache !== null ||
+      positional === 'rotary' ||
+      nKvHeads !== nHeads
+    )
+      return false
     if (headMaskFor(context, this.layer) !== null || (context.rng !== null && rate > 0)) return false
     if (!context.hooks.active) return true
     const points = ['hook_q', 'hook_k', 'hook_v', 'hook_attn_scores', 'hook_pattern', 'hook_z', 'hook_result']
@@ -426,7 +454,9 @@ class Attention {
     const { batch, pos } = context
     const { nHeads, dHead, dModel } = this.config
     const qkv = linear(x, this.qkvWeights(), this.qkvBias()) // [batch * pos, 3 * nHeads * dHead]
-    const z = causalAttention(tf.reshape(qkv, [batch, pos, 3 * nHeads * dHead]) as tf.Tensor3D, nHeads, { scale: this.config.attnScale }) // [batch, pos, nHeads * dHead]
+    const z = causalAttention(tf.reshape(qkv, [batch, pos, 3 * nHeads * dHead]) as tf.Tensor3D, nHeads, {
+      scale: this.config.attnScale,
+    }) // [batch, pos, nHeads * dHead]
     const pairs = batch * nHeads * causalPairs(pos, pos)
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
     const wO = tf.reshape(param(this.parameters, this.name('W_O')), [nHeads * dHead, dModel]) as tf.Tensor2D // [nHeads * dHead, dModel]
@@ -444,7 +474,10 @@ class Attention {
     const { nHeads, dModel, dVocab } = this.config
     const wQ = param(this.parameters, this.name('W_Q')) as tf.Tensor3D // [nHeads, dModel, dModel]
     const wV = param(this.parameters, this.name('W_V')) // [nHeads, dModel, dModel]
-    const plain = !context.hooks.active && headMaskFor(context, this.layer) === null && !(context.rng !== null && this.config.dropout > 0)
+    const plain =
+      !context.hooks.active &&
+      headMaskFor(context, this.layer) === null &&
+      !(context.rng !== null && this.config.dropout > 0)
     if (plain) {
       // The whole layer as one op (gathers; one fused kernel forward and backward when attnlab
       // kernels are registered): the same function as below.
@@ -465,7 +498,8 @@ class Attention {
     const pairs = batch * nHeads * causalPairs(pos, pos)
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
     const mask = headMaskFor(context, this.layer)
-    if (mask !== null) pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D // z_h is linear in pattern_h
+    if (mask !== null)
+      pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D // z_h is linear in pattern_h
     // sum_j pattern[h, i, j] x_j, then the value matrices' first dVocab columns (the logits).
     let weighted = pairScatter(pattern, tokens, dModel, dVocab) as tf.Tensor // [batch, pos, nHeads, dModel]
     if (context.logitsFrom > 0) weighted = tf.slice(weighted, [0, context.logitsFrom, 0, 0], [-1, -1, -1, -1]) // positions whose logits are needed
@@ -499,10 +533,16 @@ class Mlp {
     const { batch, pos } = context
     const { dMlp, gatedMlp, bias } = this.config
     const hook = (point: string, t: tf.Tensor2D): tf.Tensor2D =>
-      tf.reshape(context.hooks.run(`blocks.${this.layer}.mlp.${point}` as HookName, tf.reshape(t, [batch, pos, dMlp])), [batch * pos, dMlp]) as tf.Tensor2D
+      tf.reshape(
+        context.hooks.run(`blocks.${this.layer}.mlp.${point}` as HookName, tf.reshape(t, [batch, pos, dMlp])),
+        [batch * pos, dMlp],
+      ) as tf.Tensor2D
     let post: tf.Tensor2D
     if (gatedMlp) {
-      const fused = tf.concat([param(this.parameters, this.name('W_gate')), param(this.parameters, this.name('W_in'))], 1) // [dModel, 2 dMlp]
+      const fused = tf.concat(
+        [param(this.parameters, this.name('W_gate')), param(this.parameters, this.name('W_in'))],
+        1,
+      ) // [dModel, 2 dMlp]
       let [gate, up] = tf.split(linear(x, fused as tf.Tensor2D), 2, 1) as [tf.Tensor2D, tf.Tensor2D] // [batch * pos, dMlp] each
       if (bias) {
         up = tf.add(up, param(this.parameters, this.name('b_in'))) as tf.Tensor2D
@@ -575,14 +615,24 @@ class Block {
   forward(residual: tf.Tensor2D, context: PassContext): tf.Tensor2D {
     const { dModel } = this.config
     const residPre = this.hook('hook_resid_pre', residual, context, dModel) // [batch * pos, dModel]
-    const attnOut = this.hook('hook_attn_out', this.drop(this.attention.forward(this.normalize(residPre, 'ln1', context), context), context), context, dModel)
+    const attnOut = this.hook(
+      'hook_attn_out',
+      this.drop(this.attention.forward(this.normalize(residPre, 'ln1', context), context), context),
+      context,
+      dModel,
+    )
     if (this.config.architecture === 'minimal') {
       return this.hook('hook_resid_post', attnOut, context, dModel) // no residual connection
     }
     const residMid = tf.add(residPre, attnOut) as tf.Tensor2D // [batch * pos, dModel]
     if (this.mlp === null) return this.hook('hook_resid_post', residMid, context, dModel)
     const residMidHooked = this.hook('hook_resid_mid', residMid, context, dModel)
-    const mlpOut = this.hook('hook_mlp_out', this.drop(this.mlp.forward(this.normalize(residMidHooked, 'ln2', context), context), context), context, dModel)
+    const mlpOut = this.hook(
+      'hook_mlp_out',
+      this.drop(this.mlp.forward(this.normalize(residMidHooked, 'ln2', context), context), context),
+      context,
+      dModel,
+    )
     return this.hook('hook_resid_post', tf.add(residMidHooked, mlpOut) as tf.Tensor2D, context, dModel) // [batch * pos, dModel]
   }
 }
@@ -595,7 +645,10 @@ class Block {
 function fromPosition(x: tf.Tensor2D, batch: number, pos: number, from: number): tf.Tensor2D {
   if (from === 0) return x
   const width = x.shape[1] as number
-  return tf.reshape(tf.slice(tf.reshape(x, [batch, pos, width]), [0, from, 0], [-1, -1, -1]), [batch * (pos - from), width]) as tf.Tensor2D
+  return tf.reshape(tf.slice(tf.reshape(x, [batch, pos, width]), [0, from, 0], [-1, -1, -1]), [
+    batch * (pos - from),
+    width,
+  ]) as tf.Tensor2D
 }
 
 /** Shape and initialisation of one parameter. */
@@ -634,7 +687,8 @@ function parameterSpecs(config: TransformerConfig): ParameterSpec[] {
           }
         : config.queryInit === 0
           ? zerosInit
-          : (rng, size) => rng.fillUniform(new Float32Array(size), -(config.queryInit as number), config.queryInit as number)
+          : (rng, size) =>
+              rng.fillUniform(new Float32Array(size), -(config.queryInit as number), config.queryInit as number)
     specs.push({ name: 'blocks.0.attn.W_Q', shape: [nHeads, dModel, dModel], init: queryInit })
     specs.push({ name: 'blocks.0.attn.W_V', shape: [nHeads, dModel, dModel], init: zerosInit })
     return specs
@@ -642,7 +696,8 @@ function parameterSpecs(config: TransformerConfig): ParameterSpec[] {
   const outputStd = initRange / Math.sqrt(2 * nLayers) // GPT-2: residual projections scaled by 1/sqrt(2 nLayers)
   const layerNormBias = config.normalization === 'layernorm' && config.bias
   specs.push({ name: 'embed.W_E', shape: [dVocab, dModel], init: normalInit(initRange) })
-  if (config.positional === 'learned') specs.push({ name: 'pos_embed.W_pos', shape: [nCtx, dModel], init: normalInit(initRange) })
+  if (config.positional === 'learned')
+    specs.push({ name: 'pos_embed.W_pos', shape: [nCtx, dModel], init: normalInit(initRange) })
   for (let l = 0; l < nLayers; l++) {
     const p = `blocks.${l}`
     specs.push({ name: `${p}.ln1.w`, shape: [dModel], init: onesInit })
@@ -705,7 +760,11 @@ export class Transformer {
    * @param options - the attention kernel
    */
   constructor(config: TransformerConfig, options: TransformerOptions = {}) {
-    if (!Object.isFrozen(config)) throw new ConfigError('config', 'pass a configuration from createConfig() or presetConfig() (it must be resolved and frozen)')
+    if (!Object.isFrozen(config))
+      throw new ConfigError(
+        'config',
+        'pass a configuration from createConfig() or presetConfig() (it must be resolved and frozen)',
+      )
     checkOptionKeys('createTransformer options', options, ['attention'] satisfies (keyof TransformerOptions)[])
     ensureGradients()
     ensureKernels()
@@ -716,7 +775,10 @@ export class Transformer {
       const size = spec.shape.reduce((n, d) => n * d, 1)
       const values = spec.init(root.split(spec.name), size)
       // In tidy, so the variable is the only owner of its memory (in-place optimizer updates need that).
-      this.parameters.set(spec.name, tf.tidy(() => tf.variable(tf.tensor(values, [...spec.shape], 'float32'), true)))
+      this.parameters.set(
+        spec.name,
+        tf.tidy(() => tf.variable(tf.tensor(values, [...spec.shape], 'float32'), true)),
+      )
     }
     this.blocks = Array.from({ length: config.nLayers }, (_, l) => new Block(this.parameters, config, l))
   }
@@ -756,7 +818,8 @@ export class Transformer {
   async getWeightData(): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
     this.checkAlive()
     const out = new Map<string, { shape: number[]; data: Float32Array }>()
-    for (const [name, variable] of this.parameters) out.set(name, { shape: [...variable.shape], data: (await variable.data()) as Float32Array })
+    for (const [name, variable] of this.parameters)
+      out.set(name, { shape: [...variable.shape], data: (await variable.data()) as Float32Array })
     return out
   }
 
@@ -770,7 +833,9 @@ export class Transformer {
    *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an unknown name or (strict) a missing one
    */
   setWeights(
-    weights: ReadonlyMap<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }> | Readonly<Record<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }>>,
+    weights:
+      | ReadonlyMap<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }>
+      | Readonly<Record<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }>>,
     options: { strict?: boolean } = {},
   ): void {
     this.checkAlive()
@@ -779,29 +844,44 @@ export class Transformer {
     for (const [name, value] of entries) {
       const variable = this.parameters.get(name)
       if (variable === undefined) {
-        throw new AttnlabError('INVALID_ARGUMENT', `unknown parameter '${name}'; this ${this.config.architecture} model has: ${this.parameterNames().join(', ')}`, { name })
+        throw new AttnlabError(
+          'INVALID_ARGUMENT',
+          `unknown parameter '${name}'; this ${this.config.architecture} model has: ${this.parameterNames().join(', ')}`,
+          { name },
+        )
       }
       const shape: readonly number[] = value instanceof tf.Tensor ? value.shape : value.shape
       if (shape.length !== variable.shape.length || shape.some((d, i) => d !== variable.shape[i])) {
-        throw new ShapeError(`parameter '${name}' has shape [${variable.shape.join(', ')}] but the value has shape [${shape.join(', ')}]`, {
-          name,
-          shape: [...shape],
-          expected: [...variable.shape],
-        })
+        throw new ShapeError(
+          `parameter '${name}' has shape [${variable.shape.join(', ')}] but the value has shape [${shape.join(', ')}]`,
+          {
+            name,
+            shape: [...shape],
+            expected: [...variable.shape],
+          },
+        )
       }
       if (!(value instanceof tf.Tensor) && value.data.length !== variable.size) {
-        throw new ShapeError(`parameter '${name}': ${value.data.length} values for shape [${shape.join(', ')}] (${variable.size} expected)`, { name })
+        throw new ShapeError(
+          `parameter '${name}': ${value.data.length} values for shape [${shape.join(', ')}] (${variable.size} expected)`,
+          { name },
+        )
       }
       seen.add(name)
     }
     if (options.strict ?? true) {
       const missing = this.parameterNames().filter((n) => !seen.has(n))
-      if (missing.length > 0) throw new AttnlabError('INVALID_ARGUMENT', `setWeights is missing parameters: ${missing.join(', ')}`, { missing })
+      if (missing.length > 0)
+        throw new AttnlabError('INVALID_ARGUMENT', `setWeights is missing parameters: ${missing.join(', ')}`, {
+          missing,
+        })
     }
     tf.tidy(() => {
       for (const [name, value] of entries) {
         const variable = this.parameters.get(name) as tf.Variable
-        variable.assign(value instanceof tf.Tensor ? tf.cast(value, 'float32') : tf.tensor(value.data, [...value.shape], 'float32'))
+        variable.assign(
+          value instanceof tf.Tensor ? tf.cast(value, 'float32') : tf.tensor(value.data, [...value.shape], 'float32'),
+        )
       }
     })
   }
@@ -856,7 +936,10 @@ export class Transformer {
    *
    * @returns logits `[batch, pos, dVocab]` (caller disposes)
    */
-  runWithHooks(tokens: TokenInput, options: { fwdHooks: readonly ForwardHook[]; headMask?: tf.Tensor; attention?: AttentionKernel }): tf.Tensor3D {
+  runWithHooks(
+    tokens: TokenInput,
+    options: { fwdHooks: readonly ForwardHook[]; headMask?: tf.Tensor; attention?: AttentionKernel },
+  ): tf.Tensor3D {
     return this.forward(tokens, options)
   }
 
@@ -871,10 +954,21 @@ export class Transformer {
    * ```
    */
   runWithCache(tokens: TokenInput, options: RunWithCacheOptions = {}): { logits: tf.Tensor3D; cache: ActivationCache } {
-    checkOptionKeys('runWithCache options', options, ['namesFilter', 'headMask', 'fwdHooks', 'attention'] satisfies (keyof RunWithCacheOptions)[])
+    checkOptionKeys('runWithCache options', options, [
+      'namesFilter',
+      'headMask',
+      'fwdHooks',
+      'attention',
+    ] satisfies (keyof RunWithCacheOptions)[])
     const filter = options.namesFilter
     const wanted: (name: HookName) => boolean =
-      filter === undefined ? () => true : typeof filter === 'function' ? filter : typeof filter === 'string' ? (n) => n === filter : (n) => filter.includes(n)
+      filter === undefined
+        ? () => true
+        : typeof filter === 'function'
+          ? filter
+          : typeof filter === 'string'
+            ? (n) => n === filter
+            : (n) => filter.includes(n)
     const cache = new ActivationCache()
     const record: HookFunction = (activation, context) => {
       cache.set(context.name, tf.keep(tf.clone(activation)))
@@ -902,7 +996,11 @@ export class Transformer {
    * @returns logits `[batch, pos, dVocab]` (caller disposes)
    * @throws `ShapeError` (`@attnlab/core`) when decoding more than one position at a time or past `nCtx`
    */
-  forwardCached(tokens: TokenInput, cache: KVCache, options: Omit<ForwardOptions, 'training' | 'rng'> = {}): tf.Tensor3D {
+  forwardCached(
+    tokens: TokenInput,
+    cache: KVCache,
+    options: Omit<ForwardOptions, 'training' | 'rng'> = {},
+  ): tf.Tensor3D {
     if (cache.layers.length !== this.config.nLayers) {
       throw new ShapeError(`KV cache has ${cache.layers.length} layers but the model has ${this.config.nLayers}`)
     }
@@ -914,9 +1012,17 @@ export class Transformer {
     return this.forwardInternal(tokens, options, null, true)
   }
 
-  private forwardInternal(tokens: TokenInput, options: ForwardOptions, cache: KVCache | null, trusted: boolean): tf.Tensor3D {
+  private forwardInternal(
+    tokens: TokenInput,
+    options: ForwardOptions,
+    cache: KVCache | null,
+    trusted: boolean,
+  ): tf.Tensor3D {
     this.checkAlive()
-    const hooks = new HookRunner([...this.permanentHooks.map((h) => [h.selector, h.hook] as const), ...(options.fwdHooks ?? [])])
+    const hooks = new HookRunner([
+      ...this.permanentHooks.map((h) => [h.selector, h.hook] as const),
+      ...(options.fwdHooks ?? []),
+    ])
     const training = options.training === true
     if (training && this.config.dropout > 0 && options.rng === undefined) {
       throw new ConfigError('rng', `training with dropout ${this.config.dropout} needs a random stream (options.rng)`)
@@ -926,10 +1032,15 @@ export class Transformer {
       const [batch, pos] = tokenTensor.shape
       const start = cache === null ? 0 : cache.positions
       if (cache !== null && start > 0 && pos !== 1) {
-        throw new ShapeError(`decoding with a KV cache takes one position at a time (got ${pos}); the cache holds ${start} positions`)
+        throw new ShapeError(
+          `decoding with a KV cache takes one position at a time (got ${pos}); the cache holds ${start} positions`,
+        )
       }
       if (start + pos > this.config.nCtx) {
-        throw new ShapeError(`sequence of ${start + pos} positions exceeds the context length nCtx = ${this.config.nCtx}`, { positions: start + pos, nCtx: this.config.nCtx })
+        throw new ShapeError(
+          `sequence of ${start + pos} positions exceeds the context length nCtx = ${this.config.nCtx}`,
+          { positions: start + pos, nCtx: this.config.nCtx },
+        )
       }
       const context: PassContext = {
         config: this.config,
@@ -953,7 +1064,9 @@ export class Transformer {
   private checkLogitsFrom(from: number | undefined, pos: number): number {
     if (from === undefined) return 0
     if (!Number.isSafeInteger(from) || from < 0 || from >= pos) {
-      throw new ShapeError(`logitsFrom ${from} must be an integer in [0, ${pos - 1}] for ${pos} positions`, { value: from })
+      throw new ShapeError(`logitsFrom ${from} must be an integer in [0, ${pos - 1}] for ${pos} positions`, {
+        value: from,
+      })
     }
     return from
   }
@@ -961,8 +1074,12 @@ export class Transformer {
   private toTokens(tokens: TokenInput): tf.Tensor2D {
     let tensor: tf.Tensor2D
     if (tokens instanceof tf.Tensor) {
-      if (tokens.rank !== 2) throw new ShapeError(`tokens must be [batch, pos]; got shape [${tokens.shape.join(', ')}]`, { shape: [...tokens.shape] })
-      if (tokens.dtype !== 'int32') throw new ShapeError(`tokens must be int32; got ${tokens.dtype}`, { dtype: tokens.dtype })
+      if (tokens.rank !== 2)
+        throw new ShapeError(`tokens must be [batch, pos]; got shape [${tokens.shape.join(', ')}]`, {
+          shape: [...tokens.shape],
+        })
+      if (tokens.dtype !== 'int32')
+        throw new ShapeError(`tokens must be int32; got ${tokens.dtype}`, { dtype: tokens.dtype })
       tensor = tokens
     } else {
       if (!Array.isArray(tokens) || tokens.length === 0 || !Array.isArray(tokens[0])) {
@@ -972,22 +1089,30 @@ export class Transformer {
       const flat = new Int32Array(tokens.length * pos)
       tokens.forEach((row, b) => {
         if (!Array.isArray(row) || row.length !== pos) {
-          throw new ShapeError(`token row ${b} has length ${Array.isArray(row) ? row.length : 'n/a'} but row 0 has ${pos} (rows must have equal length)`)
+          throw new ShapeError(
+            `token row ${b} has length ${Array.isArray(row) ? row.length : 'n/a'} but row 0 has ${pos} (rows must have equal length)`,
+          )
         }
         row.forEach((t, p) => {
-          if (!Number.isInteger(t)) throw new AttnlabError('INVALID_ARGUMENT', `token [${b}, ${p}] = ${t} is not an integer`, { value: t })
+          if (!Number.isInteger(t))
+            throw new AttnlabError('INVALID_ARGUMENT', `token [${b}, ${p}] = ${t} is not an integer`, { value: t })
           flat[b * pos + p] = t
         })
       })
       tensor = tf.tensor2d(flat, [tokens.length, pos], 'int32')
     }
-    if (tensor.shape[1] === 0 || tensor.shape[0] === 0) throw new ShapeError(`tokens must have at least one sequence and one position; got [${tensor.shape.join(', ')}]`)
+    if (tensor.shape[1] === 0 || tensor.shape[0] === 0)
+      throw new ShapeError(`tokens must have at least one sequence and one position; got [${tensor.shape.join(', ')}]`)
     const values = tensor.dataSync() as Int32Array
     for (let i = 0; i < values.length; i++) {
       const t = values[i] as number
       if (t < 0 || t >= this.config.dVocab) {
         const pos = tensor.shape[1]
-        throw new AttnlabError('INVALID_ARGUMENT', `token [${Math.floor(i / pos)}, ${i % pos}] = ${t} is outside the vocabulary [0, ${this.config.dVocab})`, { value: t })
+        throw new AttnlabError(
+          'INVALID_ARGUMENT',
+          `token [${Math.floor(i / pos)}, ${i % pos}] = ${t} is outside the vocabulary [0, ${this.config.dVocab})`,
+          { value: t },
+        )
       }
     }
     return tensor
@@ -996,16 +1121,22 @@ export class Transformer {
   private resolveHeadMask(mask: tf.Tensor | undefined, batch: number): tf.Tensor3D | null {
     if (mask === undefined) return null
     const { nLayers, nHeads } = this.config
-    if (mask.rank === 2 && mask.shape[0] === nLayers && mask.shape[1] === nHeads) return tf.reshape(tf.cast(mask, 'float32'), [1, nLayers, nHeads])
-    if (mask.rank === 3 && mask.shape[0] === batch && mask.shape[1] === nLayers && mask.shape[2] === nHeads) return tf.cast(mask, 'float32') as tf.Tensor3D
-    throw new ShapeError(`headMask has shape [${mask.shape.join(', ')}]; expected [nLayers, nHeads] = [${nLayers}, ${nHeads}] or [batch, nLayers, nHeads] = [${batch}, ${nLayers}, ${nHeads}]`, {
-      shape: [...mask.shape],
-    })
+    if (mask.rank === 2 && mask.shape[0] === nLayers && mask.shape[1] === nHeads)
+      return tf.reshape(tf.cast(mask, 'float32'), [1, nLayers, nHeads])
+    if (mask.rank === 3 && mask.shape[0] === batch && mask.shape[1] === nLayers && mask.shape[2] === nHeads)
+      return tf.cast(mask, 'float32') as tf.Tensor3D
+    throw new ShapeError(
+      `headMask has shape [${mask.shape.join(', ')}]; expected [nLayers, nHeads] = [${nLayers}, ${nHeads}] or [batch, nLayers, nHeads] = [${batch}, ${nLayers}, ${nHeads}]`,
+      {
+        shape: [...mask.shape],
+      },
+    )
   }
 
   /** Whether the minimal model can take its structured path for this pass. */
   private structured(context: PassContext): boolean {
-    if (this.config.architecture !== 'minimal' || context.cache !== null || context.attention !== denseAttention) return false
+    if (this.config.architecture !== 'minimal' || context.cache !== null || context.attention !== denseAttention)
+      return false
     if (!context.hooks.active) return true
     const allowed = new Set(['blocks.0.attn.hook_attn_scores', 'blocks.0.attn.hook_pattern'])
     const all: HookName[] = [
@@ -1032,15 +1163,22 @@ export class Transformer {
     const { dModel, dVocab } = this.config
     const as3 = (x: tf.Tensor2D): tf.Tensor3D => tf.reshape(x, [batch, pos, dModel]) as tf.Tensor3D
     const from3 = (x: tf.Tensor): tf.Tensor2D => tf.reshape(x, [batch * pos, dModel]) as tf.Tensor2D
-    const hook2 = (name: HookName, x: tf.Tensor2D): tf.Tensor2D => (hooks.has(name) ? from3(hooks.run(name, as3(x))) : x)
+    const hook2 = (name: HookName, x: tf.Tensor2D): tf.Tensor2D =>
+      hooks.has(name) ? from3(hooks.run(name, as3(x))) : x
 
     if (this.config.architecture === 'minimal') {
       const attention = (this.blocks[0] as Block).attention
       if (this.structured(context)) return attention.minimalStructured(context) // [batch * pos, dVocab]
       // The literal model: x = [onehot(token); onehot(position)].
       const flatTokens = tf.reshape(tokens, [batch * pos])
-      const tokenPart = tf.pad(oneHotFloat(flatTokens, dVocab), [[0, 0], [0, dModel - dVocab]]) as tf.Tensor2D // [batch * pos, dModel]
-      const positions = tf.add(tf.range(dVocab + context.start, dVocab + context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32'))
+      const tokenPart = tf.pad(oneHotFloat(flatTokens, dVocab), [
+        [0, 0],
+        [0, dModel - dVocab],
+      ]) as tf.Tensor2D // [batch * pos, dModel]
+      const positions = tf.add(
+        tf.range(dVocab + context.start, dVocab + context.start + pos, 1, 'int32'),
+        tf.zeros([batch, pos], 'int32'),
+      )
       const positionPart = oneHotFloat(tf.reshape(positions, [batch * pos]), dModel) as tf.Tensor2D // [batch * pos, dModel]
       const embed = hook2('hook_embed', tokenPart)
       const posEmbed = hook2('hook_pos_embed', positionPart)
@@ -1053,8 +1191,14 @@ export class Transformer {
     const flatTokens = tf.reshape(tokens, [batch * pos]) as tf.Tensor1D
     let residual = hook2('hook_embed', gatherRows(param(this.parameters, 'embed.W_E') as tf.Tensor2D, flatTokens)) // [batch * pos, dModel]
     if (this.config.positional === 'learned') {
-      const positions = tf.reshape(tf.add(tf.range(context.start, context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')), [batch * pos]) as tf.Tensor1D
-      const posEmbed = hook2('hook_pos_embed', gatherRows(param(this.parameters, 'pos_embed.W_pos') as tf.Tensor2D, positions)) // [batch * pos, dModel]
+      const positions = tf.reshape(
+        tf.add(tf.range(context.start, context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')),
+        [batch * pos],
+      ) as tf.Tensor1D
+      const posEmbed = hook2(
+        'hook_pos_embed',
+        gatherRows(param(this.parameters, 'pos_embed.W_pos') as tf.Tensor2D, positions),
+      ) // [batch * pos, dModel]
       residual = tf.add(residual, posEmbed) as tf.Tensor2D
     }
     if (context.rng !== null && this.config.dropout > 0) residual = dropout(residual, this.config.dropout, context.rng)
@@ -1063,12 +1207,19 @@ export class Transformer {
     const w = param(this.parameters, 'ln_final.w') as tf.Tensor1D
     const normalized =
       this.config.normalization === 'layernorm'
-        ? layerNorm(residual, w, this.parameters.has('ln_final.b') ? (param(this.parameters, 'ln_final.b') as tf.Tensor1D) : null, this.config.normEps)
+        ? layerNorm(
+            residual,
+            w,
+            this.parameters.has('ln_final.b') ? (param(this.parameters, 'ln_final.b') as tf.Tensor1D) : null,
+            this.config.normEps,
+          )
         : this.config.normalization === 'rmsnorm'
           ? rmsNorm(residual, w, this.config.normEps)
           : residual
     const final = fromPosition(hook2('ln_final.hook_normalized', normalized), batch, pos, context.logitsFrom) // [batch * outPos, dModel]
-    const wU = this.config.tiedEmbeddings ? tf.transpose(param(this.parameters, 'embed.W_E')) : param(this.parameters, 'unembed.W_U') // [dModel, dVocab]
+    const wU = this.config.tiedEmbeddings
+      ? tf.transpose(param(this.parameters, 'embed.W_E'))
+      : param(this.parameters, 'unembed.W_U') // [dModel, dVocab]
     return linear(final, wU as tf.Tensor2D) // [batch * outPos, dVocab]
   }
 

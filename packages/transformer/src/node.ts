@@ -4,4 +4,12 @@
  *
  * @packageDocumentation
  */
-export { CHECKPOINT_FORMAT, CheckpointError, loadCheckpoint, loadCheckpointModel, saveCheckpoint, type LoadedCheckpoint, type SaveCheckpointOptions } from './checkpoint.ts'
+export {
+  CHECKPOINT_FORMAT,
+  CheckpointError,
+  loadCheckpoint,
+  loadCheckpointModel,
+  saveCheckpoint,
+  type LoadedCheckpoint,
+  type SaveCheckpointOptions,
+} from './checkpoint.ts'

@@ -11,7 +11,6 @@ import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, softmaxCrossEntropy, type Rng } from '@attnlab/core'
 import type { ActivationFunction } from './config.ts'
 
-
 /**
  * RMSNorm over the last axis: `x / sqrt(mean(x^2) + eps) * w` (Llama; Zhang & Sennrich 2019).
  *
@@ -71,13 +70,18 @@ export function activation<T extends tf.Tensor>(x: T, fn: ActivationFunction): T
  * @returns `cos` and `sin`, each `[pos, dHead]` float32 values
  * @category Ops
  */
-export function ropeTables(start: number, pos: number, dHead: number, theta: number): { cos: Float32Array; sin: Float32Array } {
+export function ropeTables(
+  start: number,
+  pos: number,
+  dHead: number,
+  theta: number,
+): { cos: Float32Array; sin: Float32Array } {
   const half = dHead / 2
   const cos = new Float32Array(pos * dHead)
   const sin = new Float32Array(pos * dHead)
   for (let p = 0; p < pos; p++) {
     for (let i = 0; i < half; i++) {
-      const frequency = 1 / Math.pow(theta, (2 * i) / dHead)
+      const frequency = 1 / theta ** ((2 * i) / dHead)
       const angle = (start + p) * frequency
       const c = Math.cos(angle)
       const s = Math.sin(angle)

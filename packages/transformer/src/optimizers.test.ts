@@ -28,16 +28,47 @@ describeWithBackends('optimizers', () => {
     // (torch.optim.AdamW gives the same: 0.8177969063826518, -1.8449993939894944.)
     const adamw: OptimizerOptions = { kind: 'adamw', beta1: 0.9, beta2: 0.999, epsilon: 1e-8, weightDecay: 0.01 }
     expectArraysClose(run(adamw, [[0.5, -1]]), [0.899000002, -1.898000001], 1e-6, 0)
-    expectArraysClose(run(adamw, [[0.5, -1], [0.1, 0.2]]), [0.817796906, -1.844999394], 1e-6, 0)
+    expectArraysClose(
+      run(adamw, [
+        [0.5, -1],
+        [0.1, 0.2],
+      ]),
+      [0.817796906, -1.844999394],
+      1e-6,
+      0,
+    )
     // Weight decay is decoupled: with a zero gradient only the decay acts (Adam's update is 0/eps = 0).
     expectArraysClose(run(adamw, [[0, 0]]), [0.999, -1.998], 1e-7, 0)
     // ... and is skipped for parameters the filter excludes.
-    expectArraysClose(run(adamw, [[0, 0]], 0.1, () => false), [1, -2], 0, 0)
+    expectArraysClose(
+      run(adamw, [[0, 0]], 0.1, () => false),
+      [1, -2],
+      0,
+      0,
+    )
   })
 
   it('SGD with momentum, dampening, L2 decay and Nesterov matches torch.optim.SGD', () => {
-    expectArraysClose(run({ kind: 'sgd', momentum: 0.9, dampening: 0.1, weightDecay: 0.05 }, [[0.5, -1], [0.1, 0.2], [0.3, 0.3]]), [0.79480013625, -1.7388382725], 1e-6, 0)
-    expectArraysClose(run({ kind: 'sgd', momentum: 0.9, nesterov: true }, [[0.5, -1], [0.1, 0.2], [0.3, 0.3]]), [0.74395, -1.7673], 1e-6, 0)
+    expectArraysClose(
+      run({ kind: 'sgd', momentum: 0.9, dampening: 0.1, weightDecay: 0.05 }, [
+        [0.5, -1],
+        [0.1, 0.2],
+        [0.3, 0.3],
+      ]),
+      [0.79480013625, -1.7388382725],
+      1e-6,
+      0,
+    )
+    expectArraysClose(
+      run({ kind: 'sgd', momentum: 0.9, nesterov: true }, [
+        [0.5, -1],
+        [0.1, 0.2],
+        [0.3, 0.3],
+      ]),
+      [0.74395, -1.7673],
+      1e-6,
+      0,
+    )
     expectArraysClose(run({ kind: 'sgd' }, [[0.5, -1]]), [0.95, -1.9], 1e-7, 0)
   })
 
@@ -93,7 +124,15 @@ describeWithBackends('optimizers', () => {
     const disabled = clipByGlobalNorm(grads, Infinity)
     expectArraysClose(await disabled.grads.get('a')!.data(), [3, 0], 0)
     expect(() => clipByGlobalNorm(grads, 0)).toThrow(ConfigError)
-    tf.dispose([...grads.values(), ...clipped.grads.values(), clipped.norm, ...unclipped.grads.values(), unclipped.norm, ...disabled.grads.values(), disabled.norm])
+    tf.dispose([
+      ...grads.values(),
+      ...clipped.grads.values(),
+      clipped.norm,
+      ...unclipped.grads.values(),
+      unclipped.norm,
+      ...disabled.grads.values(),
+      disabled.norm,
+    ])
   })
 
   it('decays matrices only by default', () => {
@@ -121,13 +160,19 @@ describe('schedules', () => {
     expect(s.learningRate(60)).toBeCloseTo(0.055, 12)
     expect(s.learningRate(110)).toBe(0.01)
     expect(s.learningRate(500)).toBe(0.01)
-    expect(() => createSchedule({ kind: 'warmup-cosine', warmupSteps: 10, totalSteps: 5 }, 0.1, 100)).toThrow(/totalSteps/)
+    expect(() => createSchedule({ kind: 'warmup-cosine', warmupSteps: 10, totalSteps: 5 }, 0.1, 100)).toThrow(
+      /totalSteps/,
+    )
     expect(() => createSchedule({ kind: 'warmup-cosine', warmupSteps: -1 }, 0.1, 100)).toThrow(/warmupSteps/)
     expect(() => createSchedule({ kind: 'warmup-cosine', warmupSteps: 1, minLr: 1 }, 0.1, 100)).toThrow(/minLr/)
   })
 
   it('reduce-on-plateau follows torch ReduceLROnPlateau (mode min, rel threshold)', () => {
-    const s = createSchedule({ kind: 'reduce-on-plateau', patience: 2, factor: 0.5, threshold: 0.01, minLr: 0.02 }, 0.1, 100)
+    const s = createSchedule(
+      { kind: 'reduce-on-plateau', patience: 2, factor: 0.5, threshold: 0.01, minLr: 0.02 },
+      0.1,
+      100,
+    )
     const losses = [1.0, 0.995, 0.999, 0.998, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
     const lrs = losses.map((l) => {
       s.onValidation(l)
@@ -138,7 +183,11 @@ describe('schedules', () => {
     expect(lrs[7]).toBe(0.025)
     expect(lrs[10]).toBe(0.02) // floored at minLr
     const state = s.getState()
-    const t = createSchedule({ kind: 'reduce-on-plateau', patience: 2, factor: 0.5, threshold: 0.01, minLr: 0.02 }, 0.1, 100)
+    const t = createSchedule(
+      { kind: 'reduce-on-plateau', patience: 2, factor: 0.5, threshold: 0.01, minLr: 0.02 },
+      0.1,
+      100,
+    )
     t.setState(state)
     expect(t.getState()).toEqual(state)
     expect(() => t.setState({ ...state, kind: 'constant' })).toThrow(/'constant' but the run uses 'reduce-on-plateau'/)

@@ -45,8 +45,14 @@ export interface SgdOptions {
   readonly weightDecay?: number
 }
 
-const ADAMW_KEYS = Object.keys({ kind: 1, beta1: 1, beta2: 1, epsilon: 1, weightDecay: 1 } satisfies Record<keyof AdamWOptions, 1>)
-const SGD_KEYS = Object.keys({ kind: 1, momentum: 1, dampening: 1, nesterov: 1, weightDecay: 1 } satisfies Record<keyof SgdOptions, 1>)
+const ADAMW_KEYS = Object.keys({ kind: 1, beta1: 1, beta2: 1, epsilon: 1, weightDecay: 1 } satisfies Record<
+  keyof AdamWOptions,
+  1
+>)
+const SGD_KEYS = Object.keys({ kind: 1, momentum: 1, dampening: 1, nesterov: 1, weightDecay: 1 } satisfies Record<
+  keyof SgdOptions,
+  1
+>)
 
 /** Optimizer choice. @category Training */
 export type OptimizerOptions = AdamWOptions | SgdOptions
@@ -139,25 +145,39 @@ abstract class SlotOptimizer implements Optimizer {
 
   protected variable(name: string, grad: tf.Tensor): tf.Variable {
     const variable = this.variables.get(name)
-    if (variable === undefined) throw new AttnlabError('INVALID_ARGUMENT', `gradient for unknown parameter '${name}'`, { name })
+    if (variable === undefined)
+      throw new AttnlabError('INVALID_ARGUMENT', `gradient for unknown parameter '${name}'`, { name })
     if (grad.shape.length !== variable.shape.length || grad.shape.some((d, i) => d !== variable.shape[i])) {
-      throw new AttnlabError('INVALID_ARGUMENT', `gradient of '${name}' has shape [${grad.shape}] but the parameter has [${variable.shape}]`, { name })
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `gradient of '${name}' has shape [${grad.shape}] but the parameter has [${variable.shape}]`,
+        { name },
+      )
     }
     return variable
   }
 
   async getState(): Promise<OptimizerState> {
     const slots = new Map<string, { shape: number[]; data: Float32Array }>()
-    for (const [key, slot] of this.slots) slots.set(key, { shape: [...slot.shape], data: (await slot.data()) as Float32Array })
+    for (const [key, slot] of this.slots)
+      slots.set(key, { shape: [...slot.shape], data: (await slot.data()) as Float32Array })
     return { kind: this.kind, step: this.steps, hyperparameters: this.hyperparameters(), slots }
   }
 
   setState(state: OptimizerState): void {
     if (state.kind !== this.kind) {
-      throw new AttnlabError('INVALID_CHECKPOINT', `optimizer state is for '${state.kind}' but this optimizer is '${this.kind}'`, { field: 'optimizer.kind' })
+      throw new AttnlabError(
+        'INVALID_CHECKPOINT',
+        `optimizer state is for '${state.kind}' but this optimizer is '${this.kind}'`,
+        { field: 'optimizer.kind' },
+      )
     }
     if (!Number.isSafeInteger(state.step) || state.step < 0) {
-      throw new AttnlabError('INVALID_CHECKPOINT', `optimizer step ${String(state.step)} is not a non-negative integer`, { field: 'optimizer.step' })
+      throw new AttnlabError(
+        'INVALID_CHECKPOINT',
+        `optimizer step ${String(state.step)} is not a non-negative integer`,
+        { field: 'optimizer.step' },
+      )
     }
     // Validate everything before changing anything.
     for (const [key, value] of state.slots) {
@@ -166,15 +186,31 @@ abstract class SlotOptimizer implements Optimizer {
       const name = key.slice(dot + 1)
       const variable = this.variables.get(name)
       if (dot < 0 || !this.slotNames.includes(slotName) || variable === undefined) {
-        throw new AttnlabError('INVALID_CHECKPOINT', `optimizer slot '${key}' does not belong to this model/optimizer (slots: ${this.slotNames.join(', ')})`, { field: key })
+        throw new AttnlabError(
+          'INVALID_CHECKPOINT',
+          `optimizer slot '${key}' does not belong to this model/optimizer (slots: ${this.slotNames.join(', ')})`,
+          { field: key },
+        )
       }
-      if (value.shape.length !== variable.shape.length || value.shape.some((d, i) => d !== variable.shape[i]) || value.data.length !== variable.size) {
-        throw new AttnlabError('INVALID_CHECKPOINT', `optimizer slot '${key}' has shape [${value.shape}] but parameter '${name}' has [${variable.shape}]`, { field: key })
+      if (
+        value.shape.length !== variable.shape.length ||
+        value.shape.some((d, i) => d !== variable.shape[i]) ||
+        value.data.length !== variable.size
+      ) {
+        throw new AttnlabError(
+          'INVALID_CHECKPOINT',
+          `optimizer slot '${key}' has shape [${value.shape}] but parameter '${name}' has [${variable.shape}]`,
+          { field: key },
+        )
       }
     }
     for (const slot of this.slots.values()) slot.dispose()
     this.slots.clear()
-    for (const [key, value] of state.slots) this.slots.set(key, tf.tidy(() => tf.variable(tf.tensor(value.data, value.shape, 'float32'), false)))
+    for (const [key, value] of state.slots)
+      this.slots.set(
+        key,
+        tf.tidy(() => tf.variable(tf.tensor(value.data, value.shape, 'float32'), false)),
+      )
     this.steps = state.step
   }
 
@@ -192,7 +228,11 @@ class AdamW extends SlotOptimizer {
   private readonly epsilon: number
   private readonly weightDecay: number
 
-  constructor(variables: ReadonlyMap<string, tf.Variable>, options: AdamWOptions, decayed: (name: string, variable: tf.Variable) => boolean) {
+  constructor(
+    variables: ReadonlyMap<string, tf.Variable>,
+    options: AdamWOptions,
+    decayed: (name: string, variable: tf.Variable) => boolean,
+  ) {
     super(variables, decayed)
     this.beta1 = checkRange('beta1', options.beta1 ?? 0.9, 0, 1)
     this.beta2 = checkRange('beta2', options.beta2 ?? 0.999, 0, 1)
@@ -233,7 +273,11 @@ class Sgd extends SlotOptimizer {
   private readonly nesterov: boolean
   private readonly weightDecay: number
 
-  constructor(variables: ReadonlyMap<string, tf.Variable>, options: SgdOptions, decayed: (name: string, variable: tf.Variable) => boolean) {
+  constructor(
+    variables: ReadonlyMap<string, tf.Variable>,
+    options: SgdOptions,
+    decayed: (name: string, variable: tf.Variable) => boolean,
+  ) {
     super(variables, decayed)
     this.momentum = checkRange('momentum', options.momentum ?? 0, 0, 1)
     this.dampening = checkRange('dampening', options.dampening ?? 0, 0, 1, true)
@@ -245,7 +289,12 @@ class Sgd extends SlotOptimizer {
   }
 
   protected hyperparameters(): Record<string, number | boolean> {
-    return { momentum: this.momentum, dampening: this.dampening, nesterov: this.nesterov, weightDecay: this.weightDecay }
+    return {
+      momentum: this.momentum,
+      dampening: this.dampening,
+      nesterov: this.nesterov,
+      weightDecay: this.weightDecay,
+    }
   }
 
   step(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>, learningRate: number): void {
@@ -254,7 +303,10 @@ class Sgd extends SlotOptimizer {
       for (const [name, rawGrad] of entriesOf(grads)) {
         const variable = this.variable(name, rawGrad)
         // d_p = g (+ lambda theta)
-        let direction = this.weightDecay > 0 && this.decayed(name, variable) ? tf.add(rawGrad, tf.mul(variable, this.weightDecay)) : rawGrad
+        let direction =
+          this.weightDecay > 0 && this.decayed(name, variable)
+            ? tf.add(rawGrad, tf.mul(variable, this.weightDecay))
+            : rawGrad
         if (this.momentum > 0) {
           const key = `momentum_buffer.${name}`
           const buffer = this.slots.get(key)
@@ -311,7 +363,10 @@ export function createOptimizer(
       checkOptionKeys("'sgd' optimizer options", options, SGD_KEYS)
       return new Sgd(variables, options, decayed)
     default:
-      throw new ConfigError('optimizer', `'${String((options as { kind?: unknown }).kind)}' is not an optimizer; expected 'adamw' or 'sgd'`)
+      throw new ConfigError(
+        'optimizer',
+        `'${String((options as { kind?: unknown }).kind)}' is not an optimizer; expected 'adamw' or 'sgd'`,
+      )
   }
 }
 
@@ -329,7 +384,8 @@ export function clipByGlobalNorm(
   grads: ReadonlyMap<string, tf.Tensor>,
   maxNorm: number,
 ): { grads: Map<string, tf.Tensor>; norm: tf.Scalar } {
-  if (!(maxNorm > 0)) throw new ConfigError('gradClip', `${maxNorm} must be > 0 (Infinity disables clipping)`, { value: maxNorm })
+  if (!(maxNorm > 0))
+    throw new ConfigError('gradClip', `${maxNorm} must be > 0 (Infinity disables clipping)`, { value: maxNorm })
   const out = new Map<string, tf.Tensor>()
   let norm: tf.Scalar | undefined
   tf.tidy(() => {

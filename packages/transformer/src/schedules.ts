@@ -54,8 +54,18 @@ export type ScheduleOptions = ConstantSchedule | WarmupCosineSchedule | ReduceOn
 
 const SCHEDULE_KEYS = {
   constant: Object.keys({ kind: 1 } satisfies Record<keyof ConstantSchedule, 1>),
-  'warmup-cosine': Object.keys({ kind: 1, warmupSteps: 1, totalSteps: 1, minLr: 1 } satisfies Record<keyof WarmupCosineSchedule, 1>),
-  'reduce-on-plateau': Object.keys({ kind: 1, factor: 1, patience: 1, threshold: 1, cooldown: 1, minLr: 1 } satisfies Record<keyof ReduceOnPlateauSchedule, 1>),
+  'warmup-cosine': Object.keys({ kind: 1, warmupSteps: 1, totalSteps: 1, minLr: 1 } satisfies Record<
+    keyof WarmupCosineSchedule,
+    1
+  >),
+  'reduce-on-plateau': Object.keys({
+    kind: 1,
+    factor: 1,
+    patience: 1,
+    threshold: 1,
+    cooldown: 1,
+    minLr: 1,
+  } satisfies Record<keyof ReduceOnPlateauSchedule, 1>),
 }
 
 /** The state a schedule carries between steps (JSON). @category Training */
@@ -102,7 +112,8 @@ export interface Schedule {
  * @category Training
  */
 export function createSchedule(options: ScheduleOptions, baseLr: number, steps: number): Schedule {
-  if (!(Number.isFinite(baseLr) && baseLr > 0)) throw new ConfigError('lr', `${baseLr} must be a positive number`, { value: baseLr })
+  if (!(Number.isFinite(baseLr) && baseLr > 0))
+    throw new ConfigError('lr', `${baseLr} must be a positive number`, { value: baseLr })
   let state: { currentLr: number; best: number | null; badEvaluations: number; cooldownLeft: number } = {
     currentLr: baseLr,
     best: null,
@@ -122,8 +133,10 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
       const warmup = options.warmupSteps
       const total = options.totalSteps ?? steps
       const minLr = options.minLr ?? 0
-      if (!Number.isSafeInteger(warmup) || warmup < 0) throw new ConfigError('warmupSteps', `${warmup} must be a non-negative integer`)
-      if (!Number.isSafeInteger(total) || total <= warmup) throw new ConfigError('totalSteps', `${total} must be an integer > warmupSteps ${warmup}`)
+      if (!Number.isSafeInteger(warmup) || warmup < 0)
+        throw new ConfigError('warmupSteps', `${warmup} must be a non-negative integer`)
+      if (!Number.isSafeInteger(total) || total <= warmup)
+        throw new ConfigError('totalSteps', `${total} must be an integer > warmupSteps ${warmup}`)
       if (!(minLr >= 0 && minLr <= baseLr)) throw new ConfigError('minLr', `${minLr} must be in [0, lr ${baseLr}]`)
       learningRate = (step) => {
         if (step < warmup) return (baseLr * (step + 1)) / warmup
@@ -140,9 +153,11 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
       const cooldown = options.cooldown ?? 0
       const minLr = options.minLr ?? 0
       if (!(factor > 0 && factor < 1)) throw new ConfigError('factor', `${factor} must be in (0, 1)`)
-      if (!Number.isSafeInteger(patience) || patience < 0) throw new ConfigError('patience', `${patience} must be a non-negative integer`)
+      if (!Number.isSafeInteger(patience) || patience < 0)
+        throw new ConfigError('patience', `${patience} must be a non-negative integer`)
       if (!(threshold >= 0)) throw new ConfigError('threshold', `${threshold} must be >= 0`)
-      if (!Number.isSafeInteger(cooldown) || cooldown < 0) throw new ConfigError('cooldown', `${cooldown} must be a non-negative integer`)
+      if (!Number.isSafeInteger(cooldown) || cooldown < 0)
+        throw new ConfigError('cooldown', `${cooldown} must be a non-negative integer`)
       learningRate = () => state.currentLr
       onValidation = (loss) => {
         if (state.best === null || loss < state.best * (1 - threshold)) {
@@ -169,7 +184,10 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
       break
     }
     default:
-      throw new ConfigError('schedule', `'${String((options as { kind?: unknown }).kind)}' is not a schedule; expected constant, warmup-cosine or reduce-on-plateau`)
+      throw new ConfigError(
+        'schedule',
+        `'${String((options as { kind?: unknown }).kind)}' is not a schedule; expected constant, warmup-cosine or reduce-on-plateau`,
+      )
   }
   return {
     learningRate,
@@ -177,15 +195,36 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
     getState: () => ({ kind, ...state }),
     setState: (saved) => {
       if (saved === null || typeof saved !== 'object' || saved.kind !== kind) {
-        throw new AttnlabError('INVALID_CHECKPOINT', `schedule state is for '${String(saved?.kind)}' but the run uses '${kind}'`, { field: 'schedule.kind' })
+        throw new AttnlabError(
+          'INVALID_CHECKPOINT',
+          `schedule state is for '${String(saved?.kind)}' but the run uses '${kind}'`,
+          { field: 'schedule.kind' },
+        )
       }
       if (!(Number.isFinite(saved.currentLr) && saved.currentLr > 0)) {
-        throw new AttnlabError('INVALID_CHECKPOINT', `schedule.currentLr ${String(saved.currentLr)} is not a positive number`, { field: 'schedule.currentLr' })
+        throw new AttnlabError(
+          'INVALID_CHECKPOINT',
+          `schedule.currentLr ${String(saved.currentLr)} is not a positive number`,
+          { field: 'schedule.currentLr' },
+        )
       }
-      if (!Number.isSafeInteger(saved.badEvaluations) || !Number.isSafeInteger(saved.cooldownLeft) || (saved.best !== null && typeof saved.best !== 'number')) {
-        throw new AttnlabError('INVALID_CHECKPOINT', 'schedule state fields badEvaluations/cooldownLeft/best are malformed', { field: 'schedule' })
+      if (
+        !Number.isSafeInteger(saved.badEvaluations) ||
+        !Number.isSafeInteger(saved.cooldownLeft) ||
+        (saved.best !== null && typeof saved.best !== 'number')
+      ) {
+        throw new AttnlabError(
+          'INVALID_CHECKPOINT',
+          'schedule state fields badEvaluations/cooldownLeft/best are malformed',
+          { field: 'schedule' },
+        )
       }
-      state = { currentLr: saved.currentLr, best: saved.best, badEvaluations: saved.badEvaluations, cooldownLeft: saved.cooldownLeft }
+      state = {
+        currentLr: saved.currentLr,
+        best: saved.best,
+        badEvaluations: saved.badEvaluations,
+        cooldownLeft: saved.cooldownLeft,
+      }
     },
   }
 }

@@ -12,7 +12,14 @@ const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1, 1], genLen: 8, t
 
 async function separationAfterTraining(queryInit: QueryInit): Promise<number> {
   const model = createTransformer(createConfig({ architecture: 'minimal', dVocab: 8, nCtx: 10, nHeads: 3, queryInit }))
-  await train(model, task, { steps: 100, batchSize: 64, lr: 0.08, validation: 16, analysis: false, optimizer: { kind: 'adamw', weightDecay: 0.01 } })
+  await train(model, task, {
+    steps: 100,
+    batchSize: 64,
+    lr: 0.08,
+    validation: 16,
+    analysis: false,
+    optimizer: { kind: 'adamw', weightDecay: 0.01 },
+  })
   const separation = await headSeparation(model)
   model.dispose()
   return separation

@@ -18,7 +18,8 @@ export function randomizeWeights(model: Transformer, seed = 1, scale = 0.3): voi
   const weights = new Map<string, { shape: number[]; data: Float32Array }>()
   for (const [name, variable] of model.getWeights()) {
     const data = rng.fillNormal(new Float32Array(variable.size), 0, scale)
-    if (/\.(ln1|ln2|ln_final)\.w$|^ln_final\.w$/.test(name)) for (let i = 0; i < data.length; i++) data[i] = 1 + (data[i] as number) / 3
+    if (/\.(ln1|ln2|ln_final)\.w$|^ln_final\.w$/.test(name))
+      for (let i = 0; i < data.length; i++) data[i] = 1 + (data[i] as number) / 3
     weights.set(name, { shape: [...variable.shape], data })
   }
   model.setWeights(weights)
@@ -29,7 +30,11 @@ export function randomizeWeights(model: Transformer, seed = 1, scale = 0.3): voi
  * evaluates the same sum in doubles from the logits (no float32 summation noise in finite
  * differences).
  */
-export function probeLoss(model: Transformer, tokens: number[][], seed = 7): (() => tf.Scalar) & { exact: () => number } {
+export function probeLoss(
+  model: Transformer,
+  tokens: number[][],
+  seed = 7,
+): (() => tf.Scalar) & { exact: () => number } {
   const rng = Rng.fromSeed(seed)
   const batch = tokens.length
   const pos = tokens[0]!.length
@@ -54,7 +59,11 @@ export function probeLoss(model: Transformer, tokens: number[][], seed = 7): (()
  * Checks every parameter's gradient against a central finite difference along a random
  * direction: (L(w + e u) - L(w - e u)) / 2e = <grad, u>.
  */
-export async function checkGradients(model: Transformer, loss: (() => tf.Scalar) & { exact?: () => number }, options: { epsilon?: number; rtol?: number } = {}): Promise<void> {
+export async function checkGradients(
+  model: Transformer,
+  loss: (() => tf.Scalar) & { exact?: () => number },
+  options: { epsilon?: number; rtol?: number } = {},
+): Promise<void> {
   const evaluate = async (): Promise<number> => (loss.exact !== undefined ? loss.exact() : (await loss().data())[0]!)
   const epsilon = options.epsilon ?? 2e-3
   // A float32 forward pass is only reproducible to ~1e-7 relative, so central differences through a
@@ -63,7 +72,10 @@ export async function checkGradients(model: Transformer, loss: (() => tf.Scalar)
   const rtol = options.rtol ?? 2e-2
   const weights = model.getWeights()
   const names = [...weights.keys()]
-  const { grads } = tf.variableGrads(loss, names.map((n) => weights.get(n)!))
+  const { grads } = tf.variableGrads(
+    loss,
+    names.map((n) => weights.get(n)!),
+  )
   const byVariable = new Map<string, tf.Tensor>()
   for (const name of names) byVariable.set(name, grads[weights.get(name)!.name]!)
   const rng = Rng.fromSeed(99)
@@ -72,7 +84,10 @@ export async function checkGradients(model: Transformer, loss: (() => tf.Scalar)
     const original = tf.clone(variable)
     const values = rng.fillNormal(new Float32Array(variable.size))
     const norm = Math.hypot(...values)
-    const direction = tf.tensor(values.map((v) => v / norm), variable.shape) // unit length: a small, well-conditioned step
+    const direction = tf.tensor(
+      values.map((v) => v / norm),
+      variable.shape,
+    ) // unit length: a small, well-conditioned step
     const analytic = (await tf.sum(tf.mul(byVariable.get(name)!, direction)).data())[0]!
     variable.assign(tf.add(original, tf.mul(direction, epsilon)))
     const plus = await evaluate()

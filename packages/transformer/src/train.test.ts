@@ -10,14 +10,31 @@ import { Trainer, train, type EvalRecord, type StepRecord, type TrainerState } f
 // A small sparse-markov task: d = 8, spans [1, 1], 6 generated tokens (sequences of 8).
 const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 })
 const minimalConfig = createConfig({ architecture: 'minimal', dVocab: 8, nCtx: 7, nHeads: 2, queryInit: 1e-3 })
-const gptConfig = createConfig({ architecture: 'gpt', dVocab: 8, nCtx: 7, dModel: 16, nLayers: 1, nHeads: 2, dHead: 8, dMlp: 32, dropout: 0.1 })
+const gptConfig = createConfig({
+  architecture: 'gpt',
+  dVocab: 8,
+  nCtx: 7,
+  dModel: 16,
+  nLayers: 1,
+  nHeads: 2,
+  dHead: 8,
+  dMlp: 32,
+  dropout: 0.1,
+})
 
 describeWithBackends('train', (backend) => {
   it('lowers the loss of the minimal and gpt models on a task, with evaluations and analysis metrics', async () => {
     for (const config of [minimalConfig, gptConfig]) {
       const model = createTransformer(config)
       const evals: EvalRecord[] = []
-      const result = await train(model, task, { steps: 30, batchSize: 48, lr: config.architecture === 'minimal' ? 0.08 : 0.01, evalEvery: 15, validation: 96, onEval: (r) => void evals.push(r) })
+      const result = await train(model, task, {
+        steps: 30,
+        batchSize: 48,
+        lr: config.architecture === 'minimal' ? 0.08 : 0.01,
+        evalEvery: 15,
+        validation: 96,
+        onEval: (r) => void evals.push(r),
+      })
       expect(result.steps).toBe(30)
       expect(result.losses.length).toBe(30)
       expect(result.finalValidationLoss).toBeLessThan(Math.log(8) - 0.2)
@@ -40,7 +57,14 @@ describeWithBackends('train', (backend) => {
     it('is deterministic on cpu: the same seed gives bit-identical losses and weights', async () => {
       const runOnce = async (seed: number): Promise<{ losses: readonly number[]; w: Float32Array }> => {
         const model = createTransformer(gptConfig)
-        const result = await train(model, task, { steps: 8, batchSize: 16, lr: 0.01, seed, validation: 32, analysis: false })
+        const result = await train(model, task, {
+          steps: 8,
+          batchSize: 16,
+          lr: 0.01,
+          seed,
+          validation: 32,
+          analysis: false,
+        })
         const w = (await model.getWeightData()).get('blocks.0.attn.W_Q')!.data
         model.dispose()
         return { losses: result.losses, w }
@@ -148,14 +172,22 @@ describeWithBackends('train', (backend) => {
     expect(() => new Trainer(model, task, { ...base, lr: 0 })).toThrow(/lr/)
     expect(() => new Trainer(model, task, { ...base, gradClip: 0 })).toThrow(/gradClip/)
     expect(() => new Trainer(model, task, { ...base, evalEvery: 1.5 })).toThrow(/evalEvery/)
-    expect(() => new Trainer(model, new SparseMarkovTask({ vocabSize: 9, spans: [1, 1], genLen: 6 }), base)).toThrow(/9 tokens but the model's dVocab is 8/)
-    expect(() => new Trainer(model, new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 7 }), base)).toThrow(/nCtx >= 8/)
+    expect(() => new Trainer(model, new SparseMarkovTask({ vocabSize: 9, spans: [1, 1], genLen: 6 }), base)).toThrow(
+      /9 tokens but the model's dVocab is 8/,
+    )
+    expect(() => new Trainer(model, new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 7 }), base)).toThrow(
+      /nCtx >= 8/,
+    )
     const dataset = task.sample(8, Rng.fromSeed(1))
     expect(() => new Trainer(model, dataset, base)).toThrow(/explicit validation dataset/)
-    expect(() => new Trainer(model, dataset, { ...base, batchSize: 9, validation: dataset })).toThrow(/exceeds the dataset's 8/)
+    expect(() => new Trainer(model, dataset, { ...base, batchSize: 9, validation: dataset })).toThrow(
+      /exceeds the dataset's 8/,
+    )
     const bad = { ...dataset, tokens: dataset.tokens.map((t, i) => (i === 3 ? 8 : t)) }
     expect(() => new Trainer(model, bad, { ...base, validation: dataset })).toThrow(/token 8 at sequence 0, position 3/)
-    expect(() => new Trainer(model, { ...dataset, tokens: new Int32Array(3) }, { ...base, validation: dataset })).toThrow(ConfigError)
+    expect(
+      () => new Trainer(model, { ...dataset, tokens: new Int32Array(3) }, { ...base, validation: dataset }),
+    ).toThrow(ConfigError)
     // resume states that do not fit
     const trainer = new Trainer(model, task, base)
     const state = await trainer.getState()
@@ -163,9 +195,13 @@ describeWithBackends('train', (backend) => {
     expect(() => new Trainer(model, task, { ...base, batchSize: 5, resume: state })).toThrow(/batch size 4, this one 5/)
     expect(() => new Trainer(model, task, { ...base, seed: 9, resume: state })).toThrow(/seed/)
     expect(() => new Trainer(model, dataset, { ...base, validation: dataset, resume: state })).toThrow(/trained on/)
-    expect(() => new Trainer(model, task, { ...base, resume: { ...state, step: 3 } })).toThrow(/past the requested 2 steps/)
+    expect(() => new Trainer(model, task, { ...base, resume: { ...state, step: 3 } })).toThrow(
+      /past the requested 2 steps/,
+    )
     expect(() => new Trainer(model, task, { ...base, resume: { ...state, version: 2 as 1 } })).toThrow(AttnlabError)
-    expect(() => new Trainer(model, task, { ...base, resume: { ...state, dataRng: { key: 1 } as never } })).toThrow(/random-stream/)
+    expect(() => new Trainer(model, task, { ...base, resume: { ...state, dataRng: { key: 1 } as never } })).toThrow(
+      /random-stream/,
+    )
     model.dispose()
   })
 
@@ -175,13 +211,28 @@ describeWithBackends('train', (backend) => {
     await expect(train(model, task, { ...base, evalEvey: 1 } as never)).rejects.toThrow(
       /Invalid evalEvey: not one of the train options \(did you mean 'evalEvery'\?\); allowed: steps, batchSize, lr, optimizer, .*resume/,
     )
-    await expect(train(model, task, { ...base, optimiser: { kind: 'sgd' } } as never)).rejects.toMatchObject({ code: 'INVALID_CONFIG', parameter: 'optimiser' })
-    await expect(train(model, task, { ...base, learningRate: 0.1 } as never)).rejects.toThrow(/Invalid learningRate: not one of the train options; allowed:/)
-    expect(() => new Trainer(model, task, { ...base, analysis: { sise: 4 } } as never)).toThrow(/Invalid sise: not one of the train analysis options \(did you mean 'size'\?\)/)
-    expect(() => new Trainer(model, task, { ...base, optimizer: { kind: 'sgd', momentun: 0.9 } } as never)).toThrow(/Invalid momentun: not one of the 'sgd' optimizer options \(did you mean 'momentum'\?\)/)
-    expect(() => new Trainer(model, task, { ...base, optimizer: { kind: 'adamw', beta: 0.9 } } as never)).toThrow(/Invalid beta: .*'adamw' optimizer options/)
-    expect(() => new Trainer(model, task, { ...base, schedule: { kind: 'warmup-cosine', warmup: 5 } } as never)).toThrow(/Invalid warmup: not one of the 'warmup-cosine' schedule options/)
-    expect(() => new Trainer(model, task, { ...base, schedule: { kind: 'constant', lr: 1 } } as never)).toThrow(/Invalid lr: not one of the 'constant' schedule options/)
+    await expect(train(model, task, { ...base, optimiser: { kind: 'sgd' } } as never)).rejects.toMatchObject({
+      code: 'INVALID_CONFIG',
+      parameter: 'optimiser',
+    })
+    await expect(train(model, task, { ...base, learningRate: 0.1 } as never)).rejects.toThrow(
+      /Invalid learningRate: not one of the train options; allowed:/,
+    )
+    expect(() => new Trainer(model, task, { ...base, analysis: { sise: 4 } } as never)).toThrow(
+      /Invalid sise: not one of the train analysis options \(did you mean 'size'\?\)/,
+    )
+    expect(() => new Trainer(model, task, { ...base, optimizer: { kind: 'sgd', momentun: 0.9 } } as never)).toThrow(
+      /Invalid momentun: not one of the 'sgd' optimizer options \(did you mean 'momentum'\?\)/,
+    )
+    expect(() => new Trainer(model, task, { ...base, optimizer: { kind: 'adamw', beta: 0.9 } } as never)).toThrow(
+      /Invalid beta: .*'adamw' optimizer options/,
+    )
+    expect(
+      () => new Trainer(model, task, { ...base, schedule: { kind: 'warmup-cosine', warmup: 5 } } as never),
+    ).toThrow(/Invalid warmup: not one of the 'warmup-cosine' schedule options/)
+    expect(() => new Trainer(model, task, { ...base, schedule: { kind: 'constant', lr: 1 } } as never)).toThrow(
+      /Invalid lr: not one of the 'constant' schedule options/,
+    )
     model.dispose()
   })
 

@@ -20,7 +20,14 @@ import type { OffsetGroup, Task, TokenBatch } from '@attnlab/markov'
 import { analyze, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
 import type { Transformer } from './model.ts'
 import { maskedCrossEntropy } from './ops.ts'
-import { clipByGlobalNorm, createOptimizer, decayMatrices, type Optimizer, type OptimizerOptions, type OptimizerState } from './optimizers.ts'
+import {
+  clipByGlobalNorm,
+  createOptimizer,
+  decayMatrices,
+  type Optimizer,
+  type OptimizerOptions,
+  type OptimizerState,
+} from './optimizers.ts'
 import { createSchedule, type Schedule, type ScheduleOptions, type ScheduleState } from './schedules.ts'
 
 /**
@@ -96,7 +103,9 @@ export interface TrainOptions {
    * sequences, with the task's offset groups and teacher when the source is a task (pass them
    * here for a finite dataset).
    */
-  readonly analysis?: false | { readonly size?: number; readonly teacher?: TeacherSource; readonly offsetGroups?: readonly OffsetGroup[] }
+  readonly analysis?:
+    | false
+    | { readonly size?: number; readonly teacher?: TeacherSource; readonly offsetGroups?: readonly OffsetGroup[] }
   /** Called after every step (awaited). */
   readonly onStep?: (record: StepRecord) => void | Promise<void>
   /** Called after every evaluation (awaited). */
@@ -133,7 +142,10 @@ const TRAIN_OPTION_KEYS = Object.keys({
   resume: 1,
 } satisfies Record<keyof TrainOptions, 1>)
 
-const ANALYSIS_OPTION_KEYS = Object.keys({ size: 1, teacher: 1, offsetGroups: 1 } satisfies Record<keyof Exclude<TrainOptions['analysis'], false | undefined>, 1>)
+const ANALYSIS_OPTION_KEYS = Object.keys({ size: 1, teacher: 1, offsetGroups: 1 } satisfies Record<
+  keyof Exclude<TrainOptions['analysis'], false | undefined>,
+  1
+>)
 
 /**
  * Everything needed to continue a run exactly (besides the model weights): JSON-serialisable
@@ -159,7 +171,12 @@ export interface TrainerState {
   /** Identifies the data source (task description or dataset hash); checked on resume. */
   readonly source: Readonly<Record<string, unknown>>
   /** Settings that must match on resume. */
-  readonly settings: { readonly batchSize: number; readonly seed: number; readonly lr: number; readonly gradClip: number }
+  readonly settings: {
+    readonly batchSize: number
+    readonly seed: number
+    readonly lr: number
+    readonly gradClip: number
+  }
   /** Training tokens processed. */
   readonly tokens: number
   /** Seconds spent in training steps. */
@@ -219,7 +236,10 @@ function checkBatch(batch: TokenBatch, what: string): void {
     batch.tokens.length !== batch.batchSize * batch.seqLength ||
     batch.lossMask.length !== batch.tokens.length
   ) {
-    throw new ConfigError(what, `expected { tokens: Int32Array, lossMask: Uint8Array } of batchSize * seqLength (>= 2) entries`)
+    throw new ConfigError(
+      what,
+      `expected { tokens: Int32Array, lossMask: Uint8Array } of batchSize * seqLength (>= 2) entries`,
+    )
   }
 }
 
@@ -264,18 +284,23 @@ export class Trainer {
     private readonly options: TrainOptions,
   ) {
     checkOptionKeys('train options', options, TRAIN_OPTION_KEYS)
-    if (options.analysis !== undefined && options.analysis !== false) checkOptionKeys('train analysis options', options.analysis, ANALYSIS_OPTION_KEYS)
+    if (options.analysis !== undefined && options.analysis !== false)
+      checkOptionKeys('train analysis options', options.analysis, ANALYSIS_OPTION_KEYS)
     const { steps, batchSize, lr } = options
-    if (!Number.isSafeInteger(steps) || steps < 0) throw new ConfigError('steps', `${steps} must be a non-negative integer`, { value: steps })
-    if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ConfigError('batchSize', `${batchSize} must be a positive integer`, { value: batchSize })
+    if (!Number.isSafeInteger(steps) || steps < 0)
+      throw new ConfigError('steps', `${steps} must be a non-negative integer`, { value: steps })
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1)
+      throw new ConfigError('batchSize', `${batchSize} must be a positive integer`, { value: batchSize })
     if (!(Number.isFinite(lr) && lr > 0)) throw new ConfigError('lr', `${lr} must be a positive number`, { value: lr })
     this.gradClip = options.gradClip ?? 1
-    if (!(this.gradClip > 0)) throw new ConfigError('gradClip', `${this.gradClip} must be > 0 (Infinity disables clipping)`)
+    if (!(this.gradClip > 0))
+      throw new ConfigError('gradClip', `${this.gradClip} must be > 0 (Infinity disables clipping)`)
     for (const [name, value] of [
       ['evalEvery', options.evalEvery ?? 0],
       ['checkpointEvery', options.checkpointEvery ?? 0],
     ] as const) {
-      if (!Number.isSafeInteger(value) || value < 0) throw new ConfigError(name, `${value} must be a non-negative integer`, { value })
+      if (!Number.isSafeInteger(value) || value < 0)
+        throw new ConfigError(name, `${value} must be a non-negative integer`, { value })
     }
     this.seed = options.seed ?? 0
     const root = Rng.fromSeed(this.seed)
@@ -283,31 +308,50 @@ export class Trainer {
     let seqLength: number
     if (isTask(source)) {
       seqLength = source.seqLength
-      if (source.vocabSize > dVocab) throw new ConfigError('task', `the task has ${source.vocabSize} tokens but the model's dVocab is ${dVocab}`)
+      if (source.vocabSize > dVocab)
+        throw new ConfigError('task', `the task has ${source.vocabSize} tokens but the model's dVocab is ${dVocab}`)
       this.sourceDescription = { kind: 'task', ...source.describe() }
     } else {
       checkBatch(source, 'dataset')
       seqLength = source.seqLength
-      if (batchSize > source.batchSize) throw new ConfigError('batchSize', `${batchSize} exceeds the dataset's ${source.batchSize} sequences`)
+      if (batchSize > source.batchSize)
+        throw new ConfigError('batchSize', `${batchSize} exceeds the dataset's ${source.batchSize} sequences`)
       this.sourceDescription = { kind: 'dataset', fingerprint: fingerprint(source) }
     }
-    if (seqLength - 1 > nCtx) throw new ConfigError('task', `sequences of ${seqLength} tokens need nCtx >= ${seqLength - 1} (the model has ${nCtx})`)
+    if (seqLength - 1 > nCtx)
+      throw new ConfigError(
+        'task',
+        `sequences of ${seqLength} tokens need nCtx >= ${seqLength - 1} (the model has ${nCtx})`,
+      )
     // Validation set.
     const validation = options.validation ?? 1024
     if (typeof validation === 'number') {
-      if (!isTask(source)) throw new ConfigError('validation', 'a finite dataset needs an explicit validation dataset (or pass the dataset itself)')
-      if (!Number.isSafeInteger(validation) || validation < 1) throw new ConfigError('validation', `${validation} must be a positive integer`)
+      if (!isTask(source))
+        throw new ConfigError(
+          'validation',
+          'a finite dataset needs an explicit validation dataset (or pass the dataset itself)',
+        )
+      if (!Number.isSafeInteger(validation) || validation < 1)
+        throw new ConfigError('validation', `${validation} must be a positive integer`)
       this.validation = source.sample(validation, root.split('validation'))
     } else {
       checkBatch(validation, 'validation')
-      if (validation.seqLength !== seqLength) throw new ConfigError('validation', `validation sequences have ${validation.seqLength} tokens, training ones ${seqLength}`)
+      if (validation.seqLength !== seqLength)
+        throw new ConfigError(
+          'validation',
+          `validation sequences have ${validation.seqLength} tokens, training ones ${seqLength}`,
+        )
       this.validation = validation
     }
     this.checkTokens(this.validation, 'validation')
     if (!isTask(source)) this.checkTokens(source, 'dataset')
     const variables = model.getWeights()
     for (const [name, variable] of variables) this.variableNames.set(variable.name, name)
-    this.optimizer = createOptimizer(variables, options.optimizer ?? { kind: 'adamw', weightDecay: 0.01 }, options.weightDecayFilter ?? decayMatrices)
+    this.optimizer = createOptimizer(
+      variables,
+      options.optimizer ?? { kind: 'adamw', weightDecay: 0.01 },
+      options.weightDecayFilter ?? decayMatrices,
+    )
     this.schedule = createSchedule(options.schedule ?? { kind: 'constant' }, lr, Math.max(steps, 1))
     this.dataRng = root.split('data')
     this.dropoutRng = root.split('dropout')
@@ -330,7 +374,11 @@ export class Trainer {
     for (let i = 0; i < batch.tokens.length; i++) {
       const t = batch.tokens[i] as number
       if (!(t >= 0 && t < dVocab)) {
-        throw new AttnlabError('INVALID_ARGUMENT', `${what}: token ${t} at sequence ${Math.floor(i / batch.seqLength)}, position ${i % batch.seqLength} is outside [0, ${dVocab})`, { value: t })
+        throw new AttnlabError(
+          'INVALID_ARGUMENT',
+          `${what}: token ${t} at sequence ${Math.floor(i / batch.seqLength)}, position ${i % batch.seqLength} is outside [0, ${dVocab})`,
+          { value: t },
+        )
       }
     }
   }
@@ -339,14 +387,24 @@ export class Trainer {
     const fail = (field: string, message: string): never => {
       throw new AttnlabError('INVALID_CHECKPOINT', `cannot resume: ${message}`, { field })
     }
-    if (state === null || typeof state !== 'object' || state.version !== 1) fail('version', `unsupported trainer state version ${String((state as { version?: unknown })?.version)} (expected 1)`)
-    if (!Number.isSafeInteger(state.step) || state.step < 0) fail('step', `step ${String(state.step)} is not a non-negative integer`)
-    if (state.step > this.options.steps) fail('step', `the checkpoint is at step ${state.step}, past the requested ${this.options.steps} steps`)
+    if (state === null || typeof state !== 'object' || state.version !== 1)
+      fail(
+        'version',
+        `unsupported trainer state version ${String((state as { version?: unknown })?.version)} (expected 1)`,
+      )
+    if (!Number.isSafeInteger(state.step) || state.step < 0)
+      fail('step', `step ${String(state.step)} is not a non-negative integer`)
+    if (state.step > this.options.steps)
+      fail('step', `the checkpoint is at step ${state.step}, past the requested ${this.options.steps} steps`)
     const settings = state.settings ?? ({} as TrainerState['settings'])
-    if (settings.batchSize !== this.options.batchSize) fail('settings.batchSize', `the run used batch size ${settings.batchSize}, this one ${this.options.batchSize}`)
+    if (settings.batchSize !== this.options.batchSize)
+      fail('settings.batchSize', `the run used batch size ${settings.batchSize}, this one ${this.options.batchSize}`)
     if (settings.seed !== this.seed) fail('settings.seed', `the run used seed ${settings.seed}, this one ${this.seed}`)
     if (JSON.stringify(state.source) !== JSON.stringify(this.sourceDescription)) {
-      fail('source', `the checkpoint was trained on ${JSON.stringify(state.source)}, not on ${JSON.stringify(this.sourceDescription)}`)
+      fail(
+        'source',
+        `the checkpoint was trained on ${JSON.stringify(state.source)}, not on ${JSON.stringify(this.sourceDescription)}`,
+      )
     }
     this.optimizer.setState(state.optimizer)
     this.schedule.setState(state.schedule)
@@ -361,7 +419,14 @@ export class Trainer {
     } else {
       const d = state.dataset
       const n = (this.source as TokenBatch).batchSize
-      if (d === null || !Array.isArray(d.permutation) || d.permutation.length !== n || !Number.isSafeInteger(d.cursor) || d.cursor < 0 || d.cursor > n) {
+      if (
+        d === null ||
+        !Array.isArray(d.permutation) ||
+        d.permutation.length !== n ||
+        !Number.isSafeInteger(d.cursor) ||
+        d.cursor < 0 ||
+        d.cursor > n
+      ) {
         fail('dataset', `dataset position is missing or does not fit a dataset of ${n} sequences`)
       }
       const position = d as NonNullable<TrainerState['dataset']>
@@ -462,11 +527,15 @@ export class Trainer {
         const total = tf.sum(weights)
         return [tf.mul(mean, total), total]
       })
-      sum += ((await lossSum.data())[0] as number)
-      count += ((await scored.data())[0] as number)
+      sum += (await lossSum.data())[0] as number
+      count += (await scored.data())[0] as number
       tf.dispose([inputs, targets, weights, lossSum, scored])
     }
-    if (count === 0) throw new AttnlabError('INVALID_ARGUMENT', 'the validation set has no scored positions (lossMask[:, 1:] is all 0)')
+    if (count === 0)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        'the validation set has no scored positions (lossMask[:, 1:] is all 0)',
+      )
     return sum / count
   }
 
@@ -503,7 +572,8 @@ export class Trainer {
         return maskedCrossEntropy(tf.reshape(logits, [-1, dVocab]) as tf.Tensor2D, targets, weights)
       }, variables)
       const named = new Map<string, tf.Tensor>()
-      for (const [variableName, grad] of Object.entries(grads)) named.set(this.variableNames.get(variableName) as string, grad)
+      for (const [variableName, grad] of Object.entries(grads))
+        named.set(this.variableNames.get(variableName) as string, grad)
       const { grads: clipped, norm } = clipByGlobalNorm(named, this.gradClip)
       tf.dispose(Object.values(grads))
       const loss = (await value.data())[0] as number
@@ -511,11 +581,14 @@ export class Trainer {
       if (!Number.isFinite(loss) || !Number.isFinite(gradNorm)) {
         tf.dispose([value, norm, inputs, targets, weights, ...clipped.values()])
         const what = !Number.isFinite(loss) ? `loss is ${loss}` : `gradient norm is ${gradNorm} (loss ${loss})`
-        throw new NonFiniteError(`training diverged at step ${this.step + 1}: ${what}; the update was not applied (try a lower learning rate or gradient clipping)`, {
-          step: this.step + 1,
-          loss,
-          gradNorm,
-        })
+        throw new NonFiniteError(
+          `training diverged at step ${this.step + 1}: ${what}; the update was not applied (try a lower learning rate or gradient clipping)`,
+          {
+            step: this.step + 1,
+            loss,
+            gradNorm,
+          },
+        )
       }
       this.optimizer.step(clipped, lr)
       tf.dispose([value, norm, inputs, targets, weights, ...clipped.values()])
@@ -529,7 +602,15 @@ export class Trainer {
       losses.push(loss)
       sinceEval.push(loss)
       if (onStep !== undefined) {
-        await onStep({ step: this.step, loss, lr, gradNorm, tokens: this.tokens, seconds: this.seconds, tokensPerSecond: this.seconds > 0 ? this.tokens / this.seconds : 0 })
+        await onStep({
+          step: this.step,
+          loss,
+          lr,
+          gradNorm,
+          tokens: this.tokens,
+          seconds: this.seconds,
+          tokensPerSecond: this.seconds > 0 ? this.tokens / this.seconds : 0,
+        })
       }
       const last = this.step === steps
       if ((evalEvery > 0 && this.step % evalEvery === 0) || last) {
@@ -581,8 +662,15 @@ export class Trainer {
         seqLength: L,
       }
       const groups = analysis?.offsetGroups ?? (isTask(this.source) ? this.source.offsetGroups : undefined)
-      const teacher = analysis?.teacher ?? (isTask(this.source) && typeof (this.source as unknown as TeacherSource).teacherProbabilities === 'function' ? (this.source as unknown as TeacherSource) : undefined)
-      metrics = await analyze(this.model, subset, { ...(groups === undefined ? {} : { offsetGroups: groups }), ...(teacher === undefined ? {} : { teacher }) })
+      const teacher =
+        analysis?.teacher ??
+        (isTask(this.source) && typeof (this.source as unknown as TeacherSource).teacherProbabilities === 'function'
+          ? (this.source as unknown as TeacherSource)
+          : undefined)
+      metrics = await analyze(this.model, subset, {
+        ...(groups === undefined ? {} : { offsetGroups: groups }),
+        ...(teacher === undefined ? {} : { teacher }),
+      })
     }
     return {
       step: this.step,
@@ -602,7 +690,10 @@ export class Trainer {
       schedule: this.schedule.getState(),
       dataRng: this.dataRng.getState(),
       dropoutRng: this.dropoutRng.getState(),
-      dataset: this.dataset === null ? null : { permutation: [...this.dataset.permutation], cursor: this.dataset.cursor, epoch: this.dataset.epoch },
+      dataset:
+        this.dataset === null
+          ? null
+          : { permutation: [...this.dataset.permutation], cursor: this.dataset.cursor, epoch: this.dataset.epoch },
       source: this.sourceDescription,
       settings: { batchSize: this.options.batchSize, seed: this.seed, lr: this.options.lr, gradClip: this.gradClip },
       tokens: this.tokens,

@@ -77,7 +77,15 @@ function gatherRows(table: FloatArray, indices: IntArray, out: FloatArray, n: nu
   }
 }
 
-function scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void {
+function scatterRows(
+  updates: FloatArray,
+  indices: IntArray,
+  out: FloatArray,
+  n: number,
+  k: number,
+  width: number,
+  rows: number,
+): void {
   out.fill(0, 0, rows * width)
   for (let r = 0; r < n; r++) {
     const src = r * width
@@ -313,7 +321,13 @@ function weightTotal(weights: FloatArray | null, rows: number): number {
   return Math.max(total, 1e-12)
 }
 
-function softmaxCrossEntropy(logits: FloatArray, labels: IntArray, weights: FloatArray | null, rows: number, cols: number): number {
+function softmaxCrossEntropy(
+  logits: FloatArray,
+  labels: IntArray,
+  weights: FloatArray | null,
+  rows: number,
+  cols: number,
+): number {
   let total = 0
   for (let r = 0; r < rows; r++) {
     const w = weights === null ? 1 : weights[r]!

@@ -65,7 +65,8 @@ export function wasmInternalsProblems(backend: unknown): string[] {
   if (typeof b.makeOutput !== 'function') problems.push('backend.makeOutput is missing')
   if (typeof b.disposeData !== 'function') problems.push('backend.disposeData is missing')
   if (!(b.wasm?.HEAPU8 instanceof Uint8Array)) problems.push('backend.wasm.HEAPU8 is missing')
-  if (typeof b.wasm?._malloc !== 'function' || typeof b.wasm?._free !== 'function') problems.push('backend.wasm._malloc/_free are missing')
+  if (typeof b.wasm?._malloc !== 'function' || typeof b.wasm?._free !== 'function')
+    problems.push('backend.wasm._malloc/_free are missing')
   if (!isWasmMemory(b.wasm?.asm?.memory)) problems.push('backend.wasm.asm.memory is not a WebAssembly.Memory')
   return problems
 }
@@ -79,7 +80,11 @@ export function wasmInternalsProblems(backend: unknown): string[] {
 export function wasmBackendMemory(backend: unknown): WasmMemory {
   const problems = wasmInternalsProblems(backend)
   if (problems.length > 0) {
-    throw new AttnlabError('UNSUPPORTED', `the tfjs wasm backend does not expose what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm 4.22.x is supported`, { problems })
+    throw new AttnlabError(
+      'UNSUPPORTED',
+      `the tfjs wasm backend does not expose what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm 4.22.x is supported`,
+      { problems },
+    )
   }
   return (backend as WasmBackendInternals).wasm.asm!.memory as WasmMemory
 }
@@ -87,7 +92,11 @@ export function wasmBackendMemory(backend: unknown): WasmMemory {
 function wasmMemory(backend: WasmBackendInternals): BackendMemory {
   const entry = (info: tf.TensorInfo): { memoryOffset: number; refCount: number } => {
     const found = backend.dataIdMap.get(info.dataId)
-    if (found === undefined) throw new AttnlabError('INVALID_ARGUMENT', 'a tensor passed to an attnlab kernel is not on the wasm backend (was it disposed?)')
+    if (found === undefined)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        'a tensor passed to an attnlab kernel is not on the wasm backend (was it disposed?)',
+      )
     return found
   }
   return {
@@ -102,7 +111,11 @@ function wasmMemory(backend: WasmBackendInternals): BackendMemory {
 function cpuMemory(backend: CpuBackendInternals): BackendMemory {
   const values = (info: tf.TensorInfo): unknown => {
     const found = backend.data.get(info.dataId)
-    if (found === undefined) throw new AttnlabError('INVALID_ARGUMENT', 'a tensor passed to an attnlab kernel is not on the cpu backend (was it disposed?)')
+    if (found === undefined)
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        'a tensor passed to an attnlab kernel is not on the cpu backend (was it disposed?)',
+      )
     return found.values
   }
   return {
@@ -117,7 +130,11 @@ function cpuMemory(backend: CpuBackendInternals): BackendMemory {
       throw new AttnlabError('INVALID_ARGUMENT', `an attnlab kernel expected int32 values, got ${info.dtype}`)
     },
     output: (shape, dtype = 'float32') =>
-      backend.makeTensorInfo([...shape], dtype, dtype === 'int32' ? new Int32Array(sizeOf(shape)) : new Float32Array(sizeOf(shape))),
+      backend.makeTensorInfo(
+        [...shape],
+        dtype,
+        dtype === 'int32' ? new Int32Array(sizeOf(shape)) : new Float32Array(sizeOf(shape)),
+      ),
     release: (info) => void backend.disposeData(info.dataId, true),
     refCount: (info) => backend.data.get(info.dataId)?.refCount ?? 0,
   }
@@ -134,5 +151,7 @@ function cpuMemory(backend: CpuBackendInternals): BackendMemory {
 export function backendMemory(backendName: string, backend: unknown): BackendMemory {
   if (backendName === 'wasm') return wasmMemory(backend as WasmBackendInternals)
   if (backendName === 'cpu') return cpuMemory(backend as CpuBackendInternals)
-  throw new AttnlabError('UNSUPPORTED', `attnlab kernels run on the 'wasm' and 'cpu' backends, not '${backendName}'`, { backend: backendName })
+  throw new AttnlabError('UNSUPPORTED', `attnlab kernels run on the 'wasm' and 'cpu' backends, not '${backendName}'`, {
+    backend: backendName,
+  })
 }

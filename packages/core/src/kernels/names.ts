@@ -38,4 +38,10 @@ export const ATTNLAB_KERNELS = Object.freeze({
  *
  * @category Kernels
  */
-export const REPLACED_STOCK_KERNELS = Object.freeze(['BatchMatMul', '_FusedMatMul', 'Softmax', 'Identity', 'Add'] as const)
+export const REPLACED_STOCK_KERNELS = Object.freeze([
+  'BatchMatMul',
+  '_FusedMatMul',
+  'Softmax',
+  'Identity',
+  'Add',
+] as const)

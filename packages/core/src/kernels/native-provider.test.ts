@@ -1,7 +1,12 @@
 // The native kernels: build/status helpers and the addon's own argument checks. The numeric
 // behaviour is tested through the ops in the 'wasm+native' mode.
 import { describe, expect, it } from 'vitest'
-import { buildNativeKernels, loadNativeKernelProvider, loadedNativeKernelsInfo, nativeKernelsStatus } from './native-provider.ts'
+import {
+  buildNativeKernels,
+  loadNativeKernelProvider,
+  loadedNativeKernelsInfo,
+  nativeKernelsStatus,
+} from './native-provider.ts'
 
 const status = await nativeKernelsStatus()
 const required = process.env.ATTNLAB_REQUIRE_NATIVE === '1'
@@ -15,32 +20,37 @@ describe('native kernels status', () => {
   })
 })
 
-describe.skipIf(status.state !== 'loadable')(`native kernels addon${status.state === 'loadable' ? '' : ' (skipped: not built; pnpm attnlab kernels build)'}`, () => {
-  it('builds nothing when an up-to-date build exists', async () => {
-    const result = await buildNativeKernels()
-    expect(result.ok).toBe(true)
-    expect(result.skipped).toBe(true)
-    expect(result.path).toBe(status.path)
-  })
+describe.skipIf(status.state !== 'loadable')(
+  `native kernels addon${status.state === 'loadable' ? '' : ' (skipped: not built; pnpm attnlab kernels build)'}`,
+  () => {
+    it('builds nothing when an up-to-date build exists', async () => {
+      const result = await buildNativeKernels()
+      expect(result.ok).toBe(true)
+      expect(result.skipped).toBe(true)
+      expect(result.path).toBe(status.path)
+    })
 
-  it('loads, reports its CPU level and threads, and checks array sizes instead of overrunning', async () => {
-    const provider = await loadNativeKernelProvider({ threads: 1 })
-    expect(provider.name).toBe('native')
-    expect(provider.threads()).toBe(1)
-    const info = loadedNativeKernelsInfo()
-    expect(info?.path).toBe(status.path)
-    expect(typeof info?.cpuLevel).toBe('string')
-    const c = new Float32Array(4)
-    provider.gemm(false, false, 1, 2, 2, 1, Float32Array.of(1, 2), 0, Float32Array.of(3, 4), 0, c)
-    expect(Array.from(c)).toEqual([3, 4, 6, 8])
-    const sum = new Float32Array(3)
-    provider.add!(Float32Array.of(1, 2, 3), Float32Array.of(4, 5, 0.5), sum, 3)
-    expect(Array.from(sum)).toEqual([5, 7, 3.5])
-    expect(() => provider.gemm(false, false, 1, 2, 2, 3, Float32Array.of(1, 2), 0, Float32Array.of(3, 4), 0, c)).toThrow(RangeError)
-    expect(() => provider.softmax(new Float32Array(2), new Float32Array(2), 1, 3)).toThrow(/needs 3/)
-    await expect(loadNativeKernelProvider({ threads: 0 })).rejects.toThrow(/threads 0/)
-  })
-})
+    it('loads, reports its CPU level and threads, and checks array sizes instead of overrunning', async () => {
+      const provider = await loadNativeKernelProvider({ threads: 1 })
+      expect(provider.name).toBe('native')
+      expect(provider.threads()).toBe(1)
+      const info = loadedNativeKernelsInfo()
+      expect(info?.path).toBe(status.path)
+      expect(typeof info?.cpuLevel).toBe('string')
+      const c = new Float32Array(4)
+      provider.gemm(false, false, 1, 2, 2, 1, Float32Array.of(1, 2), 0, Float32Array.of(3, 4), 0, c)
+      expect(Array.from(c)).toEqual([3, 4, 6, 8])
+      const sum = new Float32Array(3)
+      provider.add!(Float32Array.of(1, 2, 3), Float32Array.of(4, 5, 0.5), sum, 3)
+      expect(Array.from(sum)).toEqual([5, 7, 3.5])
+      expect(() =>
+        provider.gemm(false, false, 1, 2, 2, 3, Float32Array.of(1, 2), 0, Float32Array.of(3, 4), 0, c),
+      ).toThrow(RangeError)
+      expect(() => provider.softmax(new Float32Array(2), new Float32Array(2), 1, 3)).toThrow(/needs 3/)
+      await expect(loadNativeKernelProvider({ threads: 0 })).rejects.toThrow(/threads 0/)
+    })
+  },
+)
 
 describe.skipIf(status.state !== 'loadable')('native kernels with 2 threads', () => {
   const data = (n: number, s = 1): Float32Array => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 * s))
@@ -50,7 +60,13 @@ describe.skipIf(status.state !== 'loadable')('native kernels with 2 threads', ()
       provider.setThreads(threads)
       const outs: Float32Array[] = []
       // Row split, panel split (N > M, deep K), transposed B, a partial last row block.
-      for (const [tA, tB, m, n, k] of [[false, false, 301, 45, 700], [true, false, 64, 70, 1000], [false, true, 129, 33, 257], [true, false, 40, 200, 900], [true, false, 64, 256, 2048]] as const) {
+      for (const [tA, tB, m, n, k] of [
+        [false, false, 301, 45, 700],
+        [true, false, 64, 70, 1000],
+        [false, true, 129, 33, 257],
+        [true, false, 40, 200, 900],
+        [true, false, 64, 256, 2048],
+      ] as const) {
         const c = new Float32Array(m * n)
         provider.gemm(tA, tB, 1, m, n, k, data(m * k), 0, data(k * n, 1.3), 0, c)
         outs.push(c)
@@ -91,7 +107,17 @@ describe.skipIf(status.state !== 'loadable')('native kernels with 2 threads', ()
       const dQkv = new Float32Array(qkv.length)
       provider.attentionBackward(qkv, probs, data(out.length, 8), dQkv, b, t, h, dh, 0.25, true)
       outs.push(out, probs, dQkv)
-      const shape = { batch: 64, pos: 12, nHeads: 3, dModel: 20, dValue: 20, dVocab: 8, outCols: 8, scale: 0.3, from: 2 }
+      const shape = {
+        batch: 64,
+        pos: 12,
+        nHeads: 3,
+        dModel: 20,
+        dValue: 20,
+        dVocab: 8,
+        outCols: 8,
+        scale: 0.3,
+        from: 2,
+      }
       const tokens = Int32Array.from({ length: 64 * 12 }, (_, i) => (i * 5 + (i >> 2)) % 8)
       const wq = data(3 * 20 * 20, 9)
       const wv = data(3 * 20 * 20, 10)

@@ -58,24 +58,114 @@ export interface NativeBuildResult {
 
 /** The addon's functions (see native/src/addon.cc). */
 interface NativeAddon {
-  gemm(tA: boolean, tB: boolean, batch: number, m: number, n: number, k: number, a: FloatArray, sA: number, b: FloatArray, sB: number, c: FloatArray): void
+  gemm(
+    tA: boolean,
+    tB: boolean,
+    batch: number,
+    m: number,
+    n: number,
+    k: number,
+    a: FloatArray,
+    sA: number,
+    b: FloatArray,
+    sB: number,
+    c: FloatArray,
+  ): void
   softmax(x: FloatArray, y: FloatArray, rows: number, cols: number): void
-  gatherRows(table: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
-  scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
+  gatherRows(
+    table: FloatArray,
+    indices: IntArray,
+    out: FloatArray,
+    n: number,
+    k: number,
+    width: number,
+    rows: number,
+  ): void
+  scatterRows(
+    updates: FloatArray,
+    indices: IntArray,
+    out: FloatArray,
+    n: number,
+    k: number,
+    width: number,
+    rows: number,
+  ): void
   addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void
   columnSum(x: FloatArray, out: FloatArray, rows: number, cols: number): void
   add(a: FloatArray, b: FloatArray, out: FloatArray, n: number): void
   geluForward(x: FloatArray, y: FloatArray, n: number): void
   geluBackward(x: FloatArray, dy: FloatArray, dx: FloatArray, n: number): void
-  layerNormForward(x: FloatArray, g: FloatArray, b: FloatArray | null, y: FloatArray, mean: FloatArray, rstd: FloatArray, rows: number, cols: number, eps: number): void
-  layerNormBackward(x: FloatArray, g: FloatArray, mean: FloatArray, rstd: FloatArray, dy: FloatArray, dx: FloatArray, dg: FloatArray, db: FloatArray | null, rows: number, cols: number): void
-  attentionForward(qkv: FloatArray, out: FloatArray, probs: FloatArray, b: number, t: number, h: number, dh: number, scale: number, causal: boolean): void
-  attentionBackward(qkv: FloatArray, probs: FloatArray, dOut: FloatArray, dQkv: FloatArray, b: number, t: number, h: number, dh: number, scale: number, causal: boolean): void
+  layerNormForward(
+    x: FloatArray,
+    g: FloatArray,
+    b: FloatArray | null,
+    y: FloatArray,
+    mean: FloatArray,
+    rstd: FloatArray,
+    rows: number,
+    cols: number,
+    eps: number,
+  ): void
+  layerNormBackward(
+    x: FloatArray,
+    g: FloatArray,
+    mean: FloatArray,
+    rstd: FloatArray,
+    dy: FloatArray,
+    dx: FloatArray,
+    dg: FloatArray,
+    db: FloatArray | null,
+    rows: number,
+    cols: number,
+  ): void
+  attentionForward(
+    qkv: FloatArray,
+    out: FloatArray,
+    probs: FloatArray,
+    b: number,
+    t: number,
+    h: number,
+    dh: number,
+    scale: number,
+    causal: boolean,
+  ): void
+  attentionBackward(
+    qkv: FloatArray,
+    probs: FloatArray,
+    dOut: FloatArray,
+    dQkv: FloatArray,
+    b: number,
+    t: number,
+    h: number,
+    dh: number,
+    scale: number,
+    causal: boolean,
+  ): void
   softmaxCrossEntropy(logits: FloatArray, labels: IntArray, weights: FloatArray, rows: number, cols: number): number
-  softmaxCrossEntropyBackward(logits: FloatArray, labels: IntArray, weights: FloatArray, rows: number, cols: number, dLoss: number, dLogits: FloatArray): void
+  softmaxCrossEntropyBackward(
+    logits: FloatArray,
+    labels: IntArray,
+    weights: FloatArray,
+    rows: number,
+    cols: number,
+    dLoss: number,
+    dLogits: FloatArray,
+  ): void
   oneHotAttentionForward(...args: (FloatArray | IntArray | number)[]): void
   oneHotAttentionBackward(...args: (FloatArray | IntArray | number)[]): void
-  adamw(p: FloatArray, g: FloatArray, m: FloatArray, v: FloatArray, n: number, lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, step: number): void
+  adamw(
+    p: FloatArray,
+    g: FloatArray,
+    m: FloatArray,
+    v: FloatArray,
+    n: number,
+    lr: number,
+    beta1: number,
+    beta2: number,
+    eps: number,
+    weightDecay: number,
+    step: number,
+  ): void
   setThreads(n: number): void
   info(): { threads: number; openmp: boolean; cpuLevel: string }
 }
@@ -126,7 +216,9 @@ export async function nativeKernelsStatus(): Promise<NativeKernelsStatus> {
     if (stamp.sourceHash === sourceHash) return { state: 'loadable', path, stamp, sourceHash, searched }
     stale ??= stamp
   }
-  return stale === undefined ? { state: 'missing', sourceHash, searched } : { state: 'stale', stamp: stale, sourceHash, searched }
+  return stale === undefined
+    ? { state: 'missing', sourceHash, searched }
+    : { state: 'stale', stamp: stale, sourceHash, searched }
 }
 
 /**
@@ -137,7 +229,9 @@ export async function nativeKernelsStatus(): Promise<NativeKernelsStatus> {
  * @returns whether a usable binary now exists, its path, or why not (with the compiler's errors)
  * @category Kernels
  */
-export async function buildNativeKernels(options: { force?: boolean; log?: (line: string) => void } = {}): Promise<NativeBuildResult> {
+export async function buildNativeKernels(
+  options: { force?: boolean; log?: (line: string) => void } = {},
+): Promise<NativeBuildResult> {
   const b = await build()
   return b.buildNativeKernels(options)
 }
@@ -159,49 +253,81 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
   if (loaded === undefined) {
     const status = await nativeKernelsStatus()
     if (status.state !== 'loadable' || status.path === undefined) {
-      const why = status.state === 'stale' ? 'the native kernels were built from other sources' : 'the native kernels are not built'
-      throw new KernelsUnavailableError('native', `${why} (searched ${status.searched.join(', ')}); build them with: pnpm attnlab kernels build`)
+      const why =
+        status.state === 'stale'
+          ? 'the native kernels were built from other sources'
+          : 'the native kernels are not built'
+      throw new KernelsUnavailableError(
+        'native',
+        `${why} (searched ${status.searched.join(', ')}); build them with: pnpm attnlab kernels build`,
+      )
     }
     // Threads come from the addon's own team (native/src/pool.cc), not OpenMP regions: the caller
     // never waits for a worker that is not running, so a busy second core costs little.
     try {
       loaded = { path: status.path, addon: (await build()).requireAddon(status.path) }
     } catch (error) {
-      throw new KernelsUnavailableError('native', `the native kernels at ${status.path} do not load (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); rebuild them with: pnpm attnlab kernels build --force`, error)
+      throw new KernelsUnavailableError(
+        'native',
+        `the native kernels at ${status.path} do not load (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); rebuild them with: pnpm attnlab kernels build --force`,
+        error,
+      )
     }
   }
   const threads = options.threads ?? 1
-  if (!(Number.isInteger(threads) && threads >= 1)) throw new AttnlabError('INVALID_CONFIG', `threads ${threads} must be an integer >= 1`, { value: threads })
+  if (!(Number.isInteger(threads) && threads >= 1))
+    throw new AttnlabError('INVALID_CONFIG', `threads ${threads} must be an integer >= 1`, { value: threads })
   const k = loaded.addon
   k.setThreads(threads)
-  const oneHot = (s: OneHotAttentionShape): number[] => [s.batch, s.pos, s.nHeads, s.dModel, s.dValue, s.dVocab, s.outCols, s.scale, s.from]
+  const oneHot = (s: OneHotAttentionShape): number[] => [
+    s.batch,
+    s.pos,
+    s.nHeads,
+    s.dModel,
+    s.dValue,
+    s.dVocab,
+    s.outCols,
+    s.scale,
+    s.from,
+  ]
   return Object.freeze({
     name: 'native',
     fastMatMul: true,
     gemm: (tA, tB, batch, m, n, kk, a, sA, b, sB, c) => k.gemm(tA, tB, batch, m, n, kk, a, sA, b, sB, c),
     softmax: (x, y, rows, cols) => k.softmax(x, y, rows, cols),
-    gatherRows: (table, indices, out, n, kk, width) => k.gatherRows(table, indices, out, n, kk, width, table.length / Math.max(width, 1)),
-    scatterRows: (updates, indices, out, n, kk, width, rows) => k.scatterRows(updates, indices, out, n, kk, width, rows),
+    gatherRows: (table, indices, out, n, kk, width) =>
+      k.gatherRows(table, indices, out, n, kk, width, table.length / Math.max(width, 1)),
+    scatterRows: (updates, indices, out, n, kk, width, rows) =>
+      k.scatterRows(updates, indices, out, n, kk, width, rows),
     addBias: (c, rows, cols, bias) => k.addBias(c, rows, cols, bias),
     columnSum: (x, out, rows, cols) => k.columnSum(x, out, rows, cols),
     add: (a, b, out, n) => k.add(a, b, out, n),
     geluForward: (x, y, n) => k.geluForward(x, y, n),
     geluBackward: (x, dy, dx, n) => k.geluBackward(x, dy, dx, n),
-    layerNormForward: (x, g, b, y, mean, rstd, rows, cols, eps) => k.layerNormForward(x, g, b, y, mean, rstd, rows, cols, eps),
-    layerNormBackward: (x, g, mean, rstd, dy, dx, dg, db, rows, cols) => k.layerNormBackward(x, g, mean, rstd, dy, dx, dg, db, rows, cols),
-    attentionForward: (qkv, out, probs, b, t, h, dh, scale, causal) => k.attentionForward(qkv, out, probs, b, t, h, dh, scale, causal),
-    attentionBackward: (qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal) => k.attentionBackward(qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal),
+    layerNormForward: (x, g, b, y, mean, rstd, rows, cols, eps) =>
+      k.layerNormForward(x, g, b, y, mean, rstd, rows, cols, eps),
+    layerNormBackward: (x, g, mean, rstd, dy, dx, dg, db, rows, cols) =>
+      k.layerNormBackward(x, g, mean, rstd, dy, dx, dg, db, rows, cols),
+    attentionForward: (qkv, out, probs, b, t, h, dh, scale, causal) =>
+      k.attentionForward(qkv, out, probs, b, t, h, dh, scale, causal),
+    attentionBackward: (qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal) =>
+      k.attentionBackward(qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal),
     softmaxCrossEntropy: (logits, labels, weights, rows, cols) => {
-      if (weights === null) throw new AttnlabError('INVALID_ARGUMENT', 'the native cross-entropy kernel needs explicit weights')
+      if (weights === null)
+        throw new AttnlabError('INVALID_ARGUMENT', 'the native cross-entropy kernel needs explicit weights')
       return k.softmaxCrossEntropy(logits, labels, weights, rows, cols)
     },
     softmaxCrossEntropyBackward: (logits, labels, weights, rows, cols, dLoss, dLogits) => {
-      if (weights === null) throw new AttnlabError('INVALID_ARGUMENT', 'the native cross-entropy kernel needs explicit weights')
+      if (weights === null)
+        throw new AttnlabError('INVALID_ARGUMENT', 'the native cross-entropy kernel needs explicit weights')
       k.softmaxCrossEntropyBackward(logits, labels, weights, rows, cols, dLoss, dLogits)
     },
-    oneHotAttentionForward: (tokens, wq, wv, logits, probs, s) => k.oneHotAttentionForward(tokens, wq, wv, logits, probs, ...oneHot(s)),
-    oneHotAttentionBackward: (tokens, wq, wv, probs, dLogits, dWq, dWv, s) => k.oneHotAttentionBackward(tokens, wq, wv, probs, dLogits, dWq, dWv, ...oneHot(s)),
-    adamw: (p, g, m, v, n, h: AdamWHyper) => k.adamw(p, g, m, v, n, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.step),
+    oneHotAttentionForward: (tokens, wq, wv, logits, probs, s) =>
+      k.oneHotAttentionForward(tokens, wq, wv, logits, probs, ...oneHot(s)),
+    oneHotAttentionBackward: (tokens, wq, wv, probs, dLogits, dWq, dWv, s) =>
+      k.oneHotAttentionBackward(tokens, wq, wv, probs, dLogits, dWq, dWv, ...oneHot(s)),
+    adamw: (p, g, m, v, n, h: AdamWHyper) =>
+      k.adamw(p, g, m, v, n, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.step),
     setThreads: (n) => k.setThreads(n),
     threads: () => k.info().threads,
   } satisfies KernelProvider)

@@ -63,7 +63,15 @@ export interface KernelProvider {
    */
   gatherRows(table: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number): void
   /** The adjoint of {@link KernelProvider.gatherRows}: `out [rows, width]` = 0, then `out[indices[r, m], :] += updates[r, :]`. */
-  scatterRows(updates: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number, rows: number): void
+  scatterRows(
+    updates: FloatArray,
+    indices: IntArray,
+    out: FloatArray,
+    n: number,
+    k: number,
+    width: number,
+    rows: number,
+  ): void
   /** `c[r, :] += bias` for `c [rows, cols]`, `bias [cols]` (in place). */
   addBias(c: FloatArray, rows: number, cols: number, bias: FloatArray): void
   /**
@@ -140,7 +148,13 @@ export interface KernelProvider {
    * max(sum_r w_r, 1e-12)` for `logits [rows, cols]`, `labels [rows]` in `[0, cols)`, and
    * `weights [rows]` (null = all ones).
    */
-  softmaxCrossEntropy(logits: FloatArray, labels: IntArray, weights: FloatArray | null, rows: number, cols: number): number
+  softmaxCrossEntropy(
+    logits: FloatArray,
+    labels: IntArray,
+    weights: FloatArray | null,
+    rows: number,
+    cols: number,
+  ): number
   /** `dLogits = dLoss * w_r (softmax(x_r) - onehot(label_r)) / max(sum w, 1e-12)`. */
   softmaxCrossEntropyBackward(
     logits: FloatArray,

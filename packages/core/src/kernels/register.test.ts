@@ -38,15 +38,43 @@ describeWithBackends('kernel registration', (backend, mode) => {
       [[1, 300], [300, 40], false, false], // depth > one packed block
     ]
     for (const [sa, sb, ta, tb] of cases) {
-      const a = tf.tensor(randomArray(rng, sa.reduce((x, y) => x * y)), sa)
-      const b = tf.tensor(randomArray(rng, sb.reduce((x, y) => x * y)), sb)
+      const a = tf.tensor(
+        randomArray(
+          rng,
+          sa.reduce((x, y) => x * y),
+        ),
+        sa,
+      )
+      const b = tf.tensor(
+        randomArray(
+          rng,
+          sb.reduce((x, y) => x * y),
+        ),
+        sb,
+      )
       await expectNoLeaks(() => tf.matMul(a, b, ta, tb), { disposeResult: true })
       const ours = tf.matMul(a, b, ta, tb)
       const theirs = stock(() => tf.matMul(a, b, ta, tb))
       expect(ours.shape).toEqual(theirs.shape)
       expectArraysClose(ours.dataSync(), theirs.dataSync(), 1e-5, 1e-4)
-      const fused = tf.fused.matMul({ a, b, transposeA: ta, transposeB: tb, bias: tf.ones([ours.shape[ours.rank - 1]!]), activation: 'relu' })
-      const fusedStock = stock(() => tf.fused.matMul({ a, b, transposeA: ta, transposeB: tb, bias: tf.ones([ours.shape[ours.rank - 1]!]), activation: 'relu' }))
+      const fused = tf.fused.matMul({
+        a,
+        b,
+        transposeA: ta,
+        transposeB: tb,
+        bias: tf.ones([ours.shape[ours.rank - 1]!]),
+        activation: 'relu',
+      })
+      const fusedStock = stock(() =>
+        tf.fused.matMul({
+          a,
+          b,
+          transposeA: ta,
+          transposeB: tb,
+          bias: tf.ones([ours.shape[ours.rank - 1]!]),
+          activation: 'relu',
+        }),
+      )
       expectArraysClose(fused.dataSync(), fusedStock.dataSync(), 1e-5, 1e-4)
       tf.dispose([a, b, ours, theirs, fused, fusedStock])
     }
@@ -70,7 +98,10 @@ describeWithBackends('kernel registration', (backend, mode) => {
     for (let j = 0; j < 6; j++) expect(values[j], `entry ${j}`).toBeNaN()
     expect([...values.slice(6)].every((v) => Number.isFinite(v))).toBe(true)
     // All-NaN queries: every output is NaN (the fused kernel's masked-row shortcut must not zero it).
-    const qkv = tf.tensor3d(Array.from({ length: 4 * 6 }, (_, i) => (i % 6 < 2 ? NaN : 0.1 * (i % 5))), [1, 4, 6])
+    const qkv = tf.tensor3d(
+      Array.from({ length: 4 * 6 }, (_, i) => (i % 6 < 2 ? NaN : 0.1 * (i % 5))),
+      [1, 4, 6],
+    )
     const z = causalAttention(qkv, 1)
     expect([...z.dataSync()].every((v) => Number.isNaN(v))).toBe(true)
     tf.dispose([x, qkv, z])
@@ -109,7 +140,11 @@ describeWithBackends(
       activeKernels()?.dispose()
       const stockKernels = Object.fromEntries(REPLACED_STOCK_KERNELS.map((name) => [name, tf.getKernel(name, backend)]))
       const registration = registerAttnlabKernels(backend as 'wasm' | 'cpu', jsKernelProvider, { replaceMatMul: true })
-      expect(registration.replaced).toEqual(backend === 'wasm' ? ['BatchMatMul', '_FusedMatMul', 'Identity', 'Softmax'] : ['BatchMatMul', '_FusedMatMul', 'Softmax'])
+      expect(registration.replaced).toEqual(
+        backend === 'wasm'
+          ? ['BatchMatMul', '_FusedMatMul', 'Identity', 'Softmax']
+          : ['BatchMatMul', '_FusedMatMul', 'Softmax'],
+      )
       expect(tf.getKernel('BatchMatMul', backend)).not.toBe(stockKernels.BatchMatMul)
       expect(activeKernels()).toBe(registration)
       const second = registerAttnlabKernels(backend as 'wasm' | 'cpu', jsKernelProvider)
@@ -124,70 +159,75 @@ describeWithBackends(
     it('refuses backends it cannot serve', () => {
       expect(() => registerAttnlabKernels('webgl' as 'wasm', jsKernelProvider)).toThrow(AttnlabError)
       if (backend === 'cpu') {
-        expect(() => registerAttnlabKernels('cpu', { ...jsKernelProvider, name: 'wasm' })).toThrow(/wasm backend's heap/)
+        expect(() => registerAttnlabKernels('cpu', { ...jsKernelProvider, name: 'wasm' })).toThrow(
+          /wasm backend's heap/,
+        )
       }
     })
   },
   ['cpu', 'wasm'],
 )
 
-describeWithBackends(
-  'kernels survive wasm memory growth in the middle of a kernel (views are taken afresh)',
-  () => {
-    afterAll(async () => {
-      await useBackend('wasm', { kernels: 'none' })
-    })
+describeWithBackends('kernels survive wasm memory growth in the middle of a kernel (views are taken afresh)', () => {
+  afterAll(async () => {
+    await useBackend('wasm', { kernels: 'none' })
+  })
 
-    it('linear (+ bias, GELU) forward and backward and fused matmul give the same numbers when a provider call grows the heap', () => {
-      const heap = (tf.findBackend('wasm') as unknown as { wasm: { _malloc(n: number): number; _free(p: number): void; HEAPU8: Uint8Array } }).wasm
-      let grows = 0
-      const grow = (): void => {
-        if (grows >= 3) return
-        grows++
-        const p = heap._malloc(heap.HEAPU8.buffer.byteLength) // more than is free: the memory grows, views detach
-        heap._free(p)
+  it('linear (+ bias, GELU) forward and backward and fused matmul give the same numbers when a provider call grows the heap', () => {
+    const heap = (
+      tf.findBackend('wasm') as unknown as {
+        wasm: { _malloc(n: number): number; _free(p: number): void; HEAPU8: Uint8Array }
       }
-      const growing = { ...jsKernelProvider, gemm: (...a: Parameters<typeof jsKernelProvider.gemm>) => (jsKernelProvider.gemm(...a), grow()) }
-      const rng = Rng.fromSeed(4)
-      const x = tf.tensor2d(randomArray(rng, 6 * 5), [6, 5])
-      const w = tf.tensor2d(randomArray(rng, 5 * 7), [5, 7])
-      const b = tf.tensor1d(randomArray(rng, 7))
-      const run = (): Float32Array[] =>
-        tf.tidy(() => {
-          const f = (xx: tf.Tensor, ww: tf.Tensor, bb: tf.Tensor): tf.Tensor => linear(xx as tf.Tensor2D, ww as tf.Tensor2D, bb as tf.Tensor1D, 'gelu_new')
-          const y = f(x, w, b)
-          const grads = tf.grads(f)([x, w, b], tf.onesLike(y))
-          const fused = tf.fused.matMul({ a: x, b: w, bias: b, activation: 'relu' })
-          return [y, ...grads, fused].map((t) => t.dataSync() as Float32Array)
-        })
-      registerAttnlabKernels('wasm', jsKernelProvider, { replaceMatMul: true })
-      const expected = run()
-      registerAttnlabKernels('wasm', growing, { replaceMatMul: true })
-      const actual = run()
-      expect(grows).toBeGreaterThan(0)
-      actual.forEach((a, i) => expectArraysClose(a, expected[i]!, 1e-6))
-      tf.dispose([x, w, b])
-    })
-  },
-  ['wasm'],
-)
+    ).wasm
+    let grows = 0
+    const grow = (): void => {
+      if (grows >= 3) return
+      grows++
+      const p = heap._malloc(heap.HEAPU8.buffer.byteLength) // more than is free: the memory grows, views detach
+      heap._free(p)
+    }
+    const growing = {
+      ...jsKernelProvider,
+      gemm: (...a: Parameters<typeof jsKernelProvider.gemm>) => (jsKernelProvider.gemm(...a), grow()),
+    }
+    const rng = Rng.fromSeed(4)
+    const x = tf.tensor2d(randomArray(rng, 6 * 5), [6, 5])
+    const w = tf.tensor2d(randomArray(rng, 5 * 7), [5, 7])
+    const b = tf.tensor1d(randomArray(rng, 7))
+    const run = (): Float32Array[] =>
+      tf.tidy(() => {
+        const f = (xx: tf.Tensor, ww: tf.Tensor, bb: tf.Tensor): tf.Tensor =>
+          linear(xx as tf.Tensor2D, ww as tf.Tensor2D, bb as tf.Tensor1D, 'gelu_new')
+        const y = f(x, w, b)
+        const grads = tf.grads(f)([x, w, b], tf.onesLike(y))
+        const fused = tf.fused.matMul({ a: x, b: w, bias: b, activation: 'relu' })
+        return [y, ...grads, fused].map((t) => t.dataSync() as Float32Array)
+      })
+    registerAttnlabKernels('wasm', jsKernelProvider, { replaceMatMul: true })
+    const expected = run()
+    registerAttnlabKernels('wasm', growing, { replaceMatMul: true })
+    const actual = run()
+    expect(grows).toBeGreaterThan(0)
+    actual.forEach((a, i) => expectArraysClose(a, expected[i]!, 1e-6))
+    tf.dispose([x, w, b])
+  })
+}, ['wasm'])
 
-describeWithBackends(
-  'tfjs-backend-wasm internals (canary: fails when a tfjs upgrade moves them)',
-  () => {
-    it('exposes dataIdMap, makeOutput, disposeData, HEAPU8, _malloc/_free and asm.memory', () => {
-      const backend = tf.findBackend('wasm')
-      expect(wasmInternalsProblems(backend)).toEqual([])
-      const memory = wasmBackendMemory(backend)
-      const internals = backend as unknown as { dataIdMap: { get(id: unknown): { memoryOffset: number } }; wasm: { HEAPU8: Uint8Array } }
-      expect(memory.buffer).toBe(internals.wasm.HEAPU8.buffer)
-      const t = tf.tensor1d([1.5, -2, 3])
-      const { memoryOffset } = internals.dataIdMap.get(t.dataId)
-      expect(Array.from(new Float32Array(memory.buffer, memoryOffset, 3))).toEqual([1.5, -2, 3])
-      t.dispose()
-      expect(wasmInternalsProblems({})).toHaveLength(6)
-      expect(wasmInternalsProblems(undefined)).toEqual(['the wasm backend is not initialised'])
-    })
-  },
-  ['wasm'],
-)
+describeWithBackends('tfjs-backend-wasm internals (canary: fails when a tfjs upgrade moves them)', () => {
+  it('exposes dataIdMap, makeOutput, disposeData, HEAPU8, _malloc/_free and asm.memory', () => {
+    const backend = tf.findBackend('wasm')
+    expect(wasmInternalsProblems(backend)).toEqual([])
+    const memory = wasmBackendMemory(backend)
+    const internals = backend as unknown as {
+      dataIdMap: { get(id: unknown): { memoryOffset: number } }
+      wasm: { HEAPU8: Uint8Array }
+    }
+    expect(memory.buffer).toBe(internals.wasm.HEAPU8.buffer)
+    const t = tf.tensor1d([1.5, -2, 3])
+    const { memoryOffset } = internals.dataIdMap.get(t.dataId)
+    expect(Array.from(new Float32Array(memory.buffer, memoryOffset, 3))).toEqual([1.5, -2, 3])
+    t.dispose()
+    expect(wasmInternalsProblems({})).toHaveLength(6)
+    expect(wasmInternalsProblems(undefined)).toEqual(['the wasm backend is not initialised'])
+  })
+}, ['wasm'])

@@ -21,7 +21,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError } from '../errors.ts'
 import { backendMemory, wasmInternalsProblems, type BackendMemory } from './memory.ts'
-import { ATTNLAB_KERNELS, REPLACED_STOCK_KERNELS } from './names.ts'
+import { ATTNLAB_KERNELS, type REPLACED_STOCK_KERNELS } from './names.ts'
 import type { KernelProvider, OneHotAttentionShape } from './provider.ts'
 
 /** An active registration; {@link KernelRegistration.dispose} restores the stock kernels. @category Kernels */
@@ -75,13 +75,21 @@ function checkTokens(values: Int32Array, limit: number, what: string): void {
   for (let i = 0; i < values.length; i++) {
     const v = values[i]!
     if (!(v >= 0 && v < limit)) {
-      throw new AttnlabError('INVALID_ARGUMENT', `${what} ${v} at flat index ${i} is out of range [0, ${limit})`, { value: v, index: i, limit })
+      throw new AttnlabError('INVALID_ARGUMENT', `${what} ${v} at flat index ${i} is out of range [0, ${limit})`, {
+        value: v,
+        index: i,
+        limit,
+      })
     }
   }
 }
 
 /** Allocates outputs, then takes views (allocation may detach earlier views on wasm). */
-function outputsThenViews<T>(memory: BackendMemory, shapes: readonly (readonly number[])[], compute: (outputs: tf.TensorInfo[]) => T): T {
+function outputsThenViews<T>(
+  memory: BackendMemory,
+  shapes: readonly (readonly number[])[],
+  compute: (outputs: tf.TensorInfo[]) => T,
+): T {
   const outputs = shapes.map((shape) => memory.output(shape))
   try {
     return compute(outputs)
@@ -116,20 +124,34 @@ export function registerAttnlabKernels(
   options: RegisterKernelsOptions = {},
 ): KernelRegistration {
   if (backendName !== 'wasm' && backendName !== 'cpu') {
-    throw new AttnlabError('UNSUPPORTED', `attnlab kernels register on 'wasm' or 'cpu', not '${String(backendName)}'`, { backend: backendName })
+    throw new AttnlabError('UNSUPPORTED', `attnlab kernels register on 'wasm' or 'cpu', not '${String(backendName)}'`, {
+      backend: backendName,
+    })
   }
   const backendObject = tf.findBackend(backendName)
   if (backendObject === null) {
-    throw new AttnlabError('UNSUPPORTED', `the '${backendName}' backend is not initialised; call useBackend('${backendName}') first`, { backend: backendName })
+    throw new AttnlabError(
+      'UNSUPPORTED',
+      `the '${backendName}' backend is not initialised; call useBackend('${backendName}') first`,
+      { backend: backendName },
+    )
   }
   if (backendName === 'wasm') {
     const problems = wasmInternalsProblems(backendObject)
     if (problems.length > 0) {
-      throw new AttnlabError('UNSUPPORTED', `the tfjs wasm backend lacks what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm 4.22.x is supported`, { problems })
+      throw new AttnlabError(
+        'UNSUPPORTED',
+        `the tfjs wasm backend lacks what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm 4.22.x is supported`,
+        { problems },
+      )
     }
   }
   if (provider.name === 'wasm' && backendName !== 'wasm') {
-    throw new AttnlabError('UNSUPPORTED', `the 'wasm' kernel provider computes on the wasm backend's heap and cannot serve '${backendName}'`, { backend: backendName })
+    throw new AttnlabError(
+      'UNSUPPORTED',
+      `the 'wasm' kernel provider computes on the wasm backend's heap and cannot serve '${backendName}'`,
+      { backend: backendName },
+    )
   }
   active.get(backendName)?.dispose()
   registerGradientsOnce()
@@ -140,7 +162,10 @@ export function registerAttnlabKernels(
   const replaced: string[] = []
   const memoryOf = (backend: unknown): BackendMemory => backendMemory(backendName, backend)
 
-  const replace = (kernelName: (typeof REPLACED_STOCK_KERNELS)[number], make: (original: tf.KernelConfig | undefined) => KernelFn): void => {
+  const replace = (
+    kernelName: (typeof REPLACED_STOCK_KERNELS)[number],
+    make: (original: tf.KernelConfig | undefined) => KernelFn,
+  ): void => {
     const original = tf.getKernel(kernelName, backendName)
     if (original !== undefined) tf.unregisterKernel(kernelName, backendName)
     tf.registerKernel({ kernelName, backendName, kernelFunc: make(original) as tf.KernelFunc })
@@ -155,7 +180,11 @@ export function registerAttnlabKernels(
     tf.registerKernel({ kernelName, backendName, kernelFunc: kernelFunc as tf.KernelFunc })
     restore.push(() => tf.unregisterKernel(kernelName, backendName))
   }
-  const fallback = (original: tf.KernelConfig | undefined, args: KernelArgs, why: string): tf.TensorInfo | tf.TensorInfo[] => {
+  const fallback = (
+    original: tf.KernelConfig | undefined,
+    args: KernelArgs,
+    why: string,
+  ): tf.TensorInfo | tf.TensorInfo[] => {
     if (original === undefined) throw new AttnlabError('UNSUPPORTED', `no stock kernel to fall back to (${why})`)
     return original.kernelFunc(args as unknown as Parameters<tf.KernelFunc>[0]) as tf.TensorInfo | tf.TensorInfo[]
   }
@@ -190,13 +219,41 @@ export function registerAttnlabKernels(
     }
     const batch = Math.max(batchA, batchB)
     if (sizeOf(batchShape) !== batch) return undefined
-    return { m, n, k, batch, strideA: batchA === 1 ? 0 : m * k, strideB: batchB === 1 ? 0 : k * n, outShape: [...batchShape, m, n] }
+    return {
+      m,
+      n,
+      k,
+      batch,
+      strideA: batchA === 1 ? 0 : m * k,
+      strideB: batchB === 1 ? 0 : k * n,
+      outShape: [...batchShape, m, n],
+    }
   }
-  const gemmInto = (memory: BackendMemory, a: tf.TensorInfo, b: tf.TensorInfo, transposeA: boolean, transposeB: boolean, p: Plan): tf.TensorInfo =>
+  const gemmInto = (
+    memory: BackendMemory,
+    a: tf.TensorInfo,
+    b: tf.TensorInfo,
+    transposeA: boolean,
+    transposeB: boolean,
+    p: Plan,
+  ): tf.TensorInfo =>
     outputsThenViews(memory, [p.outShape], ([out]) => {
       const c = memory.floats(out!)
       if (p.k === 0) c.fill(0)
-      else if (c.length > 0) provider.gemm(transposeA, transposeB, p.batch, p.m, p.n, p.k, memory.floats(a), p.strideA, memory.floats(b), p.strideB, c)
+      else if (c.length > 0)
+        provider.gemm(
+          transposeA,
+          transposeB,
+          p.batch,
+          p.m,
+          p.n,
+          p.k,
+          memory.floats(a),
+          p.strideA,
+          memory.floats(b),
+          p.strideB,
+          c,
+        )
       return out!
     })
   if (replaceMatMul) {
@@ -208,11 +265,27 @@ export function registerAttnlabKernels(
       return gemmInto(memoryOf(args.backend), a, b, transposeA, transposeB, p)
     })
     replace('_FusedMatMul', (original) => (args) => {
-      const { a, b, bias, preluActivationWeights } = args.inputs as { a: tf.TensorInfo; b: tf.TensorInfo; bias?: tf.TensorInfo; preluActivationWeights?: tf.TensorInfo }
-      const { transposeA, transposeB, activation } = args.attrs as { transposeA: boolean; transposeB: boolean; activation: string }
+      const { a, b, bias, preluActivationWeights } = args.inputs as {
+        a: tf.TensorInfo
+        b: tf.TensorInfo
+        bias?: tf.TensorInfo
+        preluActivationWeights?: tf.TensorInfo
+      }
+      const { transposeA, transposeB, activation } = args.attrs as {
+        transposeA: boolean
+        transposeB: boolean
+        activation: string
+      }
       const p = plan(a, b, transposeA, transposeB)
-      const simpleBias = bias === undefined || (bias.dtype === 'float32' && sizeOf(bias.shape) === p?.n && bias.shape[bias.shape.length - 1] === p.n)
-      if (p === undefined || preluActivationWeights !== undefined || !simpleBias || !(activation === 'linear' || activation === 'relu')) {
+      const simpleBias =
+        bias === undefined ||
+        (bias.dtype === 'float32' && sizeOf(bias.shape) === p?.n && bias.shape[bias.shape.length - 1] === p.n)
+      if (
+        p === undefined ||
+        preluActivationWeights !== undefined ||
+        !simpleBias ||
+        !(activation === 'linear' || activation === 'relu')
+      ) {
         return fallback(original, args, '_FusedMatMul variant')
       }
       const memory = memoryOf(args.backend)
@@ -249,7 +322,13 @@ export function registerAttnlabKernels(
     replace('Add', (original) => (args) => {
       const { a, b } = args.inputs as { a: tf.TensorInfo; b: tf.TensorInfo }
       const n = sizeOf(a.shape)
-      if (a.dtype !== 'float32' || b.dtype !== 'float32' || n < 4096 || a.shape.length !== b.shape.length || a.shape.some((d, i) => d !== b.shape[i])) {
+      if (
+        a.dtype !== 'float32' ||
+        b.dtype !== 'float32' ||
+        n < 4096 ||
+        a.shape.length !== b.shape.length ||
+        a.shape.some((d, i) => d !== b.shape[i])
+      ) {
         return fallback(original, args, 'Add with broadcasting, other dtypes or few elements')
       }
       const memory = memoryOf(args.backend)
@@ -266,7 +345,8 @@ export function registerAttnlabKernels(
       const { logits } = args.inputs as { logits: tf.TensorInfo }
       const { dim } = args.attrs as { dim: number }
       const rank = logits.shape.length
-      if (logits.dtype !== 'float32' || rank === 0 || !(dim === -1 || dim === rank - 1)) return fallback(original, args, 'Softmax axis')
+      if (logits.dtype !== 'float32' || rank === 0 || !(dim === -1 || dim === rank - 1))
+        return fallback(original, args, 'Softmax axis')
       const memory = memoryOf(args.backend)
       const cols = logits.shape[rank - 1] as number
       return outputsThenViews(memory, [logits.shape], ([out]) => {
@@ -279,36 +359,69 @@ export function registerAttnlabKernels(
   // ---- linear ----------------------------------------------------------------------------------
   // A provider call may grow the wasm memory (the wasm provider mallocs scratch), which detaches
   // every view taken before it: views are taken afresh for each call, never reused across calls.
-  const linearForward = (gelu: boolean): KernelFn => (args) => {
-    const { x, w, bias } = args.inputs as { x: tf.TensorInfo; w: tf.TensorInfo; bias?: tf.TensorInfo }
-    const [rows, inner] = x.shape as [number, number]
-    const cols = w.shape[1] as number
-    const memory = memoryOf(args.backend)
-    return outputsThenViews(memory, gelu ? [[rows, cols], [rows, cols]] : [[rows, cols]], (outputs) => {
-      const pre = outputs[gelu ? 1 : 0]!
-      if (inner === 0) memory.floats(pre).fill(0)
-      else if (rows * cols > 0) provider.gemm(false, false, 1, rows, cols, inner, memory.floats(x), 0, memory.floats(w), 0, memory.floats(pre))
-      if (bias !== undefined) provider.addBias(memory.floats(pre), rows, cols, memory.floats(bias))
-      if (gelu) provider.geluForward(memory.floats(pre), memory.floats(outputs[0]!), rows * cols)
-      return outputs
-    })
-  }
+  const linearForward =
+    (gelu: boolean): KernelFn =>
+    (args) => {
+      const { x, w, bias } = args.inputs as { x: tf.TensorInfo; w: tf.TensorInfo; bias?: tf.TensorInfo }
+      const [rows, inner] = x.shape as [number, number]
+      const cols = w.shape[1] as number
+      const memory = memoryOf(args.backend)
+      return outputsThenViews(
+        memory,
+        gelu
+          ? [
+              [rows, cols],
+              [rows, cols],
+            ]
+          : [[rows, cols]],
+        (outputs) => {
+          const pre = outputs[gelu ? 1 : 0]!
+          if (inner === 0) memory.floats(pre).fill(0)
+          else if (rows * cols > 0)
+            provider.gemm(
+              false,
+              false,
+              1,
+              rows,
+              cols,
+              inner,
+              memory.floats(x),
+              0,
+              memory.floats(w),
+              0,
+              memory.floats(pre),
+            )
+          if (bias !== undefined) provider.addBias(memory.floats(pre), rows, cols, memory.floats(bias))
+          if (gelu) provider.geluForward(memory.floats(pre), memory.floats(outputs[0]!), rows * cols)
+          return outputs
+        },
+      )
+    }
   add(ATTNLAB_KERNELS.linear, linearForward(false))
   add(ATTNLAB_KERNELS.linearGelu, linearForward(true))
   add(ATTNLAB_KERNELS.linearGrad, (args) => {
-    const { x, w, dy, pre } = args.inputs as { x: tf.TensorInfo; w: tf.TensorInfo; dy: tf.TensorInfo; pre?: tf.TensorInfo }
+    const { x, w, dy, pre } = args.inputs as {
+      x: tf.TensorInfo
+      w: tf.TensorInfo
+      dy: tf.TensorInfo
+      pre?: tf.TensorInfo
+    }
     const { hasBias } = args.attrs as { hasBias: boolean }
     const [rows, inner] = x.shape as [number, number]
     const cols = w.shape[1] as number
     const memory = memoryOf(args.backend)
-    const shapes: number[][] = [[rows, inner], [inner, cols]]
+    const shapes: number[][] = [
+      [rows, inner],
+      [inner, cols],
+    ]
     if (hasBias) shapes.push([cols])
     if (pre !== undefined) shapes.push([rows, cols]) // scratch: gradient before the activation
     return outputsThenViews(memory, shapes, (outputs) => {
       const [dx, dw] = [outputs[0]!, outputs[1]!]
       const db = hasBias ? outputs[2]! : undefined
       const scratch = pre !== undefined ? outputs[outputs.length - 1]! : undefined
-      if (pre !== undefined) provider.geluBackward(memory.floats(pre), memory.floats(dy), memory.floats(scratch!), rows * cols)
+      if (pre !== undefined)
+        provider.geluBackward(memory.floats(pre), memory.floats(dy), memory.floats(scratch!), rows * cols)
       const dz = scratch ?? dy // the gradient at the matmul's output
       if (rows * cols === 0 || inner === 0) {
         memory.floats(dx).fill(0)
@@ -331,7 +444,8 @@ export function registerAttnlabKernels(
     const memory = memoryOf(args.backend)
     checkTokens(memory.ints(indices), rows, 'row index')
     return outputsThenViews(memory, [[n, width]], ([out]) => {
-      if (n * width > 0) provider.gatherRows(memory.floats(table), memory.ints(indices), memory.floats(out!), n, k, width)
+      if (n * width > 0)
+        provider.gatherRows(memory.floats(table), memory.ints(indices), memory.floats(out!), n, k, width)
       return out!
     })
   })
@@ -342,7 +456,8 @@ export function registerAttnlabKernels(
     const k = indices.shape[1] as number
     const memory = memoryOf(args.backend)
     return outputsThenViews(memory, [[rows, width]], ([out]) => {
-      if (rows * width > 0) provider.scatterRows(memory.floats(updates), memory.ints(indices), memory.floats(out!), n, k, width, rows)
+      if (rows * width > 0)
+        provider.scatterRows(memory.floats(updates), memory.ints(indices), memory.floats(out!), n, k, width, rows)
       return out!
     })
   })
@@ -355,7 +470,17 @@ export function registerAttnlabKernels(
     const memory = memoryOf(args.backend)
     return outputsThenViews(memory, [[rows, cols], [rows], [rows]], (outputs) => {
       const [y, mean, rstd] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array, Float32Array]
-      provider.layerNormForward(memory.floats(x), memory.floats(gain), bias === undefined ? null : memory.floats(bias), y, mean, rstd, rows, cols, eps)
+      provider.layerNormForward(
+        memory.floats(x),
+        memory.floats(gain),
+        bias === undefined ? null : memory.floats(bias),
+        y,
+        mean,
+        rstd,
+        rows,
+        cols,
+        eps,
+      )
       return outputs
     })
   })
@@ -367,7 +492,18 @@ export function registerAttnlabKernels(
     const shapes = hasBias ? [[rows, cols], [cols], [cols]] : [[rows, cols], [cols]]
     return outputsThenViews(memory, shapes, (outputs) => {
       const views = outputs.map((o) => memory.floats(o))
-      provider.layerNormBackward(memory.floats(x), memory.floats(gain), memory.floats(mean), memory.floats(rstd), memory.floats(dy), views[0]!, views[1]!, hasBias ? views[2]! : null, rows, cols)
+      provider.layerNormBackward(
+        memory.floats(x),
+        memory.floats(gain),
+        memory.floats(mean),
+        memory.floats(rstd),
+        memory.floats(dy),
+        views[0]!,
+        views[1]!,
+        hasBias ? views[2]! : null,
+        rows,
+        cols,
+      )
       return outputs
     })
   })
@@ -379,12 +515,19 @@ export function registerAttnlabKernels(
     const [batch, pos, width] = qkv.shape as [number, number, number]
     const dHead = width / 3 / nHeads
     const memory = memoryOf(args.backend)
-    return outputsThenViews(memory, [[batch, pos, nHeads * dHead], [batch, nHeads, pos, pos]], (outputs) => {
-      const [out, probs] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array]
-      // The op rejects dHead = 0 and empty batches before calling the kernel.
-      provider.attentionForward(memory.floats(qkv), out, probs, batch, pos, nHeads, dHead, scale, causal)
-      return outputs
-    })
+    return outputsThenViews(
+      memory,
+      [
+        [batch, pos, nHeads * dHead],
+        [batch, nHeads, pos, pos],
+      ],
+      (outputs) => {
+        const [out, probs] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array]
+        // The op rejects dHead = 0 and empty batches before calling the kernel.
+        provider.attentionForward(memory.floats(qkv), out, probs, batch, pos, nHeads, dHead, scale, causal)
+        return outputs
+      },
+    )
   })
   add(ATTNLAB_KERNELS.attentionGrad, (args) => {
     const { qkv, probs, dy } = args.inputs as { qkv: tf.TensorInfo; probs: tf.TensorInfo; dy: tf.TensorInfo }
@@ -394,19 +537,40 @@ export function registerAttnlabKernels(
     const memory = memoryOf(args.backend)
     return outputsThenViews(memory, [qkv.shape], ([dQkv]) => {
       const d = memory.floats(dQkv!)
-      provider.attentionBackward(memory.floats(qkv), memory.floats(probs), memory.floats(dy), d, batch, pos, nHeads, dHead, scale, causal)
+      provider.attentionBackward(
+        memory.floats(qkv),
+        memory.floats(probs),
+        memory.floats(dy),
+        d,
+        batch,
+        pos,
+        nHeads,
+        dHead,
+        scale,
+        causal,
+      )
       return dQkv!
     })
   })
 
   // ---- cross-entropy -----------------------------------------------------------------------------
   add(ATTNLAB_KERNELS.softmaxCrossEntropy, (args) => {
-    const { logits, labels, weights } = args.inputs as { logits: tf.TensorInfo; labels: tf.TensorInfo; weights: tf.TensorInfo }
+    const { logits, labels, weights } = args.inputs as {
+      logits: tf.TensorInfo
+      labels: tf.TensorInfo
+      weights: tf.TensorInfo
+    }
     const [rows, cols] = logits.shape as [number, number]
     const memory = memoryOf(args.backend)
     checkTokens(memory.ints(labels), cols, 'label')
     return outputsThenViews(memory, [[]], ([out]) => {
-      const loss = provider.softmaxCrossEntropy(memory.floats(logits), memory.ints(labels), memory.floats(weights), rows, cols)
+      const loss = provider.softmaxCrossEntropy(
+        memory.floats(logits),
+        memory.ints(labels),
+        memory.floats(weights),
+        rows,
+        cols,
+      )
       memory.floats(out!)[0] = loss
       return out!
     })
@@ -417,13 +581,26 @@ export function registerAttnlabKernels(
     const memory = memoryOf(args.backend)
     return outputsThenViews(memory, [logits.shape], ([dLogits]) => {
       const dLoss = memory.floats(dy)[0]!
-      provider.softmaxCrossEntropyBackward(memory.floats(logits), memory.ints(labels), memory.floats(weights), rows, cols, dLoss, memory.floats(dLogits!))
+      provider.softmaxCrossEntropyBackward(
+        memory.floats(logits),
+        memory.ints(labels),
+        memory.floats(weights),
+        rows,
+        cols,
+        dLoss,
+        memory.floats(dLogits!),
+      )
       return dLogits!
     })
   })
 
   // ---- one-hot attention -------------------------------------------------------------------------
-  const oneHotShape = (tokens: tf.TensorInfo, wq: tf.TensorInfo, wv: tf.TensorInfo, attrs: tf.NamedAttrMap | undefined): OneHotAttentionShape => {
+  const oneHotShape = (
+    tokens: tf.TensorInfo,
+    wq: tf.TensorInfo,
+    wv: tf.TensorInfo,
+    attrs: tf.NamedAttrMap | undefined,
+  ): OneHotAttentionShape => {
     const { dVocab, outCols, scale, from } = attrs as { dVocab: number; outCols: number; scale: number; from: number }
     const [batch, pos] = tokens.shape as [number, number]
     const [nHeads, dModel] = wq.shape as [number, number, number]
@@ -434,11 +611,18 @@ export function registerAttnlabKernels(
     const shape = oneHotShape(tokens, wq, wv, args.attrs)
     const memory = memoryOf(args.backend)
     checkTokens(memory.ints(tokens), shape.dVocab, 'token')
-    return outputsThenViews(memory, [[shape.batch, shape.pos - shape.from, shape.outCols], [shape.batch, shape.nHeads, shape.pos, shape.pos]], (outputs) => {
-      const [logits, probs] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array]
-      provider.oneHotAttentionForward(memory.ints(tokens), memory.floats(wq), memory.floats(wv), logits, probs, shape)
-      return outputs
-    })
+    return outputsThenViews(
+      memory,
+      [
+        [shape.batch, shape.pos - shape.from, shape.outCols],
+        [shape.batch, shape.nHeads, shape.pos, shape.pos],
+      ],
+      (outputs) => {
+        const [logits, probs] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array]
+        provider.oneHotAttentionForward(memory.ints(tokens), memory.floats(wq), memory.floats(wv), logits, probs, shape)
+        return outputs
+      },
+    )
   })
   add(ATTNLAB_KERNELS.oneHotAttentionGrad, (args) => {
     const { tokens, wq, wv, probs, dy } = args.inputs as Record<'tokens' | 'wq' | 'wv' | 'probs' | 'dy', tf.TensorInfo>
@@ -446,7 +630,16 @@ export function registerAttnlabKernels(
     const memory = memoryOf(args.backend)
     return outputsThenViews(memory, [wq.shape, wv.shape], (outputs) => {
       const [dWq, dWv] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array]
-      provider.oneHotAttentionBackward(memory.ints(tokens), memory.floats(wq), memory.floats(wv), memory.floats(probs), memory.floats(dy), dWq, dWv, shape)
+      provider.oneHotAttentionBackward(
+        memory.ints(tokens),
+        memory.floats(wq),
+        memory.floats(wv),
+        memory.floats(probs),
+        memory.floats(dy),
+        dWq,
+        dWv,
+        shape,
+      )
       return outputs
     })
   })
@@ -500,7 +693,12 @@ function registerGradientsOnce(): void {
     gradFunc: (dy, saved) => {
       const [table, indices] = saved as [tf.Tensor, tf.Tensor]
       return {
-        table: () => run(ATTNLAB_KERNELS.scatterRows, { updates: first(dy), indices }, { rows: table.shape[0] as number }) as tf.Tensor,
+        table: () =>
+          run(
+            ATTNLAB_KERNELS.scatterRows,
+            { updates: first(dy), indices },
+            { rows: table.shape[0] as number },
+          ) as tf.Tensor,
         indices: zerosFor(indices),
       }
     },
@@ -514,7 +712,11 @@ function registerGradientsOnce(): void {
     gradFunc: (dy, saved, attrs) => {
       const [x, gain, mean, rstd] = saved as [tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]
       const hasBias = (attrs as { hasBias?: boolean }).hasBias === true
-      const [dx, dGain, dBias] = run(ATTNLAB_KERNELS.layerNormGrad, { x, gain, mean, rstd, dy: first(dy) }, { hasBias }) as tf.Tensor[]
+      const [dx, dGain, dBias] = run(
+        ATTNLAB_KERNELS.layerNormGrad,
+        { x, gain, mean, rstd, dy: first(dy) },
+        { hasBias },
+      ) as tf.Tensor[]
       return { x: () => dx!, gain: () => dGain!, bias: () => dBias! }
     },
   })
@@ -535,7 +737,8 @@ function registerGradientsOnce(): void {
     gradFunc: (dy, saved) => {
       const [logits, labels, weights] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
       return {
-        logits: () => run(ATTNLAB_KERNELS.softmaxCrossEntropyGrad, { logits, labels, weights, dy: first(dy) }) as tf.Tensor,
+        logits: () =>
+          run(ATTNLAB_KERNELS.softmaxCrossEntropyGrad, { logits, labels, weights, dy: first(dy) }) as tf.Tensor,
         labels: zerosFor(labels),
         weights: zerosFor(weights), // a loss mask, not trained
       }
@@ -548,7 +751,11 @@ function registerGradientsOnce(): void {
     gradFunc: (dy, saved, attrs) => {
       const [tokens, wq, wv, probs] = saved as [tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]
       // As for attention: the pattern output is internal, its (zero) gradient is ignored.
-      const [dWq, dWv] = run(ATTNLAB_KERNELS.oneHotAttentionGrad, { tokens, wq, wv, probs, dy: first(dy) }, attrs) as tf.Tensor[]
+      const [dWq, dWv] = run(
+        ATTNLAB_KERNELS.oneHotAttentionGrad,
+        { tokens, wq, wv, probs, dy: first(dy) },
+        attrs,
+      ) as tf.Tensor[]
       return { tokens: zerosFor(tokens), wq: () => dWq!, wv: () => dWv! }
     },
   })

@@ -50,14 +50,31 @@ describe('attnlab-kernels.wasm', () => {
     expect(ids).not.toContain(11) // data
     expect(ids).not.toContain(12) // data count
     // The repo's lib (ES2023 + Node types) does not declare WebAssembly; type the bits used here.
-    interface Descriptor { module?: string; name: string; kind: string }
-    const wa = (globalThis as unknown as {
-      WebAssembly: { compile(b: Uint8Array): Promise<object>; Module: { imports(m: object): Descriptor[]; exports(m: object): Descriptor[] } }
-    }).WebAssembly
+    interface Descriptor {
+      module?: string
+      name: string
+      kind: string
+    }
+    const wa = (
+      globalThis as unknown as {
+        WebAssembly: {
+          compile(b: Uint8Array): Promise<object>
+          Module: { imports(m: object): Descriptor[]; exports(m: object): Descriptor[] }
+        }
+      }
+    ).WebAssembly
     const module = await wa.compile(bytes)
     expect(wa.Module.imports(module)).toEqual([{ module: 'env', name: 'memory', kind: 'memory' }])
     const exported = wa.Module.exports(module).map((e) => e.name)
-    for (const name of ['gemm', 'softmax', 'attentionForward', 'attentionBackward', 'oneHotAttentionForward', 'oneHotAttentionBackward', 'adamw']) {
+    for (const name of [
+      'gemm',
+      'softmax',
+      'attentionForward',
+      'attentionBackward',
+      'oneHotAttentionForward',
+      'oneHotAttentionBackward',
+      'adamw',
+    ]) {
       expect(exported).toContain(name)
     }
     expect(exported).not.toContain('memory')

@@ -12,7 +12,10 @@ export interface WasmMemory {
 
 interface WebAssemblyNamespace {
   Memory: abstract new (...args: never[]) => WasmMemory
-  instantiate(bytes: ArrayBuffer | ArrayBufferView, imports: Record<string, Record<string, unknown>>): Promise<{ instance: { exports: Record<string, unknown> } }>
+  instantiate(
+    bytes: ArrayBuffer | ArrayBufferView,
+    imports: Record<string, Record<string, unknown>>,
+  ): Promise<{ instance: { exports: Record<string, unknown> } }>
 }
 
 /** The runtime's `WebAssembly` object, or undefined where there is none. */

@@ -8,7 +8,13 @@ import { adamwUpdate } from './adamw.ts'
 import { randomArray } from './reference.test-utils.ts'
 
 /** PyTorch's AdamW in doubles (torch.optim.AdamW, decoupled decay first). */
-function reference(p: number[], g: number[], m: number[], v: number[], h: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; step: number }): void {
+function reference(
+  p: number[],
+  g: number[],
+  m: number[],
+  v: number[],
+  h: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; step: number },
+): void {
   for (let i = 0; i < p.length; i++) {
     p[i] = p[i]! * (1 - h.lr * h.weightDecay)
     m[i] = h.beta1 * m[i]! + (1 - h.beta1) * g[i]!
@@ -25,7 +31,11 @@ describeWithBackends('adamwUpdate', () => {
     const n = 37
     const p0 = Array.from(randomArray(rng, n))
     // Created in tidy so the variables own their memory alone (as a trainer's do).
-    const [parameter, m, v] = tf.tidy(() => [tf.variable(tf.tensor1d(p0)), tf.variable(tf.zeros([n])), tf.variable(tf.zeros([n]))])
+    const [parameter, m, v] = tf.tidy(() => [
+      tf.variable(tf.tensor1d(p0)),
+      tf.variable(tf.zeros([n])),
+      tf.variable(tf.zeros([n])),
+    ])
     const expected = { p: [...p0], m: new Array<number>(n).fill(0), v: new Array<number>(n).fill(0) }
     for (let step = 1; step <= 4; step++) {
       const gv = randomArray(rng, n)
@@ -43,7 +53,11 @@ describeWithBackends('adamwUpdate', () => {
   })
 
   it('falls back to the composite when the parameter shares its memory (no aliasing surprises)', () => {
-    const [parameter, m, v] = tf.tidy(() => [tf.variable(tf.tensor1d([1, 2, 3])), tf.variable(tf.zeros([3])), tf.variable(tf.zeros([3]))])
+    const [parameter, m, v] = tf.tidy(() => [
+      tf.variable(tf.tensor1d([1, 2, 3])),
+      tf.variable(tf.zeros([3])),
+      tf.variable(tf.zeros([3])),
+    ])
     const alias = tf.reshape(parameter, [3]) // shares the buffer on every backend
     const g = tf.tensor1d([1, 1, 1])
     adamwUpdate(parameter, g, m, v, { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1 })

@@ -12,12 +12,16 @@ import { activeKernels } from '../kernels/register.ts'
 
 function checkHyper(hyper: AdamWHyper): void {
   const { lr, beta1, beta2, eps, weightDecay, step } = hyper
-  if (!(lr >= 0 && Number.isFinite(lr))) throw new ConfigError('lr', `${lr} must be a finite number >= 0`, { value: lr })
+  if (!(lr >= 0 && Number.isFinite(lr)))
+    throw new ConfigError('lr', `${lr} must be a finite number >= 0`, { value: lr })
   if (!(beta1 >= 0 && beta1 < 1)) throw new ConfigError('beta1', `${beta1} must be in [0, 1)`, { value: beta1 })
   if (!(beta2 >= 0 && beta2 < 1)) throw new ConfigError('beta2', `${beta2} must be in [0, 1)`, { value: beta2 })
-  if (!(eps >= 0 && Number.isFinite(eps))) throw new ConfigError('eps', `${eps} must be a finite number >= 0`, { value: eps })
-  if (!(weightDecay >= 0 && Number.isFinite(weightDecay))) throw new ConfigError('weightDecay', `${weightDecay} must be a finite number >= 0`, { value: weightDecay })
-  if (!(Number.isInteger(step) && step >= 1)) throw new ConfigError('step', `${step} must be an integer >= 1`, { value: step })
+  if (!(eps >= 0 && Number.isFinite(eps)))
+    throw new ConfigError('eps', `${eps} must be a finite number >= 0`, { value: eps })
+  if (!(weightDecay >= 0 && Number.isFinite(weightDecay)))
+    throw new ConfigError('weightDecay', `${weightDecay} must be a finite number >= 0`, { value: weightDecay })
+  if (!(Number.isInteger(step) && step >= 1))
+    throw new ConfigError('step', `${step} must be an integer >= 1`, { value: step })
 }
 
 /**
@@ -40,13 +44,26 @@ function checkHyper(hyper: AdamWHyper): void {
  * @throws {@link ConfigError} for out-of-range hyperparameters
  * @category Ops
  */
-export function adamwUpdate(parameter: tf.Variable, gradient: tf.Tensor, m: tf.Variable, v: tf.Variable, hyper: AdamWHyper): boolean {
-  for (const [name, t] of [['gradient', gradient], ['m', m], ['v', v]] as const) {
+export function adamwUpdate(
+  parameter: tf.Variable,
+  gradient: tf.Tensor,
+  m: tf.Variable,
+  v: tf.Variable,
+  hyper: AdamWHyper,
+): boolean {
+  for (const [name, t] of [
+    ['gradient', gradient],
+    ['m', m],
+    ['v', v],
+  ] as const) {
     if (t.dtype !== 'float32' || !tf.util.arraysEqual(t.shape, parameter.shape)) {
-      throw new ShapeError(`adamwUpdate: ${name} ${t.dtype} [${t.shape.join(', ')}] must be float32 [${parameter.shape.join(', ')}] like the parameter`)
+      throw new ShapeError(
+        `adamwUpdate: ${name} ${t.dtype} [${t.shape.join(', ')}] must be float32 [${parameter.shape.join(', ')}] like the parameter`,
+      )
     }
   }
-  if (parameter.dtype !== 'float32') throw new ShapeError(`adamwUpdate: the parameter must be float32, got ${parameter.dtype}`)
+  if (parameter.dtype !== 'float32')
+    throw new ShapeError(`adamwUpdate: the parameter must be float32, got ${parameter.dtype}`)
   checkHyper(hyper)
   const registration = activeKernels()
   if (registration !== undefined) {
@@ -56,7 +73,14 @@ export function adamwUpdate(parameter: tf.Variable, gradient: tf.Tensor, m: tf.V
     const exclusive = [parameter, m, v].every((t) => memory.refCount(t) === 1) && memory.refCount(gradient) >= 1
     const distinct = new Set([parameter.dataId, m.dataId, v.dataId, gradient.dataId]).size === 4
     if (exclusive && distinct) {
-      registration.provider.adamw(memory.floats(parameter), memory.floats(gradient), memory.floats(m), memory.floats(v), parameter.size, hyper)
+      registration.provider.adamw(
+        memory.floats(parameter),
+        memory.floats(gradient),
+        memory.floats(m),
+        memory.floats(v),
+        parameter.size,
+        hyper,
+      )
       return true
     }
   }

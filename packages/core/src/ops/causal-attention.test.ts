@@ -4,7 +4,14 @@ import { ConfigError, ShapeError } from '../errors.ts'
 import { Rng } from '../rng.ts'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '../testing.ts'
 import { causalAttention, causalMask } from './causal-attention.ts'
-import { directionalError, gradients, randomArray, refAttention, toVec, withoutKernels } from './reference.test-utils.ts'
+import {
+  directionalError,
+  gradients,
+  randomArray,
+  refAttention,
+  toVec,
+  withoutKernels,
+} from './reference.test-utils.ts'
 
 describeWithBackends('causalMask', () => {
   it('is 0 on and below the diagonal and -Infinity above, a new tensor per call', () => {

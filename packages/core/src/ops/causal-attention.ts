@@ -66,7 +66,8 @@ function compositeAttention(nHeads: number, scale: number, causal: boolean): (qk
         const ds = tf.mul(tf.mul(p, tf.sub(dp, tf.sum(tf.mul(p, dp), -1, true))), scale) as tf.Tensor4D // softmax backward
         const dq = tf.matMul(ds, ks) as tf.Tensor4D // [batch, nHeads, pos, dHead]
         const dk = tf.matMul(swap(ds), qs) as tf.Tensor4D
-        const columns = (t: tf.Tensor4D): tf.Tensor => tf.reshape(tf.transpose(t, [0, 2, 1, 3]), [batch, pos, nHeads * dHead])
+        const columns = (t: tf.Tensor4D): tf.Tensor =>
+          tf.reshape(tf.transpose(t, [0, 2, 1, 3]), [batch, pos, nHeads * dHead])
         return [tf.concat([columns(dq), columns(dk), columns(dv)], 2)]
       },
     }
@@ -95,10 +96,14 @@ function compositeAttention(nHeads: number, scale: number, causal: boolean): (qk
  */
 export function causalAttention(qkv: tf.Tensor3D, nHeads: number, options: CausalAttentionOptions = {}): tf.Tensor3D {
   checkTensor(qkv, 'qkv', 3, 'float32', 'causalAttention')
-  if (!(Number.isInteger(nHeads) && nHeads > 0)) throw new ConfigError('nHeads', `${nHeads} must be a positive integer`, { value: nHeads })
+  if (!(Number.isInteger(nHeads) && nHeads > 0))
+    throw new ConfigError('nHeads', `${nHeads} must be a positive integer`, { value: nHeads })
   const [batch, pos, width] = qkv.shape
   if (width % (3 * nHeads) !== 0 || width === 0) {
-    throw new ShapeError(`causalAttention: qkv width ${width} must be 3 * nHeads * dHead with nHeads ${nHeads} and dHead >= 1`, { width, nHeads })
+    throw new ShapeError(
+      `causalAttention: qkv width ${width} must be 3 * nHeads * dHead with nHeads ${nHeads} and dHead >= 1`,
+      { width, nHeads },
+    )
   }
   const dHead = width / 3 / nHeads
   const scale = options.scale ?? 1 / Math.sqrt(dHead)

@@ -7,7 +7,11 @@ import { gatherRows } from './gather-rows.ts'
 import { gradients, randomArray, withoutKernels } from './reference.test-utils.ts'
 
 describeWithBackends('gatherRows', () => {
-  for (const [rows, width, n, k] of [[7, 5, 9, 1], [13, 33, 20, 2], [1, 1, 3, 3]] as const) {
+  for (const [rows, width, n, k] of [
+    [7, 5, 9, 1],
+    [13, 33, 20, 2],
+    [1, 1, 3, 3],
+  ] as const) {
     it(`table [${rows}, ${width}], ${n} x ${k} indices (with repeats): sums of rows, gradient adds them back`, async () => {
       const rng = Rng.fromSeed(rows * 7 + k)
       const values = randomArray(rng, rows * width)
@@ -41,7 +45,9 @@ describeWithBackends('gatherRows', () => {
   it('throws typed errors for out-of-range indices and bad inputs', () => {
     const table = tf.zeros([3, 2]) as tf.Tensor2D
     expect(() => gatherRows(table, tf.tensor1d([0, 3], 'int32'))).toThrow(AttnlabError)
-    expect(() => gatherRows(table, tf.tensor1d([0, 3], 'int32'))).toThrow(/row index 3 at flat index 1 is out of range \[0, 3\)/)
+    expect(() => gatherRows(table, tf.tensor1d([0, 3], 'int32'))).toThrow(
+      /row index 3 at flat index 1 is out of range \[0, 3\)/,
+    )
     expect(() => gatherRows(table, tf.tensor1d([-1], 'int32'))).toThrow(/row index -1/)
     expect(() => gatherRows(table, tf.tensor1d([0, 1]) as tf.Tensor1D)).toThrow(ShapeError)
     expect(() => gatherRows(tf.zeros([3]) as unknown as tf.Tensor2D, tf.tensor1d([0], 'int32'))).toThrow(/rank-2/)

@@ -51,13 +51,21 @@ function composite(rows: number): (table: tf.Tensor2D, indices: tf.Tensor2D) => 
 export function gatherRows(table: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2D): tf.Tensor2D {
   checkTensor(table, 'table', 2, 'float32', 'gatherRows')
   if (!(indices instanceof tf.Tensor) || (indices.rank !== 1 && indices.rank !== 2) || indices.dtype !== 'int32') {
-    throw new ShapeError(`gatherRows: indices must be int32 [n] or [n, k]; got ${indices instanceof tf.Tensor ? `${indices.dtype} [${indices.shape.join(', ')}]` : typeof indices}`)
+    throw new ShapeError(
+      `gatherRows: indices must be int32 [n] or [n, k]; got ${indices instanceof tf.Tensor ? `${indices.dtype} [${indices.shape.join(', ')}]` : typeof indices}`,
+    )
   }
   const rows = table.shape[0]
   return tf.tidy(() => {
     const index = (indices.rank === 1 ? tf.reshape(indices, [indices.shape[0], 1]) : indices) as tf.Tensor2D
     if (hasKernel(ATTNLAB_KERNELS.gatherRows)) {
-      return tf.engine().runKernel(ATTNLAB_KERNELS.gatherRows, { table, indices: index } as unknown as tf.NamedTensorMap, {}) as tf.Tensor2D
+      return tf
+        .engine()
+        .runKernel(
+          ATTNLAB_KERNELS.gatherRows,
+          { table, indices: index } as unknown as tf.NamedTensorMap,
+          {},
+        ) as tf.Tensor2D
     }
     checkIds(index, rows, 'row index')
     if (index.size === 0) return tf.zeros([index.shape[0], table.shape[1]]) as tf.Tensor2D

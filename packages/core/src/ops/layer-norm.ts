@@ -56,7 +56,8 @@ export function layerNorm(x: tf.Tensor2D, gain: tf.Tensor1D, bias?: tf.Tensor1D 
     checkTensor(bias, 'bias', 1, 'float32', 'layerNorm')
     if (bias.shape[0] !== cols) throw new ShapeError(`layerNorm: bias [${bias.shape.join(', ')}] must be [${cols}]`)
   }
-  if (!(eps > 0 && Number.isFinite(eps))) throw new ConfigError('eps', `${eps} must be a positive finite number`, { value: eps })
+  if (!(eps > 0 && Number.isFinite(eps)))
+    throw new ConfigError('eps', `${eps} must be a positive finite number`, { value: eps })
   if (hasKernel(ATTNLAB_KERNELS.layerNorm) && cols > 0) {
     const inputs: Record<string, tf.Tensor> = withBias ? { x, gain, bias } : { x, gain }
     return runFusedKernel(ATTNLAB_KERNELS.layerNorm, inputs, { eps, hasBias: withBias }) as tf.Tensor2D

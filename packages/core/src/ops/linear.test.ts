@@ -27,11 +27,13 @@ describeWithBackends('linear', () => {
           const b = tf.tensor1d(bv)
           const r = tf.tensor2d(rv, [rows, cols])
           const inputs = withBias ? [x, w, b] : [x, w]
-          const f = (...xs: tf.Tensor[]): tf.Tensor => linear(xs[0] as tf.Tensor2D, xs[1] as tf.Tensor2D, withBias ? (xs[2] as tf.Tensor1D) : null, activation)
+          const f = (...xs: tf.Tensor[]): tf.Tensor =>
+            linear(xs[0] as tf.Tensor2D, xs[1] as tf.Tensor2D, withBias ? (xs[2] as tf.Tensor1D) : null, activation)
           const fused = await expectNoLeaks(() => gradients(f, inputs, r))
           const composite = withoutKernels(() => gradients(f, inputs, r))
           const gelu = activation === 'gelu_new'
-          const ref = (vs: Float64Array[]): Float64Array => refLinear(vs[0]!, vs[1]!, withBias ? vs[2]! : null, rows, inner, cols, gelu)
+          const ref = (vs: Float64Array[]): Float64Array =>
+            refLinear(vs[0]!, vs[1]!, withBias ? vs[2]! : null, rows, inner, cols, gelu)
           const vecs = inputs.map((t) => toVec(t.dataSync()))
           expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
           expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
@@ -49,7 +51,9 @@ describeWithBackends('linear', () => {
     const x = tf.zeros([2, 3])
     const w = tf.zeros([4, 5])
     expect(() => linear(x as tf.Tensor2D, w as tf.Tensor2D)).toThrow(ShapeError)
-    expect(() => linear(x as tf.Tensor2D, tf.zeros([3, 2]) as tf.Tensor2D, tf.zeros([3]) as tf.Tensor1D)).toThrow(/bias \[3\] must be \[2\]/)
+    expect(() => linear(x as tf.Tensor2D, tf.zeros([3, 2]) as tf.Tensor2D, tf.zeros([3]) as tf.Tensor1D)).toThrow(
+      /bias \[3\] must be \[2\]/,
+    )
     expect(() => linear(tf.zeros([2, 3], 'int32') as tf.Tensor2D, tf.zeros([3, 2]) as tf.Tensor2D)).toThrow(/float32/)
     expect(() => linear(x as tf.Tensor2D, tf.zeros([3, 2]) as tf.Tensor2D, null, 'relu' as 'none')).toThrow(ConfigError)
     tf.dispose([x, w])

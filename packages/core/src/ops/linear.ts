@@ -77,23 +77,39 @@ const composites = new Map<string, (...inputs: tf.Tensor[]) => tf.Tensor2D>()
  * ```
  * @category Ops
  */
-export function linear(x: tf.Tensor2D, w: tf.Tensor2D, bias?: tf.Tensor1D | null, activation: LinearActivation = 'none'): tf.Tensor2D {
+export function linear(
+  x: tf.Tensor2D,
+  w: tf.Tensor2D,
+  bias?: tf.Tensor1D | null,
+  activation: LinearActivation = 'none',
+): tf.Tensor2D {
   checkTensor(x, 'x', 2, 'float32', 'linear')
   checkTensor(w, 'w', 2, 'float32', 'linear')
-  if (x.shape[1] !== w.shape[0]) throw new ShapeError(`linear: x [${x.shape.join(', ')}] and w [${w.shape.join(', ')}] have different inner sizes`)
+  if (x.shape[1] !== w.shape[0])
+    throw new ShapeError(`linear: x [${x.shape.join(', ')}] and w [${w.shape.join(', ')}] have different inner sizes`)
   const withBias = bias !== null && bias !== undefined
   if (withBias) {
     checkTensor(bias, 'bias', 1, 'float32', 'linear')
-    if (bias.shape[0] !== w.shape[1]) throw new ShapeError(`linear: bias [${bias.shape.join(', ')}] must be [${w.shape[1]}]`)
+    if (bias.shape[0] !== w.shape[1])
+      throw new ShapeError(`linear: bias [${bias.shape.join(', ')}] must be [${w.shape[1]}]`)
   }
   if (activation !== 'none' && activation !== 'gelu_new') {
-    throw new ConfigError('activation', `'${String(activation)}' is not fused by linear; expected 'none' or 'gelu_new'`, { value: activation })
+    throw new ConfigError(
+      'activation',
+      `'${String(activation)}' is not fused by linear; expected 'none' or 'gelu_new'`,
+      { value: activation },
+    )
   }
   const kernel = activation === 'gelu_new' ? ATTNLAB_KERNELS.linearGelu : ATTNLAB_KERNELS.linear
   if (hasKernel(kernel)) {
     const inputs: Record<string, tf.Tensor> = withBias ? { x, w, bias } : { x, w }
-    if (kernel === ATTNLAB_KERNELS.linearGelu) return runFusedKernel(kernel, inputs, { hasBias: withBias }) as tf.Tensor2D // pre-activation output saved only
-    const out = tf.engine().runKernel(kernel, inputs as unknown as tf.NamedTensorMap, { hasBias: withBias }) as unknown as tf.Tensor | tf.Tensor[]
+    if (kernel === ATTNLAB_KERNELS.linearGelu)
+      return runFusedKernel(kernel, inputs, { hasBias: withBias }) as tf.Tensor2D // pre-activation output saved only
+    const out = tf
+      .engine()
+      .runKernel(kernel, inputs as unknown as tf.NamedTensorMap, { hasBias: withBias }) as unknown as
+      | tf.Tensor
+      | tf.Tensor[]
     return (Array.isArray(out) ? out[0] : out) as tf.Tensor2D
   }
   const key = `${activation}:${withBias}`

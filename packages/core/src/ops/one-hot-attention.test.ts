@@ -27,14 +27,16 @@ describeWithBackends('oneHotAttention', () => {
       const wv = tf.tensor3d(randomArray(rng, nHeads * dModel * dValue), [nHeads, dModel, dValue])
       const rv = randomArray(rng, batch * (pos - from) * outCols)
       const r = tf.tensor3d(rv, [batch, pos - from, outCols])
-      const f = (...xs: tf.Tensor[]): tf.Tensor => oneHotAttention(tokens, xs[0] as tf.Tensor3D, xs[1] as tf.Tensor3D, { dVocab, outCols, scale, from })
+      const f = (...xs: tf.Tensor[]): tf.Tensor =>
+        oneHotAttention(tokens, xs[0] as tf.Tensor3D, xs[1] as tf.Tensor3D, { dVocab, outCols, scale, from })
       const fused = await expectNoLeaks(() => gradients(f, [wq, wv], r))
       const composite = withoutKernels(() => gradients(f, [wq, wv], r))
       const vecs = [toVec(wq.dataSync()), toVec(wv.dataSync())]
       const ref = (vs: Float64Array[]): Float64Array => {
         const full = refOneHot(tokenValues, vs[0]!, vs[1]!, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale)
         const out = new Float64Array(batch * (pos - from) * outCols)
-        for (let b = 0; b < batch; b++) out.set(full.subarray((b * pos + from) * outCols, (b + 1) * pos * outCols), b * (pos - from) * outCols)
+        for (let b = 0; b < batch; b++)
+          out.set(full.subarray((b * pos + from) * outCols, (b + 1) * pos * outCols), b * (pos - from) * outCols)
         return out
       }
       expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
@@ -57,7 +59,12 @@ describeWithBackends('oneHotAttention', () => {
     const wv = new Float32Array(dModel * dModel)
     for (let c = 0; c < dVocab; c++) wv[dVocab * dModel + c] = c + 1 // position 0's value row: [1, 2, 3]
     const logits = tf.tidy(() =>
-      oneHotAttention(tf.tensor2d([[0, 1, 2, 1, 0]], [1, pos], 'int32'), tf.tensor3d(wq, [1, dModel, dModel]), tf.tensor3d(wv, [1, dModel, dModel]), { dVocab }),
+      oneHotAttention(
+        tf.tensor2d([[0, 1, 2, 1, 0]], [1, pos], 'int32'),
+        tf.tensor3d(wq, [1, dModel, dModel]),
+        tf.tensor3d(wv, [1, dModel, dModel]),
+        { dVocab },
+      ),
     )
     const values = logits.dataSync()
     for (let t = 0; t < pos; t++) expect(Array.from(values.slice(t * 3, t * 3 + 3))).toEqual([1, 2, 3])
@@ -69,13 +76,21 @@ describeWithBackends('oneHotAttention', () => {
     const wv = tf.zeros([2, 8, 8]) as tf.Tensor3D
     const tokens = tf.tensor2d([[0, 5, 1]], [1, 3], 'int32')
     expect(() => oneHotAttention(tokens, wq, wv, { dVocab: 5 })).toThrow(AttnlabError)
-    expect(() => oneHotAttention(tokens, wq, wv, { dVocab: 5 })).toThrow(/token 5 at flat index 1 is out of range \[0, 5\)/)
-    expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2, 3]], [1, 4], 'int32'), wq, wv, { dVocab: 5 })).toThrow(/exceeds dModel 8/)
+    expect(() => oneHotAttention(tokens, wq, wv, { dVocab: 5 })).toThrow(
+      /token 5 at flat index 1 is out of range \[0, 5\)/,
+    )
+    expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2, 3]], [1, 4], 'int32'), wq, wv, { dVocab: 5 })).toThrow(
+      /exceeds dModel 8/,
+    )
     expect(() => oneHotAttention(tokens, wq, tf.zeros([3, 8, 8]) as tf.Tensor3D, { dVocab: 5 })).toThrow(ShapeError)
     expect(() => oneHotAttention(tokens, wq, wv, { dVocab: 5, outCols: 9 })).toThrow(ConfigError)
     expect(() => oneHotAttention(tokens, wq, wv, { dVocab: 0 })).toThrow(ConfigError)
-    expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2]], [1, 3], 'int32'), wq, wv, { dVocab: 5, from: 3 })).toThrow(/from.*\[0, 2\]/)
-    expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2]], [1, 3]) as tf.Tensor2D, wq, wv, { dVocab: 5 })).toThrow(/int32/)
+    expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2]], [1, 3], 'int32'), wq, wv, { dVocab: 5, from: 3 })).toThrow(
+      /from.*\[0, 2\]/,
+    )
+    expect(() => oneHotAttention(tf.tensor2d([[0, 1, 2]], [1, 3]) as tf.Tensor2D, wq, wv, { dVocab: 5 })).toThrow(
+      /int32/,
+    )
     tf.dispose([wq, wv, tokens])
   })
 })

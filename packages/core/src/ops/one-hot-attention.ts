@@ -44,14 +44,25 @@ function compositeOneHot(dVocab: number, outCols: number, scale: number, from: n
     const x2 = tf.reshape(x, [batch * pos, dModel])
     const wq2 = tf.reshape(tf.transpose(wq, [1, 0, 2]), [dModel, nHeads * dModel]) // [in, (h, out)]
     const toHeads = (t: tf.Tensor, width: number): tf.Tensor3D =>
-      tf.reshape(tf.transpose(tf.reshape(t, [batch, pos, nHeads, width]), [0, 2, 1, 3]), [batch, nHeads * pos, width]) as tf.Tensor3D
+      tf.reshape(tf.transpose(tf.reshape(t, [batch, pos, nHeads, width]), [0, 2, 1, 3]), [
+        batch,
+        nHeads * pos,
+        width,
+      ]) as tf.Tensor3D
     const q = toHeads(tf.matMul(x2, wq2), dModel) // [batch, (h, t), dModel]
     const mask = new Float32Array(nHeads * pos * pos)
-    for (let h = 0; h < nHeads; h++) for (let t = 0; t < pos; t++) mask.fill(-Infinity, (h * pos + t) * pos + t + 1, (h * pos + t + 1) * pos)
-    const scores = tf.add(tf.mul(tf.matMul(q, tf.transpose(x, [0, 2, 1])), scale), tf.tensor3d(mask, [1, nHeads * pos, pos])) // [batch, (h, t), s]
+    for (let h = 0; h < nHeads; h++)
+      for (let t = 0; t < pos; t++) mask.fill(-Infinity, (h * pos + t) * pos + t + 1, (h * pos + t + 1) * pos)
+    const scores = tf.add(
+      tf.mul(tf.matMul(q, tf.transpose(x, [0, 2, 1])), scale),
+      tf.tensor3d(mask, [1, nHeads * pos, pos]),
+    ) // [batch, (h, t), s]
     const pattern = tf.softmax(scores) as tf.Tensor3D
     const weighted = tf.matMul(pattern, x) // [batch, (h, t), dModel]
-    const z2 = tf.reshape(tf.transpose(tf.reshape(weighted, [batch, nHeads, pos, dModel]), [0, 2, 1, 3]), [batch * pos, nHeads * dModel]) // [(b, t), (h, in)]
+    const z2 = tf.reshape(tf.transpose(tf.reshape(weighted, [batch, nHeads, pos, dModel]), [0, 2, 1, 3]), [
+      batch * pos,
+      nHeads * dModel,
+    ]) // [(b, t), (h, in)]
     const wv2 = tf.reshape(tf.slice(wv, [0, 0, 0], [nHeads, dModel, outCols]), [nHeads * dModel, outCols])
     save([x, x2, pattern, z2, wv2])
     const logits = tf.reshape(tf.matMul(z2, wv2), [batch, pos, outCols]) as tf.Tensor3D
@@ -59,16 +70,31 @@ function compositeOneHot(dVocab: number, outCols: number, scale: number, from: n
       value: from === 0 ? logits : (tf.slice(logits, [0, from, 0], [-1, -1, -1]) as tf.Tensor3D),
       gradFunc: (dy, saved) => {
         const [xs, xs2, p, zs2, wvs2] = saved as [tf.Tensor3D, tf.Tensor2D, tf.Tensor3D, tf.Tensor2D, tf.Tensor2D]
-        const full = from === 0 ? dy : tf.pad(dy, [[0, 0], [from, 0], [0, 0]]) // earlier positions: no gradient
+        const full =
+          from === 0
+            ? dy
+            : tf.pad(dy, [
+                [0, 0],
+                [from, 0],
+                [0, 0],
+              ]) // earlier positions: no gradient
         const d2 = tf.reshape(full, [batch * pos, outCols])
         const dWv2 = tf.matMul(tf.transpose(zs2), d2) // [(h, in), outCols]
         let dWv = tf.reshape(dWv2, [nHeads, dModel, outCols])
-        if (outCols < dValue) dWv = tf.pad(dWv, [[0, 0], [0, 0], [0, dValue - outCols]])
+        if (outCols < dValue)
+          dWv = tf.pad(dWv, [
+            [0, 0],
+            [0, 0],
+            [0, dValue - outCols],
+          ])
         const dWeighted = toHeads(tf.matMul(d2, tf.transpose(wvs2)), dModel) // [batch, (h, t), dModel]
         const dp = tf.matMul(dWeighted, tf.transpose(xs, [0, 2, 1])) // [batch, (h, t), s]
         const ds = tf.mul(tf.mul(p, tf.sub(dp, tf.sum(tf.mul(p, dp), -1, true))), scale)
         const dq = tf.matMul(ds, xs) // [batch, (h, t), dModel]
-        const dq2 = tf.reshape(tf.transpose(tf.reshape(dq, [batch, nHeads, pos, dModel]), [0, 2, 1, 3]), [batch * pos, nHeads * dModel])
+        const dq2 = tf.reshape(tf.transpose(tf.reshape(dq, [batch, nHeads, pos, dModel]), [0, 2, 1, 3]), [
+          batch * pos,
+          nHeads * dModel,
+        ])
         const dWq2 = tf.matMul(tf.transpose(xs2), dq2) // [in, (h, out)]
         const dWq = tf.transpose(tf.reshape(dWq2, [dModel, nHeads, dModel]), [1, 0, 2])
         return [tf.zeros(tokens.shape, 'float32'), dWq, dWv]
@@ -97,7 +123,12 @@ function compositeOneHot(dVocab: number, outCols: number, scale: number, from: n
  *   the kernels; on `cpu`/`wasm` for the composite)
  * @category Ops
  */
-export function oneHotAttention(tokens: tf.Tensor2D, wq: tf.Tensor3D, wv: tf.Tensor3D, options: OneHotAttentionOptions): tf.Tensor3D {
+export function oneHotAttention(
+  tokens: tf.Tensor2D,
+  wq: tf.Tensor3D,
+  wv: tf.Tensor3D,
+  options: OneHotAttentionOptions,
+): tf.Tensor3D {
   checkTensor(tokens, 'tokens', 2, 'int32', 'oneHotAttention')
   checkTensor(wq, 'wq', 3, 'float32', 'oneHotAttention')
   checkTensor(wv, 'wv', 3, 'float32', 'oneHotAttention')
@@ -106,10 +137,17 @@ export function oneHotAttention(tokens: tf.Tensor2D, wq: tf.Tensor3D, wv: tf.Ten
   const { dVocab } = options
   const outCols = options.outCols ?? dVocab
   const scale = options.scale ?? 1
-  if (dModel !== dModelColumns) throw new ShapeError(`oneHotAttention: wq [${wq.shape.join(', ')}] must be [nHeads, dModel, dModel]`)
-  if (wv.shape[0] !== nHeads || wv.shape[1] !== dModel) throw new ShapeError(`oneHotAttention: wv [${wv.shape.join(', ')}] must be [${nHeads}, ${dModel}, dValue]`)
-  if (!(Number.isInteger(dVocab) && dVocab > 0)) throw new ConfigError('dVocab', `${dVocab} must be a positive integer`, { value: dVocab })
-  if (dVocab + pos > dModel) throw new ShapeError(`oneHotAttention: dVocab ${dVocab} + pos ${pos} exceeds dModel ${dModel} (position one-hots would not fit)`, { dVocab, pos, dModel })
+  if (dModel !== dModelColumns)
+    throw new ShapeError(`oneHotAttention: wq [${wq.shape.join(', ')}] must be [nHeads, dModel, dModel]`)
+  if (wv.shape[0] !== nHeads || wv.shape[1] !== dModel)
+    throw new ShapeError(`oneHotAttention: wv [${wv.shape.join(', ')}] must be [${nHeads}, ${dModel}, dValue]`)
+  if (!(Number.isInteger(dVocab) && dVocab > 0))
+    throw new ConfigError('dVocab', `${dVocab} must be a positive integer`, { value: dVocab })
+  if (dVocab + pos > dModel)
+    throw new ShapeError(
+      `oneHotAttention: dVocab ${dVocab} + pos ${pos} exceeds dModel ${dModel} (position one-hots would not fit)`,
+      { dVocab, pos, dModel },
+    )
   if (!(Number.isInteger(outCols) && outCols > 0 && outCols <= (wv.shape[2] as number))) {
     throw new ConfigError('outCols', `${outCols} must be an integer in [1, ${wv.shape[2]}]`, { value: outCols })
   }
@@ -120,7 +158,11 @@ export function oneHotAttention(tokens: tf.Tensor2D, wq: tf.Tensor3D, wv: tf.Ten
   }
   if (batch === 0 || pos === 0) return tf.zeros([batch, pos, outCols])
   if (hasKernel(ATTNLAB_KERNELS.oneHotAttention)) {
-    return runFusedKernel(ATTNLAB_KERNELS.oneHotAttention, { tokens, wq, wv }, { dVocab, outCols, scale, from }) as tf.Tensor3D
+    return runFusedKernel(
+      ATTNLAB_KERNELS.oneHotAttention,
+      { tokens, wq, wv },
+      { dVocab, outCols, scale, from },
+    ) as tf.Tensor3D
   }
   checkIds(tokens, dVocab, 'token')
   return compositeOneHot(dVocab, outCols, scale, from)(tokens, wq, wv) as tf.Tensor3D

@@ -3,7 +3,7 @@
 // directions). Written from the formulas in each op's TSDoc, not from the kernels.
 import * as tf from '@tensorflow/tfjs-core'
 import { activeKernels, registerAttnlabKernels } from '../kernels/register.ts'
-import { Rng } from '../rng.ts'
+import type { Rng } from '../rng.ts'
 
 export type Vec = Float64Array
 
@@ -30,7 +30,11 @@ export function withoutKernels<T>(fn: () => T): T {
  * The gradient of `sum(f(inputs) * weights)` with respect to each input, via `tf.grads` with
  * `dy = weights` (no gradients of stock ops are needed: tfjs-core's Node build registers none).
  */
-export function gradients(f: (...xs: tf.Tensor[]) => tf.Tensor, inputs: tf.Tensor[], weights: tf.Tensor): { value: Float32Array; grads: Float32Array[] } {
+export function gradients(
+  f: (...xs: tf.Tensor[]) => tf.Tensor,
+  inputs: tf.Tensor[],
+  weights: tf.Tensor,
+): { value: Float32Array; grads: Float32Array[] } {
   return tf.tidy(() => {
     const value = f(...inputs)
     const g = tf.grads((...xs: tf.Tensor[]) => f(...xs))(inputs, weights)
@@ -77,7 +81,15 @@ export const toVec = (a: ArrayLike<number>): Vec => Float64Array.from(a)
 
 // ---- reference forwards (double precision) ----------------------------------------------------
 
-export function refLinear(x: Vec, w: Vec, bias: Vec | null, rows: number, inner: number, cols: number, gelu: boolean): Vec {
+export function refLinear(
+  x: Vec,
+  w: Vec,
+  bias: Vec | null,
+  rows: number,
+  inner: number,
+  cols: number,
+  gelu: boolean,
+): Vec {
   const out = new Float64Array(rows * cols)
   for (let i = 0; i < rows; i++) {
     for (let j = 0; j < cols; j++) {
@@ -96,16 +108,27 @@ export function refLayerNorm(x: Vec, gain: Vec, bias: Vec | null, rows: number, 
     for (let j = 0; j < cols; j++) mean += x[r * cols + j]! / cols
     let variance = 0
     for (let j = 0; j < cols; j++) variance += (x[r * cols + j]! - mean) ** 2 / cols
-    for (let j = 0; j < cols; j++) out[r * cols + j] = ((x[r * cols + j]! - mean) / Math.sqrt(variance + eps)) * gain[j]! + (bias === null ? 0 : bias[j]!)
+    for (let j = 0; j < cols; j++)
+      out[r * cols + j] =
+        ((x[r * cols + j]! - mean) / Math.sqrt(variance + eps)) * gain[j]! + (bias === null ? 0 : bias[j]!)
   }
   return out
 }
 
 /** qkv [b, t, 3, h, d] -> z [b, t, h, d] */
-export function refAttention(qkv: Vec, batch: number, pos: number, nHeads: number, dHead: number, scale: number, causal: boolean): Vec {
+export function refAttention(
+  qkv: Vec,
+  batch: number,
+  pos: number,
+  nHeads: number,
+  dHead: number,
+  scale: number,
+  causal: boolean,
+): Vec {
   const width = nHeads * dHead
   const z = new Float64Array(batch * pos * width)
-  const at = (b: number, t: number, part: number, h: number, d: number): number => qkv[((b * pos + t) * 3 + part) * width + h * dHead + d]!
+  const at = (b: number, t: number, part: number, h: number, d: number): number =>
+    qkv[((b * pos + t) * 3 + part) * width + h * dHead + d]!
   for (let b = 0; b < batch; b++)
     for (let h = 0; h < nHeads; h++)
       for (let i = 0; i < pos; i++) {
@@ -128,7 +151,13 @@ export function refAttention(qkv: Vec, batch: number, pos: number, nHeads: numbe
   return z
 }
 
-export function refCrossEntropy(logits: Vec, labels: ArrayLike<number>, weights: ArrayLike<number>, rows: number, cols: number): Vec {
+export function refCrossEntropy(
+  logits: Vec,
+  labels: ArrayLike<number>,
+  weights: ArrayLike<number>,
+  rows: number,
+  cols: number,
+): Vec {
   let total = 0
   let weightSum = 0
   for (let r = 0; r < rows; r++) {
@@ -142,7 +171,19 @@ export function refCrossEntropy(logits: Vec, labels: ArrayLike<number>, weights:
 }
 
 /** Dense minimal-model attention with explicit one-hot inputs. */
-export function refOneHot(tokens: ArrayLike<number>, wq: Vec, wv: Vec, batch: number, pos: number, nHeads: number, dModel: number, dValue: number, dVocab: number, outCols: number, scale: number): Vec {
+export function refOneHot(
+  tokens: ArrayLike<number>,
+  wq: Vec,
+  wv: Vec,
+  batch: number,
+  pos: number,
+  nHeads: number,
+  dModel: number,
+  dValue: number,
+  dVocab: number,
+  outCols: number,
+  scale: number,
+): Vec {
   const out = new Float64Array(batch * pos * outCols)
   for (let b = 0; b < batch; b++) {
     const x = (t: number): Float64Array => {
@@ -155,7 +196,8 @@ export function refOneHot(tokens: ArrayLike<number>, wq: Vec, wv: Vec, batch: nu
     for (let h = 0; h < nHeads; h++) {
       const project = (v: Float64Array, w: Vec, cols: number): Float64Array => {
         const r = new Float64Array(cols)
-        for (let i = 0; i < dModel; i++) if (v[i] !== 0) for (let c = 0; c < cols; c++) r[c]! += v[i]! * w[(h * dModel + i) * cols + c]!
+        for (let i = 0; i < dModel; i++)
+          if (v[i] !== 0) for (let c = 0; c < cols; c++) r[c]! += v[i]! * w[(h * dModel + i) * cols + c]!
         return r
       }
       const qs = xs.map((v) => project(v, wq, dModel))

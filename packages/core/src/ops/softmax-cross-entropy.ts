@@ -51,16 +51,26 @@ export function softmaxCrossEntropy(logits: tf.Tensor2D, labels: tf.Tensor1D, we
   checkTensor(logits, 'logits', 2, 'float32', 'softmaxCrossEntropy')
   checkTensor(labels, 'labels', 1, 'int32', 'softmaxCrossEntropy')
   const [rows, cols] = logits.shape
-  if (labels.shape[0] !== rows) throw new ShapeError(`softmaxCrossEntropy: labels [${labels.shape.join(', ')}] must have ${rows} rows like logits`)
+  if (labels.shape[0] !== rows)
+    throw new ShapeError(`softmaxCrossEntropy: labels [${labels.shape.join(', ')}] must have ${rows} rows like logits`)
   if (weights !== null && weights !== undefined) {
     checkTensor(weights, 'weights', 1, 'float32', 'softmaxCrossEntropy')
-    if (weights.shape[0] !== rows) throw new ShapeError(`softmaxCrossEntropy: weights [${weights.shape.join(', ')}] must have ${rows} rows like logits`)
+    if (weights.shape[0] !== rows)
+      throw new ShapeError(
+        `softmaxCrossEntropy: weights [${weights.shape.join(', ')}] must have ${rows} rows like logits`,
+      )
   }
   if (cols === 0) throw new ShapeError('softmaxCrossEntropy: logits have no columns')
   return tf.tidy(() => {
     const w = weights ?? tf.ones([rows], 'float32')
     if (hasKernel(ATTNLAB_KERNELS.softmaxCrossEntropy)) {
-      return tf.engine().runKernel(ATTNLAB_KERNELS.softmaxCrossEntropy, { logits, labels, weights: w } as unknown as tf.NamedTensorMap, {}) as tf.Scalar
+      return tf
+        .engine()
+        .runKernel(
+          ATTNLAB_KERNELS.softmaxCrossEntropy,
+          { logits, labels, weights: w } as unknown as tf.NamedTensorMap,
+          {},
+        ) as tf.Scalar
     }
     checkIds(labels, cols, 'label')
     return composite(logits, labels, w) as tf.Scalar

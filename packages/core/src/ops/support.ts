@@ -12,14 +12,23 @@ export function hasKernel(name: string): boolean {
 }
 
 /** Throws a {@link ShapeError} unless `t` is a tensor of `rank` and `dtype`. */
-export function checkTensor(t: unknown, name: string, rank: number, dtype: 'float32' | 'int32', op: string): asserts t is tf.Tensor {
+export function checkTensor(
+  t: unknown,
+  name: string,
+  rank: number,
+  dtype: 'float32' | 'int32',
+  op: string,
+): asserts t is tf.Tensor {
   if (!(t instanceof tf.Tensor)) throw new ShapeError(`${op}: ${name} must be a tensor, got ${typeof t}`, { name })
   if (t.rank !== rank || t.dtype !== dtype) {
-    throw new ShapeError(`${op}: ${name} must be a rank-${rank} ${dtype} tensor, got ${t.dtype} [${t.shape.join(', ')}]`, {
-      name,
-      shape: [...t.shape],
-      dtype: t.dtype,
-    })
+    throw new ShapeError(
+      `${op}: ${name} must be a rank-${rank} ${dtype} tensor, got ${t.dtype} [${t.shape.join(', ')}]`,
+      {
+        name,
+        shape: [...t.shape],
+        dtype: t.dtype,
+      },
+    )
   }
 }
 
@@ -35,7 +44,11 @@ export function checkIds(ids: tf.Tensor, limit: number, what: string): void {
   for (let i = 0; i < values.length; i++) {
     const v = values[i]!
     if (!(v >= 0 && v < limit)) {
-      throw new AttnlabError('INVALID_ARGUMENT', `${what} ${v} at flat index ${i} is out of range [0, ${limit})`, { value: v, index: i, limit })
+      throw new AttnlabError('INVALID_ARGUMENT', `${what} ${v} at flat index ${i} is out of range [0, ${limit})`, {
+        value: v,
+        index: i,
+        limit,
+      })
     }
   }
 }
@@ -46,7 +59,10 @@ export function checkIds(ids: tf.Tensor, limit: number, what: string): void {
  * forward's own ops are needed (tfjs-core's Node build registers none).
  */
 export function withGradient<Inputs extends tf.Tensor[], Output extends tf.Tensor>(
-  forward: (save: (tensors: tf.Tensor[]) => void, ...inputs: Inputs) => { value: Output; gradFunc: (dy: Output, saved: tf.Tensor[]) => tf.Tensor[] },
+  forward: (
+    save: (tensors: tf.Tensor[]) => void,
+    ...inputs: Inputs
+  ) => { value: Output; gradFunc: (dy: Output, saved: tf.Tensor[]) => tf.Tensor[] },
 ): (...inputs: Inputs) => Output {
   const fn = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const save = args[args.length - 1] as tf.GradSaveFunc
@@ -68,10 +84,16 @@ export function withGradient<Inputs extends tf.Tensor[], Output extends tf.Tenso
  *
  * @returns the kernel's first output
  */
-export function runFusedKernel(kernelName: string, inputs: Record<string, tf.Tensor>, attrs: tf.NamedAttrMap): tf.Tensor {
+export function runFusedKernel(
+  kernelName: string,
+  inputs: Record<string, tf.Tensor>,
+  attrs: tf.NamedAttrMap,
+): tf.Tensor {
   const config = tf.getGradient(kernelName)
   if (config === undefined) {
-    const outs = tf.engine().runKernel(kernelName, inputs as unknown as tf.NamedTensorMap, attrs) as unknown as tf.Tensor[]
+    const outs = tf
+      .engine()
+      .runKernel(kernelName, inputs as unknown as tf.NamedTensorMap, attrs) as unknown as tf.Tensor[]
     outs.slice(1).forEach((t) => t.dispose())
     return outs[0]!
   }
@@ -80,7 +102,9 @@ export function runFusedKernel(kernelName: string, inputs: Record<string, tf.Ten
     const save = args[args.length - 1] as tf.GradSaveFunc
     const named: Record<string, tf.Tensor> = {}
     names.forEach((name, i) => (named[name] = args[i] as tf.Tensor))
-    const outs = tf.engine().runKernel(kernelName, named as unknown as tf.NamedTensorMap, attrs) as unknown as tf.Tensor[]
+    const outs = tf
+      .engine()
+      .runKernel(kernelName, named as unknown as tf.NamedTensorMap, attrs) as unknown as tf.Tensor[]
     const savedOutputs = (config.outputsToSave ?? []).flatMap((keep, i) => (keep ? [outs[i]!] : []))
     save([...(config.inputsToSave ?? []).map((name) => named[name]!), ...savedOutputs])
     return {

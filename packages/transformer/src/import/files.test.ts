@@ -2,7 +2,14 @@ import { mkdtemp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, parseSafetensors, SafetensorsError, serializeSafetensors, useBackend, type SafetensorsTensorInput } from '@attnlab/core'
+import {
+  type AttnlabError,
+  parseSafetensors,
+  SafetensorsError,
+  serializeSafetensors,
+  useBackend,
+  type SafetensorsTensorInput,
+} from '@attnlab/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { randomWeights, sameWeights } from '../__fixtures__/import/weights.ts'
 import { createConfig, presetConfig, type TransformerConfig } from '../config.ts'
@@ -26,13 +33,28 @@ afterAll(async () => {
 let counter = 0
 const fresh = (): string => join(root, `case-${counter++}`)
 
-const llama = createConfig({ architecture: 'llama', dVocab: 24, nCtx: 16, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dMlp: 20, tiedEmbeddings: true })
+const llama = createConfig({
+  architecture: 'llama',
+  dVocab: 24,
+  nCtx: 16,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 2,
+  dMlp: 20,
+  tiedEmbeddings: true,
+})
 const llamaUntied = createConfig({ ...llama, tiedEmbeddings: false, ropeTheta: 250000 })
 
-async function rewriteTensors(dir: string, edit: (tensors: Record<string, SafetensorsTensorInput>) => void, file = 'model.safetensors'): Promise<void> {
+async function rewriteTensors(
+  dir: string,
+  edit: (tensors: Record<string, SafetensorsTensorInput>) => void,
+  file = 'model.safetensors',
+): Promise<void> {
   const parsed = parseSafetensors(new Uint8Array(await readFile(join(dir, file))))
   const tensors: Record<string, SafetensorsTensorInput> = {}
-  for (const [name, entry] of parsed.tensors) tensors[name] = { dtype: entry.dtype, shape: entry.shape, data: entry.bytes.slice() }
+  for (const [name, entry] of parsed.tensors)
+    tensors[name] = { dtype: entry.dtype, shape: entry.shape, data: entry.bytes.slice() }
   edit(tensors)
   await writeFile(join(dir, file), serializeSafetensors(tensors, parsed.metadata))
 }
@@ -97,19 +119,28 @@ describe('Hugging Face directories: export and import round trips', () => {
     expect(sameWeights((await readHuggingFaceDirectory(dir)).weights, weights)).toBeUndefined()
     // Non-zero MLP biases cannot be a LlamaForCausalLM: auto falls back to the attnlab format.
     const withMlpBias = randomWeights(config, 13)
-    await expect(saveModelDirectory(fresh(), { config, weights: withMlpBias }, { format: 'huggingface' })).rejects.toThrow(/non-zero MLP biases/)
+    await expect(
+      saveModelDirectory(fresh(), { config, weights: withMlpBias }, { format: 'huggingface' }),
+    ).rejects.toThrow(/non-zero MLP biases/)
     const auto = fresh()
     expect((await saveModelDirectory(auto, { config, weights: withMlpBias })).format).toBe('attnlab')
     expect(sameWeights((await readHuggingFaceDirectory(auto)).weights, withMlpBias)).toBeUndefined()
   })
 
   it('exports minimal, gpt and non-standard llama models in the attnlab format and reads them back', async () => {
-    const configs: TransformerConfig[] = [presetConfig('minimal', { dVocab: 5, nCtx: 4 }), presetConfig('gpt-nano'), createConfig({ ...llama, attnScale: 1 })]
+    const configs: TransformerConfig[] = [
+      presetConfig('minimal', { dVocab: 5, nCtx: 4 }),
+      presetConfig('gpt-nano'),
+      createConfig({ ...llama, attnScale: 1 }),
+    ]
     for (const config of configs) {
       const dir = fresh()
       const weights = randomWeights(config, 14)
       const tokenizer = Llama2cTokenizer.fromPieces(['<unk>', '<s>', '</s>', ' ', 'a'], [0, 0, 0, -1, -2])
-      expect(await saveModelDirectory(dir, { config, weights }, { tokenizer })).toEqual({ format: 'attnlab', files: ['config.json', 'model.safetensors', 'tokenizer.bin'] })
+      expect(await saveModelDirectory(dir, { config, weights }, { tokenizer })).toEqual({
+        format: 'attnlab',
+        files: ['config.json', 'model.safetensors', 'tokenizer.bin'],
+      })
       const read = await readHuggingFaceDirectory(dir)
       expect(read.format).toBe('attnlab')
       expect(read.config).toEqual(config)
@@ -117,9 +148,13 @@ describe('Hugging Face directories: export and import round trips', () => {
       expect(sameWeights(read.weights, weights)).toBeUndefined()
       expect((await readFile(join(dir, 'tokenizer.bin'))).byteLength).toBe(tokenizer.serialize().byteLength)
     }
-    await expect(saveModelDirectory(fresh(), { config: presetConfig('gpt-nano'), weights: randomWeights(presetConfig('gpt-nano'), 1) }, { format: 'huggingface' })).rejects.toThrow(
-      UnsupportedModelError,
-    )
+    await expect(
+      saveModelDirectory(
+        fresh(),
+        { config: presetConfig('gpt-nano'), weights: randomWeights(presetConfig('gpt-nano'), 1) },
+        { format: 'huggingface' },
+      ),
+    ).rejects.toThrow(UnsupportedModelError)
   })
 
   it('replaces an existing directory atomically and leaves it untouched when the export fails', async () => {
@@ -128,7 +163,9 @@ describe('Hugging Face directories: export and import round trips', () => {
     const before = await readFile(join(dir, 'model.safetensors'))
     const broken = randomWeights(llama, 2)
     broken.delete('blocks.0.attn.W_Q')
-    await expect(saveModelDirectory(dir, { config: llama, weights: broken })).rejects.toThrow(/missing: 'blocks\.0\.attn\.W_Q'/)
+    await expect(saveModelDirectory(dir, { config: llama, weights: broken })).rejects.toThrow(
+      /missing: 'blocks\.0\.attn\.W_Q'/,
+    )
     expect(await readFile(join(dir, 'model.safetensors'))).toEqual(before)
     await saveModelDirectory(dir, { config: llamaUntied, weights: randomWeights(llamaUntied, 3) })
     expect((await readHuggingFaceDirectory(dir)).config).toEqual(llamaUntied)
@@ -148,7 +185,8 @@ describe('Hugging Face directories: export and import round trips', () => {
       const u32 = new Uint32Array(f32.buffer)
       values.forEach((v, i) => {
         f32[0] = v
-        if (kind === 'BF16') out[i] = u32[0]! >>> 16 // truncation: exactly representable
+        if (kind === 'BF16')
+          out[i] = u32[0]! >>> 16 // truncation: exactly representable
         else {
           const half = Math.round(v * 1024) / 1024 // values |v| < 2 on a 2^-10 grid are exact F16
           f32[0] = half
@@ -156,7 +194,12 @@ describe('Hugging Face directories: export and import round trips', () => {
           const sign = (bits >>> 16) & 0x8000
           const exponent = ((bits >>> 23) & 0xff) - 127 + 15
           const mantissa = (bits >>> 13) & 0x3ff
-          out[i] = half === 0 ? sign : exponent <= 0 ? sign | (Math.round(Math.abs(half) / 2 ** -24) & 0x3ff) : sign | (exponent << 10) | mantissa
+          out[i] =
+            half === 0
+              ? sign
+              : exponent <= 0
+                ? sign | (Math.round(Math.abs(half) / 2 ** -24) & 0x3ff)
+                : sign | (exponent << 10) | mantissa
         }
       })
       return out
@@ -178,7 +221,8 @@ describe('Hugging Face directories: export and import round trips', () => {
       expected.set(name, back)
     })
     await rm(join(dir, 'model.safetensors'))
-    for (const [shard, tensors] of Object.entries(shards)) await writeFile(join(dir, shard), serializeSafetensors(tensors))
+    for (const [shard, tensors] of Object.entries(shards))
+      await writeFile(join(dir, shard), serializeSafetensors(tensors))
     await writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }))
     const read = await readHuggingFaceDirectory(dir)
     const viaHf = await saveAndReadHf(read.config, read.weights)
@@ -187,7 +231,10 @@ describe('Hugging Face directories: export and import round trips', () => {
 })
 
 /** attnlab weights -> the Hugging Face tensors they export to (float32). */
-async function saveAndReadHf(config: TransformerConfig, weights: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>): Promise<Map<string, Float32Array>> {
+async function saveAndReadHf(
+  config: TransformerConfig,
+  weights: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
+): Promise<Map<string, Float32Array>> {
   const dir = fresh()
   await saveModelDirectory(dir, { config, weights })
   const parsed = parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors'))))
@@ -208,14 +255,23 @@ describe('Hugging Face directories: bad input', () => {
   }
 
   it('a missing directory, a directory without config.json, a directory without weights, pickle-only weights', async () => {
-    await expectRejects(readHuggingFaceDirectory(join(root, 'nope')), fileError('missing-file', /model directory not found/))
+    await expectRejects(
+      readHuggingFaceDirectory(join(root, 'nope')),
+      fileError('missing-file', /model directory not found/),
+    )
     const empty = fresh()
     await mkdir(empty)
     await writeFile(join(empty, 'notes.txt'), 'hi')
-    await expectRejects(readHuggingFaceDirectory(empty), fileError('missing-file', /has no config\.json \(found: notes\.txt\)/))
+    await expectRejects(
+      readHuggingFaceDirectory(empty),
+      fileError('missing-file', /has no config\.json \(found: notes\.txt\)/),
+    )
     const noWeights = await copyGood()
     await rm(join(noWeights, 'model.safetensors'))
-    await expectRejects(readHuggingFaceDirectory(noWeights), fileError('missing-file', /neither model\.safetensors nor model\.safetensors\.index\.json/))
+    await expectRejects(
+      readHuggingFaceDirectory(noWeights),
+      fileError('missing-file', /neither model\.safetensors nor model\.safetensors\.index\.json/),
+    )
     await writeFile(join(noWeights, 'pytorch_model.bin'), 'x')
     await expectRejects(readHuggingFaceDirectory(noWeights), (error) => {
       expect(error).toBeInstanceOf(UnsupportedModelError)
@@ -227,7 +283,10 @@ describe('Hugging Face directories: bad input', () => {
     const dir = await copyGood()
     await writeFile(join(dir, 'config.json'), '{ "model_type": ')
     await expectRejects(readHuggingFaceDirectory(dir), fileError('invalid-json', /config\.json is not valid JSON/))
-    await writeFile(join(dir, 'config.json'), JSON.stringify({ model_type: 'gpt_neox', architectures: ['GPTNeoXForCausalLM'] }))
+    await writeFile(
+      join(dir, 'config.json'),
+      JSON.stringify({ model_type: 'gpt_neox', architectures: ['GPTNeoXForCausalLM'] }),
+    )
     await expectRejects(readHuggingFaceDirectory(dir), (error) => {
       expect(error).toBeInstanceOf(UnsupportedModelError)
       expect((error as AttnlabError).code).toBe('UNSUPPORTED')
@@ -242,8 +301,14 @@ describe('Hugging Face directories: bad input', () => {
       delete t['model.norm.weight']
     })
     await expectRejects(readHuggingFaceDirectory(dir), (error) => {
-      fileError('missing-tensor', /2 of the 20 tensors the configuration needs are missing: 'model\.layers\.1\.mlp\.up_proj\.weight', 'model\.norm\.weight'\. Found 18 tensors: 'model\.embed_tokens\.weight'/)(error)
-      expect((error as ModelFileError).details.missing).toEqual(['model.layers.1.mlp.up_proj.weight', 'model.norm.weight'])
+      fileError(
+        'missing-tensor',
+        /2 of the 20 tensors the configuration needs are missing: 'model\.layers\.1\.mlp\.up_proj\.weight', 'model\.norm\.weight'\. Found 18 tensors: 'model\.embed_tokens\.weight'/,
+      )(error)
+      expect((error as ModelFileError).details.missing).toEqual([
+        'model.layers.1.mlp.up_proj.weight',
+        'model.norm.weight',
+      ])
     })
   })
 
@@ -256,7 +321,13 @@ describe('Hugging Face directories: bad input', () => {
     await rewriteTensors(dir, (t) => {
       t['model.layers.0.self_attn.q_proj.bias'] = { dtype: 'F32', shape: [16], data: new Float32Array(16) }
     })
-    await expectRejects(readHuggingFaceDirectory(dir), fileError('unexpected-tensor', /1 tensors have no place in the configured model: 'model\.layers\.0\.self_attn\.q_proj\.bias'/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      fileError(
+        'unexpected-tensor',
+        /1 tensors have no place in the configured model: 'model\.layers\.0\.self_attn\.q_proj\.bias'/,
+      ),
+    )
   })
 
   it('a tensor of the wrong shape, naming it and both shapes', async () => {
@@ -265,7 +336,10 @@ describe('Hugging Face directories: bad input', () => {
       t['model.layers.0.self_attn.k_proj.weight'] = { dtype: 'F32', shape: [16, 8], data: new Float32Array(128) }
     })
     await expectRejects(readHuggingFaceDirectory(dir), (error) => {
-      fileError('shape-mismatch', /'model\.layers\.0\.self_attn\.k_proj\.weight' is \[16, 8\], expected \[8, 16\]/)(error)
+      fileError(
+        'shape-mismatch',
+        /'model\.layers\.0\.self_attn\.k_proj\.weight' is \[16, 8\], expected \[8, 16\]/,
+      )(error)
       expect((error as ModelFileError).tensor).toBe('model.layers.0.self_attn.k_proj.weight')
     })
   })
@@ -275,13 +349,19 @@ describe('Hugging Face directories: bad input', () => {
     await rewriteTensors(dir, (t) => {
       t['model.norm.weight'] = { dtype: 'I32', shape: [16], data: new Int32Array(16) }
     })
-    await expectRejects(readHuggingFaceDirectory(dir), fileError('invalid-header', /'model\.norm\.weight' has dtype I32/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      fileError('invalid-header', /'model\.norm\.weight' has dtype I32/),
+    )
     await rewriteTensors(dir, (t) => {
       const data = new Float32Array(16).fill(1)
       data[3] = Number.POSITIVE_INFINITY
       t['model.norm.weight'] = { dtype: 'F32', shape: [16], data }
     })
-    await expectRejects(readHuggingFaceDirectory(dir), fileError('non-finite', /'model\.norm\.weight' holds Infinity at flat index 3/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      fileError('non-finite', /'model\.norm\.weight' holds Infinity at flat index 3/),
+    )
   })
 
   it('malformed safetensors: truncated, oversized header, overlapping offsets, byte count disagreeing with the shape', async () => {
@@ -299,31 +379,56 @@ describe('Hugging Face directories: bad input', () => {
     await writeFile(join(dir, 'model.safetensors'), rawSafetensors({}, 0, 200_000_000))
     await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/header length 200000000 exceeds the limit/))
     await writeFile(join(dir, 'model.safetensors'), rawSafetensors({}, 0, 4096))
-    await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/file is truncated: the header says 4096 bytes/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      expectSafetensors(/file is truncated: the header says 4096 bytes/),
+    )
     const overlap = {
       'model.norm.weight': { dtype: 'F32', shape: [4], data_offsets: [0, 16] },
       'model.embed_tokens.weight': { dtype: 'F32', shape: [4], data_offsets: [8, 24] },
     }
     await writeFile(join(dir, 'model.safetensors'), rawSafetensors(overlap, 24))
-    await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/overlap another tensor/, 'model.embed_tokens.weight'))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      expectSafetensors(/overlap another tensor/, 'model.embed_tokens.weight'),
+    )
     const wrongCount = { 'model.norm.weight': { dtype: 'F32', shape: [5], data_offsets: [0, 16] } }
     await writeFile(join(dir, 'model.safetensors'), rawSafetensors(wrongCount, 16))
-    await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/16 bytes stored but dtype F32 and shape \[5\] need 20/, 'model.norm.weight'))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      expectSafetensors(/16 bytes stored but dtype F32 and shape \[5\] need 20/, 'model.norm.weight'),
+    )
   })
 
   it('sharded directories whose index and shards disagree, or that name files outside the directory', async () => {
     const dir = await copyGood()
     const names = [...parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors')))).tensors.keys()]
-    const index = (map: Record<string, string>) => writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: map }))
+    const index = (map: Record<string, string>) =>
+      writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: map }))
     const all = Object.fromEntries(names.map((n) => [n, 'model.safetensors']))
     await index({ ...all, 'model.extra.weight': 'model.safetensors' })
-    await expectRejects(readHuggingFaceDirectory(dir), fileError('missing-tensor', /places 'model\.extra\.weight' in 'model\.safetensors', which does not hold it/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      fileError('missing-tensor', /places 'model\.extra\.weight' in 'model\.safetensors', which does not hold it/),
+    )
     const { ['model.norm.weight']: _, ...withoutNorm } = all
     void _
     await index(withoutNorm)
-    await expectRejects(readHuggingFaceDirectory(dir), fileError('unexpected-tensor', /holds 'model\.norm\.weight', which model\.safetensors\.index\.json does not list/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      fileError(
+        'unexpected-tensor',
+        /holds 'model\.norm\.weight', which model\.safetensors\.index\.json does not list/,
+      ),
+    )
     await index({ ...all, 'model.norm.weight': 'missing-shard.safetensors' })
-    await expectRejects(readHuggingFaceDirectory(dir), fileError('missing-file', /missing-shard\.safetensors: shard 'missing-shard\.safetensors' named by model\.safetensors\.index\.json not found/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      fileError(
+        'missing-file',
+        /missing-shard\.safetensors: shard 'missing-shard\.safetensors' named by model\.safetensors\.index\.json not found/,
+      ),
+    )
     await index({ ...all, 'model.norm.weight': '../elsewhere.safetensors' })
     await expectRejects(readHuggingFaceDirectory(dir), fileError('invalid-json', /is not a file name in the directory/))
     await writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {} }))
@@ -339,7 +444,10 @@ describe('Hugging Face directories: bad input', () => {
     await rewriteTensors(dir, (t) => {
       t['lm_head.weight'] = { dtype: 'F32', shape: [24, 16], data: new Float32Array(24 * 16) }
     })
-    await expectRejects(readHuggingFaceDirectory(dir), fileError('invalid-header', /tie_word_embeddings is true but 'lm_head\.weight' differs/))
+    await expectRejects(
+      readHuggingFaceDirectory(dir),
+      fileError('invalid-header', /tie_word_embeddings is true but 'lm_head\.weight' differs/),
+    )
   })
 
   it('tied embeddings stored once: as lm_head.weight (with or without a metadata alias), or by alias', async () => {
@@ -389,14 +497,19 @@ describe('Hugging Face directories: bad input', () => {
     const before = tf.memory().numTensors
     await expect(loadModel(broken)).rejects.toThrow(ModelFileError)
     await expect(loadModel(truncatedBin)).rejects.toThrow(/truncated|bytes are missing/)
-    await expect(loadModel(good, { tokenizer: join(root, 'missing-tokenizer.bin') })).rejects.toThrow(/tokenizer not found/)
+    await expect(loadModel(good, { tokenizer: join(root, 'missing-tokenizer.bin') })).rejects.toThrow(
+      /tokenizer not found/,
+    )
     expect(tf.memory().numTensors).toBe(before)
   })
 })
 
 describe('loadModel', () => {
   it('loads Hugging Face, attnlab-native and training-checkpoint directories and finds tokenizer.bin beside the weights', async () => {
-    const tokenizer = Llama2cTokenizer.fromPieces(Array.from({ length: 24 }, (_, i) => (i === 3 ? ' ' : `t${i}`)), new Array(24).fill(0))
+    const tokenizer = Llama2cTokenizer.fromPieces(
+      Array.from({ length: 24 }, (_, i) => (i === 3 ? ' ' : `t${i}`)),
+      new Array(24).fill(0),
+    )
     const dir = fresh()
     const weights = randomWeights(llama, 31)
     await saveModelDirectory(dir, { config: llama, weights }, { tokenizer })
@@ -415,7 +528,9 @@ describe('loadModel', () => {
     // A tokenizer whose vocabulary is not the model's.
     const wrong = join(root, 'wrong-tokenizer.bin')
     await writeFile(wrong, Llama2cTokenizer.fromPieces(['a', 'b', 'c'], [0, 0, 0]).serialize())
-    await expect(loadModel(dir, { tokenizer: wrong })).rejects.toThrow(/holds 3 tokens but the model's vocabulary has 24/)
+    await expect(loadModel(dir, { tokenizer: wrong })).rejects.toThrow(
+      /holds 3 tokens but the model's vocabulary has 24/,
+    )
     // A training checkpoint directory (manifest.json).
     const model = createTransformer(presetConfig('gpt-nano'))
     const checkpoint = fresh()
@@ -432,7 +547,10 @@ describe('loadModel', () => {
     await mkdir(folder)
     const weights = randomWeights(llama, 32)
     await writeFile(join(folder, 'model.bin'), serializeLlama2cCheckpoint(llama, weights))
-    const tokenizer = Llama2cTokenizer.fromPieces(Array.from({ length: 24 }, (_, i) => `t${i}`), new Array(24).fill(0))
+    const tokenizer = Llama2cTokenizer.fromPieces(
+      Array.from({ length: 24 }, (_, i) => `t${i}`),
+      new Array(24).fill(0),
+    )
     await writeFile(join(folder, 'tokenizer.bin'), tokenizer.serialize())
     const loaded = await loadModel(folder)
     try {

@@ -21,7 +21,14 @@ import type { TransformerConfig } from '../config.ts'
 import { parameterShapes } from '../model.ts'
 import type { ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
-import { attnlabConfigFor, ATTNLAB_MODEL_TYPE, configFromHuggingFace, huggingFaceConfigFor, huggingFaceIncompatibility, type HuggingFaceConfigOptions } from './huggingface.ts'
+import {
+  attnlabConfigFor,
+  ATTNLAB_MODEL_TYPE,
+  configFromHuggingFace,
+  huggingFaceConfigFor,
+  huggingFaceIncompatibility,
+  type HuggingFaceConfigOptions,
+} from './huggingface.ts'
 import { readLlama2cCheckpoint, type Llama2cReadOptions } from './llama2c.ts'
 import {
   checkTensorSet,
@@ -84,8 +91,15 @@ export async function readFileBytes(path: string, what = 'file', operation = 're
     return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    if (code === 'ENOENT') throw new ModelFileError('missing-file', `${what} not found`, { file: path }, { cause: error })
-    if (code === 'EISDIR') throw new ModelFileError('missing-file', `${what} expected, but this is a directory`, { file: path }, { cause: error })
+    if (code === 'ENOENT')
+      throw new ModelFileError('missing-file', `${what} not found`, { file: path }, { cause: error })
+    if (code === 'EISDIR')
+      throw new ModelFileError(
+        'missing-file',
+        `${what} expected, but this is a directory`,
+        { file: path },
+        { cause: error },
+      )
     throw new AttnlabError('IO_ERROR', `cannot read '${path}': ${(error as Error).message}`, { path }, { cause: error })
   }
 }
@@ -95,7 +109,12 @@ async function readJson(path: string, what: string): Promise<unknown> {
   try {
     return JSON.parse(text)
   } catch (error) {
-    throw new ModelFileError('invalid-json', `${what} is not valid JSON (${(error as Error).message})`, { file: path }, { cause: error })
+    throw new ModelFileError(
+      'invalid-json',
+      `${what} is not valid JSON (${(error as Error).message})`,
+      { file: path },
+      { cause: error },
+    )
   }
 }
 
@@ -119,7 +138,10 @@ async function exists(path: string): Promise<boolean> {
  * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
-export async function readLlama2cFile(path: string, options: Omit<Llama2cReadOptions, 'file'> = {}): Promise<ImportedCheckpoint> {
+export async function readLlama2cFile(
+  path: string,
+  options: Omit<Llama2cReadOptions, 'file'> = {},
+): Promise<ImportedCheckpoint> {
   const bytes = await readFileBytes(path, 'llama2.c checkpoint', 'readLlama2cFile')
   return readLlama2cCheckpoint(bytes, { ...options, file: path })
 }
@@ -148,18 +170,30 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
   const indexPath = join(dir, HF_INDEX_FILE)
   if (await exists(indexPath)) {
     const index = await readJson(indexPath, HF_INDEX_FILE)
-    const weightMap = typeof index === 'object' && index !== null ? (index as Record<string, unknown>).weight_map : undefined
+    const weightMap =
+      typeof index === 'object' && index !== null ? (index as Record<string, unknown>).weight_map : undefined
     if (typeof weightMap !== 'object' || weightMap === null || Array.isArray(weightMap)) {
       throw new ModelFileError('invalid-json', `${HF_INDEX_FILE} has no "weight_map" object`, { file: indexPath })
     }
     const map = weightMap as Record<string, unknown>
     const shards = new Map<string, string[]>()
     for (const [tensor, shard] of Object.entries(map)) {
-      if (typeof shard !== 'string' || shard.length === 0 || shard.includes('/') || shard.includes('\\') || shard === '.' || shard === '..') {
-        throw new ModelFileError('invalid-json', `weight_map['${tensor}'] = ${JSON.stringify(shard)} is not a file name in the directory`, {
-          file: indexPath,
-          tensor,
-        })
+      if (
+        typeof shard !== 'string' ||
+        shard.length === 0 ||
+        shard.includes('/') ||
+        shard.includes('\\') ||
+        shard === '.' ||
+        shard === '..'
+      ) {
+        throw new ModelFileError(
+          'invalid-json',
+          `weight_map['${tensor}'] = ${JSON.stringify(shard)} is not a file name in the directory`,
+          {
+            file: indexPath,
+            tensor,
+          },
+        )
       }
       const list = shards.get(shard) ?? []
       list.push(tensor)
@@ -167,7 +201,9 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
     }
     for (const shard of shards.keys()) {
       if (!(await exists(join(dir, shard)))) {
-        throw new ModelFileError('missing-file', `shard '${shard}' named by ${HF_INDEX_FILE} not found`, { file: join(dir, shard) })
+        throw new ModelFileError('missing-file', `shard '${shard}' named by ${HF_INDEX_FILE} not found`, {
+          file: join(dir, shard),
+        })
       }
     }
     // Read and validate every shard before converting anything.
@@ -180,7 +216,11 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
       const tensors = parsed.tensors
       for (const name of listed) {
         if (!tensors.has(name)) {
-          throw new ModelFileError('missing-tensor', `${HF_INDEX_FILE} places '${name}' in '${shard}', which does not hold it`, { file: shardPath, tensor: name })
+          throw new ModelFileError(
+            'missing-tensor',
+            `${HF_INDEX_FILE} places '${name}' in '${shard}', which does not hold it`,
+            { file: shardPath, tensor: name },
+          )
         }
       }
       for (const [name, entry] of tensors) {
@@ -205,16 +245,22 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
   }
   const { readdir } = await fs('readHuggingFaceDirectory')
   const names = await readdir(dir)
-  const pickle = names.find((n) => n.endsWith('.bin') && n.startsWith('pytorch_model')) ?? names.find((n) => n.endsWith('.pt') || n.endsWith('.pth'))
+  const pickle =
+    names.find((n) => n.endsWith('.bin') && n.startsWith('pytorch_model')) ??
+    names.find((n) => n.endsWith('.pt') || n.endsWith('.pth'))
   if (pickle !== undefined) {
     throw new UnsupportedModelError(
       `only PyTorch pickle weights ('${pickle}') were found; attnlab reads safetensors (${HF_WEIGHTS_FILE} or ${HF_INDEX_FILE}). Convert with transformers: model.save_pretrained(dir, safe_serialization=True)`,
       { file: dir },
     )
   }
-  throw new ModelFileError('missing-file', `no weights: neither ${HF_WEIGHTS_FILE} nor ${HF_INDEX_FILE} is in the directory (found: ${names.join(', ') || 'nothing'})`, {
-    file: dir,
-  })
+  throw new ModelFileError(
+    'missing-file',
+    `no weights: neither ${HF_WEIGHTS_FILE} nor ${HF_INDEX_FILE} is in the directory (found: ${names.join(', ') || 'nothing'})`,
+    {
+      file: dir,
+    },
+  )
 }
 
 const FLOAT_DTYPES = new Set(['F32', 'F16', 'BF16', 'F64'])
@@ -245,7 +291,10 @@ export type HuggingFaceReadOptions = Omit<HuggingFaceConfigOptions, 'file'>
  * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
-export async function readHuggingFaceDirectory(dir: string, options: HuggingFaceReadOptions = {}): Promise<ImportedCheckpoint> {
+export async function readHuggingFaceDirectory(
+  dir: string,
+  options: HuggingFaceReadOptions = {},
+): Promise<ImportedCheckpoint> {
   const { join } = await pathModule('readHuggingFaceDirectory')
   const { stat } = await fs('readHuggingFaceDirectory')
   let isDirectory = false
@@ -254,7 +303,10 @@ export async function readHuggingFaceDirectory(dir: string, options: HuggingFace
   } catch (error) {
     throw new ModelFileError('missing-file', 'model directory not found', { file: dir }, { cause: error })
   }
-  if (!isDirectory) throw new ModelFileError('missing-file', 'expected a model directory (config.json + model.safetensors)', { file: dir })
+  if (!isDirectory)
+    throw new ModelFileError('missing-file', 'expected a model directory (config.json + model.safetensors)', {
+      file: dir,
+    })
   const configPath = join(dir, HF_CONFIG_FILE)
   if (!(await exists(configPath))) {
     const { readdir } = await fs('readHuggingFaceDirectory')
@@ -269,10 +321,14 @@ export async function readHuggingFaceDirectory(dir: string, options: HuggingFace
   const { entries, metadata } = await readDirectoryTensors(dir)
   for (const entry of entries.values()) {
     if (!FLOAT_DTYPES.has(entry.dtype)) {
-      throw new ModelFileError('invalid-header', `tensor '${entry.name}' has dtype ${entry.dtype}; weights must be F32, F16, BF16 or F64`, {
-        file: dir,
-        tensor: entry.name,
-      })
+      throw new ModelFileError(
+        'invalid-header',
+        `tensor '${entry.name}' has dtype ${entry.dtype}; weights must be F32, F16, BF16 or F64`,
+        {
+          file: dir,
+          tensor: entry.name,
+        },
+      )
     }
   }
   const notes = [...info.notes]
@@ -293,7 +349,11 @@ export async function readHuggingFaceDirectory(dir: string, options: HuggingFace
       const data = read(name)
       const bad = data.findIndex((v) => !Number.isFinite(v))
       if (bad >= 0) {
-        throw new ModelFileError('non-finite', `tensor '${name}' holds ${data[bad]} at flat index ${bad}; weights must be finite`, { file: dir, tensor: name })
+        throw new ModelFileError(
+          'non-finite',
+          `tensor '${name}' holds ${data[bad]} at flat index ${bad}; weights must be finite`,
+          { file: dir, tensor: name },
+        )
       }
       weights.set(name, { shape, data })
     }
@@ -373,7 +433,8 @@ export async function saveModelDirectory(
   }
   const format = requested === 'attnlab' || !canHuggingFace ? 'attnlab' : 'huggingface'
   const specialTokens: SpecialTokens =
-    options.specialTokens ?? (options.tokenizer === undefined ? {} : { bos: options.tokenizer.bosId, eos: [options.tokenizer.eosId] })
+    options.specialTokens ??
+    (options.tokenizer === undefined ? {} : { bos: options.tokenizer.bosId, eos: [options.tokenizer.eosId] })
   let json: Record<string, unknown>
   let tensors: TensorMap
   if (format === 'huggingface') {
@@ -382,10 +443,7 @@ export async function saveModelDirectory(
   } else {
     json = attnlabConfigFor(config, specialTokens)
     const expected = new Map(parameterShapes(config))
-    checkTensorSet(
-      expected,
-      new Map([...weights].map(([name, tensor]) => [name, tensor.shape])),
-    )
+    checkTensorSet(expected, new Map([...weights].map(([name, tensor]) => [name, tensor.shape])))
     tensors = new Map([...expected.keys()].map((name) => [name, weights.get(name) as Float32Tensor]))
   }
   const record: Record<string, SafetensorsTensorInput> = {}
@@ -399,7 +457,8 @@ export async function saveModelDirectory(
   await writeDirectoryAtomic(dir, async (temp) => {
     await writeFile(join(temp, HF_CONFIG_FILE), `${JSON.stringify(json, null, 2)}\n`)
     await writeFile(join(temp, HF_WEIGHTS_FILE), safetensors)
-    if (options.tokenizer !== undefined) await writeFile(join(temp, LLAMA2C_TOKENIZER_FILE), options.tokenizer.serialize())
+    if (options.tokenizer !== undefined)
+      await writeFile(join(temp, LLAMA2C_TOKENIZER_FILE), options.tokenizer.serialize())
   })
   return { format, files }
 }

@@ -76,8 +76,15 @@ export interface HuggingFaceConfigOptions {
  * @throws `ConfigError` (`@attnlab/core`) naming `maxContext`
  */
 export function checkMaxContext(maxContext: unknown): void {
-  if (maxContext !== undefined && !(typeof maxContext === 'number' && Number.isSafeInteger(maxContext) && maxContext >= 1)) {
-    throw new ConfigError('maxContext', `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive integer (the number of positions to keep)`, { value: maxContext })
+  if (
+    maxContext !== undefined &&
+    !(typeof maxContext === 'number' && Number.isSafeInteger(maxContext) && maxContext >= 1)
+  ) {
+    throw new ConfigError(
+      'maxContext',
+      `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive integer (the number of positions to keep)`,
+      { value: maxContext },
+    )
   }
 }
 
@@ -139,10 +146,17 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
   const int = (key: string, fallback?: number): number => {
     const value = json[key] ?? fallback
     if (value === undefined || value === null) {
-      throw new ModelFileError('invalid-header', `config.json lacks '${key}' (a positive integer)`, { file, tensor: key })
+      throw new ModelFileError('invalid-header', `config.json lacks '${key}' (a positive integer)`, {
+        file,
+        tensor: key,
+      })
     }
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-      throw new ModelFileError('invalid-header', `config.json '${key}' is ${JSON.stringify(value)}; expected a positive integer`, { file, tensor: key })
+      throw new ModelFileError(
+        'invalid-header',
+        `config.json '${key}' is ${JSON.stringify(value)}; expected a positive integer`,
+        { file, tensor: key },
+      )
     }
     return value
   }
@@ -153,7 +167,11 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
       return fallback
     }
     if (typeof raw !== 'number' || !Number.isFinite(raw) || raw <= 0) {
-      throw new ModelFileError('invalid-header', `config.json '${key}' is ${JSON.stringify(raw)}; expected a positive number`, { file, tensor: key })
+      throw new ModelFileError(
+        'invalid-header',
+        `config.json '${key}' is ${JSON.stringify(raw)}; expected a positive number`,
+        { file, tensor: key },
+      )
     }
     return raw
   }
@@ -161,15 +179,22 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
     const raw = json[key]
     if (raw === undefined || raw === null) return fallback
     if (typeof raw !== 'boolean') {
-      throw new ModelFileError('invalid-header', `config.json '${key}' is ${JSON.stringify(raw)}; expected true or false`, { file, tensor: key })
+      throw new ModelFileError(
+        'invalid-header',
+        `config.json '${key}' is ${JSON.stringify(raw)}; expected true or false`,
+        { file, tensor: key },
+      )
     }
     return raw
   }
   const unsupported = (what: string, key: string): never => {
-    throw new UnsupportedModelError(`${what} (config.json '${key}' = ${JSON.stringify(json[key])}); attnlab's llama architecture would compute something else, so the model is not loaded`, {
-      file,
-      field: key,
-    })
+    throw new UnsupportedModelError(
+      `${what} (config.json '${key}' = ${JSON.stringify(json[key])}); attnlab's llama architecture would compute something else, so the model is not loaded`,
+      {
+        file,
+        field: key,
+      },
+    )
   }
 
   const dModel = int('hidden_size')
@@ -189,21 +214,28 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
   const dVocab = int('vocab_size')
   let nCtx = int('max_position_embeddings', defaults.maxPositions)
   const hiddenAct = json.hidden_act ?? json.hidden_activation ?? 'silu'
-  if (hiddenAct !== 'silu' && hiddenAct !== 'swish') unsupported(`activation ${JSON.stringify(hiddenAct)} (the llama architecture's SwiGLU uses silu)`, 'hidden_act')
+  if (hiddenAct !== 'silu' && hiddenAct !== 'swish')
+    unsupported(`activation ${JSON.stringify(hiddenAct)} (the llama architecture's SwiGLU uses silu)`, 'hidden_act')
   const ropeScaling = json.rope_scaling
   if (ropeScaling !== undefined && ropeScaling !== null) {
     const kind = isRecord(ropeScaling) ? (ropeScaling.rope_type ?? ropeScaling.type) : undefined
     if (kind !== 'default') unsupported(`RoPE scaling ${JSON.stringify(kind)}`, 'rope_scaling')
   }
-  if (json.partial_rotary_factor !== undefined && json.partial_rotary_factor !== null && json.partial_rotary_factor !== 1) {
+  if (
+    json.partial_rotary_factor !== undefined &&
+    json.partial_rotary_factor !== null &&
+    json.partial_rotary_factor !== 1
+  ) {
     unsupported('partial rotary embeddings', 'partial_rotary_factor')
   }
-  if (flag('mlp_bias', false)) unsupported('MLP biases (the llama architecture has no bias on the SwiGLU gate)', 'mlp_bias')
+  if (flag('mlp_bias', false))
+    unsupported('MLP biases (the llama architecture has no bias on the SwiGLU gate)', 'mlp_bias')
   let biases: LlamaBiasLayout = NO_BIASES
   if (type === 'llama' && flag('attention_bias', false)) biases = { qkv: true, o: true }
   if (type === 'qwen2') {
     biases = { qkv: true, o: false }
-    if (flag('use_sliding_window', false)) unsupported('an active sliding window (Qwen2 use_sliding_window)', 'use_sliding_window')
+    if (flag('use_sliding_window', false))
+      unsupported('an active sliding window (Qwen2 use_sliding_window)', 'use_sliding_window')
   }
   if (type === 'mistral' && json.sliding_window !== undefined && json.sliding_window !== null) {
     const window = int('sliding_window')
@@ -241,7 +273,12 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
     })
   } catch (error) {
     if (error instanceof ConfigError) {
-      throw new ModelFileError('invalid-header', `config.json describes an impossible model: ${error.message}`, { file, tensor: error.parameter }, { cause: error })
+      throw new ModelFileError(
+        'invalid-header',
+        `config.json describes an impossible model: ${error.message}`,
+        { file, tensor: error.parameter },
+        { cause: error },
+      )
     }
     throw error
   }
@@ -249,7 +286,9 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
 }
 
 /** Fields an attnlab export stored under `attnlab_config` that Hugging Face has no name for. */
-function nativeExtras(json: Record<string, unknown>): Partial<Pick<TransformerConfig, 'seed' | 'initRange' | 'dropout'>> {
+function nativeExtras(
+  json: Record<string, unknown>,
+): Partial<Pick<TransformerConfig, 'seed' | 'initRange' | 'dropout'>> {
   const stored = json.attnlab_config
   if (!isRecord(stored)) return {}
   const out: { seed?: number; initRange?: number; dropout?: number } = {}
@@ -264,7 +303,8 @@ function specialTokens(json: Record<string, unknown>): SpecialTokens {
   if (typeof json.bos_token_id === 'number' && Number.isSafeInteger(json.bos_token_id)) out.bos = json.bos_token_id
   const eos = json.eos_token_id
   if (typeof eos === 'number' && Number.isSafeInteger(eos)) out.eos = [eos]
-  else if (Array.isArray(eos) && eos.every((e) => typeof e === 'number' && Number.isSafeInteger(e))) out.eos = eos as number[]
+  else if (Array.isArray(eos) && eos.every((e) => typeof e === 'number' && Number.isSafeInteger(e)))
+    out.eos = eos as number[]
   return out
 }
 
@@ -272,16 +312,24 @@ function attnlabNativeConfig(json: Record<string, unknown>, options: HuggingFace
   const file = options.file
   const version = json.attnlab_format_version
   if (version !== ATTNLAB_FORMAT_VERSION) {
-    throw new UnsupportedModelError(`attnlab format version ${JSON.stringify(version)} is not supported (this library reads version ${ATTNLAB_FORMAT_VERSION})`, {
-      file,
-    })
+    throw new UnsupportedModelError(
+      `attnlab format version ${JSON.stringify(version)} is not supported (this library reads version ${ATTNLAB_FORMAT_VERSION})`,
+      {
+        file,
+      },
+    )
   }
   let config: TransformerConfig
   try {
     config = configFromJSON(json.attnlab_config)
   } catch (error) {
     if (error instanceof ConfigError) {
-      throw new ModelFileError('invalid-header', `attnlab_config: ${error.message}`, { file, tensor: error.parameter }, { cause: error })
+      throw new ModelFileError(
+        'invalid-header',
+        `attnlab_config: ${error.message}`,
+        { file, tensor: error.parameter },
+        { cause: error },
+      )
     }
     throw error
   }
@@ -312,7 +360,8 @@ export function huggingFaceIncompatibility(config: TransformerConfig): string | 
   if (config.normalization !== 'rmsnorm') return `normalization '${config.normalization}'`
   if (config.positional !== 'rotary') return `positional '${config.positional}'`
   if (config.attnOnly || !config.gatedMlp || config.actFn !== 'silu') return 'an MLP other than SwiGLU'
-  if (Math.abs(config.attnScale * Math.sqrt(config.dHead) - 1) > 1e-6) return `attnScale ${config.attnScale} (LlamaForCausalLM uses 1/sqrt(dHead))`
+  if (Math.abs(config.attnScale * Math.sqrt(config.dHead) - 1) > 1e-6)
+    return `attnScale ${config.attnScale} (LlamaForCausalLM uses 1/sqrt(dHead))`
   return undefined
 }
 
@@ -329,10 +378,16 @@ export function huggingFaceIncompatibility(config: TransformerConfig): string | 
  * @throws {@link UnsupportedModelError} when the configuration is not expressible
  * @category Import
  */
-export function huggingFaceConfigFor(config: TransformerConfig, biases: LlamaBiasLayout = NO_BIASES, specialTokens: SpecialTokens = {}): Record<string, unknown> {
+export function huggingFaceConfigFor(
+  config: TransformerConfig,
+  biases: LlamaBiasLayout = NO_BIASES,
+  specialTokens: SpecialTokens = {},
+): Record<string, unknown> {
   const reason = huggingFaceIncompatibility(config)
-  if (reason !== undefined) throw new UnsupportedModelError(`LlamaForCausalLM cannot express ${reason}; export in the attnlab format instead`)
-  if (biases.qkv !== biases.o) throw new UnsupportedModelError('LlamaForCausalLM biases come as q/k/v/o together (attention_bias)')
+  if (reason !== undefined)
+    throw new UnsupportedModelError(`LlamaForCausalLM cannot express ${reason}; export in the attnlab format instead`)
+  if (biases.qkv !== biases.o)
+    throw new UnsupportedModelError('LlamaForCausalLM biases come as q/k/v/o together (attention_bias)')
   const json: Record<string, unknown> = {
     architectures: ['LlamaForCausalLM'],
     model_type: 'llama',
@@ -356,7 +411,8 @@ export function huggingFaceConfigFor(config: TransformerConfig, biases: LlamaBia
     torch_dtype: 'float32',
   }
   if (specialTokens.bos !== undefined) json.bos_token_id = specialTokens.bos
-  if (specialTokens.eos !== undefined) json.eos_token_id = specialTokens.eos.length === 1 ? specialTokens.eos[0] : [...specialTokens.eos]
+  if (specialTokens.eos !== undefined)
+    json.eos_token_id = specialTokens.eos.length === 1 ? specialTokens.eos[0] : [...specialTokens.eos]
   json.attnlab_config = configToJSON(config)
   return json
 }
@@ -369,7 +425,10 @@ export function huggingFaceConfigFor(config: TransformerConfig, biases: LlamaBia
  * @param specialTokens - BOS/EOS ids to declare
  * @category Import
  */
-export function attnlabConfigFor(config: TransformerConfig, specialTokens: SpecialTokens = {}): Record<string, unknown> {
+export function attnlabConfigFor(
+  config: TransformerConfig,
+  specialTokens: SpecialTokens = {},
+): Record<string, unknown> {
   const json: Record<string, unknown> = {
     model_type: ATTNLAB_MODEL_TYPE,
     architectures: ['AttnlabTransformer'],
@@ -377,6 +436,7 @@ export function attnlabConfigFor(config: TransformerConfig, specialTokens: Speci
     attnlab_config: configToJSON(config),
   }
   if (specialTokens.bos !== undefined) json.bos_token_id = specialTokens.bos
-  if (specialTokens.eos !== undefined) json.eos_token_id = specialTokens.eos.length === 1 ? specialTokens.eos[0] : [...specialTokens.eos]
+  if (specialTokens.eos !== undefined)
+    json.eos_token_id = specialTokens.eos.length === 1 ? specialTokens.eos[0] : [...specialTokens.eos]
   return json
 }

@@ -1,6 +1,14 @@
 import { Rng } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
-import { headsToLinear, headsToOutLinear, interleavedToRotateHalf, linearToHeads, outLinearToHeads, rotateHalfToInterleaved, transpose2d } from './layout.ts'
+import {
+  headsToLinear,
+  headsToOutLinear,
+  interleavedToRotateHalf,
+  linearToHeads,
+  outLinearToHeads,
+  rotateHalfToInterleaved,
+  transpose2d,
+} from './layout.ts'
 
 const random = (n: number, seed: number): Float32Array => Rng.fromSeed(seed).fillNormal(new Float32Array(n))
 
@@ -37,7 +45,14 @@ function rotateHalfScore(q: Float32Array, k: Float32Array, pq: number, pk: numbe
   return a.reduce((sum, v, j) => sum + v * (b[j] as number), 0)
 }
 
-function matVec(w: Float32Array, rows: number, cols: number, x: Float32Array, rowStart: number, count: number): Float32Array {
+function matVec(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  x: Float32Array,
+  rowStart: number,
+  count: number,
+): Float32Array {
   const out = new Float32Array(count)
   for (let r = 0; r < count; r++) {
     let s = 0
@@ -89,11 +104,29 @@ describe('weight layouts', () => {
       [17, 9],
       [100, 2],
     ] as const) {
-      const a = interleavedScore(matVec(wq, dHead, dModel, x, 0, dHead), matVec(wk, dHead, dModel, y, 0, dHead), pq, pk, theta)
-      const b = rotateHalfScore(matVec(wqHalf, dHead, dModel, x, 0, dHead), matVec(wkHalf, dHead, dModel, y, 0, dHead), pq, pk, theta)
+      const a = interleavedScore(
+        matVec(wq, dHead, dModel, x, 0, dHead),
+        matVec(wk, dHead, dModel, y, 0, dHead),
+        pq,
+        pk,
+        theta,
+      )
+      const b = rotateHalfScore(
+        matVec(wqHalf, dHead, dModel, x, 0, dHead),
+        matVec(wkHalf, dHead, dModel, y, 0, dHead),
+        pq,
+        pk,
+        theta,
+      )
       expect(Math.abs(a - b)).toBeLessThan(1e-4)
       // Without the permutation the scores differ (the test can fail).
-      const wrong = rotateHalfScore(matVec(wq, dHead, dModel, x, 0, dHead), matVec(wk, dHead, dModel, y, 0, dHead), pq, pk, theta)
+      const wrong = rotateHalfScore(
+        matVec(wq, dHead, dModel, x, 0, dHead),
+        matVec(wk, dHead, dModel, y, 0, dHead),
+        pq,
+        pk,
+        theta,
+      )
       if (pq !== pk) expect(Math.abs(a - wrong)).toBeGreaterThan(1e-3)
     }
   })

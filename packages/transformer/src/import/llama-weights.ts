@@ -110,7 +110,14 @@ function llamaRules(config: TransformerConfig, biases: LlamaBiasLayout): TensorR
       toHf: (data) => transpose2d(data, dModel, dMlp),
     })
     rules.push(
-      { attnlab: `${a}.ln1.w`, attnlabShape: [dModel], hf: `${h}.input_layernorm.weight`, hfShape: [dModel], toAttnlab: identity, toHf: identity },
+      {
+        attnlab: `${a}.ln1.w`,
+        attnlabShape: [dModel],
+        hf: `${h}.input_layernorm.weight`,
+        hfShape: [dModel],
+        toAttnlab: identity,
+        toHf: identity,
+      },
       heads('W_Q', 'q_proj', nHeads),
       heads('W_K', 'k_proj', nKvHeads),
       heads('W_V', 'v_proj', nKvHeads),
@@ -124,14 +131,19 @@ function llamaRules(config: TransformerConfig, biases: LlamaBiasLayout): TensorR
       },
     )
     if (config.bias) {
-      rules.push(headBias('b_Q', 'q_proj', nHeads), headBias('b_K', 'k_proj', nKvHeads), headBias('b_V', 'v_proj', nKvHeads), {
-        attnlab: `${a}.attn.b_O`,
-        attnlabShape: [dModel],
-        hf: biases.o ? `${h}.self_attn.o_proj.bias` : undefined,
-        hfShape: [dModel],
-        toAttnlab: identity,
-        toHf: identity,
-      })
+      rules.push(
+        headBias('b_Q', 'q_proj', nHeads),
+        headBias('b_K', 'k_proj', nKvHeads),
+        headBias('b_V', 'v_proj', nKvHeads),
+        {
+          attnlab: `${a}.attn.b_O`,
+          attnlabShape: [dModel],
+          hf: biases.o ? `${h}.self_attn.o_proj.bias` : undefined,
+          hfShape: [dModel],
+          toAttnlab: identity,
+          toHf: identity,
+        },
+      )
     }
     rules.push(
       {
@@ -158,11 +170,25 @@ function llamaRules(config: TransformerConfig, biases: LlamaBiasLayout): TensorR
         ['b_in', [dMlp]],
         ['b_out', [dModel]],
       ] as const) {
-        rules.push({ attnlab: `${a}.mlp.${name}`, attnlabShape: shape, hf: undefined, hfShape: shape, toAttnlab: identity, toHf: identity })
+        rules.push({
+          attnlab: `${a}.mlp.${name}`,
+          attnlabShape: shape,
+          hf: undefined,
+          hfShape: shape,
+          toAttnlab: identity,
+          toHf: identity,
+        })
       }
     }
   }
-  rules.push({ attnlab: 'ln_final.w', attnlabShape: [dModel], hf: 'model.norm.weight', hfShape: [dModel], toAttnlab: identity, toHf: identity })
+  rules.push({
+    attnlab: 'ln_final.w',
+    attnlabShape: [dModel],
+    hf: 'model.norm.weight',
+    hfShape: [dModel],
+    toAttnlab: identity,
+    toHf: identity,
+  })
   if (!config.tiedEmbeddings) {
     rules.push({
       attnlab: 'unembed.W_U',
@@ -187,7 +213,10 @@ function llamaRules(config: TransformerConfig, biases: LlamaBiasLayout): TensorR
  * @returns name to shape
  * @category Import
  */
-export function huggingFaceLlamaShapes(config: TransformerConfig, biases: LlamaBiasLayout = NO_BIASES): Map<string, readonly number[]> {
+export function huggingFaceLlamaShapes(
+  config: TransformerConfig,
+  biases: LlamaBiasLayout = NO_BIASES,
+): Map<string, readonly number[]> {
   const out = new Map<string, readonly number[]>()
   for (const rule of llamaRules(config, biases)) if (rule.hf !== undefined) out.set(rule.hf, rule.hfShape)
   return out
@@ -294,22 +323,30 @@ export function checkTensorSet(
   }
   if (mismatched.length > 0) {
     const first = mismatched[0] as string
-    throw new ModelFileError('shape-mismatch', `${mismatched.length} tensors have the wrong shape: ${mismatched.slice(0, 8).join('; ')}`, {
-      file,
-      tensor: first.slice(1, first.indexOf("'", 1)),
-      mismatched,
-    })
+    throw new ModelFileError(
+      'shape-mismatch',
+      `${mismatched.length} tensors have the wrong shape: ${mismatched.slice(0, 8).join('; ')}`,
+      {
+        file,
+        tensor: first.slice(1, first.indexOf("'", 1)),
+        mismatched,
+      },
+    )
   }
 }
 
 function checkFinite(name: string, data: Float32Array, file: string | undefined): void {
   for (let i = 0; i < data.length; i++) {
     if (!Number.isFinite(data[i])) {
-      throw new ModelFileError('non-finite', `tensor '${name}' holds ${data[i]} at flat index ${i}; weights must be finite`, {
-        file,
-        tensor: name,
-        index: i,
-      })
+      throw new ModelFileError(
+        'non-finite',
+        `tensor '${name}' holds ${data[i]} at flat index ${i}; weights must be finite`,
+        {
+          file,
+          tensor: name,
+          index: i,
+        },
+      )
     }
   }
 }
@@ -352,10 +389,14 @@ export function llamaFromHuggingFace(
   if (tiedHead) {
     const head = shapes.get('lm_head.weight') as readonly number[]
     if (head.length !== 2 || head[0] !== config.dVocab || head[1] !== config.dModel) {
-      throw new ModelFileError('shape-mismatch', `1 tensors have the wrong shape: 'lm_head.weight' is [${head.join(', ')}], expected [${config.dVocab}, ${config.dModel}]`, {
-        file: options.file,
-        tensor: 'lm_head.weight',
-      })
+      throw new ModelFileError(
+        'shape-mismatch',
+        `1 tensors have the wrong shape: 'lm_head.weight' is [${head.join(', ')}], expected [${config.dVocab}, ${config.dModel}]`,
+        {
+          file: options.file,
+          tensor: 'lm_head.weight',
+        },
+      )
     }
   }
   const out: TensorMap = new Map()
@@ -366,10 +407,14 @@ export function llamaFromHuggingFace(
     }
     const data = read(rule.hf)
     if (data.length !== numel(rule.hfShape)) {
-      throw new ModelFileError('shape-mismatch', `tensor '${rule.hf}' has ${data.length} values, expected ${numel(rule.hfShape)}`, {
-        file: options.file,
-        tensor: rule.hf,
-      })
+      throw new ModelFileError(
+        'shape-mismatch',
+        `tensor '${rule.hf}' has ${data.length} values, expected ${numel(rule.hfShape)}`,
+        {
+          file: options.file,
+          tensor: rule.hf,
+        },
+      )
     }
     checkFinite(rule.hf, data, options.file)
     out.set(rule.attnlab, { shape: rule.attnlabShape, data: rule.toAttnlab(data) })
@@ -400,7 +445,10 @@ export function llamaFromHuggingFace(
  *   `LlamaForCausalLM` cannot express next to a bias-free gate)
  * @category Import
  */
-export function huggingFaceBiasLayout(config: TransformerConfig, weights: ReadonlyMap<string, Float32Tensor>): LlamaBiasLayout | undefined {
+export function huggingFaceBiasLayout(
+  config: TransformerConfig,
+  weights: ReadonlyMap<string, Float32Tensor>,
+): LlamaBiasLayout | undefined {
   if (!config.bias) return NO_BIASES
   for (let l = 0; l < config.nLayers; l++) {
     for (const name of [`blocks.${l}.mlp.b_in`, `blocks.${l}.mlp.b_out`]) {
@@ -432,7 +480,9 @@ export function llamaToHuggingFace(
   biases: LlamaBiasLayout | undefined = huggingFaceBiasLayout(config, weights),
 ): TensorMap {
   if (biases === undefined) {
-    throw new UnsupportedModelError('this model has non-zero MLP biases (b_in, b_out), which LlamaForCausalLM cannot express; export it in the attnlab format')
+    throw new UnsupportedModelError(
+      'this model has non-zero MLP biases (b_in, b_out), which LlamaForCausalLM cannot express; export it in the attnlab format',
+    )
   }
   const rules = llamaRules(config, biases)
   checkTensorSet(
@@ -444,7 +494,9 @@ export function llamaToHuggingFace(
     const tensor = weights.get(rule.attnlab) as Float32Tensor
     if (rule.hf === undefined) {
       if (tensor.data.some((v) => v !== 0)) {
-        throw new UnsupportedModelError(`parameter '${rule.attnlab}' is not zero, but the Hugging Face layout has no tensor for it`)
+        throw new UnsupportedModelError(
+          `parameter '${rule.attnlab}' is not zero, but the Hugging Face layout has no tensor for it`,
+        )
       }
       continue
     }

@@ -6,11 +6,38 @@ import { randomWeights, sameWeights } from '../__fixtures__/import/weights.ts'
 import { createConfig, type TransformerConfig } from '../config.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
 import { rotateHalfToInterleaved, type TensorMap } from './layout.ts'
-import { LLAMA2C_MAGIC, llama2cFileBytes, parseLlama2cCheckpoint, parseLlama2cHeader, readLlama2cCheckpoint, serializeLlama2cCheckpoint } from './llama2c.ts'
+import {
+  LLAMA2C_MAGIC,
+  llama2cFileBytes,
+  parseLlama2cCheckpoint,
+  parseLlama2cHeader,
+  readLlama2cCheckpoint,
+  serializeLlama2cCheckpoint,
+} from './llama2c.ts'
 import { llamaToHuggingFace } from './llama-weights.ts'
 
-const tiedGqa = createConfig({ architecture: 'llama', dVocab: 20, nCtx: 12, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dMlp: 24, tiedEmbeddings: true })
-const untied = createConfig({ architecture: 'llama', dVocab: 18, nCtx: 10, dModel: 12, nLayers: 1, nHeads: 2, dMlp: 20, tiedEmbeddings: false, ropeTheta: 500000 })
+const tiedGqa = createConfig({
+  architecture: 'llama',
+  dVocab: 20,
+  nCtx: 12,
+  dModel: 16,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 2,
+  dMlp: 24,
+  tiedEmbeddings: true,
+})
+const untied = createConfig({
+  architecture: 'llama',
+  dVocab: 18,
+  nCtx: 10,
+  dModel: 12,
+  nLayers: 1,
+  nHeads: 2,
+  dMlp: 20,
+  tiedEmbeddings: false,
+  ropeTheta: 500000,
+})
 
 function expectModelFileError(fn: () => unknown, reason: string, message?: RegExp): ModelFileError {
   try {
@@ -50,7 +77,9 @@ function version1(config: TransformerConfig, weights: TensorMap): Uint8Array {
   const view = new DataView(out.buffer)
   view.setUint32(0, LLAMA2C_MAGIC, true)
   view.setInt32(4, 1, true)
-  ;[config.dModel, config.dMlp, config.nLayers, config.nHeads, config.nKvHeads, config.dVocab, config.nCtx].forEach((v, i) => view.setInt32(8 + 4 * i, v, true))
+  ;[config.dModel, config.dMlp, config.nLayers, config.nHeads, config.nKvHeads, config.dVocab, config.nCtx].forEach(
+    (v, i) => view.setInt32(8 + 4 * i, v, true),
+  )
   view.setUint8(36, config.tiedEmbeddings ? 1 : 0)
   let offset = 256
   for (const part of parts) {
@@ -113,9 +142,21 @@ describe('llama2.c checkpoints', () => {
     const good = serializeLlama2cCheckpoint(tiedGqa, weights)
 
     it('truncated: shorter than a header, header only, one float short', () => {
-      expectModelFileError(() => parseLlama2cCheckpoint(good.subarray(0, 20), { file: 'm.bin' }), 'truncated', /^m\.bin: 20 bytes is shorter than a llama2\.c header/)
-      expectModelFileError(() => parseLlama2cCheckpoint(good.subarray(0, 28)), 'truncated', /describes \d+: \d+ bytes are missing/)
-      const e = expectModelFileError(() => parseLlama2cCheckpoint(good.subarray(0, good.byteLength - 4)), 'truncated', /4 bytes are missing/)
+      expectModelFileError(
+        () => parseLlama2cCheckpoint(good.subarray(0, 20), { file: 'm.bin' }),
+        'truncated',
+        /^m\.bin: 20 bytes is shorter than a llama2\.c header/,
+      )
+      expectModelFileError(
+        () => parseLlama2cCheckpoint(good.subarray(0, 28)),
+        'truncated',
+        /describes \d+: \d+ bytes are missing/,
+      )
+      const e = expectModelFileError(
+        () => parseLlama2cCheckpoint(good.subarray(0, good.byteLength - 4)),
+        'truncated',
+        /4 bytes are missing/,
+      )
       expect(e.details.expectedBytes).toBe(good.byteLength)
     })
 
@@ -123,7 +164,11 @@ describe('llama2.c checkpoints', () => {
       const bytes = new Uint8Array(28 + 64)
       const view = new DataView(bytes.buffer)
       ;[1 << 30, 1 << 30, 64, 64, 64, 32000, 256].forEach((value, i) => view.setInt32(i * 4, value, true))
-      const e = expectModelFileError(() => parseLlama2cCheckpoint(bytes), 'truncated', /describes about 2\.07e\+21, more than any file \(corrupt header\?\)$/)
+      const e = expectModelFileError(
+        () => parseLlama2cCheckpoint(bytes),
+        'truncated',
+        /describes about 2\.07e\+21, more than any file \(corrupt header\?\)$/,
+      )
       expect(e.message).not.toMatch(/\d{17}/)
     })
 
@@ -145,10 +190,26 @@ describe('llama2.c checkpoints', () => {
       }
       expectModelFileError(() => parseLlama2cCheckpoint(withHeader([0])), 'invalid-header', /dim is 0/)
       expectModelFileError(() => parseLlama2cCheckpoint(withHeader([16, 24, -2])), 'invalid-header', /n_layers is -2/)
-      expectModelFileError(() => parseLlama2cCheckpoint(withHeader([16, 24, 2, 3])), 'invalid-header', /dim 16 is not divisible by n_heads 3/)
-      expectModelFileError(() => parseLlama2cCheckpoint(withHeader([16, 24, 2, 4, 3])), 'invalid-header', /n_heads 4 is not divisible by n_kv_heads 3/)
-      expectModelFileError(() => parseLlama2cCheckpoint(withHeader([12, 24, 2, 4, 2])), 'invalid-header', /head width .* 3 is odd/)
-      expectModelFileError(() => parseLlama2cCheckpoint(withHeader([16, 24, 2, 4, 2, 0])), 'invalid-header', /vocab_size is 0/)
+      expectModelFileError(
+        () => parseLlama2cCheckpoint(withHeader([16, 24, 2, 3])),
+        'invalid-header',
+        /dim 16 is not divisible by n_heads 3/,
+      )
+      expectModelFileError(
+        () => parseLlama2cCheckpoint(withHeader([16, 24, 2, 4, 3])),
+        'invalid-header',
+        /n_heads 4 is not divisible by n_kv_heads 3/,
+      )
+      expectModelFileError(
+        () => parseLlama2cCheckpoint(withHeader([12, 24, 2, 4, 2])),
+        'invalid-header',
+        /head width .* 3 is odd/,
+      )
+      expectModelFileError(
+        () => parseLlama2cCheckpoint(withHeader([16, 24, 2, 4, 2, 0])),
+        'invalid-header',
+        /vocab_size is 0/,
+      )
     })
 
     it('non-finite weights, naming the tensor', () => {
@@ -172,7 +233,16 @@ describe('llama2.c checkpoints', () => {
     it('the writer refuses what the format cannot express', () => {
       const gpt = createConfig({ architecture: 'gpt' })
       expect(() => serializeLlama2cCheckpoint(gpt, new Map())).toThrow(/architecture 'gpt'/)
-      const biased = createConfig({ architecture: 'llama', dVocab: 8, nCtx: 4, dModel: 8, nLayers: 1, nHeads: 2, dMlp: 8, bias: true })
+      const biased = createConfig({
+        architecture: 'llama',
+        dVocab: 8,
+        nCtx: 4,
+        dModel: 8,
+        nLayers: 1,
+        nHeads: 2,
+        dMlp: 8,
+        bias: true,
+      })
       expect(() => serializeLlama2cCheckpoint(biased, randomWeights(biased, 1))).toThrow(/biases/)
     })
   })
@@ -182,7 +252,17 @@ describe.skipIf(!HAVE_AIDREAMS)('aidreams260K model.bin against its Hugging Face
   it('the header, the file size and RoPE theta are as the README says', () => {
     const bytes = new Uint8Array(readFileSync(AIDREAMS.bin))
     const parsed = parseLlama2cCheckpoint(bytes, { file: AIDREAMS.bin })
-    expect(parsed.header).toEqual({ version: 0, dim: 64, hiddenDim: 172, nLayers: 4, nHeads: 4, nKvHeads: 4, vocabSize: 512, seqLen: 128, sharedClassifier: true })
+    expect(parsed.header).toEqual({
+      version: 0,
+      dim: 64,
+      hiddenDim: 172,
+      nLayers: 4,
+      nHeads: 4,
+      nKvHeads: 4,
+      vocabSize: 512,
+      seqLen: 128,
+      sharedClassifier: true,
+    })
     expect(llama2cFileBytes(parsed.header)).toBe(bytes.byteLength)
     expect(parsed.config.ropeTheta).toBe(10000)
   })
@@ -195,10 +275,17 @@ describe.skipIf(!HAVE_AIDREAMS)('aidreams260K model.bin against its Hugging Face
       const entry = hf.tensors.get(name)
       if (entry === undefined) expect.fail(`HF file lacks ${name}`)
       expect(entry.shape, name).toEqual(tensor.shape)
-      expect(sameWeights(new Map([[name, tensor]]), new Map([[name, { shape: entry.shape, data: safetensorsToFloat32(entry) }]]))).toBeUndefined()
+      expect(
+        sameWeights(
+          new Map([[name, tensor]]),
+          new Map([[name, { shape: entry.shape, data: safetensorsToFloat32(entry) }]]),
+        ),
+      ).toBeUndefined()
     }
     // The permutation matters: q_proj as stored in model.bin (interleaved) differs from HF's.
-    const raw = new Float32Array(readFileSync(AIDREAMS.bin).buffer.slice(28 + 4 * (512 * 64 + 4 * 64), 28 + 4 * (512 * 64 + 4 * 64 + 64 * 64)))
+    const raw = new Float32Array(
+      readFileSync(AIDREAMS.bin).buffer.slice(28 + 4 * (512 * 64 + 4 * 64), 28 + 4 * (512 * 64 + 4 * 64 + 64 * 64)),
+    )
     const hfQ = safetensorsToFloat32(hf.tensors.get('model.layers.0.self_attn.q_proj.weight') as never)
     expect(raw.some((v, i) => v !== hfQ[i])).toBe(true)
   })
@@ -214,7 +301,12 @@ describe('llama2.c reader fuzzing', () => {
       let bytes = good.slice()
       const kind = trial % 4
       if (kind === 0) bytes = bytes.subarray(0, rng.int(bytes.byteLength))
-      else if (kind === 1) new DataView(bytes.buffer).setInt32(4 * rng.int(7), rng.int(2 ** 31) - 2 ** 30 * (rng.int(2) === 0 ? 0 : 2), true)
+      else if (kind === 1)
+        new DataView(bytes.buffer).setInt32(
+          4 * rng.int(7),
+          rng.int(2 ** 31) - 2 ** 30 * (rng.int(2) === 0 ? 0 : 2),
+          true,
+        )
       else if (kind === 2) for (let i = 0; i < 8; i++) bytes[rng.int(bytes.byteLength)] = rng.int(256)
       else {
         const longer = new Uint8Array(bytes.byteLength + 1 + rng.int(64))

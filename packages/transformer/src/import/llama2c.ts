@@ -206,10 +206,13 @@ export function parseLlama2cHeader(bytes: Uint8Array, file?: string): { header: 
       )
     }
     if (fileVersion !== 1) {
-      throw new UnsupportedModelError(`unknown llama2.c checkpoint version ${fileVersion} (supported: legacy 0 and float32 version 1)`, {
-        file,
-        version: fileVersion,
-      })
+      throw new UnsupportedModelError(
+        `unknown llama2.c checkpoint version ${fileVersion} (supported: legacy 0 and float32 version 1)`,
+        {
+          file,
+          version: fileVersion,
+        },
+      )
     }
     version = 1
     base = 8
@@ -217,7 +220,15 @@ export function parseLlama2cHeader(bytes: Uint8Array, file?: string): { header: 
   }
   const fields = ['dim', 'hidden_dim', 'n_layers', 'n_heads', 'n_kv_heads', 'vocab_size', 'seq_len'] as const
   const values = fields.map((_, i) => view.getInt32(base + 4 * i, true))
-  const [dim, hiddenDim, nLayers, nHeads, nKvHeads, rawVocab, seqLen] = values as [number, number, number, number, number, number, number]
+  const [dim, hiddenDim, nLayers, nHeads, nKvHeads, rawVocab, seqLen] = values as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ]
   for (const [i, name] of fields.entries()) {
     const value = values[i] as number
     const ok = name === 'vocab_size' ? value !== 0 && (version === 0 || value > 0) : value > 0
@@ -232,16 +243,35 @@ export function parseLlama2cHeader(bytes: Uint8Array, file?: string): { header: 
   }
   const sharedClassifier = version === 0 ? rawVocab > 0 : view.getUint8(base + 28) !== 0
   if (dim % nHeads !== 0) {
-    throw new ModelFileError('invalid-header', `dim ${dim} is not divisible by n_heads ${nHeads}`, { file, tensor: 'dim' })
+    throw new ModelFileError('invalid-header', `dim ${dim} is not divisible by n_heads ${nHeads}`, {
+      file,
+      tensor: 'dim',
+    })
   }
   if (nHeads % nKvHeads !== 0) {
-    throw new ModelFileError('invalid-header', `n_heads ${nHeads} is not divisible by n_kv_heads ${nKvHeads}`, { file, tensor: 'n_kv_heads' })
+    throw new ModelFileError('invalid-header', `n_heads ${nHeads} is not divisible by n_kv_heads ${nKvHeads}`, {
+      file,
+      tensor: 'n_kv_heads',
+    })
   }
   if ((dim / nHeads) % 2 !== 0) {
-    throw new ModelFileError('invalid-header', `head width dim / n_heads = ${dim / nHeads} is odd; RoPE needs pairs`, { file, tensor: 'dim' })
+    throw new ModelFileError('invalid-header', `head width dim / n_heads = ${dim / nHeads} is odd; RoPE needs pairs`, {
+      file,
+      tensor: 'dim',
+    })
   }
   return {
-    header: { version, dim, hiddenDim, nLayers, nHeads, nKvHeads, vocabSize: Math.abs(rawVocab), seqLen, sharedClassifier },
+    header: {
+      version,
+      dim,
+      hiddenDim,
+      nLayers,
+      nHeads,
+      nKvHeads,
+      vocabSize: Math.abs(rawVocab),
+      seqLen,
+      sharedClassifier,
+    },
     dataOffset,
   }
 }
@@ -272,7 +302,10 @@ function thetaFromTables(real: Float32Array, imag: Float32Array, seqLen: number,
     for (let i = 0; i < half; i++) {
       const angle = pos * theta ** ((-2 * i) / headDim)
       const k = pos * half + i
-      if (Math.abs(Math.cos(angle) - (real[k] as number)) > tolerance || Math.abs(Math.sin(angle) - (imag[k] as number)) > tolerance) {
+      if (
+        Math.abs(Math.cos(angle) - (real[k] as number)) > tolerance ||
+        Math.abs(Math.sin(angle) - (imag[k] as number)) > tolerance
+      ) {
         return undefined
       }
     }
@@ -333,7 +366,12 @@ export function parseLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOp
   const notes: string[] = []
   let ropeTheta = options.ropeTheta
   if (header.version === 0) {
-    const inferred = thetaFromTables(arrays.get('freq_cis_real') as Float32Array, arrays.get('freq_cis_imag') as Float32Array, seqLen, headDim)
+    const inferred = thetaFromTables(
+      arrays.get('freq_cis_real') as Float32Array,
+      arrays.get('freq_cis_imag') as Float32Array,
+      seqLen,
+      headDim,
+    )
     if (ropeTheta === undefined) {
       ropeTheta = inferred ?? LLAMA2C_ROPE_THETA
       notes.push(
@@ -366,7 +404,8 @@ export function parseLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOp
       bias: false,
     })
   } catch (error) {
-    if (error instanceof ConfigError) throw new ModelFileError('invalid-header', error.message, { file, tensor: error.parameter }, { cause: error })
+    if (error instanceof ConfigError)
+      throw new ModelFileError('invalid-header', error.message, { file, tensor: error.parameter }, { cause: error })
     throw error
   }
   const layer = (name: string, l: number, rows: number, cols: number): Float32Array => {
@@ -381,8 +420,16 @@ export function parseLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOp
   for (let l = 0; l < nLayers; l++) {
     const p = `model.layers.${l}`
     put(`${p}.input_layernorm.weight`, [dim], layer('rms_att_weight', l, 1, dim))
-    put(`${p}.self_attn.q_proj.weight`, [dim, dim], interleavedToRotateHalf(layer('wq', l, dim, dim), nHeads, headDim, dim))
-    put(`${p}.self_attn.k_proj.weight`, [kvDim, dim], interleavedToRotateHalf(layer('wk', l, kvDim, dim), nKvHeads, headDim, dim))
+    put(
+      `${p}.self_attn.q_proj.weight`,
+      [dim, dim],
+      interleavedToRotateHalf(layer('wq', l, dim, dim), nHeads, headDim, dim),
+    )
+    put(
+      `${p}.self_attn.k_proj.weight`,
+      [kvDim, dim],
+      interleavedToRotateHalf(layer('wk', l, kvDim, dim), nKvHeads, headDim, dim),
+    )
     put(`${p}.self_attn.v_proj.weight`, [kvDim, dim], layer('wv', l, kvDim, dim))
     put(`${p}.self_attn.o_proj.weight`, [dim, dim], layer('wo', l, dim, dim))
     put(`${p}.post_attention_layernorm.weight`, [dim], layer('rms_ffn_weight', l, 1, dim))
@@ -413,9 +460,14 @@ export function parseLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOp
 export function readLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOptions = {}): ImportedCheckpoint {
   const parsed = parseLlama2cCheckpoint(bytes, options)
   const shapes = new Map([...parsed.tensors].map(([name, tensor]) => [name, tensor.shape]))
-  const weights = llamaFromHuggingFace(parsed.config, shapes, (name) => (parsed.tensors.get(name) as Float32Tensor).data, {
-    file: options.file,
-  })
+  const weights = llamaFromHuggingFace(
+    parsed.config,
+    shapes,
+    (name) => (parsed.tensors.get(name) as Float32Tensor).data,
+    {
+      file: options.file,
+    },
+  )
   return { format: 'llama2c', config: parsed.config, weights, specialTokens: { bos: 1, eos: [2] }, notes: parsed.notes }
 }
 
@@ -432,14 +484,19 @@ export function readLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOpt
  * @throws {@link ModelFileError} when `weights` does not match `config`
  * @category Import
  */
-export function serializeLlama2cCheckpoint(config: TransformerConfig, weights: ReadonlyMap<string, Float32Tensor>): Uint8Array {
+export function serializeLlama2cCheckpoint(
+  config: TransformerConfig,
+  weights: ReadonlyMap<string, Float32Tensor>,
+): Uint8Array {
   const problems: string[] = []
   if (config.architecture !== 'llama') problems.push(`architecture '${config.architecture}' (needs 'llama')`)
   if (config.bias) problems.push('biases')
   if (!config.gatedMlp || config.actFn !== 'silu' || config.attnOnly) problems.push('an MLP other than SwiGLU')
   if (config.normalization !== 'rmsnorm') problems.push(`'${config.normalization}' normalization`)
-  if (config.nHeads * config.dHead !== config.dModel) problems.push(`nHeads * dHead = ${config.nHeads * config.dHead} != dModel ${config.dModel}`)
-  if (Math.abs(config.attnScale * Math.sqrt(config.dHead) - 1) > 1e-6) problems.push(`attnScale ${config.attnScale} (llama2.c uses 1/sqrt(dHead))`)
+  if (config.nHeads * config.dHead !== config.dModel)
+    problems.push(`nHeads * dHead = ${config.nHeads * config.dHead} != dModel ${config.dModel}`)
+  if (Math.abs(config.attnScale * Math.sqrt(config.dHead) - 1) > 1e-6)
+    problems.push(`attnScale ${config.attnScale} (llama2.c uses 1/sqrt(dHead))`)
   if (problems.length > 0) {
     throw new UnsupportedModelError(`a llama2.c checkpoint cannot express ${problems.join(', ')}`)
   }
@@ -457,7 +514,15 @@ export function serializeLlama2cCheckpoint(config: TransformerConfig, weights: R
   }
   const out = new Uint8Array(llama2cFileBytes(header))
   const view = new DataView(out.buffer)
-  const ints = [header.dim, header.hiddenDim, header.nLayers, header.nHeads, header.nKvHeads, header.sharedClassifier ? header.vocabSize : -header.vocabSize, header.seqLen]
+  const ints = [
+    header.dim,
+    header.hiddenDim,
+    header.nLayers,
+    header.nHeads,
+    header.nKvHeads,
+    header.sharedClassifier ? header.vocabSize : -header.vocabSize,
+    header.seqLen,
+  ]
   ints.forEach((value, i) => view.setInt32(4 * i, value, true))
   let offset = LLAMA2C_LEGACY_HEADER_BYTES
   const write = (data: Float32Array): void => {
@@ -498,4 +563,3 @@ export function serializeLlama2cCheckpoint(config: TransformerConfig, weights: R
   if (!config.tiedEmbeddings) write(get('lm_head.weight'))
   return out
 }
-

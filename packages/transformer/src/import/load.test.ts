@@ -61,11 +61,21 @@ describeWithBackends('Hugging Face checkpoints against the PyTorch reference (to
   it('blames a bad maxContext or a misspelled option, not the model files', async () => {
     const dir = join(HF_TINY, 'mistral-window')
     for (const maxContext of [-5, 0, 1.5, Number.NaN]) {
-      await expect(loadModel(dir, { maxContext })).rejects.toMatchObject({ name: 'ConfigError', code: 'INVALID_CONFIG', parameter: 'maxContext' })
+      await expect(loadModel(dir, { maxContext })).rejects.toMatchObject({
+        name: 'ConfigError',
+        code: 'INVALID_CONFIG',
+        parameter: 'maxContext',
+      })
     }
-    await expect(loadModel(dir, { maxContext: -5 })).rejects.toThrow('Invalid maxContext: -5 must be a positive integer (the number of positions to keep)')
-    await expect(loadModel(dir, { ropeTheta: -1 })).rejects.toThrow(/Invalid ropeTheta: -1 must be a positive finite number/)
-    await expect(loadModel(dir, { maxContex: 4 } as never)).rejects.toThrow(/Invalid maxContex: not one of the loadModel options \(did you mean 'maxContext'\?\)/)
+    await expect(loadModel(dir, { maxContext: -5 })).rejects.toThrow(
+      'Invalid maxContext: -5 must be a positive integer (the number of positions to keep)',
+    )
+    await expect(loadModel(dir, { ropeTheta: -1 })).rejects.toThrow(
+      /Invalid ropeTheta: -1 must be a positive finite number/,
+    )
+    await expect(loadModel(dir, { maxContex: 4 } as never)).rejects.toThrow(
+      /Invalid maxContex: not one of the loadModel options \(did you mean 'maxContext'\?\)/,
+    )
   })
 
   it('mistral: the context is capped at the sliding window', async () => {
@@ -94,22 +104,40 @@ describeWithBackends(`aidreams260K, both formats (${HAVE_AIDREAMS ? 'present' : 
     expect(bin.tokenizerPath).toBe(AIDREAMS.tokenizer)
     expect(hf.format).toBe('huggingface')
     expect(bin.model.config).toEqual(hf.model.config)
-    expect(bin.model.config).toMatchObject({ dModel: 64, dMlp: 172, nLayers: 4, nHeads: 4, nKvHeads: 4, dVocab: 512, nCtx: 128, normEps: 1e-5, ropeTheta: 10000, tiedEmbeddings: true })
+    expect(bin.model.config).toMatchObject({
+      dModel: 64,
+      dMlp: 172,
+      nLayers: 4,
+      nHeads: 4,
+      nKvHeads: 4,
+      dVocab: 512,
+      nCtx: 128,
+      normEps: 1e-5,
+      ropeTheta: 10000,
+      tiedEmbeddings: true,
+    })
   })
 
-  it.skipIf(!HAVE_AIDREAMS)('greedy decoding of "I dreamed" (BOS, 60 positions) gives the README text token for token, in both formats', async () => {
-    for (const loaded of [bin, hf]) {
-      const tokenizer = loaded.tokenizer!
-      const prompt = tokenizer.encode('I dreamed')
-      expect(prompt).toEqual([1, 303, 281, 269, 435, 447, 328])
-      // llama2.c's `-n 60` runs positions 0..59 and prints the tokens of positions 1..60.
-      const before = tf.memory().numTensors
-      const { tokens, stopReasons } = await generate(loaded.model, prompt, { maxTokens: 61 - prompt.length, temperature: 0, eosToken: [tokenizer.eosId, tokenizer.bosId] })
-      expect(tf.memory().numTensors).toBe(before)
-      expect(stopReasons).toEqual(['max-tokens'])
-      expect(tokenizer.decode([...prompt, ...(tokens[0] as number[])])).toBe(REFERENCE_TEXT)
-    }
-  })
+  it.skipIf(!HAVE_AIDREAMS)(
+    'greedy decoding of "I dreamed" (BOS, 60 positions) gives the README text token for token, in both formats',
+    async () => {
+      for (const loaded of [bin, hf]) {
+        const tokenizer = loaded.tokenizer!
+        const prompt = tokenizer.encode('I dreamed')
+        expect(prompt).toEqual([1, 303, 281, 269, 435, 447, 328])
+        // llama2.c's `-n 60` runs positions 0..59 and prints the tokens of positions 1..60.
+        const before = tf.memory().numTensors
+        const { tokens, stopReasons } = await generate(loaded.model, prompt, {
+          maxTokens: 61 - prompt.length,
+          temperature: 0,
+          eosToken: [tokenizer.eosId, tokenizer.bosId],
+        })
+        expect(tf.memory().numTensors).toBe(before)
+        expect(stopReasons).toEqual(['max-tokens'])
+        expect(tokenizer.decode([...prompt, ...(tokens[0] as number[])])).toBe(REFERENCE_TEXT)
+      }
+    },
+  )
 
   it.skipIf(!HAVE_AIDREAMS)('from BOS alone the first 12 greedy ids are the README ones, in both formats', async () => {
     for (const loaded of [bin, hf]) {
@@ -118,38 +146,49 @@ describeWithBackends(`aidreams260K, both formats (${HAVE_AIDREAMS ? 'present' : 
     }
   })
 
-  it.skipIf(!HAVE_AIDREAMS)('the two formats give the same logits on a 128-token prompt (max abs difference < 1e-4)', async () => {
-    const tokenizer = bin.tokenizer!
-    const text = `${REFERENCE_TEXT}. ${REFERENCE_TEXT} Then the dream shifts: numbers, rivers of light, and a quiet voice.`
-    const prompt = tokenizer.encode(text).slice(0, 128)
-    expect(prompt.length).toBe(128)
-    const a = await logitsOf(bin.model, prompt)
-    const b = await logitsOf(hf.model, prompt)
-    const difference = maxAbsDiff(a, b)
-    console.log(`[${tf.getBackend()}] aidreams260K llama2.c vs HF: max |logit difference| over 128 x 512 = ${difference.toExponential(3)}`)
-    expect(difference).toBeLessThan(1e-4)
-  })
+  it.skipIf(!HAVE_AIDREAMS)(
+    'the two formats give the same logits on a 128-token prompt (max abs difference < 1e-4)',
+    async () => {
+      const tokenizer = bin.tokenizer!
+      const text = `${REFERENCE_TEXT}. ${REFERENCE_TEXT} Then the dream shifts: numbers, rivers of light, and a quiet voice.`
+      const prompt = tokenizer.encode(text).slice(0, 128)
+      expect(prompt.length).toBe(128)
+      const a = await logitsOf(bin.model, prompt)
+      const b = await logitsOf(hf.model, prompt)
+      const difference = maxAbsDiff(a, b)
+      console.log(
+        `[${tf.getBackend()}] aidreams260K llama2.c vs HF: max |logit difference| over 128 x 512 = ${difference.toExponential(3)}`,
+      )
+      expect(difference).toBeLessThan(1e-4)
+    },
+  )
 
-  it.skipIf(!HAVE_AIDREAMS)('exports to Hugging Face and llama2.c files that load back with identical weights and logits', async () => {
-    const config = bin.model.config
-    const weights = await bin.model.getWeightData()
-    const dir = join(root, `aidreams-hf-${tf.getBackend()}`)
-    expect(await saveModelDirectory(dir, { config, weights }, { tokenizer: bin.tokenizer! })).toEqual({ format: 'huggingface', files: ['config.json', 'model.safetensors', 'tokenizer.bin'] })
-    const file = join(root, `aidreams-${tf.getBackend()}.bin`)
-    await writeFile(file, serializeLlama2cCheckpoint(config, weights))
-    const prompt = bin.tokenizer!.encode('I dreamed of a garden')
-    const reference = await logitsOf(bin.model, prompt)
-    for (const path of [dir, file]) {
-      const again = await loadModel(path, { tokenizer: AIDREAMS.tokenizer })
-      try {
-        expect(again.model.config).toEqual(config)
-        expect(sameWeights(await again.model.getWeightData(), weights)).toBeUndefined()
-        expect(maxAbsDiff(await logitsOf(again.model, prompt), reference)).toBe(0)
-      } finally {
-        again.model.dispose()
+  it.skipIf(!HAVE_AIDREAMS)(
+    'exports to Hugging Face and llama2.c files that load back with identical weights and logits',
+    async () => {
+      const config = bin.model.config
+      const weights = await bin.model.getWeightData()
+      const dir = join(root, `aidreams-hf-${tf.getBackend()}`)
+      expect(await saveModelDirectory(dir, { config, weights }, { tokenizer: bin.tokenizer! })).toEqual({
+        format: 'huggingface',
+        files: ['config.json', 'model.safetensors', 'tokenizer.bin'],
+      })
+      const file = join(root, `aidreams-${tf.getBackend()}.bin`)
+      await writeFile(file, serializeLlama2cCheckpoint(config, weights))
+      const prompt = bin.tokenizer!.encode('I dreamed of a garden')
+      const reference = await logitsOf(bin.model, prompt)
+      for (const path of [dir, file]) {
+        const again = await loadModel(path, { tokenizer: AIDREAMS.tokenizer })
+        try {
+          expect(again.model.config).toEqual(config)
+          expect(sameWeights(await again.model.getWeightData(), weights)).toBeUndefined()
+          expect(maxAbsDiff(await logitsOf(again.model, prompt), reference)).toBe(0)
+        } finally {
+          again.model.dispose()
+        }
       }
-    }
-  })
+    },
+  )
 })
 
 const TINYSTORIES = join(REPO_ROOT, '../shared/models/tinystories656K')
@@ -193,7 +232,10 @@ describeWithBackends(TINYSTORIES_SUITE, (_, mode) => {
       const raw = readFileSync(join(TINYSTORIES, 'tokenizer.json'), 'utf8')
       const json = JSON.parse(raw) as { model: { vocab: Record<string, number> } }
       const pieces = new Map(Object.entries(json.model.vocab).map(([piece, id]) => [id, piece]))
-      const text = (tokens[0] as number[]).map((id) => pieces.get(id) ?? '?').join('').replaceAll('\u2581', ' ')
+      const text = (tokens[0] as number[])
+        .map((id) => pieces.get(id) ?? '?')
+        .join('')
+        .replaceAll('\u2581', ' ')
       console.log(`[${tf.getBackend()}] tinystories656K greedy from BOS: ${JSON.stringify(text)}`)
       // A wrong embedding (or a transposed one) gives no words; the model's training set opens stories this way.
       expect(text).toMatch(/^Once upon a time, there was a /)

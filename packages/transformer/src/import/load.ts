@@ -41,7 +41,10 @@ export interface LoadModelOptions {
   readonly ropeTheta?: number
 }
 
-const LOAD_MODEL_OPTION_KEYS = Object.keys({ tokenizer: 1, attention: 1, maxContext: 1, ropeTheta: 1 } satisfies Record<keyof LoadModelOptions, 1>)
+const LOAD_MODEL_OPTION_KEYS = Object.keys({ tokenizer: 1, attention: 1, maxContext: 1, ropeTheta: 1 } satisfies Record<
+  keyof LoadModelOptions,
+  1
+>)
 
 /**
  * A loaded model and what came with it. The caller owns `model` (call `model.dispose()`).
@@ -76,8 +79,14 @@ export interface LoadedModel {
  *   configuration (impossible for checkpoints read by this library)
  * @category Import
  */
-export function modelFromCheckpoint(checkpoint: ImportedCheckpoint, options: { readonly attention?: AttentionKernel } = {}): Transformer {
-  const model = createTransformer(checkpoint.config, options.attention === undefined ? {} : { attention: options.attention })
+export function modelFromCheckpoint(
+  checkpoint: ImportedCheckpoint,
+  options: { readonly attention?: AttentionKernel } = {},
+): Transformer {
+  const model = createTransformer(
+    checkpoint.config,
+    options.attention === undefined ? {} : { attention: options.attention },
+  )
   try {
     model.setWeights(checkpoint.weights)
   } catch (error) {
@@ -96,7 +105,10 @@ export function modelFromCheckpoint(checkpoint: ImportedCheckpoint, options: { r
  * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Tokenizer
  */
-export async function loadTokenizer(path: string, options: { vocabSize?: number; bosId?: number; eosId?: number } = {}): Promise<Llama2cTokenizer> {
+export async function loadTokenizer(
+  path: string,
+  options: { vocabSize?: number; bosId?: number; eosId?: number } = {},
+): Promise<Llama2cTokenizer> {
   const bytes = await readFileBytes(path, 'tokenizer', 'loadTokenizer')
   return Llama2cTokenizer.fromBytes(bytes, { ...options, file: path })
 }
@@ -115,7 +127,11 @@ async function isTrainingCheckpoint(manifestPath: string): Promise<boolean> {
 async function isLlama2cFolder(dir: string): Promise<boolean> {
   const { stat } = await fs('loadModel')
   const { join } = await pathModule('loadModel')
-  const isFile = (name: string): Promise<boolean> => stat(join(dir, name)).then((s) => s.isFile(), () => false)
+  const isFile = (name: string): Promise<boolean> =>
+    stat(join(dir, name)).then(
+      (s) => s.isFile(),
+      () => false,
+    )
   return (await isFile(LLAMA2C_MODEL_FILE)) && !(await isFile(HF_CONFIG_FILE)) && !(await isFile('manifest.json'))
 }
 
@@ -124,7 +140,12 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
   try {
     return (await stat(path)).isDirectory() ? 'directory' : 'file'
   } catch (error) {
-    throw new ModelFileError('missing-file', 'model not found (expected a llama2.c .bin file or a model directory with config.json)', { file: path }, { cause: error })
+    throw new ModelFileError(
+      'missing-file',
+      'model not found (expected a llama2.c .bin file or a model directory with config.json)',
+      { file: path },
+      { cause: error },
+    )
   }
 }
 
@@ -163,8 +184,13 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
 export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<LoadedModel> {
   checkOptionKeys('loadModel options', options, LOAD_MODEL_OPTION_KEYS)
   checkMaxContext(options.maxContext)
-  if (options.ropeTheta !== undefined && !(typeof options.ropeTheta === 'number' && Number.isFinite(options.ropeTheta) && options.ropeTheta > 0)) {
-    throw new ConfigError('ropeTheta', `${String(options.ropeTheta)} must be a positive finite number`, { value: options.ropeTheta })
+  if (
+    options.ropeTheta !== undefined &&
+    !(typeof options.ropeTheta === 'number' && Number.isFinite(options.ropeTheta) && options.ropeTheta > 0)
+  ) {
+    throw new ConfigError('ropeTheta', `${String(options.ropeTheta)} must be a positive finite number`, {
+      value: options.ropeTheta,
+    })
   }
   if (options.tokenizer !== undefined && options.tokenizer !== false && typeof options.tokenizer !== 'string') {
     throw new ConfigError('tokenizer', `must be a path or false, got ${JSON.stringify(options.tokenizer)}`)
@@ -172,7 +198,10 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   const { basename, dirname, join } = await pathModule('loadModel')
   let target = path
   let kind = await kindOf(path)
-  if (kind === 'file' && (basename(path) === HF_CONFIG_FILE || path.endsWith('.safetensors') || path.endsWith('.safetensors.index.json'))) {
+  if (
+    kind === 'file' &&
+    (basename(path) === HF_CONFIG_FILE || path.endsWith('.safetensors') || path.endsWith('.safetensors.index.json'))
+  ) {
     target = dirname(path)
     kind = 'directory'
   }
@@ -189,7 +218,10 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
     const loaded = await loadCheckpoint(target)
     checkpoint = { format: 'checkpoint', config: loaded.config, weights: loaded.weights, specialTokens: {}, notes: [] }
   } else if (kind === 'directory') {
-    checkpoint = await readHuggingFaceDirectory(target, options.maxContext === undefined ? {} : { maxContext: options.maxContext })
+    checkpoint = await readHuggingFaceDirectory(
+      target,
+      options.maxContext === undefined ? {} : { maxContext: options.maxContext },
+    )
   } else {
     checkpoint = await readLlama2cFile(target, options.ropeTheta === undefined ? {} : { ropeTheta: options.ropeTheta })
   }
@@ -218,16 +250,21 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
     }
   }
   const notes = [...folderNotes, ...checkpoint.notes]
-  if (tokenizerPath !== undefined && options.tokenizer === undefined) notes.push(`tokenizer found beside the model: ${tokenizerPath}`)
+  if (tokenizerPath !== undefined && options.tokenizer === undefined)
+    notes.push(`tokenizer found beside the model: ${tokenizerPath}`)
   if (tokenizer === undefined && kind === 'directory') {
     const { readdir } = await fs('loadModel')
     const other = (await readdir(target)).filter((name) => name === 'tokenizer.json' || name === 'tokenizer.model')
     if (other.length > 0) {
-      notes.push(`${other.join(' and ')} found, but attnlab reads llama2.c tokenizer.bin files only (convert with llama2.c's tokenizer.py)`)
+      notes.push(
+        `${other.join(' and ')} found, but attnlab reads llama2.c tokenizer.bin files only (convert with llama2.c's tokenizer.py)`,
+      )
     }
   }
   const model = modelFromCheckpoint(checkpoint, options.attention === undefined ? {} : { attention: options.attention })
   const specialTokens: SpecialTokens =
-    tokenizer === undefined ? checkpoint.specialTokens : { bos: tokenizer.bosId, eos: checkpoint.specialTokens.eos ?? [tokenizer.eosId] }
+    tokenizer === undefined
+      ? checkpoint.specialTokens
+      : { bos: tokenizer.bosId, eos: checkpoint.specialTokens.eos ?? [tokenizer.eosId] }
   return { model, tokenizer, tokenizerPath, format: checkpoint.format, specialTokens, notes }
 }

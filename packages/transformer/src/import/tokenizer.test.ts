@@ -16,7 +16,34 @@ function smallTokenizer(withBytes = true): Llama2cTokenizer {
       scores.push(0)
     }
   }
-  const merges = [' ', 'a', 'b', 'c', 'd', 'e', 'h', 'l', 'o', 'w', 'r', ' a', 'ab', ' ab', 'he', 'll', 'hell', 'hello', ' hello', 'é', 'ca', 'café', ' w', 'or', ' wor', 'ld']
+  const merges = [
+    ' ',
+    'a',
+    'b',
+    'c',
+    'd',
+    'e',
+    'h',
+    'l',
+    'o',
+    'w',
+    'r',
+    ' a',
+    'ab',
+    ' ab',
+    'he',
+    'll',
+    'hell',
+    'hello',
+    ' hello',
+    'é',
+    'ca',
+    'café',
+    ' w',
+    'or',
+    ' wor',
+    'ld',
+  ]
   merges.forEach((piece, i) => {
     pieces.push(piece)
     scores.push(-i)
@@ -26,7 +53,9 @@ function smallTokenizer(withBytes = true): Llama2cTokenizer {
 
 /** run.c's encode loop, literally: O(n^2) rescans for the best pair (the reference for the heap). */
 function naiveEncode(tokenizer: Llama2cTokenizer, text: string): number[] {
-  const vocab = Array.from({ length: tokenizer.vocabSize }, (_, id) => Buffer.from(tokenizer.piece(id)).toString('latin1'))
+  const vocab = Array.from({ length: tokenizer.vocabSize }, (_, id) =>
+    Buffer.from(tokenizer.piece(id)).toString('latin1'),
+  )
   const lookup = new Map<string, number>()
   vocab.forEach((piece, id) => {
     if (!lookup.has(piece)) lookup.set(piece, id)
@@ -37,7 +66,9 @@ function naiveEncode(tokenizer: Llama2cTokenizer, text: string): number[] {
       const bytes = Buffer.from(char, 'utf8')
       const id = lookup.get(bytes.toString('latin1'))
       if (id !== undefined) tokens.push(id)
-      else for (const byte of bytes) tokens.push(lookup.get(`<0x${byte.toString(16).toUpperCase().padStart(2, '0')}>`) as number)
+      else
+        for (const byte of bytes)
+          tokens.push(lookup.get(`<0x${byte.toString(16).toUpperCase().padStart(2, '0')}>`) as number)
     }
   }
   for (;;) {
@@ -104,7 +135,28 @@ describe('Llama2cTokenizer (synthetic vocabulary)', () => {
 
   it('round-trips any text, including non-ASCII and characters without pieces', () => {
     const rng = Rng.fromSeed(5)
-    const alphabet = ['a', 'b', 'c', 'h', 'e', 'l', 'o', ' ', 'é', 'ç', '夢', '🌙', '\n', '\t', 'w', 'r', 'd', 'Z', '\u0000', '\u00ff']
+    const alphabet = [
+      'a',
+      'b',
+      'c',
+      'h',
+      'e',
+      'l',
+      'o',
+      ' ',
+      'é',
+      'ç',
+      '夢',
+      '🌙',
+      '\n',
+      '\t',
+      'w',
+      'r',
+      'd',
+      'Z',
+      '\u0000',
+      '\u00ff',
+    ]
     for (let trial = 0; trial < 200; trial++) {
       const length = rng.int(24)
       let text = ''
@@ -156,7 +208,11 @@ describe('Llama2cTokenizer.fromBytes errors', () => {
   })
 
   it('rejects a record cut short (inside the score/length or inside the bytes)', () => {
-    expectReason(() => Llama2cTokenizer.fromBytes(good.subarray(0, good.byteLength - 1), { file: 'tok.bin' }), 'truncated', /tok\.bin: token \d+: \d+ bytes announced/)
+    expectReason(
+      () => Llama2cTokenizer.fromBytes(good.subarray(0, good.byteLength - 1), { file: 'tok.bin' }),
+      'truncated',
+      /tok\.bin: token \d+: \d+ bytes announced/,
+    )
     expectReason(() => Llama2cTokenizer.fromBytes(good.subarray(0, 4 + 8 + 5 + 3)), 'truncated', /score\/length record/)
   })
 
@@ -184,20 +240,29 @@ describe('Llama2cTokenizer.fromBytes errors', () => {
     expectReason(() => Llama2cTokenizer.fromBytes(cut), 'invalid-header', /starts like JSON \(but does not parse\)/)
     // A real tokenizer.bin whose max_token_length is 123 (first byte '{') is still read as one.
     const pieces = ['<unk>', '<s>', '</s>', 'a']
-    const bin = Llama2cTokenizer.fromPieces(pieces, pieces.map(() => 0)).serialize()
+    const bin = Llama2cTokenizer.fromPieces(
+      pieces,
+      pieces.map(() => 0),
+    ).serialize()
     new DataView(bin.buffer, bin.byteOffset).setInt32(0, 123, true)
     expect(Llama2cTokenizer.fromBytes(bin).vocabSize).toBe(4)
   })
 
   it('rejects a vocabulary size that is not the model’s', () => {
     const size = smallTokenizer().vocabSize
-    expectReason(() => Llama2cTokenizer.fromBytes(good, { vocabSize: size + 1 }), 'inconsistent', new RegExp(`holds ${size} tokens`))
+    expectReason(
+      () => Llama2cTokenizer.fromBytes(good, { vocabSize: size + 1 }),
+      'inconsistent',
+      new RegExp(`holds ${size} tokens`),
+    )
     expectReason(() => Llama2cTokenizer.fromBytes(good, { vocabSize: size - 1 }), 'inconsistent', /more than/)
   })
 })
 
 describe.skipIf(!HAVE_AIDREAMS)('Llama2cTokenizer on aidreams260K tokenizer.bin', () => {
-  const tokenizer = HAVE_AIDREAMS ? Llama2cTokenizer.fromBytes(new Uint8Array(readFileSync(AIDREAMS.tokenizer)), { vocabSize: 512 }) : (undefined as never)
+  const tokenizer = HAVE_AIDREAMS
+    ? Llama2cTokenizer.fromBytes(new Uint8Array(readFileSync(AIDREAMS.tokenizer)), { vocabSize: 512 })
+    : (undefined as never)
 
   it('matches a literal port of run.c encode on every reference string', () => {
     for (const { text, ids } of fixture.cases) {
@@ -212,7 +277,14 @@ describe.skipIf(!HAVE_AIDREAMS)('Llama2cTokenizer on aidreams260K tokenizer.bin'
   })
 
   it('round-trips non-ASCII text, including characters with no piece (byte fallback)', () => {
-    for (const text of ['Café crème brûlée', '夢を見た', 'emoji 🌙✨ end', 'µ and μ differ', 'tab\tand\nnewline', '\u0000\u0001\u007f']) {
+    for (const text of [
+      'Café crème brûlée',
+      '夢を見た',
+      'emoji 🌙✨ end',
+      'µ and μ differ',
+      'tab\tand\nnewline',
+      '\u0000\u0001\u007f',
+    ]) {
       const ids = tokenizer.encode(text)
       expect(tokenizer.decode(ids)).toBe(text)
     }
@@ -236,7 +308,8 @@ describe('tokenizer.bin fuzzing', () => {
         tokenizer.decode(tokenizer.encode('hello wörld'))
       } catch (error) {
         // A corrupted vocabulary may lose the pieces a character needs: UNSUPPORTED, typed too.
-        if (!(error instanceof ModelFileError || (error instanceof AttnlabError && error.code === 'UNSUPPORTED'))) throw error
+        if (!(error instanceof ModelFileError || (error instanceof AttnlabError && error.code === 'UNSUPPORTED')))
+          throw error
         typed++
       }
     }

@@ -155,7 +155,7 @@ function rejectJson(bytes: Uint8Array, file: string | undefined): void {
   }
   const huggingFace = typeof json === 'object' && json !== null && 'model' in json
   throw new UnsupportedModelError(
-    `this is a JSON file${huggingFace ? " (a Hugging Face tokenizer.json)" : ''}, not a llama2.c tokenizer.bin; ` +
+    `this is a JSON file${huggingFace ? ' (a Hugging Face tokenizer.json)' : ''}, not a llama2.c tokenizer.bin; ` +
       'attnlab reads llama2.c tokenizer.bin files only (tokenizer.json is not supported yet)',
     { file },
   )
@@ -194,7 +194,13 @@ export class Llama2cTokenizer {
   private readonly byteOf: Int32Array
   private readonly unkId: number
 
-  private constructor(pieces: Uint8Array[], scores: Float32Array, maxTokenLength: number, bosId: number, eosId: number) {
+  private constructor(
+    pieces: Uint8Array[],
+    scores: Float32Array,
+    maxTokenLength: number,
+    bosId: number,
+    eosId: number,
+  ) {
     this.pieces = pieces
     this.scores = scores
     this.vocabSize = pieces.length
@@ -240,13 +246,21 @@ export class Llama2cTokenizer {
     rejectJson(bytes, file)
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
     if (bytes.byteLength < 4) {
-      throw new ModelFileError('truncated', `${bytes.byteLength} bytes is shorter than a tokenizer header (int32 max_token_length)`, { file })
+      throw new ModelFileError(
+        'truncated',
+        `${bytes.byteLength} bytes is shorter than a tokenizer header (int32 max_token_length)`,
+        { file },
+      )
     }
     const maxTokenLength = view.getInt32(0, true)
     if (maxTokenLength <= 0) {
-      throw new ModelFileError('invalid-header', `max_token_length is ${maxTokenLength}; expected a positive integer. Is this a llama2.c tokenizer.bin?`, {
-        file,
-      })
+      throw new ModelFileError(
+        'invalid-header',
+        `max_token_length is ${maxTokenLength}; expected a positive integer. Is this a llama2.c tokenizer.bin?`,
+        {
+          file,
+        },
+      )
     }
     const pieces: Uint8Array[] = []
     const scores: number[] = []
@@ -261,35 +275,54 @@ export class Llama2cTokenizer {
         )
       }
       if (offset + 8 > bytes.byteLength) {
-        throw new ModelFileError('truncated', `token ${id}: the file ends inside its score/length record (offset ${offset} of ${bytes.byteLength})`, {
-          file,
-          tensor: `token ${id}`,
-        })
+        throw new ModelFileError(
+          'truncated',
+          `token ${id}: the file ends inside its score/length record (offset ${offset} of ${bytes.byteLength})`,
+          {
+            file,
+            tensor: `token ${id}`,
+          },
+        )
       }
       const score = view.getFloat32(offset, true)
       const length = view.getInt32(offset + 4, true)
       if (!Number.isFinite(score)) {
-        throw new ModelFileError('invalid-header', `token ${id}: merge score ${score} is not finite`, { file, tensor: `token ${id}` })
-      }
-      if (length < 0 || length > maxTokenLength) {
-        throw new ModelFileError('invalid-header', `token ${id}: byte length ${length} is outside [0, max_token_length ${maxTokenLength}]`, {
+        throw new ModelFileError('invalid-header', `token ${id}: merge score ${score} is not finite`, {
           file,
           tensor: `token ${id}`,
         })
+      }
+      if (length < 0 || length > maxTokenLength) {
+        throw new ModelFileError(
+          'invalid-header',
+          `token ${id}: byte length ${length} is outside [0, max_token_length ${maxTokenLength}]`,
+          {
+            file,
+            tensor: `token ${id}`,
+          },
+        )
       }
       offset += 8
       if (offset + length > bytes.byteLength) {
-        throw new ModelFileError('truncated', `token ${id}: ${length} bytes announced but only ${bytes.byteLength - offset} remain`, {
-          file,
-          tensor: `token ${id}`,
-        })
+        throw new ModelFileError(
+          'truncated',
+          `token ${id}: ${length} bytes announced but only ${bytes.byteLength - offset} remain`,
+          {
+            file,
+            tensor: `token ${id}`,
+          },
+        )
       }
       pieces.push(bytes.slice(offset, offset + length))
       scores.push(score)
       offset += length
     }
     if (options.vocabSize !== undefined && pieces.length !== options.vocabSize) {
-      throw new ModelFileError('inconsistent', `the tokenizer holds ${pieces.length} tokens but the model's vocabulary has ${options.vocabSize}`, { file })
+      throw new ModelFileError(
+        'inconsistent',
+        `the tokenizer holds ${pieces.length} tokens but the model's vocabulary has ${options.vocabSize}`,
+        { file },
+      )
     }
     const bosId = options.bosId ?? 1
     const eosId = options.eosId ?? 2
@@ -298,7 +331,11 @@ export class Llama2cTokenizer {
       ['EOS', eosId],
     ] as const) {
       if (!Number.isSafeInteger(id) || id < 0 || id >= pieces.length) {
-        throw new ModelFileError('inconsistent', `${name} id ${id} is outside the tokenizer's ${pieces.length} tokens`, { file })
+        throw new ModelFileError(
+          'inconsistent',
+          `${name} id ${id} is outside the tokenizer's ${pieces.length} tokens`,
+          { file },
+        )
       }
     }
     return new Llama2cTokenizer(pieces, new Float32Array(scores), maxTokenLength, bosId, eosId)
@@ -311,7 +348,11 @@ export class Llama2cTokenizer {
    * @param scores - each token's merge score (higher merges first)
    * @throws `AttnlabError` `INVALID_ARGUMENT` when the lengths differ or BOS/EOS are out of range
    */
-  static fromPieces(pieces: readonly (string | Uint8Array)[], scores: ArrayLike<number>, options: Omit<Llama2cTokenizerOptions, 'file' | 'vocabSize'> = {}): Llama2cTokenizer {
+  static fromPieces(
+    pieces: readonly (string | Uint8Array)[],
+    scores: ArrayLike<number>,
+    options: Omit<Llama2cTokenizerOptions, 'file' | 'vocabSize'> = {},
+  ): Llama2cTokenizer {
     if (pieces.length !== scores.length) {
       throw new AttnlabError('INVALID_ARGUMENT', `${pieces.length} pieces but ${scores.length} scores`)
     }
@@ -367,7 +408,9 @@ export class Llama2cTokenizer {
 
   private checkId(id: number): void {
     if (!Number.isSafeInteger(id) || id < 0 || id >= this.vocabSize) {
-      throw new AttnlabError('INVALID_ARGUMENT', `token id ${id} is outside the vocabulary [0, ${this.vocabSize})`, { id })
+      throw new AttnlabError('INVALID_ARGUMENT', `token id ${id} is outside the vocabulary [0, ${this.vocabSize})`, {
+        id,
+      })
     }
   }
 
@@ -437,11 +480,20 @@ export class Llama2cTokenizer {
     const heap = new CandidateHeap()
     const consider = (left: number, right: number): void => {
       if (left < 0 || right < 0) return
-      const id = this.lookup.get((this.keys[ids[left] as number] as string) + (this.keys[ids[right] as number] as string))
+      const id = this.lookup.get(
+        (this.keys[ids[left] as number] as string) + (this.keys[ids[right] as number] as string),
+      )
       if (id === undefined) return
       const score = this.scores[id] as number
       if (!(score > NO_MERGE_SCORE)) return
-      heap.push({ score, left, right, leftVersion: version[left] as number, rightVersion: version[right] as number, id })
+      heap.push({
+        score,
+        left,
+        right,
+        leftVersion: version[left] as number,
+        rightVersion: version[right] as number,
+        id,
+      })
     }
     for (let i = 0; i + 1 < n; i++) consider(i, i + 1)
     while (heap.size > 0) {

@@ -21,7 +21,8 @@ export const AIDREAMS = {
 } as const
 
 /** Whether every artefact is present. */
-export const HAVE_AIDREAMS = existsSync(AIDREAMS.bin) && existsSync(AIDREAMS.tokenizer) && existsSync(join(AIDREAMS.hf, 'config.json'))
+export const HAVE_AIDREAMS =
+  existsSync(AIDREAMS.bin) && existsSync(AIDREAMS.tokenizer) && existsSync(join(AIDREAMS.hf, 'config.json'))
 
 if (!HAVE_AIDREAMS) {
   console.warn(`[attnlab] ${AIDREAMS_DIR} is absent: tests on the real aidreams260K model are skipped`)

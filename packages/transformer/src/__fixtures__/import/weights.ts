@@ -18,13 +18,18 @@ export function randomWeights(config: TransformerConfig, seed: number, scale = 0
 }
 
 /** Whether two tensor maps hold the same names, shapes and bit-identical values. */
-export function sameWeights(a: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>, b: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>): string | undefined {
-  if (a.size !== b.size) return `sizes ${a.size} vs ${b.size}: ${[...a.keys()].filter((k) => !b.has(k)).join(',')} / ${[...b.keys()].filter((k) => !a.has(k)).join(',')}`
+export function sameWeights(
+  a: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
+  b: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
+): string | undefined {
+  if (a.size !== b.size)
+    return `sizes ${a.size} vs ${b.size}: ${[...a.keys()].filter((k) => !b.has(k)).join(',')} / ${[...b.keys()].filter((k) => !a.has(k)).join(',')}`
   for (const [name, x] of a) {
     const y = b.get(name)
     if (y === undefined) return `missing ${name}`
     if (x.shape.join() !== y.shape.join()) return `${name}: shape [${x.shape.join()}] vs [${y.shape.join()}]`
-    for (let i = 0; i < x.data.length; i++) if (!Object.is(x.data[i], y.data[i])) return `${name}[${i}]: ${x.data[i]} vs ${y.data[i]}`
+    for (let i = 0; i < x.data.length; i++)
+      if (!Object.is(x.data[i], y.data[i])) return `${name}[${i}]: ${x.data[i]} vs ${y.data[i]}`
   }
   return undefined
 }
