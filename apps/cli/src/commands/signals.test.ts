@@ -14,6 +14,12 @@ const root = useTempDir('attnlab-signals-')
 
 const TINY = ['--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '8', '--validation-size', '16', '--backend', 'cpu']
 
+// Each run starts a real process tree (node + tsx + tfjs; npx and pnpm for the last test): ~8 s alone
+// (~25 s for npx), several times that while turbo runs other packages' tests beside it on 2 cores.
+// A run is killed after RUN_TIMEOUT, inside the test's own timeout, so a hang fails with the output.
+const RUN_TIMEOUT = 240_000
+const TEST_TIMEOUT = 300_000
+
 /** Whom to signal: the spawned process, a process found below it, or its whole process group. */
 type Target = 'child' | 'group' | ((childPid: number) => number | undefined)
 
@@ -55,7 +61,7 @@ function runAndSignal(
     const timer = setTimeout(() => {
       if (target === 'child') child.kill('SIGKILL')
       else process.kill(-(child.pid as number), 'SIGKILL')
-    }, 90_000)
+    }, RUN_TIMEOUT)
     child.on('error', reject)
     child.on('close', (code) => {
       clearTimeout(timer)
@@ -92,7 +98,7 @@ describe('stop signals on a real process', () => {
     expect(step).toBeGreaterThanOrEqual(20)
     expect(step).toBeLessThan(10_000)
     expect((await readdir(root())).filter((name) => name.includes('.tmp-'))).toEqual([])
-  })
+  }, TEST_TIMEOUT)
 
   it('emergence stops on SIGHUP within a few steps, not at the next evaluation', async () => {
     const out = join(root(), 'emt')
@@ -102,7 +108,7 @@ describe('stop signals on a real process', () => {
     expect(code).toBe(129)
     expect((await loadCheckpoint(join(out, 'seeds', '0', 'checkpoint'))).trainerState!.step).toBeLessThan(100_000)
     expect((await readdir(join(out, 'seeds', '0'))).filter((name) => name.includes('.tmp-'))).toEqual([])
-  })
+  }, TEST_TIMEOUT)
 
   // The documented ways of running: the launcher and `pnpm attnlab` (what `npx -y pnpm@... attnlab`
   // runs) exec node, so the pid a user sees is the trainer's, and pnpm relays SIGTERM to it.
@@ -114,7 +120,7 @@ describe('stop signals on a real process', () => {
     expect(stderr).toMatch(/INTERRUPTED.*continue with --resume .*launcher/)
     expect(code).toBe(143)
     expect((await loadCheckpoint(out)).trainerState!.step).toBeGreaterThanOrEqual(20)
-  })
+  }, TEST_TIMEOUT)
 
   it.runIf(process.platform === 'linux')('npx pnpm attnlab: SIGTERM to pnpm, or to the whole job, stops the trainer cleanly', async () => {
     for (const target of ['pnpm', 'group'] as const) {
@@ -127,5 +133,5 @@ describe('stop signals on a real process', () => {
       expect(stderr, target).toMatch(/exit code 143/)
       expect((await loadCheckpoint(out)).trainerState!.step, target).toBeGreaterThanOrEqual(20)
     }
-  }, 120_000)
+  }, 2 * TEST_TIMEOUT) // two runs
 })
