@@ -38,7 +38,8 @@ const lines = async (dir: string): Promise<{ seed: number; step: number; validat
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l))
 
-describe('attnlab emergence', () => {
+// Whole runs in-process (up to ~8 s alone each): a timeout that holds beside other packages' tests on 2 cores.
+describe('attnlab emergence', { timeout: 240_000 }, () => {
   it('writes config, metrics, checkpoint, summary and a self-contained report', async () => {
     const io = captureOutput()
     const out = join(root(), 'run')
