@@ -1,5 +1,7 @@
 /**
- * Dense causal attention, the reference every sparse method is compared with.
+ * Dense causal attention, the reference every sparse method is compared with: `@attnlab/core`'s
+ * `denseAttention` (attnlab's one dense kernel) with this package's accounting (the mask of every
+ * causal pair, both sparsities 0).
  *
  * @module
  */
@@ -14,7 +16,8 @@ export type DenseConfig = Readonly<Record<string, never>>
 
 /**
  * The dense kernel: causal softmax attention over every pair in prefill and over the whole cache
- * in decode. Both sparsities are 0.
+ * in decode, computed by `@attnlab/core`'s `denseAttention` (the same numbers as a model's default
+ * attention). Both sparsities are 0.
  *
  * @returns a kernel named `'dense'`
  * @example

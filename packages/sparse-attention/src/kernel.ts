@@ -18,6 +18,7 @@ import {
   ShapeError,
   assertShape,
   causalPairs,
+  denseAttention,
   type AttentionContext,
   type AttentionDecodeInput,
   type AttentionKernel,
@@ -145,6 +146,12 @@ export interface PrefillPlan {
   readonly reported: Float64Array
   /** Method-specific numbers (averages over batch and heads). */
   readonly extra?: Readonly<Record<string, number>>
+  /**
+   * True only when `allowed` is every causal pair (the {@link densePlanner}): the output then
+   * comes from `@attnlab/core`'s `denseAttention`, attnlab's one dense kernel, instead of
+   * the masked attention.
+   */
+  readonly everyCausalPair?: boolean
 }
 
 /**
@@ -189,6 +196,11 @@ export interface DecodeSelection {
   readonly reported: Float64Array
   /** Method-specific numbers. */
   readonly extra?: Readonly<Record<string, number>>
+  /**
+   * True only when every head reads every slot of a full cache (the {@link denseDecodeStrategy}):
+   * the output then comes from `@attnlab/core`'s `denseAttention`.
+   */
+  readonly everySlot?: boolean
 }
 
 /**
@@ -334,7 +346,10 @@ export function runPrefill(planner: PrefillPlanner, input: AttentionPrefillInput
     exact[bh] = 1 - count / causal
     computedPairs += count
   }
-  const z = attendWithMask(input.q, input.k, input.v, plan.allowed, input.scale, context)
+  const z =
+    plan.everyCausalPair === true
+      ? denseAttention.prefill(input, context).z
+      : attendWithMask(input.q, input.k, input.v, plan.allowed, input.scale, context)
   const sparsity = { exact: mean(exact), reported: mean(plan.reported) }
   return {
     z,
@@ -391,7 +406,9 @@ export function runDecode(strategy: DecodeStrategy, input: AttentionDecodeInput,
   const hooked = context.needsPattern || context.hooks.attnScores !== undefined || context.hooks.pattern !== undefined
   let z: tf.Tensor4D
   const { keys, values } = input.cache as { keys: tf.Tensor4D; values: tf.Tensor4D }
-  if (!hooked || identity) {
+  if (selection.everySlot === true) {
+    z = denseAttention.decode(input, context).z
+  } else if (!hooked || identity) {
     z = attendWithMask(input.q, keys, values, selection.allowedSlots, input.scale, context)
   } else {
     // Lay keys/values out by absolute position: slotOf[p] (0 when p was evicted; masked anyway).
@@ -433,18 +450,21 @@ export function runDecode(strategy: DecodeStrategy, input: AttentionDecodeInput,
 }
 
 /**
- * The dense prefill planner: the causal mask, reported sparsity 0.
+ * The dense prefill planner: every causal pair, reported sparsity 0 (the output comes from
+ * `@attnlab/core`'s `denseAttention`, see {@link PrefillPlan.everyCausalPair}).
  *
  * @category Kernels
  */
 export const densePlanner: PrefillPlanner = (_input, shape) => ({
   allowed: causalPairMask(shape.batch, shape.nHeads, shape.length),
   reported: new Float64Array(shape.batch * shape.nHeads),
+  everyCausalPair: true,
 })
 
 /**
  * The dense decode strategy: every stored slot, which must be the full cache (slot `s` holds
- * position `s`).
+ * position `s`); the output comes from `@attnlab/core`'s `denseAttention` (see
+ * {@link DecodeSelection.everySlot}).
  *
  * @category Kernels
  */
@@ -463,6 +483,7 @@ export const denseDecodeStrategy: DecodeStrategy = {
       allowedSlots: new Uint8Array(batch * nHeads * stored).fill(1),
       slotPositions,
       reported: new Float64Array(batch * nHeads),
+      everySlot: true,
     }
   },
 }
