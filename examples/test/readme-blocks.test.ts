@@ -6,7 +6,9 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const scripts = readdirSync(join(root, 'examples', 'readme')).filter((f) => f.endsWith('.ts')).sort()
+const scripts = readdirSync(join(root, 'examples', 'readme'))
+  .filter((f) => f.endsWith('.ts'))
+  .sort()
 
 describe('package READMEs', () => {
   const sources = scripts.map((f) => readFileSync(join(root, 'examples', 'readme', f), 'utf8'))
@@ -15,7 +17,10 @@ describe('package READMEs', () => {
     it(`${readme.slice(root.length + 1)}: every ts block is the start of an examples/readme script`, () => {
       const blocks = [...readFileSync(readme, 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!)
       for (const block of blocks) {
-        expect(sources.some((source) => source.startsWith(block)), block.slice(0, 200)).toBe(true)
+        expect(
+          sources.some((source) => source.startsWith(block)),
+          block.slice(0, 200),
+        ).toBe(true)
       }
     })
   }

@@ -9,7 +9,9 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const scripts = readdirSync(join(root, 'examples', 'readme')).filter((f) => f.endsWith('.ts')).sort()
+const scripts = readdirSync(join(root, 'examples', 'readme'))
+  .filter((f) => f.endsWith('.ts'))
+  .sort()
 /** Scripts that load a real model; by default the one this project's tests keep outside the repository. */
 const needsModel = new Set(['knockout.ts', 'transformer-import.ts'])
 const defaultModel = join(root, '..', 'shared', 'models', 'aidreams260K', 'model.bin')
@@ -31,10 +33,14 @@ describe('examples/readme scripts', () => {
 
   for (const file of scripts) {
     const skip = needsModel.has(file) && !existsSync(defaultModel)
-    it.skipIf(skip)(`${file} runs as written`, () => {
-      const { status, stderr } = runExample(file)
-      expect(status, stderr.slice(-2000)).toBe(0)
-    }, 600_000)
+    it.skipIf(skip)(
+      `${file} runs as written`,
+      () => {
+        const { status, stderr } = runExample(file)
+        expect(status, stderr.slice(-2000)).toBe(0)
+      },
+      600_000,
+    )
   }
 
   for (const file of needsModel) {
@@ -50,21 +56,30 @@ describe('examples/readme scripts', () => {
 
     // stories260K as downloaded: its tokenizer is tok512.bin, which loadModel does not look for
     const stories = join(root, '..', 'shared', 'models', 'stories260K')
-    it.skipIf(!existsSync(stories))(`${file} with no tokenizer.bin beside the model asks for the tokenizer`, () => {
-      const model = join(stories, 'stories260K.bin')
-      const { status, stdout, stderr } = runExample(file, [model])
-      expect(status).toBe(2)
-      expect(stdout).toBe('')
-      expect(stderr).toContain(`no tokenizer.bin beside ${model}; pass its tokenizer: pnpm example`)
-    }, 120_000)
+    it.skipIf(!existsSync(stories))(
+      `${file} with no tokenizer.bin beside the model asks for the tokenizer`,
+      () => {
+        const model = join(stories, 'stories260K.bin')
+        const { status, stdout, stderr } = runExample(file, [model])
+        expect(status).toBe(2)
+        expect(stdout).toBe('')
+        expect(stderr).toContain(`no tokenizer.bin beside ${model}; pass its tokenizer: pnpm example`)
+      },
+      120_000,
+    )
   }
 
   it.skipIf(!existsSync(join(root, '..', 'shared', 'models', 'stories260K')))(
-    'transformer-import.ts runs on a model and tokenizer given as arguments (stories260K, tok512.bin)', () => {
+    'transformer-import.ts runs on a model and tokenizer given as arguments (stories260K, tok512.bin)',
+    () => {
       const stories = join(root, '..', 'shared', 'models', 'stories260K')
       const { status, stdout, stderr } = runExample('transformer-import.ts', [
-        join(stories, 'stories260K.bin'), join(stories, 'tok512.bin')])
+        join(stories, 'stories260K.bin'),
+        join(stories, 'tok512.bin'),
+      ])
       expect(status, stderr.slice(-2000)).toBe(0)
       expect(stdout).toContain('llama2c llama 5 layers')
-    }, 600_000)
+    },
+    600_000,
+  )
 })

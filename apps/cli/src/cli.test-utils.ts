@@ -21,7 +21,8 @@ export function useTempDir(prefix: string): () => string {
     if (dir !== undefined) await rm(dir, { recursive: true, force: true })
   })
   return () => {
-    if (dir === undefined) throw new Error(`useTempDir('${prefix}'): the directory exists only inside the file's hooks and tests`)
+    if (dir === undefined)
+      throw new Error(`useTempDir('${prefix}'): the directory exists only inside the file's hooks and tests`)
     return dir
   }
 }
@@ -38,7 +39,8 @@ export interface CapturedOutput {
   err(): string
 }
 
-const text = (chunk: string | Uint8Array): string => (typeof chunk === 'string' ? chunk : new TextDecoder().decode(chunk))
+const text = (chunk: string | Uint8Array): string =>
+  typeof chunk === 'string' ? chunk : new TextDecoder().decode(chunk)
 
 /**
  * Silences and records console.log, console.error and process.stderr (and process.stdout with

@@ -14,7 +14,16 @@ export class UsageError extends Error {
   }
 }
 
-const USAGE_CODES = new Set(['INVALID_CONFIG', 'INVALID_ARGUMENT', 'SHAPE_MISMATCH', 'INVALID_SAFETENSORS', 'INVALID_CHECKPOINT', 'UNSUPPORTED', 'BACKEND_UNAVAILABLE', 'TOO_LARGE'])
+const USAGE_CODES = new Set([
+  'INVALID_CONFIG',
+  'INVALID_ARGUMENT',
+  'SHAPE_MISMATCH',
+  'INVALID_SAFETENSORS',
+  'INVALID_CHECKPOINT',
+  'UNSUPPORTED',
+  'BACKEND_UNAVAILABLE',
+  'TOO_LARGE',
+])
 
 /** The exit code for an error thrown by a command. */
 export function exitCodeFor(error: unknown): number {

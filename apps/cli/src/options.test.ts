@@ -26,7 +26,9 @@ describe('flag parsers word ranges the one way', () => {
   })
 
   it('a positive bound reads "> 0" or "(0, max]", never 5e-324; integers print as integers', () => {
-    expect(message(numberParser('--t-max', Number.MIN_VALUE, 1e9), '0')).toBe('--t-max must be in (0, 1000000000], got 0')
+    expect(message(numberParser('--t-max', Number.MIN_VALUE, 1e9), '0')).toBe(
+      '--t-max must be in (0, 1000000000], got 0',
+    )
     expect(message(numberParser('--lr', 0, Infinity, { minExclusive: true }), '0')).toBe('--lr must be > 0, got 0')
     expect(message(numberParser('--alpha', 0), '-1')).toBe('--alpha must be >= 0, got -1')
     expect(numberParser('--top-p', 0, 1, { minExclusive: true })('1')).toBe(1)
@@ -55,7 +57,15 @@ describe('the quoted cases, end to end', () => {
   })
 
   it('--resume of a missing directory names it, without "checkpoint .:"', async () => {
-    const { code, stderr } = await runCli(['train', '--resume', '/nonexistent-attnlab-run', '--steps', '1', '--backend', 'cpu'])
+    const { code, stderr } = await runCli([
+      'train',
+      '--resume',
+      '/nonexistent-attnlab-run',
+      '--steps',
+      '1',
+      '--backend',
+      'cpu',
+    ])
     expect(code).toBe(2)
     expect(stderr).toContain("checkpoint directory '/nonexistent-attnlab-run' does not exist")
     expect(stderr).not.toContain('checkpoint .:')
@@ -70,7 +80,9 @@ describe('the quoted cases, end to end', () => {
   it('markov oracle --method exact that does not fit names flags, not library functions', async () => {
     const { code, stderr } = await runCli(['markov', 'oracle', '--method', 'exact'])
     expect(code).toBe(2)
-    expect(stderr).toMatch(/--method exact enumerates d\^C = 50\^6 = 1\.56e\+10 windows, more than --max-states 1000000; use --method monte-carlo/)
+    expect(stderr).toMatch(
+      /--method exact enumerates d\^C = 50\^6 = 1\.56e\+10 windows, more than --max-states 1000000; use --method monte-carlo/,
+    )
     expect(stderr).not.toMatch(/restrictedContextEntropyMonteCarlo|maxStates/)
   })
 

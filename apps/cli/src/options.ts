@@ -61,7 +61,8 @@ export function numberParser(
   const range: NumberRange = { min, max, ...bounds }
   return (value: string) => {
     const n = Number(value)
-    if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`${flag} must be a number, got '${value}'`)
+    if (value.trim() === '' || !Number.isFinite(n))
+      throw new InvalidArgumentError(`${flag} must be a number, got '${value}'`)
     if (!inRange(n, range)) throw rangeError(flag, range, n)
     return n
   }
@@ -114,11 +115,15 @@ export function checkOutputFile(
   force: boolean | undefined,
 ): string {
   const absolute = resolve(path)
-  if (extension !== undefined && !absolute.toLowerCase().endsWith(extension)) throw new UsageError(`${flag} must name an ${extension} file, got '${path}'`)
+  if (extension !== undefined && !absolute.toLowerCase().endsWith(extension))
+    throw new UsageError(`${flag} must name an ${extension} file, got '${path}'`)
   const directory = dirname(absolute)
-  if (!existsSync(directory) || !statSync(directory).isDirectory()) throw new UsageError(`${flag}: directory '${directory}' does not exist`)
+  if (!existsSync(directory) || !statSync(directory).isDirectory())
+    throw new UsageError(`${flag}: directory '${directory}' does not exist`)
   if (existsSync(absolute) && statSync(absolute).isDirectory()) {
-    throw new UsageError(`${flag}: '${path}' is a directory; name the ${extension === undefined ? '' : `${extension} `}file to write inside it`)
+    throw new UsageError(
+      `${flag}: '${path}' is a directory; name the ${extension === undefined ? '' : `${extension} `}file to write inside it`,
+    )
   }
   if (force !== true && existsSync(absolute)) {
     throw new UsageError(`${flag} ${path} already exists; pick another path, or pass --force to replace it`)
@@ -133,19 +138,25 @@ export function forceOption(what = 'an existing output file'): Option {
 
 /** The `--backend` option, shared by every command that computes with tensors. */
 export function backendOption(): Option {
-  return new Option('--backend <name>', 'tensor backend (default: the fastest available here; --kernels/--threads pick its attnlab kernels)').choices([
-    ...BACKEND_NAMES,
-  ])
+  return new Option(
+    '--backend <name>',
+    'tensor backend (default: the fastest available here; --kernels/--threads pick its attnlab kernels)',
+  ).choices([...BACKEND_NAMES])
 }
 
 /** The global `--kernels` option: which attnlab kernels back the backend (see `attnlab kernels status`). */
 export function kernelsOption(): Option {
-  return new Option('--kernels <mode>', "attnlab kernels for the wasm/cpu backends: auto (native if built, else wasm), native, wasm, js, none").choices([...KERNELS_MODES])
+  return new Option(
+    '--kernels <mode>',
+    'attnlab kernels for the wasm/cpu backends: auto (native if built, else wasm), native, wasm, js, none',
+  ).choices([...KERNELS_MODES])
 }
 
 /** The global `--threads` option: threads for the native kernels. */
 export function threadsOption(): Option {
-  return new Option('--threads <n>', 'threads for the native kernels (default 1)').argParser(intParser('--threads', 1, 256))
+  return new Option('--threads <n>', 'threads for the native kernels (default 1)').argParser(
+    intParser('--threads', 1, 256),
+  )
 }
 
 let kernelFlags: { kernels?: KernelsMode; threads?: number } = {}

@@ -10,7 +10,22 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-const TINY = ['--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '8', '--validation-size', '16', '--backend', 'cpu']
+const TINY = [
+  '--vocab',
+  '8',
+  '--spans',
+  '1,1',
+  '--gen-len',
+  '6',
+  '--tau',
+  '0.3',
+  '--batch',
+  '8',
+  '--validation-size',
+  '16',
+  '--backend',
+  'cpu',
+]
 
 describe('output directories', () => {
   it('createDirectory creates missing parents and returns the topmost one it created', async () => {
@@ -21,20 +36,28 @@ describe('output directories', () => {
   })
 
   // Node's mkdir(..., { recursive: true }) never returns for a missing directory under /proc.
-  it.runIf(process.platform === 'linux')('fails at once under /proc: the check, the helper, train and emergence', async () => {
-    await expect(checkWritable('/proc/attnlab-out')).rejects.toThrow(/--out \/proc\/attnlab-out is not writable \(ENOENT in \/proc\)/)
-    await expect(createDirectory('/proc/attnlab-out/run')).rejects.toThrow(/--out \/proc\/attnlab-out\/run is not writable/)
-    for (const command of ['train', 'emergence']) {
-      const io = captureOutput()
-      const started = performance.now()
-      const extra = command === 'emergence' ? ['--analysis-size', '8'] : []
-      expect(await main([command, ...TINY, ...extra, '--steps', '5', '--out', '/proc/attnlab-out'])).toBe(2)
-      expect(performance.now() - started).toBeLessThan(5000)
-      expect(io.err()).toMatch(/--out \/proc\/attnlab-out is not writable \(ENOENT in \/proc\)/)
-      // Refused before any work: no training step was printed.
-      expect(io.out()).not.toMatch(/step \d/)
-      vi.restoreAllMocks()
-    }
-    expect((await readdir(root())).filter((name) => name.startsWith('.attnlab-probe-'))).toEqual([])
-  }, 20_000)
+  it.runIf(process.platform === 'linux')(
+    'fails at once under /proc: the check, the helper, train and emergence',
+    async () => {
+      await expect(checkWritable('/proc/attnlab-out')).rejects.toThrow(
+        /--out \/proc\/attnlab-out is not writable \(ENOENT in \/proc\)/,
+      )
+      await expect(createDirectory('/proc/attnlab-out/run')).rejects.toThrow(
+        /--out \/proc\/attnlab-out\/run is not writable/,
+      )
+      for (const command of ['train', 'emergence']) {
+        const io = captureOutput()
+        const started = performance.now()
+        const extra = command === 'emergence' ? ['--analysis-size', '8'] : []
+        expect(await main([command, ...TINY, ...extra, '--steps', '5', '--out', '/proc/attnlab-out'])).toBe(2)
+        expect(performance.now() - started).toBeLessThan(5000)
+        expect(io.err()).toMatch(/--out \/proc\/attnlab-out is not writable \(ENOENT in \/proc\)/)
+        // Refused before any work: no training step was printed.
+        expect(io.out()).not.toMatch(/step \d/)
+        vi.restoreAllMocks()
+      }
+      expect((await readdir(root())).filter((name) => name.startsWith('.attnlab-probe-'))).toEqual([])
+    },
+    20_000,
+  )
 })

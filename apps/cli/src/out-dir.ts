@@ -25,14 +25,17 @@ export async function pathState(path: string): Promise<PathState> {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'missing' }
     const code = (error as NodeJS.ErrnoException).code
     // ENOTDIR: a parent is a file (e.g. /dev/full/x); nothing can be written there either.
-    if (code === 'ENOTDIR') throw new UsageError(`${path} cannot be created: a part of the path is a file, not a directory (ENOTDIR)`)
+    if (code === 'ENOTDIR')
+      throw new UsageError(`${path} cannot be created: a part of the path is a file, not a directory (ENOTDIR)`)
     throw new UsageError(`${path} cannot be read (${code ?? (error as Error).message})`)
   }
   if (!info.isDirectory()) return { kind: 'file' }
   try {
     return { kind: 'directory', entries: await readdir(path) }
   } catch (error) {
-    throw new UsageError(`${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    throw new UsageError(
+      `${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    )
   }
 }
 
@@ -85,7 +88,9 @@ export async function createDirectory(path: string, flag = '--out'): Promise<str
     await access(path, constants.W_OK)
     return first
   } catch (error) {
-    throw new UsageError(`${flag} ${path} is not writable (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    throw new UsageError(
+      `${flag} ${path} is not writable (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    )
   }
 }
 
@@ -101,7 +106,8 @@ export async function createDirectory(path: string, flag = '--out'): Promise<str
 export async function discardCreated(path: string, created: string | undefined, wasEmpty: boolean): Promise<void> {
   try {
     if (created !== undefined) await rm(created, { recursive: true, force: true })
-    else if (wasEmpty) for (const entry of await readdir(path)) await rm(join(path, entry), { recursive: true, force: true })
+    else if (wasEmpty)
+      for (const entry of await readdir(path)) await rm(join(path, entry), { recursive: true, force: true })
   } catch {
     // Best effort.
   }

@@ -28,7 +28,11 @@ describe('output files', () => {
     await writeFile(qkv, qkvFile())
     const cases: [string, string, string[]][] = [
       ['--out', 'sample.safetensors', ['markov', 'sample', '--vocab', '6', '--spans', '1', '--sequences', '4']],
-      ['--out', 'apply.safetensors', ['sparse', 'apply', '--method', 'vertical-slash', '--qkv', qkv, '--backend', 'cpu']],
+      [
+        '--out',
+        'apply.safetensors',
+        ['sparse', 'apply', '--method', 'vertical-slash', '--qkv', qkv, '--backend', 'cpu'],
+      ],
       ['--plot', 'dynamics.svg', ['dynamics', 'simulate', '--t-max', '50', '--points', '20']],
     ]
     for (const [flag, name, args] of cases) {
@@ -36,7 +40,9 @@ describe('output files', () => {
       await writeFile(path, 'mine')
       let io = captureOutput()
       expect(await main([...args, flag, path]), name).toBe(2)
-      expect(io.err()).toMatch(new RegExp(`${flag} .*${name} already exists; pick another path, or pass --force to replace it`))
+      expect(io.err()).toMatch(
+        new RegExp(`${flag} .*${name} already exists; pick another path, or pass --force to replace it`),
+      )
       expect(await readFile(path, 'utf8')).toBe('mine')
       vi.restoreAllMocks()
       io = captureOutput()

@@ -22,7 +22,9 @@ export function buildProgram(): Command {
   const program = new Command()
   program
     .name('attnlab')
-    .description('Study sparse attention in transformers: stage-wise emergence, training-free sparse attention, capability heads.')
+    .description(
+      'Study sparse attention in transformers: stage-wise emergence, training-free sparse attention, capability heads.',
+    )
     .version(CLI_VERSION, '-V, --version', 'print the attnlab CLI version')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()

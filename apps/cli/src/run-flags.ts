@@ -75,11 +75,53 @@ export interface OptimizationFlags {
 }
 
 /** Keys of the task flags (to detect flags given on the command line). */
-export const TASK_KEYS = ['task', 'taskSeed', 'vocab', 'spans', 'm', 'tau', 'reverse', 'stride', 'positionWeights', 'genLen', 'stateSize', 'onesPerRow', 'states', 'cells', 'rules', 'bos', 'scoreInitial', 'order', 'alpha', 'length'] as const
+export const TASK_KEYS = [
+  'task',
+  'taskSeed',
+  'vocab',
+  'spans',
+  'm',
+  'tau',
+  'reverse',
+  'stride',
+  'positionWeights',
+  'genLen',
+  'stateSize',
+  'onesPerRow',
+  'states',
+  'cells',
+  'rules',
+  'bos',
+  'scoreInitial',
+  'order',
+  'alpha',
+  'length',
+] as const
 /** Keys of the model flags. */
-export const MODEL_KEYS = ['preset', 'dModel', 'nHeads', 'nKvHeads', 'nLayers', 'dMlp', 'attnOnly', 'dropout', 'queryInit'] as const
+export const MODEL_KEYS = [
+  'preset',
+  'dModel',
+  'nHeads',
+  'nKvHeads',
+  'nLayers',
+  'dMlp',
+  'attnOnly',
+  'dropout',
+  'queryInit',
+] as const
 /** Keys of the optimisation flags that define a run (not `steps` / `evalEvery`). */
-export const OPTIMIZATION_KEYS = ['batch', 'lr', 'optimizer', 'weightDecay', 'momentum', 'gradClip', 'schedule', 'warmup', 'trainSize', 'validationSize'] as const
+export const OPTIMIZATION_KEYS = [
+  'batch',
+  'lr',
+  'optimizer',
+  'weightDecay',
+  'momentum',
+  'gradClip',
+  'schedule',
+  'warmup',
+  'trainSize',
+  'validationSize',
+] as const
 
 /** `--foo-bar` for a camelCase key. */
 export function kebab(key: string): string {
@@ -100,7 +142,13 @@ function packageTaskDefaults(): Partial<Record<TaskKind, Record<string, unknown>
   const automaton = defaultCellularAutomatonConfig()
   const icl = defaultIclMarkovConfig()
   return {
-    'sparse-markov': { vocab: sparse.vocabSize, spans: sparse.spans, m: sparse.m, tau: sparse.tau, genLen: sparse.genLen },
+    'sparse-markov': {
+      vocab: sparse.vocabSize,
+      spans: sparse.spans,
+      m: sparse.m,
+      tau: sparse.tau,
+      genLen: sparse.genLen,
+    },
     'linear-map': { stateSize: linear.stateSize, onesPerRow: linear.onesPerRow, states: linear.states },
     'cellular-automaton': { cells: automaton.cells, states: automaton.states, rules: automaton.rules ?? 'all 256' },
     'icl-markov': { vocab: icl.vocabSize, order: icl.order, alpha: icl.alpha, length: icl.seqLength },
@@ -109,14 +157,20 @@ function packageTaskDefaults(): Partial<Record<TaskKind, Record<string, unknown>
 
 /** What each task flag means, per task kind it applies to (the help text, without defaults). */
 const TASK_FLAG_MEANINGS = {
-  vocab: [['sparse-markov', 'vocabulary d'], ['icl-markov', 'states k']],
+  vocab: [
+    ['sparse-markov', 'vocabulary d'],
+    ['icl-markov', 'states k'],
+  ],
   spans: [['sparse-markov', 'span lengths, oldest first']],
   m: [['sparse-markov', 'importance base, c_i = m^i']],
   tau: [['sparse-markov', 'softmax temperature']],
   genLen: [['sparse-markov', 'generated tokens per sequence']],
   stateSize: [['linear-map', 'cells per state, the context length S']],
   onesPerRow: [['linear-map', 'ones per row of M, the pattern sparsity s']],
-  states: [['linear-map', 'states per sequence'], ['cellular-automaton', 'states per sequence']],
+  states: [
+    ['linear-map', 'states per sequence'],
+    ['cellular-automaton', 'states per sequence'],
+  ],
   cells: [['cellular-automaton', 'cells per state']],
   rules: [['cellular-automaton', 'Wolfram rules to draw from']],
   order: [['icl-markov', 'chain order']],
@@ -132,7 +186,10 @@ export type DefaultedTaskFlag = keyof typeof TASK_FLAG_MEANINGS
  * defaults over `@attnlab/markov`'s. Flags listed in `commanderDefaults` get no "(default ...)"
  * here, because commander appends "(default: ...)" for them.
  */
-export function taskFlagDescriptions(taskDefaults: TaskFlagDefaults = {}, commanderDefaults: readonly string[] = []): Record<DefaultedTaskFlag, string> {
+export function taskFlagDescriptions(
+  taskDefaults: TaskFlagDefaults = {},
+  commanderDefaults: readonly string[] = [],
+): Record<DefaultedTaskFlag, string> {
   const base = packageTaskDefaults()
   const show = (value: unknown): string => (Array.isArray(value) ? value.join(',') : String(value))
   const descriptions = {} as Record<DefaultedTaskFlag, string>
@@ -165,15 +222,30 @@ export function addTaskFlags(
 ): Command {
   const help = taskFlagDescriptions(options.taskDefaults, options.m === undefined ? [] : ['m'])
   command.addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default(defaultTask))
-  if (options.taskSeed !== false) command.option('--task-seed <n>', "seed of the task's fixed parameters (teacher, matrix M)", intParser('--task-seed'), 0)
+  if (options.taskSeed !== false)
+    command.option(
+      '--task-seed <n>',
+      "seed of the task's fixed parameters (teacher, matrix M)",
+      intParser('--task-seed'),
+      0,
+    )
   return command
     .option('--vocab <d>', help.vocab, intParser('--vocab', 2, 4096))
     .option('--spans <list>', help.spans, intListParser('--spans', 1))
-    .option('--m <x>', help.m, numberParser('--m', 0, 100, { minExclusive: true }), ...(options.m === undefined ? [] : [options.m]))
+    .option(
+      '--m <x>',
+      help.m,
+      numberParser('--m', 0, 100, { minExclusive: true }),
+      ...(options.m === undefined ? [] : [options.m]),
+    )
     .option('--tau <x>', help.tau, numberParser('--tau', 0, 1000, { minExclusive: true }))
     .option('--reverse', 'sparse-markov: make the oldest span the most important')
     .option('--stride <n>', 'sparse-markov: start-to-start distance of spans', intParser('--stride', 1))
-    .option('--position-weights <list>', 'sparse-markov: within-span token weights', numberListParser('--position-weights'))
+    .option(
+      '--position-weights <list>',
+      'sparse-markov: within-span token weights',
+      numberListParser('--position-weights'),
+    )
     .option('--gen-len <n>', help.genLen, intParser('--gen-len', 1))
     .option('--state-size <S>', help.stateSize, intParser('--state-size', 2))
     .option('--ones-per-row <s>', help.onesPerRow, intParser('--ones-per-row', 1))
@@ -195,8 +267,11 @@ export function addModelFlags(command: Command): Command {
     .option('--n-heads <n>', 'attention heads', intParser('--n-heads', 1))
     .option('--n-kv-heads <n>', 'key/value heads (llama grouped-query attention)', intParser('--n-kv-heads', 1))
     .option('--n-layers <n>', 'blocks (gpt/llama)', intParser('--n-layers', 1))
-    .option('--d-mlp <n>', 'MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = --attn-only)',
-      intParser('--d-mlp', 0))
+    .option(
+      '--d-mlp <n>',
+      'MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = --attn-only)',
+      intParser('--d-mlp', 0),
+    )
     .option('--attn-only', 'attention-only blocks, no MLP (gpt/llama)')
     .option('--dropout <p>', 'dropout probability', numberParser('--dropout', 0, 0.99))
     .option('--query-init <eps>', "minimal: W_Q ~ U(-eps, eps) (0 = exactly zero) or 'xavier' (default 1e-5)")
@@ -217,12 +292,25 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
   return command
     .option('--batch <n>', 'sequences per step', intParser('--batch', 1), defaults.batch)
     .option('--lr <x>', 'peak learning rate', numberParser('--lr', 0, Infinity, { minExclusive: true }), defaults.lr)
-    .option('--steps <n>', 'total optimizer steps (a resumed run continues up to this)', intParser('--steps', defaults.allowZero === true ? 0 : 1), defaults.steps)
+    .option(
+      '--steps <n>',
+      'total optimizer steps (a resumed run continues up to this)',
+      intParser('--steps', defaults.allowZero === true ? 0 : 1),
+      defaults.steps,
+    )
     .addOption(new Option('--optimizer <name>', 'optimizer').choices(['adamw', 'sgd']).default('adamw'))
-    .option('--weight-decay <x>', 'AdamW decoupled weight decay (default 0.01) / SGD L2 (default 0)', numberParser('--weight-decay', 0))
+    .option(
+      '--weight-decay <x>',
+      'AdamW decoupled weight decay (default 0.01) / SGD L2 (default 0)',
+      numberParser('--weight-decay', 0),
+    )
     .option('--momentum <x>', 'SGD momentum', numberParser('--momentum', 0, 0.999), 0.9)
     .option('--grad-clip <x>', 'global gradient-norm clip', numberParser('--grad-clip', 0), 1)
-    .addOption(new Option('--schedule <name>', 'learning-rate schedule').choices(['constant', 'warmup-cosine', 'plateau']).default('constant'))
+    .addOption(
+      new Option('--schedule <name>', 'learning-rate schedule')
+        .choices(['constant', 'warmup-cosine', 'plateau'])
+        .default('constant'),
+    )
     .option('--warmup <n>', 'warmup steps for warmup-cosine', intParser('--warmup', 0), 100)
     .option(
       '--eval-every <n>',
@@ -230,7 +318,12 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
       intParser('--eval-every', defaults.allowZero === true ? 0 : 1),
       defaults.evalEvery,
     )
-    .option('--train-size <n>', 'train on a fixed dataset of N sequences (0: fresh sequences every step)', intParser('--train-size', 0), 0)
+    .option(
+      '--train-size <n>',
+      'train on a fixed dataset of N sequences (0: fresh sequences every step)',
+      intParser('--train-size', 0),
+      0,
+    )
     .option('--validation-size <n>', 'validation sequences', intParser('--validation-size', 1), 1024)
 }
 
@@ -239,14 +332,22 @@ export const MAX_SEQUENCES = 1 << 24
 
 /** Checks the optimisation flags' limits and cross-constraints (before any work). */
 export function checkOptimizationFlags(flags: OptimizationFlags, command: Command): void {
-  if (flags.schedule !== 'warmup-cosine' && command.getOptionValueSource('warmup') === 'cli') throw new UsageError('--warmup applies to --schedule warmup-cosine')
-  if (flags.optimizer !== 'sgd' && command.getOptionValueSource('momentum') === 'cli') throw new UsageError('--momentum applies to --optimizer sgd')
+  if (flags.schedule !== 'warmup-cosine' && command.getOptionValueSource('warmup') === 'cli')
+    throw new UsageError('--warmup applies to --schedule warmup-cosine')
+  if (flags.optimizer !== 'sgd' && command.getOptionValueSource('momentum') === 'cli')
+    throw new UsageError('--momentum applies to --optimizer sgd')
   if (flags.gradClip <= 0) throw new UsageError(`--grad-clip must be > 0, got ${flags.gradClip}`)
   if (flags.lr <= 0) throw new UsageError(`--lr must be > 0, got ${flags.lr}`)
-  for (const [flag, value] of [['--batch', flags.batch], ['--train-size', flags.trainSize], ['--validation-size', flags.validationSize]] as const) {
-    if (value > MAX_SEQUENCES) throw new UsageError(`${flag} ${value} is above the ${MAX_SEQUENCES} sequences a task samples at once`)
+  for (const [flag, value] of [
+    ['--batch', flags.batch],
+    ['--train-size', flags.trainSize],
+    ['--validation-size', flags.validationSize],
+  ] as const) {
+    if (value > MAX_SEQUENCES)
+      throw new UsageError(`${flag} ${value} is above the ${MAX_SEQUENCES} sequences a task samples at once`)
   }
-  if (flags.trainSize > 0 && flags.trainSize < flags.batch) throw new UsageError(`--train-size ${flags.trainSize} is smaller than --batch ${flags.batch}`)
+  if (flags.trainSize > 0 && flags.trainSize < flags.batch)
+    throw new UsageError(`--train-size ${flags.trainSize} is smaller than --batch ${flags.batch}`)
 }
 
 /** The task the task flags describe. */

@@ -9,7 +9,9 @@ afterEach(() => {
 
 describe('attnlab --version', () => {
   it('prints the CLI package version, which info also shows', async () => {
-    const { version } = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+    const { version } = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version: string
+    }
     expect(version).toMatch(/^\d+\.\d+\.\d+/)
     for (const flag of ['--version', '-V']) {
       const io = captureOutput({ stdout: true })
@@ -31,7 +33,9 @@ describe('a reader that goes away', () => {
   it('`attnlab info | head -1`: the command exits 0 without an EPIPE crash', async () => {
     const { spawn } = await import('node:child_process')
     const launcher = new URL('../../../attnlab', import.meta.url).pathname
-    const child = spawn('bash', ['-c', `set -o pipefail; "${launcher}" info | head -1`], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('bash', ['-c', `set -o pipefail; "${launcher}" info | head -1`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let out = ''
     let err = ''
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))

@@ -32,8 +32,14 @@ function read(file: string): string {
 
 /** Text of an HTML fragment: tags removed, the entities typedoc writes decoded. */
 function textOf(fragment: string): string {
-  return fragment.replace(/<[^>]*>/g, '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'").replace(/&amp;/g, '&').trim()
+  return fragment
+    .replace(/<[^>]*>/g, '')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, '&')
+    .trim()
 }
 
 beforeAll(() => {
@@ -54,8 +60,9 @@ describe('the built docs site', () => {
   })
 
   it('copies no Markdown file to media/ and links to no .md file', () => {
-    expect(existsSync(join(site, 'media')) ? readdirSync(join(site, 'media')).filter((f) => f.endsWith('.md')) : [])
-      .toEqual([])
+    expect(
+      existsSync(join(site, 'media')) ? readdirSync(join(site, 'media')).filter((f) => f.endsWith('.md')) : [],
+    ).toEqual([])
     const bad: string[] = []
     for (const page of pages) {
       for (const [, href] of read(page).matchAll(/href="([^"]*)"/g)) {

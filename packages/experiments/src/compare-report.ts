@@ -94,10 +94,7 @@ export function compareSpec(rows: readonly CompareRow[], title: string): Compare
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title,
     data: { values },
-    hconcat: [
-      panel('kl', 'KL(dense || sparse), nats', undefined),
-      panel('top1', 'top-1 agreement with dense', [0, 1]),
-    ],
+    hconcat: [panel('kl', 'KL(dense || sparse), nats', undefined), panel('top1', 'top-1 agreement with dense', [0, 1])],
   }
 }
 

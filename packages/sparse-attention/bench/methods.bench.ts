@@ -44,7 +44,11 @@ const decode: SparseAttentionKernel[] = [
 for (const backend of backends) {
   await useBackend(backend)
   const qkv = { q: tf.tensor3d(q, [H, T, d]), k: tf.tensor3d(k, [Hkv, T, d]), v: tf.tensor3d(v, [Hkv, T, d]) }
-  const step = { qNew: tf.tensor2d(q.subarray(0, H * d), [H, d]), kNew: tf.tensor2d(k.subarray(0, Hkv * d), [Hkv, d]), vNew: tf.tensor2d(v.subarray(0, Hkv * d), [Hkv, d]) }
+  const step = {
+    qNew: tf.tensor2d(q.subarray(0, H * d), [H, d]),
+    kNew: tf.tensor2d(k.subarray(0, Hkv * d), [Hkv, d]),
+    vNew: tf.tensor2d(v.subarray(0, Hkv * d), [Hkv, d]),
+  }
   console.log(`backend ${backend}, T = ${T}, H = ${H}, Hkv = ${Hkv}, dHead = ${d}`)
   for (const kernel of prefill) {
     applyPrefill(kernel, qkv).output.dispose() // warm-up
@@ -53,7 +57,9 @@ for (const backend of backends) {
     r.output.dataSync()
     const ms = performance.now() - start
     r.output.dispose()
-    console.log(`  prefill ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   reported ${r.sparsity.reported.toFixed(3)}`)
+    console.log(
+      `  prefill ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   reported ${r.sparsity.reported.toFixed(3)}`,
+    )
   }
   for (const kernel of decode) {
     applyDecode(kernel, qkv, step).output.dispose()
@@ -62,7 +68,9 @@ for (const backend of backends) {
     r.output.dataSync()
     const ms = performance.now() - start
     r.output.dispose()
-    console.log(`  decode  ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   reported ${r.sparsity.reported.toFixed(3)}`)
+    console.log(
+      `  decode  ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   reported ${r.sparsity.reported.toFixed(3)}`,
+    )
   }
   tf.dispose([qkv.q, qkv.k, qkv.v, step.qNew, step.kNew, step.vNew])
 }

@@ -77,8 +77,16 @@ describe('Vertical-Slash index (64x64 kernel accounting)', () => {
   it('at the study scale: clustered slashes share 64-blocks, spread ones each cost a band', () => {
     const n = 16384
     const verticals = Array.from({ length: 164 }, (_, i) => i * 97)
-    const clustered = verticalSlashKernelSparsity(verticals, Array.from({ length: 164 }, (_, i) => i), n)
-    const spread = verticalSlashKernelSparsity(verticals, Array.from({ length: 164 }, (_, i) => (i < 64 ? i : 64 + i * 89)), n)
+    const clustered = verticalSlashKernelSparsity(
+      verticals,
+      Array.from({ length: 164 }, (_, i) => i),
+      n,
+    )
+    const spread = verticalSlashKernelSparsity(
+      verticals,
+      Array.from({ length: 164 }, (_, i) => (i < 64 ? i : 64 + i * 89)),
+      n,
+    )
     // V = S = 164 is Table 3's ~0.95 budget at 16K when slashes cluster near the diagonal
     expect(clustered).toBeGreaterThan(0.93)
     expect(clustered).toBeLessThan(0.97)
@@ -117,13 +125,19 @@ describe('Block-Sparse accounting and budgets', () => {
 describe('decode budgets (Table 3)', () => {
   it('SnapKV / Ada-SnapKV capacities are floor((1 - s) n)', () => {
     for (const [n, budgets] of Object.entries(TABLE3_BUDGETS.snapKV)) {
-      expect(TABLE3_SPARSITIES.tenLevels.map((s) => snapKVCapacityForSparsity(Number(n), s)), `n = ${n}`).toEqual([...budgets])
+      expect(
+        TABLE3_SPARSITIES.tenLevels.map((s) => snapKVCapacityForSparsity(Number(n), s)),
+        `n = ${n}`,
+      ).toEqual([...budgets])
     }
   })
 
   it('Quest budgets are (1 - s) n rounded to whole pages of 16', () => {
     for (const [n, budgets] of Object.entries(TABLE3_BUDGETS.quest)) {
-      expect(TABLE3_SPARSITIES.tenLevels.map((s) => questBudgetForSparsity(Number(n), s)), `n = ${n}`).toEqual([...budgets])
+      expect(
+        TABLE3_SPARSITIES.tenLevels.map((s) => questBudgetForSparsity(Number(n), s)),
+        `n = ${n}`,
+      ).toEqual([...budgets])
     }
   })
 
@@ -140,7 +154,8 @@ describe('decode budgets (Table 3)', () => {
 })
 
 describe('cost model (appendix B)', () => {
-  const mean = (f: (m: (typeof QWEN25_FAMILY)[number]) => number) => QWEN25_FAMILY.reduce((a, m) => a + f(m), 0) / QWEN25_FAMILY.length
+  const mean = (f: (m: (typeof QWEN25_FAMILY)[number]) => number) =>
+    QWEN25_FAMILY.reduce((a, m) => a + f(m), 0) / QWEN25_FAMILY.length
 
   it('attention is about 40% / 68% / 80% of Qwen2.5 prefill FLOPs at 16K / 64K / 128K', () => {
     expect(mean((m) => attentionShareOfPrefill(m, 16384))).toBeCloseTo(0.4, 2)
@@ -193,10 +208,18 @@ describe('cost model (appendix B)', () => {
     const m = MODEL_SHAPES['qwen2.5-7b']
     const L = 16384
     const q = 256
-    expect(verticalSlashIndexingFlops(m, L)).toBeCloseTo(28 * 28 * (2 * 3584 * L * q + 5 * L * q + 2 * L * 14 + (L / 64) * 1024), 0)
-    expect(verticalSlashIndexingFlops(m, L, { dimension: 'head', verticals: 0, slashes: 0 })).toBeCloseTo(28 * 28 * (2 * 128 * L * q + 5 * L * q + 2 * L * 14), 0)
+    expect(verticalSlashIndexingFlops(m, L)).toBeCloseTo(
+      28 * 28 * (2 * 3584 * L * q + 5 * L * q + 2 * L * 14 + (L / 64) * 1024),
+      0,
+    )
+    expect(verticalSlashIndexingFlops(m, L, { dimension: 'head', verticals: 0, slashes: 0 })).toBeCloseTo(
+      28 * 28 * (2 * 128 * L * q + 5 * L * q + 2 * L * 14),
+      0,
+    )
     expect(questIndexingMemory(m, L)).toBe((28 * 4 * 2 * 3584 * L) / 16)
-    expect(questIndexingMemory(m, L, { dimension: 'head', pageSize: 32, batch: 2 })).toBe((2 * 28 * 4 * 2 * 128 * L) / 32)
+    expect(questIndexingMemory(m, L, { dimension: 'head', pageSize: 32, batch: 2 })).toBe(
+      (2 * 28 * 4 * 2 * 128 * L) / 32,
+    )
   })
 
   it('rejects invalid arguments', () => {

@@ -80,7 +80,11 @@ export function adaptiveAllocation(scores: readonly Float64Array[], capacity: nu
   return kept.map((k) => k.sort((a, b) => a - b))
 }
 
-function adaSnapKVAfterPrefill(config: Readonly<AdaSnapKVConfig>, input: AttentionPrefillInput, cache: LayerKVCache): void {
+function adaSnapKVAfterPrefill(
+  config: Readonly<AdaSnapKVConfig>,
+  input: AttentionPrefillInput,
+  cache: LayerKVCache,
+): void {
   const shape = checkAfterPrefill(input)
   const { batch, nKvHeads, length: n } = shape
   const capacity = Math.min(config.capacity, n)

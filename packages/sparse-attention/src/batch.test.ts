@@ -52,8 +52,12 @@ describeWithBackends('batched kernels', () => {
         const alone = applyPrefill(kernel, t)
         const n = 4 * 48 * 48
         expect(Array.from(result.mask.subarray(b * n, (b + 1) * n)), kernel.name).toEqual(Array.from(alone.mask))
-        expect(maxAbsDiff(result.z.subarray(b * 4 * 48 * 8, (b + 1) * 4 * 48 * 8), alone.output.dataSync())).toBeLessThan(1e-6)
-        expect(Array.from(result.headSparsity.reported.subarray(b * 4, b * 4 + 4))).toEqual(Array.from(alone.headSparsity.reported))
+        expect(
+          maxAbsDiff(result.z.subarray(b * 4 * 48 * 8, (b + 1) * 4 * 48 * 8), alone.output.dataSync()),
+        ).toBeLessThan(1e-6)
+        expect(Array.from(result.headSparsity.reported.subarray(b * 4, b * 4 + 4))).toEqual(
+          Array.from(alone.headSparsity.reported),
+        )
         tf.dispose([t.q, t.k, t.v, alone.output])
       })
     }
@@ -69,7 +73,13 @@ describeWithBackends('batched kernels', () => {
         const q = stack((x) => x.q, [4, 48, 8])
         const k = stack((x) => x.k, [2, 48, 8])
         const v = stack((x) => x.v, [2, 48, 8])
-        const cache: LayerKVCache = { keys: tf.keep(tf.clone(k)), values: tf.keep(tf.clone(v)), positions: 48, promptLength: 48, kernelState: null }
+        const cache: LayerKVCache = {
+          keys: tf.keep(tf.clone(k)),
+          values: tf.keep(tf.clone(v)),
+          positions: 48,
+          promptLength: 48,
+          kernelState: null,
+        }
         kernel.afterPrefill?.({ q, k, v, scale: 1 / Math.sqrt(8), layer: 0 }, cache)
         const kNew = stackSteps((x) => x.k, [2, 1, 8])
         const vNew = stackSteps((x) => x.v, [2, 1, 8])
@@ -92,7 +102,9 @@ describeWithBackends('batched kernels', () => {
         const s = steps[b] as Qkv
         const step = { qNew: tf.tensor2d(s.q, [4, 8]), kNew: tf.tensor2d(s.k, [2, 8]), vNew: tf.tensor2d(s.v, [2, 8]) }
         const alone = applyDecode(kernel, t, step)
-        expect(Array.from(result.mask.subarray(b * 4 * 49, (b + 1) * 4 * 49)), kernel.name).toEqual(Array.from(alone.mask))
+        expect(Array.from(result.mask.subarray(b * 4 * 49, (b + 1) * 4 * 49)), kernel.name).toEqual(
+          Array.from(alone.mask),
+        )
         expect(maxAbsDiff(result.z.subarray(b * 32, (b + 1) * 32), alone.output.dataSync())).toBeLessThan(1e-6)
         tf.dispose([t.q, t.k, t.v, step.qNew, step.kNew, step.vNew, alone.output])
       })

@@ -48,10 +48,11 @@ export function defaultBlockSparseConfig(): BlockSparseConfig {
  *
  * @category Block-Sparse
  */
-export const BLOCK_SPARSE_PRESETS: Readonly<Record<'study' | 'minference', Readonly<BlockSparseConfig>>> = Object.freeze({
-  study: Object.freeze(defaultBlockSparseConfig()),
-  minference: Object.freeze({ blockSize: 64, topK: 100 }),
-})
+export const BLOCK_SPARSE_PRESETS: Readonly<Record<'study' | 'minference', Readonly<BlockSparseConfig>>> =
+  Object.freeze({
+    study: Object.freeze(defaultBlockSparseConfig()),
+    minference: Object.freeze({ blockSize: 64, topK: 100 }),
+  })
 
 /**
  * Resolves and validates a Block-Sparse configuration.
@@ -67,7 +68,11 @@ export function resolveBlockSparseConfig(overrides?: Partial<BlockSparseConfig>)
   return Object.freeze(c)
 }
 
-function blockSparsePlan(config: Readonly<BlockSparseConfig>, input: AttentionPrefillInput, shape: PrefillShape): PrefillPlan {
+function blockSparsePlan(
+  config: Readonly<BlockSparseConfig>,
+  input: AttentionPrefillInput,
+  shape: PrefillShape,
+): PrefillPlan {
   const { batch, nHeads, nKvHeads, length: n, dHead } = shape
   const B = config.blockSize
   const blocks = Math.ceil(n / B)
@@ -121,7 +126,9 @@ function blockSparsePlan(config: Readonly<BlockSparseConfig>, input: AttentionPr
  * ```
  * @category Block-Sparse
  */
-export function blockSparse(overrides?: Partial<BlockSparseConfig>): SparseAttentionKernel<Readonly<BlockSparseConfig>> {
+export function blockSparse(
+  overrides?: Partial<BlockSparseConfig>,
+): SparseAttentionKernel<Readonly<BlockSparseConfig>> {
   const config = resolveBlockSparseConfig(overrides)
   return defineKernel({
     method: 'block-sparse',

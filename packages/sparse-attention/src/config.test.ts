@@ -35,11 +35,32 @@ function expectConfigError(fn: () => unknown, parameter: string, pattern?: RegEx
 
 describe('configurations', () => {
   it('have the study defaults and are frozen', () => {
-    expect(defaultVerticalSlashConfig()).toMatchObject({ verticalSize: 512, slashSize: 512, window: 256, sinks: 4, local: 64 })
-    expect(defaultFlexPrefillConfig()).toMatchObject({ alpha: 0.65, window: 512, minBudget: 512, tau: 0, blockSize: 128, sinks: 4, local: 64 })
+    expect(defaultVerticalSlashConfig()).toMatchObject({
+      verticalSize: 512,
+      slashSize: 512,
+      window: 256,
+      sinks: 4,
+      local: 64,
+    })
+    expect(defaultFlexPrefillConfig()).toMatchObject({
+      alpha: 0.65,
+      window: 512,
+      minBudget: 512,
+      tau: 0,
+      blockSize: 128,
+      sinks: 4,
+      local: 64,
+    })
     expect(blockSparse().config).toEqual({ blockSize: 16, topK: 64 })
     expect(defaultSnapKVConfig()).toEqual({ capacity: 1024, window: 256, kernelSize: 21, local: 128, prefix: 4 })
-    expect(defaultAdaSnapKVConfig()).toEqual({ capacity: 1024, window: 256, kernelSize: 21, local: 128, prefix: 4, minHeadRatio: 0.2 })
+    expect(defaultAdaSnapKVConfig()).toEqual({
+      capacity: 1024,
+      window: 256,
+      kernelSize: 21,
+      local: 128,
+      prefix: 4,
+      minHeadRatio: 0.2,
+    })
     expect(defaultQuestConfig()).toEqual({ tokenBudget: 1024, pageSize: 16, sharePages: true })
     const kernel = verticalSlash({ verticalSize: 100 })
     expect(Object.isFrozen(kernel.config)).toBe(true)
@@ -101,7 +122,11 @@ describe('configurations', () => {
 
   it('SnapKV and Ada-SnapKV', () => {
     for (const make of [snapKV, adaSnapKV]) {
-      expectConfigError(() => make({ capacity: 132 }), 'capacity', /132 must be greater than local \+ prefix \(128 \+ 4 = 132\)/)
+      expectConfigError(
+        () => make({ capacity: 132 }),
+        'capacity',
+        /132 must be greater than local \+ prefix \(128 \+ 4 = 132\)/,
+      )
       expectConfigError(() => make({ capacity: 0 }), 'capacity')
       expectConfigError(() => make({ kernelSize: 4 }), 'kernelSize', /odd/)
       expectConfigError(() => make({ kernelSize: 0 }), 'kernelSize')

@@ -43,7 +43,10 @@ export function checkInt(parameter: string, value: unknown, min: number, max = N
     throw new ConfigError(parameter, `must be an integer, got ${show(value)}`)
   }
   if (value < min || value > max) {
-    throw new ConfigError(parameter, `must be in [${min}, ${max === Number.MAX_SAFE_INTEGER ? 'inf' : max}], got ${value}`)
+    throw new ConfigError(
+      parameter,
+      `must be in [${min}, ${max === Number.MAX_SAFE_INTEGER ? 'inf' : max}], got ${value}`,
+    )
   }
   return value
 }
@@ -53,7 +56,8 @@ export function checkNumber(parameter: string, value: unknown, min: number, max:
   if (typeof value !== 'number' || !Number.isFinite(value)) {
     throw new ConfigError(parameter, `must be a finite number, got ${show(value)}`)
   }
-  if (value < min || value > max) throw new ConfigError(parameter, `must be in [${min}, ${max === Infinity ? 'inf' : max}], got ${value}`)
+  if (value < min || value > max)
+    throw new ConfigError(parameter, `must be in [${min}, ${max === Infinity ? 'inf' : max}], got ${value}`)
   return value
 }
 

@@ -203,10 +203,12 @@ export function prefillFlops(model: ModelShape, length: number, options: Prefill
   const rho = checkNumber('density', options.density ?? 1, 0, 1)
   const batch = checkInt('batch', options.batch ?? 1, 1)
   const scope = options.densityScope ?? 'quadratic'
-  if (scope !== 'quadratic' && scope !== 'attention') throw new ConfigError('densityScope', `must be 'quadratic' or 'attention', got '${String(scope)}'`)
+  if (scope !== 'quadratic' && scope !== 'attention')
+    throw new ConfigError('densityScope', `must be 'quadratic' or 'attention', got '${String(scope)}'`)
   const { dModel: d, nHeads: h, nKvHeads, dHead, dMlp, dVocab } = model
   const { global, local } = layerSplit(model)
-  const scoresPerLayer = (keys: number): number => 2 * h * L * keys * dHead + 3 * h * L * keys + 2 * h * L * keys * dHead
+  const scoresPerLayer = (keys: number): number =>
+    2 * h * L * keys * dHead + 3 * h * L * keys + 2 * h * L * keys * dHead
   const projectionsPerLayer = 2 * L * d * (d + 2 * dHead * nKvHeads + d)
   const window = model.slidingWindow === null ? L : Math.min(model.slidingWindow.window, L)
   const embedding = batch * 2 * L * d
@@ -214,7 +216,14 @@ export function prefillFlops(model: ModelShape, length: number, options: Prefill
   const attentionScores = batch * (global * rho * scoresPerLayer(L) + local * scoresPerLayer(window))
   const mlp = batch * model.layers * (6 * L * d * dMlp + 2 * L * dMlp)
   const logits = batch * 2 * L * d * dVocab
-  return { embedding, attentionProjections, attentionScores, mlp, logits, total: embedding + attentionProjections + attentionScores + mlp + logits }
+  return {
+    embedding,
+    attentionProjections,
+    attentionScores,
+    mlp,
+    logits,
+    total: embedding + attentionProjections + attentionScores + mlp + logits,
+  }
 }
 
 /**
@@ -242,7 +251,12 @@ export function attentionShareOfPrefill(model: ModelShape, length: number): numb
  * @returns the speedup factor (>= 1)
  * @category Cost model
  */
-export function prefillSpeedup(model: ModelShape, length: number, sparsity: number, densityScope: DensityScope = 'quadratic'): number {
+export function prefillSpeedup(
+  model: ModelShape,
+  length: number,
+  sparsity: number,
+  densityScope: DensityScope = 'quadratic',
+): number {
   checkNumber('sparsity', sparsity, 0, 1)
   return prefillFlops(model, length).total / prefillFlops(model, length, { density: 1 - sparsity, densityScope }).total
 }
@@ -327,7 +341,9 @@ export function kvShareOfDecode(model: ModelShape, length: number, batch = 1): n
  */
 export function decodeSpeedup(model: ModelShape, length: number, sparsity: number, batch = 1): number {
   checkNumber('sparsity', sparsity, 0, 1)
-  return decodeMemory(model, length, { batch }).total / decodeMemory(model, length, { batch, density: 1 - sparsity }).total
+  return (
+    decodeMemory(model, length, { batch }).total / decodeMemory(model, length, { batch, density: 1 - sparsity }).total
+  )
 }
 
 /**
@@ -367,7 +383,11 @@ export interface VerticalSlashIndexingOptions {
  * @returns FLOPs
  * @category Cost model
  */
-export function verticalSlashIndexingFlops(model: ModelShape, length: number, options: VerticalSlashIndexingOptions = {}): number {
+export function verticalSlashIndexingFlops(
+  model: ModelShape,
+  length: number,
+  options: VerticalSlashIndexingOptions = {},
+): number {
   checkModel(model)
   const L = checkInt('length', length, 1)
   const q = checkInt('queries', options.queries ?? 256, 1)
@@ -376,7 +396,12 @@ export function verticalSlashIndexingFlops(model: ModelShape, length: number, op
   const batch = checkInt('batch', options.batch ?? 1, 1)
   const width = (options.dimension ?? 'model') === 'model' ? model.dModel : model.dHead
   const { global } = layerSplit(model)
-  return batch * global * model.nHeads * (2 * width * L * q + 3 * L * q + 2 * L * q + 2 * L * Math.log2(L) + (L / 64) * (kv + ks))
+  return (
+    batch *
+    global *
+    model.nHeads *
+    (2 * width * L * q + 3 * L * q + 2 * L * q + 2 * L * Math.log2(L) + (L / 64) * (kv + ks))
+  )
 }
 
 /**

@@ -71,7 +71,14 @@ const pick = (scores: number[], count: number) =>
     .map((o) => o.i)
 
 /** Independent SnapKV / Ada-SnapKV importance per KV head (float64). */
-function referenceImportance(x: Qkv, W: number, kernel: number, prefix: number, local: number, aggregation: 'mean' | 'max'): number[][] {
+function referenceImportance(
+  x: Qkv,
+  W: number,
+  kernel: number,
+  prefix: number,
+  local: number,
+  aggregation: 'mean' | 'max',
+): number[][] {
   const P = referenceWindowProbabilities(x, W)
   const { H, Hkv, T } = x
   const group = H / Hkv
@@ -86,7 +93,8 @@ function referenceImportance(x: Qkv, W: number, kernel: number, prefix: number, 
           const p = P[(h * W + i) * T + j] as number
           agg = aggregation === 'mean' ? agg + p : Math.max(agg, p)
         }
-        importance[j] = aggregation === 'mean' ? (importance[j] as number) + agg / group : Math.max(importance[j] as number, agg)
+        importance[j] =
+          aggregation === 'mean' ? (importance[j] as number) + agg / group : Math.max(importance[j] as number, agg)
       }
     }
     const half = Math.floor(kernel / 2)
@@ -230,12 +238,15 @@ describeWithBackends('decode methods', () => {
 
     it('reads the top pages by the min/max bound plus the current page (shared within a GQA group)', async () => {
       for (const sharePages of [true, false]) {
-        const r = await expectNoLeaks(() => runDecodeStep(quest({ tokenBudget: 16, pageSize: 8, sharePages }), x64, step64))
+        const r = await expectNoLeaks(() =>
+          runDecodeStep(quest({ tokenBudget: 16, pageSize: 8, sharePages }), x64, step64),
+        )
         const { H, T } = x64
         const expectedPages = referencePages(x64, step64, 8, 2, sharePages)
         for (let h = 0; h < H; h++) {
           const expected: number[] = []
-          for (const p of (expectedPages[h] as number[]).sort((a, b) => a - b)) for (let t = p * 8; t < p * 8 + 8; t++) expected.push(t)
+          for (const p of (expectedPages[h] as number[]).sort((a, b) => a - b))
+            for (let t = p * 8; t < p * 8 + 8; t++) expected.push(t)
           expected.push(64) // current page 8 holds only the new token
           const got: number[] = []
           for (let j = 0; j <= T; j++) if (r.mask[h * (T + 1) + j]) got.push(j)
@@ -261,7 +272,9 @@ describeWithBackends('decode methods', () => {
 
     it('needs the prompt longer than budget/page + 1 pages', () => {
       expect(() => runDecodeStep(quest({ tokenBudget: 64, pageSize: 8 }), x64, step64)).toThrow(SequenceTooShortError)
-      expect(() => runDecodeStep(quest({ tokenBudget: 64, pageSize: 8 }), x64, step64)).toThrow(/needs at least 72 tokens/)
+      expect(() => runDecodeStep(quest({ tokenBudget: 64, pageSize: 8 }), x64, step64)).toThrow(
+        /needs at least 72 tokens/,
+      )
       // 64 = (7 + 1) * 8 is just enough for a budget of 7 pages... and 56 tokens
       expect(() => runDecodeStep(quest({ tokenBudget: 56, pageSize: 8 }), x64, step64)).not.toThrow()
     })
@@ -274,16 +287,27 @@ describeWithBackends('decode methods', () => {
       const q4 = tf.tensor4d(y.q, [1, y.H, y.T, y.d])
       const k4 = tf.tensor4d(y.k, [1, y.Hkv, y.T, y.d])
       const v4 = tf.tensor4d(y.v, [1, y.Hkv, y.T, y.dv])
-      const cache: LayerKVCache = { keys: tf.keep(tf.clone(k4)), values: tf.keep(tf.clone(v4)), positions: y.T, promptLength: y.T, kernelState: null }
+      const cache: LayerKVCache = {
+        keys: tf.keep(tf.clone(k4)),
+        values: tf.keep(tf.clone(v4)),
+        positions: y.T,
+        promptLength: y.T,
+        kernelState: null,
+      }
       const results: { output: Float32Array; mask: Uint8Array }[] = []
       try {
-        const pre = kernel.prefill({ q: q4, k: k4, v: v4, scale: 1 / Math.sqrt(y.d), layer: 0 }, { hooks: {}, needsPattern: false })
+        const pre = kernel.prefill(
+          { q: q4, k: k4, v: v4, scale: 1 / Math.sqrt(y.d), layer: 0 },
+          { hooks: {}, needsPattern: false },
+        )
         pre.z.dispose()
         kernel.afterPrefill?.({ q: q4, k: k4, v: v4, scale: 1 / Math.sqrt(y.d), layer: 0 }, cache)
         steps.forEach((s, n) => {
           const position = y.T + n
           const append = (stored: tf.Tensor4D | null, data: Float32Array, width: number) => {
-            const next = tf.keep(tf.concat([stored as tf.Tensor4D, tf.tensor4d(data, [1, y.Hkv, 1, width])], 2) as tf.Tensor4D)
+            const next = tf.keep(
+              tf.concat([stored as tf.Tensor4D, tf.tensor4d(data, [1, y.Hkv, 1, width])], 2) as tf.Tensor4D,
+            )
             stored?.dispose()
             return next
           }
@@ -293,7 +317,13 @@ describeWithBackends('decode methods', () => {
           })
           cache.positions = position + 1
           const q = tf.tensor4d(s.qNew, [1, y.H, 1, y.d])
-          const r = (kernel as SparseAttentionKernel).decodeWithMask({ q, cache, position, scale: 1 / Math.sqrt(y.d), layer: 0 })
+          const r = (kernel as SparseAttentionKernel).decodeWithMask({
+            q,
+            cache,
+            position,
+            scale: 1 / Math.sqrt(y.d),
+            layer: 0,
+          })
           results.push({ output: r.z.dataSync() as Float32Array, mask: r.mask })
           tf.dispose([q, r.z])
         })
@@ -307,7 +337,11 @@ describeWithBackends('decode methods', () => {
 
     it('never evicts generated tokens and matches the masked reference at every step', async () => {
       const steps = [randomStep(31, x), randomStep(32, x), randomStep(33, x)]
-      for (const kernel of [snapKV({ capacity: 10, window: 6, kernelSize: 3, local: 4, prefix: 2 }), adaSnapKV({ capacity: 10, window: 6, kernelSize: 3, local: 4, prefix: 2 }), quest({ tokenBudget: 16, pageSize: 8 })]) {
+      for (const kernel of [
+        snapKV({ capacity: 10, window: 6, kernelSize: 3, local: 4, prefix: 2 }),
+        adaSnapKV({ capacity: 10, window: 6, kernelSize: 3, local: 4, prefix: 2 }),
+        quest({ tokenBudget: 16, pageSize: 8 }),
+      ]) {
         const results = await expectNoLeaks(() => generate(kernel, x, steps))
         let keys = x.k
         let values = x.v
@@ -315,13 +349,15 @@ describeWithBackends('decode methods', () => {
           const P = x.T + n + 1
           keys = appendToken(keys, steps[n]!.kNew, x.Hkv, P - 1, x.d)
           values = appendToken(values, steps[n]!.vNew, x.Hkv, P - 1, x.dv)
-          for (let h = 0; h < x.H; h++) for (let j = x.T; j < P; j++) expect(r.mask[h * P + j], `${kernel.name} step ${n}`).toBe(1)
+          for (let h = 0; h < x.H; h++)
+            for (let j = x.T; j < P; j++) expect(r.mask[h * P + j], `${kernel.name} step ${n}`).toBe(1)
           const expected = referenceDecode(steps[n]!.qNew, keys, values, r.mask, x.H, x.Hkv, P, x.d, x.dv)
           expect(maxAbsDiff(r.output, expected), kernel.name).toBeLessThan(1e-5)
         })
         if (kernel.method !== 'quest') {
           // the kept prompt set does not change between steps
-          const prompt = (m: Uint8Array, P: number) => Array.from({ length: x.H * x.T }, (_, n) => m[Math.floor(n / x.T) * P + (n % x.T)])
+          const prompt = (m: Uint8Array, P: number) =>
+            Array.from({ length: x.H * x.T }, (_, n) => m[Math.floor(n / x.T) * P + (n % x.T)])
           expect(prompt(results[2]!.mask, x.T + 3)).toEqual(prompt(results[0]!.mask, x.T + 1))
         }
       }
@@ -332,15 +368,25 @@ describeWithBackends('decode methods', () => {
       const q4 = tf.tensor4d(x.q, [1, x.H, x.T, x.d])
       const k4 = tf.tensor4d(x.k, [1, x.Hkv, x.T, x.d])
       const v4 = tf.tensor4d(x.v, [1, x.Hkv, x.T, x.dv])
-      const cache: LayerKVCache = { keys: tf.keep(tf.clone(k4)), values: tf.keep(tf.clone(v4)), positions: x.T, promptLength: x.T, kernelState: null }
+      const cache: LayerKVCache = {
+        keys: tf.keep(tf.clone(k4)),
+        values: tf.keep(tf.clone(v4)),
+        positions: x.T,
+        promptLength: x.T,
+        kernelState: null,
+      }
       const scale = 1 / Math.sqrt(x.d)
       try {
         kernel.afterPrefill?.({ q: q4, k: k4, v: v4, scale, layer: 0 }, cache)
         expect(cache.kernelState).toBeInstanceOf(EvictionState)
         const state = cache.kernelState as EvictionState
         expect(cache.keys?.shape).toEqual([1, 2, state.width, 8])
-        const newKeys = tf.keep(tf.concat([cache.keys as tf.Tensor4D, tf.tensor4d(step.kNew, [1, 2, 1, 8])], 2) as tf.Tensor4D)
-        const newValues = tf.keep(tf.concat([cache.values as tf.Tensor4D, tf.tensor4d(step.vNew, [1, 2, 1, 8])], 2) as tf.Tensor4D)
+        const newKeys = tf.keep(
+          tf.concat([cache.keys as tf.Tensor4D, tf.tensor4d(step.kNew, [1, 2, 1, 8])], 2) as tf.Tensor4D,
+        )
+        const newValues = tf.keep(
+          tf.concat([cache.values as tf.Tensor4D, tf.tensor4d(step.vNew, [1, 2, 1, 8])], 2) as tf.Tensor4D,
+        )
         cache.keys?.dispose()
         cache.values?.dispose()
         cache.keys = newKeys
@@ -385,10 +431,24 @@ describeWithBackends('decode methods', () => {
       const q = tf.tensor4d(step.qNew, [1, 4, 1, 8])
       const cache: LayerKVCache = { keys: k4, values: v4, positions: 49, promptLength: 48, kernelState: null }
       try {
-        expect(() => snapKV({ capacity: 10, local: 4, prefix: 2 }).decode({ q, cache, position: 48, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/afterPrefill/)
-        expect(() => dense().decode({ q, cache, position: 50, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/dense decode needs the full cache/)
-        expect(() => dense().decode({ q, cache: { ...cache, keys: null }, position: 48, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/null/)
-        expect(() => dense().decode({ q, cache, position: 20, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/cache holds 49 entries/)
+        expect(() =>
+          snapKV({ capacity: 10, local: 4, prefix: 2 }).decode(
+            { q, cache, position: 48, scale: 1, layer: 0 },
+            { hooks: {}, needsPattern: false },
+          ),
+        ).toThrow(/afterPrefill/)
+        expect(() =>
+          dense().decode({ q, cache, position: 50, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false }),
+        ).toThrow(/dense decode needs the full cache/)
+        expect(() =>
+          dense().decode(
+            { q, cache: { ...cache, keys: null }, position: 48, scale: 1, layer: 0 },
+            { hooks: {}, needsPattern: false },
+          ),
+        ).toThrow(/null/)
+        expect(() =>
+          dense().decode({ q, cache, position: 20, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false }),
+        ).toThrow(/cache holds 49 entries/)
       } finally {
         tf.dispose([k4, v4, q])
       }
@@ -396,7 +456,10 @@ describeWithBackends('decode methods', () => {
   })
 
   it('combine() runs a prefill method and a decode method in one kernel', () => {
-    const kernel = combine(verticalSlash({ verticalSize: 4, slashSize: 4, local: 2, window: 4, kernelBlockSize: 8 }), quest({ tokenBudget: 16, pageSize: 8 }))
+    const kernel = combine(
+      verticalSlash({ verticalSize: 4, slashSize: 4, local: 2, window: 4, kernelBlockSize: 8 }),
+      quest({ tokenBudget: 16, pageSize: 8 }),
+    )
     expect(kernel.name).toBe('vertical-slash+quest')
     expect(kernel.phases).toEqual(['prefill', 'decode'])
     const x64 = randomQkv(9, 4, 2, 64, 8)
@@ -406,7 +469,13 @@ describeWithBackends('decode methods', () => {
     expect(Array.from(r.mask)).toEqual(Array.from(q.mask))
     const t = tensors(x64)
     try {
-      const pre = kernel.prefillWithMask({ q: tf.expandDims(t.q, 0) as tf.Tensor4D, k: tf.expandDims(t.k, 0) as tf.Tensor4D, v: tf.expandDims(t.v, 0) as tf.Tensor4D, scale: 1 / Math.sqrt(8), layer: 0 })
+      const pre = kernel.prefillWithMask({
+        q: tf.expandDims(t.q, 0) as tf.Tensor4D,
+        k: tf.expandDims(t.k, 0) as tf.Tensor4D,
+        v: tf.expandDims(t.v, 0) as tf.Tensor4D,
+        scale: 1 / Math.sqrt(8),
+        layer: 0,
+      })
       expect(pre.sparsity.exact).toBeGreaterThan(0)
       expect(maxAbsDiff(pre.z.dataSync(), referenceAttention(x64, pre.mask))).toBeLessThan(1e-5)
       pre.z.dispose()
@@ -420,10 +489,20 @@ describeWithBackends('decode methods', () => {
 
   it('applyDecode names the offending tensor', () => {
     const t = tensors(x)
-    const bad = { qNew: tf.zeros([4, 7]) as tf.Tensor2D, kNew: tf.zeros([2, 8]) as tf.Tensor2D, vNew: tf.zeros([2, 8]) as tf.Tensor2D }
+    const bad = {
+      qNew: tf.zeros([4, 7]) as tf.Tensor2D,
+      kNew: tf.zeros([2, 8]) as tf.Tensor2D,
+      vNew: tf.zeros([2, 8]) as tf.Tensor2D,
+    }
     try {
       expect(() => applyDecode(dense(), t, bad)).toThrow(/q_new/)
-      expect(() => applyDecode(dense(), t, { ...bad, qNew: tf.zeros([4, 8]) as tf.Tensor2D, kNew: tf.zeros([3, 8]) as tf.Tensor2D })).toThrow(/k_new/)
+      expect(() =>
+        applyDecode(dense(), t, {
+          ...bad,
+          qNew: tf.zeros([4, 8]) as tf.Tensor2D,
+          kNew: tf.zeros([3, 8]) as tf.Tensor2D,
+        }),
+      ).toThrow(/k_new/)
     } finally {
       tf.dispose([t.q, t.k, t.v, bad.qNew, bad.kNew, bad.vNew])
     }

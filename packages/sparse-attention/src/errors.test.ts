@@ -17,7 +17,12 @@ import {
 
 const none: AttentionContext = { hooks: {}, needsPattern: false }
 
-function cacheOf(keys: tf.Tensor4D, values: tf.Tensor4D, promptLength: number, state: LayerKVCache['kernelState'] = null): LayerKVCache {
+function cacheOf(
+  keys: tf.Tensor4D,
+  values: tf.Tensor4D,
+  promptLength: number,
+  state: LayerKVCache['kernelState'] = null,
+): LayerKVCache {
   return { keys, values, positions: keys.shape[2], promptLength, kernelState: state }
 }
 
@@ -38,8 +43,12 @@ describeWithBackends('error paths', () => {
     try {
       const cache = cacheOf(k, k, 4)
       expect(() => dense().decode({ q, cache, position: 4, scale: 1, layer: 0 }, none)).toThrow(/multiple of nKvHeads/)
-      expect(() => dense().decode({ q: q2, cache, position: -1, scale: 1, layer: 0 }, none)).toThrow(/non-negative integer/)
-      expect(() => dense().decode({ q: q2, cache, position: 4.5, scale: 1, layer: 0 }, none)).toThrow(/non-negative integer/)
+      expect(() => dense().decode({ q: q2, cache, position: -1, scale: 1, layer: 0 }, none)).toThrow(
+        /non-negative integer/,
+      )
+      expect(() => dense().decode({ q: q2, cache, position: 4.5, scale: 1, layer: 0 }, none)).toThrow(
+        /non-negative integer/,
+      )
       expect(() => dense().decode({ q: q2, cache, position: 4, scale: Infinity, layer: 0 }, none)).toThrow(/scale/)
     } finally {
       tf.dispose([q, q2, k])
@@ -54,13 +63,25 @@ describeWithBackends('error paths', () => {
         method: 'custom',
         phases: ['decode'],
         config: {},
-        strategy: { select: () => ({ allowedSlots: Uint8Array.from(allowed), slotPositions: Int32Array.from(slotPositions), reported: new Float64Array(2) }) },
+        strategy: {
+          select: () => ({
+            allowedSlots: Uint8Array.from(allowed),
+            slotPositions: Int32Array.from(slotPositions),
+            reported: new Float64Array(2),
+          }),
+        },
       })
     try {
       const cache = cacheOf(k, k, 2)
-      expect(() => strategy([0, 1, 9, 0, 1, 2]).decode({ q, cache, position: 2, scale: 1, layer: 0 }, none)).toThrow(/after the new token/)
-      expect(() => strategy([0, -1, 2, 0, 1, 2]).decode({ q, cache, position: 2, scale: 1, layer: 0 }, none)).toThrow(/padding slot/)
-      expect(() => strategy([0, 1, 2, 0, 1, 2], [0, 0, 0, 1, 1, 1]).decode({ q, cache, position: 2, scale: 1, layer: 0 }, none)).toThrow(/computes no key/)
+      expect(() => strategy([0, 1, 9, 0, 1, 2]).decode({ q, cache, position: 2, scale: 1, layer: 0 }, none)).toThrow(
+        /after the new token/,
+      )
+      expect(() => strategy([0, -1, 2, 0, 1, 2]).decode({ q, cache, position: 2, scale: 1, layer: 0 }, none)).toThrow(
+        /padding slot/,
+      )
+      expect(() =>
+        strategy([0, 1, 2, 0, 1, 2], [0, 0, 0, 1, 1, 1]).decode({ q, cache, position: 2, scale: 1, layer: 0 }, none),
+      ).toThrow(/computes no key/)
     } finally {
       tf.dispose([q, k])
     }
@@ -74,12 +95,36 @@ describeWithBackends('error paths', () => {
     const q1 = tf.zeros([1, 2, 1, 4]) as tf.Tensor4D
     const kernel = snapKV({ capacity: 4, local: 1, prefix: 1, window: 2, kernelSize: 1 })
     try {
-      expect(() => kernel.afterPrefill?.({ q, k, v: k, scale: 1, layer: 0 }, cacheOf(k7, k7, 8))).toThrow(/hold the 8 prompt tokens/)
-      const state = new EvictionState('snapkv', 8, 1, 2, 4, Int32Array.from([4, 4]), Int32Array.from([0, 1, 2, 7, 0, 1, 2, 7]), Float64Array.from([0.5]))
+      expect(() => kernel.afterPrefill?.({ q, k, v: k, scale: 1, layer: 0 }, cacheOf(k7, k7, 8))).toThrow(
+        /hold the 8 prompt tokens/,
+      )
+      const state = new EvictionState(
+        'snapkv',
+        8,
+        1,
+        2,
+        4,
+        Int32Array.from([4, 4]),
+        Int32Array.from([0, 1, 2, 7, 0, 1, 2, 7]),
+        Float64Array.from([0.5]),
+      )
       // 4 kept + 1 generated = position 8; position 9 does not fit
-      expect(() => kernel.decode({ q: q1, cache: cacheOf(k5, k5, 8, state), position: 9, scale: 1, layer: 0 }, none)).toThrow(/inconsistent/)
-      const wrongBatch = new EvictionState('snapkv', 8, 2, 2, 4, new Int32Array(4), new Int32Array(16), new Float64Array(2))
-      expect(() => kernel.decode({ q: q1, cache: cacheOf(k5, k5, 8, wrongBatch), position: 8, scale: 1, layer: 0 }, none)).toThrow(/batch 2/)
+      expect(() =>
+        kernel.decode({ q: q1, cache: cacheOf(k5, k5, 8, state), position: 9, scale: 1, layer: 0 }, none),
+      ).toThrow(/inconsistent/)
+      const wrongBatch = new EvictionState(
+        'snapkv',
+        8,
+        2,
+        2,
+        4,
+        new Int32Array(4),
+        new Int32Array(16),
+        new Float64Array(2),
+      )
+      expect(() =>
+        kernel.decode({ q: q1, cache: cacheOf(k5, k5, 8, wrongBatch), position: 8, scale: 1, layer: 0 }, none),
+      ).toThrow(/batch 2/)
     } finally {
       tf.dispose([q, k, k7, k5, q1])
     }
@@ -90,15 +135,26 @@ describeWithBackends('error paths', () => {
     const k = tf.zeros([1, 2, 20, 4]) as tf.Tensor4D
     const kernel = quest({ tokenBudget: 8, pageSize: 4 })
     try {
-      expect(() => kernel.decode({ q: q1, cache: cacheOf(k, k, 19), position: 25, scale: 1, layer: 0 }, none)).toThrow(/full cache/)
-      expect(() => kernel.decode({ q: q1, cache: cacheOf(k, k, 19, new QuestState(19, 3, 4, 4)), position: 19, scale: 1, layer: 0 }, none)).toThrow(/rows/)
+      expect(() => kernel.decode({ q: q1, cache: cacheOf(k, k, 19), position: 25, scale: 1, layer: 0 }, none)).toThrow(
+        /full cache/,
+      )
+      expect(() =>
+        kernel.decode(
+          { q: q1, cache: cacheOf(k, k, 19, new QuestState(19, 3, 4, 4)), position: 19, scale: 1, layer: 0 },
+          none,
+        ),
+      ).toThrow(/rows/)
       const ahead = new QuestState(19, 2, 4, 4)
       ahead.add(new Float32Array(2 * 30 * 4), 30)
-      expect(() => kernel.decode({ q: q1, cache: cacheOf(k, k, 19, ahead), position: 19, scale: 1, layer: 0 }, none)).toThrow(/already summarised/)
+      expect(() =>
+        kernel.decode({ q: q1, cache: cacheOf(k, k, 19, ahead), position: 19, scale: 1, layer: 0 }, none),
+      ).toThrow(/already summarised/)
       // no afterPrefill: the state is built lazily, and the length check still applies
       const short = tf.zeros([1, 2, 10, 4]) as tf.Tensor4D
       try {
-        expect(() => kernel.decode({ q: q1, cache: cacheOf(short, short, 9), position: 9, scale: 1, layer: 0 }, none)).toThrow(SequenceTooShortError)
+        expect(() =>
+          kernel.decode({ q: q1, cache: cacheOf(short, short, 9), position: 9, scale: 1, layer: 0 }, none),
+        ).toThrow(SequenceTooShortError)
       } finally {
         short.dispose()
       }
@@ -122,8 +178,12 @@ describeWithBackends('error paths', () => {
 
   it('accounting and cost-model argument checks', () => {
     expect(() => verticalSlashKernelSparsity([0], [0], 0)).toThrow(/n/)
-    expect(() => prefillFlops({ ...MODEL_SHAPES['gemma-3-4b'], slidingWindow: { window: 0, globalEvery: 6 } }, 10)).toThrow(/slidingWindow.window/)
-    expect(() => prefillFlops({ ...MODEL_SHAPES['gemma-3-4b'], slidingWindow: { window: 10, globalEvery: 0 } }, 10)).toThrow(/globalEvery/)
+    expect(() =>
+      prefillFlops({ ...MODEL_SHAPES['gemma-3-4b'], slidingWindow: { window: 0, globalEvery: 6 } }, 10),
+    ).toThrow(/slidingWindow.window/)
+    expect(() =>
+      prefillFlops({ ...MODEL_SHAPES['gemma-3-4b'], slidingWindow: { window: 10, globalEvery: 0 } }, 10),
+    ).toThrow(/globalEvery/)
     expect(ShapeError).toBeDefined()
   })
 })

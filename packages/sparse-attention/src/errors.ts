@@ -23,11 +23,15 @@ export class SequenceTooShortError extends AttnlabError {
   /** The smallest length it accepts with this configuration (tokens). */
   readonly required: number
   constructor(method: string, length: number, required: number, reason: string) {
-    super('INVALID_ARGUMENT', `${method}: sequence of ${length} tokens is too short: ${reason} (needs at least ${required} tokens)`, {
-      method,
-      length,
-      required,
-    })
+    super(
+      'INVALID_ARGUMENT',
+      `${method}: sequence of ${length} tokens is too short: ${reason} (needs at least ${required} tokens)`,
+      {
+        method,
+        length,
+        required,
+      },
+    )
     this.method = method
     this.length = length
     this.required = required

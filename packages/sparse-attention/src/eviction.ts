@@ -81,11 +81,13 @@ export function windowImportance(
         const base = head * w * n
         if (aggregation === 'mean') {
           for (let i = 0; i < w; i++) {
-            for (let j = 0; j < n; j++) importance[j] = (importance[j] as number) + (probabilities[base + i * n + j] as number) / group
+            for (let j = 0; j < n; j++)
+              importance[j] = (importance[j] as number) + (probabilities[base + i * n + j] as number) / group
           }
         } else {
           for (let i = 0; i < w; i++) {
-            for (let j = 0; j < n; j++) importance[j] = Math.max(importance[j] as number, probabilities[base + i * n + j] as number)
+            for (let j = 0; j < n; j++)
+              importance[j] = Math.max(importance[j] as number, probabilities[base + i * n + j] as number)
           }
         }
       }
@@ -142,7 +144,12 @@ export function compactCache(
       tf.tidy(() => {
         const d = x.shape[3]
         const flatIndex = tf.tensor1d(index, 'int32')
-        return tf.reshape(tf.gather(tf.reshape(x, [batch * nKvHeads * n, d]), flatIndex), [batch, nKvHeads, width, d]) as tf.Tensor4D
+        return tf.reshape(tf.gather(tf.reshape(x, [batch * nKvHeads * n, d]), flatIndex), [
+          batch,
+          nKvHeads,
+          width,
+          d,
+        ]) as tf.Tensor4D
       }),
     )
   const newKeys = compact(keys)
@@ -184,7 +191,9 @@ export function evictionDecodeStrategy(method: string, afterPrefill: DecodeStrat
       }
       const { batch, nHeads, nKvHeads, stored, position } = shape
       if (state.batch !== batch || state.nKvHeads !== nKvHeads) {
-        throw new ShapeError(`${method}: cache state is for batch ${state.batch} x ${state.nKvHeads} KV heads, got ${batch} x ${nKvHeads}`)
+        throw new ShapeError(
+          `${method}: cache state is for batch ${state.batch} x ${state.nKvHeads} KV heads, got ${batch} x ${nKvHeads}`,
+        )
       }
       const generated = stored - state.width
       if (generated < 1 || state.promptLength + generated - 1 !== position) {
@@ -196,7 +205,10 @@ export function evictionDecodeStrategy(method: string, afterPrefill: DecodeStrat
       const slotPositions = new Int32Array(batch * nKvHeads * stored)
       for (let bk = 0; bk < batch * nKvHeads; bk++) {
         for (let s = 0; s < stored; s++) {
-          slotPositions[bk * stored + s] = s < state.width ? (state.keptPositions[bk * state.width + s] as number) : state.promptLength + s - state.width
+          slotPositions[bk * stored + s] =
+            s < state.width
+              ? (state.keptPositions[bk * state.width + s] as number)
+              : state.promptLength + s - state.width
         }
       }
       const group = nHeads / nKvHeads
@@ -205,13 +217,19 @@ export function evictionDecodeStrategy(method: string, afterPrefill: DecodeStrat
       for (let b = 0; b < batch; b++) {
         for (let h = 0; h < nHeads; h++) {
           const bk = b * nKvHeads + Math.floor(h / group)
-          for (let s = 0; s < stored; s++) allowedSlots[(b * nHeads + h) * stored + s] = (slotPositions[bk * stored + s] as number) >= 0 ? 1 : 0
+          for (let s = 0; s < stored; s++)
+            allowedSlots[(b * nHeads + h) * stored + s] = (slotPositions[bk * stored + s] as number) >= 0 ? 1 : 0
           reported[b * nHeads + h] = state.reported[b] as number
         }
       }
       let keptTotal = 0
       for (const k of state.keptCounts) keptTotal += k
-      return { allowedSlots, slotPositions, reported, extra: { keptPerKvHead: keptTotal / state.keptCounts.length, generated } }
+      return {
+        allowedSlots,
+        slotPositions,
+        reported,
+        extra: { keptPerKvHead: keptTotal / state.keptCounts.length, generated },
+      }
     },
   }
 }

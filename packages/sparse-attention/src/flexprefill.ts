@@ -20,7 +20,13 @@
  */
 import { ConfigError, causalPairs, type AttentionPrefillInput } from '@attnlab/core'
 import { checkChoice, checkInt, checkNumber, resolveConfig } from './config.ts'
-import { defineKernel, densePlanner, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
+import {
+  defineKernel,
+  densePlanner,
+  type PrefillPlan,
+  type PrefillShape,
+  type SparseAttentionKernel,
+} from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
 import { blockMeans, coverCount, topK } from './select.ts'
 import type { VerticalSlashMaskMode } from './vertical-slash-index.ts'
@@ -101,7 +107,8 @@ export function resolveFlexPrefillConfig(overrides?: Partial<FlexPrefillConfig>)
   checkInt('minBudget', c.minBudget, 1)
   if (c.maxBudget !== null) {
     checkInt('maxBudget', c.maxBudget, 1)
-    if (c.maxBudget < c.minBudget) throw new ConfigError('maxBudget', `${c.maxBudget} must be >= minBudget (${c.minBudget})`)
+    if (c.maxBudget < c.minBudget)
+      throw new ConfigError('maxBudget', `${c.maxBudget} must be >= minBudget (${c.minBudget})`)
   }
   checkInt('sinks', c.sinks, 0)
   checkInt('local', c.local, 1)
@@ -118,7 +125,11 @@ export function resolveFlexPrefillConfig(overrides?: Partial<FlexPrefillConfig>)
   return Object.freeze(c)
 }
 
-function tokenLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPrefillInput, shape: PrefillShape): PrefillPlan {
+function tokenLevelPlan(
+  config: Readonly<FlexPrefillConfig>,
+  input: AttentionPrefillInput,
+  shape: PrefillShape,
+): PrefillPlan {
   const { batch, nHeads, length } = shape
   const window = Math.min(config.window, length)
   const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
@@ -162,7 +173,11 @@ function softmaxInPlace(x: Float64Array, count = x.length): void {
   for (let i = 0; i < count; i++) x[i] = (x[i] as number) / sum
 }
 
-function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPrefillInput, shape: PrefillShape): PrefillPlan {
+function blockLevelPlan(
+  config: Readonly<FlexPrefillConfig>,
+  input: AttentionPrefillInput,
+  shape: PrefillShape,
+): PrefillPlan {
   const { batch, nHeads, nKvHeads, length: n, dHead } = shape
   const block = config.blockSize
   const minBlocksRaw = Math.ceil(config.minBudget / block)
@@ -171,7 +186,8 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
   }
   const blocks = Math.ceil(n / block)
   const minBlocks = Math.min(blocks, minBlocksRaw)
-  const maxBlocks = config.maxBudget === null ? blocks : Math.min(blocks, Math.max(minBlocks, Math.ceil(config.maxBudget / block)))
+  const maxBlocks =
+    config.maxBudget === null ? blocks : Math.min(blocks, Math.max(minBlocks, Math.ceil(config.maxBudget / block)))
   const window = block // the last block of queries (n > 2 block)
   const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
   // Mean-pooled queries and keys per block (over the block's actual tokens).
@@ -197,7 +213,8 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
         vertical[j] = (vertical[j] as number) / window
         slash[j] = (slash[j] as number) / window
       }
-      const clampBlocks = (tokens: number): number => Math.min(maxBlocks, Math.max(minBlocks, Math.floor(tokens / block) + 1))
+      const clampBlocks = (tokens: number): number =>
+        Math.min(maxBlocks, Math.max(minBlocks, Math.floor(tokens / block) + 1))
       let verticalCount = clampBlocks(coverCount(vertical, config.alpha))
       let slashCount = clampBlocks(coverCount(slash, config.alpha))
       const pooledVertical = new Float64Array(blocks)
@@ -211,7 +228,8 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
       const lastQuery = new Float64Array(dHead)
       const qBase = head * n * dHead
       for (let t = n - window; t < n; t++) {
-        for (let d = 0; d < dHead; d++) lastQuery[d] = (lastQuery[d] as number) + (qData[qBase + t * dHead + d] as number) / window
+        for (let d = 0; d < dHead; d++)
+          lastQuery[d] = (lastQuery[d] as number) + (qData[qBase + t * dHead + d] as number) / window
       }
       const estimate = new Float64Array(blocks)
       for (let m = 0; m < blocks; m++) {
@@ -241,7 +259,8 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
           for (let j = 0; j <= m; j++) entries[m * blocks + j] = row[j] as number
         }
         const causalEntries: number[] = []
-        for (let m = 0; m < blocks; m++) for (let j = 0; j <= m; j++) causalEntries.push(entries[m * blocks + j] as number)
+        for (let m = 0; m < blocks; m++)
+          for (let j = 0; j <= m; j++) causalEntries.push(entries[m * blocks + j] as number)
         const count = coverCount(causalEntries, config.alpha * blocks)
         for (const flat of topK(entries, count)) selected[flat] = 1
       }
@@ -296,12 +315,15 @@ function blockLevelPlan(config: Readonly<FlexPrefillConfig>, input: AttentionPre
  * ```
  * @category FlexPrefill
  */
-export function flexPrefill(overrides?: Partial<FlexPrefillConfig>): SparseAttentionKernel<Readonly<FlexPrefillConfig>> {
+export function flexPrefill(
+  overrides?: Partial<FlexPrefillConfig>,
+): SparseAttentionKernel<Readonly<FlexPrefillConfig>> {
   const config = resolveFlexPrefillConfig(overrides)
   return defineKernel({
     method: 'flexprefill',
     phases: ['prefill'],
     config,
-    planner: (input, shape) => (config.tau > 0 ? blockLevelPlan(config, input, shape) : tokenLevelPlan(config, input, shape)),
+    planner: (input, shape) =>
+      config.tau > 0 ? blockLevelPlan(config, input, shape) : tokenLevelPlan(config, input, shape),
   })
 }

@@ -81,7 +81,14 @@ export {
 export { EvictionState } from './eviction.ts'
 export { defaultSnapKVConfig, resolveSnapKVConfig, snapKV, type SnapKVConfig } from './snapkv.ts'
 export { adaSnapKV, defaultAdaSnapKVConfig, resolveAdaSnapKVConfig, type AdaSnapKVConfig } from './ada-snapkv.ts'
-export { QuestState, defaultQuestConfig, quest, questMinimumPromptLength, resolveQuestConfig, type QuestConfig } from './quest.ts'
+export {
+  QuestState,
+  defaultQuestConfig,
+  quest,
+  questMinimumPromptLength,
+  resolveQuestConfig,
+  type QuestConfig,
+} from './quest.ts'
 export { SPARSE_METHODS, createKernel, type SparseMethodConfigs, type SparseMethodInfo } from './methods.ts'
 export {
   applyDecode,

@@ -33,7 +33,14 @@ import { attendWithMask, causalPairMask } from './masked-attention.ts'
  *
  * @category Kernels
  */
-export type SparseMethodName = 'dense' | 'vertical-slash' | 'flexprefill' | 'block-sparse' | 'snapkv' | 'ada-snapkv' | 'quest'
+export type SparseMethodName =
+  | 'dense'
+  | 'vertical-slash'
+  | 'flexprefill'
+  | 'block-sparse'
+  | 'snapkv'
+  | 'ada-snapkv'
+  | 'quest'
 
 /**
  * The two phases of generation. Prefill methods sparsify the prompt's attention and decode
@@ -259,17 +266,21 @@ export function checkPrefillInput(input: AttentionPrefillInput): PrefillShape {
     dValue: dims.dValue as number,
   }
   checkGroups(shape.nHeads, shape.nKvHeads)
-  if (shape.length < 1) throw new ShapeError(`q has ${shape.length} positions but at least 1 is needed`, { length: shape.length })
+  if (shape.length < 1)
+    throw new ShapeError(`q has ${shape.length} positions but at least 1 is needed`, { length: shape.length })
   if (!Number.isFinite(input.scale)) throw new ConfigError('scale', `must be a finite number, got ${input.scale}`)
   return shape
 }
 
 function checkGroups(nHeads: number, nKvHeads: number): void {
   if (nKvHeads < 1 || nHeads % nKvHeads !== 0) {
-    throw new ShapeError(`nHeads (${nHeads}) must be a positive multiple of nKvHeads (${nKvHeads}) for grouped-query attention`, {
-      nHeads,
-      nKvHeads,
-    })
+    throw new ShapeError(
+      `nHeads (${nHeads}) must be a positive multiple of nKvHeads (${nKvHeads}) for grouped-query attention`,
+      {
+        nHeads,
+        nKvHeads,
+      },
+    )
   }
 }
 
@@ -322,13 +333,20 @@ function mean(values: Float64Array): number {
  *
  * @category Kernels
  */
-export function runPrefill(planner: PrefillPlanner, input: AttentionPrefillInput, context: AttentionContext = NO_CONTEXT): MaskedPrefillResult {
+export function runPrefill(
+  planner: PrefillPlanner,
+  input: AttentionPrefillInput,
+  context: AttentionContext = NO_CONTEXT,
+): MaskedPrefillResult {
   const shape = checkPrefillInput(input)
   const { batch, nHeads, length } = shape
   const plan = planner(input, shape)
   const rowSize = length * length
   if (plan.allowed.length !== batch * nHeads * rowSize) {
-    throw new AttnlabError('INVALID_ARGUMENT', `planner returned a mask of ${plan.allowed.length} entries, expected ${batch * nHeads * rowSize}`)
+    throw new AttnlabError(
+      'INVALID_ARGUMENT',
+      `planner returned a mask of ${plan.allowed.length} entries, expected ${batch * nHeads * rowSize}`,
+    )
   }
   const causal = causalPairs(length, length)
   const exact = new Float64Array(batch * nHeads)
@@ -340,7 +358,8 @@ export function runPrefill(planner: PrefillPlanner, input: AttentionPrefillInput
       const row = base + i * length
       for (let j = 0; j <= i; j++) count += plan.allowed[row + j] as number
       for (let j = i + 1; j < length; j++) {
-        if (plan.allowed[row + j]) throw new AttnlabError('INVALID_ARGUMENT', `internal: non-causal pair (${i}, ${j}) in the plan`)
+        if (plan.allowed[row + j])
+          throw new AttnlabError('INVALID_ARGUMENT', `internal: non-causal pair (${i}, ${j}) in the plan`)
       }
     }
     exact[bh] = 1 - count / causal
@@ -371,7 +390,11 @@ export function runPrefill(planner: PrefillPlanner, input: AttentionPrefillInput
  *
  * @category Kernels
  */
-export function runDecode(strategy: DecodeStrategy, input: AttentionDecodeInput, context: AttentionContext = NO_CONTEXT): MaskedDecodeResult {
+export function runDecode(
+  strategy: DecodeStrategy,
+  input: AttentionDecodeInput,
+  context: AttentionContext = NO_CONTEXT,
+): MaskedDecodeResult {
   const shape = checkDecodeInput(input)
   const { batch, nHeads, nKvHeads, stored, position } = shape
   const selection = strategy.select(input, shape)
@@ -386,7 +409,11 @@ export function runDecode(strategy: DecodeStrategy, input: AttentionDecodeInput,
       for (let s = 0; s < stored; s++) {
         const p = selection.slotPositions[(b * nKvHeads + kv) * stored + s] as number
         if (p !== s) identity = false
-        if (p > position) throw new AttnlabError('INVALID_ARGUMENT', `internal: slot ${s} holds position ${p} after the new token ${position}`)
+        if (p > position)
+          throw new AttnlabError(
+            'INVALID_ARGUMENT',
+            `internal: slot ${s} holds position ${p} after the new token ${position}`,
+          )
       }
     }
     for (let h = 0; h < nHeads; h++) {
@@ -426,7 +453,15 @@ export function runDecode(strategy: DecodeStrategy, input: AttentionDecodeInput,
       const flatIndex = tf.tensor1d(index, 'int32')
       const weight = tf.tensor4d(present, [batch, nKvHeads, keyCount, 1])
       const gatherAbs = (x: tf.Tensor4D): tf.Tensor4D =>
-        tf.mul(tf.reshape(tf.gather(tf.reshape(x, [batch * nKvHeads * stored, x.shape[3]]), flatIndex), [batch, nKvHeads, keyCount, x.shape[3]]), weight) as tf.Tensor4D
+        tf.mul(
+          tf.reshape(tf.gather(tf.reshape(x, [batch * nKvHeads * stored, x.shape[3]]), flatIndex), [
+            batch,
+            nKvHeads,
+            keyCount,
+            x.shape[3],
+          ]),
+          weight,
+        ) as tf.Tensor4D
       return [gatherAbs(keys), gatherAbs(values)]
     })
     try {
@@ -568,10 +603,16 @@ export function combine<P, D>(
   decodeKernel: SparseAttentionKernel<D>,
 ): SparseAttentionKernel<CombinedConfig<P, D>> {
   if (prefillKernel.phases.length > 0 && !prefillKernel.phases.includes('prefill')) {
-    throw new ConfigError('prefillKernel', `'${prefillKernel.method}' sparsifies only ${prefillKernel.phases.join(', ')}; pass a prefill method or dense`)
+    throw new ConfigError(
+      'prefillKernel',
+      `'${prefillKernel.method}' sparsifies only ${prefillKernel.phases.join(', ')}; pass a prefill method or dense`,
+    )
   }
   if (decodeKernel.phases.length > 0 && !decodeKernel.phases.includes('decode')) {
-    throw new ConfigError('decodeKernel', `'${decodeKernel.method}' sparsifies only ${decodeKernel.phases.join(', ')}; pass a decode method or dense`)
+    throw new ConfigError(
+      'decodeKernel',
+      `'${decodeKernel.method}' sparsifies only ${decodeKernel.phases.join(', ')}; pass a decode method or dense`,
+    )
   }
   const method = `${prefillKernel.method}+${decodeKernel.method}`
   const phases: AttentionPhase[] = []

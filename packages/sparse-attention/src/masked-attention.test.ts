@@ -39,12 +39,26 @@ describeWithBackends('masked attention', () => {
         method: 'bad',
         phases: ['prefill'],
         config: {},
-        planner: (_input, shape) => ({ allowed: new Uint8Array(shape.batch * shape.nHeads * shape.length * shape.length).fill(1), reported: new Float64Array(4) }),
+        planner: (_input, shape) => ({
+          allowed: new Uint8Array(shape.batch * shape.nHeads * shape.length * shape.length).fill(1),
+          reported: new Float64Array(4),
+        }),
       })
-      expect(() => bad.prefill({ q: a, k: b, v: c, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(AttnlabError)
-      expect(() => bad.prefill({ q: a, k: b, v: c, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/non-causal/)
-      const short = defineKernel({ method: 'short', phases: ['prefill'], config: {}, planner: () => ({ allowed: new Uint8Array(3), reported: new Float64Array(4) }) })
-      expect(() => short.prefill({ q: a, k: b, v: c, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/mask of 3 entries/)
+      expect(() => bad.prefill({ q: a, k: b, v: c, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(
+        AttnlabError,
+      )
+      expect(() => bad.prefill({ q: a, k: b, v: c, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(
+        /non-causal/,
+      )
+      const short = defineKernel({
+        method: 'short',
+        phases: ['prefill'],
+        config: {},
+        planner: () => ({ allowed: new Uint8Array(3), reported: new Float64Array(4) }),
+      })
+      expect(() => short.prefill({ q: a, k: b, v: c, scale: 1, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(
+        /mask of 3 entries/,
+      )
     } finally {
       tf.dispose([a, b, c])
     }

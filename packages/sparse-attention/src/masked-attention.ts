@@ -20,10 +20,13 @@ export function repeatKvHeads(x: tf.Tensor4D, nHeads: number): tf.Tensor4D {
   const nKvHeads = x.shape[1]
   if (nKvHeads === nHeads) return x
   if (nKvHeads <= 0 || nHeads % nKvHeads !== 0) {
-    throw new ShapeError(`nHeads (${nHeads}) must be a multiple of nKvHeads (${nKvHeads}) for grouped-query attention`, {
-      nHeads,
-      nKvHeads,
-    })
+    throw new ShapeError(
+      `nHeads (${nHeads}) must be a multiple of nKvHeads (${nKvHeads}) for grouped-query attention`,
+      {
+        nHeads,
+        nKvHeads,
+      },
+    )
   }
   const group = nHeads / nKvHeads
   const index = tf.tensor1d(
@@ -91,18 +94,25 @@ export function attendWithMask(
       const i = row % queryPos
       const h = Math.floor(row / queryPos) % nHeads
       const b = Math.floor(row / (queryPos * nHeads))
-      throw new AttnlabError('INVALID_ARGUMENT', `mask row (batch ${b}, head ${h}, query ${i}) computes no key: softmax over an empty set`, {
-        batch: b,
-        head: h,
-        query: i,
-      })
+      throw new AttnlabError(
+        'INVALID_ARGUMENT',
+        `mask row (batch ${b}, head ${h}, query ${i}) computes no key: softmax over an empty set`,
+        {
+          batch: b,
+          head: h,
+          query: i,
+        },
+      )
     }
   }
   return tf.tidy(() => {
     const kRep = repeatKvHeads(k, nHeads) // [b, H, Tk, d]
     const vRep = repeatKvHeads(v, nHeads) // [b, H, Tk, dv]
     // scale the queries (pos x d) rather than the scores (pos x pos): one pass less over the big tensor
-    let scores = tf.add(tf.matMul(tf.mul(q, scale), kRep, false, true), tf.tensor4d(bias, [batch, nHeads, queryPos, keyPos])) as tf.Tensor4D
+    let scores = tf.add(
+      tf.matMul(tf.mul(q, scale), kRep, false, true),
+      tf.tensor4d(bias, [batch, nHeads, queryPos, keyPos]),
+    ) as tf.Tensor4D
     const hooks = context?.hooks
     if (hooks?.attnScores) scores = hooks.attnScores(scores)
     let pattern = tf.softmax(scores, -1) as tf.Tensor4D // [b, H, Tq, Tk]

@@ -31,16 +31,21 @@ export interface SparseMethodInfo {
  *
  * @category Kernels
  */
-export const SPARSE_METHODS: Readonly<Record<SparseMethodName, SparseMethodInfo>> =
-  Object.freeze({
-    dense: { phase: null, description: 'dense causal attention (the reference)' },
-    'vertical-slash': { phase: 'prefill', description: 'verticals + slashes from the last-W-query estimate, uniform budget' },
-    flexprefill: { phase: 'prefill', description: 'verticals + slashes sized per head by coverage alpha (threshold budget)' },
-    'block-sparse': { phase: 'prefill', description: 'top-K blocks per query block from mean-pooled block scores' },
-    snapkv: { phase: 'decode', description: 'KV eviction by observation-window importance, uniform per KV head' },
-    'ada-snapkv': { phase: 'decode', description: 'KV eviction with adaptive per-head budgets (max aggregation)' },
-    quest: { phase: 'decode', description: 'full cache, top pages by the min/max upper bound of q.k' },
-  })
+export const SPARSE_METHODS: Readonly<Record<SparseMethodName, SparseMethodInfo>> = Object.freeze({
+  dense: { phase: null, description: 'dense causal attention (the reference)' },
+  'vertical-slash': {
+    phase: 'prefill',
+    description: 'verticals + slashes from the last-W-query estimate, uniform budget',
+  },
+  flexprefill: {
+    phase: 'prefill',
+    description: 'verticals + slashes sized per head by coverage alpha (threshold budget)',
+  },
+  'block-sparse': { phase: 'prefill', description: 'top-K blocks per query block from mean-pooled block scores' },
+  snapkv: { phase: 'decode', description: 'KV eviction by observation-window importance, uniform per KV head' },
+  'ada-snapkv': { phase: 'decode', description: 'KV eviction with adaptive per-head budgets (max aggregation)' },
+  quest: { phase: 'decode', description: 'full cache, top pages by the min/max upper bound of q.k' },
+})
 
 /**
  * The configuration type of each method.
@@ -77,11 +82,15 @@ export interface SparseMethodConfigs {
  * ```
  * @category Kernels
  */
-export function createKernel<M extends SparseMethodName>(method: M, overrides: Partial<SparseMethodConfigs[M]> = {}): SparseAttentionKernel {
+export function createKernel<M extends SparseMethodName>(
+  method: M,
+  overrides: Partial<SparseMethodConfigs[M]> = {},
+): SparseAttentionKernel {
   const o = overrides as Record<string, unknown>
   switch (method as SparseMethodName) {
     case 'dense':
-      if (Object.keys(o).length > 0) throw new ConfigError(Object.keys(o)[0] as string, 'is not a parameter of dense (it has none)')
+      if (Object.keys(o).length > 0)
+        throw new ConfigError(Object.keys(o)[0] as string, 'is not a parameter of dense (it has none)')
       return dense()
     case 'vertical-slash':
       return verticalSlash(o as Partial<VerticalSlashConfig>)
@@ -96,6 +105,9 @@ export function createKernel<M extends SparseMethodName>(method: M, overrides: P
     case 'quest':
       return quest(o as Partial<QuestConfig>)
     default:
-      throw new ConfigError('method', `must be one of ${Object.keys(SPARSE_METHODS).join(', ')}, got '${String(method)}'`)
+      throw new ConfigError(
+        'method',
+        `must be one of ${Object.keys(SPARSE_METHODS).join(', ')}, got '${String(method)}'`,
+      )
   }
 }

@@ -12,7 +12,14 @@ import {
   verticalSlash,
   type SparseAttentionKernel,
 } from './index.ts'
-import { maxAbsDiff, randomQkv, referenceAttention, referenceWindowProbabilities, tensors, type Qkv } from './__fixtures__/reference.ts'
+import {
+  maxAbsDiff,
+  randomQkv,
+  referenceAttention,
+  referenceWindowProbabilities,
+  tensors,
+  type Qkv,
+} from './__fixtures__/reference.ts'
 
 function run(kernel: SparseAttentionKernel, x: Qkv) {
   const t = tensors(x)
@@ -27,7 +34,8 @@ function run(kernel: SparseAttentionKernel, x: Qkv) {
 }
 
 function expectCausal(mask: Uint8Array, H: number, T: number): void {
-  for (let h = 0; h < H; h++) for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) expect(mask[(h * T + i) * T + j]).toBe(0)
+  for (let h = 0; h < H; h++)
+    for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) expect(mask[(h * T + i) * T + j]).toBe(0)
 }
 
 function exactSparsityOf(mask: Uint8Array, H: number, T: number): number {
@@ -37,7 +45,16 @@ function exactSparsityOf(mask: Uint8Array, H: number, T: number): number {
 }
 
 /** Independent Vertical-Slash selection from float64 window probabilities. */
-function referenceLines(x: Qkv, h: number, W: number, V: number, S: number, sinks: number, local: number, normalise = false) {
+function referenceLines(
+  x: Qkv,
+  h: number,
+  W: number,
+  V: number,
+  S: number,
+  sinks: number,
+  local: number,
+  normalise = false,
+) {
   const P = referenceWindowProbabilities(x, W)
   const { T } = x
   const vertical = new Array<number>(T).fill(0)
@@ -72,7 +89,9 @@ describeWithBackends('prefill methods', () => {
 
     it('with a budget covering everything equals dense (both mask modes)', async () => {
       for (const maskMode of ['kernel', 'exact'] as const) {
-        const r = await expectNoLeaks(() => run(verticalSlash({ ...small, verticalSize: 40, slashSize: 40, maskMode }), x))
+        const r = await expectNoLeaks(() =>
+          run(verticalSlash({ ...small, verticalSize: 40, slashSize: 40, maskMode }), x),
+        )
         expect(maxAbsDiff(r.output, referenceAttention(x, null))).toBeLessThan(1e-5)
         expect(r.sparsity.exact).toBe(0)
       }
@@ -252,7 +271,8 @@ describeWithBackends('prefill methods', () => {
       const { H, Hkv, T, d } = y
       const pool = (data: Float32Array, head: number, block: number) => {
         const out = new Array<number>(d).fill(0)
-        for (let t = block * 8; t < Math.min(T, block * 8 + 8); t++) for (let c = 0; c < d; c++) out[c] = (out[c] as number) + (data[(head * T + t) * d + c] as number) / 8
+        for (let t = block * 8; t < Math.min(T, block * 8 + 8); t++)
+          for (let c = 0; c < d; c++) out[c] = (out[c] as number) + (data[(head * T + t) * d + c] as number) / 8
         return out
       }
       const heads: string[] = []
@@ -274,7 +294,9 @@ describeWithBackends('prefill methods', () => {
           signature += best
           const i = m * 8 // first row of the query block
           for (let j = 8; j < (m - 1) * 8; j++) {
-            expect(r.mask[(h * T + i) * T + j], `head ${h} block ${m} key ${j}`).toBe(Math.floor(j / 8) === best ? 1 : 0)
+            expect(r.mask[(h * T + i) * T + j], `head ${h} block ${m} key ${j}`).toBe(
+              Math.floor(j / 8) === best ? 1 : 0,
+            )
           }
         }
         heads.push(signature)
@@ -291,9 +313,13 @@ describeWithBackends('prefill methods', () => {
     const k2 = tf.zeros([1, 2, 7, 4]) as tf.Tensor4D
     const q2 = tf.zeros([1, 2, 8, 4]) as tf.Tensor4D
     try {
-      expect(() => dense().prefill({ q, k, v, scale: 0.5, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(/multiple of nKvHeads/)
+      expect(() => dense().prefill({ q, k, v, scale: 0.5, layer: 0 }, { hooks: {}, needsPattern: false })).toThrow(
+        /multiple of nKvHeads/,
+      )
       expect(() => verticalSlash().prefillWithMask({ q: q2, k: k2, v, scale: 0.5, layer: 0 })).toThrow(ShapeError)
-      expect(() => verticalSlash().prefillWithMask({ q: q2, k: k2, v, scale: 0.5, layer: 0 })).toThrow(/'k' has shape|k has shape/)
+      expect(() => verticalSlash().prefillWithMask({ q: q2, k: k2, v, scale: 0.5, layer: 0 })).toThrow(
+        /'k' has shape|k has shape/,
+      )
       expect(() => verticalSlash().prefillWithMask({ q: q2, k, v, scale: NaN, layer: 0 })).toThrow(/scale/)
     } finally {
       tf.dispose([q, k, v, k2, q2])

@@ -19,7 +19,13 @@ import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, ShapeError, type KernelState, type LayerKVCache } from '@attnlab/core'
 import { SequenceTooShortError } from './errors.ts'
 import { checkBoolean, checkInt, resolveConfig } from './config.ts'
-import { checkPrefillInput, defineKernel, type DecodeShape, type DecodeStrategy, type SparseAttentionKernel } from './kernel.ts'
+import {
+  checkPrefillInput,
+  defineKernel,
+  type DecodeShape,
+  type DecodeStrategy,
+  type SparseAttentionKernel,
+} from './kernel.ts'
 import { topK } from './select.ts'
 import { questSparsity } from './sparsity.ts'
 
@@ -171,10 +177,13 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
     select(input, shape: DecodeShape) {
       const { batch, nHeads, nKvHeads, stored, position, dHead } = shape
       if (stored !== position + 1) {
-        throw new ShapeError(`quest reads the full cache: ${position + 1} entries expected for position ${position}, got ${stored}`, {
-          stored,
-          position,
-        })
+        throw new ShapeError(
+          `quest reads the full cache: ${position + 1} entries expected for position ${position}, got ${stored}`,
+          {
+            stored,
+            position,
+          },
+        )
       }
       let state = input.cache.kernelState
       if (!(state instanceof QuestState)) {
@@ -185,7 +194,9 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
       }
       const quest = state as QuestState
       if (quest.rows !== batch * nKvHeads || quest.dHead !== dHead) {
-        throw new ShapeError(`quest: cache state is for ${quest.rows} (batch x KV head) rows of dHead ${quest.dHead}, got ${batch * nKvHeads} of ${dHead}`)
+        throw new ShapeError(
+          `quest: cache state is for ${quest.rows} (batch x KV head) rows of dHead ${quest.dHead}, got ${batch * nKvHeads} of ${dHead}`,
+        )
       }
       if (position < quest.summarized - 1) {
         throw new ShapeError(`quest: position ${position} is before the ${quest.summarized} tokens already summarised`)

@@ -69,7 +69,9 @@ export function argsortDescending(scores: ArrayLike<number>): number[] {
 export function coverCount(scores: ArrayLike<number>, coverage: number): number {
   const n = scores.length
   if (n === 0) return 0
-  const sorted = Float64Array.from(scores as ArrayLike<number>).sort().reverse()
+  const sorted = Float64Array.from(scores as ArrayLike<number>)
+    .sort()
+    .reverse()
   let sum = 0
   let count = 0
   for (let i = 0; i < n; i++) {
@@ -111,13 +113,21 @@ export function averagePool(values: ArrayLike<number>, kernel: number): Float64A
  * as Block-Sparse's pooling does); otherwise each block is divided by its own token count
  * (FlexPrefill).
  */
-export function blockMeans(data: Float32Array, head: number, n: number, dHead: number, blockSize: number, zeroPadded: boolean): Float64Array {
+export function blockMeans(
+  data: Float32Array,
+  head: number,
+  n: number,
+  dHead: number,
+  blockSize: number,
+  zeroPadded: boolean,
+): Float64Array {
   const blocks = Math.ceil(n / blockSize)
   const out = new Float64Array(blocks * dHead)
   const base = head * n * dHead
   for (let t = 0; t < n; t++) {
     const m = Math.floor(t / blockSize)
-    for (let d = 0; d < dHead; d++) out[m * dHead + d] = (out[m * dHead + d] as number) + (data[base + t * dHead + d] as number)
+    for (let d = 0; d < dHead; d++)
+      out[m * dHead + d] = (out[m * dHead + d] as number) + (data[base + t * dHead + d] as number)
   }
   for (let m = 0; m < blocks; m++) {
     const count = zeroPadded ? blockSize : Math.min(n, (m + 1) * blockSize) - m * blockSize

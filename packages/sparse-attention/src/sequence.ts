@@ -109,10 +109,18 @@ function checkSequence(qkv: SequenceQKV): Record<string, number> {
  * ```
  * @category Sequence API
  */
-export function applyPrefill(kernel: SparseAttentionKernel, qkv: SequenceQKV, options: SequenceOptions = {}): SequencePrefillResult {
+export function applyPrefill(
+  kernel: SparseAttentionKernel,
+  qkv: SequenceQKV,
+  options: SequenceOptions = {},
+): SequencePrefillResult {
   const dims = checkSequence(qkv)
   const scale = options.scale ?? 1 / Math.sqrt(dims.dHead as number)
-  const [q, k, v] = [qkv.q, qkv.k, qkv.v].map((x) => tf.expandDims(x, 0) as tf.Tensor4D) as [tf.Tensor4D, tf.Tensor4D, tf.Tensor4D]
+  const [q, k, v] = [qkv.q, qkv.k, qkv.v].map((x) => tf.expandDims(x, 0) as tf.Tensor4D) as [
+    tf.Tensor4D,
+    tf.Tensor4D,
+    tf.Tensor4D,
+  ]
   try {
     const result = kernel.prefillWithMask({ q, k, v, scale, layer: 0 })
     const output = tf.squeeze(result.z, [0]) as tf.Tensor3D
@@ -157,7 +165,11 @@ export function applyDecode(
   assertShape(step.vNew, ['nKvHeads', 'dValue'], 'v_new', dims)
   const T = dims.T as number
   const scale = options.scale ?? 1 / Math.sqrt(dims.dHead as number)
-  const [q, k, v] = [qkv.q, qkv.k, qkv.v].map((x) => tf.expandDims(x, 0) as tf.Tensor4D) as [tf.Tensor4D, tf.Tensor4D, tf.Tensor4D]
+  const [q, k, v] = [qkv.q, qkv.k, qkv.v].map((x) => tf.expandDims(x, 0) as tf.Tensor4D) as [
+    tf.Tensor4D,
+    tf.Tensor4D,
+    tf.Tensor4D,
+  ]
   const cache: LayerKVCache = {
     keys: tf.keep(tf.clone(k)),
     values: tf.keep(tf.clone(v)),

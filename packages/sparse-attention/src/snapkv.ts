@@ -56,7 +56,8 @@ export function checkEvictionConfig(c: SnapKVConfig): void {
   checkInt('capacity', c.capacity, 1)
   checkInt('window', c.window, 1)
   checkInt('kernelSize', c.kernelSize, 1)
-  if (c.kernelSize % 2 !== 1) throw new ConfigError('kernelSize', `must be odd (the pooling keeps the length), got ${c.kernelSize}`)
+  if (c.kernelSize % 2 !== 1)
+    throw new ConfigError('kernelSize', `must be odd (the pooling keeps the length), got ${c.kernelSize}`)
   checkInt('local', c.local, 0)
   checkInt('prefix', c.prefix, 0)
   if (c.capacity <= c.local + c.prefix) {

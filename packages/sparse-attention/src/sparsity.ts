@@ -124,7 +124,12 @@ export function questSparsity(n: number, tokenBudget: number): number {
  * @param blockSize - kernel tile (64)
  * @category Accounting
  */
-export function verticalSlashKernelSparsity(verticals: readonly number[], slashes: readonly number[], n: number, blockSize = 64): number {
+export function verticalSlashKernelSparsity(
+  verticals: readonly number[],
+  slashes: readonly number[],
+  n: number,
+  blockSize = 64,
+): number {
   checkInt('n', n, 1)
   return buildVerticalSlashIndex(verticals, slashes, n, blockSize).reportedSparsity
 }
@@ -218,9 +223,33 @@ export const TABLE3_BUDGETS: Table3Budgets = Object.freeze({
     128000: [480, 768, 1024, 1536, 2048, 3584, 5632, 10240, 13312, 18432],
   } as Readonly<Record<number, readonly number[]>>),
   flexPrefill: Object.freeze({
-    16384: [[0, 164], [0, 240], [0, 315], [0, 400], [0.55, 512], [0.71, 512], [0.88, 512]],
-    32768: [[0, 290], [0, 384], [0.45, 512], [0.6, 512], [0.7, 512], [0.8, 512], [0.92, 512]],
-    65536: [[0, 400], [0.45, 512], [0.55, 512], [0.7, 512], [0.77, 512], [0.85, 512], [0.94, 512]],
+    16384: [
+      [0, 164],
+      [0, 240],
+      [0, 315],
+      [0, 400],
+      [0.55, 512],
+      [0.71, 512],
+      [0.88, 512],
+    ],
+    32768: [
+      [0, 290],
+      [0, 384],
+      [0.45, 512],
+      [0.6, 512],
+      [0.7, 512],
+      [0.8, 512],
+      [0.92, 512],
+    ],
+    65536: [
+      [0, 400],
+      [0.45, 512],
+      [0.55, 512],
+      [0.7, 512],
+      [0.77, 512],
+      [0.85, 512],
+      [0.94, 512],
+    ],
   } as Readonly<Record<number, readonly (readonly [number, number])[]>>),
   blockSparse: Object.freeze({
     16384: [26, 35, 53, 71, 108, 188, 300],

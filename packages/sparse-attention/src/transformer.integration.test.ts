@@ -42,7 +42,10 @@ describeWithBackends('inside @attnlab/transformer', () => {
         expect(maxAbsDiff(await expectNoLeaks(() => logits(kernel)), reference), kernel.name).toBeLessThan(1e-4)
       }
       const reports: AttentionReport[] = []
-      const out = model.forward([prompt], { attention: verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8, kernelBlockSize: 8 }), attentionReports: reports })
+      const out = model.forward([prompt], {
+        attention: verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8, kernelBlockSize: 8 }),
+        attentionReports: reports,
+      })
       expect(maxAbsDiff(out.dataSync(), reference)).toBeGreaterThan(1e-3)
       out.dispose()
       expect(reports).toHaveLength(2)
@@ -61,7 +64,10 @@ describeWithBackends('inside @attnlab/transformer', () => {
     const model = createTransformer(config)
     try {
       const dense = await generate(model, [prompt], { maxTokens: 6, temperature: 0 })
-      for (const kernel of [snapKV({ capacity: 64, local: 8, prefix: 2, window: 8 }), adaSnapKV({ capacity: 64, local: 8, prefix: 2, window: 8 })]) {
+      for (const kernel of [
+        snapKV({ capacity: 64, local: 8, prefix: 2, window: 8 }),
+        adaSnapKV({ capacity: 64, local: 8, prefix: 2, window: 8 }),
+      ]) {
         const same = await generate(model, [prompt], { maxTokens: 6, temperature: 0, attention: kernel })
         expect(same.tokens, kernel.name).toEqual(dense.tokens)
       }
@@ -69,9 +75,14 @@ describeWithBackends('inside @attnlab/transformer', () => {
         snapKV({ capacity: 16, local: 4, prefix: 2, window: 8, kernelSize: 5 }),
         adaSnapKV({ capacity: 16, local: 4, prefix: 2, window: 8, kernelSize: 5 }),
         quest({ tokenBudget: 16, pageSize: 8 }),
-        combine(verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8, kernelBlockSize: 8 }), quest({ tokenBudget: 16, pageSize: 8 })),
+        combine(
+          verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8, kernelBlockSize: 8 }),
+          quest({ tokenBudget: 16, pageSize: 8 }),
+        ),
       ]) {
-        const result = await expectNoLeaks(() => generate(model, [prompt], { maxTokens: 6, temperature: 0, attention: kernel }))
+        const result = await expectNoLeaks(() =>
+          generate(model, [prompt], { maxTokens: 6, temperature: 0, attention: kernel }),
+        )
         expect(result.tokens[0]).toHaveLength(6)
         const decodeReports = result.attentionReports.filter((r) => r.totalPairs < 4 * 64 * 10)
         expect(decodeReports.length).toBe(2 * 5)

@@ -49,7 +49,15 @@ export interface VerticalSlashConfig {
  * @category Vertical-Slash
  */
 export function defaultVerticalSlashConfig(): VerticalSlashConfig {
-  return { verticalSize: 512, slashSize: 512, window: 256, sinks: 4, local: 64, kernelBlockSize: 64, maskMode: 'kernel' }
+  return {
+    verticalSize: 512,
+    slashSize: 512,
+    window: 256,
+    sinks: 4,
+    local: 64,
+    kernelBlockSize: 64,
+    maskMode: 'kernel',
+  }
 }
 
 /**
@@ -59,7 +67,9 @@ export function defaultVerticalSlashConfig(): VerticalSlashConfig {
  *
  * @category Vertical-Slash
  */
-export const VERTICAL_SLASH_PRESETS: Readonly<Record<'study' | 'retrieval' | 'minference', Readonly<VerticalSlashConfig>>> = Object.freeze({
+export const VERTICAL_SLASH_PRESETS: Readonly<
+  Record<'study' | 'retrieval' | 'minference', Readonly<VerticalSlashConfig>>
+> = Object.freeze({
   study: Object.freeze(defaultVerticalSlashConfig()),
   retrieval: Object.freeze({ ...defaultVerticalSlashConfig(), window: 512 }),
   minference: Object.freeze({ ...defaultVerticalSlashConfig(), window: 64, sinks: 30, local: 100 }),
@@ -84,10 +94,16 @@ export function resolveVerticalSlashConfig(overrides?: Partial<VerticalSlashConf
   checkInt('kernelBlockSize', c.kernelBlockSize, 1)
   checkChoice('maskMode', c.maskMode, ['kernel', 'exact'] as const)
   if (c.verticalSize < c.sinks) {
-    throw new ConfigError('verticalSize', `${c.verticalSize} must be >= sinks (${c.sinks}): the forced sink columns count toward the budget`)
+    throw new ConfigError(
+      'verticalSize',
+      `${c.verticalSize} must be >= sinks (${c.sinks}): the forced sink columns count toward the budget`,
+    )
   }
   if (c.slashSize < c.local) {
-    throw new ConfigError('slashSize', `${c.slashSize} must be >= local (${c.local}): the forced local distances count toward the budget`)
+    throw new ConfigError(
+      'slashSize',
+      `${c.slashSize} must be >= local (${c.local}): the forced local distances count toward the budget`,
+    )
   }
   return Object.freeze(c)
 }
@@ -181,14 +197,25 @@ export class LinePlanBuilder {
   }
 }
 
-function verticalSlashPlan(config: Readonly<VerticalSlashConfig>, input: AttentionPrefillInput, shape: PrefillShape): PrefillPlan {
+function verticalSlashPlan(
+  config: Readonly<VerticalSlashConfig>,
+  input: AttentionPrefillInput,
+  shape: PrefillShape,
+): PrefillPlan {
   const { batch, nHeads, length } = shape
   const window = Math.min(config.window, length)
   const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
   const builder = new LinePlanBuilder(shape, config.kernelBlockSize, config.maskMode)
   for (let head = 0; head < batch * nHeads; head++) {
     const { vertical, slash } = windowLineScores(probabilities, head, window, length)
-    const { verticals, slashes } = selectLines(vertical, slash, config.verticalSize, config.slashSize, config.sinks, config.local)
+    const { verticals, slashes } = selectLines(
+      vertical,
+      slash,
+      config.verticalSize,
+      config.slashSize,
+      config.sinks,
+      config.local,
+    )
     builder.add(head, verticals, slashes)
   }
   return builder.plan({ window })
@@ -209,7 +236,9 @@ function verticalSlashPlan(config: Readonly<VerticalSlashConfig>, input: Attenti
  * ```
  * @category Vertical-Slash
  */
-export function verticalSlash(overrides?: Partial<VerticalSlashConfig>): SparseAttentionKernel<Readonly<VerticalSlashConfig>> {
+export function verticalSlash(
+  overrides?: Partial<VerticalSlashConfig>,
+): SparseAttentionKernel<Readonly<VerticalSlashConfig>> {
   const config = resolveVerticalSlashConfig(overrides)
   return defineKernel({
     method: 'vertical-slash',

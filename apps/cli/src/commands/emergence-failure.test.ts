@@ -19,7 +19,28 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-const TINY = ['--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '16', '--validation-size', '32', '--analysis-size', '16', '--eval-every', '3', '--steps', '3', '--backend', 'cpu']
+const TINY = [
+  '--vocab',
+  '8',
+  '--spans',
+  '1,1',
+  '--gen-len',
+  '6',
+  '--tau',
+  '0.3',
+  '--batch',
+  '16',
+  '--validation-size',
+  '32',
+  '--analysis-size',
+  '16',
+  '--eval-every',
+  '3',
+  '--steps',
+  '3',
+  '--backend',
+  'cpu',
+]
 
 describe('attnlab emergence: a fresh run failing before its first checkpoint', () => {
   it('removes the directories it created, parents included', async () => {

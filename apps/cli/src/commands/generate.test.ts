@@ -18,7 +18,8 @@ import { main } from '../program.ts'
 const AIDREAMS = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../../shared/models/aidreams260K')
 const HAVE_AIDREAMS = existsSync(join(AIDREAMS, 'model.bin')) && existsSync(join(AIDREAMS, 'hf', 'config.json'))
 if (!HAVE_AIDREAMS) console.warn(`[attnlab] ${AIDREAMS} is absent: generate tests on aidreams260K are skipped`)
-const REFERENCE = 'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle into a t'
+const REFERENCE =
+  'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle into a t'
 
 const root = useTempDir('attnlab-generate-')
 
@@ -38,11 +39,43 @@ function randomWeights(config: TransformerConfig, seed: number): Map<string, { s
 let tiny: string
 beforeAll(async () => {
   // A tiny random llama with a tokenizer beside it.
-  const config = createConfig({ architecture: 'llama', dVocab: 40, nCtx: 24, dModel: 16, nLayers: 1, nHeads: 2, dMlp: 16 })
+  const config = createConfig({
+    architecture: 'llama',
+    dVocab: 40,
+    nCtx: 24,
+    dModel: 16,
+    nLayers: 1,
+    nHeads: 2,
+    dMlp: 16,
+  })
   const rng = Rng.fromSeed(3)
-  const weights = new Map(parameterShapes(config).map(([name, shape]) => [name, { shape, data: rng.split(name).fillNormal(new Float32Array(shape.reduce((a, b) => a * b, 1)), 0, 0.5) }]))
-  const pieces = ['<unk>', '\n<s>\n', '\n</s>\n', ' ', ...'abcdefghijklmnopqrstuvwxyz'.split(''), ' a', ' b', ' the', 'th', 'he', ' t', 'in', 'an', 'er', 'on']
-  const tokenizer = Llama2cTokenizer.fromPieces(pieces, pieces.map((_, i) => -i))
+  const weights = new Map(
+    parameterShapes(config).map(([name, shape]) => [
+      name,
+      { shape, data: rng.split(name).fillNormal(new Float32Array(shape.reduce((a, b) => a * b, 1)), 0, 0.5) },
+    ]),
+  )
+  const pieces = [
+    '<unk>',
+    '\n<s>\n',
+    '\n</s>\n',
+    ' ',
+    ...'abcdefghijklmnopqrstuvwxyz'.split(''),
+    ' a',
+    ' b',
+    ' the',
+    'th',
+    'he',
+    ' t',
+    'in',
+    'an',
+    'er',
+    'on',
+  ]
+  const tokenizer = Llama2cTokenizer.fromPieces(
+    pieces,
+    pieces.map((_, i) => -i),
+  )
   tiny = join(root(), 'tiny')
   await saveModelDirectory(tiny, { config, weights }, { tokenizer })
 })
@@ -57,7 +90,21 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
   ] as const) {
     it(`${format}: --steps 60 --temperature 0 prints the README reference text`, async () => {
       const io = captureOutput()
-      const code = await main(['generate', '--model', model, '--tokenizer', join(AIDREAMS, 'tokenizer.bin'), '--prompt', 'I dreamed', '--steps', '60', '--temperature', '0', '--backend', 'cpu'])
+      const code = await main([
+        'generate',
+        '--model',
+        model,
+        '--tokenizer',
+        join(AIDREAMS, 'tokenizer.bin'),
+        '--prompt',
+        'I dreamed',
+        '--steps',
+        '60',
+        '--temperature',
+        '0',
+        '--backend',
+        'cpu',
+      ])
       expect(io.errors).toEqual([])
       expect(code).toBe(0)
       expect(io.logs).toEqual([REFERENCE])
@@ -66,7 +113,21 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
 
   it('--max-tokens 60 generates 60 new tokens: the reference text continues', async () => {
     const io = captureOutput()
-    expect(await main(['generate', '--model', join(AIDREAMS, 'model.bin'), '--prompt', 'I dreamed', '--max-tokens', '60', '--temperature', '0', '--backend', 'cpu'])).toBe(0)
+    expect(
+      await main([
+        'generate',
+        '--model',
+        join(AIDREAMS, 'model.bin'),
+        '--prompt',
+        'I dreamed',
+        '--max-tokens',
+        '60',
+        '--temperature',
+        '0',
+        '--backend',
+        'cpu',
+      ]),
+    ).toBe(0)
     const [text] = io.logs
     expect(text?.startsWith(REFERENCE)).toBe(true)
     expect(text!.length).toBeGreaterThan(REFERENCE.length)
@@ -76,7 +137,23 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
     const prompt = 'I dreamed of a quiet garden where the nodes hum and the light settles on every leaf, and I listened'
     const run = async (extra: string[]): Promise<{ ids: number[]; attentionSparsity: number }> => {
       const io = captureOutput()
-      expect(await main(['generate', '--model', join(AIDREAMS, 'model.bin'), '--prompt', prompt, '--max-tokens', '8', '--temperature', '0', '--json', '--backend', 'cpu', ...extra])).toBe(0)
+      expect(
+        await main([
+          'generate',
+          '--model',
+          join(AIDREAMS, 'model.bin'),
+          '--prompt',
+          prompt,
+          '--max-tokens',
+          '8',
+          '--temperature',
+          '0',
+          '--json',
+          '--backend',
+          'cpu',
+          ...extra,
+        ]),
+      ).toBe(0)
       const summary = JSON.parse(io.logs.join('\n'))
       vi.restoreAllMocks()
       return summary
@@ -91,7 +168,22 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
 
   it('--ids from BOS alone prints the README ids', async () => {
     const io = captureOutput()
-    expect(await main(['generate', '--model', join(AIDREAMS, 'hf'), '--tokenizer', join(AIDREAMS, 'tokenizer.bin'), '--ids', '--max-tokens', '12', '--temperature', '0', '--backend', 'wasm'])).toBe(0)
+    expect(
+      await main([
+        'generate',
+        '--model',
+        join(AIDREAMS, 'hf'),
+        '--tokenizer',
+        join(AIDREAMS, 'tokenizer.bin'),
+        '--ids',
+        '--max-tokens',
+        '12',
+        '--temperature',
+        '0',
+        '--backend',
+        'wasm',
+      ]),
+    ).toBe(0)
     expect(io.logs).toEqual(['319 459 355 260 275 429 339 315 374 327 446 262'])
   })
 })
@@ -99,9 +191,29 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
 describe('attnlab generate', () => {
   it('--json reports prompt ids, ids, text, stop reason and speed; the tokenizer is found beside the model', async () => {
     const io = captureOutput()
-    expect(await main(['generate', '--model', tiny, '--prompt', 'the', '--max-tokens', '5', '--temperature', '0', '--json', '--backend', 'cpu'])).toBe(0)
+    expect(
+      await main([
+        'generate',
+        '--model',
+        tiny,
+        '--prompt',
+        'the',
+        '--max-tokens',
+        '5',
+        '--temperature',
+        '0',
+        '--json',
+        '--backend',
+        'cpu',
+      ]),
+    ).toBe(0)
     const summary = JSON.parse(io.logs.join('\n'))
-    expect(summary).toMatchObject({ format: 'huggingface', tokenizer: join(tiny, 'tokenizer.bin'), backend: 'cpu', promptIds: [1, 3, 33, 8] }) // ' ' 'th' 'e': 'th' outscores ' t' and 'he', and ' th' is no piece
+    expect(summary).toMatchObject({
+      format: 'huggingface',
+      tokenizer: join(tiny, 'tokenizer.bin'),
+      backend: 'cpu',
+      promptIds: [1, 3, 33, 8],
+    }) // ' ' 'th' 'e': 'th' outscores ' t' and 'he', and ' th' is no piece
     expect(summary.ids.length).toBeLessThanOrEqual(5)
     expect(['max-tokens', 'eos']).toContain(summary.stopReason)
     expect(typeof summary.text).toBe('string')
@@ -111,7 +223,29 @@ describe('attnlab generate', () => {
   it('sampling is seeded: the same seed gives the same ids, another seed other ids', async () => {
     const run = async (seed: string): Promise<string> => {
       const io = captureOutput()
-      expect(await main(['generate', '--model', tiny, '--prompt-ids', '1,5,6', '--ids', '--ignore-eos', '--max-tokens', '15', '--temperature', '1.5', '--top-k', '30', '--top-p', '0.95', '--seed', seed, '--backend', 'cpu'])).toBe(0)
+      expect(
+        await main([
+          'generate',
+          '--model',
+          tiny,
+          '--prompt-ids',
+          '1,5,6',
+          '--ids',
+          '--ignore-eos',
+          '--max-tokens',
+          '15',
+          '--temperature',
+          '1.5',
+          '--top-k',
+          '30',
+          '--top-p',
+          '0.95',
+          '--seed',
+          seed,
+          '--backend',
+          'cpu',
+        ]),
+      ).toBe(0)
       const out = io.logs[0] as string
       vi.restoreAllMocks()
       return out
@@ -215,14 +349,19 @@ describe('attnlab generate', () => {
       const code = await main(['generate', ...args])
       expect(code).toBe(exitCode)
       expect(io.logs).toEqual([])
-      const lines = io.errors.flatMap((l) => l.split('\n')).filter((l) => l.trim().length > 0 && !l.startsWith('(run with --help'))
+      const lines = io.errors
+        .flatMap((l) => l.split('\n'))
+        .filter((l) => l.trim().length > 0 && !l.startsWith('(run with --help'))
       expect(lines, JSON.stringify(lines)).toHaveLength(1)
       expect(lines[0]).toMatch(message)
       vi.restoreAllMocks()
     }
 
     it('a missing model file', async () => {
-      await expectFailure(['--model', join(root(), 'nope.bin'), '--backend', 'cpu'], /attnlab: error \[INVALID_CHECKPOINT\]: .*nope\.bin: model not found/)
+      await expectFailure(
+        ['--model', join(root(), 'nope.bin'), '--backend', 'cpu'],
+        /attnlab: error \[INVALID_CHECKPOINT\]: .*nope\.bin: model not found/,
+      )
     })
 
     it('a truncated llama2.c checkpoint', async () => {
@@ -231,13 +370,19 @@ describe('attnlab generate', () => {
       new DataView(bytes.buffer).setInt32(0, 16, true)
       ;[16, 24, 1, 2, 2, 40, 8].forEach((v, i) => new DataView(bytes.buffer).setInt32(4 * i, v, true))
       await writeFile(file, bytes)
-      await expectFailure(['--model', file, '--backend', 'cpu'], /\[INVALID_CHECKPOINT\]: .*truncated\.bin: file has 428 bytes but its header .* describes \d+: \d+ bytes are missing/)
+      await expectFailure(
+        ['--model', file, '--backend', 'cpu'],
+        /\[INVALID_CHECKPOINT\]: .*truncated\.bin: file has 428 bytes but its header .* describes \d+: \d+ bytes are missing/,
+      )
     })
 
     it('a directory without config.json', async () => {
       const dir = join(root(), 'empty-dir')
       await mkdir(dir, { recursive: true })
-      await expectFailure(['--model', dir, '--backend', 'cpu'], /\[INVALID_CHECKPOINT\]: .*empty-dir: not a model directory: it has no config\.json/)
+      await expectFailure(
+        ['--model', dir, '--backend', 'cpu'],
+        /\[INVALID_CHECKPOINT\]: .*empty-dir: not a model directory: it has no config\.json/,
+      )
     })
 
     it('an unsupported architecture', async () => {
@@ -250,37 +395,72 @@ describe('attnlab generate', () => {
     it('a tokenizer that does not match the model', async () => {
       const file = join(root(), 'small-tokenizer.bin')
       await writeFile(file, Llama2cTokenizer.fromPieces(['a', 'b', 'c'], [0, 0, 0]).serialize())
-      await expectFailure(['--model', tiny, '--tokenizer', file, '--backend', 'cpu'], /holds 3 tokens but the model's vocabulary has 40/)
+      await expectFailure(
+        ['--model', tiny, '--tokenizer', file, '--backend', 'cpu'],
+        /holds 3 tokens but the model's vocabulary has 40/,
+      )
     })
 
     it('text asked without a tokenizer', async () => {
       const dir = join(root(), 'no-tokenizer')
       await mkdir(dir, { recursive: true })
-      for (const name of ['config.json', 'model.safetensors']) await writeFile(join(dir, name), await readFile(join(tiny, name)))
+      for (const name of ['config.json', 'model.safetensors'])
+        await writeFile(join(dir, name), await readFile(join(tiny, name)))
       await expectFailure(['--model', dir, '--prompt', 'hi', '--backend', 'cpu'], /no tokenizer: none was given/)
       await writeFile(join(dir, 'tokenizer.json'), '{}')
-      await expectFailure(['--model', dir, '--prompt', 'hi', '--backend', 'cpu'], /\(tokenizer\.json found, but attnlab reads llama2\.c tokenizer\.bin files only/)
+      await expectFailure(
+        ['--model', dir, '--prompt', 'hi', '--backend', 'cpu'],
+        /\(tokenizer\.json found, but attnlab reads llama2\.c tokenizer\.bin files only/,
+      )
       const io = captureOutput()
-      expect(await main(['generate', '--model', dir, '--prompt-ids', '1,2', '--ids', '--max-tokens', '3', '--backend', 'cpu'])).toBe(0)
+      expect(
+        await main([
+          'generate',
+          '--model',
+          dir,
+          '--prompt-ids',
+          '1,2',
+          '--ids',
+          '--max-tokens',
+          '3',
+          '--backend',
+          'cpu',
+        ]),
+      ).toBe(0)
       expect(io.logs[0]).toMatch(/^\d+( \d+)*$|^$/)
     })
 
     it('bad flags stop before any work', async () => {
-      await expectFailure(['--model', tiny, '--prompt', 'a', '--prompt-ids', '1'], /give --prompt or --prompt-ids, not both/)
+      await expectFailure(
+        ['--model', tiny, '--prompt', 'a', '--prompt-ids', '1'],
+        /give --prompt or --prompt-ids, not both/,
+      )
       await expectFailure(['--model', tiny, '--top-p', '0'], /--top-p must be in \(0, 1\], got 0/)
       await expectFailure(['--model', tiny, '--max-tokens', '-1'], /--max-tokens must be >= 0, got -1/)
       await expectFailure(['--model', tiny, '--max-tokens', '3', '--steps', '3'], /cannot be used with option '--steps/)
       await expectFailure(['--model', tiny, '--temperature', 'hot'], /--temperature must be a number, got 'hot'/)
       await expectFailure(['--model', tiny, '--prompt-ids', '1,x'], /--prompt-ids must be token ids/)
       await expectFailure(['--prompt', 'x'], /required option '--model <path>' not specified/)
-      await expectFailure(['--model', tiny, '--page-size', '8'], /attention-method flags need --attention METHOD \(got --page-size\)/)
+      await expectFailure(
+        ['--model', tiny, '--page-size', '8'],
+        /attention-method flags need --attention METHOD \(got --page-size\)/,
+      )
       await expectFailure(['--model', tiny, '--attention', 'bogus'], /unknown attention method 'bogus'/)
-      await expectFailure(['--model', tiny, '--attention', 'quest', '--block-top-k', '4'], /--block-top-k does not apply to quest/)
+      await expectFailure(
+        ['--model', tiny, '--attention', 'quest', '--block-top-k', '4'],
+        /--block-top-k does not apply to quest/,
+      )
     })
 
     it('a prompt id outside the vocabulary or longer than the context', async () => {
-      await expectFailure(['--model', tiny, '--prompt-ids', '1,99', '--ids', '--backend', 'cpu'], /99 is outside the vocabulary \[0, 40\)/)
-      await expectFailure(['--model', tiny, '--prompt-ids', Array.from({ length: 30 }, () => '1').join(','), '--ids', '--backend', 'cpu'], /the prompt has 30 tokens but the model's context is 24/)
+      await expectFailure(
+        ['--model', tiny, '--prompt-ids', '1,99', '--ids', '--backend', 'cpu'],
+        /99 is outside the vocabulary \[0, 40\)/,
+      )
+      await expectFailure(
+        ['--model', tiny, '--prompt-ids', Array.from({ length: 30 }, () => '1').join(','), '--ids', '--backend', 'cpu'],
+        /the prompt has 30 tokens but the model's context is 24/,
+      )
     })
   })
 })

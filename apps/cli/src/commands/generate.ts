@@ -101,23 +101,49 @@ function promptIds(flags: GenerateFlags, loaded: LoadedModel): number[] {
 export function registerGenerate(program: Command): void {
   const command = program
     .command('generate')
-    .description('generate text from a llama2.c .bin, a Hugging Face (llama/mistral/qwen2) or attnlab model directory, or a training checkpoint')
+    .description(
+      'generate text from a llama2.c .bin, a Hugging Face (llama/mistral/qwen2) or attnlab model directory, or a training checkpoint',
+    )
     .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
     .option('--prompt <text>', 'prompt text (default: empty, i.e. start from BOS)')
     .option('--prompt-ids <ids>', 'prompt as token ids, e.g. 1,303,281 (instead of --prompt)', idListParser)
-    .addOption(new Option('--max-tokens <n>', 'new tokens to generate (default 256; fewer if the context fills up)').argParser(intParser('--max-tokens', 0)).conflicts('steps'))
-    .addOption(new Option('--steps <n>', "positions in total, prompt included, as llama2.c's -n (generates steps + 1 - prompt length tokens)").argParser(intParser('--steps', 1)))
+    .addOption(
+      new Option('--max-tokens <n>', 'new tokens to generate (default 256; fewer if the context fills up)')
+        .argParser(intParser('--max-tokens', 0))
+        .conflicts('steps'),
+    )
+    .addOption(
+      new Option(
+        '--steps <n>',
+        "positions in total, prompt included, as llama2.c's -n (generates steps + 1 - prompt length tokens)",
+      ).argParser(intParser('--steps', 1)),
+    )
     .option('--temperature <t>', 'softmax temperature; 0 = greedy', numberParser('--temperature', 0), 1)
     .option('--top-k <k>', 'sample from the k most likely tokens only', intParser('--top-k', 1))
-    .option('--top-p <p>', 'nucleus sampling: the smallest set of tokens with probability >= p, in (0, 1]', numberParser('--top-p', 0, 1, { minExclusive: true }))
-    .option('--seed <n>', 'sampling seed (same seed, same text on cpu)', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
+    .option(
+      '--top-p <p>',
+      'nucleus sampling: the smallest set of tokens with probability >= p, in (0, 1]',
+      numberParser('--top-p', 0, 1, { minExclusive: true }),
+    )
+    .option(
+      '--seed <n>',
+      'sampling seed (same seed, same text on cpu)',
+      intParser('--seed', 0, Number.MAX_SAFE_INTEGER),
+      0,
+    )
     .option('--no-bos', 'do not prepend BOS to the encoded prompt')
-    .option('--ignore-eos', 'keep generating after EOS or BOS (by default generation stops there; llama2.c stops at BOS)')
+    .option(
+      '--ignore-eos',
+      'keep generating after EOS or BOS (by default generation stops there; llama2.c stops at BOS)',
+    )
     .option('--ids', 'print the generated token ids (space-separated) instead of the text')
     .option('--json', 'print a JSON summary (prompt ids, generated ids, text, stop reason, tokens/s)')
     .addOption(backendOption())
-    .option('--attention <method>', 'attention method: dense (default), vertical-slash, flexprefill, block-sparse, snapkv, ada-snapkv, quest, or prefill+decode (e.g. vertical-slash+quest); method flags as in `attnlab sparse apply` (Block-Sparse top-k is --block-top-k here)')
+    .option(
+      '--attention <method>',
+      'attention method: dense (default), vertical-slash, flexprefill, block-sparse, snapkv, ada-snapkv, quest, or prefill+decode (e.g. vertical-slash+quest); method flags as in `attnlab sparse apply` (Block-Sparse top-k is --block-top-k here)',
+    )
   command.option(
     '--sparsity <s>',
     "with --attention: the target sparsity in [0, 1) the method's sizes are set for, on this prompt, " +
@@ -127,102 +153,135 @@ export function registerGenerate(program: Command): void {
   )
   addMethodFlags(command, METHOD_FLAG_RENAMES)
   command.action(async (flags: GenerateFlags) => {
-      if (flags.prompt !== undefined && flags.promptIds !== undefined) throw new UsageError('give --prompt or --prompt-ids, not both')
-      if (flags.topP !== undefined && flags.topP <= 0) throw new UsageError(`--top-p must be in (0, 1], got ${flags.topP}`)
-      const methodFlags = flags as unknown as Record<string, unknown>
-      // Built once now so that flag errors stop before the model loads; sized for the prompt below.
-      if (flags.attention !== undefined) attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES)
-      if (flags.sparsity !== undefined && flags.attention === undefined) {
-        throw new UsageError('--sparsity needs --attention METHOD')
+    if (flags.prompt !== undefined && flags.promptIds !== undefined)
+      throw new UsageError('give --prompt or --prompt-ids, not both')
+    if (flags.topP !== undefined && flags.topP <= 0)
+      throw new UsageError(`--top-p must be in (0, 1], got ${flags.topP}`)
+    const methodFlags = flags as unknown as Record<string, unknown>
+    // Built once now so that flag errors stop before the model loads; sized for the prompt below.
+    if (flags.attention !== undefined) attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES)
+    if (flags.sparsity !== undefined && flags.attention === undefined) {
+      throw new UsageError('--sparsity needs --attention METHOD')
+    }
+    if (flags.sparsity !== undefined && flags.sparsity >= 1) {
+      throw new UsageError(`--sparsity must be in [0, 1), got ${flags.sparsity}`)
+    }
+    const target = flags.sparsity ?? DEFAULT_GENERATE_SPARSITY
+    if (flags.attention === undefined) {
+      const stray = Object.keys(flags).filter(
+        (key) => command.getOptionValueSource(key) === 'cli' && !KNOWN_GENERATE_KEYS.has(key),
+      )
+      if (stray.length > 0)
+        throw new UsageError(
+          `attention-method flags need --attention METHOD (got ${stray.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')})`,
+        )
+    }
+    const backend = await activateBackend(flags.backend)
+    const loaded = await loadModel(flags.model, flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer })
+    const { model, tokenizer } = loaded
+    try {
+      const prompt = promptIds(flags, loaded)
+      if (prompt.length === 0)
+        throw new UsageError('the prompt is empty and --no-bos was given: generation needs at least one token')
+      const { nCtx } = model.config
+      if (prompt.length > nCtx)
+        throw new UsageError(`the prompt has ${prompt.length} tokens but the model's context is ${nCtx}`)
+      const attention =
+        flags.attention === undefined
+          ? undefined
+          : attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES, (method, given) =>
+              sizedConfig(model, prompt, method, target, given),
+            )
+      const maxTokens =
+        flags.steps !== undefined ? Math.max(0, flags.steps + 1 - prompt.length) : (flags.maxTokens ?? 256)
+      const stops =
+        flags.ignoreEos === true
+          ? []
+          : [
+              ...new Set([
+                ...(loaded.specialTokens.eos ?? []),
+                ...(loaded.specialTokens.bos === undefined ? [] : [loaded.specialTokens.bos]),
+              ]),
+            ]
+      const started = performance.now()
+      const result = await generate(model, prompt, {
+        maxTokens,
+        temperature: flags.temperature,
+        seed: flags.seed,
+        ...(flags.topK === undefined ? {} : { topK: flags.topK }),
+        ...(flags.topP === undefined ? {} : { topP: flags.topP }),
+        ...(stops.length === 0 ? {} : { eosToken: stops }),
+        ...(attention === undefined ? {} : { attention }),
+      })
+      const computed = result.attentionReports.reduce((sum, r) => sum + r.computedPairs, 0)
+      const total = result.attentionReports.reduce((sum, r) => sum + r.totalPairs, 0)
+      const seconds = (performance.now() - started) / 1000
+      const { nLayers } = model.config
+      const warnings =
+        flags.attention === undefined
+          ? []
+          : attentionWarnings(flags.attention, result.attentionReports, nLayers, target, prompt.length)
+      const ids = [...(result.tokens[0] ?? [])]
+      const text = tokenizer?.decode([...prompt, ...ids])
+      if (flags.json) {
+        console.log(
+          JSON.stringify(
+            {
+              model: flags.model,
+              format: loaded.format,
+              tokenizer: loaded.tokenizerPath ?? null,
+              backend,
+              promptIds: prompt,
+              ids,
+              text: text ?? null,
+              stopReason: result.stopReasons[0],
+              seconds,
+              tokensPerSecond: ids.length / seconds,
+              attention: flags.attention ?? 'dense',
+              attentionConfig: attention?.config ?? null,
+              targetSparsity: flags.attention === undefined ? null : target,
+              attentionSparsity: total > 0 ? 1 - computed / total : 0,
+              warnings,
+              notes: loaded.notes,
+            },
+            null,
+            2,
+          ),
+        )
+        return
       }
-      if (flags.sparsity !== undefined && flags.sparsity >= 1) {
-        throw new UsageError(`--sparsity must be in [0, 1), got ${flags.sparsity}`)
+      if (flags.ids || text === undefined) {
+        if (!flags.ids) throw new UsageError('no tokenizer to turn ids into text; pass --tokenizer PATH or --ids')
+        console.log(ids.join(' '))
+      } else console.log(text)
+      if (attention !== undefined) {
+        const skipped = ((1 - computed / Math.max(total, 1)) * 100).toFixed(1)
+        console.error(`attention ${flags.attention}: ${skipped}% of causal query-key pairs skipped`)
+        for (const line of warnings) console.error(line)
       }
-      const target = flags.sparsity ?? DEFAULT_GENERATE_SPARSITY
-      if (flags.attention === undefined) {
-        const stray = Object.keys(flags).filter((key) => command.getOptionValueSource(key) === 'cli' && !KNOWN_GENERATE_KEYS.has(key))
-        if (stray.length > 0) throw new UsageError(`attention-method flags need --attention METHOD (got ${stray.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')})`)
-      }
-      const backend = await activateBackend(flags.backend)
-      const loaded = await loadModel(flags.model, flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer })
-      const { model, tokenizer } = loaded
-      try {
-        const prompt = promptIds(flags, loaded)
-        if (prompt.length === 0) throw new UsageError('the prompt is empty and --no-bos was given: generation needs at least one token')
-        const { nCtx } = model.config
-        if (prompt.length > nCtx) throw new UsageError(`the prompt has ${prompt.length} tokens but the model's context is ${nCtx}`)
-        const attention =
-          flags.attention === undefined
-            ? undefined
-            : attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES, (method, given) =>
-                sizedConfig(model, prompt, method, target, given),
-              )
-        const maxTokens = flags.steps !== undefined ? Math.max(0, flags.steps + 1 - prompt.length) : (flags.maxTokens ?? 256)
-        const stops = flags.ignoreEos === true ? [] : [...new Set([...(loaded.specialTokens.eos ?? []), ...(loaded.specialTokens.bos === undefined ? [] : [loaded.specialTokens.bos])])]
-        const started = performance.now()
-        const result = await generate(model, prompt, {
-          maxTokens,
-          temperature: flags.temperature,
-          seed: flags.seed,
-          ...(flags.topK === undefined ? {} : { topK: flags.topK }),
-          ...(flags.topP === undefined ? {} : { topP: flags.topP }),
-          ...(stops.length === 0 ? {} : { eosToken: stops }),
-          ...(attention === undefined ? {} : { attention }),
-        })
-        const computed = result.attentionReports.reduce((sum, r) => sum + r.computedPairs, 0)
-        const total = result.attentionReports.reduce((sum, r) => sum + r.totalPairs, 0)
-        const seconds = (performance.now() - started) / 1000
-        const { nLayers } = model.config
-        const warnings =
-          flags.attention === undefined
-            ? []
-            : attentionWarnings(flags.attention, result.attentionReports, nLayers, target, prompt.length)
-        const ids = [...(result.tokens[0] ?? [])]
-        const text = tokenizer?.decode([...prompt, ...ids])
-        if (flags.json) {
-          console.log(
-            JSON.stringify(
-              {
-                model: flags.model,
-                format: loaded.format,
-                tokenizer: loaded.tokenizerPath ?? null,
-                backend,
-                promptIds: prompt,
-                ids,
-                text: text ?? null,
-                stopReason: result.stopReasons[0],
-                seconds,
-                tokensPerSecond: ids.length / seconds,
-                attention: flags.attention ?? 'dense',
-                attentionConfig: attention?.config ?? null,
-                targetSparsity: flags.attention === undefined ? null : target,
-                attentionSparsity: total > 0 ? 1 - computed / total : 0,
-                warnings,
-                notes: loaded.notes,
-              },
-              null,
-              2,
-            ),
-          )
-          return
-        }
-        if (flags.ids || text === undefined) {
-          if (!flags.ids) throw new UsageError('no tokenizer to turn ids into text; pass --tokenizer PATH or --ids')
-          console.log(ids.join(' '))
-        } else console.log(text)
-        if (attention !== undefined) {
-          const skipped = ((1 - computed / Math.max(total, 1)) * 100).toFixed(1)
-          console.error(`attention ${flags.attention}: ${skipped}% of causal query-key pairs skipped`)
-          for (const line of warnings) console.error(line)
-        }
-      } finally {
-        model.dispose()
-      }
+    } finally {
+      model.dispose()
+    }
   })
 }
 
 /** Flags of generate itself (anything else given on the command line is a method flag). */
 const KNOWN_GENERATE_KEYS = new Set([
-  'model', 'tokenizer', 'prompt', 'promptIds', 'maxTokens', 'steps', 'temperature', 'topK', 'topP', 'seed',
-  'bos', 'ignoreEos', 'ids', 'json', 'backend', 'attention', 'sparsity',
+  'model',
+  'tokenizer',
+  'prompt',
+  'promptIds',
+  'maxTokens',
+  'steps',
+  'temperature',
+  'topK',
+  'topP',
+  'seed',
+  'bos',
+  'ignoreEos',
+  'ids',
+  'json',
+  'backend',
+  'attention',
+  'sparsity',
 ])

@@ -7,7 +7,9 @@ import { CLI_VERSION } from '../version.ts'
 export function registerInfo(program: Command): void {
   program
     .command('info')
-    .description('show the Node version and which tensor backends can run here (with --backend: activate it and show its attnlab kernels)')
+    .description(
+      'show the Node version and which tensor backends can run here (with --backend: activate it and show its attnlab kernels)',
+    )
     .addOption(backendOption())
     .option('--json', 'print JSON')
     .action(async (options: { backend?: string; json?: boolean }) => {
@@ -17,7 +19,10 @@ export function registerInfo(program: Command): void {
         node: process.version,
         platform: `${process.platform}-${process.arch}`,
         backends: Object.fromEntries(
-          Object.entries(BACKEND_PACKAGES).map(([name, pkg]) => [name, { package: pkg, available: available.includes(name as never) }]),
+          Object.entries(BACKEND_PACKAGES).map(([name, pkg]) => [
+            name,
+            { package: pkg, available: available.includes(name as never) },
+          ]),
         ),
         defaultBackend: await defaultBackend(),
       }

@@ -71,7 +71,21 @@ describe('--kernels / --threads with --backend', () => {
 
   it('a kernels mode the backend cannot host is a usage error (exit 2), before any work', async () => {
     const io = captureOutput()
-    expect(await main(['train', '--preset', 'minimal', '--backend', 'cpu', '--kernels', 'wasm', '--steps', '1', '--out', join(tmpdir(), 'attnlab-never-written')])).toBe(2)
+    expect(
+      await main([
+        'train',
+        '--preset',
+        'minimal',
+        '--backend',
+        'cpu',
+        '--kernels',
+        'wasm',
+        '--steps',
+        '1',
+        '--out',
+        join(tmpdir(), 'attnlab-never-written'),
+      ]),
+    ).toBe(2)
     expect(io.err()).toMatch(/'wasm' kernels compute on the tfjs wasm heap and need the 'wasm' backend/)
     await useBackend('wasm', { kernels: 'auto' })
   })
@@ -108,11 +122,24 @@ describe('kernels status and info for the chosen backend and --kernels', () => {
 
   it('every command the README lists takes --backend; markov and dynamics do not', () => {
     const program = buildProgram()
-    const find = (path: string): Command => path.split(' ').reduce<Command>((c, name) => c.commands.find((s) => s.name() === name) as Command, program)
+    const find = (path: string): Command =>
+      path.split(' ').reduce<Command>((c, name) => c.commands.find((s) => s.name() === name) as Command, program)
     const hasBackend = (path: string): boolean => find(path).options.some((o) => o.long === '--backend')
-    for (const path of ['emergence', 'train', 'generate', 'sparse apply', 'sparse compare', 'knockout capabilities', 'knockout locate', 'knockout ablate', 'info', 'kernels status']) {
+    for (const path of [
+      'emergence',
+      'train',
+      'generate',
+      'sparse apply',
+      'sparse compare',
+      'knockout capabilities',
+      'knockout locate',
+      'knockout ablate',
+      'info',
+      'kernels status',
+    ]) {
       expect(hasBackend(path), path).toBe(true)
     }
-    for (const path of ['markov sample', 'markov oracle', 'dynamics simulate']) expect(hasBackend(path), path).toBe(false)
+    for (const path of ['markov sample', 'markov oracle', 'dynamics simulate'])
+      expect(hasBackend(path), path).toBe(false)
   })
 })

@@ -16,7 +16,9 @@ import { installKernelFlags, kernelFlagsGiven } from '../options.ts'
 /** Registers `attnlab kernels` and the global `--kernels` / `--threads` flags. */
 export function registerKernels(program: Command): void {
   installKernelFlags(program)
-  const kernels = program.command('kernels').description('build or inspect the attnlab kernels (native C++ addon, WebAssembly SIMD, JS)')
+  const kernels = program
+    .command('kernels')
+    .description('build or inspect the attnlab kernels (native C++ addon, WebAssembly SIMD, JS)')
 
   kernels
     .command('build')
@@ -24,27 +26,45 @@ export function registerKernels(program: Command): void {
     .option('--force', 'rebuild even when an up-to-date build exists')
     .option('--json', 'print the result as JSON')
     .action(async (flags: { force?: boolean; json?: boolean }) => {
-      const result = await buildNativeKernels({ force: flags.force === true, log: flags.json ? () => {} : (line) => console.error(line) })
+      const result = await buildNativeKernels({
+        force: flags.force === true,
+        log: flags.json ? () => {} : (line) => console.error(line),
+      })
       if (flags.json) console.log(JSON.stringify(result, null, 2))
       if (!result.ok) {
         if (result.details !== undefined && !flags.json) console.error(result.details)
-        throw new AttnlabError('UNSUPPORTED', `native kernels not built: ${result.reason ?? 'unknown reason'}; --kernels auto uses the WebAssembly kernels`, { reason: result.reason })
+        throw new AttnlabError(
+          'UNSUPPORTED',
+          `native kernels not built: ${result.reason ?? 'unknown reason'}; --kernels auto uses the WebAssembly kernels`,
+          { reason: result.reason },
+        )
       }
       if (!flags.json) {
-        console.log(result.skipped ? `native kernels up to date: ${result.path}` : `native kernels built in ${result.seconds?.toFixed(1)} s: ${result.path}`)
+        console.log(
+          result.skipped
+            ? `native kernels up to date: ${result.path}`
+            : `native kernels built in ${result.seconds?.toFixed(1)} s: ${result.path}`,
+        )
       }
     })
 
   kernels
     .command('status')
     .description('show which kernels --kernels (default auto) picks on --backend (default wasm), and the native build')
-    .addOption(new Option('--backend <name>', 'backend to report for: the attnlab kernels register on wasm and cpu').choices(['wasm', 'cpu']).default('wasm'))
+    .addOption(
+      new Option('--backend <name>', 'backend to report for: the attnlab kernels register on wasm and cpu')
+        .choices(['wasm', 'cpu'])
+        .default('wasm'),
+    )
     .option('--json', 'print JSON')
     .action(async (flags: { backend: 'wasm' | 'cpu'; json?: boolean }) => {
       const native = await nativeKernelsStatus()
       const requested = kernelFlagsGiven()
       const mode = requested.kernels ?? 'auto'
-      const activate = async (backend: 'wasm' | 'cpu', options: Parameters<typeof useBackend>[1]): Promise<{ uses: string; error?: string }> => {
+      const activate = async (
+        backend: 'wasm' | 'cpu',
+        options: Parameters<typeof useBackend>[1],
+      ): Promise<{ uses: string; error?: string }> => {
         try {
           await useBackend(backend, options)
           return { uses: kernelsInUse(backend) }
@@ -56,7 +76,10 @@ export function registerKernels(program: Command): void {
       }
       const auto = await activate('wasm', { kernels: 'auto' })
       // What the given --kernels / --threads pick on --backend (the same as auto on wasm unless given).
-      const chosen = mode === 'auto' && flags.backend === 'wasm' && requested.threads === undefined ? auto : await activate(flags.backend, requested)
+      const chosen =
+        mode === 'auto' && flags.backend === 'wasm' && requested.threads === undefined
+          ? auto
+          : await activate(flags.backend, requested)
       const loaded = loadedNativeKernelsInfo()
       const report = {
         autoOnWasm: auto.uses,
@@ -79,13 +102,20 @@ export function registerKernels(program: Command): void {
         console.log(JSON.stringify(report, null, 2))
         return
       }
-      console.log(`--kernels ${mode} on the ${flags.backend} backend uses: ${chosen.error === undefined ? chosen.uses : `nothing (${chosen.error})`}`)
-      if (mode !== 'auto' || flags.backend !== 'wasm') console.log(`(--kernels auto on the wasm backend uses: ${auto.uses})`)
+      console.log(
+        `--kernels ${mode} on the ${flags.backend} backend uses: ${chosen.error === undefined ? chosen.uses : `nothing (${chosen.error})`}`,
+      )
+      if (mode !== 'auto' || flags.backend !== 'wasm')
+        console.log(`(--kernels auto on the wasm backend uses: ${auto.uses})`)
       if (native.state === 'loadable') {
-        console.log(`native kernels: built (${report.native.cpuLevel}, threads available${report.native.openmp ? '' : ', no OpenMP simd'}) at ${native.path}`)
+        console.log(
+          `native kernels: built (${report.native.cpuLevel}, threads available${report.native.openmp ? '' : ', no OpenMP simd'}) at ${native.path}`,
+        )
       } else {
         const why = native.state === 'stale' ? 'built from other sources' : 'not built'
-        console.log(`native kernels: ${why}; build them with: pnpm attnlab kernels build (searched ${native.searched.join(', ')})`)
+        console.log(
+          `native kernels: ${why}; build them with: pnpm attnlab kernels build (searched ${native.searched.join(', ')})`,
+        )
       }
       if (auto.error !== undefined) console.log(`wasm backend: ${auto.error}`)
     })

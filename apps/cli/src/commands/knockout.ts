@@ -45,7 +45,15 @@ import {
 import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, checkOutputFile, forceOption, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
+import {
+  activateBackend,
+  backendOption,
+  checkOutputFile,
+  forceOption,
+  intParser,
+  MODEL_PATH_HELP,
+  numberParser,
+} from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
@@ -98,7 +106,8 @@ function listParser(flag: string): (value: string) => string[] {
 
 function fractionParser(value: string): number {
   const n = Number(value)
-  if (value.trim() === '' || !Number.isFinite(n) || !(n > 0 && n <= 1)) throw new InvalidArgumentError(`--fraction must be a number in (0, 1], got '${value}'`)
+  if (value.trim() === '' || !Number.isFinite(n) || !(n > 0 && n <= 1))
+    throw new InvalidArgumentError(`--fraction must be a number in (0, 1], got '${value}'`)
   return n
 }
 
@@ -142,11 +151,15 @@ async function prepare(flags: CommonFlags): Promise<Prepared> {
     const { dVocab, nCtx } = loaded.model.config
     let task
     if (loaded.format === 'checkpoint') {
-      const { extra } = await loadCheckpoint(flags.model.endsWith('.json') || flags.model.endsWith('.safetensors') ? dirname(flags.model) : flags.model)
+      const { extra } = await loadCheckpoint(
+        flags.model.endsWith('.json') || flags.model.endsWith('.safetensors') ? dirname(flags.model) : flags.model,
+      )
       if (extra.task !== undefined) task = taskFromDescription(extra.task)
     }
     const tokenizer = loaded.tokenizer
-    const specials = [loaded.specialTokens.bos, ...(loaded.specialTokens.eos ?? [])].filter((t): t is number => t !== undefined)
+    const specials = [loaded.specialTokens.bos, ...(loaded.specialTokens.eos ?? [])].filter(
+      (t): t is number => t !== undefined,
+    )
     let tokenPool: number[] | undefined
     if (tokenizer !== undefined) {
       // Ordinary word pieces only: no special tokens and no byte-fallback pieces such as <0x0A>.
@@ -176,23 +189,42 @@ async function prepare(flags: CommonFlags): Promise<Prepared> {
 }
 
 function capability(spec: string, prepared: Prepared, flags: CommonFlags): Capability {
-  return builtinCapability(spec, prepared.context, { seed: flags.evalSeed, ...(flags.count === undefined ? {} : { count: flags.count }) })
+  return builtinCapability(spec, prepared.context, {
+    seed: flags.evalSeed,
+    ...(flags.count === undefined ? {} : { count: flags.count }),
+  })
 }
 
 function commonOptions(command: Command): Command {
   return command
     .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
-    .option('--text <file>', 'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in held-out set)')
-    .option('--count <n>', 'sequences per generated evaluation set (default 64 for probes, 128 for tasks)', intParser('--count', 1, 1 << 20))
+    .option(
+      '--text <file>',
+      'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in held-out set)',
+    )
+    .option(
+      '--count <n>',
+      'sequences per generated evaluation set (default 64 for probes, 128 for tasks)',
+      intParser('--count', 1, 1 << 20),
+    )
     .option('--eval-seed <n>', 'seed of the evaluation sets', intParser('--eval-seed', 0, Number.MAX_SAFE_INTEGER), 0)
-    .addOption(new Option('--mode <mode>', 'ablation: zero (the paper), mean (over the evaluation set) or resample (from other sequences)').choices([...ABLATION_MODES]).default('zero'))
+    .addOption(
+      new Option(
+        '--mode <mode>',
+        'ablation: zero (the paper), mean (over the evaluation set) or resample (from other sequences)',
+      )
+        .choices([...ABLATION_MODES])
+        .default('zero'),
+    )
     .option('--json', 'print JSON to stdout')
     .addOption(backendOption())
 }
 
 function effectsTable(report: EffectsReport): string[] {
-  const lines = [`  ${'capability'.padEnd(22)} ${'role'.padEnd(8)} ${'metric'.padEnd(9)} ${'before'.padStart(10)} ${'after'.padStart(10)} ${'change'.padStart(10)}`]
+  const lines = [
+    `  ${'capability'.padEnd(22)} ${'role'.padEnd(8)} ${'metric'.padEnd(9)} ${'before'.padStart(10)} ${'after'.padStart(10)} ${'change'.padStart(10)}`,
+  ]
   for (const row of report.rows) {
     lines.push(
       `  ${row.capability.padEnd(22)} ${row.role.padEnd(8)} ${row.metric.padEnd(9)} ${row.before.toFixed(4).padStart(10)} ${row.after.toFixed(4).padStart(10)} ${((row.change >= 0 ? '+' : '') + row.change.toFixed(4)).padStart(10)}`,
@@ -260,7 +292,13 @@ function resultJson(result: LocalizationResult) {
     evaluations: result.evaluations,
     forwardPasses: result.forwardPasses,
     seconds: result.seconds,
-    top: result.top.map((h) => ({ head: formatHead(h), layer: h.layer, headInLayer: h.head, flatIndex: h.index, score: h.score })),
+    top: result.top.map((h) => ({
+      head: formatHead(h),
+      layer: h.layer,
+      headInLayer: h.head,
+      flatIndex: h.index,
+      score: h.score,
+    })),
     ranking: result.ranking.map((h) => ({ head: formatHead(h), score: Number.isFinite(h.score) ? h.score : null })),
     heatmap: headHeatmap(result).values.map((row) => row.map((v) => (Number.isFinite(v) ? v : null))),
   }
@@ -278,7 +316,8 @@ function resultJson(result: LocalizationResult) {
         iterations: result.fit.iterations,
         converged: result.fit.converged,
         // top[].score is a coefficient in sd of the score across the masks per knocked-out head; scoreSd converts it to metric units.
-        coefficientUnit: 'standard deviations of the capability score across the masks, per knocked-out head (negative = needed)',
+        coefficientUnit:
+          'standard deviations of the capability score across the masks, per knocked-out head (negative = needed)',
         scoreSd: coefficientScale(result),
       },
       estimatedDrop: result.top.map((h) => ({ head: formatHead(h), drop: -h.score * coefficientScale(result) })),
@@ -290,9 +329,15 @@ function resultJson(result: LocalizationResult) {
 
 /** `attnlab knockout`: registers the command and its subcommands. */
 export function registerKnockout(program: Command): void {
-  const knockout = program.command('knockout').description('find the attention heads a capability needs: head ablations, compressed-sensing localization, off-target controls')
+  const knockout = program
+    .command('knockout')
+    .description(
+      'find the attention heads a capability needs: head ablations, compressed-sensing localization, off-target controls',
+    )
 
-  commonOptions(knockout.command('capabilities').description('list the built-in capabilities available for a model')).action(async (flags: CommonFlags) => {
+  commonOptions(
+    knockout.command('capabilities').description('list the built-in capabilities available for a model'),
+  ).action(async (flags: CommonFlags) => {
     await activateBackend(flags.backend)
     const prepared = await prepare(flags)
     try {
@@ -308,10 +353,19 @@ export function registerKnockout(program: Command): void {
   commonOptions(
     knockout
       .command('locate')
-      .description('rank heads by how much a capability needs them (compressed sensing, exhaustive sweep or greedy search)')
-      .requiredOption('--capability <name>', 'capability to localize, NAME or NAME@METRIC (see `knockout capabilities`)'),
+      .description(
+        'rank heads by how much a capability needs them (compressed sensing, exhaustive sweep or greedy search)',
+      )
+      .requiredOption(
+        '--capability <name>',
+        'capability to localize, NAME or NAME@METRIC (see `knockout capabilities`)',
+      ),
   )
-    .addOption(new Option('--method <method>', 'cs (compressed sensing), exhaustive (one head at a time) or greedy (iterative)').choices([...METHODS]).default('cs'))
+    .addOption(
+      new Option('--method <method>', 'cs (compressed sensing), exhaustive (one head at a time) or greedy (iterative)')
+        .choices([...METHODS])
+        .default('cs'),
+    )
     .option(
       '--masks <n>',
       'cs: number of random masks (default ceil(2 k ln(1 + N/k)) for k = --top of N heads; ' +
@@ -323,31 +377,50 @@ export function registerKnockout(program: Command): void {
       'cs: fraction of heads knocked out per mask, at least one head (default: each head knocked out in about 3 masks)',
       fractionParser,
     )
-    .addOption(new Option('--design <design>', 'cs: balanced (each head knocked out about equally often) or iid').choices(['balanced', 'iid']).default('balanced'))
-    .option('--top <k>', 'number of heads to report and knock out for the effect table', intParser('--top', 1, 100_000), 5)
+    .addOption(
+      new Option('--design <design>', 'cs: balanced (each head knocked out about equally often) or iid')
+        .choices(['balanced', 'iid'])
+        .default('balanced'),
+    )
+    .option(
+      '--top <k>',
+      'number of heads to report and knock out for the effect table',
+      intParser('--top', 1, 100_000),
+      5,
+    )
     .option('--seed <n>', 'cs: seed of the masks', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
     .option('--alpha <a>', 'cs: Lasso alpha', numberParser('--alpha', 0), 0.01)
     .option('--cv [folds]', 'cs: choose alpha by K-fold cross-validation (default 5 folds)', intParser('--cv', 2, 1000))
-    .option('--controls <list>', "off-target capabilities for the effect table (default: every other built-in; 'none' for none)")
+    .option(
+      '--controls <list>',
+      "off-target capabilities for the effect table (default: every other built-in; 'none' for none)",
+    )
     .option('--plot <file.svg>', 'write the per-head score heatmap as SVG')
     .addOption(forceOption('an existing --plot file'))
     .addHelpText(
       'after',
       '\nScores: exhaustive / greedy rank by the performance drop when a head is knocked out (metric units, positive = needed).\n' +
-        'cs ranks by the Lasso coefficient on the head\'s knockout bit (1 = out), fitted to the scores standardized across the masks:\n' +
+        "cs ranks by the Lasso coefficient on the head's knockout bit (1 = out), fitted to the scores standardized across the masks:\n" +
         'its unit is standard deviations of the score across the masks per knocked-out head (negative = needed); the output also\n' +
         'gives -coefficient x sd, an estimate of the drop in metric units (shrunk by the Lasso; --json: lasso.scoreSd, estimatedDrop).',
     )
     .action(async (flags: LocateFlags) => {
       parseCapabilityName(flags.capability)
       const plotPath = flags.plot === undefined ? null : checkPlotPath(flags.plot, flags.force)
-      const controlSpecs = flags.controls === undefined ? null : flags.controls.trim() === 'none' ? [] : listParser('--controls')(flags.controls)
+      const controlSpecs =
+        flags.controls === undefined
+          ? null
+          : flags.controls.trim() === 'none'
+            ? []
+            : listParser('--controls')(flags.controls)
       await activateBackend(flags.backend)
       const prepared = await prepare(flags)
       const { model } = prepared.loaded
       try {
         const target = capability(flags.capability, prepared, flags)
-        const controlNames = (controlSpecs ?? builtinCapabilityNames(prepared.context)).filter((name) => name !== target.name && parseCapabilityName(name).name !== parseCapabilityName(target.name).name)
+        const controlNames = (controlSpecs ?? builtinCapabilityNames(prepared.context)).filter(
+          (name) => name !== target.name && parseCapabilityName(name).name !== parseCapabilityName(target.name).name,
+        )
         const controls = controlNames.map((name) => capability(name, prepared, flags))
         const common = { top: flags.top, mode: flags.mode }
         const plan = measurementPlan({ nLayers: model.config.nLayers, nHeads: model.config.nHeads }, flags.top)
@@ -365,11 +438,17 @@ export function registerKnockout(program: Command): void {
             design: flags.design,
             seed: flags.seed,
             alpha: flags.alpha,
-            ...(flags.cv === undefined ? {} : { crossValidate: { folds: typeof flags.cv === 'number' ? flags.cv : 5 } }),
+            ...(flags.cv === undefined
+              ? {}
+              : { crossValidate: { folds: typeof flags.cv === 'number' ? flags.cv : 5 } }),
           })
         }
-        const effects = await knockoutEffects(model, result.top, [target, ...controls], { target: target.name, mode: flags.mode })
-        if (plotPath !== null) await writeFileAtomic(plotPath, await renderSvg(heatmapSpec(headHeatmap(result)) as unknown as PlotSpec))
+        const effects = await knockoutEffects(model, result.top, [target, ...controls], {
+          target: target.name,
+          mode: flags.mode,
+        })
+        if (plotPath !== null)
+          await writeFileAtomic(plotPath, await renderSvg(heatmapSpec(headHeatmap(result)) as unknown as PlotSpec))
         const layout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
         const budget = {
           heads: headCount(layout),
@@ -410,16 +489,29 @@ export function registerKnockout(program: Command): void {
         }
         console.log(`${target.name}: ${target.description}`)
         for (const note of notes) console.log(`(${note})`)
-        const fit = result.method === 'compressed-sensing' ? `, Lasso alpha ${result.fit.alpha.toPrecision(3)}, R^2 ${result.fit.r2.toFixed(3)}` : ''
-        console.log(`${result.method} (${result.mode} ablation): ${result.evaluations} evaluations in ${result.forwardPasses} forward passes, ${result.seconds.toFixed(1)} s${fit}`)
-        console.log(`  (an exhaustive sweep needs ${budget.exhaustiveSweep}, all heads and pairs ${budget.exhaustivePairs})`)
+        const fit =
+          result.method === 'compressed-sensing'
+            ? `, Lasso alpha ${result.fit.alpha.toPrecision(3)}, R^2 ${result.fit.r2.toFixed(3)}`
+            : ''
+        console.log(
+          `${result.method} (${result.mode} ablation): ${result.evaluations} evaluations in ${result.forwardPasses} forward passes, ${result.seconds.toFixed(1)} s${fit}`,
+        )
+        console.log(
+          `  (an exhaustive sweep needs ${budget.exhaustiveSweep}, all heads and pairs ${budget.exhaustivePairs})`,
+        )
         if (result.method === 'compressed-sensing') {
           const sd = coefficientScale(result)
-          const heads = result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)} (drop ~${(-h.score * sd).toPrecision(3)})`)
-          console.log(`top heads (Lasso coefficient, sd units; estimated drop (${result.metric})): ${heads.length === 0 ? 'none (no head has a negative coefficient)' : heads.join(', ')}`)
+          const heads = result.top.map(
+            (h) => `${formatHead(h)} ${h.score.toFixed(4)} (drop ~${(-h.score * sd).toPrecision(3)})`,
+          )
+          console.log(
+            `top heads (Lasso coefficient, sd units; estimated drop (${result.metric})): ${heads.length === 0 ? 'none (no head has a negative coefficient)' : heads.join(', ')}`,
+          )
           console.log(coefficientLegend(result))
         } else {
-          console.log(`top heads (drop (${result.metric})): ${result.top.length === 0 ? 'none (knocking out no single head hurts)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`)
+          console.log(
+            `top heads (drop (${result.metric})): ${result.top.length === 0 ? 'none (knocking out no single head hurts)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`,
+          )
         }
         console.log(`knocking out ${result.top.length === 0 ? 'no heads' : result.top.map(formatHead).join(', ')}:`)
         for (const line of effectsTable(effects)) console.log(line)
@@ -444,16 +536,33 @@ export function registerKnockout(program: Command): void {
     .action(async (flags: AblateFlags) => {
       const specs = flags.capabilities === undefined ? null : listParser('--capabilities')(flags.capabilities)
       for (const spec of specs ?? []) parseCapabilityName(spec)
-      if (flags.target !== undefined && specs !== null && !specs.includes(flags.target)) throw new UsageError(`--target '${flags.target}' is not among --capabilities (${specs.join(', ')})`)
+      if (flags.target !== undefined && specs !== null && !specs.includes(flags.target))
+        throw new UsageError(`--target '${flags.target}' is not among --capabilities (${specs.join(', ')})`)
       await activateBackend(flags.backend)
       const prepared = await prepare(flags)
       const { model } = prepared.loaded
       try {
         const heads = parseHeads(flags.heads, model.config)
-        const capabilities = (specs ?? builtinCapabilityNames(prepared.context)).map((name) => capability(name, prepared, flags))
-        const report = await knockoutEffects(model, heads, capabilities, { mode: flags.mode, ...(flags.target === undefined ? {} : { target: flags.target }) })
+        const capabilities = (specs ?? builtinCapabilityNames(prepared.context)).map((name) =>
+          capability(name, prepared, flags),
+        )
+        const report = await knockoutEffects(model, heads, capabilities, {
+          mode: flags.mode,
+          ...(flags.target === undefined ? {} : { target: flags.target }),
+        })
         if (flags.json) {
-          console.log(JSON.stringify({ model: flags.model, format: prepared.loaded.format, ...effectsJson(report), evaluations: report.evaluations }, null, 2))
+          console.log(
+            JSON.stringify(
+              {
+                model: flags.model,
+                format: prepared.loaded.format,
+                ...effectsJson(report),
+                evaluations: report.evaluations,
+              },
+              null,
+              2,
+            ),
+          )
           return
         }
         console.log(`knocking out ${heads.map(formatHead).join(', ')} (${flags.mode} ablation):`)

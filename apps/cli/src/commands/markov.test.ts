@@ -19,7 +19,20 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-const CHAIN = ['--task', 'sparse-markov', '--vocab', '4', '--spans', '1,1,1', '--m', '1.7', '--tau', '0.1', '--seed', '0']
+const CHAIN = [
+  '--task',
+  'sparse-markov',
+  '--vocab',
+  '4',
+  '--spans',
+  '1,1,1',
+  '--m',
+  '1.7',
+  '--tau',
+  '0.1',
+  '--seed',
+  '0',
+]
 
 describe('attnlab markov sample', () => {
   it('writes tokens int32 and loss_mask uint8 [N, length] with the task in the metadata', async () => {
@@ -35,7 +48,14 @@ describe('attnlab markov sample', () => {
     expect(mask?.shape).toEqual([500, 23])
     expect(file.metadata.format).toBe('attnlab-markov-dataset/1')
     const description = JSON.parse(file.metadata.task as string) as Record<string, unknown>
-    expect(description).toMatchObject({ kind: 'sparse-markov', vocabSize: 4, spans: [1, 1, 1], m: 1.7, tau: 0.1, teacherSeed: 0 })
+    expect(description).toMatchObject({
+      kind: 'sparse-markov',
+      vocabSize: 4,
+      spans: [1, 1, 1],
+      m: 1.7,
+      tau: 0.1,
+      teacherSeed: 0,
+    })
     // The metadata alone reproduces the file: same task, same sampling stream.
     const again = createTask(description).sample(500, samplingRng(0))
     expect(Array.from(safetensorsToInt32(tokens!, [500, 23]))).toEqual(Array.from(again.tokens))
@@ -71,29 +91,73 @@ describe('attnlab markov sample', () => {
 describe('attnlab markov oracle', () => {
   it('prints the exact restricted-context entropies H_0..H_C in nats (--json)', async () => {
     expect(await main(['markov', 'oracle', ...CHAIN, '--json'])).toBe(0)
-    const result = JSON.parse(logs.join('\n')) as { method: string; restrictedContextEntropy: number[]; teacherEntropy: number; task: Record<string, unknown> }
+    const result = JSON.parse(logs.join('\n')) as {
+      method: string
+      restrictedContextEntropy: number[]
+      teacherEntropy: number
+      task: Record<string, unknown>
+    }
     expect(result.method).toBe('exact')
-    const expected = restrictedContextEntropy(new SparseMarkovTask({ vocabSize: 4, spans: [1, 1, 1], m: 1.7, tau: 0.1, teacherSeed: 0 }))
+    const expected = restrictedContextEntropy(
+      new SparseMarkovTask({ vocabSize: 4, spans: [1, 1, 1], m: 1.7, tau: 0.1, teacherSeed: 0 }),
+    )
     expect(result.restrictedContextEntropy).toEqual(expected.pooled)
     expect(result.teacherEntropy).toBe(expected.teacherEntropy)
     // Same --seed, same teacher as `markov sample`.
-    expect(result.task).toEqual(createTask({ kind: 'sparse-markov', vocabSize: 4, spans: [1, 1, 1], teacherSeed: 0 }).describe())
+    expect(result.task).toEqual(
+      createTask({ kind: 'sparse-markov', vocabSize: 4, spans: [1, 1, 1], teacherSeed: 0 }).describe(),
+    )
     logs.length = 0
     expect(await main(['markov', 'oracle', ...CHAIN.slice(0, -1), '1', '--json'])).toBe(0)
-    expect((JSON.parse(logs.join('\n')) as { restrictedContextEntropy: number[] }).restrictedContextEntropy).not.toEqual(expected.pooled)
+    expect(
+      (JSON.parse(logs.join('\n')) as { restrictedContextEntropy: number[] }).restrictedContextEntropy,
+    ).not.toEqual(expected.pooled)
   })
 
   it('falls back to Monte Carlo with standard errors beyond the exact limit', async () => {
-    const args = ['markov', 'oracle', '--vocab', '5', '--spans', '1,1', '--tau', '0.5', '--max-states', '10', '--mc-sequences', '2000', '--json']
+    const args = [
+      'markov',
+      'oracle',
+      '--vocab',
+      '5',
+      '--spans',
+      '1,1',
+      '--tau',
+      '0.5',
+      '--max-states',
+      '10',
+      '--mc-sequences',
+      '2000',
+      '--json',
+    ]
     expect(await main(args)).toBe(0)
-    const result = JSON.parse(logs.join('\n')) as { method: string; restrictedContextEntropy: number[]; restrictedContextEntropyStandardError: number[] }
+    const result = JSON.parse(logs.join('\n')) as {
+      method: string
+      restrictedContextEntropy: number[]
+      restrictedContextEntropyStandardError: number[]
+    }
     expect(result.method).toBe('monte-carlo')
     const exact = restrictedContextEntropy(new SparseMarkovTask({ vocabSize: 5, spans: [1, 1], tau: 0.5 })).pooled
     result.restrictedContextEntropy.forEach((h, n) => {
-      expect(Math.abs(h - (exact[n] as number))).toBeLessThan(4 * (result.restrictedContextEntropyStandardError[n] as number) + 2e-3)
+      expect(Math.abs(h - (exact[n] as number))).toBeLessThan(
+        4 * (result.restrictedContextEntropyStandardError[n] as number) + 2e-3,
+      )
     })
     logs.length = 0
-    expect(await main(['markov', 'oracle', '--vocab', '5', '--spans', '1,1', '--max-states', '10', '--mc-sequences', '2000'])).toBe(0)
+    expect(
+      await main([
+        'markov',
+        'oracle',
+        '--vocab',
+        '5',
+        '--spans',
+        '1,1',
+        '--max-states',
+        '10',
+        '--mc-sequences',
+        '2000',
+      ]),
+    ).toBe(0)
     expect(errors.join('')).toMatch(/estimating by Monte Carlo/)
     expect(logs.join('\n')).toMatch(/H_2 = [\d.]+ \+- [\d.]+/)
   })
@@ -101,10 +165,30 @@ describe('attnlab markov oracle', () => {
   it('prints the loss floor of the emergence tasks', async () => {
     expect(await main(['markov', 'oracle', '--task', 'linear-map', '--state-size', '8', '--json'])).toBe(0)
     expect((JSON.parse(logs.pop() as string) as { lossFloor: number }).lossFloor).toBeCloseTo((Math.LN2 * 7) / 15, 12)
-    expect(await main(['markov', 'oracle', '--task', 'cellular-automaton', '--cells', '6', '--states', '3', '--rules', '110', '--json'])).toBe(0)
+    expect(
+      await main([
+        'markov',
+        'oracle',
+        '--task',
+        'cellular-automaton',
+        '--cells',
+        '6',
+        '--states',
+        '3',
+        '--rules',
+        '110',
+        '--json',
+      ]),
+    ).toBe(0)
     expect((JSON.parse(logs.pop() as string) as { bayesLoss: number }).bayesLoss).toBeCloseTo((5 * Math.LN2) / 17, 12)
-    expect(await main(['markov', 'oracle', '--task', 'icl-markov', '--vocab', '2', '--oracle-sequences', '200', '--json'])).toBe(0)
-    const icl = JSON.parse(logs.pop() as string) as { bayesLoss: number; bayesLossStandardError: number; chanceLoss: number }
+    expect(
+      await main(['markov', 'oracle', '--task', 'icl-markov', '--vocab', '2', '--oracle-sequences', '200', '--json']),
+    ).toBe(0)
+    const icl = JSON.parse(logs.pop() as string) as {
+      bayesLoss: number
+      bayesLossStandardError: number
+      chanceLoss: number
+    }
     expect(icl.bayesLoss).toBeLessThan(icl.chanceLoss)
     expect(icl.bayesLossStandardError).toBeGreaterThan(0)
     expect(await main(['markov', 'oracle', '--task', 'linear-map'])).toBe(0)
@@ -117,12 +201,32 @@ describe('attnlab markov: bad flags', () => {
     [['markov', 'sample', '--vocab', '1', '--out', 'x.safetensors'], /--vocab must be in \[2, 4096\]/],
     [['markov', 'sample', '--spans', '0,1', '--out', 'x.safetensors'], /--spans values must be >= 1/],
     [['markov', 'sample', '--tau', '0', '--out', 'x.safetensors'], /--tau must be in \(0, 1000\], got 0/],
-    [['markov', 'sample', '--task', 'linear-map', '--rules', '1', '--out', 'x.safetensors'], /--rules does not apply to --task linear-map/],
-    [['markov', 'sample', '--task', 'linear-map', '--state-size', '4', '--ones-per-row', '5', '--out', 'x.safetensors'], /Invalid onesPerRow/],
+    [
+      ['markov', 'sample', '--task', 'linear-map', '--rules', '1', '--out', 'x.safetensors'],
+      /--rules does not apply to --task linear-map/,
+    ],
+    [
+      [
+        'markov',
+        'sample',
+        '--task',
+        'linear-map',
+        '--state-size',
+        '4',
+        '--ones-per-row',
+        '5',
+        '--out',
+        'x.safetensors',
+      ],
+      /Invalid onesPerRow/,
+    ],
     [['markov', 'sample', '--task', 'bogus', '--out', 'x.safetensors'], /Allowed choices are sparse-markov/],
     [['markov', 'sample', '--sequences', '0', '--out', 'x.safetensors'], /--sequences must be in/],
     [['markov', 'sample'], /--out <file> is required/],
-    [['markov', 'oracle', '--spans', '2,2,2', '--method', 'exact'], /--method exact enumerates .* use --method monte-carlo/],
+    [
+      ['markov', 'oracle', '--spans', '2,2,2', '--method', 'exact'],
+      /--method exact enumerates .* use --method monte-carlo/,
+    ],
     [['markov', 'oracle', '--task', 'linear-map', '--sweeps', '8'], /--sweeps applies only to --task sparse-markov/],
     [['markov', 'oracle', '--oracle-sequences', '10'], /--oracle-sequences applies only/],
     [['markov', 'oracle', '--sweeps', '6', '--max-states', '1'], /Invalid sweeps/],

@@ -51,7 +51,12 @@ type TaskOptions = Omit<TaskFlags, 'taskSeed'> & { seed: number }
 
 function addTaskOptions(command: Command): Command {
   addTaskFlags(command, 'sparse-markov', { taskSeed: false })
-  return command.option('--seed <n>', 'seed of the fixed task parameters (teacher, matrix M) and of the sampling', intParser('--seed'), 0)
+  return command.option(
+    '--seed <n>',
+    'seed of the fixed task parameters (teacher, matrix M) and of the sampling',
+    intParser('--seed'),
+    0,
+  )
 }
 
 /**
@@ -88,7 +93,12 @@ export function taskFromFlags(options: TaskOptions, command: Command): AnyTask {
     case 'linear-map':
       return createTask({
         kind,
-        ...defined({ stateSize: options.stateSize, onesPerRow: options.onesPerRow, states: options.states, bos: options.bos }),
+        ...defined({
+          stateSize: options.stateSize,
+          onesPerRow: options.onesPerRow,
+          states: options.states,
+          bos: options.bos,
+        }),
         ...(explicit('scoreInitial') ? { scoreInitialState: false } : {}),
         matrixSeed: options.seed,
       })
@@ -99,7 +109,10 @@ export function taskFromFlags(options: TaskOptions, command: Command): AnyTask {
         ...(explicit('scoreInitial') ? { scoreInitialState: false } : {}),
       })
     case 'icl-markov':
-      return createTask({ kind, ...defined({ vocabSize: options.vocab, order: options.order, alpha: options.alpha, seqLength: options.length }) })
+      return createTask({
+        kind,
+        ...defined({ vocabSize: options.vocab, order: options.order, alpha: options.alpha, seqLength: options.length }),
+      })
     default:
       throw new UsageError(`unknown task '${String(kind)}' (expected one of ${TASK_KINDS.join(', ')})`)
   }
@@ -132,7 +145,9 @@ interface OracleOptions extends TaskOptions {
 export function registerMarkov(program: Command): void {
   const markov = program
     .command('markov')
-    .description('sparse high-order Markov chains and the emergence tasks: sample datasets, compute loss floors and plateau lines')
+    .description(
+      'sparse high-order Markov chains and the emergence tasks: sample datasets, compute loss floors and plateau lines',
+    )
 
   addTaskOptions(
     markov
@@ -143,7 +158,8 @@ export function registerMarkov(program: Command): void {
       .addOption(forceOption('an existing --out file'))
       .option('--json', 'print a JSON summary'),
   ).action(async (options: SampleOptions, command: Command) => {
-    if (options.out === undefined || options.out.trim() === '') throw new UsageError('--out <file> is required (the .safetensors file to write)')
+    if (options.out === undefined || options.out.trim() === '')
+      throw new UsageError('--out <file> is required (the .safetensors file to write)')
     checkOutputFile('--out', options.out, undefined, options.force)
     const task = taskFromFlags(options, command)
     const batch = task.sample(options.sequences, samplingRng(options.seed))
@@ -165,22 +181,59 @@ export function registerMarkov(program: Command): void {
       },
       metadata,
     )
-    const summary = { out: options.out, sequences: batch.batchSize, seqLength: batch.seqLength, vocabSize: task.vocabSize, task: description }
+    const summary = {
+      out: options.out,
+      sequences: batch.batchSize,
+      seqLength: batch.seqLength,
+      vocabSize: task.vocabSize,
+      task: description,
+    }
     if (options.json) console.log(JSON.stringify(summary, null, 2))
-    else console.log(`wrote ${batch.batchSize} sequences x ${batch.seqLength} tokens (${task.kind}, vocab ${task.vocabSize}) to ${options.out}`)
+    else
+      console.log(
+        `wrote ${batch.batchSize} sequences x ${batch.seqLength} tokens (${task.kind}, vocab ${task.vocabSize}) to ${options.out}`,
+      )
   })
 
   addTaskOptions(
     markov
       .command('oracle')
-      .description('loss floors in nats: restricted-context entropies (sparse-markov), closed-form floor (linear-map), in-context Bayes loss (cellular-automaton, icl-markov)')
-      .addOption(new Option('--method <method>', 'sparse-markov: exact enumeration, Monte-Carlo, or exact when it fits').choices(['auto', 'exact', 'monte-carlo']).default('auto'))
-      .option('--max-states <n>', 'sparse-markov: largest d^C the exact oracle enumerates', intParser('--max-states', 1, 2 ** 28), DEFAULT_MAX_EXACT_STATES)
-      .option('--mc-sequences <n>', 'sparse-markov Monte-Carlo: sequences for counting estimates (default 40000)', intParser('--mc-sequences', 20))
-      .option('--contexts <n>', 'sparse-markov Monte-Carlo: contexts per posterior estimate (default 1000)', intParser('--contexts', 10))
-      .option('--sweeps <n>', 'sparse-markov Monte-Carlo: chain sweeps per context, a multiple of 4 (default 32)', intParser('--sweeps', 4))
+      .description(
+        'loss floors in nats: restricted-context entropies (sparse-markov), closed-form floor (linear-map), in-context Bayes loss (cellular-automaton, icl-markov)',
+      )
+      .addOption(
+        new Option('--method <method>', 'sparse-markov: exact enumeration, Monte-Carlo, or exact when it fits')
+          .choices(['auto', 'exact', 'monte-carlo'])
+          .default('auto'),
+      )
+      .option(
+        '--max-states <n>',
+        'sparse-markov: largest d^C the exact oracle enumerates',
+        intParser('--max-states', 1, 2 ** 28),
+        DEFAULT_MAX_EXACT_STATES,
+      )
+      .option(
+        '--mc-sequences <n>',
+        'sparse-markov Monte-Carlo: sequences for counting estimates (default 40000)',
+        intParser('--mc-sequences', 20),
+      )
+      .option(
+        '--contexts <n>',
+        'sparse-markov Monte-Carlo: contexts per posterior estimate (default 1000)',
+        intParser('--contexts', 10),
+      )
+      .option(
+        '--sweeps <n>',
+        'sparse-markov Monte-Carlo: chain sweeps per context, a multiple of 4 (default 32)',
+        intParser('--sweeps', 4),
+      )
       .option('--position-specific', 'sparse-markov Monte-Carlo: also estimate the position-specific variant')
-      .option('--oracle-sequences <n>', 'cellular-automaton / icl-markov: sequences for the Bayes-loss estimate', intParser('--oracle-sequences', 2, 1e8), 20_000)
+      .option(
+        '--oracle-sequences <n>',
+        'cellular-automaton / icl-markov: sequences for the Bayes-loss estimate',
+        intParser('--oracle-sequences', 2, 1e8),
+        20_000,
+      )
       .option('--json', 'print JSON (nats)')
       .addHelpText(
         'after',
@@ -198,7 +251,9 @@ export function registerMarkov(program: Command): void {
     if (task.kind !== 'sparse-markov') {
       for (const key of ['method', 'maxStates', 'mcSequences', 'contexts', 'sweeps', 'positionSpecific'] as const) {
         if (command.getOptionValueSource(key) === 'cli') {
-          throw new UsageError(`--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only to --task sparse-markov`)
+          throw new UsageError(
+            `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies only to --task sparse-markov`,
+          )
         }
       }
     } else if (command.getOptionValueSource('oracleSequences') === 'cli') {
@@ -241,7 +296,9 @@ function computeOracle(task: AnyTask, options: OracleOptions): Record<string, un
       }
     }
     if (options.method === 'auto' && !options.json) {
-      console.error(`attnlab: d^C = ${states.toExponential(2)} windows is beyond the exact oracle (--max-states ${options.maxStates}); estimating by Monte Carlo`)
+      console.error(
+        `attnlab: d^C = ${states.toExponential(2)} windows is beyond the exact oracle (--max-states ${options.maxStates}); estimating by Monte Carlo`,
+      )
     }
     const estimate = restrictedContextEntropyMonteCarlo(task, {
       seed: options.seed,
@@ -259,11 +316,18 @@ function computeOracle(task: AnyTask, options: OracleOptions): Record<string, un
       restrictedContextEntropyStandardError: errors(estimate.pooled),
       restrictedContextEntropyBounds: estimate.pooled.map((e) => e.bounds),
       ...(estimate.positionSpecific
-        ? { positionSpecificEntropy: values(estimate.positionSpecific), positionSpecificEntropyStandardError: errors(estimate.positionSpecific) }
+        ? {
+            positionSpecificEntropy: values(estimate.positionSpecific),
+            positionSpecificEntropyStandardError: errors(estimate.positionSpecific),
+          }
         : {}),
       teacherEntropy: estimate.teacherEntropy.estimate,
       teacherEntropyStandardError: estimate.teacherEntropy.standardError,
-      topSpans: { spans: estimate.topSpans.spans, pooled: values(estimate.topSpans.pooled), standardError: errors(estimate.topSpans.pooled) },
+      topSpans: {
+        spans: estimate.topSpans.spans,
+        pooled: values(estimate.topSpans.pooled),
+        standardError: errors(estimate.topSpans.pooled),
+      },
       truncatedTeacherCrossEntropy: estimate.truncatedTeacherCrossEntropy.map((e) => e.estimate),
       truncatedTeacherCrossEntropyStandardError: estimate.truncatedTeacherCrossEntropy.map((e) => e.standardError),
       estimates: estimate.pooled,
@@ -271,7 +335,12 @@ function computeOracle(task: AnyTask, options: OracleOptions): Record<string, un
     }
   }
   if (task instanceof LinearMapTask) {
-    return { ...base, lossFloor: task.lossFloor(), chanceLoss: Math.LN2, formula: 'ln2 * (random scored bits) / (scored bits)' }
+    return {
+      ...base,
+      lossFloor: task.lossFloor(),
+      chanceLoss: Math.LN2,
+      formula: 'ln2 * (random scored bits) / (scored bits)',
+    }
   }
   const rng = Rng.fromSeed(options.seed).split('markov/oracle')
   const loss = (task as CellularAutomatonTask | IclMarkovTask).bayesLoss(options.oracleSequences, rng)
@@ -305,7 +374,11 @@ function printOracle(result: Record<string, unknown>): void {
           // Same test as the emergence report: a bound over half the gap between its estimated neighbours says nothing.
           const n = e.contextLength
           const below = values.slice(n + 1).find((x): x is number => typeof x === 'number') ?? null
-          const above = values.slice(0, n).reverse().find((x): x is number => typeof x === 'number') ?? null
+          const above =
+            values
+              .slice(0, n)
+              .reverse()
+              .find((x): x is number => typeof x === 'number') ?? null
           const wide = boundsInformative(e.bounds, below, above) ? '' : '; too wide to test a plateau against'
           bounds = ` (it lies in [${e.bounds[0].toFixed(3)}, ${e.bounds[1].toFixed(3)}]${wide})`
         }
@@ -318,5 +391,7 @@ function printOracle(result: Record<string, unknown>): void {
     console.log(`${task.kind}: Bayes loss floor ${fmt(result.lossFloor)} nats (chance ${fmt(result.chanceLoss)})`)
     return
   }
-  console.log(`${task.kind}: Bayes loss ${fmt(result.bayesLoss, result.bayesLossStandardError)} nats per scored token (chance ${fmt(result.chanceLoss)})`)
+  console.log(
+    `${task.kind}: Bayes loss ${fmt(result.bayesLoss, result.bayesLossStandardError)} nats per scored token (chance ${fmt(result.chanceLoss)})`,
+  )
 }

@@ -12,7 +12,22 @@ import { useTempDir } from '../cli.test-utils.ts'
 const repo = fileURLToPath(new URL('../../../../', import.meta.url))
 const root = useTempDir('attnlab-signals-')
 
-const TINY = ['--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '8', '--validation-size', '16', '--backend', 'cpu']
+const TINY = [
+  '--vocab',
+  '8',
+  '--spans',
+  '1,1',
+  '--gen-len',
+  '6',
+  '--tau',
+  '0.3',
+  '--batch',
+  '8',
+  '--validation-size',
+  '16',
+  '--backend',
+  'cpu',
+]
 
 // Each run starts a real process tree (node + tsx + tfjs; npx and pnpm for the last test): ~8 s alone
 // (~25 s for npx), several times that while turbo runs other packages' tests beside it on 2 cores.
@@ -33,7 +48,13 @@ function runAndSignal(
   signal: NodeJS.Signals,
   options: { command?: string[]; target?: Target } = {},
 ): Promise<{ code: number | null; stderr: string }> {
-  const command = options.command ?? [process.execPath, '--conditions=@attnlab/source', '--import', 'tsx', 'apps/cli/src/bin.ts']
+  const command = options.command ?? [
+    process.execPath,
+    '--conditions=@attnlab/source',
+    '--import',
+    'tsx',
+    'apps/cli/src/bin.ts',
+  ]
   const target = options.target ?? 'child'
   return new Promise((resolve, reject) => {
     const child = spawn(command[0] as string, [...command.slice(1), ...args], {
@@ -83,55 +104,91 @@ function processGroup(pgid: number): { pid: number; ppid: number; args: string }
 
 /** The `pnpm attnlab` process below `npx -y pnpm@...` (the pid `pnpm` would show a user). */
 function pnpmProcess(npxPid: number): number | undefined {
-  return processGroup(npxPid).find((p) => /^(node \S*)?pnpm attnlab\b/.test(p.args) || /\/pnpm(\.c?js)? attnlab\b/.test(p.args))?.pid
+  return processGroup(npxPid).find(
+    (p) => /^(node \S*)?pnpm attnlab\b/.test(p.args) || /\/pnpm(\.c?js)? attnlab\b/.test(p.args),
+  )?.pid
 }
 
 const NPX = ['npx', '-y', 'pnpm@12.4.2', 'attnlab']
 
 describe('stop signals on a real process', () => {
-  it('train stops on SIGTERM between evaluations and checkpoints, with a resumable checkpoint', async () => {
-    const out = join(root(), 'trt')
-    const { code, stderr } = await runAndSignal(['train', ...TINY, '--steps', '1000000', '--eval-every', '20', '--out', out], /step 20\//, 'SIGTERM')
-    expect(stderr).toMatch(/INTERRUPTED.*the checkpoint in .*trt holds it: continue with --resume/)
-    expect(code).toBe(143)
-    const step = (await loadCheckpoint(out)).trainerState!.step
-    expect(step).toBeGreaterThanOrEqual(20)
-    expect(step).toBeLessThan(10_000)
-    expect((await readdir(root())).filter((name) => name.includes('.tmp-'))).toEqual([])
-  }, TEST_TIMEOUT)
+  it(
+    'train stops on SIGTERM between evaluations and checkpoints, with a resumable checkpoint',
+    async () => {
+      const out = join(root(), 'trt')
+      const { code, stderr } = await runAndSignal(
+        ['train', ...TINY, '--steps', '1000000', '--eval-every', '20', '--out', out],
+        /step 20\//,
+        'SIGTERM',
+      )
+      expect(stderr).toMatch(/INTERRUPTED.*the checkpoint in .*trt holds it: continue with --resume/)
+      expect(code).toBe(143)
+      const step = (await loadCheckpoint(out)).trainerState!.step
+      expect(step).toBeGreaterThanOrEqual(20)
+      expect(step).toBeLessThan(10_000)
+      expect((await readdir(root())).filter((name) => name.includes('.tmp-'))).toEqual([])
+    },
+    TEST_TIMEOUT,
+  )
 
-  it('emergence stops on SIGHUP within a few steps, not at the next evaluation', async () => {
-    const out = join(root(), 'emt')
-    const { code, stderr } = await runAndSignal(['emergence', ...TINY, '--analysis-size', '8', '--steps', '1000000', '--eval-every', '100000', '--out', out], /step 0\//, 'SIGHUP')
-    expect(stderr).toMatch(/interrupted: finishing the current step and saving/)
-    expect(stderr).toMatch(/INTERRUPTED.*--resume .*emt/)
-    expect(code).toBe(129)
-    expect((await loadCheckpoint(join(out, 'seeds', '0', 'checkpoint'))).trainerState!.step).toBeLessThan(100_000)
-    expect((await readdir(join(out, 'seeds', '0'))).filter((name) => name.includes('.tmp-'))).toEqual([])
-  }, TEST_TIMEOUT)
+  it(
+    'emergence stops on SIGHUP within a few steps, not at the next evaluation',
+    async () => {
+      const out = join(root(), 'emt')
+      const { code, stderr } = await runAndSignal(
+        ['emergence', ...TINY, '--analysis-size', '8', '--steps', '1000000', '--eval-every', '100000', '--out', out],
+        /step 0\//,
+        'SIGHUP',
+      )
+      expect(stderr).toMatch(/interrupted: finishing the current step and saving/)
+      expect(stderr).toMatch(/INTERRUPTED.*--resume .*emt/)
+      expect(code).toBe(129)
+      expect((await loadCheckpoint(join(out, 'seeds', '0', 'checkpoint'))).trainerState!.step).toBeLessThan(100_000)
+      expect((await readdir(join(out, 'seeds', '0'))).filter((name) => name.includes('.tmp-'))).toEqual([])
+    },
+    TEST_TIMEOUT,
+  )
 
   // The documented ways of running: the launcher and `pnpm attnlab` (what `npx -y pnpm@... attnlab`
   // runs) exec node, so the pid a user sees is the trainer's, and pnpm relays SIGTERM to it.
-  it('./attnlab is the trainer itself: kill <its pid> stops it cleanly with 143', async () => {
-    const out = join(root(), 'launcher')
-    const { code, stderr } = await runAndSignal(['train', ...TINY, '--steps', '1000000', '--eval-every', '20', '--out', out], /step 20\//, 'SIGTERM', {
-      command: ['./attnlab'],
-    })
-    expect(stderr).toMatch(/INTERRUPTED.*continue with --resume .*launcher/)
-    expect(code).toBe(143)
-    expect((await loadCheckpoint(out)).trainerState!.step).toBeGreaterThanOrEqual(20)
-  }, TEST_TIMEOUT)
+  it(
+    './attnlab is the trainer itself: kill <its pid> stops it cleanly with 143',
+    async () => {
+      const out = join(root(), 'launcher')
+      const { code, stderr } = await runAndSignal(
+        ['train', ...TINY, '--steps', '1000000', '--eval-every', '20', '--out', out],
+        /step 20\//,
+        'SIGTERM',
+        {
+          command: ['./attnlab'],
+        },
+      )
+      expect(stderr).toMatch(/INTERRUPTED.*continue with --resume .*launcher/)
+      expect(code).toBe(143)
+      expect((await loadCheckpoint(out)).trainerState!.step).toBeGreaterThanOrEqual(20)
+    },
+    TEST_TIMEOUT,
+  )
 
-  it.runIf(process.platform === 'linux')('npx pnpm attnlab: SIGTERM to pnpm, or to the whole job, stops the trainer cleanly', async () => {
-    for (const target of ['pnpm', 'group'] as const) {
-      const out = join(root(), `npx-${target}`)
-      const { stderr } = await runAndSignal(['train', ...TINY, '--steps', '1000000', '--eval-every', '20', '--out', out], /step 20\//, 'SIGTERM', {
-        command: NPX,
-        target: target === 'group' ? 'group' : pnpmProcess,
-      })
-      expect(stderr, target).toMatch(/INTERRUPTED.*continue with --resume .*npx-/)
-      expect(stderr, target).toMatch(/exit code 143/)
-      expect((await loadCheckpoint(out)).trainerState!.step, target).toBeGreaterThanOrEqual(20)
-    }
-  }, 2 * TEST_TIMEOUT) // two runs
+  it.runIf(process.platform === 'linux')(
+    'npx pnpm attnlab: SIGTERM to pnpm, or to the whole job, stops the trainer cleanly',
+    async () => {
+      for (const target of ['pnpm', 'group'] as const) {
+        const out = join(root(), `npx-${target}`)
+        const { stderr } = await runAndSignal(
+          ['train', ...TINY, '--steps', '1000000', '--eval-every', '20', '--out', out],
+          /step 20\//,
+          'SIGTERM',
+          {
+            command: NPX,
+            target: target === 'group' ? 'group' : pnpmProcess,
+          },
+        )
+        expect(stderr, target).toMatch(/INTERRUPTED.*continue with --resume .*npx-/)
+        expect(stderr, target).toMatch(/exit code 143/)
+        expect((await loadCheckpoint(out)).trainerState!.step, target).toBeGreaterThanOrEqual(20)
+      }
+    },
+    2 * TEST_TIMEOUT,
+  ) // two runs
 })

@@ -32,10 +32,22 @@ function f32(shape: number[], values: Float32Array): SafetensorsTensorInput {
 }
 
 const prefillTensors = { q: f32([H, T, D], data.q), k: f32([Hkv, T, D], data.k), v: f32([Hkv, T, D], data.v) }
-const decodeTensors = { ...prefillTensors, q_new: f32([H, D], data.q_new), k_new: f32([Hkv, D], data.k_new), v_new: f32([Hkv, D], data.v_new) }
+const decodeTensors = {
+  ...prefillTensors,
+  q_new: f32([H, D], data.q_new),
+  k_new: f32([Hkv, D], data.k_new),
+  v_new: f32([Hkv, D], data.v_new),
+}
 
 /** softmax(q.k / sqrt(d)) v restricted to a mask, plain loops (independent of the package). */
-function reference(q: Float32Array, keys: Float32Array, values: Float32Array, mask: Uint8Array, rows: number, P: number): Float64Array {
+function reference(
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  mask: Uint8Array,
+  rows: number,
+  P: number,
+): Float64Array {
   const out = new Float64Array(H * rows * D)
   for (let h = 0; h < H; h++) {
     const kv = Math.floor(h / (H / Hkv))
@@ -45,7 +57,8 @@ function reference(q: Float32Array, keys: Float32Array, values: Float32Array, ma
       for (let j = 0; j < P; j++) {
         if (!mask[(h * rows + i) * P + j]) continue
         let dot = 0
-        for (let c = 0; c < D; c++) dot += (q[(h * rows + i) * D + c] as number) * (keys[(kv * P + j) * D + c] as number)
+        for (let c = 0; c < D; c++)
+          dot += (q[(h * rows + i) * D + c] as number) * (keys[(kv * P + j) * D + c] as number)
         s.push(dot / Math.sqrt(D))
         idx.push(j)
       }
@@ -53,7 +66,9 @@ function reference(q: Float32Array, keys: Float32Array, values: Float32Array, ma
       const e = s.map((x) => Math.exp(x - m))
       const z = e.reduce((a, b) => a + b, 0)
       idx.forEach((j, n) => {
-        for (let c = 0; c < D; c++) out[(h * rows + i) * D + c] = (out[(h * rows + i) * D + c] as number) + ((e[n] as number) / z) * (values[(kv * P + j) * D + c] as number)
+        for (let c = 0; c < D; c++)
+          out[(h * rows + i) * D + c] =
+            (out[(h * rows + i) * D + c] as number) + ((e[n] as number) / z) * (values[(kv * P + j) * D + c] as number)
       })
     }
   }
@@ -89,12 +104,44 @@ async function run(args: string[]): Promise<number> {
 describe('reported sparsity below 0 and unreachable targets', () => {
   it('sparse apply on a short sequence prints no bare negative reported sparsity; --json keeps the raw value', async () => {
     const out = join(dir(), 'vs-short.safetensors')
-    expect(await run(['sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out, '--backend', 'cpu'])).toBe(0)
+    expect(
+      await run([
+        'sparse',
+        'apply',
+        '--method',
+        'vertical-slash',
+        '--qkv',
+        join(dir(), 'prefill.safetensors'),
+        '--out',
+        out,
+        '--backend',
+        'cpu',
+      ]),
+    ).toBe(0)
     const text = logs.join('')
-    expect(text).toMatch(/reported \(study\) sparsity 0 \(budget exceeds the prompt: the study's accounting gives -\d\.\d{4} < 0, i\.e\. the method keeps every causal pair\)/)
+    expect(text).toMatch(
+      /reported \(study\) sparsity 0 \(budget exceeds the prompt: the study's accounting gives -\d\.\d{4} < 0, i\.e\. the method keeps every causal pair\)/,
+    )
     expect(text).not.toMatch(/sparsity -/)
-    expect(await run(['sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out, '--force', '--backend', 'cpu', '--json'])).toBe(0)
-    const { sparsity } = JSON.parse(logs.join('')) as { sparsity: { exact: number; reported: number; reportedClamped: number; budgetExceedsPrompt: boolean } }
+    expect(
+      await run([
+        'sparse',
+        'apply',
+        '--method',
+        'vertical-slash',
+        '--qkv',
+        join(dir(), 'prefill.safetensors'),
+        '--out',
+        out,
+        '--force',
+        '--backend',
+        'cpu',
+        '--json',
+      ]),
+    ).toBe(0)
+    const { sparsity } = JSON.parse(logs.join('')) as {
+      sparsity: { exact: number; reported: number; reportedClamped: number; budgetExceedsPrompt: boolean }
+    }
     expect(sparsity.reported).toBeLessThan(0)
     expect(sparsity.reportedClamped).toBe(0)
     expect(sparsity.budgetExceedsPrompt).toBe(true)
@@ -102,38 +149,84 @@ describe('reported sparsity below 0 and unreachable targets', () => {
 })
 
 describe('attnlab sparse apply', () => {
-  it.each(['cpu', 'wasm'])('runs a prefill method and writes out [H, T, d] and the uint8 mask [H, T, T] (%s)', async (backend) => {
-    const out = join(dir(), `vs-${backend}.safetensors`)
-    const code = await run([
-      'sparse', 'apply', '--method', 'vertical-slash', '--qkv', join(dir(), 'prefill.safetensors'), '--out', out,
-      '--vertical-size', '6', '--slash-size', '6', '--window', '8', '--sinks', '2', '--local', '3', '--backend', backend, '--json',
-    ])
-    expect(errors.join('')).toBe('')
-    expect(code).toBe(0)
-    const report = JSON.parse(logs.join('\n'))
-    expect(report.method).toBe('vertical-slash')
-    expect(report.phase).toBe('prefill')
-    expect(report.config).toMatchObject({ verticalSize: 6, slashSize: 6, window: 8, sinks: 2, local: 3, kernelBlockSize: 64 })
-    const file = await readSafetensorsFile(out)
-    const mask = file.tensors.get('mask')!
-    expect(mask.dtype).toBe('U8')
-    expect(mask.shape).toEqual([H, T, T])
-    const outTensor = file.tensors.get('out')!
-    expect(outTensor.shape).toEqual([H, T, D])
-    let computed = 0
-    for (const m of mask.bytes) computed += m
-    expect(report.sparsity.exact).toBeCloseTo(1 - computed / (H * ((T * (T + 1)) / 2)), 12)
-    // 64x64 kernel accounting on a 40-token sequence counts a whole 64x64 block: negative
-    expect(report.sparsity.reported).toBeCloseTo(1 - 4096 / 820, 12)
-    const expected = reference(data.q, data.k, data.v, mask.bytes, T, T)
-    const got = safetensorsToFloat32(outTensor)
-    for (let n = 0; n < got.length; n++) expect(Math.abs((got[n] as number) - (expected[n] as number))).toBeLessThan(1e-5)
-    expect(file.metadata.method).toBe('vertical-slash')
-  })
+  it.each(['cpu', 'wasm'])(
+    'runs a prefill method and writes out [H, T, d] and the uint8 mask [H, T, T] (%s)',
+    async (backend) => {
+      const out = join(dir(), `vs-${backend}.safetensors`)
+      const code = await run([
+        'sparse',
+        'apply',
+        '--method',
+        'vertical-slash',
+        '--qkv',
+        join(dir(), 'prefill.safetensors'),
+        '--out',
+        out,
+        '--vertical-size',
+        '6',
+        '--slash-size',
+        '6',
+        '--window',
+        '8',
+        '--sinks',
+        '2',
+        '--local',
+        '3',
+        '--backend',
+        backend,
+        '--json',
+      ])
+      expect(errors.join('')).toBe('')
+      expect(code).toBe(0)
+      const report = JSON.parse(logs.join('\n'))
+      expect(report.method).toBe('vertical-slash')
+      expect(report.phase).toBe('prefill')
+      expect(report.config).toMatchObject({
+        verticalSize: 6,
+        slashSize: 6,
+        window: 8,
+        sinks: 2,
+        local: 3,
+        kernelBlockSize: 64,
+      })
+      const file = await readSafetensorsFile(out)
+      const mask = file.tensors.get('mask')!
+      expect(mask.dtype).toBe('U8')
+      expect(mask.shape).toEqual([H, T, T])
+      const outTensor = file.tensors.get('out')!
+      expect(outTensor.shape).toEqual([H, T, D])
+      let computed = 0
+      for (const m of mask.bytes) computed += m
+      expect(report.sparsity.exact).toBeCloseTo(1 - computed / (H * ((T * (T + 1)) / 2)), 12)
+      // 64x64 kernel accounting on a 40-token sequence counts a whole 64x64 block: negative
+      expect(report.sparsity.reported).toBeCloseTo(1 - 4096 / 820, 12)
+      const expected = reference(data.q, data.k, data.v, mask.bytes, T, T)
+      const got = safetensorsToFloat32(outTensor)
+      for (let n = 0; n < got.length; n++)
+        expect(Math.abs((got[n] as number) - (expected[n] as number))).toBeLessThan(1e-5)
+      expect(file.metadata.method).toBe('vertical-slash')
+    },
+  )
 
   it('runs a decode method: out [H, d], mask [H, T + 1]', async () => {
     const out = join(dir(), 'quest.safetensors')
-    const code = await run(['sparse', 'apply', '--method', 'quest', '--qkv', join(dir(), 'decode.safetensors'), '--out', out, '--token-budget', '16', '--page-size', '8', '--backend', 'cpu', '--json'])
+    const code = await run([
+      'sparse',
+      'apply',
+      '--method',
+      'quest',
+      '--qkv',
+      join(dir(), 'decode.safetensors'),
+      '--out',
+      out,
+      '--token-budget',
+      '16',
+      '--page-size',
+      '8',
+      '--backend',
+      'cpu',
+      '--json',
+    ])
     expect(code).toBe(0)
     const report = JSON.parse(logs.join('\n'))
     expect(report.phase).toBe('decode')
@@ -147,22 +240,80 @@ describe('attnlab sparse apply', () => {
       for (let j = 0; j <= T; j++) count += mask.bytes[h * (T + 1) + j] as number
       expect(count).toBe(16 + 1) // two pages + the current page (the new token alone)
     }
-    const expected = reference(data.q_new, withToken(data.k, data.k_new), withToken(data.v, data.v_new), mask.bytes, 1, T + 1)
+    const expected = reference(
+      data.q_new,
+      withToken(data.k, data.k_new),
+      withToken(data.v, data.v_new),
+      mask.bytes,
+      1,
+      T + 1,
+    )
     const got = safetensorsToFloat32(file.tensors.get('out')!)
-    for (let n = 0; n < got.length; n++) expect(Math.abs((got[n] as number) - (expected[n] as number))).toBeLessThan(1e-5)
+    for (let n = 0; n < got.length; n++)
+      expect(Math.abs((got[n] as number) - (expected[n] as number))).toBeLessThan(1e-5)
   })
 
   it('dense picks the decode phase when the file has q_new, unless --phase says otherwise', async () => {
-    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir(), 'decode.safetensors'), '--out', join(dir(), 'd1.safetensors'), '--backend', 'cpu', '--json'])).toBe(0)
+    expect(
+      await run([
+        'sparse',
+        'apply',
+        '--method',
+        'dense',
+        '--qkv',
+        join(dir(), 'decode.safetensors'),
+        '--out',
+        join(dir(), 'd1.safetensors'),
+        '--backend',
+        'cpu',
+        '--json',
+      ]),
+    ).toBe(0)
     expect(JSON.parse(logs.join('\n')).maskShape).toEqual([H, T + 1])
-    expect(await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir(), 'decode.safetensors'), '--out', join(dir(), 'd2.safetensors'), '--phase', 'prefill', '--backend', 'cpu'])).toBe(0)
+    expect(
+      await run([
+        'sparse',
+        'apply',
+        '--method',
+        'dense',
+        '--qkv',
+        join(dir(), 'decode.safetensors'),
+        '--out',
+        join(dir(), 'd2.safetensors'),
+        '--phase',
+        'prefill',
+        '--backend',
+        'cpu',
+      ]),
+    ).toBe(0)
     expect(logs.join('\n')).toMatch(/dense \(prefill\): exact sparsity 0.0000/)
   })
 
   it('snapkv and ada-snapkv run with their flags', async () => {
     for (const method of ['snapkv', 'ada-snapkv']) {
-      const code = await run(['sparse', 'apply', '--method', method, '--qkv', join(dir(), 'decode.safetensors'), '--out', join(dir(), `${method}.safetensors`),
-        '--capacity', '12', '--window', '6', '--kernel-size', '3', '--local', '4', '--prefix', '2', '--backend', 'cpu', '--json'])
+      const code = await run([
+        'sparse',
+        'apply',
+        '--method',
+        method,
+        '--qkv',
+        join(dir(), 'decode.safetensors'),
+        '--out',
+        join(dir(), `${method}.safetensors`),
+        '--capacity',
+        '12',
+        '--window',
+        '6',
+        '--kernel-size',
+        '3',
+        '--local',
+        '4',
+        '--prefix',
+        '2',
+        '--backend',
+        'cpu',
+        '--json',
+      ])
       expect(code, errors.join('')).toBe(0)
       expect(JSON.parse(logs.join('\n')).sparsity.reported).toBeCloseTo(1 - 12 / 40, 12)
     }
@@ -170,19 +321,53 @@ describe('attnlab sparse apply', () => {
 
   describe('rejects bad input with one line, exit code 2 and nothing written', () => {
     const cases: [string, string[], RegExp][] = [
-      ['a flag of another method', ['--method', 'quest', '--top-k', '4'], /--top-k does not apply to quest \(its flags: --token-budget, --page-size, --per-head-pages\)/],
+      [
+        'a flag of another method',
+        ['--method', 'quest', '--top-k', '4'],
+        /--top-k does not apply to quest \(its flags: --token-budget, --page-size, --per-head-pages\)/,
+      ],
       ['a non-integer flag', ['--method', 'block-sparse', '--top-k', '2.5'], /--top-k must be an integer/],
       ['an unknown method', ['--method', 'h2o'], /--method.*h2o/],
-      ['an invalid configuration', ['--method', 'vertical-slash', '--slash-size', '8'], /Invalid slashSize: 8 must be >= local \(64\)/],
+      [
+        'an invalid configuration',
+        ['--method', 'vertical-slash', '--slash-size', '8'],
+        /Invalid slashSize: 8 must be >= local \(64\)/,
+      ],
       ['an alpha out of range', ['--method', 'flexprefill', '--alpha', '2'], /--alpha must be in \[0, 1\]/],
-      ['a budget that is not whole pages', ['--method', 'quest', '--token-budget', '20'], /Invalid tokenBudget: 20 must be a multiple of pageSize \(16\)/],
-      ['a prompt too short for Quest', ['--method', 'quest', '--token-budget', '64', '--page-size', '8'], /quest: sequence of 40 tokens is too short/],
-      ['a phase the method does not have', ['--method', 'quest', '--phase', 'prefill'], /--phase prefill does not fit quest/],
-      ['a bad mask mode', ['--method', 'vertical-slash', '--mask-mode', 'blocks'], /--mask-mode must be 'kernel' or 'exact'/],
+      [
+        'a budget that is not whole pages',
+        ['--method', 'quest', '--token-budget', '20'],
+        /Invalid tokenBudget: 20 must be a multiple of pageSize \(16\)/,
+      ],
+      [
+        'a prompt too short for Quest',
+        ['--method', 'quest', '--token-budget', '64', '--page-size', '8'],
+        /quest: sequence of 40 tokens is too short/,
+      ],
+      [
+        'a phase the method does not have',
+        ['--method', 'quest', '--phase', 'prefill'],
+        /--phase prefill does not fit quest/,
+      ],
+      [
+        'a bad mask mode',
+        ['--method', 'vertical-slash', '--mask-mode', 'blocks'],
+        /--mask-mode must be 'kernel' or 'exact'/,
+      ],
     ]
     it.each(cases)('%s', async (_name, args, pattern) => {
       const out = join(dir(), 'never.safetensors')
-      const code = await run(['sparse', 'apply', '--qkv', join(dir(), 'decode.safetensors'), '--out', out, '--backend', 'cpu', ...args])
+      const code = await run([
+        'sparse',
+        'apply',
+        '--qkv',
+        join(dir(), 'decode.safetensors'),
+        '--out',
+        out,
+        '--backend',
+        'cpu',
+        ...args,
+      ])
       expect(code).toBe(2)
       const text = errors.join('')
       expect(text).toMatch(pattern)
@@ -192,26 +377,86 @@ describe('attnlab sparse apply', () => {
 
     const fileCases: [string, Record<string, SafetensorsTensorInput>, string, RegExp][] = [
       ['a missing tensor', { q: prefillTensors.q, k: prefillTensors.k }, 'vertical-slash', /tensor 'v' is missing/],
-      ['a wrong dtype', { ...prefillTensors, k: { dtype: 'F16', shape: [Hkv, T, D], data: new Uint16Array(Hkv * T * D) } }, 'dense', /tensor 'k' has dtype F16 but F32 is expected/],
+      [
+        'a wrong dtype',
+        { ...prefillTensors, k: { dtype: 'F16', shape: [Hkv, T, D], data: new Uint16Array(Hkv * T * D) } },
+        'dense',
+        /tensor 'k' has dtype F16 but F32 is expected/,
+      ],
       ['a wrong rank', { ...prefillTensors, q: f32([H * T, D], data.q) }, 'dense', /tensor 'q' has shape \[160, 8\]/],
-      ['mismatched lengths', { ...prefillTensors, v: f32([Hkv, T / 2, 2 * D], data.v) }, 'dense', /tensor 'v' .*dimension 1 must be 40/],
-      ['mismatched dHead', { ...prefillTensors, k: f32([Hkv, T, D / 2], new Float32Array(Hkv * T * D / 2)) }, 'dense', /tensor 'k' .*dimension 2 must be 8/],
-      ['heads not divisible', { ...prefillTensors, k: f32([3, T, D], new Float32Array(3 * T * D)), v: f32([3, T, D], new Float32Array(3 * T * D)) }, 'dense', /q's 4 heads must be a multiple/],
+      [
+        'mismatched lengths',
+        { ...prefillTensors, v: f32([Hkv, T / 2, 2 * D], data.v) },
+        'dense',
+        /tensor 'v' .*dimension 1 must be 40/,
+      ],
+      [
+        'mismatched dHead',
+        { ...prefillTensors, k: f32([Hkv, T, D / 2], new Float32Array((Hkv * T * D) / 2)) },
+        'dense',
+        /tensor 'k' .*dimension 2 must be 8/,
+      ],
+      [
+        'heads not divisible',
+        {
+          ...prefillTensors,
+          k: f32([3, T, D], new Float32Array(3 * T * D)),
+          v: f32([3, T, D], new Float32Array(3 * T * D)),
+        },
+        'dense',
+        /q's 4 heads must be a multiple/,
+      ],
       ['missing decode tensors', prefillTensors, 'snapkv', /tensor 'q_new' is missing/],
-      ['a wrong decode shape', { ...decodeTensors, k_new: f32([H, D], data.q_new) }, 'quest', /tensor 'k_new' .*dimension 0 must be 2/],
-      ['a non-finite value', { ...prefillTensors, q: f32([H, T, D], Float32Array.from(data.q, (x, i) => (i === 5 ? Number.NaN : x))) }, 'dense', /tensor 'q' holds a non-finite value \(NaN\) at flat index 5/],
+      [
+        'a wrong decode shape',
+        { ...decodeTensors, k_new: f32([H, D], data.q_new) },
+        'quest',
+        /tensor 'k_new' .*dimension 0 must be 2/,
+      ],
+      [
+        'a non-finite value',
+        {
+          ...prefillTensors,
+          q: f32(
+            [H, T, D],
+            Float32Array.from(data.q, (x, i) => (i === 5 ? Number.NaN : x)),
+          ),
+        },
+        'dense',
+        /tensor 'q' holds a non-finite value \(NaN\) at flat index 5/,
+      ],
     ]
     it.each(fileCases)('%s', async (name, tensors, method, pattern) => {
       const input = join(dir(), `bad-${name.replace(/\W+/g, '-')}.safetensors`)
       await writeFile(input, serializeSafetensors(tensors))
-      const code = await run(['sparse', 'apply', '--method', method, '--qkv', input, '--out', join(dir(), 'never.safetensors'), '--backend', 'cpu'])
+      const code = await run([
+        'sparse',
+        'apply',
+        '--method',
+        method,
+        '--qkv',
+        input,
+        '--out',
+        join(dir(), 'never.safetensors'),
+        '--backend',
+        'cpu',
+      ])
       expect(code).toBe(2)
       expect(errors.join('')).toMatch(pattern)
       expect((await readdir(dir())).some((f) => f.startsWith('never'))).toBe(false)
     })
 
     it('an unreadable input file', async () => {
-      const code = await run(['sparse', 'apply', '--method', 'dense', '--qkv', join(dir(), 'absent.safetensors'), '--out', join(dir(), 'never.safetensors')])
+      const code = await run([
+        'sparse',
+        'apply',
+        '--method',
+        'dense',
+        '--qkv',
+        join(dir(), 'absent.safetensors'),
+        '--out',
+        join(dir(), 'never.safetensors'),
+      ])
       expect(code).toBe(1)
       expect(errors.join('')).toMatch(/IO_ERROR.*absent.safetensors/)
     })
@@ -229,29 +474,47 @@ describe('attentionKernelFromFlags (for --attention METHOD on other commands)', 
     const single = attentionKernelFromFlags('snapkv', { capacity: 200, window: 32 })
     expect(single.method).toBe('snapkv')
     expect(single.config).toMatchObject({ capacity: 200, window: 32 })
-    const pair = attentionKernelFromFlags('vertical-slash+snapkv', { window: 32, verticalSize: 100, slashSize: 100, capacity: 300 })
+    const pair = attentionKernelFromFlags('vertical-slash+snapkv', {
+      window: 32,
+      verticalSize: 100,
+      slashSize: 100,
+      capacity: 300,
+    })
     expect(pair.method).toBe('vertical-slash+snapkv')
-    expect(pair.config).toMatchObject({ prefill: { window: 32, verticalSize: 100 }, decode: { window: 32, capacity: 300 } })
+    expect(pair.config).toMatchObject({
+      prefill: { window: 32, verticalSize: 100 },
+      decode: { window: 32, capacity: 300 },
+    })
     expect(attentionKernelFromFlags('quest', { perHeadPages: true }).config).toMatchObject({ sharePages: false })
   })
 
   it('supports renamed flags for commands whose own flags collide (generate has a sampling --top-k)', async () => {
     const { Command } = await import('commander')
-    const command = addMethodFlags(new Command('generate').option('--top-k <n>', 'sampling top-k').exitOverride(), { '--top-k': '--block-top-k' })
+    const command = addMethodFlags(new Command('generate').option('--top-k <n>', 'sampling top-k').exitOverride(), {
+      '--top-k': '--block-top-k',
+    })
     command.parse(['--top-k', '5', '--block-top-k', '7', '--block-size', '8'], { from: 'user' })
     const options = command.opts()
     expect(options.topK).toBe('5')
     const kernel = attentionKernelFromFlags('block-sparse', options, { '--top-k': '--block-top-k' })
     expect(kernel.config).toEqual({ blockSize: 8, topK: 7 })
-    expect(() => attentionKernelFromFlags('quest', { blockTopK: 3 }, { '--top-k': '--block-top-k' })).toThrow(/--block-top-k does not apply to quest/)
-    const strict = addMethodFlags(new Command('x').exitOverride().configureOutput({ writeErr: () => {} }), { '--top-k': '--block-top-k' })
+    expect(() => attentionKernelFromFlags('quest', { blockTopK: 3 }, { '--top-k': '--block-top-k' })).toThrow(
+      /--block-top-k does not apply to quest/,
+    )
+    const strict = addMethodFlags(new Command('x').exitOverride().configureOutput({ writeErr: () => {} }), {
+      '--top-k': '--block-top-k',
+    })
     expect(() => strict.parse(['--block-top-k', '2.5'], { from: 'user' })).toThrow(/--block-top-k must be an integer/)
   })
 
   it('rejects unknown methods, flags of other methods and impossible combinations', () => {
     expect(() => attentionKernelFromFlags('h2o', {})).toThrow(/unknown attention method 'h2o'/)
-    expect(() => attentionKernelFromFlags('dense', { topK: 3 })).toThrow(/--top-k does not apply to dense \(it has no parameters\)/)
-    expect(() => attentionKernelFromFlags('vertical-slash+quest', { capacity: 3 })).toThrow(/--capacity does not apply to vertical-slash\+quest/)
+    expect(() => attentionKernelFromFlags('dense', { topK: 3 })).toThrow(
+      /--top-k does not apply to dense \(it has no parameters\)/,
+    )
+    expect(() => attentionKernelFromFlags('vertical-slash+quest', { capacity: 3 })).toThrow(
+      /--capacity does not apply to vertical-slash\+quest/,
+    )
     expect(() => attentionKernelFromFlags('snapkv+quest', {})).toThrow(/prefillKernel/)
     expect(() => attentionKernelFromFlags('dense+dense+dense', {})).toThrow(/one method or prefill\+decode/)
   })
@@ -264,7 +527,8 @@ describe('sparse compare plot (compareSvg)', () => {
     const methods = ['vertical-slash', 'flexprefill', 'block-sparse', 'snapkv', 'ada-snapkv', 'quest'] as const
     const rows = methods.flatMap((method, i) =>
       [0.5, 0.8].map(
-        (s) => ({ method, exactSparsity: s, klDenseSparse: (s * (i + 1)) / 10, top1Agreement: 1 - s / 2 }) as CompareRow,
+        (s) =>
+          ({ method, exactSparsity: s, klDenseSparse: (s * (i + 1)) / 10, top1Agreement: 1 - s / 2 }) as CompareRow,
       ),
     )
     const svg = await compareSvg(rows, 'test')
@@ -298,76 +562,149 @@ describe('sparse compare plot (compareSvg)', () => {
     expect(isRound(ticks("Y-axis titled 'top-1 agreement with dense'"))).toBe(true)
     expect(isRound([0, 0.088, 0.18, 0.26, 0.35])).toBe(false)
   })
-
 })
 
 const SHARED_MODEL = new URL('../../../../../shared/models/aidreams260K', import.meta.url).pathname
 // The real model lives beside the repository (../shared); without it this suite is skipped.
-describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))('attnlab sparse compare on ../shared/models/aidreams260K', () => {
-  const model = SHARED_MODEL
+describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))(
+  'attnlab sparse compare on ../shared/models/aidreams260K',
+  () => {
+    const model = SHARED_MODEL
 
-  it('runs all six methods and writes the plot', async () => {
-    const promptFile = join(dir(), 'prompt.txt')
-    await writeFile(promptFile, 'I dreamed of a quiet city where the lights hummed softly, and every street remembered the footsteps of those who had walked there before. The wind carried fragments of songs, and I followed them')
-    const plot = join(dir(), 'compare.svg')
-    const code = await run([
-      'sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--methods', 'vertical-slash,flexprefill,block-sparse,snapkv,ada-snapkv,quest',
-      '--sparsity', '0.8', '--decode-steps', '4', '--plot', plot, '--backend', 'wasm', '--json',
-    ])
-    expect(errors.join(''), errors.join('')).toBe('')
-    expect(code).toBe(0)
-    const report = JSON.parse(logs.join('\n'))
-    expect(report.model).toBe(model) // as given; loadModel reads the model.bin inside
-    expect(report.context).toBe(128)
-    expect(report.decodeSteps).toBe(4)
-    expect(report.rows).toHaveLength(6)
-    for (const row of report.rows) {
-      expect(row.positions).toBe(row.phase === 'prefill' ? report.promptTokens : 4)
-      expect(row.exactSparsity, row.method).toBeGreaterThan(0.5)
-      expect(row.klDenseSparse, row.method).toBeGreaterThan(0)
-      expect(row.top1Agreement, row.method).toBeGreaterThan(0.3)
-      expect(row).toHaveProperty('reportedSparsity')
-      expect(row.reportedSparsityClamped).toBe(Math.max(0, row.reportedSparsity))
-      expect(row.budgetExceedsPrompt).toBe(row.reportedSparsity < 0)
-      expect(typeof row.targetReached).toBe('boolean')
-    }
-    expect(report.plot).toBe(plot)
-    const svg = await readFile(plot, 'utf8')
-    expect(svg).toMatch(/^<svg/)
-    expect(svg).toMatch(/Symbol legend titled 'method' for fill color and stroke color with 6 values/)
-  })
+    it('runs all six methods and writes the plot', async () => {
+      const promptFile = join(dir(), 'prompt.txt')
+      await writeFile(
+        promptFile,
+        'I dreamed of a quiet city where the lights hummed softly, and every street remembered the footsteps of those who had walked there before. The wind carried fragments of songs, and I followed them',
+      )
+      const plot = join(dir(), 'compare.svg')
+      const code = await run([
+        'sparse',
+        'compare',
+        '--model',
+        model,
+        '--prompt-file',
+        promptFile,
+        '--methods',
+        'vertical-slash,flexprefill,block-sparse,snapkv,ada-snapkv,quest',
+        '--sparsity',
+        '0.8',
+        '--decode-steps',
+        '4',
+        '--plot',
+        plot,
+        '--backend',
+        'wasm',
+        '--json',
+      ])
+      expect(errors.join(''), errors.join('')).toBe('')
+      expect(code).toBe(0)
+      const report = JSON.parse(logs.join('\n'))
+      expect(report.model).toBe(model) // as given; loadModel reads the model.bin inside
+      expect(report.context).toBe(128)
+      expect(report.decodeSteps).toBe(4)
+      expect(report.rows).toHaveLength(6)
+      for (const row of report.rows) {
+        expect(row.positions).toBe(row.phase === 'prefill' ? report.promptTokens : 4)
+        expect(row.exactSparsity, row.method).toBeGreaterThan(0.5)
+        expect(row.klDenseSparse, row.method).toBeGreaterThan(0)
+        expect(row.top1Agreement, row.method).toBeGreaterThan(0.3)
+        expect(row).toHaveProperty('reportedSparsity')
+        expect(row.reportedSparsityClamped).toBe(Math.max(0, row.reportedSparsity))
+        expect(row.budgetExceedsPrompt).toBe(row.reportedSparsity < 0)
+        expect(typeof row.targetReached).toBe('boolean')
+      }
+      expect(report.plot).toBe(plot)
+      const svg = await readFile(plot, 'utf8')
+      expect(svg).toMatch(/^<svg/)
+      expect(svg).toMatch(/Symbol legend titled 'method' for fill color and stroke color with 6 values/)
+    })
 
-  it('prints the plot: line when it writes the plot', async () => {
-    const promptFile = join(dir(), 'prompt-plot.txt')
-    await writeFile(promptFile, 'I dreamed of a quiet city where the lights hummed softly')
-    const plot = join(dir(), 'compare-text.svg')
-    expect(await run(['sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--methods', 'block-sparse', '--sparsity', '0.5', '--plot', plot, '--backend', 'cpu'])).toBe(0)
-    expect(logs.join('\n')).toContain(`plot: ${plot}`)
-    expect(existsSync(plot)).toBe(true)
-  })
+    it('prints the plot: line when it writes the plot', async () => {
+      const promptFile = join(dir(), 'prompt-plot.txt')
+      await writeFile(promptFile, 'I dreamed of a quiet city where the lights hummed softly')
+      const plot = join(dir(), 'compare-text.svg')
+      expect(
+        await run([
+          'sparse',
+          'compare',
+          '--model',
+          model,
+          '--prompt-file',
+          promptFile,
+          '--methods',
+          'block-sparse',
+          '--sparsity',
+          '0.5',
+          '--plot',
+          plot,
+          '--backend',
+          'cpu',
+        ]),
+      ).toBe(0)
+      expect(logs.join('\n')).toContain(`plot: ${plot}`)
+      expect(existsSync(plot)).toBe(true)
+    })
 
-  const bad: [string, string[], RegExp][] = [
-    ['an unknown method', ['--methods', 'quest,h2o'], /--methods must be a comma-separated list .* got 'h2o'/],
-    ['a sparsity of 1', ['--methods', 'quest', '--sparsity', '0.5,1'], /--sparsity must be comma-separated numbers in \[0, 1\), got '1'/],
-    ['a flag no listed method takes', ['--methods', 'quest,snapkv', '--top-k', '4'], /--top-k does not apply to any of quest, snapkv/],
-    ['a missing prompt file', ['--methods', 'quest', '--prompt-file', '/nonexistent/prompt.txt'], /cannot read --prompt-file/],
-    ['a --plot in a missing directory (refused, not created)', ['--methods', 'quest', '--plot', '/nonexistent-attnlab-dir/x.svg'], /--plot: directory '\/nonexistent-attnlab-dir' does not exist/],
-    ['a --plot that is not .svg', ['--methods', 'quest', '--plot', '/tmp/x.png'], /--plot must name an \.svg file/],
-  ]
-  it.each(bad)('rejects %s', async (_name, args, pattern) => {
-    const promptFile = join(dir(), 'prompt-ok.txt')
-    await writeFile(promptFile, 'I dreamed')
-    const code = await run(['sparse', 'compare', '--model', model, '--prompt-file', promptFile, '--backend', 'cpu', ...args])
-    expect(code).toBe(2)
-    expect(errors.join('')).toMatch(pattern)
-  })
+    const bad: [string, string[], RegExp][] = [
+      ['an unknown method', ['--methods', 'quest,h2o'], /--methods must be a comma-separated list .* got 'h2o'/],
+      [
+        'a sparsity of 1',
+        ['--methods', 'quest', '--sparsity', '0.5,1'],
+        /--sparsity must be comma-separated numbers in \[0, 1\), got '1'/,
+      ],
+      [
+        'a flag no listed method takes',
+        ['--methods', 'quest,snapkv', '--top-k', '4'],
+        /--top-k does not apply to any of quest, snapkv/,
+      ],
+      [
+        'a missing prompt file',
+        ['--methods', 'quest', '--prompt-file', '/nonexistent/prompt.txt'],
+        /cannot read --prompt-file/,
+      ],
+      [
+        'a --plot in a missing directory (refused, not created)',
+        ['--methods', 'quest', '--plot', '/nonexistent-attnlab-dir/x.svg'],
+        /--plot: directory '\/nonexistent-attnlab-dir' does not exist/,
+      ],
+      ['a --plot that is not .svg', ['--methods', 'quest', '--plot', '/tmp/x.png'], /--plot must name an \.svg file/],
+    ]
+    it.each(bad)('rejects %s', async (_name, args, pattern) => {
+      const promptFile = join(dir(), 'prompt-ok.txt')
+      await writeFile(promptFile, 'I dreamed')
+      const code = await run([
+        'sparse',
+        'compare',
+        '--model',
+        model,
+        '--prompt-file',
+        promptFile,
+        '--backend',
+        'cpu',
+        ...args,
+      ])
+      expect(code).toBe(2)
+      expect(errors.join('')).toMatch(pattern)
+    })
 
-  it('rejects a model path that does not exist', async () => {
-    const promptFile = join(dir(), 'prompt-ok.txt')
-    await writeFile(promptFile, '1 2 3')
-    const code = await run(['sparse', 'compare', '--model', join(dir(), 'absent.bin'), '--prompt-file', promptFile, '--methods', 'quest', '--backend', 'cpu'])
-    expect(code).not.toBe(0)
-    expect(errors.join('')).toMatch(/absent\.bin/)
-  })
-})
-
+    it('rejects a model path that does not exist', async () => {
+      const promptFile = join(dir(), 'prompt-ok.txt')
+      await writeFile(promptFile, '1 2 3')
+      const code = await run([
+        'sparse',
+        'compare',
+        '--model',
+        join(dir(), 'absent.bin'),
+        '--prompt-file',
+        promptFile,
+        '--methods',
+        'quest',
+        '--backend',
+        'cpu',
+      ])
+      expect(code).not.toBe(0)
+      expect(errors.join('')).toMatch(/absent\.bin/)
+    })
+  },
+)

@@ -54,8 +54,20 @@ interface MethodFlag {
 }
 
 const METHOD_FLAGS: readonly MethodFlag[] = [
-  { flag: '--vertical-size <n>', key: 'verticalSize', methods: ['vertical-slash'], description: 'vertical lines per head V (512)', parse: intParser('--vertical-size', 1) },
-  { flag: '--slash-size <n>', key: 'slashSize', methods: ['vertical-slash'], description: 'slash lines per head S (512)', parse: intParser('--slash-size', 1) },
+  {
+    flag: '--vertical-size <n>',
+    key: 'verticalSize',
+    methods: ['vertical-slash'],
+    description: 'vertical lines per head V (512)',
+    parse: intParser('--vertical-size', 1),
+  },
+  {
+    flag: '--slash-size <n>',
+    key: 'slashSize',
+    methods: ['vertical-slash'],
+    description: 'slash lines per head S (512)',
+    parse: intParser('--slash-size', 1),
+  },
   {
     flag: '--window <n>',
     key: 'window',
@@ -63,7 +75,13 @@ const METHOD_FLAGS: readonly MethodFlag[] = [
     description: 'estimation window: last W queries (VS 256, FlexPrefill 512, SnapKV 256)',
     parse: intParser('--window', 1),
   },
-  { flag: '--sinks <n>', key: 'sinks', methods: ['vertical-slash', 'flexprefill'], description: 'forced sink columns (4)', parse: intParser('--sinks', 0) },
+  {
+    flag: '--sinks <n>',
+    key: 'sinks',
+    methods: ['vertical-slash', 'flexprefill'],
+    description: 'forced sink columns (4)',
+    parse: intParser('--sinks', 0),
+  },
   {
     flag: '--local <n>',
     key: 'local',
@@ -71,8 +89,20 @@ const METHOD_FLAGS: readonly MethodFlag[] = [
     description: 'forced local distances (VS/FlexPrefill 64) or recent tokens (SnapKV 128)',
     parse: intParser('--local', 0),
   },
-  { flag: '--alpha <x>', key: 'alpha', methods: ['flexprefill'], description: 'FlexPrefill coverage alpha in [0, 1] (0.65)', parse: numberParser('--alpha', 0, 1) },
-  { flag: '--min-budget <n>', key: 'minBudget', methods: ['flexprefill'], description: 'FlexPrefill minimum budget in tokens (512)', parse: intParser('--min-budget', 1) },
+  {
+    flag: '--alpha <x>',
+    key: 'alpha',
+    methods: ['flexprefill'],
+    description: 'FlexPrefill coverage alpha in [0, 1] (0.65)',
+    parse: numberParser('--alpha', 0, 1),
+  },
+  {
+    flag: '--min-budget <n>',
+    key: 'minBudget',
+    methods: ['flexprefill'],
+    description: 'FlexPrefill minimum budget in tokens (512)',
+    parse: intParser('--min-budget', 1),
+  },
   {
     flag: '--block-size <n>',
     key: 'blockSize',
@@ -80,25 +110,79 @@ const METHOD_FLAGS: readonly MethodFlag[] = [
     description: 'Block-Sparse block size B (16) or FlexPrefill block size for tau > 0 (128)',
     parse: intParser('--block-size', 1),
   },
-  { flag: '--top-k <n>', key: 'topK', methods: ['block-sparse'], description: 'Block-Sparse blocks per query block K (64)', parse: intParser('--top-k', 1) },
-  { flag: '--capacity <n>', key: 'capacity', methods: ['snapkv', 'ada-snapkv'], description: 'prompt tokens kept per KV head C (1024)', parse: intParser('--capacity', 1) },
-  { flag: '--kernel-size <n>', key: 'kernelSize', methods: ['snapkv', 'ada-snapkv'], description: 'pooling kernel, odd (21)', parse: intParser('--kernel-size', 1) },
-  { flag: '--prefix <n>', key: 'prefix', methods: ['snapkv', 'ada-snapkv'], description: 'forced first tokens (4)', parse: intParser('--prefix', 0) },
-  { flag: '--min-head-ratio <x>', key: 'minHeadRatio', methods: ['ada-snapkv'], description: 'Ada-SnapKV per-head floor ratio (0.2)', parse: numberParser('--min-head-ratio', 0, 1) },
-  { flag: '--token-budget <n>', key: 'tokenBudget', methods: ['quest'], description: 'Quest tokens read per step (1024)', parse: intParser('--token-budget', 1) },
-  { flag: '--page-size <n>', key: 'pageSize', methods: ['quest'], description: 'Quest page size (16)', parse: intParser('--page-size', 1) },
-  { flag: '--tau <x>', key: 'tau', methods: ['flexprefill'], description: 'FlexPrefill JS-divergence threshold; 0 = token level as evaluated (0)', parse: numberParser('--tau', 0) },
+  {
+    flag: '--top-k <n>',
+    key: 'topK',
+    methods: ['block-sparse'],
+    description: 'Block-Sparse blocks per query block K (64)',
+    parse: intParser('--top-k', 1),
+  },
+  {
+    flag: '--capacity <n>',
+    key: 'capacity',
+    methods: ['snapkv', 'ada-snapkv'],
+    description: 'prompt tokens kept per KV head C (1024)',
+    parse: intParser('--capacity', 1),
+  },
+  {
+    flag: '--kernel-size <n>',
+    key: 'kernelSize',
+    methods: ['snapkv', 'ada-snapkv'],
+    description: 'pooling kernel, odd (21)',
+    parse: intParser('--kernel-size', 1),
+  },
+  {
+    flag: '--prefix <n>',
+    key: 'prefix',
+    methods: ['snapkv', 'ada-snapkv'],
+    description: 'forced first tokens (4)',
+    parse: intParser('--prefix', 0),
+  },
+  {
+    flag: '--min-head-ratio <x>',
+    key: 'minHeadRatio',
+    methods: ['ada-snapkv'],
+    description: 'Ada-SnapKV per-head floor ratio (0.2)',
+    parse: numberParser('--min-head-ratio', 0, 1),
+  },
+  {
+    flag: '--token-budget <n>',
+    key: 'tokenBudget',
+    methods: ['quest'],
+    description: 'Quest tokens read per step (1024)',
+    parse: intParser('--token-budget', 1),
+  },
+  {
+    flag: '--page-size <n>',
+    key: 'pageSize',
+    methods: ['quest'],
+    description: 'Quest page size (16)',
+    parse: intParser('--page-size', 1),
+  },
+  {
+    flag: '--tau <x>',
+    key: 'tau',
+    methods: ['flexprefill'],
+    description: 'FlexPrefill JS-divergence threshold; 0 = token level as evaluated (0)',
+    parse: numberParser('--tau', 0),
+  },
   {
     flag: '--mask-mode <mode>',
     key: 'maskMode',
     methods: ['vertical-slash', 'flexprefill'],
     description: "'kernel' (64x64 blocks, as the study ran) or 'exact' lines",
     parse: (value: string) => {
-      if (value !== 'kernel' && value !== 'exact') throw new InvalidArgumentError(`--mask-mode must be 'kernel' or 'exact', got '${value}'`)
+      if (value !== 'kernel' && value !== 'exact')
+        throw new InvalidArgumentError(`--mask-mode must be 'kernel' or 'exact', got '${value}'`)
       return value
     },
   },
-  { flag: '--per-head-pages', key: 'sharePages', methods: ['quest'], description: 'Quest: select pages per query head instead of per GQA group' },
+  {
+    flag: '--per-head-pages',
+    key: 'sharePages',
+    methods: ['quest'],
+    description: 'Quest: select pages per query head instead of per GQA group',
+  },
 ]
 
 /** The commander attribute name of a flag (`--vertical-size <n>` -> `verticalSize`). */
@@ -183,7 +267,8 @@ export function attentionKernelFromFlags(
   const methods = spec.split('+').map((m) => m.trim())
   const known = Object.keys(SPARSE_METHODS)
   for (const m of methods) {
-    if (!known.includes(m)) throw new UsageError(`unknown attention method '${m}' (expected one of ${known.join(', ')}, or prefill+decode)`)
+    if (!known.includes(m))
+      throw new UsageError(`unknown attention method '${m}' (expected one of ${known.join(', ')}, or prefill+decode)`)
   }
   if (methods.length > 2) throw new UsageError(`--attention takes one method or prefill+decode, got '${spec}'`)
   const names = methods as SparseMethodName[]
@@ -194,8 +279,16 @@ export function attentionKernelFromFlags(
     const flag = spelled(f, renames).split(' ')[0] as string
     const users = names.map((m, i) => (f.methods.includes(m) ? i : -1)).filter((i) => i >= 0)
     if (users.length === 0) {
-      const own = [...new Set(METHOD_FLAGS.filter((g) => g.methods.some((m) => names.includes(m))).map((g) => spelled(g, renames).split(' ')[0]))]
-      throw new UsageError(`${flag} does not apply to ${spec}${own.length > 0 ? ` (its flags: ${own.join(', ')})` : ' (it has no parameters)'}`)
+      const own = [
+        ...new Set(
+          METHOD_FLAGS.filter((g) => g.methods.some((m) => names.includes(m))).map(
+            (g) => spelled(g, renames).split(' ')[0],
+          ),
+        ),
+      ]
+      throw new UsageError(
+        `${flag} does not apply to ${spec}${own.length > 0 ? ` (its flags: ${own.join(', ')})` : ' (it has no parameters)'}`,
+      )
     }
     for (const i of users) (overrides[i] as Record<string, unknown>)[f.key] = f.key === 'sharePages' ? false : value
   }
@@ -203,7 +296,9 @@ export function attentionKernelFromFlags(
     const flags = overrides[i] as Record<string, unknown>
     return createKernel(m, (size === undefined ? flags : size(m, flags)) as never)
   })
-  return kernels.length === 1 ? (kernels[0] as SparseAttentionKernel) : combine(kernels[0] as SparseAttentionKernel, kernels[1] as SparseAttentionKernel)
+  return kernels.length === 1
+    ? (kernels[0] as SparseAttentionKernel)
+    : combine(kernels[0] as SparseAttentionKernel, kernels[1] as SparseAttentionKernel)
 }
 
 /** The q/k/v of one sequence read from a file, validated. */
@@ -219,24 +314,42 @@ export interface QkvArrays {
   readonly step: { readonly qNew: Float32Array; readonly kNew: Float32Array; readonly vNew: Float32Array } | null
 }
 
-function tensor(file: SafetensorsFile, name: string, rank: number, meaning: string): { data: Float32Array; shape: readonly number[] } {
+function tensor(
+  file: SafetensorsFile,
+  name: string,
+  rank: number,
+  meaning: string,
+): { data: Float32Array; shape: readonly number[] } {
   const entry = file.tensors.get(name)
   if (entry === undefined) {
-    throw new SafetensorsError(`tensor '${name}' is missing: expected ${meaning} (tensors present: ${[...file.tensors.keys()].join(', ') || 'none'})`, name)
+    throw new SafetensorsError(
+      `tensor '${name}' is missing: expected ${meaning} (tensors present: ${[...file.tensors.keys()].join(', ') || 'none'})`,
+      name,
+    )
   }
-  if (entry.dtype !== 'F32') throw new SafetensorsError(`tensor '${name}' has dtype ${entry.dtype} but F32 is expected`, name)
+  if (entry.dtype !== 'F32')
+    throw new SafetensorsError(`tensor '${name}' has dtype ${entry.dtype} but F32 is expected`, name)
   if (entry.shape.length !== rank) {
-    throw new SafetensorsError(`tensor '${name}' has shape [${entry.shape.join(', ')}] but ${meaning} is expected`, name)
+    throw new SafetensorsError(
+      `tensor '${name}' has shape [${entry.shape.join(', ')}] but ${meaning} is expected`,
+      name,
+    )
   }
   const data = safetensorsToFloat32(entry)
   const bad = data.findIndex((x) => !Number.isFinite(x))
-  if (bad >= 0) throw new SafetensorsError(`tensor '${name}' holds a non-finite value (${data[bad]}) at flat index ${bad}`, name, { index: bad })
+  if (bad >= 0)
+    throw new SafetensorsError(`tensor '${name}' holds a non-finite value (${data[bad]}) at flat index ${bad}`, name, {
+      index: bad,
+    })
   return { data, shape: entry.shape }
 }
 
 function expectDim(name: string, shape: readonly number[], axis: number, expected: number, what: string): void {
   if (shape[axis] !== expected) {
-    throw new SafetensorsError(`tensor '${name}' has shape [${shape.join(', ')}]: dimension ${axis} must be ${expected} (${what})`, name)
+    throw new SafetensorsError(
+      `tensor '${name}' has shape [${shape.join(', ')}]: dimension ${axis} must be ${expected} (${what})`,
+      name,
+    )
   }
 }
 
@@ -258,7 +371,10 @@ export function readQkv(file: SafetensorsFile, decode: boolean): QkvArrays {
   expectDim('v', v.shape, 0, nKvHeads, "nKvHeads, as in 'k'")
   expectDim('v', v.shape, 1, length, "T, as in 'q'")
   if (nKvHeads < 1 || nHeads % nKvHeads !== 0) {
-    throw new SafetensorsError(`tensor 'k' has ${nKvHeads} KV heads but q's ${nHeads} heads must be a multiple of it (grouped-query attention)`, 'k')
+    throw new SafetensorsError(
+      `tensor 'k' has ${nKvHeads} KV heads but q's ${nHeads} heads must be a multiple of it (grouped-query attention)`,
+      'k',
+    )
   }
   const dValue = v.shape[2] as number
   let step: QkvArrays['step'] = null
@@ -277,10 +393,15 @@ export function readQkv(file: SafetensorsFile, decode: boolean): QkvArrays {
   return { nHeads, nKvHeads, length, dHead, dValue, q: q.data, k: k.data, v: v.data, step }
 }
 
-function phaseFor(kernel: SparseAttentionKernel, requested: 'prefill' | 'decode' | undefined, file: SafetensorsFile): 'prefill' | 'decode' {
+function phaseFor(
+  kernel: SparseAttentionKernel,
+  requested: 'prefill' | 'decode' | undefined,
+  file: SafetensorsFile,
+): 'prefill' | 'decode' {
   const own = SPARSE_METHODS[kernel.method as SparseMethodName].phase
   if (own !== null) {
-    if (requested !== undefined && requested !== own) throw new UsageError(`--phase ${requested} does not fit ${kernel.method}, a ${own} method`)
+    if (requested !== undefined && requested !== own)
+      throw new UsageError(`--phase ${requested} does not fit ${kernel.method}, a ${own} method`)
     return own
   }
   return requested ?? (file.tensors.has('q_new') ? 'decode' : 'prefill')
@@ -321,9 +442,19 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
     method: kernel.method,
     phase,
     config: kernel.config,
-    shape: { nHeads: input.nHeads, nKvHeads: input.nKvHeads, T: input.length, dHead: input.dHead, dValue: input.dValue },
+    shape: {
+      nHeads: input.nHeads,
+      nKvHeads: input.nKvHeads,
+      T: input.length,
+      dHead: input.dHead,
+      dValue: input.dValue,
+    },
     scale,
-    sparsity: { ...result.sparsity, reportedClamped: clampReportedSparsity(result.sparsity.reported).clamped, budgetExceedsPrompt: clampReportedSparsity(result.sparsity.reported).budgetExceedsPrompt },
+    sparsity: {
+      ...result.sparsity,
+      reportedClamped: clampReportedSparsity(result.sparsity.reported).clamped,
+      budgetExceedsPrompt: clampReportedSparsity(result.sparsity.reported).budgetExceedsPrompt,
+    },
     headSparsity: { exact: Array.from(result.headSparsity.exact), reported: Array.from(result.headSparsity.reported) },
     extra: result.extra,
     out: options.out,
@@ -368,7 +499,10 @@ interface CompareFlags {
 }
 
 /** The method flags given, keyed by config key; a flag that no listed method takes is a usage error. */
-export function compareFlags(methods: readonly SparseMethodName[], options: Record<string, unknown>): Record<string, unknown> {
+export function compareFlags(
+  methods: readonly SparseMethodName[],
+  options: Record<string, unknown>,
+): Record<string, unknown> {
   const flags: Record<string, unknown> = {}
   for (const f of METHOD_FLAGS) {
     const value = options[attributeOf(f.flag)]
@@ -382,11 +516,16 @@ export function compareFlags(methods: readonly SparseMethodName[], options: Reco
 }
 
 function methodListParser(value: string): SparseMethodName[] {
-  const names = value.split(',').map((m) => m.trim()).filter((m) => m.length > 0)
+  const names = value
+    .split(',')
+    .map((m) => m.trim())
+    .filter((m) => m.length > 0)
   const known = Object.keys(SPARSE_METHODS)
   const bad = names.find((m) => !known.includes(m))
   if (names.length === 0 || bad !== undefined) {
-    throw new InvalidArgumentError(`--methods must be a comma-separated list of ${known.join(', ')}; got '${bad ?? value}'`)
+    throw new InvalidArgumentError(
+      `--methods must be a comma-separated list of ${known.join(', ')}; got '${bad ?? value}'`,
+    )
   }
   return [...new Set(names)] as SparseMethodName[]
 }
@@ -394,8 +533,11 @@ function methodListParser(value: string): SparseMethodName[] {
 function sparsityListParser(value: string): number[] {
   const parts = value.split(',').map((x) => x.trim())
   const numbers = parts.map(Number)
-  const bad = parts.findIndex((p, i) => p === '' || !Number.isFinite(numbers[i]) || (numbers[i] as number) < 0 || (numbers[i] as number) >= 1)
-  if (bad >= 0) throw new InvalidArgumentError(`--sparsity must be comma-separated numbers in [0, 1), got '${parts[bad]}'`)
+  const bad = parts.findIndex(
+    (p, i) => p === '' || !Number.isFinite(numbers[i]) || (numbers[i] as number) < 0 || (numbers[i] as number) >= 1,
+  )
+  if (bad >= 0)
+    throw new InvalidArgumentError(`--sparsity must be comma-separated numbers in [0, 1), got '${parts[bad]}'`)
   return numbers
 }
 
@@ -417,10 +559,14 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
   try {
     let prompt: number[]
     if (/^[\s\d,]+$/.test(text) && /\d/.test(text)) {
-      prompt = text.split(/[\s,]+/).filter((x) => x.length > 0).map(Number)
+      prompt = text
+        .split(/[\s,]+/)
+        .filter((x) => x.length > 0)
+        .map(Number)
       const dVocab = loaded.model.config.dVocab
       const bad = prompt.find((t) => t >= dVocab)
-      if (bad !== undefined) throw new UsageError(`--prompt-file token id ${bad} is outside the vocabulary [0, ${dVocab})`)
+      if (bad !== undefined)
+        throw new UsageError(`--prompt-file token id ${bad} is outside the vocabulary [0, ${dVocab})`)
     } else if (loaded.tokenizer === undefined) {
       throw new UsageError(`no tokenizer beside ${modelPath}: pass --tokenizer PATH, or a --prompt-file of token ids`)
     } else {
@@ -450,21 +596,37 @@ const SPARSITY_HELP = `Sparsities (fraction of causal query-key pairs not comput
 
 /** Registers `attnlab sparse` and its subcommands. */
 export function registerSparse(program: Command): void {
-  const sparse = program.command('sparse').description('training-free sparse attention (Sparse Frontier): apply methods, compare them')
+  const sparse = program
+    .command('sparse')
+    .description('training-free sparse attention (Sparse Frontier): apply methods, compare them')
   const apply = sparse
     .command('apply')
     .description('run one method on q/k/v from a safetensors file and write its output and mask of computed pairs')
     .addOption(new Option('--method <name>', 'the method').choices(Object.keys(SPARSE_METHODS)).makeOptionMandatory())
-    .requiredOption('--qkv <file>', 'input safetensors: q [H, T, dHead], k, v [Hkv, T, d] (float32); decode methods also q_new [H, dHead], k_new, v_new [Hkv, d]')
-    .requiredOption('--out <file>', 'output safetensors: out ([H, T, dValue] or [H, dValue]) and mask (uint8, [H, T, T] or [H, T + 1])')
+    .requiredOption(
+      '--qkv <file>',
+      'input safetensors: q [H, T, dHead], k, v [Hkv, T, d] (float32); decode methods also q_new [H, dHead], k_new, v_new [Hkv, d]',
+    )
+    .requiredOption(
+      '--out <file>',
+      'output safetensors: out ([H, T, dValue] or [H, dValue]) and mask (uint8, [H, T, T] or [H, T + 1])',
+    )
     .addOption(forceOption('an existing --out file'))
-    .addOption(new Option('--phase <phase>', 'for dense: prefill or decode (default: decode if the file has q_new)').choices(['prefill', 'decode']))
+    .addOption(
+      new Option('--phase <phase>', 'for dense: prefill or decode (default: decode if the file has q_new)').choices([
+        'prefill',
+        'decode',
+      ]),
+    )
     .option('--scale <x>', 'multiplier of q.k (default 1/sqrt(dHead))', numberParser('--scale'))
   addMethodFlags(apply)
   apply
     .addOption(backendOption())
     .option('--json', 'print the report as JSON')
-    .addHelpText('after', `\n${SPARSITY_HELP}\n  --json: sparsity.exact, sparsity.reported (raw, may be < 0), sparsity.reportedClamped, sparsity.budgetExceedsPrompt.`)
+    .addHelpText(
+      'after',
+      `\n${SPARSITY_HELP}\n  --json: sparsity.exact, sparsity.reported (raw, may be < 0), sparsity.reportedClamped, sparsity.budgetExceedsPrompt.`,
+    )
     .action(async (options: ApplyOptions) => {
       const report = await runApply(options)
       if (options.json) {
@@ -475,16 +637,27 @@ export function registerSparse(program: Command): void {
       const reported = sparsity.budgetExceedsPrompt
         ? `0 (budget exceeds the prompt: the study's accounting gives ${sparsity.reported.toFixed(4)} < 0, i.e. the method keeps every causal pair)`
         : sparsity.reported.toFixed(4)
-      console.log(`${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) sparsity ${reported}; wrote ${options.out}`)
+      console.log(
+        `${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) sparsity ${reported}; wrote ${options.out}`,
+      )
     })
 
   const compare = sparse
     .command('compare')
-    .description('compare methods with dense attention on a model and prompt: top-1 agreement and KL(dense || sparse) of next-token distributions, with both sparsities')
+    .description(
+      'compare methods with dense attention on a model and prompt: top-1 agreement and KL(dense || sparse) of next-token distributions, with both sparsities',
+    )
     .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'llama2.c tokenizer.bin (default: the one beside the model)')
-    .requiredOption('--prompt-file <file>', 'the prompt: text (encoded with BOS) or token ids separated by spaces/commas')
-    .requiredOption('--methods <list>', `comma-separated methods (${Object.keys(SPARSE_METHODS).join(', ')})`, methodListParser)
+    .requiredOption(
+      '--prompt-file <file>',
+      'the prompt: text (encoded with BOS) or token ids separated by spaces/commas',
+    )
+    .requiredOption(
+      '--methods <list>',
+      `comma-separated methods (${Object.keys(SPARSE_METHODS).join(', ')})`,
+      methodListParser,
+    )
     .option('--sparsity <list>', 'target sparsities in [0, 1)', sparsityListParser, [...DEFAULT_COMPARE_SPARSITIES])
     .option(
       '--decode-steps <n>',
@@ -501,7 +674,7 @@ export function registerSparse(program: Command): void {
     .addHelpText(
       'after',
       `\n${SPARSITY_HELP}\n  A row whose exact and reported sparsities both stay more than ${TARGET_SPARSITY_TOLERANCE} below its target gets a warning\n` +
-        '  naming what it achieved (short prompts: a method\'s smallest budget may already keep most pairs).\n' +
+        "  naming what it achieved (short prompts: a method's smallest budget may already keep most pairs).\n" +
         '  --json rows: exactSparsity, reportedSparsity (raw, may be < 0), reportedSparsityClamped, budgetExceedsPrompt, targetReached.',
     )
     .action(async (options: CompareFlags) => {

@@ -10,7 +10,26 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-const TINY = ['--task', 'sparse-markov', '--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3', '--batch', '16', '--validation-size', '32', '--eval-every', '3', '--backend', 'cpu']
+const TINY = [
+  '--task',
+  'sparse-markov',
+  '--vocab',
+  '8',
+  '--spans',
+  '1,1',
+  '--gen-len',
+  '6',
+  '--tau',
+  '0.3',
+  '--batch',
+  '16',
+  '--validation-size',
+  '32',
+  '--eval-every',
+  '3',
+  '--backend',
+  'cpu',
+]
 
 describe('attnlab train', () => {
   it('trains the minimal preset and prints a JSON summary with losses and tokens/s', async () => {
@@ -42,7 +61,22 @@ describe('attnlab train', () => {
     expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '4', '--out', part, '--json'])).toBe(0)
     vi.restoreAllMocks()
     const io2 = captureOutput()
-    expect(await main(['train', '--resume', part, '--steps', '8', '--out', part, '--eval-every', '3', '--backend', 'cpu', '--json'])).toBe(0)
+    expect(
+      await main([
+        'train',
+        '--resume',
+        part,
+        '--steps',
+        '8',
+        '--out',
+        part,
+        '--eval-every',
+        '3',
+        '--backend',
+        'cpu',
+        '--json',
+      ]),
+    ).toBe(0)
     const resumed = JSON.parse(io2.out())
     expect(resumed.steps).toBe(8)
     expect(resumed.finalValidationLoss).toBe(fullSummary.finalValidationLoss)
@@ -69,30 +103,60 @@ describe('attnlab train', () => {
       vi.restoreAllMocks()
     }
     const io = captureOutput()
-    expect(await main(['train', '--preset', 'gpt', '--attn-only', '--d-mlp', '64', ...TINY, '--out', join(root(), 'contra')])).toBe(2)
+    expect(
+      await main([
+        'train',
+        '--preset',
+        'gpt',
+        '--attn-only',
+        '--d-mlp',
+        '64',
+        ...TINY,
+        '--out',
+        join(root(), 'contra'),
+      ]),
+    ).toBe(2)
     expect(io.err()).toMatch(/--d-mlp 64 contradicts --attn-only/)
   })
 
   it('prints a human-readable progress line per evaluation', async () => {
     const io = captureOutput()
-    expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '3', '--out', join(root(), 'human')])).toBe(0)
+    expect(await main(['train', '--preset', 'gpt-nano', ...TINY, '--steps', '3', '--out', join(root(), 'human')])).toBe(
+      0,
+    )
     expect(io.out()).toMatch(/step 3\/3 {2}train \d\.\d{4} {2}val \d\.\d{4} nats {2}span mass per head/)
     expect(io.out()).toMatch(/done at step 3: .* training tokens\/s on cpu; checkpoint in/)
   })
 
   const usage: [string, string[], RegExp][] = [
     ['no --out', ['--steps', '1'], /--out DIR is required/],
-    ['--query-init with gpt', ['--preset', 'gpt', '--query-init', '0', '--out', 'x'], /--query-init applies to --preset minimal only/],
+    [
+      '--query-init with gpt',
+      ['--preset', 'gpt', '--query-init', '0', '--out', 'x'],
+      /--query-init applies to --preset minimal only/,
+    ],
     ['bad --query-init', ['--query-init', 'abc', '--out', 'x'], /--query-init must be a number >= 0 or 'xavier'/],
     ['--d-model with minimal', ['--d-model', '16', '--out', 'x'], /--d-model does not apply to --preset minimal/],
-    ['heads do not divide', ['--preset', 'gpt', '--d-model', '30', '--n-heads', '4', '--out', 'x'], /not divisible by --n-heads 4/],
+    [
+      'heads do not divide',
+      ['--preset', 'gpt', '--d-model', '30', '--n-heads', '4', '--out', 'x'],
+      /not divisible by --n-heads 4/,
+    ],
     ['--warmup without warmup-cosine', ['--warmup', '3', '--out', 'x'], /--warmup applies to --schedule warmup-cosine/],
     ['--momentum with adamw', ['--momentum', '0.5', '--out', 'x'], /--momentum applies to --optimizer sgd/],
     ['train size below batch', ['--train-size', '8', '--out', 'x'], /--train-size 8 is smaller than --batch 16/],
-    ['flag of another task', ['--state-size', '4', '--out', 'x'], /--state-size does not apply to --task sparse-markov/],
+    [
+      'flag of another task',
+      ['--state-size', '4', '--out', 'x'],
+      /--state-size does not apply to --task sparse-markov/,
+    ],
     ['bad preset', ['--preset', 'bert', '--out', 'x'], /argument 'bert' is invalid/],
     ['bad lr', ['--lr', 'abc', '--out', 'x'], /--lr must be a number/],
-    ['a batch above the sampling limit', ['--batch', '99999999999', '--out', 'x'], /--batch 99999999999 is above the 16777216 sequences/],
+    [
+      'a batch above the sampling limit',
+      ['--batch', '99999999999', '--out', 'x'],
+      /--batch 99999999999 is above the 16777216 sequences/,
+    ],
   ]
   for (const [name, args, pattern] of usage) {
     it(`stops with one clear line for ${name}`, async () => {
@@ -121,7 +185,7 @@ describe('attnlab train', () => {
     expect(io.err()).toMatch(/INVALID_CHECKPOINT/)
   })
 
-  it('--resume without --steps / --eval-every continues to the run\'s own, accepts unchanged flags, refuses a finished run', async () => {
+  it("--resume without --steps / --eval-every continues to the run's own, accepts unchanged flags, refuses a finished run", async () => {
     const dir = join(root(), 'own-steps')
     const errors: string[] = []
     vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void errors.push(args.join(' ')))
@@ -134,7 +198,9 @@ describe('attnlab train', () => {
     vi.restoreAllMocks()
     let io = captureOutput()
     // --batch 16 and --preset minimal repeat the run's values: not a change.
-    expect(await main(['train', '--resume', dir, '--batch', '16', '--preset', 'minimal', '--backend', 'cpu', '--json'])).toBe(0)
+    expect(
+      await main(['train', '--resume', dir, '--batch', '16', '--preset', 'minimal', '--backend', 'cpu', '--json']),
+    ).toBe(0)
     const summary = JSON.parse(io.out())
     expect(summary.steps).toBe(9)
     expect(summary.evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9])
@@ -171,7 +237,9 @@ describe('attnlab train', () => {
     vi.restoreAllMocks()
     io = captureOutput()
     expect(await main(['train', '--resume', dir, '--steps', '6', '--backend', 'cpu'])).toBe(2)
-    expect(io.err()).toMatch(/crashed' does not exist; an interrupted save left '.*\.crashed\.tmp-k2', not verifiably complete/)
+    expect(io.err()).toMatch(
+      /crashed' does not exist; an interrupted save left '.*\.crashed\.tmp-k2', not verifiably complete/,
+    )
     expect((await readdir(join(root(), '.crashed.tmp-k2'))).sort()).toContain('manifest.json')
     await rm(join(root(), '.crashed.tmp-k2'), { recursive: true })
   })
@@ -190,7 +258,10 @@ describe('attnlab train', () => {
     const cases: [string, RegExp][] = [
       [user, /--out .*userdir is not empty; pick another directory, or pass --force/],
       [file, /--out .*plain-file is a file; pick another path, or pass --force/],
-      [checkpoint, /--out .*earlier holds a checkpoint; continue it with --resume .*earlier, pick another --out, or replace it with --force/],
+      [
+        checkpoint,
+        /--out .*earlier holds a checkpoint; continue it with --resume .*earlier, pick another --out, or replace it with --force/,
+      ],
     ]
     for (const [out, pattern] of cases) {
       const io = captureOutput()
@@ -222,7 +293,13 @@ describe('attnlab train', () => {
     for (const out of [user, file, checkpoint]) {
       expect(await main(['train', ...TINY, '--steps', '3', '--out', out, '--force'])).toBe(0)
       expect((await loadCheckpoint(out)).trainerState!.step).toBe(3)
-      expect((await readdir(out)).sort()).toEqual(['config.json', 'manifest.json', 'model.safetensors', 'optimizer.safetensors', 'trainer.json'])
+      expect((await readdir(out)).sort()).toEqual([
+        'config.json',
+        'manifest.json',
+        'model.safetensors',
+        'optimizer.safetensors',
+        'trainer.json',
+      ])
     }
     expect((await readdir(root())).filter((name) => name.includes('.tmp-'))).toEqual([])
   })
@@ -258,7 +335,9 @@ describe('attnlab train', () => {
       if (String(line).startsWith('step 3/')) process.emit('SIGTERM')
     })
     expect(await main(['train', ...TINY, '--steps', '60', '--out', out])).toBe(143)
-    expect(errors.join('\n')).toMatch(/INTERRUPTED.*interrupted at step 3 of 60; the checkpoint in .*trt holds it: continue with --resume .*trt$/)
+    expect(errors.join('\n')).toMatch(
+      /INTERRUPTED.*interrupted at step 3 of 60; the checkpoint in .*trt holds it: continue with --resume .*trt$/,
+    )
     expect(process.listenerCount('SIGTERM')).toBe(0)
     expect(process.listenerCount('SIGHUP')).toBe(0)
     expect((await loadCheckpoint(out)).trainerState!.step).toBe(3)

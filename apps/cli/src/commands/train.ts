@@ -100,7 +100,10 @@ function formatTokens(perSecond: number): string {
 type TrainOffsetGroups = readonly { readonly name: string; readonly offsets: readonly number[] }[]
 
 function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
-  return typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' && (task as Partial<TeacherSource>).teacher !== undefined
+  return (
+    typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' &&
+    (task as Partial<TeacherSource>).teacher !== undefined
+  )
 }
 
 /**
@@ -111,12 +114,19 @@ function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
 async function checkOut(out: string, force: boolean): Promise<void> {
   const state = await pathState(out)
   if (!force) {
-    if (state.kind === 'file') throw new UsageError(`--out ${out} is a file; pick another path, or pass --force to replace it with the checkpoint directory`)
+    if (state.kind === 'file')
+      throw new UsageError(
+        `--out ${out} is a file; pick another path, or pass --force to replace it with the checkpoint directory`,
+      )
     if (state.kind === 'directory' && state.entries.length > 0) {
       if (state.entries.includes('manifest.json')) {
-        throw new UsageError(`--out ${out} holds a checkpoint; continue it with --resume ${out}, pick another --out, or replace it with --force`)
+        throw new UsageError(
+          `--out ${out} holds a checkpoint; continue it with --resume ${out}, pick another --out, or replace it with --force`,
+        )
       }
-      throw new UsageError(`--out ${out} is not empty; pick another directory, or pass --force to replace it and everything in it`)
+      throw new UsageError(
+        `--out ${out} is not empty; pick another directory, or pass --force to replace it and everything in it`,
+      )
     }
   }
   // The checkpoint is written next to `out` and renamed into place: its parent must be writable.
@@ -127,7 +137,8 @@ async function checkOut(out: string, force: boolean): Promise<void> {
 export async function runTrain(flags: TrainFlags, command: Command): Promise<Record<string, unknown>> {
   // --resume DIR continues in place unless --out says otherwise.
   const out = flags.out ?? flags.resume
-  if (out === undefined) throw new UsageError('--out DIR is required (the checkpoint directory; with --resume DIR it defaults to DIR)')
+  if (out === undefined)
+    throw new UsageError('--out DIR is required (the checkpoint directory; with --resume DIR it defaults to DIR)')
   let task: AnyTask
   let config: TransformerConfig
   let run: StoredRun
@@ -136,8 +147,15 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   if (flags.resume !== undefined) {
     const checkpoint = await loadCheckpoint(flags.resume)
     const stored = checkpoint.extra as Partial<StoredRun>
-    if (stored.command !== 'train' || stored.task === undefined || stored.train === undefined || checkpoint.trainerState === null) {
-      throw new UsageError(`${flags.resume} was not written by 'attnlab train' (no task and training settings to resume with)`)
+    if (
+      stored.command !== 'train' ||
+      stored.task === undefined ||
+      stored.train === undefined ||
+      checkpoint.trainerState === null
+    ) {
+      throw new UsageError(
+        `${flags.resume} was not written by 'attnlab train' (no task and training settings to resume with)`,
+      )
     }
     // A flag given with the value the run already has is no change (checkpoints that predate
     // the stored flag values accept none).
@@ -174,7 +192,8 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     }
     if (!given('evalEvery') && run.evalEvery !== undefined) flags.evalEvery = run.evalEvery
     if (!given('checkpointEvery') && run.checkpointEvery !== undefined) flags.checkpointEvery = run.checkpointEvery
-    if (flags.steps < resumeState.step) throw new UsageError(`--steps ${flags.steps} is below the checkpoint's step ${resumeState.step}`)
+    if (flags.steps < resumeState.step)
+      throw new UsageError(`--steps ${flags.steps} is below the checkpoint's step ${resumeState.step}`)
     if (flags.steps === resumeState.step) {
       throw new UsageError(
         `--resume ${flags.resume}: the run already finished ` +
@@ -240,7 +259,14 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       seed: settings.seed,
       evalEvery: flags.evalEvery,
       validation,
-      ...(source === task ? {} : { analysis: { offsetGroups: (task as { offsetGroups?: TrainOffsetGroups }).offsetGroups ?? [], ...(isTeacher(task) ? { teacher: task } : {}) } }),
+      ...(source === task
+        ? {}
+        : {
+            analysis: {
+              offsetGroups: (task as { offsetGroups?: TrainOffsetGroups }).offsetGroups ?? [],
+              ...(isTeacher(task) ? { teacher: task } : {}),
+            },
+          }),
       checkpointEvery: flags.checkpointEvery,
       onCheckpoint: save,
       signal: controller.signal,
@@ -254,7 +280,9 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
         rows.push({ step: record.step, trainLoss: record.trainLoss, validationLoss: record.validationLoss })
         if (!flags.json) {
           const metrics = record.metrics
-          const masses = metrics?.offsetGroupMass?.[0]?.map((groups) => groups.map((m) => m.toFixed(2)).join('/')).join(' ')
+          const masses = metrics?.offsetGroupMass?.[0]
+            ?.map((groups) => groups.map((m) => m.toFixed(2)).join('/'))
+            .join(' ')
           console.log(
             `step ${record.step}/${flags.steps}  train ${Number.isNaN(record.trainLoss) ? '-' : record.trainLoss.toFixed(4)}  val ${record.validationLoss.toFixed(4)} nats` +
               (masses === undefined ? '' : `  span mass per head ${masses}`) +
@@ -285,7 +313,11 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   }
   if (flags.json) console.log(JSON.stringify(summary, null, 2))
   if (result.stopped) {
-    throw new AttnlabError('INTERRUPTED', `interrupted at step ${result.steps} of ${flags.steps}; the checkpoint in ${out} holds it: continue with --resume ${out}`, { step: result.steps })
+    throw new AttnlabError(
+      'INTERRUPTED',
+      `interrupted at step ${result.steps} of ${flags.steps}; the checkpoint in ${out} holds it: continue with --resume ${out}`,
+      { step: result.steps },
+    )
   }
   if (!flags.json) {
     console.log(
@@ -306,10 +338,21 @@ export function registerTrain(program: Command): void {
   addOptimizationFlags(command, { batch: 1024, lr: 0.08, steps: 1500, evalEvery: 50, allowZero: true })
   command
     .option('--seed <n>', 'seed of initialisation, data and validation', intParser('--seed'), 0)
-    .option('--out <dir>', 'checkpoint directory (written atomically); must be new or empty unless --force (default with --resume: the resumed directory)')
-    .option('--resume <dir>', 'continue a run from its checkpoint (bit-identical on cpu), in place unless --out is given')
+    .option(
+      '--out <dir>',
+      'checkpoint directory (written atomically); must be new or empty unless --force (default with --resume: the resumed directory)',
+    )
+    .option(
+      '--resume <dir>',
+      'continue a run from its checkpoint (bit-identical on cpu), in place unless --out is given',
+    )
     .option('--force', 'replace what is in --out (a file, an earlier checkpoint, any directory) with the checkpoint')
-    .option('--checkpoint-every <n>', 'also write the checkpoint every N steps (0: only at the end)', intParser('--checkpoint-every', 0), 0)
+    .option(
+      '--checkpoint-every <n>',
+      'also write the checkpoint every N steps (0: only at the end)',
+      intParser('--checkpoint-every', 0),
+      0,
+    )
     .addOption(backendOption())
     .option('--json', 'print a JSON summary (final train/validation loss in nats, training tokens/s)')
   command.action(async (flags: TrainFlags) => {

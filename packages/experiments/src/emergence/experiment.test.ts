@@ -54,7 +54,9 @@ describeWithBackends('runEmergence', () => {
     expect(result.record.task).toMatchObject({ kind: 'sparse-markov', vocabSize: 8, spans: [1, 1] })
     const text = emergenceSummaryLines(result)
     expect(text.some((l) => l.startsWith('stage  step  plateau (nats)') || l === 'no stage detected')).toBe(true)
-    expect(text).toContainEqual(expect.stringMatching(/^final validation loss \d\.\d{4} nats at step 6; teacher entropy/))
+    expect(text).toContainEqual(
+      expect.stringMatching(/^final validation loss \d\.\d{4} nats at step 6; teacher entropy/),
+    )
     const html = await buildEmergenceReport(result)
     expect(html).toContain('<!doctype html>')
     expect(html.match(/<svg/g)?.length).toBeGreaterThanOrEqual(3)

@@ -58,7 +58,9 @@ export function referenceAttention(x: Qkv, mask: Uint8Array | null, scale = 1 / 
       const w = scores.map((s) => Math.exp(s - max))
       const z = w.reduce((a, b) => a + b, 0)
       keys.forEach((j, n) => {
-        for (let c = 0; c < dv; c++) out[(h * T + i) * dv + c] = (out[(h * T + i) * dv + c] as number) + ((w[n] as number) / z) * (x.v[(kv * T + j) * dv + c] as number)
+        for (let c = 0; c < dv; c++)
+          out[(h * T + i) * dv + c] =
+            (out[(h * T + i) * dv + c] as number) + ((w[n] as number) / z) * (x.v[(kv * T + j) * dv + c] as number)
       })
     }
   }
@@ -95,14 +97,22 @@ export function referenceDecode(
     const w = scores.map((s) => Math.exp(s - max))
     const z = w.reduce((a, b) => a + b, 0)
     idx.forEach((j, n) => {
-      for (let c = 0; c < dv; c++) out[h * dv + c] = (out[h * dv + c] as number) + ((w[n] as number) / z) * (values[(kv * P + j) * dv + c] as number)
+      for (let c = 0; c < dv; c++)
+        out[h * dv + c] =
+          (out[h * dv + c] as number) + ((w[n] as number) / z) * (values[(kv * P + j) * dv + c] as number)
     })
   }
   return out
 }
 
 /** Concatenates prompt [Hkv, T, d] and the new token [Hkv, d] into [Hkv, T+1, d]. */
-export function appendToken(prompt: Float32Array, token: Float32Array, Hkv: number, T: number, d: number): Float32Array {
+export function appendToken(
+  prompt: Float32Array,
+  token: Float32Array,
+  Hkv: number,
+  T: number,
+  d: number,
+): Float32Array {
   const out = new Float32Array(Hkv * (T + 1) * d)
   for (let kv = 0; kv < Hkv; kv++) {
     out.set(prompt.subarray(kv * T * d, (kv + 1) * T * d), kv * (T + 1) * d)
@@ -130,7 +140,8 @@ export function referenceWindowProbabilities(x: Qkv, W: number, scale = 1 / Math
       const s: number[] = []
       for (let j = 0; j <= pos; j++) {
         let dot = 0
-        for (let c = 0; c < d; c++) dot += (x.q[(h * T + pos) * d + c] as number) * (x.k[(kv * T + j) * d + c] as number)
+        for (let c = 0; c < d; c++)
+          dot += (x.q[(h * T + pos) * d + c] as number) * (x.k[(kv * T + j) * d + c] as number)
         s.push(dot * scale)
       }
       const max = Math.max(...s)
