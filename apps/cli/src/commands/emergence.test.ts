@@ -38,8 +38,7 @@ const lines = async (dir: string): Promise<{ seed: number; step: number; validat
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l))
 
-// Whole runs in-process (up to ~8 s alone each): a timeout that holds beside other packages' tests on 2 cores.
-describe('attnlab emergence', { timeout: 240_000 }, () => {
+describe('attnlab emergence', () => {
   it('writes config, metrics, checkpoint, summary and a self-contained report', async () => {
     const io = captureOutput()
     const out = join(root(), 'run')
@@ -230,25 +229,28 @@ describe('attnlab emergence', { timeout: 240_000 }, () => {
     expect(io.err()).toMatch(/--spans cannot change when resuming/)
   })
 
-  it('validates everything before creating --out: an unavailable backend, a too large batch, then reruns fine', async () => {
-    const out = join(root(), 'nested', 'bk1')
-    const cases: [string[], RegExp][] = [
-      [['--backend', 'webgl'], /BACKEND_UNAVAILABLE/],
-      [['--batch', '99999999999'], /--batch 99999999999 is above the 16777216 sequences/],
-      [['--validation-size', '99999999999'], /--validation-size 99999999999 is above/],
-    ]
-    for (const [args, pattern] of cases) {
-      const io = captureOutput()
-      expect(await main(['emergence', ...TINY, '--steps', '3', ...args, '--out', out])).toBe(2)
-      expect(io.err()).toMatch(pattern)
-      expect(io.err()).not.toMatch(/oracle lines/)
-      await expect(readdir(join(root(), 'nested'))).rejects.toThrow()
-      vi.restoreAllMocks()
-    }
-    captureOutput()
-    expect(await main(['emergence', ...TINY, '--steps', '3', '--out', out, '--json'])).toBe(0)
-    expect((await lines(out)).map((l) => l.step)).toEqual([0, 3])
-  })
+  it(
+    'validates everything before creating --out: an ' + 'unavailable backend, a too large batch, then reruns fine',
+    async () => {
+      const out = join(root(), 'nested', 'bk1')
+      const cases: [string[], RegExp][] = [
+        [['--backend', 'webgl'], /BACKEND_UNAVAILABLE/],
+        [['--batch', '99999999999'], /--batch 99999999999 is above the 16777216 sequences/],
+        [['--validation-size', '99999999999'], /--validation-size 99999999999 is above/],
+      ]
+      for (const [args, pattern] of cases) {
+        const io = captureOutput()
+        expect(await main(['emergence', ...TINY, '--steps', '3', ...args, '--out', out])).toBe(2)
+        expect(io.err()).toMatch(pattern)
+        expect(io.err()).not.toMatch(/oracle lines/)
+        await expect(readdir(join(root(), 'nested'))).rejects.toThrow()
+        vi.restoreAllMocks()
+      }
+      captureOutput()
+      expect(await main(['emergence', ...TINY, '--steps', '3', '--out', out, '--json'])).toBe(0)
+      expect((await lines(out)).map((l) => l.step)).toEqual([0, 3])
+    },
+  )
 
   it('--resume checks every checkpoint before any work and changes nothing when one is corrupt', async () => {
     const out = join(root(), 'corrupt')
