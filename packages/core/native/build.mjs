@@ -15,7 +15,7 @@
 // (no -fopenmp: OpenMP only supplies `omp simd` hints; threads come from src/pool.cc's own team),
 // ATTNLAB_NATIVE_DIR (build and load there instead).
 // @ts-check
-import { execFileSync, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {
   accessSync,
@@ -90,7 +90,8 @@ export function nodeIncludeDirectory() {
 /**
  * Compiles the addon. Returns a result object; throws only on programming errors.
  * @param {{ force?: boolean, log?: (line: string) => void }} [options]
- * @returns {{ ok: boolean, path?: string, reason?: string, details?: string, skipped?: boolean, seconds?: number, flags?: string[] }}
+ * @returns {{ ok: boolean, path?: string, reason?: string, details?: string, skipped?: boolean, seconds?: number,
+ *   flags?: string[] }}
  */
 export function buildNativeKernels(options = {}) {
   const log = options.log ?? (() => {})
@@ -176,7 +177,7 @@ export function buildNativeKernels(options = {}) {
       arch: process.arch,
       builtAt: new Date().toISOString(),
     }
-    writeFileSync(join(outDir, `${NAME}.json.tmp`), JSON.stringify(stamp, null, 2) + '\n')
+    writeFileSync(join(outDir, `${NAME}.json.tmp`), `${JSON.stringify(stamp, null, 2)}\n`)
     renameSync(join(outDir, `${NAME}.json.tmp`), join(outDir, `${NAME}.json`))
     return { ok: true, path: target, seconds: (Date.now() - started) / 1000, flags }
   }
@@ -225,7 +226,8 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
     const detail = result.details ? `\n${result.details}` : ''
     if (postinstall)
       console.log(
-        `attnlab: native kernels skipped: ${result.reason}; the wasm kernels will be used (retry: pnpm attnlab kernels build)`,
+        `attnlab: native kernels skipped: ${result.reason}; the wasm kernels will be used (retry: pnpm attnlab ` +
+          'kernels build)',
       )
     else console.error(`attnlab: native kernels not built: ${result.reason}${detail}`)
   }

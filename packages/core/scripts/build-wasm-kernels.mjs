@@ -65,13 +65,13 @@ try {
   const sha256 = (data) => createHash('sha256').update(data).digest('hex')
   const record = {
     source: 'assembly/kernels.ts',
-    sourceSha256: sha256(readFileSync(source, 'utf8').replace(/\r\n/g, '\n') + '\n' + FLAGS.join(' ')),
+    sourceSha256: sha256(`${readFileSync(source, 'utf8').replace(/\r\n/g, '\n')}\n${FLAGS.join(' ')}`),
     assemblyscript: ascVersion,
     flags: FLAGS,
     wasmSha256: sha256(bytes),
     bytes: bytes.length,
   }
-  writeFileSync(meta, JSON.stringify(record, null, 2) + '\n')
+  writeFileSync(meta, `${JSON.stringify(record, null, 2)}\n`)
   console.log(`attnlab-kernels.wasm: ${bytes.length} bytes, no data or start section (assemblyscript ${ascVersion})`)
 } finally {
   rmSync(work, { recursive: true, force: true })

@@ -2,7 +2,8 @@
  * The attention-kernel contract: how a transformer layer hands its attention computation to a
  * pluggable method (dense by default; the training-free sparse methods of
  * `@attnlab/sparse-attention` plug in here). Defined in core so that models and methods depend
- * on the contract, not on each other. See [docs/architecture/attention-kernel.md](../../../docs/architecture/attention-kernel.md).
+ * on the contract, not on each other. See
+ * [docs/architecture/attention-kernel.md](../../../docs/architecture/attention-kernel.md).
  *
  * Conventions (all kernels):
  * - Queries and keys arrive after any positional transform (RoPE), per head, with grouped-query

@@ -162,7 +162,10 @@ async function defaultWasmPaths(): Promise<string | undefined> {
 function unavailableReason(name: BackendName, error: unknown): string {
   const message = error instanceof Error ? error.message : String(error)
   if (/tfjs_binding|libtensorflow/.test(message)) {
-    return `its package '${BACKEND_PACKAGES[name]}' is installed but its native binding is missing (its install script, which downloads libtensorflow, did not run or failed)`
+    return (
+      `its package '${BACKEND_PACKAGES[name]}' is installed but its native binding is missing (its install ` +
+      'script, which downloads libtensorflow, did not run or failed)'
+    )
   }
   if (/Cannot find (module|package)|Could not resolve|ERR_MODULE_NOT_FOUND|MODULE_NOT_FOUND/.test(message)) {
     return `its package '${BACKEND_PACKAGES[name]}' is not installed`
@@ -273,7 +276,8 @@ function checkWasmPaths(paths: unknown): void {
   if (paths === null || typeof paths !== 'object' || Array.isArray(paths)) {
     throw new ConfigError(
       'wasmPaths',
-      `expected a path prefix ending in '/' or a map from ${WASM_FILE_NAMES.join(', ')} to URLs (got ${paths === null ? 'null' : typeof paths})`,
+      `expected a path prefix ending in '/' or a map from ${WASM_FILE_NAMES.join(', ')} to URLs (got ` +
+        `${paths === null ? 'null' : typeof paths})`,
       { value: paths },
     )
   }
@@ -335,7 +339,8 @@ async function loadProvider(mode: KernelProviderName, threads: number): Promise<
       } catch (error) {
         throw new KernelsUnavailableError(
           'wasm',
-          `the WebAssembly kernels could not be instantiated (${error instanceof Error ? error.message : String(error)})`,
+          'the WebAssembly kernels could not be instantiated ' +
+            `(${error instanceof Error ? error.message : String(error)})`,
           error,
         )
       }

@@ -40,7 +40,8 @@ function checkGroups(
     v.shape[2] !== k.shape[2]
   ) {
     throw new ShapeError(
-      `${where}: q [${q.shape}], k [${k.shape}], v [${v.shape}] do not fit (expected q [batch, nHeads, pos, dHead], k [batch, nKvHeads, keys, dHead], v [batch, nKvHeads, keys, dValue])`,
+      `${where}: q [${q.shape}], k [${k.shape}], v [${v.shape}] do not fit (expected q [batch, nHeads, pos, ` +
+        'dHead], k [batch, nKvHeads, keys, dHead], v [batch, nKvHeads, keys, dValue])',
       { q: [...q.shape], k: [...k.shape], v: [...v.shape] },
     )
   }
@@ -70,10 +71,12 @@ function attend(
   if (scale !== 1) scores = tf.mul(scores, scale)
   if (mask !== null) scores = tf.add(scores, mask) // masked entries -Infinity
   if (context.hooks.attnScores !== undefined) scores = context.hooks.attnScores(scores)
-  let pattern = tf.softmax(scores) as tf.Tensor4D // [b, H, q, keys] (attnlab's softmax kernel when registered: exact zeros)
+  // [b, H, q, keys] (attnlab's softmax kernel when registered: exact zeros)
+  let pattern = tf.softmax(scores) as tf.Tensor4D
   if (context.hooks.pattern !== undefined) pattern = context.hooks.pattern(pattern)
   const groupedPattern = tf.reshape(pattern, [batch, kvHeads, group * queries, stored]) // [b, kvH, g*q, keys]
-  return tf.reshape(tf.matMul(groupedPattern, values), [batch, heads, queries, dValue]) as tf.Tensor4D // [b, H, q, dValue]
+  // [b, H, q, dValue]
+  return tf.reshape(tf.matMul(groupedPattern, values), [batch, heads, queries, dValue]) as tf.Tensor4D
 }
 
 /**

@@ -25,15 +25,18 @@ afterAll(async () => {
 })
 
 describe('node file helpers', () => {
-  it('makeDirectories creates missing ancestors, returns the topmost created, and fails at once under /proc', async () => {
-    const base = await mkdtemp(join(tmpdir(), 'attnlab-mkdirs-'))
-    expect(await makeDirectories(join(base, 'a', 'b'))).toBe(join(base, 'a'))
-    expect(await makeDirectories(join(base, 'a', 'b'))).toBeUndefined()
-    await writeFile(join(base, 'file'), 'x')
-    await expect(makeDirectories(join(base, 'file'))).rejects.toThrow(/is a file, not a directory/)
-    if (process.platform === 'linux')
-      await expect(makeDirectories('/proc/attnlab-missing/x')).rejects.toMatchObject({ code: 'ENOENT' })
-  })
+  it(
+    'makeDirectories creates missing ancestors, returns ' + 'the topmost created, and fails at once under /proc',
+    async () => {
+      const base = await mkdtemp(join(tmpdir(), 'attnlab-mkdirs-'))
+      expect(await makeDirectories(join(base, 'a', 'b'))).toBe(join(base, 'a'))
+      expect(await makeDirectories(join(base, 'a', 'b'))).toBeUndefined()
+      await writeFile(join(base, 'file'), 'x')
+      await expect(makeDirectories(join(base, 'file'))).rejects.toThrow(/is a file, not a directory/)
+      if (process.platform === 'linux')
+        await expect(makeDirectories('/proc/attnlab-missing/x')).rejects.toMatchObject({ code: 'ENOENT' })
+    },
+  )
 
   it('writes files atomically, creating parents, leaving no temp files', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'attnlab-core-'))

@@ -15,7 +15,8 @@ describe('checkOptionKeys', () => {
     const call = (): void => checkOptionKeys('train options', { steps: 1, evalEvey: 5 }, allowed)
     expect(call).toThrow(ConfigError)
     expect(call).toThrow(
-      "Invalid evalEvey: not one of the train options (did you mean 'evalEvery'?); allowed: steps, evalEvery, optimizer, lr",
+      "Invalid evalEvey: not one of the train options (did you mean 'evalEvery'?); allowed: steps, evalEvery, " +
+        'optimizer, lr',
     )
     expect(() => checkOptionKeys('train options', { optimiser: 'sgd' }, allowed)).toThrow(/did you mean 'optimizer'/)
     try {

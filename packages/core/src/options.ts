@@ -47,7 +47,8 @@ export function checkOptionKeys(where: string, options: unknown, allowed: readon
     const suggestion = closest(key, allowed)
     throw new ConfigError(
       key,
-      `not one of the ${where}${suggestion === undefined ? '' : ` (did you mean '${suggestion}'?)`}; allowed: ${allowed.join(', ')}`,
+      `not one of the ${where}${suggestion === undefined ? '' : ` (did you mean '${suggestion}'?)`}; allowed: ` +
+        `${allowed.join(', ')}`,
       { allowed: [...allowed] },
     )
   }

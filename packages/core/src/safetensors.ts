@@ -137,7 +137,8 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
   const headerLength = view.getBigUint64(0, true)
   if (headerLength > BigInt(SAFETENSORS_MAX_HEADER_BYTES)) {
     throw new SafetensorsError(
-      `header length ${headerLength} exceeds the limit of ${SAFETENSORS_MAX_HEADER_BYTES} bytes (corrupt or not a safetensors file)`,
+      `header length ${headerLength} exceeds the limit of ${SAFETENSORS_MAX_HEADER_BYTES} bytes (corrupt or not a ` +
+        'safetensors file)',
     )
   }
   const n = Number(headerLength)
@@ -209,7 +210,8 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
     const expected = numel(shape as number[]) * SAFETENSORS_DTYPE_SIZE[dtype as SafetensorsDtype]
     if (end - begin !== expected) {
       throw new SafetensorsError(
-        `tensor '${name}': ${end - begin} bytes stored but dtype ${dtype} and shape [${(shape as number[]).join(', ')}] need ${expected}`,
+        `tensor '${name}': ${end - begin} bytes stored but dtype ${dtype} and shape ` +
+          `[${(shape as number[]).join(', ')}] need ${expected}`,
         name,
       )
     }
@@ -384,7 +386,8 @@ export function serializeSafetensors(
     const bytes = new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength)
     if (bytes.byteLength !== size) {
       throw new SafetensorsError(
-        `tensor '${name}': ${bytes.byteLength} bytes of data but dtype ${tensor.dtype} and shape [${tensor.shape.join(', ')}] need ${size}`,
+        `tensor '${name}': ${bytes.byteLength} bytes of data but dtype ${tensor.dtype} and shape ` +
+          `[${tensor.shape.join(', ')}] need ${size}`,
         name,
       )
     }

@@ -43,7 +43,8 @@ export function assertShape(
   const show = (s: readonly unknown[]): string => `[${s.map((d) => (d === null ? '*' : String(d))).join(', ')}]`
   if (shape.length !== expected.length) {
     throw new ShapeError(
-      `${name} has shape ${show(shape)} (rank ${shape.length}) but rank ${expected.length} ${show(expected)} was expected`,
+      `${name} has shape ${show(shape)} (rank ${shape.length}) but rank ${expected.length} ${show(expected)} was ` +
+        'expected',
       { name, shape: [...shape], expected: [...expected] },
     )
   }
@@ -63,7 +64,8 @@ export function assertShape(
       if (bound === undefined) bindings[want] = got
       else if (bound !== got) {
         throw new ShapeError(
-          `${name} has shape ${show(shape)} but dimension ${i} ('${want}') must be ${bound} to match earlier inputs (expected ${show(expected)})`,
+          `${name} has shape ${show(shape)} but dimension ${i} ('${want}') must be ${bound} to match earlier inputs ` +
+            `(expected ${show(expected)})`,
           { name, shape: [...shape], expected: [...expected], axis: i, dimension: want, bound },
         )
       }

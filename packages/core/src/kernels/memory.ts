@@ -82,7 +82,8 @@ export function wasmBackendMemory(backend: unknown): WasmMemory {
   if (problems.length > 0) {
     throw new AttnlabError(
       'UNSUPPORTED',
-      `the tfjs wasm backend does not expose what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm 4.22.x is supported`,
+      `the tfjs wasm backend does not expose what attnlab's kernels need (${problems.join('; ')}); ` +
+        'tfjs-backend-wasm 4.22.x is supported',
       { problems },
     )
   }

@@ -54,7 +54,8 @@ describe.skipIf(status.state !== 'loadable')(
 
 describe.skipIf(status.state !== 'loadable')('native kernels with 2 threads', () => {
   const data = (n: number, s = 1): Float32Array => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 * s))
-  it('give bit-identical results to 1 thread (matmuls, row kernels, sums over rows, attention, one-hot attention)', async () => {
+  it('give bit-identical results to 1 thread (matmuls, row ' +
+    'kernels, sums over rows, attention, one-hot attention)', async () => {
     const provider = await loadNativeKernelProvider({ threads: 1 })
     const run = (threads: number): Float32Array[] => {
       provider.setThreads(threads)

@@ -269,7 +269,9 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
     } catch (error) {
       throw new KernelsUnavailableError(
         'native',
-        `the native kernels at ${status.path} do not load (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); rebuild them with: pnpm attnlab kernels build --force`,
+        `the native kernels at ${status.path} do not load ` +
+          `(${error instanceof Error ? error.message.split('\n')[0] : String(error)}); rebuild them with: pnpm ` +
+          'attnlab kernels build --force',
         error,
       )
     }

@@ -62,7 +62,10 @@ export interface KernelProvider {
    * `indices [n, k]` (in range), `out [n, width]` (k = 1: an embedding lookup).
    */
   gatherRows(table: FloatArray, indices: IntArray, out: FloatArray, n: number, k: number, width: number): void
-  /** The adjoint of {@link KernelProvider.gatherRows}: `out [rows, width]` = 0, then `out[indices[r, m], :] += updates[r, :]`. */
+  /**
+   * The adjoint of {@link KernelProvider.gatherRows}: `out [rows, width]` = 0, then
+   * `out[indices[r, m], :] += updates[r, :]`.
+   */
   scatterRows(
     updates: FloatArray,
     indices: IntArray,

@@ -141,7 +141,8 @@ export function registerAttnlabKernels(
     if (problems.length > 0) {
       throw new AttnlabError(
         'UNSUPPORTED',
-        `the tfjs wasm backend lacks what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm 4.22.x is supported`,
+        `the tfjs wasm backend lacks what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm ` +
+          '4.22.x is supported',
         { problems },
       )
     }

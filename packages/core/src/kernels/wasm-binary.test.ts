@@ -37,12 +37,16 @@ function sections(bytes: Uint8Array): number[] {
 describe('attnlab-kernels.wasm', () => {
   const bytes = new Uint8Array(readFileSync(wasmUrl))
 
-  it('was built from the current assembly/kernels.ts (run pnpm --filter @attnlab/core build:kernels after editing it)', () => {
-    const source = readFileSync(new URL('../../assembly/kernels.ts', import.meta.url), 'utf8').replace(/\r\n/g, '\n')
-    expect(sha256(source + '\n' + record.flags.join(' ')), 'the committed .wasm is stale').toBe(record.sourceSha256)
-    expect(sha256(bytes)).toBe(record.wasmSha256)
-    expect(bytes.length).toBe(record.bytes)
-  })
+  it(
+    'was built from the current assembly/kernels.ts (run pnpm --filter @attnlab/core build:kernels after editing ' +
+      'it)',
+    () => {
+      const source = readFileSync(new URL('../../assembly/kernels.ts', import.meta.url), 'utf8').replace(/\r\n/g, '\n')
+      expect(sha256(`${source}\n${record.flags.join(' ')}`), 'the committed .wasm is stale').toBe(record.sourceSha256)
+      expect(sha256(bytes)).toBe(record.wasmSha256)
+      expect(bytes.length).toBe(record.bytes)
+    },
+  )
 
   it('has no data, data-count or start section and imports only env.memory', async () => {
     const ids = sections(bytes)

@@ -58,7 +58,8 @@ export function adamwUpdate(
   ] as const) {
     if (t.dtype !== 'float32' || !tf.util.arraysEqual(t.shape, parameter.shape)) {
       throw new ShapeError(
-        `adamwUpdate: ${name} ${t.dtype} [${t.shape.join(', ')}] must be float32 [${parameter.shape.join(', ')}] like the parameter`,
+        `adamwUpdate: ${name} ${t.dtype} [${t.shape.join(', ')}] must be float32 [${parameter.shape.join(', ')}] ` +
+          'like the parameter',
       )
     }
   }

@@ -36,24 +36,28 @@ describeWithBackends('causalAttention', () => {
     { batch: 1, pos: 1, nHeads: 2, dHead: 2, causal: true },
   ]
   for (const { batch, pos, nHeads, dHead, causal } of cases) {
-    it(`batch ${batch}, pos ${pos}, ${nHeads} heads of ${dHead}${causal ? '' : ', not causal'}: values and gradients match the reference and the composite`, async () => {
-      const rng = Rng.fromSeed(batch * 1000 + pos * 10 + dHead)
-      const width = nHeads * dHead
-      const qkv = tf.tensor3d(randomArray(rng, batch * pos * 3 * width, 2), [batch, pos, 3 * width])
-      const rv = randomArray(rng, batch * pos * width)
-      const r = tf.tensor3d(rv, [batch, pos, width])
-      const scale = 0.7
-      const f = (...xs: tf.Tensor[]): tf.Tensor => causalAttention(xs[0] as tf.Tensor3D, nHeads, { scale, causal })
-      const fused = await expectNoLeaks(() => gradients(f, [qkv], r))
-      const composite = withoutKernels(() => gradients(f, [qkv], r))
-      const vecs = [toVec(qkv.dataSync())]
-      const ref = (vs: Float64Array[]): Float64Array => refAttention(vs[0]!, batch, pos, nHeads, dHead, scale, causal)
-      expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
-      expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
-      expectArraysClose(fused.grads[0]!, composite.grads[0]!, 1e-5, 1e-4)
-      expect(directionalError(ref, vecs, 0, toVec(rv), fused.grads[0]!, rng)).toBeLessThan(1e-4)
-      tf.dispose([qkv, r])
-    })
+    it(
+      `batch ${batch}, pos ${pos}, ${nHeads} heads of ${dHead}${causal ? '' : ', not causal'}: values and ` +
+        'gradients match the reference and the composite',
+      async () => {
+        const rng = Rng.fromSeed(batch * 1000 + pos * 10 + dHead)
+        const width = nHeads * dHead
+        const qkv = tf.tensor3d(randomArray(rng, batch * pos * 3 * width, 2), [batch, pos, 3 * width])
+        const rv = randomArray(rng, batch * pos * width)
+        const r = tf.tensor3d(rv, [batch, pos, width])
+        const scale = 0.7
+        const f = (...xs: tf.Tensor[]): tf.Tensor => causalAttention(xs[0] as tf.Tensor3D, nHeads, { scale, causal })
+        const fused = await expectNoLeaks(() => gradients(f, [qkv], r))
+        const composite = withoutKernels(() => gradients(f, [qkv], r))
+        const vecs = [toVec(qkv.dataSync())]
+        const ref = (vs: Float64Array[]): Float64Array => refAttention(vs[0]!, batch, pos, nHeads, dHead, scale, causal)
+        expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
+        expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
+        expectArraysClose(fused.grads[0]!, composite.grads[0]!, 1e-5, 1e-4)
+        expect(directionalError(ref, vecs, 0, toVec(rv), fused.grads[0]!, rng)).toBeLessThan(1e-4)
+        tf.dispose([qkv, r])
+      },
+    )
   }
 
   it('default scale is 1/sqrt(dHead); no leaks in inference', async () => {

@@ -48,9 +48,11 @@ function compositeAttention(nHeads: number, scale: number, causal: boolean): (qk
   return withGradient((save, qkv: tf.Tensor3D) => {
     const [batch, pos, width] = qkv.shape
     const dHead = width / 3 / nHeads
-    const heads = (t: tf.Tensor): tf.Tensor4D => tf.transpose(tf.reshape(t, [batch, pos, nHeads, dHead]), [0, 2, 1, 3]) // [batch, nHeads, pos, dHead]
+    // [batch, nHeads, pos, dHead]
+    const heads = (t: tf.Tensor): tf.Tensor4D => tf.transpose(tf.reshape(t, [batch, pos, nHeads, dHead]), [0, 2, 1, 3])
     const [q, k, v] = tf.split(qkv, 3, 2).map(heads) as [tf.Tensor4D, tf.Tensor4D, tf.Tensor4D]
-    let scores: tf.Tensor = tf.mul(tf.matMul(q, tf.transpose(k, [0, 1, 3, 2]) as tf.Tensor4D), scale) // [batch, nHeads, pos, pos]
+    // [batch, nHeads, pos, pos]
+    let scores: tf.Tensor = tf.mul(tf.matMul(q, tf.transpose(k, [0, 1, 3, 2]) as tf.Tensor4D), scale)
     if (causal) scores = tf.add(scores, causalMask(pos))
     const pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
     const z = tf.matMul(pattern, v) // [batch, nHeads, pos, dHead]
@@ -63,7 +65,8 @@ function compositeAttention(nHeads: number, scale: number, causal: boolean): (qk
         const dz = heads(dy) // [batch, nHeads, pos, dHead]
         const dv = tf.matMul(swap(p), dz) as tf.Tensor4D // P^T dZ
         const dp = tf.matMul(dz, swap(vs)) as tf.Tensor4D // dZ V^T, [batch, nHeads, pos, pos]
-        const ds = tf.mul(tf.mul(p, tf.sub(dp, tf.sum(tf.mul(p, dp), -1, true))), scale) as tf.Tensor4D // softmax backward
+        // softmax backward
+        const ds = tf.mul(tf.mul(p, tf.sub(dp, tf.sum(tf.mul(p, dp), -1, true))), scale) as tf.Tensor4D
         const dq = tf.matMul(ds, ks) as tf.Tensor4D // [batch, nHeads, pos, dHead]
         const dk = tf.matMul(swap(ds), qs) as tf.Tensor4D
         const columns = (t: tf.Tensor4D): tf.Tensor =>

@@ -52,7 +52,8 @@ export function gatherRows(table: tf.Tensor2D, indices: tf.Tensor1D | tf.Tensor2
   checkTensor(table, 'table', 2, 'float32', 'gatherRows')
   if (!(indices instanceof tf.Tensor) || (indices.rank !== 1 && indices.rank !== 2) || indices.dtype !== 'int32') {
     throw new ShapeError(
-      `gatherRows: indices must be int32 [n] or [n, k]; got ${indices instanceof tf.Tensor ? `${indices.dtype} [${indices.shape.join(', ')}]` : typeof indices}`,
+      'gatherRows: indices must be int32 [n] or [n, k]; got ' +
+        `${indices instanceof tf.Tensor ? `${indices.dtype} [${indices.shape.join(', ')}]` : typeof indices}`,
     )
   }
   const rows = table.shape[0]

@@ -20,29 +20,33 @@ describeWithBackends('layerNorm', () => {
     [1, 3],
   ] as const) {
     for (const withBias of [true, false]) {
-      it(`[${rows}, ${cols}]${withBias ? ' with bias' : ''}: values and gradients match the reference and the composite`, async () => {
-        const rng = Rng.fromSeed(rows * 31 + cols)
-        const x = tf.tensor2d(randomArray(rng, rows * cols, 3), [rows, cols])
-        const gain = tf.tensor1d(randomArray(rng, cols))
-        const bias = tf.tensor1d(randomArray(rng, cols))
-        const rv = randomArray(rng, rows * cols)
-        const r = tf.tensor2d(rv, [rows, cols])
-        const inputs = withBias ? [x, gain, bias] : [x, gain]
-        const f = (...xs: tf.Tensor[]): tf.Tensor =>
-          layerNorm(xs[0] as tf.Tensor2D, xs[1] as tf.Tensor1D, withBias ? (xs[2] as tf.Tensor1D) : undefined, 1e-5)
-        const fused = await expectNoLeaks(() => gradients(f, inputs, r))
-        const composite = withoutKernels(() => gradients(f, inputs, r))
-        const vecs = inputs.map((t) => toVec(t.dataSync()))
-        const ref = (vs: Float64Array[]): Float64Array =>
-          refLayerNorm(vs[0]!, vs[1]!, withBias ? vs[2]! : null, rows, cols, 1e-5)
-        expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
-        expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
-        fused.grads.forEach((g, i) => {
-          expectArraysClose(g, composite.grads[i]!, 2e-5, 1e-4)
-          expect(directionalError(ref, vecs, i, toVec(rv), g, rng)).toBeLessThan(2e-4)
-        })
-        tf.dispose([x, gain, bias, r])
-      })
+      it(
+        `[${rows}, ${cols}]${withBias ? ' with bias' : ''}: values and gradients match the reference and the ` +
+          'composite',
+        async () => {
+          const rng = Rng.fromSeed(rows * 31 + cols)
+          const x = tf.tensor2d(randomArray(rng, rows * cols, 3), [rows, cols])
+          const gain = tf.tensor1d(randomArray(rng, cols))
+          const bias = tf.tensor1d(randomArray(rng, cols))
+          const rv = randomArray(rng, rows * cols)
+          const r = tf.tensor2d(rv, [rows, cols])
+          const inputs = withBias ? [x, gain, bias] : [x, gain]
+          const f = (...xs: tf.Tensor[]): tf.Tensor =>
+            layerNorm(xs[0] as tf.Tensor2D, xs[1] as tf.Tensor1D, withBias ? (xs[2] as tf.Tensor1D) : undefined, 1e-5)
+          const fused = await expectNoLeaks(() => gradients(f, inputs, r))
+          const composite = withoutKernels(() => gradients(f, inputs, r))
+          const vecs = inputs.map((t) => toVec(t.dataSync()))
+          const ref = (vs: Float64Array[]): Float64Array =>
+            refLayerNorm(vs[0]!, vs[1]!, withBias ? vs[2]! : null, rows, cols, 1e-5)
+          expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
+          expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
+          fused.grads.forEach((g, i) => {
+            expectArraysClose(g, composite.grads[i]!, 2e-5, 1e-4)
+            expect(directionalError(ref, vecs, i, toVec(rv), g, rng)).toBeLessThan(2e-4)
+          })
+          tf.dispose([x, gain, bias, r])
+        },
+      )
     }
   }
 

@@ -114,6 +114,9 @@ export function linear(
   }
   const key = `${activation}:${withBias}`
   let fn = composites.get(key)
-  if (fn === undefined) composites.set(key, (fn = compositeLinear(activation, withBias)))
+  if (fn === undefined) {
+    fn = compositeLinear(activation, withBias)
+    composites.set(key, fn)
+  }
   return withBias ? fn(x, w, bias) : fn(x, w)
 }

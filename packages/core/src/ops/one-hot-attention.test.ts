@@ -19,34 +19,50 @@ describeWithBackends('oneHotAttention', () => {
   for (const { batch, pos, nHeads, dVocab, extra, dValueExtra, outCols, scale, from } of cases) {
     const dModel = dVocab + pos + extra
     const dValue = dModel + dValueExtra
-    it(`batch ${batch}, pos ${pos}, ${nHeads} heads, dModel ${dModel}, dValue ${dValue}, outCols ${outCols}, from ${from}: equals the dense form, gradients too`, async () => {
-      const rng = Rng.fromSeed(batch * 100 + pos)
-      const tokenValues = Int32Array.from({ length: batch * pos }, () => rng.int(dVocab))
-      const tokens = tf.tensor2d(tokenValues, [batch, pos], 'int32')
-      const wq = tf.tensor3d(randomArray(rng, nHeads * dModel * dModel, 2), [nHeads, dModel, dModel])
-      const wv = tf.tensor3d(randomArray(rng, nHeads * dModel * dValue), [nHeads, dModel, dValue])
-      const rv = randomArray(rng, batch * (pos - from) * outCols)
-      const r = tf.tensor3d(rv, [batch, pos - from, outCols])
-      const f = (...xs: tf.Tensor[]): tf.Tensor =>
-        oneHotAttention(tokens, xs[0] as tf.Tensor3D, xs[1] as tf.Tensor3D, { dVocab, outCols, scale, from })
-      const fused = await expectNoLeaks(() => gradients(f, [wq, wv], r))
-      const composite = withoutKernels(() => gradients(f, [wq, wv], r))
-      const vecs = [toVec(wq.dataSync()), toVec(wv.dataSync())]
-      const ref = (vs: Float64Array[]): Float64Array => {
-        const full = refOneHot(tokenValues, vs[0]!, vs[1]!, batch, pos, nHeads, dModel, dValue, dVocab, outCols, scale)
-        const out = new Float64Array(batch * (pos - from) * outCols)
-        for (let b = 0; b < batch; b++)
-          out.set(full.subarray((b * pos + from) * outCols, (b + 1) * pos * outCols), b * (pos - from) * outCols)
-        return out
-      }
-      expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
-      expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
-      fused.grads.forEach((g, i) => {
-        expectArraysClose(g, composite.grads[i]!, 1e-5, 1e-4)
-        expect(directionalError(ref, vecs, i, toVec(rv), g, rng)).toBeLessThan(1e-4)
-      })
-      tf.dispose([tokens, wq, wv, r])
-    })
+    it(
+      `batch ${batch}, pos ${pos}, ${nHeads} heads, dModel ${dModel}, dValue ${dValue}, outCols ${outCols}, from ` +
+        `${from}: equals the dense form, gradients too`,
+      async () => {
+        const rng = Rng.fromSeed(batch * 100 + pos)
+        const tokenValues = Int32Array.from({ length: batch * pos }, () => rng.int(dVocab))
+        const tokens = tf.tensor2d(tokenValues, [batch, pos], 'int32')
+        const wq = tf.tensor3d(randomArray(rng, nHeads * dModel * dModel, 2), [nHeads, dModel, dModel])
+        const wv = tf.tensor3d(randomArray(rng, nHeads * dModel * dValue), [nHeads, dModel, dValue])
+        const rv = randomArray(rng, batch * (pos - from) * outCols)
+        const r = tf.tensor3d(rv, [batch, pos - from, outCols])
+        const f = (...xs: tf.Tensor[]): tf.Tensor =>
+          oneHotAttention(tokens, xs[0] as tf.Tensor3D, xs[1] as tf.Tensor3D, { dVocab, outCols, scale, from })
+        const fused = await expectNoLeaks(() => gradients(f, [wq, wv], r))
+        const composite = withoutKernels(() => gradients(f, [wq, wv], r))
+        const vecs = [toVec(wq.dataSync()), toVec(wv.dataSync())]
+        const ref = (vs: Float64Array[]): Float64Array => {
+          const full = refOneHot(
+            tokenValues,
+            vs[0]!,
+            vs[1]!,
+            batch,
+            pos,
+            nHeads,
+            dModel,
+            dValue,
+            dVocab,
+            outCols,
+            scale,
+          )
+          const out = new Float64Array(batch * (pos - from) * outCols)
+          for (let b = 0; b < batch; b++)
+            out.set(full.subarray((b * pos + from) * outCols, (b + 1) * pos * outCols), b * (pos - from) * outCols)
+          return out
+        }
+        expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-4)
+        expectArraysClose(fused.value, composite.value, 1e-5, 1e-4)
+        fused.grads.forEach((g, i) => {
+          expectArraysClose(g, composite.grads[i]!, 1e-5, 1e-4)
+          expect(directionalError(ref, vecs, i, toVec(rv), g, rng)).toBeLessThan(1e-4)
+        })
+        tf.dispose([tokens, wq, wv, r])
+      },
+    )
   }
 
   it('masked and underflowing probabilities are exactly 0 (no denormals): the output is one value row', () => {

@@ -29,13 +29,17 @@ export interface OneHotAttentionOptions {
 /** The one-hot inputs `[batch, pos, dModel]`. */
 function oneHotInputs(tokens: tf.Tensor2D, dVocab: number, dModel: number): tf.Tensor3D {
   const [batch, pos] = tokens.shape
-  const tokenPart = tf.cast(tf.oneHot(tf.reshape(tokens, [-1]) as tf.Tensor1D, dModel), 'float32') // [batch * pos, dModel]
+  // [batch * pos, dModel]
+  const tokenPart = tf.cast(tf.oneHot(tf.reshape(tokens, [-1]) as tf.Tensor1D, dModel), 'float32')
   const positions = new Float32Array(pos * dModel)
   for (let t = 0; t < pos; t++) positions[t * dModel + dVocab + t] = 1
   return tf.add(tf.reshape(tokenPart, [batch, pos, dModel]), tf.tensor3d(positions, [1, pos, dModel])) as tf.Tensor3D
 }
 
-/** Dense form (the paper's): `q = X W_Q^h`, `S = q X^T`, `A = softmax(S)`, `out = A X W_V^h[:, :c]`, with a written-out gradient. */
+/**
+ * Dense form (the paper's): `q = X W_Q^h`, `S = q X^T`, `A = softmax(S)`, `out = A X W_V^h[:, :c]`, with a written-out
+ * gradient.
+ */
 function compositeOneHot(dVocab: number, outCols: number, scale: number, from: number) {
   return withGradient((save, tokens: tf.Tensor2D, wq: tf.Tensor3D, wv: tf.Tensor3D) => {
     const [batch, pos] = tokens.shape

@@ -20,28 +20,33 @@ describeWithBackends('softmaxCrossEntropy', () => {
     [1, 1],
   ] as const) {
     for (const weighted of [true, false]) {
-      it(`[${rows}, ${cols}]${weighted ? ' weighted' : ''}: value and gradient match the reference and the composite`, async () => {
-        const rng = Rng.fromSeed(rows + cols)
-        const logits = tf.tensor2d(randomArray(rng, rows * cols, 4), [rows, cols])
-        const labelValues = Int32Array.from({ length: rows }, () => rng.int(cols))
-        const labels = tf.tensor1d(labelValues, 'int32')
-        const weightValues = weighted
-          ? Float32Array.from({ length: rows }, (_, i) => (i % 3 === 0 ? 0 : 1 + (i % 2)))
-          : new Float32Array(rows).fill(1)
-        const weights = tf.tensor1d(weightValues)
-        const dy = tf.scalar(1.7)
-        const f = (...xs: tf.Tensor[]): tf.Tensor =>
-          softmaxCrossEntropy(xs[0] as tf.Tensor2D, labels, weighted ? weights : undefined)
-        const fused = await expectNoLeaks(() => gradients(f, [logits], dy))
-        const composite = withoutKernels(() => gradients(f, [logits], dy))
-        const vecs = [toVec(logits.dataSync())]
-        const ref = (vs: Float64Array[]): Float64Array => refCrossEntropy(vs[0]!, labelValues, weightValues, rows, cols)
-        expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-5)
-        expectArraysClose(fused.value, composite.value, 1e-5, 1e-5)
-        expectArraysClose(fused.grads[0]!, composite.grads[0]!, 1e-6, 1e-4)
-        expect(directionalError(ref, vecs, 0, Float64Array.of(1.7), fused.grads[0]!, rng)).toBeLessThan(1e-4)
-        tf.dispose([logits, labels, weights, dy])
-      })
+      it(
+        `[${rows}, ${cols}]${weighted ? ' weighted' : ''}: value and gradient match the reference and the ` +
+          'composite',
+        async () => {
+          const rng = Rng.fromSeed(rows + cols)
+          const logits = tf.tensor2d(randomArray(rng, rows * cols, 4), [rows, cols])
+          const labelValues = Int32Array.from({ length: rows }, () => rng.int(cols))
+          const labels = tf.tensor1d(labelValues, 'int32')
+          const weightValues = weighted
+            ? Float32Array.from({ length: rows }, (_, i) => (i % 3 === 0 ? 0 : 1 + (i % 2)))
+            : new Float32Array(rows).fill(1)
+          const weights = tf.tensor1d(weightValues)
+          const dy = tf.scalar(1.7)
+          const f = (...xs: tf.Tensor[]): tf.Tensor =>
+            softmaxCrossEntropy(xs[0] as tf.Tensor2D, labels, weighted ? weights : undefined)
+          const fused = await expectNoLeaks(() => gradients(f, [logits], dy))
+          const composite = withoutKernels(() => gradients(f, [logits], dy))
+          const vecs = [toVec(logits.dataSync())]
+          const ref = (vs: Float64Array[]): Float64Array =>
+            refCrossEntropy(vs[0]!, labelValues, weightValues, rows, cols)
+          expectArraysClose(fused.value, ref(vecs), 1e-5, 1e-5)
+          expectArraysClose(fused.value, composite.value, 1e-5, 1e-5)
+          expectArraysClose(fused.grads[0]!, composite.grads[0]!, 1e-6, 1e-4)
+          expect(directionalError(ref, vecs, 0, Float64Array.of(1.7), fused.grads[0]!, rng)).toBeLessThan(1e-4)
+          tf.dispose([logits, labels, weights, dy])
+        },
+      )
     }
   }
 

@@ -94,14 +94,18 @@ export function runFusedKernel(
     const outs = tf
       .engine()
       .runKernel(kernelName, inputs as unknown as tf.NamedTensorMap, attrs) as unknown as tf.Tensor[]
-    outs.slice(1).forEach((t) => t.dispose())
+    outs.slice(1).forEach((t) => {
+      t.dispose()
+    })
     return outs[0]!
   }
   const names = Object.keys(inputs)
   const fn = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const save = args[args.length - 1] as tf.GradSaveFunc
     const named: Record<string, tf.Tensor> = {}
-    names.forEach((name, i) => (named[name] = args[i] as tf.Tensor))
+    names.forEach((name, i) => {
+      named[name] = args[i] as tf.Tensor
+    })
     const outs = tf
       .engine()
       .runKernel(kernelName, named as unknown as tf.NamedTensorMap, attrs) as unknown as tf.Tensor[]
