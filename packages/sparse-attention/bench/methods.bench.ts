@@ -58,7 +58,8 @@ for (const backend of backends) {
     const ms = performance.now() - start
     r.output.dispose()
     console.log(
-      `  prefill ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   reported ${r.sparsity.reported.toFixed(3)}`,
+      `  prefill ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   ` +
+        `reported ${r.sparsity.reported.toFixed(3)}`,
     )
   }
   for (const kernel of decode) {
@@ -69,7 +70,8 @@ for (const backend of backends) {
     const ms = performance.now() - start
     r.output.dispose()
     console.log(
-      `  decode  ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   reported ${r.sparsity.reported.toFixed(3)}`,
+      `  decode  ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   ` +
+        `reported ${r.sparsity.reported.toFixed(3)}`,
     )
   }
   tf.dispose([qkv.q, qkv.k, qkv.v, step.qNew, step.kNew, step.vNew])

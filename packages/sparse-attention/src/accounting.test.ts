@@ -57,7 +57,8 @@ describe('Vertical-Slash index (64x64 kernel accounting)', () => {
     const index = buildVerticalSlashIndex([], [0, 1, 6], 12, 4)
     // block 0 (end 4): 6 >= 4 skipped; 1 -> end 3 -> max(3,4)=4 -> [0,4); 0 -> 4: absorbed
     expect(index.rowBlocks[0]).toEqual({ blockStarts: [0], columns: [] })
-    // block 1 (end 8): 6 -> [0,4)... max(2,4)=4 -> [0,4); 1 -> end 7 <= 4 + 4: grows by 4 -> [0,8); 0 -> 8 > 8? no: absorbed
+    // block 1 (end 8): 6 -> [0,4)... max(2,4)=4 -> [0,4); 1 -> end 7 <= 4 + 4: grows by 4 -> [0,8);
+    // 0 -> 8 > 8? no: absorbed
     expect(index.rowBlocks[1]).toEqual({ blockStarts: [0, 4], columns: [] })
     // block 2 (end 12): 6 -> [2,6); 1 -> 11 > 6 + 4: new range [7,11) after saving [2,6); 0 -> 12 > 11: grows to [7,15)
     expect(index.rowBlocks[2]).toEqual({ blockStarts: [2, 7, 11], columns: [] })

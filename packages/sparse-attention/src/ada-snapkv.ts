@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { type AttentionPrefillInput, type LayerKVCache } from '@attnlab/core'
+import type { AttentionPrefillInput, LayerKVCache } from '@attnlab/core'
 import { checkNumber, resolveConfig } from './config.ts'
 import { checkAfterPrefill, compactCache, evictionDecodeStrategy, forceEnds, windowImportance } from './eviction.ts'
 import { defineKernel, type SparseAttentionKernel } from './kernel.ts'

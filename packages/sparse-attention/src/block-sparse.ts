@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { type AttentionPrefillInput } from '@attnlab/core'
+import type { AttentionPrefillInput } from '@attnlab/core'
 import { checkInt, resolveConfig } from './config.ts'
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import { blockMeans, topK } from './select.ts'
@@ -29,7 +29,10 @@ import { blockSparseSparsity } from './sparsity.ts'
 export interface BlockSparseConfig {
   /** Block size `B` in tokens, for query and key blocks (study: 16; the reference needs `>= 8`). */
   readonly blockSize: number
-  /** Key blocks per query block `K`, forced blocks included (study YAML: 64; Table 3 from the target sparsity; `>= 3`). */
+  /**
+   * Key blocks per query block `K`, forced blocks included (study YAML: 64; Table 3 from the target sparsity;
+   * `>= 3`).
+   */
   readonly topK: number
 }
 
@@ -79,7 +82,8 @@ function blockSparsePlan(
   const K = Math.min(config.topK, blocks)
   const qData = input.q.dataSync() as Float32Array
   const kData = input.k.dataSync() as Float32Array
-  const pool = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, B, true) // zero padding counts in the mean
+  // zero padding counts in the mean
+  const pool = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, B, true)
   const group = nHeads / nKvHeads
   const allowed = new Uint8Array(batch * nHeads * n * n)
   const reported = new Float64Array(batch * nHeads).fill(blockSparseSparsity(n, B, config.topK))

@@ -173,7 +173,11 @@ describeWithBackends('decode methods', () => {
       const floor = Math.max(Math.floor(12 * 0.2), 6)
       const kept = importance.map((s) => pick(s, floor))
       const flat: number[] = []
-      importance.forEach((s, kv) => s.forEach((v, j) => flat.push(kept[kv]?.includes(j) ? -Infinity : v)))
+      importance.forEach((s, kv) => {
+        s.forEach((v, j) => {
+          flat.push(kept[kv]?.includes(j) ? -Infinity : v)
+        })
+      })
       for (const i of pick(flat, 2 * 12 - 2 * floor)) kept[Math.floor(i / T)]?.push(i % T)
       const lengths: number[] = []
       for (let kv = 0; kv < 2; kv++) {

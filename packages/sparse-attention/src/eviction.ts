@@ -123,7 +123,8 @@ export function compactCache(
   const { keys, values } = cache
   if (keys === null || values === null || keys.shape[2] !== n || values.shape[2] !== n) {
     throw new ShapeError(
-      `${method}: afterPrefill needs the cache to hold the ${n} prompt tokens, but it holds ${keys === null ? 'nothing' : keys.shape[2]}`,
+      `${method}: afterPrefill needs the cache to hold the ${n} prompt tokens, but it ` +
+        `holds ${keys === null ? 'nothing' : keys.shape[2]}`,
       { promptLength: n },
     )
   }
@@ -185,7 +186,8 @@ export function evictionDecodeStrategy(method: string, afterPrefill: DecodeStrat
       if (!(state instanceof EvictionState)) {
         throw new AttnlabError(
           'INVALID_ARGUMENT',
-          `${method}: decode needs the cache compacted by afterPrefill (call kernel.afterPrefill(prefillInput, cache) after the prefill)`,
+          `${method}: decode needs the cache compacted by afterPrefill (call kernel.afterPrefill(prefillInput, ` +
+            `cache) after the prefill)`,
           { method },
         )
       }
@@ -198,7 +200,8 @@ export function evictionDecodeStrategy(method: string, afterPrefill: DecodeStrat
       const generated = stored - state.width
       if (generated < 1 || state.promptLength + generated - 1 !== position) {
         throw new ShapeError(
-          `${method}: cache holds ${state.width} prompt slots + ${generated} generated tokens, inconsistent with the new token at position ${position} after a ${state.promptLength}-token prompt`,
+          `${method}: cache holds ${state.width} prompt slots + ${generated} generated tokens, inconsistent with the ` +
+            `new token at position ${position} after a ${state.promptLength}-token prompt`,
           { stored, position, promptLength: state.promptLength },
         )
       }

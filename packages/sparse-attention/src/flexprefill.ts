@@ -50,7 +50,10 @@ export interface FlexPrefillConfig {
   readonly sinks: number
   /** Forced local distances for `tau = 0` (study: 64). */
   readonly local: number
-  /** JS-divergence threshold: 0 disables the pattern switch (token-level mode, as evaluated); `> 0` selects the original block-level algorithm. */
+  /**
+   * JS-divergence threshold: 0 disables the pattern switch (token-level mode, as evaluated); `> 0` selects the
+   * original block-level algorithm.
+   */
   readonly tau: number
   /** Block size of the original algorithm (`tau > 0`), default 128. */
   readonly blockSize: number

@@ -314,7 +314,8 @@ export function checkDecodeInput(input: AttentionDecodeInput): DecodeShape {
   }
   if (shape.stored < 1 || shape.stored > input.position + 1) {
     throw new ShapeError(
-      `cache holds ${shape.stored} entries but the new token at position ${input.position} allows 1..${input.position + 1}`,
+      `cache holds ${shape.stored} entries but the new token at position ${input.position} allows ` +
+        `1..${input.position + 1}`,
       { stored: shape.stored, position: input.position },
     )
   }
@@ -508,7 +509,8 @@ export const denseDecodeStrategy: DecodeStrategy = {
     const { batch, nHeads, nKvHeads, stored, position } = shape
     if (stored !== position + 1) {
       throw new ShapeError(
-        `dense decode needs the full cache (${position + 1} entries for position ${position}) but it holds ${stored}; was it compacted by an eviction method?`,
+        `dense decode needs the full cache (${position + 1} entries for position ${position}) but it ` +
+          `holds ${stored}; was it compacted by an eviction method?`,
         { stored, position },
       )
     }

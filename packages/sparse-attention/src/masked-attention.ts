@@ -78,7 +78,8 @@ export function attendWithMask(
   const size = batch * nHeads * queryPos * keyPos
   if (allowed.length !== size) {
     throw new ShapeError(
-      `mask has ${allowed.length} entries but [batch, nHeads, queryPos, keyPos] = [${batch}, ${nHeads}, ${queryPos}, ${keyPos}] needs ${size}`,
+      `mask has ${allowed.length} entries but [batch, nHeads, queryPos, keyPos] = ` +
+        `[${batch}, ${nHeads}, ${queryPos}, ${keyPos}] needs ${size}`,
       { length: allowed.length, expected: size },
     )
   }

@@ -166,7 +166,8 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
           'quest',
           shape.length,
           required,
-          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs the prompt to span ${pages + 1} full pages before the first generated token`,
+          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs the prompt to span ${pages + 1} ` +
+            `full pages before the first generated token`,
         )
       }
       cache.kernelState?.dispose()
@@ -195,7 +196,8 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
       const quest = state as QuestState
       if (quest.rows !== batch * nKvHeads || quest.dHead !== dHead) {
         throw new ShapeError(
-          `quest: cache state is for ${quest.rows} (batch x KV head) rows of dHead ${quest.dHead}, got ${batch * nKvHeads} of ${dHead}`,
+          `quest: cache state is for ${quest.rows} (batch x KV head) rows of dHead ${quest.dHead}, ` +
+            `got ${batch * nKvHeads} of ${dHead}`,
         )
       }
       if (position < quest.summarized - 1) {
@@ -208,7 +210,8 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
           'quest',
           position,
           required,
-          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs ${pages + 1} full pages before the current one (prompt of ${input.cache.promptLength} tokens)`,
+          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs ${pages + 1} full pages before ` +
+            `the current one (prompt of ${input.cache.promptLength} tokens)`,
         )
       }
       const q = input.q.dataSync() as Float32Array // [b, H, 1, d]

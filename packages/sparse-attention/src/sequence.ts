@@ -105,7 +105,8 @@ function checkSequence(qkv: SequenceQKV): Record<string, number> {
  * @throws `ShapeError` (`@attnlab/core`) on inconsistent shapes (naming the tensor); the kernel's own errors
  * @example
  * ```ts
- * const { output, mask, sparsity } = applyPrefill(verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8 }), { q, k, v })
+ * const kernel = verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8 })
+ * const { output, mask, sparsity } = applyPrefill(kernel, { q, k, v })
  * ```
  * @category Sequence API
  */

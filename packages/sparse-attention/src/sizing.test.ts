@@ -55,7 +55,10 @@ describe('calibratedRun', () => {
 
   it('halves alpha until a run lands at or below the target, keeping the nearest run', () => {
     let runs = 0
-    const best = calibratedRun('flexprefill', 64, 0.8, {}, (config) => (runs++, alpha(config)))
+    const best = calibratedRun('flexprefill', 64, 0.8, {}, (config) => {
+      runs++
+      return alpha(config)
+    })
     // alpha 0 -> 1, 0.5 -> 0.5 (farther), 0.25 -> 0.75 (nearer, at or below 0.8: stop)
     expect(best.config).toMatchObject({ alpha: 0.25 })
     expect(runs).toBe(3)
@@ -63,11 +66,17 @@ describe('calibratedRun', () => {
 
   it('runs once with the user value, and once for methods sized without calibration', () => {
     let runs = 0
-    const best = calibratedRun('vertical-slash', 64, 0.5, { verticalSize: 9 }, (config) => (runs++, vs(config)))
+    const best = calibratedRun('vertical-slash', 64, 0.5, { verticalSize: 9 }, (config) => {
+      runs++
+      return vs(config)
+    })
     expect(runs).toBe(1)
     expect(best.config).toMatchObject({ verticalSize: 9, slashSize: 9 })
     runs = 0
-    calibratedRun('quest', 64, 0.5, {}, (config) => (runs++, { config, exact: 0.5 }))
+    calibratedRun('quest', 64, 0.5, {}, (config) => {
+      runs++
+      return { config, exact: 0.5 }
+    })
     expect(runs).toBe(1)
   })
 })

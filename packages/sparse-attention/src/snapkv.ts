@@ -63,7 +63,8 @@ export function checkEvictionConfig(c: SnapKVConfig): void {
   if (c.capacity <= c.local + c.prefix) {
     throw new ConfigError(
       'capacity',
-      `${c.capacity} must be greater than local + prefix (${c.local} + ${c.prefix} = ${c.local + c.prefix}): the forced tokens alone would fill the cache`,
+      `${c.capacity} must be greater than local + prefix (${c.local} + ${c.prefix} = ${c.local + c.prefix}): the ` +
+        `forced tokens alone would fill the cache`,
     )
   }
 }

@@ -147,7 +147,9 @@ export function referenceWindowProbabilities(x: Qkv, W: number, scale = 1 / Math
       const max = Math.max(...s)
       const e = s.map((v) => Math.exp(v - max))
       const z = e.reduce((a, b) => a + b, 0)
-      e.forEach((v, j) => (out[(h * W + i) * T + j] = v / z))
+      e.forEach((v, j) => {
+        out[(h * W + i) * T + j] = v / z
+      })
     }
   }
   return out
