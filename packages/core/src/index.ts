@@ -4,6 +4,7 @@
  * - Tensors are tfjs-core's `Tensor` types, never wrapped.
  * - {@link useBackend} / {@link defaultBackend}: the only place a backend is chosen (by apps).
  * - {@link Rng}: seeded, splittable randomness (one seed fixes data, init and sampling).
+ * - {@link Task} / {@link TokenBatch}: the contract data generators implement and trainers read.
  * - {@link AttnlabError} and subclasses: typed errors with stable codes.
  * - {@link assertShape}: shape checks at API boundaries.
  * - {@link AttentionKernel}: the contract pluggable attention methods implement.
@@ -71,6 +72,7 @@ export { oneHotAttention, type OneHotAttentionOptions } from './ops/one-hot-atte
 export { adamwUpdate } from './ops/adamw.ts'
 export { gatherRows } from './ops/gather-rows.ts'
 export { Rng, type RngState } from './rng.ts'
+export type { OffsetGroup, Task, TaskDescription, TokenBatch } from './task.ts'
 export {
   causalPairs,
   type AttentionContext,

@@ -11,8 +11,16 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, type Rng, checkRange } from '@attnlab/core'
-import { createTask, type Task, type TaskKind, type TokenBatch } from '@attnlab/markov'
+import {
+  AttnlabError,
+  checkOptionKeys,
+  ConfigError,
+  type Rng,
+  checkRange,
+  type Task,
+  type TokenBatch,
+} from '@attnlab/core'
+import { createTask } from '@attnlab/markov'
 
 /**
  * One task of a mixture.
@@ -40,11 +48,8 @@ export interface MixtureOptions {
 
 /**
  * A task that draws each sequence from one of its components (by weight) and marks it with the
- * component's prefix token. Implements the `@attnlab/markov` {@link Task} interface, so the
- * transformer's trainer trains on it directly.
- *
- * Its `kind` is `'mixture'` (a `TaskKind` of `@attnlab/markov`), so a mixture can be passed
- * wherever a `Task` is expected.
+ * component's prefix token. Implements the `@attnlab/core` {@link Task} contract, so the
+ * transformer's trainer trains on it directly; its `kind` is `'mixture'`.
  *
  * @example
  * ```ts
@@ -58,7 +63,7 @@ export interface MixtureOptions {
  */
 export class MixtureTask implements Task {
   /** `'mixture'` (see the class comment). */
-  readonly kind: TaskKind = 'mixture'
+  readonly kind = 'mixture' as const
   /** Component token ids plus one prefix token per component. */
   readonly vocabSize: number
   /** 1 (prefix) + the longest component's sequence length. */
@@ -118,12 +123,16 @@ export class MixtureTask implements Task {
     for (let i = 0; i < components.length; i++) this.cumulative[i] = (this.cumulative[i] as number) / total
   }
 
-  /** The prefix token of component `index` (or name). @throws `ConfigError` (`@attnlab/core`) for an unknown component */
+  /**
+   * The prefix token of component `index` (or name). @throws `ConfigError` (`@attnlab/core`) for an unknown component
+   */
   prefixToken(component: number | string): number {
     return this.prefixBase + this.indexOf(component)
   }
 
-  /** The index of a component given by index or name. @throws `ConfigError` (`@attnlab/core`) for an unknown component */
+  /**
+   * The index of a component given by index or name. @throws `ConfigError` (`@attnlab/core`) for an unknown component
+   */
   indexOf(component: number | string): number {
     const index = typeof component === 'number' ? component : this.components.findIndex((c) => c.name === component)
     if (!Number.isSafeInteger(index) || index < 0 || index >= this.components.length) {
@@ -204,7 +213,8 @@ export class MixtureTask implements Task {
         if (!(token >= 0 && token < (this.components[t] as MixtureComponent).task.vocabSize)) {
           throw new AttnlabError(
             'INVALID_ARGUMENT',
-            `component '${(this.components[t] as MixtureComponent).name}' produced token ${token} outside its vocabulary`,
+            `component '${(this.components[t] as MixtureComponent).name}' produced token ${token} outside its ` +
+              'vocabulary',
           )
         }
         tokens[row + 1 + p] = token + offset

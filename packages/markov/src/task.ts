@@ -1,90 +1,17 @@
 /**
- * The interface every data generator implements, shared with the trainer in
- * `@attnlab/transformer`.
- *
- * Token layout: a batch is `batchSize` sequences of `seqLength` tokens, row-major in an
- * `Int32Array` (`tokens[b * seqLength + p]`). `lossMask[b * seqLength + p] = 1` marks the
- * positions whose token is scored: the model predicts token `p` from tokens `< p`, so a
- * next-token trainer feeds `tokens[:, :-1]` and scores its outputs against `tokens[:, 1:]` where
- * `lossMask[:, 1:]` is 1. Position 0 is never scored.
+ * The task contract (`Task`, `TokenBatch`, `OffsetGroup`) lives in
+ * `@attnlab/core`; this module re-exports it for the files of this package (and, through the
+ * package entry, for compatibility) and names the task families this package implements.
  *
  * @module
  */
-import type { Rng } from '@attnlab/core'
+export type { OffsetGroup, Task, TokenBatch } from '@attnlab/core'
 
 /**
- * The task families attnlab generates. `'mixture'` is a mixture of other tasks with a prefix
- * token per component (built by `@attnlab/knockout`'s `MixtureTask`, not by `createTask`).
+ * The task families this package implements (the kinds {@link createTask} builds). Other
+ * packages add their own kinds (`@attnlab/knockout`'s `'mixture'`); a `Task`'s `kind` is any
+ * string.
  *
  * @category Tasks
  */
-export type TaskKind = 'sparse-markov' | 'linear-map' | 'cellular-automaton' | 'icl-markov' | 'mixture'
-
-/**
- * A batch of token sequences with a loss mask (see the module comment for the layout).
- *
- * @category Tasks
- */
-export interface TokenBatch {
-  /** Token ids, `[batchSize, seqLength]` row-major. */
-  readonly tokens: Int32Array
-  /** 1 where the token at that position is scored, else 0; `[batchSize, seqLength]`. */
-  readonly lossMask: Uint8Array
-  /** Number of sequences. */
-  readonly batchSize: number
-  /** Tokens per sequence. */
-  readonly seqLength: number
-}
-
-/**
- * A set of relative offsets a prediction depends on, for attention-mass metrics. Offset 0 is
- * the query's own position (the newest token the model sees when predicting the next one),
- * offset 1 the token before it, and so on.
- *
- * @category Tasks
- */
-export interface OffsetGroup {
-  /** A short label, e.g. `'span 2 (newest)'`. */
-  readonly name: string
-  /** Relative offsets (non-negative), e.g. `[0, 1]`. */
-  readonly offsets: readonly number[]
-}
-
-/**
- * A data generator.
- *
- * @category Tasks
- */
-export interface Task {
-  /** The task family. */
-  readonly kind: TaskKind
-  /** Number of distinct token ids (ids are `0 .. vocabSize - 1`). */
-  readonly vocabSize: number
-  /** Tokens per sequence. */
-  readonly seqLength: number
-  /**
-   * Groups of relative offsets the next token depends on, most important first, when the task
-   * has a fixed sparse dependency pattern (sparse-markov: one group per span); else undefined.
-   */
-  readonly offsetGroups?: readonly OffsetGroup[]
-  /**
-   * The absolute positions (ascending) whose tokens determine the distribution of the token at
-   * `position`, given the task's fixed parameters (a teacher, a matrix M), when that dependency
-   * is fixed; `undefined` for unscored positions and for dependencies that are not fixed (for
-   * example a rule that must be inferred from the whole context). Optional: finer-grained than
-   * {@link Task.offsetGroups} for tasks whose pattern varies with the position (linear map).
-   *
-   * @param position - a position in `[0, seqLength)`
-   */
-  parentPositions?(position: number): readonly number[] | undefined
-  /**
-   * Draws `batchSize` fresh sequences.
-   *
-   * @param batchSize - number of sequences, >= 1
-   * @param rng - the random stream to draw from (the task's fixed parameters, e.g. a teacher,
-   *   come from its own seed, not from this stream)
-   */
-  sample(batchSize: number, rng: Rng): TokenBatch
-  /** The task's full configuration as plain JSON (enough to rebuild it). */
-  describe(): Readonly<Record<string, unknown>>
-}
+export type TaskKind = 'sparse-markov' | 'linear-map' | 'cellular-automaton' | 'icl-markov'

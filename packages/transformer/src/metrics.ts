@@ -16,8 +16,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, checkOptionKeys, ShapeError } from '@attnlab/core'
-import type { OffsetGroup, TokenBatch } from '@attnlab/markov'
+import { AttnlabError, checkOptionKeys, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
 import type { HookName } from './hooks.ts'
 import type { Transformer } from './model.ts'
 
@@ -50,7 +49,9 @@ export interface TeacherSource {
 export interface AnalysisMetrics {
   /** Mean loss (nats) over the scored predictions of the analysed batch. */
   readonly loss: number
-  /** Mean loss (nats) per predicted position `1 .. seqLength - 1` (index 0 = token 1); `null` where nothing is scored. */
+  /**
+   * Mean loss (nats) per predicted position `1 .. seqLength - 1` (index 0 = token 1); `null` where nothing is scored.
+   */
   readonly perPositionLoss: readonly (number | null)[]
   /** Mean attention entropy (nats) per `[layer][head]` over scored query positions. */
   readonly attentionEntropy: readonly (readonly number[])[]
@@ -203,9 +204,9 @@ export async function analyze(
         scored += 1
       }
     }
-    patterns.forEach((pattern, l) =>
-      patternStatistics(pattern, size, nHeads, T, weight, groups, entropy[l] as Float64Array, mass[l] as Float64Array),
-    )
+    patterns.forEach((pattern, l) => {
+      patternStatistics(pattern, size, nHeads, T, weight, groups, entropy[l] as Float64Array, mass[l] as Float64Array)
+    })
     if (options.teacher !== undefined) {
       for (let k = 1; k <= K; k++) {
         const probabilities = options.teacher.teacherProbabilities(sub, { keepSpans: k })
@@ -288,7 +289,8 @@ export async function valueAlignment(
   if (d === 0 || d > model.config.dVocab || matrices.some((m) => m.length !== d * d)) {
     throw new AttnlabError('INVALID_ARGUMENT', `teacher matrices must be d x d with d <= dVocab ${model.config.dVocab}`)
   }
-  const wV = (await (model.getWeights().get('blocks.0.attn.W_V') as tf.Variable).data()) as Float32Array // [nHeads, dModel, dModel]
+  // [nHeads, dModel, dModel]
+  const wV = (await (model.getWeights().get('blocks.0.attn.W_V') as tf.Variable).data()) as Float32Array
   const inner: number[][] = []
   const cosine: number[][] = []
   for (let h = 0; h < nHeads; h++) {

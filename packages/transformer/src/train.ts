@@ -1,6 +1,6 @@
 /**
  * Training: a generic trainer (minGPT's `Trainer` shape: options with defaults, event callbacks,
- * nothing model-specific) over a finite dataset or an online `@attnlab/markov` {@link Task}.
+ * nothing model-specific) over a finite dataset or an online {@link Task} (the contract of `@attnlab/core`).
  *
  * One step: draw a batch, feed `tokens[:, :-1]`, score `tokens[:, 1:]` where `lossMask[:, 1:]`
  * is 1 (mean cross-entropy in nats), backpropagate, clip the global gradient norm, check the
@@ -15,8 +15,17 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, checkOptionKeys, ConfigError, NonFiniteError, Rng, type RngState } from '@attnlab/core'
-import type { OffsetGroup, Task, TokenBatch } from '@attnlab/markov'
+import {
+  AttnlabError,
+  checkOptionKeys,
+  ConfigError,
+  NonFiniteError,
+  type OffsetGroup,
+  Rng,
+  type RngState,
+  type Task,
+  type TokenBatch,
+} from '@attnlab/core'
 import { analyze, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
 import type { Transformer } from './model.ts'
 import { maskedCrossEntropy } from './ops.ts'
@@ -275,7 +284,8 @@ export class Trainer {
    * @param model - the model to train (its weights change)
    * @param source - an online task or a finite dataset
    * @param options - see {@link TrainOptions}
-   * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included) or data that does not fit the model;
+   * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included)
+   * or data that does not fit the model;
    *   `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` when `resume` does not fit this run
    */
   constructor(
@@ -376,7 +386,8 @@ export class Trainer {
       if (!(t >= 0 && t < dVocab)) {
         throw new AttnlabError(
           'INVALID_ARGUMENT',
-          `${what}: token ${t} at sequence ${Math.floor(i / batch.seqLength)}, position ${i % batch.seqLength} is outside [0, ${dVocab})`,
+          `${what}: token ${t} at sequence ${Math.floor(i / batch.seqLength)}, position ${i % batch.seqLength} is ` +
+            `outside [0, ${dVocab})`,
           { value: t },
         )
       }
@@ -403,7 +414,8 @@ export class Trainer {
     if (JSON.stringify(state.source) !== JSON.stringify(this.sourceDescription)) {
       fail(
         'source',
-        `the checkpoint was trained on ${JSON.stringify(state.source)}, not on ${JSON.stringify(this.sourceDescription)}`,
+        `the checkpoint was trained on ${JSON.stringify(state.source)}, not on ` +
+          `${JSON.stringify(this.sourceDescription)}`,
       )
     }
     this.optimizer.setState(state.optimizer)
@@ -568,7 +580,8 @@ export class Trainer {
       const { inputs, targets, weights, from } = Trainer.tensors(batch)
       const lr = this.schedule.learningRate(this.step)
       const { value, grads } = tf.variableGrads(() => {
-        const logits = this.model.forwardTrusted(inputs, { training: true, rng: this.dropoutRng, logitsFrom: from }) // [B, T - from, dVocab]
+        // [B, T - from, dVocab]
+        const logits = this.model.forwardTrusted(inputs, { training: true, rng: this.dropoutRng, logitsFrom: from })
         return maskedCrossEntropy(tf.reshape(logits, [-1, dVocab]) as tf.Tensor2D, targets, weights)
       }, variables)
       const named = new Map<string, tf.Tensor>()
@@ -582,7 +595,8 @@ export class Trainer {
         tf.dispose([value, norm, inputs, targets, weights, ...clipped.values()])
         const what = !Number.isFinite(loss) ? `loss is ${loss}` : `gradient norm is ${gradNorm} (loss ${loss})`
         throw new NonFiniteError(
-          `training diverged at step ${this.step + 1}: ${what}; the update was not applied (try a lower learning rate or gradient clipping)`,
+          `training diverged at step ${this.step + 1}: ${what}; the update was not applied (try a lower learning ` +
+            'rate or gradient clipping)',
           {
             step: this.step + 1,
             loss,
@@ -712,7 +726,8 @@ export class Trainer {
  * Trains `model` on `source` (see {@link Trainer}, {@link TrainOptions}).
  *
  * @returns the summary: final train/validation loss (nats), evaluations, tokens/s
- * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included, naming it and listing the allowed ones); `NonFiniteError` (`@attnlab/core`) when the loss diverges
+ * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included,
+ * naming it and listing the allowed ones); `NonFiniteError` (`@attnlab/core`) when the loss diverges
  *   (naming the step); `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` for a resume state that does not fit
  * @example
  * ```ts
