@@ -72,7 +72,9 @@ if (typeof reference === 'string') {
   console.log(`  numpy: skipped (${reference})`)
 } else {
   console.log(
-    `  numpy ${reference.numpy} (best of: product ${format(reference.productTokensPerSecond)}, pair tables ${format(reference.pairTableTokensPerSecond)}, softmax ${format(reference.softmaxTokensPerSecond)}): ${format(reference.tokensPerSecond)} tokens/s`,
+    `  numpy ${reference.numpy} (best of: product ${format(reference.productTokensPerSecond)}, pair tables ` +
+      `${format(reference.pairTableTokensPerSecond)}, softmax ${format(reference.softmaxTokensPerSecond)}): ` +
+      `${format(reference.tokensPerSecond)} tokens/s`,
   )
   console.log(`  ratio ours / numpy: ${(ourRate / reference.tokensPerSecond).toFixed(2)}x`)
 }

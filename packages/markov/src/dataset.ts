@@ -119,7 +119,8 @@ export class DatasetBatches {
    * @param batchSize - sequences per batch, in `[1, size]`
    * @param rng - the shuffling stream
    * @param options - what to do with an epoch's remainder
-   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize` or `remainder`; `ShapeError` (`@attnlab/core`) for an inconsistent dataset
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize` or `remainder`; `ShapeError` (`@attnlab/core`) for an
+   * inconsistent dataset
    */
   constructor(dataset: TokenBatch, batchSize: number, rng: Rng, options: DatasetBatchesOptions = {}) {
     this.dataset = checkBatch(dataset)

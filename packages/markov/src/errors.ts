@@ -22,7 +22,8 @@ export class OracleTooLargeError extends AttnlabError {
     super(
       'TOO_LARGE',
       `${what} needs ${formatCount(states)} states, more than the limit of ${formatCount(maxStates)}; ` +
-        `use ${alternative} instead (it returns estimates with standard errors), or raise maxStates if you have the memory and time`,
+        `use ${alternative} instead (it returns estimates with standard errors), or raise maxStates if you have ` +
+        'the memory and time',
       { states, maxStates, alternative },
     )
     this.states = states

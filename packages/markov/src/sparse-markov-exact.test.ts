@@ -7,9 +7,9 @@ import { restrictedContextEntropy } from './sparse-markov-exact.ts'
 
 function expectClose(actual: readonly number[], expected: readonly number[], tolerance = 1e-10): void {
   expect(actual.length).toBe(expected.length)
-  actual.forEach((value, i) =>
-    expect(Math.abs(value - (expected[i] as number)), `entry ${i}: ${value} vs ${expected[i]}`).toBeLessThan(tolerance),
-  )
+  actual.forEach((value, i) => {
+    expect(Math.abs(value - (expected[i] as number)), `entry ${i}: ${value} vs ${expected[i]}`).toBeLessThan(tolerance)
+  })
 }
 
 function expectNonIncreasing(values: readonly number[]): void {
@@ -25,7 +25,9 @@ describe('restrictedContextEntropy (exact)', () => {
       const oracle = restrictedContextEntropy(task)
       expectClose(oracle.pooled, testCase.expected.pooled)
       expectClose(oracle.positionSpecific, testCase.expected.positionSpecific)
-      oracle.perPosition.forEach((row, t) => expectClose(row, testCase.expected.perPosition[t] as number[]))
+      oracle.perPosition.forEach((row, t) => {
+        expectClose(row, testCase.expected.perPosition[t] as number[])
+      })
       expectClose(oracle.topSpans.pooled, testCase.expected.topSpansPooled)
       expectClose(oracle.topSpans.positionSpecific, testCase.expected.topSpansPositionSpecific)
       expectClose(oracle.truncatedTeacherCrossEntropy, testCase.expected.truncatedTeacherCrossEntropy)
@@ -45,15 +47,17 @@ describe('restrictedContextEntropy (exact)', () => {
     expect(oracle.contextLengths).toEqual([0, 1, 2, 3, 4, 5])
     expectNonIncreasing(oracle.pooled)
     expectNonIncreasing(oracle.positionSpecific)
-    oracle.pooled.forEach((h, n) => expect(oracle.positionSpecific[n] as number).toBeLessThanOrEqual(h + 1e-12))
+    oracle.pooled.forEach((h, n) => {
+      expect(oracle.positionSpecific[n] as number).toBeLessThanOrEqual(h + 1e-12)
+    })
     expect(oracle.pooled[5]).toBe(oracle.teacherEntropy)
     expect(oracle.pooled[0] as number).toBeLessThanOrEqual(Math.log(6))
     // Plateau lines: the j most important spans (newest first here) are suffixes of the window.
     expect(oracle.topSpans.pooled).toEqual([oracle.pooled[0], oracle.pooled[2], oracle.pooled[3], oracle.pooled[5]])
     expectNonIncreasing(oracle.truncatedTeacherCrossEntropy.slice(1))
-    oracle.truncatedTeacherCrossEntropy.forEach((ce, k) =>
-      expect(ce).toBeGreaterThanOrEqual((oracle.topSpans.pooled[k] as number) - 1e-12),
-    )
+    oracle.truncatedTeacherCrossEntropy.forEach((ce, k) => {
+      expect(ce).toBeGreaterThanOrEqual((oracle.topSpans.pooled[k] as number) - 1e-12)
+    })
   })
 
   it('agrees in distribution with the paper-era reference for d = 50, spans [1,1,1] (markov-dynamics.md 1.3)', () => {

@@ -47,7 +47,10 @@ export interface RestrictedContextEntropy {
    * marginal, `H_C` the teacher's entropy.
    */
   readonly pooled: readonly number[]
-  /** Position-specific variant: the mean over positions `t` of `H(Y_t | last n tokens at t)` (a predictor that also knows the position). */
+  /**
+   * Position-specific variant: the mean over positions `t` of `H(Y_t | last n tokens at t)` (a predictor that also
+   * knows the position).
+   */
   readonly positionSpecific: readonly number[]
   /** `perPosition[t][n] = H(Y_t | last n tokens at t)`, `[genLen][C + 1]`. */
   readonly perPosition: readonly (readonly number[])[]

@@ -21,11 +21,16 @@ export interface MonteCarloOracleOptions {
   readonly seed?: number
   /** Sequences sampled for the teacher entropy and the counting estimates; default 40_000, >= 2 per group. */
   readonly sequences?: number
-  /** Jackknife groups the sequences are split into (bias correction and standard errors); default 10, range [2, 1000]. */
+  /**
+   * Jackknife groups the sequences are split into (bias correction and standard errors); default 10, range [2, 1000].
+   */
   readonly groups?: number
   /** Contexts drawn for each posterior-sampling estimate; default 1_000, range [10, 1e9]. */
   readonly contexts?: number
-  /** Markov-chain sweeps per context (a multiple of 4: it is split in halves and quarters); default 32, range [4, 100_000]. */
+  /**
+   * Markov-chain sweeps per context (a multiple of 4: it is split in halves and quarters); default 32,
+   * range [4, 100_000].
+   */
   readonly sweeps?: number
   /** Forward-resimulation proposals per sweep; default 8, range [0, 100_000]. */
   readonly resimulations?: number
@@ -36,7 +41,9 @@ export interface MonteCarloOracleOptions {
   readonly maxCountingContexts?: number
   /** Which context lengths `n` to estimate; default all of `0 .. C`. */
   readonly contextLengths?: readonly number[]
-  /** Also estimate the position-specific variant (doubles the cost of the posterior-sampling estimates); default false. */
+  /**
+   * Also estimate the position-specific variant (doubles the cost of the posterior-sampling estimates); default false.
+   */
   readonly positionSpecific?: boolean
   /**
    * Estimate the context lengths that cannot be counted by posterior sampling (the slow part:
@@ -208,7 +215,8 @@ export function restrictedContextEntropyMonteCarlo(
   if (resolved.sequences < 2 * resolved.groups) {
     throw new ConfigError(
       'sequences',
-      `got ${resolved.sequences}; expected at least 2 per jackknife group (groups = ${resolved.groups}), i.e. >= ${2 * resolved.groups}`,
+      `got ${resolved.sequences}; expected at least 2 per jackknife group (groups = ${resolved.groups}), i.e. >= ` +
+        `${2 * resolved.groups}`,
     )
   }
   const contextLengths = (
@@ -270,7 +278,8 @@ export function restrictedContextEntropyMonteCarlo(
     if (teacherEntropy.estimate < MIN_POSTERIOR_TEACHER_ENTROPY) {
       return notEstimated(
         n,
-        `not estimated: the teacher is nearly deterministic (entropy ${teacherEntropy.estimate.toFixed(3)} nat < ${MIN_POSTERIOR_TEACHER_ENTROPY}), ` +
+        `not estimated: the teacher is nearly deterministic (entropy ${teacherEntropy.estimate.toFixed(3)} nat < ` +
+          `${MIN_POSTERIOR_TEACHER_ENTROPY}), ` +
           'where posterior sampling of the history mixes too slowly to trust; use the exact oracle (small d) instead',
       )
     }
@@ -309,8 +318,8 @@ export function restrictedContextEntropyMonteCarlo(
       return { ...countingEstimate(n, counted.pooled, `window positions ${set.positions.join(',')}`), contextLength: j }
     return notEstimated(
       j,
-      `the ${j} most important spans are not the newest tokens and have ${(d ** n).toExponential(2)} contexts, too many to count; ` +
-        'no unbiased estimator is implemented for this case',
+      `the ${j} most important spans are not the newest tokens and have ${(d ** n).toExponential(2)} contexts, ` +
+        'too many to count; no unbiased estimator is implemented for this case',
     )
   })
   return {
@@ -345,7 +354,9 @@ function checkOrdering(estimates: EntropyEstimate[]): EntropyEstimate[] {
           estimate: null,
           standardError: null,
           reliable: false,
-          note: `not estimated: the posterior-sampling estimate ${e.estimate.toFixed(3)} contradicts H_${other.contextLength} = ${other.estimate.toFixed(3)} (H_n must not increase with n); raise sweeps`,
+          note:
+            `not estimated: the posterior-sampling estimate ${e.estimate.toFixed(3)} contradicts ` +
+            `H_${other.contextLength} = ${other.estimate.toFixed(3)} (H_n must not increase with n); raise sweeps`,
         }
       }
     }
@@ -400,7 +411,8 @@ function countingEstimate(n: number, value: Jackknifed, what: string): EntropyEs
     reliable,
     note: reliable
       ? `conditional entropy of Rao-Blackwellised counts given ${what}, jackknife bias-corrected`
-      : `not estimated: the counting bias correction (${value.correction.toFixed(3)} nat) is too large to trust; raise sequences`,
+      : `not estimated: the counting bias correction (${value.correction.toFixed(3)} nat) is too large to trust; ` +
+        'raise sequences',
     biasCorrection: value.correction,
     bounds: null,
   }
@@ -643,10 +655,14 @@ function posteriorEstimate(
     method: 'posterior',
     reliable,
     note: reliable
-      ? `exact posterior sampling of the history before the last ${n} tokens (${options.contexts} contexts x ${S} sweeps${positionSpecific ? '' : ', position resampled'}), split-half bias-corrected`
+      ? `exact posterior sampling of the history before the last ${n} tokens (${options.contexts} contexts x ${S} ` +
+        `sweeps${positionSpecific ? '' : ', position resampled'}), split-half bias-corrected`
       : Math.abs(correction) > MAX_BIAS_CORRECTION
-        ? `not estimated: the posterior-sampling bias correction (${correction.toFixed(3)} nat) is too large to trust; raise sweeps`
-        : `not estimated: the posterior-sampling bias correction (${correction.toFixed(3)} nat) did not converge between halves and quarters of the sweeps (change ${residual.toFixed(3)} nat > ${MAX_RESIDUAL}): the chain mixes too slowly; raise sweeps`,
+        ? `not estimated: the posterior-sampling bias correction (${correction.toFixed(3)} nat) is too large to ` +
+          'trust; raise sweeps'
+        : `not estimated: the posterior-sampling bias correction (${correction.toFixed(3)} nat) did not converge ` +
+          `between halves and quarters of the sweeps (change ${residual.toFixed(3)} nat > ${MAX_RESIDUAL}): the ` +
+          'chain mixes too slowly; raise sweeps',
     biasCorrection: correction,
     bounds: null,
   }

@@ -238,8 +238,13 @@ describe('SparseMarkovTask.teacherProbabilities', () => {
           }
           const window = Array.from(batch.tokens.subarray(b * 8 + pos - 4, b * 8 + pos))
           const expected = Array.from(task.nextTokenProbabilities(window, { keepSpans }))
-          row.forEach((x, y) => expect(x).toBeCloseTo(expected[y] as number, 6))
-          if (keepSpans === 0) row.forEach((x) => expect(x).toBeCloseTo(1 / 6, 6))
+          row.forEach((x, y) => {
+            expect(x).toBeCloseTo(expected[y] as number, 6)
+          })
+          if (keepSpans === 0)
+            row.forEach((x) => {
+              expect(x).toBeCloseTo(1 / 6, 6)
+            })
         }
       }
     }

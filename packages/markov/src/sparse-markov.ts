@@ -155,7 +155,8 @@ export function resolveSparseMarkovConfig(config: Partial<SparseMarkovConfig> = 
       if (span !== weights.length) {
         throw new ConfigError(
           'positionWeights',
-          `has ${weights.length} entries but span ${i} has ${span} tokens; expected one weight per token of every span (all spans of equal length)`,
+          `has ${weights.length} entries but span ${i} has ${span} tokens; expected one weight per token of every ` +
+            'span (all spans of equal length)',
           { spans, positionWeights: weights },
         )
       }
@@ -168,7 +169,8 @@ export function resolveSparseMarkovConfig(config: Partial<SparseMarkovConfig> = 
       if (!Array.isArray(matrix) || matrix.length !== vocabSize * vocabSize) {
         throw new ConfigError(
           `teacherMatrices[${i}]`,
-          `expected a row-major ${vocabSize} x ${vocabSize} array of ${vocabSize * vocabSize} numbers, got ${Array.isArray(matrix) ? matrix.length : typeof matrix} entries`,
+          `expected a row-major ${vocabSize} x ${vocabSize} array of ${vocabSize * vocabSize} numbers, got ` +
+            `${Array.isArray(matrix) ? matrix.length : typeof matrix} entries`,
         )
       }
       const bad = matrix.findIndex((x) => typeof x !== 'number' || !Number.isFinite(x))
@@ -726,7 +728,8 @@ export function checkBatch(batch: TokenBatch): TokenBatch {
   }
   if (!(tokens instanceof Int32Array) || tokens.length !== batchSize * seqLength) {
     throw new ShapeError(
-      `batch.tokens must be an Int32Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ${tokens?.length}`,
+      `batch.tokens must be an Int32Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ` +
+        `${tokens?.length}`,
       {
         batchSize,
         seqLength,
@@ -735,7 +738,8 @@ export function checkBatch(batch: TokenBatch): TokenBatch {
   }
   if (!(lossMask instanceof Uint8Array) || lossMask.length !== batchSize * seqLength) {
     throw new ShapeError(
-      `batch.lossMask must be a Uint8Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ${lossMask?.length}`,
+      `batch.lossMask must be a Uint8Array of batchSize * seqLength = ${batchSize * seqLength} entries, got ` +
+        `${lossMask?.length}`,
       {
         batchSize,
         seqLength,
