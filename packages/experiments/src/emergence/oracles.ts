@@ -7,7 +7,7 @@
  */
 import { Rng } from '@attnlab/core'
 import {
-  CellularAutomatonTask,
+  type CellularAutomatonTask,
   IclMarkovTask,
   LinearMapTask,
   SparseMarkovTask,
@@ -104,7 +104,7 @@ function sparseMarkovOracles(task: SparseMarkovTask, seed: number): Omit<Oracles
     boundaries.push(covered)
   }
   const C = task.contextLength
-  const stateCount = Math.pow(task.vocabSize, C)
+  const stateCount = task.vocabSize ** C
   const reversed = task.config.reverse === true
   const labelFor = (j: number, n: number): string =>
     j === 0 ? 'H_0 (no context)' : j === K ? `H_${n} (teacher entropy)` : `H_${n} (newest ${j} span${j > 1 ? 's' : ''})`

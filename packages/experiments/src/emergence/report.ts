@@ -72,7 +72,19 @@ export interface ReportInput {
   readonly interrupted: boolean
 }
 
-const escape = (text: string): string =>
+/** The report's style sheet (the lines between `<style>` and `</style>`). */
+const REPORT_CSS = [
+  'body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;' +
+    'color:#222;line-height:1.45;padding:0 1rem}',
+  'h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}h3{font-size:1rem}',
+  'table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ddd;padding:.25rem .6rem;' +
+    'text-align:left;font-size:.9rem}',
+  'th{background:#f6f6f6}figure{margin:1rem 0 2rem}figcaption{color:#555;font-size:.9rem;max-width:900px}',
+  'td{overflow-wrap:anywhere}.warn{background:#fff3cd;border:1px solid #e0c36a;padding:.5rem .8rem}' +
+    'svg{max-width:100%;height:auto}',
+].join('\n')
+
+const escapeHtml = (text: string): string =>
   text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 
 const fmt = (x: number | null | undefined, digits = 3): string =>
@@ -147,11 +159,11 @@ function lossSpec(input: ReportInput): PlotSpec {
 function spanMassSpec(input: ReportInput, seed: SeedReport): PlotSpec {
   const rows: Record<string, unknown>[] = []
   for (const line of seed.lines) {
-    line.spanMass?.forEach((perGroup, h) =>
-      perGroup.forEach((mass, g) =>
-        rows.push({ step: line.step, mass, head: input.heads[h], span: input.groupNames[g] }),
-      ),
-    )
+    line.spanMass?.forEach((perGroup, h) => {
+      perGroup.forEach((mass, g) => {
+        rows.push({ step: line.step, mass, head: input.heads[h], span: input.groupNames[g] })
+      })
+    })
   }
   const stageRules = seed.analysis.stages.map((st) => ({ step: st.step }))
   return {
@@ -285,13 +297,13 @@ function odeSpec(seed: SeedReport): PlotSpec | null {
     loss: l.validationLoss,
     series: 'transformer (validation)',
   }))
-  seed.ode.curve.step.forEach((step, i) =>
+  seed.ode.curve.step.forEach((step, i) => {
     rows.push({
       step,
       loss: seed.ode!.curve.loss[i],
       series: `reduced ODE (x${seed.ode!.fit.scale.toFixed(1)} steps per unit time)`,
-    }),
-  )
+    })
+  })
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     width: 640,
@@ -351,15 +363,17 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
   const rows = seed.analysis.stages
     .map(
       (s) =>
-        `<tr><td>${s.stage}</td><td>${Math.round(s.step)}</td><td>${escape(describePlateau(s))}</td>` +
-        `<td>${escape(describeStageOracle(s.nearestOracle))}</td><td>${escape(describeLearned(s))}</td></tr>`,
+        `<tr><td>${s.stage}</td><td>${Math.round(s.step)}</td><td>${escapeHtml(describePlateau(s))}</td>` +
+        `<td>${escapeHtml(describeStageOracle(s.nearestOracle))}</td><td>${escapeHtml(describeLearned(s))}</td></tr>`,
     )
     .join('')
   void input
-  const note = seed.analysis.stages.some((s) => s.plateauEvaluations === 0) ? `<p>${escape(INTERPOLATED_NOTE)}</p>` : ''
+  const note = seed.analysis.stages.some((s) => s.plateauEvaluations === 0)
+    ? `<p>${escapeHtml(INTERPOLATED_NOTE)}</p>`
+    : ''
   return (
     '<table><thead><tr><th>stage</th><th>step</th><th>plateau loss (nats)</th><th>oracle of the stage (distance)</th>' +
-    `<th>${escape(learnedHeader(seed.analysis.method))}</th></tr></thead><tbody>${rows}</tbody></table>${note}`
+    `<th>${escapeHtml(learnedHeader(seed.analysis.method))}</th></tr></thead><tbody>${rows}</tbody></table>${note}`
   )
 }
 
@@ -376,11 +390,12 @@ export async function buildReport(input: ReportInput): Promise<string> {
   const figure = async (title: string, caption: string, spec: PlotSpec | null): Promise<void> => {
     if (spec === null) return
     const svg = await renderSvg(spec)
-    figures.push(`<figure><h2>${escape(title)}</h2>${svg}<figcaption>${escape(caption)}</figcaption></figure>`)
+    figures.push(`<figure><h2>${escapeHtml(title)}</h2>${svg}<figcaption>${escapeHtml(caption)}</figcaption></figure>`)
   }
   await figure(
     '1. Validation loss and the oracle plateaus',
-    `Validation loss (nats) against the restricted-context Bayes losses H_n (dashed; ${input.oracleNote}) and the detected stage boundaries (red).`,
+    `Validation loss (nats) against the restricted-context Bayes losses H_n (dashed; ${input.oracleNote}) and the ` +
+      `detected stage boundaries (red).`,
     lossSpec(input),
   )
   const first = input.seeds[0]
@@ -388,7 +403,8 @@ export async function buildReport(input: ReportInput): Promise<string> {
     if (input.groupNames.length > 0) {
       await figure(
         '2. Attention mass of each head on each span',
-        'Competitive phase: every head on the most important span; cooperative phase: heads specialise, one span each. Red: stage boundaries' +
+        'Competitive phase: every head on the most important span; cooperative phase: heads specialise, one span ' +
+          'each. Red: stage boundaries' +
           (input.seeds.length > 1 ? ` (seed ${first.seed}).` : '.'),
         spanMassSpec(input, first),
       )
@@ -402,7 +418,8 @@ export async function buildReport(input: ReportInput): Promise<string> {
     if (first.snapshots.length > 0) {
       await figure(
         '3. Attention patterns of every head',
-        'Mean attention (query rows, key columns) over validation sequences at the start, at each stage and at the end' +
+        'Mean attention (query rows, key columns) over validation sequences at the start, at each stage and ' +
+          'at the end' +
           (input.groupOffsets.length > 0
             ? "; outlined: the keys each span covers for each query (the task's sparse pattern)"
             : '') +
@@ -413,45 +430,52 @@ export async function buildReport(input: ReportInput): Promise<string> {
     await figure(
       '4. The reduced ODE model against the run',
       first.ode
-        ? `Replicator gradient flow (h = ${first.ode.config.nHeads}, T = ${first.ode.config.nCtx}, spans ${first.ode.config.spans.join(',')} oldest first, m = ${first.ode.config.m}), ODE time scaled by ${first.ode.fit.scale.toFixed(2)} steps per unit and losses mapped through the plateaus; progress RMSE ${first.ode.fit.rmse.toFixed(2)} stages.`
+        ? `Replicator gradient flow (h = ${first.ode.config.nHeads}, T = ${first.ode.config.nCtx}, ` +
+            `spans ${first.ode.config.spans.join(',')} oldest first, m = ${first.ode.config.m}), ODE time scaled ` +
+            `by ${first.ode.fit.scale.toFixed(2)} steps per unit and losses mapped through the plateaus; progress ` +
+            `RMSE ${first.ode.fit.rmse.toFixed(2)} stages.`
         : '',
       odeSpec(first),
     )
   }
   await figure(
     '5. Emergence steps across seeds',
-    'Each point is one seed; stage k is the k-th pattern learned (a span taken by a head, or an output position whose loss dropped). Emergence is random across seeds (Baherwani et al.).',
+    'Each point is one seed; stage k is the k-th pattern learned (a span taken by a head, or an output position ' +
+      'whose loss dropped). Emergence is random across seeds (Baherwani et al.).',
     seedsSpec(input),
   )
   const settings = Object.entries(input.settings)
-    .map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(v)}</td></tr>`)
+    .map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`)
     .join('')
   const oracleRows = input.oracles
     .map(
       (o) =>
-        `<tr><td>${escape(o.label)}</td><td>${escape(describeOracleValue(o, o.value !== null ? 4 : 3))}</td><td>${o.standardError !== null ? fmt(o.standardError, 4) : '-'}</td><td>${o.method}</td></tr>`,
+        `<tr><td>${escapeHtml(o.label)}</td><td>${escapeHtml(describeOracleValue(o, o.value !== null ? 4 : 3))}</td>` +
+        `<td>${o.standardError !== null ? fmt(o.standardError, 4) : '-'}</td><td>${o.method}</td></tr>`,
     )
     .join('')
   const tables = input.seeds
     .map((s) => `<h3>Stages${input.seeds.length > 1 ? `, seed ${s.seed}` : ''}</h3>${stageTable(input, s)}`)
     .join('')
+  const interruptedNote = input.interrupted
+    ? '<p class="warn">The run was interrupted; this report shows what was computed until then.</p>'
+    : ''
+  const oracleTable =
+    '<table><thead><tr><th>line</th><th>value (nats)</th><th>standard error</th><th>method</th></tr></thead>' +
+    `<tbody>${oracleRows}</tbody></table>`
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${escape(input.title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(input.title)}</title>
 <style>
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45;padding:0 1rem}
-h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}h3{font-size:1rem}
-table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left;font-size:.9rem}
-th{background:#f6f6f6}figure{margin:1rem 0 2rem}figcaption{color:#555;font-size:.9rem;max-width:900px}
-td{overflow-wrap:anywhere}.warn{background:#fff3cd;border:1px solid #e0c36a;padding:.5rem .8rem}svg{max-width:100%;height:auto}
+${REPORT_CSS}
 </style></head><body>
-<h1>${escape(input.title)}</h1>
-<p>${escape(input.description)}</p>
-${input.interrupted ? '<p class="warn">The run was interrupted; this report shows what was computed until then.</p>' : ''}
-<ul>${input.headline.map((h) => `<li>${escape(h)}</li>`).join('')}</ul>
+<h1>${escapeHtml(input.title)}</h1>
+<p>${escapeHtml(input.description)}</p>
+${interruptedNote}
+<ul>${input.headline.map((h) => `<li>${escapeHtml(h)}</li>`).join('')}</ul>
 ${tables}
 ${figures.join('\n')}
 <h2>Oracle lines</h2>
-<table><thead><tr><th>line</th><th>value (nats)</th><th>standard error</th><th>method</th></tr></thead><tbody>${oracleRows}</tbody></table>
+${oracleTable}
 <h2>Settings</h2>
 <table><tbody>${settings}</tbody></table>
 </body></html>

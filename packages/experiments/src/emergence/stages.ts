@@ -7,8 +7,8 @@
  * begins when `j` distinct spans are held, persistently (the competitive stage `1` has every head
  * on the most important span, so one span is held). The crossing step is interpolated between
  * evaluations. Each stage's plateau is the median validation loss over the second half of the
- * stage, compared with the stage's oracle (the Bayes loss given its spans). Phases (competitive / cooperative) come from
- * `@attnlab/dynamics`' `classifyPhases` on the same span masses.
+ * stage, compared with the stage's oracle (the Bayes loss given its spans). Phases (competitive /
+ * cooperative) come from `@attnlab/dynamics`' `classifyPhases` on the same span masses.
  *
  * For tasks without a fixed pattern (linear map, cellular automata, in-context chains) the
  * emergence step is where the validation loss first falls, persistently, below the midpoint

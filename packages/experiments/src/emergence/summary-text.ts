@@ -53,7 +53,9 @@ export function emergenceSummaryLines(result: EmergenceResult): string[] {
     }
     if (groupNames.length > 0) {
       lines.push(
-        `final span holders: ${s.analysis.finalHolders.map((h, g) => `${groupNames[g]}: ${h ? `${h.head} (${h.mass.toFixed(2)})` : 'none'}`).join('; ')}`,
+        `final span holders: ${s.analysis.finalHolders
+          .map((h, g) => `${groupNames[g]}: ${h ? `${h.head} (${h.mass.toFixed(2)})` : 'none'}`)
+          .join('; ')}`,
       )
     }
     if (s.ode !== null) {
