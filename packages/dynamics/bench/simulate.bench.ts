@@ -52,7 +52,8 @@ const dir = mkdtempSync(join(tmpdir(), 'attnlab-dynamics-bench-'))
 const fmt = (x: number) => x.toFixed(1).padStart(8)
 const times3 = (ts: (number | null)[]) => ts.map((t) => (t === null ? '-' : t.toPrecision(5))).join('/')
 console.log(
-  `simulate vs scipy.integrate.solve_ivp, rtol = atol = ${tolerance}, best of ${repeats}, same initial state and sample times`,
+  `simulate vs scipy.integrate.solve_ivp, rtol = atol = ${tolerance}, best of ${repeats}, same initial state and ` +
+    'sample times',
 )
 if (!haveScipy) console.log(`(scipy not found at ${python}: install python3-scipy to get the comparison)`)
 console.log(

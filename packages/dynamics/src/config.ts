@@ -130,7 +130,10 @@ export interface ResolvedDynamicsConfig extends DynamicsConfig {
   readonly spanWeights: readonly number[]
 }
 
-/** Every field of {@link DynamicsConfig}, plus the resolved `spanWeights` (recomputed, so a resolved config can be passed again). */
+/**
+ * Every field of {@link DynamicsConfig}, plus the resolved `spanWeights` (recomputed, so a resolved config can be
+ * passed again).
+ */
 const CONFIG_KEYS = [
   ...Object.keys({
     nHeads: 1,
@@ -235,8 +238,9 @@ export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): Res
   if (fastValue && weightDecay === 0 && initNoise > 0) {
     throw new ConfigError(
       'weightDecay',
-      'the fast-value limit needs weightDecay > 0 when initNoise > 0: with distinct heads V = G pinv(S^T) diverges as ' +
-        "two heads' attention columns align, and the flow becomes singular; set weightDecay (e.g. 1e-3) or initNoise = 0",
+      'the fast-value limit needs weightDecay > 0 when initNoise > 0: with distinct heads V = G pinv(S^T) diverges ' +
+        "as two heads' attention columns align, and the flow becomes singular; " +
+        'set weightDecay (e.g. 1e-3) or initNoise = 0',
       { value: weightDecay, fastValue, initNoise },
     )
   }

@@ -221,7 +221,8 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
   if (ode.plateaus.length !== run.plateaus.length) {
     throw new AttnlabError(
       'INVALID_ARGUMENT',
-      `the ODE has ${ode.plateaus.length} plateaus but the run has ${run.plateaus.length}; expected the same number of stages`,
+      `the ODE has ${ode.plateaus.length} plateaus but the run has ${run.plateaus.length}; expected the same ` +
+        'number of stages',
     )
   }
   const method = options.method ?? 'curve'

@@ -84,26 +84,30 @@ describe('simulate: closed forms and reference behaviour (notes section 4.3-4.4)
     expect(analysis.stagesReached).toBe(2)
   })
 
-  it('reference (replicator, h=3, T=40, singletons, m=1.7, eps=1e-6): three transitions, t1 near 4.6 for every seed, later ones seed-dependent', () => {
-    const runs = [0, 1, 2].map((seed) => simulateAndAnalyze({ seed }, { tMax: 800, points: 400 }))
-    for (const run of runs) {
-      expect(run.analysis.stagesReached).toBe(3)
-      const [t1, t2, t3] = times(run) as number[]
-      expect(Math.abs((t1 as number) - 4.6)).toBeLessThan(0.1)
-      expect(t2).toBeGreaterThan(30)
-      expect(t2).toBeLessThan(90)
-      expect(t3).toBeGreaterThan(120)
-      expect(t3).toBeLessThan(500)
-      expect(run.analysis.phases.map((p) => p.phase)).toEqual(['initial', 'competitive', 'cooperative'])
-      expect(run.analysis.phases[1]?.span).toBe(0) // all heads on the most important span
-    }
-    const first = runs.map((run) => times(run)[0] as number)
-    expect(Math.max(...first) - Math.min(...first)).toBeLessThan(1e-3)
-    const second = runs.map((run) => times(run)[1] as number)
-    expect(Math.max(...second) - Math.min(...second)).toBeGreaterThan(1)
-    const third = runs.map((run) => times(run)[2] as number)
-    expect(Math.max(...third) - Math.min(...third)).toBeGreaterThan(5)
-  })
+  it(
+    'reference (replicator, h=3, T=40, singletons, m=1.7, eps=1e-6): three transitions, t1 near 4.6 for every seed, ' +
+      'later ones seed-dependent',
+    () => {
+      const runs = [0, 1, 2].map((seed) => simulateAndAnalyze({ seed }, { tMax: 800, points: 400 }))
+      for (const run of runs) {
+        expect(run.analysis.stagesReached).toBe(3)
+        const [t1, t2, t3] = times(run) as number[]
+        expect(Math.abs((t1 as number) - 4.6)).toBeLessThan(0.1)
+        expect(t2).toBeGreaterThan(30)
+        expect(t2).toBeLessThan(90)
+        expect(t3).toBeGreaterThan(120)
+        expect(t3).toBeLessThan(500)
+        expect(run.analysis.phases.map((p) => p.phase)).toEqual(['initial', 'competitive', 'cooperative'])
+        expect(run.analysis.phases[1]?.span).toBe(0) // all heads on the most important span
+      }
+      const first = runs.map((run) => times(run)[0] as number)
+      expect(Math.max(...first) - Math.min(...first)).toBeLessThan(1e-3)
+      const second = runs.map((run) => times(run)[1] as number)
+      expect(Math.max(...second) - Math.min(...second)).toBeGreaterThan(1)
+      const third = runs.map((run) => times(run)[2] as number)
+      expect(Math.max(...third) - Math.min(...third)).toBeGreaterThan(5)
+    },
+  )
 
   it('smaller eps delays the cooperative transitions but not the first (grows like log 1/eps)', () => {
     const byEps = [1e-3, 1e-6, 1e-9].map(
@@ -210,10 +214,18 @@ describe('simulate: options and failures', () => {
 
   it('rejects misspelled config fields and option names instead of running the default experiment', () => {
     expect(() => simulate({ importanceRatios: 2, tmax: 10 } as never)).toThrow(
-      /Invalid importanceRatios: not one of the dynamics config fields \(did you mean 'importanceRatio'\?\); allowed: nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, fastValue, spanWeights/,
+      new RegExp(
+        /Invalid importanceRatios: not one of the dynamics config fields /.source +
+          /\(did you mean 'importanceRatio'\?\); /.source +
+          /allowed: nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, /.source +
+          /fastValue, spanWeights/.source,
+      ),
     )
     expect(() => simulate({}, { tmax: 10 } as never)).toThrow(
-      /Invalid tmax: not one of the simulate options \(did you mean 'tMax'\?\); allowed: tMax, points, spacing, times, relativeTolerance, absoluteTolerance, maxSteps/,
+      new RegExp(
+        /Invalid tmax: not one of the simulate options \(did you mean 'tMax'\?\); allowed: tMax, points, /.source +
+          /spacing, times, relativeTolerance, absoluteTolerance, maxSteps/.source,
+      ),
     )
     expect(() => simulate({}, { point: 3 } as never)).toThrow(ConfigError)
     expect(() => sampleTimes({ variant: 'logit' }, { spaceing: 'linear' } as never)).toThrow(/did you mean 'spacing'/)

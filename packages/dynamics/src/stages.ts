@@ -650,7 +650,10 @@ export interface StageTransition extends Transition {
    * transition was not detected or neither span masses nor ownership scores were given.
    */
   readonly assignmentIndex: number | null
-  /** Per-head argmax spans and per-span holders at `assignmentIndex` (by ownership scores if given, else span mass), or null. */
+  /**
+   * Per-head argmax spans and per-span holders at `assignmentIndex` (by ownership scores if given, else span mass), or
+   * null.
+   */
   readonly assignment: HeadAssignment | null
   /** Spans that gained a holder since the previous stage (`{ span, head }`), the stage's "new" spans. */
   readonly takenSpans: readonly TakenSpan[]

@@ -15,6 +15,7 @@ export type OutputFunction = (
   x: number,
   y: number[],
   dense?: (component: number, x: number) => number,
+  // biome-ignore lint/suspicious/noConfusingVoidType: odex goes on unless it gets false; a no-return callback is valid
 ) => boolean | void
 
 /** How a `solve` call ended. */
