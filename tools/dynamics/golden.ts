@@ -76,5 +76,5 @@ for (const { name, config, tMax } of cases) {
 }
 writeFileSync(
   'packages/dynamics/src/__fixtures__/scipy-reference.json',
-  JSON.stringify({ generator: 'tools/dynamics/golden.ts + tools/dynamics/ode_scipy.py', cases: out }, null, 1) + '\n',
+  `${JSON.stringify({ generator: 'tools/dynamics/golden.ts + tools/dynamics/ode_scipy.py', cases: out }, null, 1)}\n`,
 )

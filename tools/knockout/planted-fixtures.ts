@@ -73,7 +73,8 @@ async function minimalFixture(): Promise<void> {
       mass = e.metrics?.offsetGroupMass?.[0] ?? []
       names = e.metrics?.offsetGroupNames ?? []
       console.log(
-        `step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (teacher entropy ${e.metrics?.teacherEntropy?.toFixed(4)})`,
+        `step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (teacher entropy ` +
+          `${e.metrics?.teacherEntropy?.toFixed(4)})`,
       )
     },
   })
@@ -201,7 +202,8 @@ async function mixtureFixture(): Promise<void> {
     tf.dispose([x, y, w, headMask, value, norm, ...Object.values(grads), ...clipped.values()])
     if ((step + 1) % 500 === 0) {
       console.log(
-        `step ${step + 1}: training loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+        `step ${step + 1}: training loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} ` +
+          `(${((performance.now() - started) / 1000).toFixed(0)} s)`,
       )
       recent = []
     }

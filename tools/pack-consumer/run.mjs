@@ -115,7 +115,8 @@ try {
   if (!output.includes('consumer: all packages work')) throw new Error('the consumer did not finish')
   ok = true
   console.log(
-    `packed-tarball consumer test passed: ${packages.length} packages (${packages.map((p) => p.manifest.name).join(', ')})`,
+    `packed-tarball consumer test passed: ${packages.length} packages ` +
+      `(${packages.map((p) => p.manifest.name).join(', ')})`,
   )
 } finally {
   if (process.env.ATTNLAB_PACK_KEEP === '1') console.log(`kept ${work}`)
