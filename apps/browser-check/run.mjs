@@ -41,7 +41,8 @@ try {
   }
   await build({ root, configFile: join(root, 'vite.config.ts'), customLogger: logger })
   console.log(
-    `browser-check: built the page (${elapsed()}); Node modules stubbed (only behind Node checks): ${[...externalized].sort().join(', ') || 'none'}`,
+    `browser-check: built the page (${elapsed()}); Node modules stubbed (only behind Node checks): ` +
+      `${[...externalized].sort().join(', ') || 'none'}`,
   )
   server = await preview({
     root,
@@ -100,7 +101,8 @@ try {
   check(
     wasmDefault.ok === false &&
       /BackendUnavailableError: .*WebAssembly binary could not be loaded.*wasmPaths/.test(wasmDefault.error),
-    `useBackend('wasm') without wasmPaths: expected a BackendUnavailableError naming wasmPaths, got ${JSON.stringify(wasmDefault)}`,
+    `useBackend('wasm') without wasmPaths: expected a BackendUnavailableError naming wasmPaths, got ` +
+      `${JSON.stringify(wasmDefault)}`,
   )
   check(result.ok === true, `the page failed: ${result.error}`)
   if (result.ok === true) {
