@@ -3,7 +3,8 @@
 // model, minus its model reload). Both must give the same scores.
 //
 // Run with `pnpm bench` in packages/knockout (on shared machines under `flock /work/locks/bench`).
-// Usage: masks.bench.ts [backends=wasm] (cpu is slow: minutes for aidreams) [model=../../shared/models/aidreams260K/model.bin] [masks=100]
+// Usage: masks.bench.ts [backends=wasm] (cpu is slow: minutes for aidreams)
+//   [model=../../shared/models/aidreams260K/model.bin] [masks=100]
 import { fileURLToPath } from 'node:url'
 import { useBackend, type BackendName } from '@attnlab/core'
 import { loadModel, type Transformer } from '@attnlab/transformer'
@@ -36,7 +37,9 @@ async function cases(): Promise<Case[]> {
   const { model, tokenizer } = await loadModel(modelPath)
   const bos = tokenizer?.bosId
   out.push({
-    name: `aidreams260K (${model.config.nLayers}x${model.config.nHeads} heads), induction probe 64 x ${2 * 16 + (bos === undefined ? 0 : 1) - 1} tokens`,
+    name:
+      `aidreams260K (${model.config.nLayers}x${model.config.nHeads} heads), induction probe 64 x ` +
+      `${2 * 16 + (bos === undefined ? 0 : 1) - 1} tokens`,
     model,
     capability: inductionCapability({
       vocabSize: model.config.dVocab,
@@ -94,8 +97,10 @@ for (const backend of backends) {
       for (let j = 0; j < count; j++)
         diff = Math.max(diff, Math.abs((batched.values[j] as number) - (single.values[j] as number)))
       console.log(
-        `[${backend}] ${c.name}, ${mode} ablation, ${count} masks: batched ${batched.seconds.toFixed(2)} s (${batched.forwardPasses} passes), ` +
-          `one at a time ${single.seconds.toFixed(2)} s (${single.forwardPasses} passes), speedup ${(single.seconds / batched.seconds).toFixed(2)}x, max |difference| ${diff.toExponential(1)}`,
+        `[${backend}] ${c.name}, ${mode} ablation, ${count} masks: batched ${batched.seconds.toFixed(2)} s ` +
+          `(${batched.forwardPasses} passes), ` +
+          `one at a time ${single.seconds.toFixed(2)} s (${single.forwardPasses} passes), speedup ` +
+          `${(single.seconds / batched.seconds).toFixed(2)}x, max |difference| ${diff.toExponential(1)}`,
       )
     }
   }

@@ -149,7 +149,8 @@ async function mixtureModel(): Promise<{ model: Transformer; task: MixtureTask; 
     analysis: false,
     onEval: (e) =>
       console.log(
-        `  step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+        `  step ${e.step}: validation loss ${e.validationLoss.toFixed(4)} ` +
+          `(${((performance.now() - started) / 1000).toFixed(0)} s)`,
       ),
   })
   const training = {
@@ -213,7 +214,8 @@ async function validate(model: Transformer, capabilities: Capability[], label: s
   const leanFraction = n <= 4 ? 1 / n : budgetFraction
   const reports: CapabilityReport[] = []
   console.log(
-    `\n== ${label}: ${layout.nLayers} x ${layout.nHeads} = ${n} heads; exhaustive sweep ${n + 1} evaluations, all heads and pairs ${pairs} (10% = ${(0.1 * pairs).toFixed(1)})`,
+    `\n== ${label}: ${layout.nLayers} x ${layout.nHeads} = ${n} heads; exhaustive sweep ${n + 1} evaluations, ` +
+      `all heads and pairs ${pairs} (10% = ${(0.1 * pairs).toFixed(1)})`,
   )
   for (const capability of capabilities) {
     const sweep = await exhaustiveSweep(model, capability, { top: n })
@@ -288,23 +290,30 @@ async function validate(model: Transformer, capabilities: Capability[], label: s
     }
     reports.push(report)
     void controls
+    const sweepText = report.sweep.map((s) => `${s.head} ${s.drop.toFixed(3)}`).join(', ')
     console.log(
-      `${capability.name.padEnd(7)} baseline ${sweep.baseline.toFixed(3)} | sweep: ${report.sweep.map((s) => `${s.head} ${s.drop.toFixed(3)}`).join(', ')} | truth {${report.truth.join(', ')}}`,
+      `${capability.name.padEnd(7)} baseline ${sweep.baseline.toFixed(3)} | sweep: ${sweepText} ` +
+        `| truth {${report.truth.join(', ')}}`,
     )
+    const { csDefault: d, csBudget: b, csLean: l } = report
     console.log(
-      `        cs M=100 f=0.02 (${report.csDefault.headsPerMask.toFixed(1)} heads/mask): {${report.csDefault.top.join(', ')}} P ${report.csDefault.precision.toFixed(2)} R ${report.csDefault.recall.toFixed(2)} R2 ${report.csDefault.r2.toFixed(3)}` +
-        ` | cs M=${budgetMasks} (${report.csBudget.headsPerMask.toFixed(1)} heads/mask): {${report.csBudget.top.join(', ')}} P ${report.csBudget.precision.toFixed(2)} R ${report.csBudget.recall.toFixed(2)} R2 ${report.csBudget.r2.toFixed(3)}` +
-        ` | cs M=${leanMasks} (${report.csLean.headsPerMask.toFixed(1)} heads/mask): {${report.csLean.top.join(', ')}} P ${report.csLean.precision.toFixed(2)} R ${report.csLean.recall.toFixed(2)}` +
-        ` | greedy (${greedy.evaluations} evals): {${report.greedy.top.join(', ')}} R ${report.greedy.recall.toFixed(2)}`,
+      `        cs M=100 f=0.02 (${d.headsPerMask.toFixed(1)} heads/mask): {${d.top.join(', ')}} ` +
+        `P ${d.precision.toFixed(2)} R ${d.recall.toFixed(2)} R2 ${d.r2.toFixed(3)}` +
+        ` | cs M=${budgetMasks} (${b.headsPerMask.toFixed(1)} heads/mask): {${b.top.join(', ')}} ` +
+        `P ${b.precision.toFixed(2)} R ${b.recall.toFixed(2)} R2 ${b.r2.toFixed(3)}` +
+        ` | cs M=${leanMasks} (${l.headsPerMask.toFixed(1)} heads/mask): {${l.top.join(', ')}} ` +
+        `P ${l.precision.toFixed(2)} R ${l.recall.toFixed(2)}` +
+        ` | greedy (${greedy.evaluations} evals): {${report.greedy.top.join(', ')}} ` +
+        `R ${report.greedy.recall.toFixed(2)}`,
     )
+    const controlsText = Object.entries(report.effects.controls)
+      .map(([name, hurt]) => `${name} ${hurt >= 0 ? '+' : ''}${hurt.toFixed(3)}`)
+      .join(', ')
+    const ratio = report.effects.ratio
+    const ratioText = ratio === null ? 'n/a' : ratio === Infinity ? 'inf' : ratio.toFixed(1)
     console.log(
-      `        knocking out {${report.effects.heads.join(', ')}}: target +${report.effects.target.toFixed(3)} nats, controls ${Object.entries(
-        report.effects.controls,
-      )
-        .map(([name, hurt]) => `${name} ${hurt >= 0 ? '+' : ''}${hurt.toFixed(3)}`)
-        .join(
-          ', ',
-        )}; ratio ${report.effects.ratio === null ? 'n/a' : report.effects.ratio === Infinity ? 'inf' : report.effects.ratio.toFixed(1)}`,
+      `        knocking out {${report.effects.heads.join(', ')}}: target +${report.effects.target.toFixed(3)} nats, ` +
+        `controls ${controlsText}; ratio ${ratioText}`,
     )
   }
   return reports
@@ -358,7 +367,8 @@ const planted = fixture.extra.planted as Record<string, HeadRef[]>
 for (const report of spanReports) {
   const expected = (planted[report.capability] ?? []).map(formatHead)
   console.log(
-    `  ${report.capability}: planted owner {${expected.join(', ')}}, exhaustive truth {${report.truth.join(', ')}}${expected.join() === report.truth.join() ? ' (agree)' : ' (DISAGREE)'}`,
+    `  ${report.capability}: planted owner {${expected.join(', ')}}, exhaustive truth {${report.truth.join(', ')}}` +
+      `${expected.join() === report.truth.join() ? ' (agree)' : ' (DISAGREE)'}`,
   )
 }
 minimal.dispose()
@@ -380,7 +390,8 @@ for (const report of plantedReports) {
   const own = new Set((owned[report.capability] ?? []).map(formatHead))
   const outside = report.truth.filter((h) => !own.has(h))
   console.log(
-    `  ${report.capability}: owns {${[...own].join(', ')}}; exhaustive truth {${report.truth.join(', ')}}${outside.length === 0 ? ' (within the owned heads)' : ` (outside the owned heads: ${outside.join(', ')})`}`,
+    `  ${report.capability}: owns {${[...own].join(', ')}}; exhaustive truth {${report.truth.join(', ')}}` +
+      `${outside.length === 0 ? ' (within the owned heads)' : ` (outside the owned heads: ${outside.join(', ')})`}`,
   )
 }
 gptPlanted.dispose()
@@ -417,5 +428,5 @@ const out = {
   natural,
 }
 const json = JSON.stringify(out, (_key, value: unknown) => (value === Infinity ? 'Infinity' : value), 2)
-await writeFileAtomic(join(args.out, 'planted-validation.json'), json + '\n')
+await writeFileAtomic(join(args.out, 'planted-validation.json'), `${json}\n`)
 console.log(`\nwrote ${join(args.out, 'planted-validation.json')}`)

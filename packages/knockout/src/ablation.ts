@@ -21,7 +21,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
-import type { ForwardHook, HookName, Transformer } from '@attnlab/transformer'
+import type { ActivationCache, ForwardHook, HookName, Transformer } from '@attnlab/transformer'
 
 /**
  * The ablation kinds (see the module comment).
@@ -158,7 +158,8 @@ export class HeadAblation {
     ) {
       throw new ConfigError(
         'reference',
-        `reference is ${reference.count} x ${reference.length} with ${reference.inputs.length} tokens; expected a non-empty [count, length] array`,
+        `reference is ${reference.count} x ${reference.length} with ${reference.inputs.length} tokens; expected a ` +
+          'non-empty [count, length] array',
       )
     }
     if (mode === 'resample' && reference.count < 2 && options.derange !== false) {
@@ -182,7 +183,7 @@ export class HeadAblation {
           [size, reference.length],
           'int32',
         )
-        let cache
+        let cache: ActivationCache
         try {
           const run = model.runWithCache(tokens, { namesFilter: names })
           run.logits.dispose()
@@ -213,7 +214,8 @@ export class HeadAblation {
                           1,
                         ])
                   const weighted = tf.mul(z, w) // [size, length, nHeads, dHead]
-                  return perPosition ? tf.sum(weighted, 0, true) : tf.sum(weighted, [0, 1], true) // [1, length or 1, nHeads, dHead]
+                  // [1, length or 1, nHeads, dHead]
+                  return perPosition ? tf.sum(weighted, 0, true) : tf.sum(weighted, [0, 1], true)
                 }),
               )
             }
@@ -278,7 +280,8 @@ export class HeadAblation {
     if (length !== this.referenceLength) {
       throw new AttnlabError(
         'INVALID_ARGUMENT',
-        `resample ablation: the evaluated sequences have ${length} tokens but the reference has ${this.referenceLength}; positions must align`,
+        `resample ablation: the evaluated sequences have ${length} tokens but the reference has ` +
+          `${this.referenceLength}; positions must align`,
       )
     }
     const derange = this.derange ?? count === this.referenceCount
@@ -288,7 +291,8 @@ export class HeadAblation {
       if (count !== this.referenceCount) {
         throw new AttnlabError(
           'INVALID_ARGUMENT',
-          `resample ablation: a derangement pairs the evaluation set with itself, but it has ${count} sequences and the reference ${this.referenceCount}`,
+          `resample ablation: a derangement pairs the evaluation set with itself, but it has ${count} sequences and ` +
+            `the reference ${this.referenceCount}`,
         )
       }
       // Sattolo's algorithm: a uniformly random cyclic permutation has no fixed point.
@@ -299,7 +303,9 @@ export class HeadAblation {
         perm[i] = perm[j] as number
         perm[j] = tmp
       }
-      perm.forEach((v, i) => (out[i] = v))
+      perm.forEach((v, i) => {
+        out[i] = v
+      })
     } else {
       for (let i = 0; i < count; i++) out[i] = rng.int(this.referenceCount)
     }
@@ -364,11 +370,13 @@ export class HeadAblation {
     for (let l = 0; l < nLayers; l++) {
       if (!touched[l]) continue
       const replacement = this.replacements[l] as tf.Tensor
-      const layerKnocked = tf.reshape(tf.sub(1, tf.slice(headMask, [0, l, 0], [rows, 1, nHeads])), [rows, 1, nHeads, 1]) // [rows, 1, nHeads, 1]
+      // [rows, 1, nHeads, 1]
+      const layerKnocked = tf.reshape(tf.sub(1, tf.slice(headMask, [0, l, 0], [rows, 1, nHeads])), [rows, 1, nHeads, 1])
       hooks.push([
         `blocks.${l}.attn.hook_z` as HookName,
         (z) => {
-          const source = sourceIndex === null ? replacement : tf.gather(replacement, sourceIndex) // [rows or 1, length or 1, nHeads, dHead]
+          // [rows or 1, length or 1, nHeads, dHead]
+          const source = sourceIndex === null ? replacement : tf.gather(replacement, sourceIndex)
           return tf.add(z, tf.mul(layerKnocked, source)) // z is already keep * z (headMask)
         },
       ])

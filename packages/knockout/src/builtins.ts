@@ -81,7 +81,10 @@ export function builtinCapabilityNames(context: BuiltinContext): string[] {
   const task = context.task
   if (task !== undefined) {
     names.push('task')
-    if (task instanceof SparseMarkovTask) task.teacher.spans.forEach((_, i) => names.push(`span-${i}`))
+    if (task instanceof SparseMarkovTask)
+      task.teacher.spans.forEach((_, i) => {
+        names.push(`span-${i}`)
+      })
     if (task instanceof MixtureTask) for (const c of task.components) if (!names.includes(c.name)) names.push(c.name)
   }
   return names

@@ -218,7 +218,8 @@ export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
   if (tokens.length !== batchSize * seqLength || lossMask.length !== batchSize * seqLength) {
     throw new AttnlabError(
       'INVALID_ARGUMENT',
-      `batch arrays have ${tokens.length} tokens and ${lossMask.length} mask entries; expected ${batchSize * seqLength}`,
+      `batch arrays have ${tokens.length} tokens and ${lossMask.length} mask entries; expected ` +
+        `${batchSize * seqLength}`,
     )
   }
   const length = seqLength - 1
@@ -334,7 +335,8 @@ export function sparseMarkovSpanCapability(
   }
   return {
     name: options.name ?? `span-${span}`,
-    description: `${metric} against the teacher restricted to span ${span} (of ${K}, oldest first) on ${count} sequences`,
+    description:
+      `${metric} against the teacher restricted to span ${span} ` + `(of ${K}, oldest first) on ${count} sequences`,
     metric,
     data: { ...data, targets, targetDistributions: distributions, targetWidth: d },
   }
@@ -505,7 +507,8 @@ export function inductionCapability(options: InductionOptions): Capability {
  *
  * @param sequences - token ids per sequence (each at least 2 tokens; include BOS if the model uses one)
  * @param options - name (default `text`), metric (default `loss`), `maxLength` to truncate to
- * @throws `ConfigError` (`@attnlab/core`) for no sequences, a sequence shorter than 2 tokens, negative ids or a bad metric
+ * @throws `ConfigError` (`@attnlab/core`) for no sequences, a sequence shorter than 2 tokens, negative ids or a bad
+ * metric
  * @category Capabilities
  */
 export function textCapability(
@@ -578,7 +581,8 @@ export function checkCapability(
     const t = data.inputs[i] as number
     if (!(t >= 0 && t < model.dVocab))
       fail(
-        `input token ${t} (sequence ${Math.floor(i / data.length)}) is outside the model's vocabulary [0, ${model.dVocab})`,
+        `input token ${t} (sequence ${Math.floor(i / data.length)}) is outside the model's vocabulary [0, ` +
+          `${model.dVocab})`,
       )
   }
   if (data.scoredPositions.length === 0) fail('scores no position')
@@ -596,7 +600,8 @@ export function checkCapability(
       fail(`target distributions over ${width} tokens exceed the model's vocabulary ${model.dVocab}`)
     if (data.targetDistributions.length !== width * data.scoredPositions.length)
       fail(
-        `target distributions hold ${data.targetDistributions.length} values; expected ${width * data.scoredPositions.length}`,
+        `target distributions hold ${data.targetDistributions.length} values; expected ` +
+          `${width * data.scoredPositions.length}`,
       )
   }
   if (data.inputMask !== undefined && data.inputMask.length !== data.inputs.length)
@@ -604,7 +609,8 @@ export function checkCapability(
   if (data.scoreWeights !== undefined) {
     if (data.scoreWeights.length !== data.scoredPositions.length)
       fail(
-        `scoreWeights has ${data.scoreWeights.length} entries; expected one per scored position (${data.scoredPositions.length})`,
+        `scoreWeights has ${data.scoreWeights.length} entries; expected one per scored position ` +
+          `(${data.scoredPositions.length})`,
       )
     if (data.scoreWeights.some((w) => !Number.isFinite(w))) fail('scoreWeights holds a non-finite weight')
   }

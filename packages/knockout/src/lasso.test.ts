@@ -113,9 +113,9 @@ describe(`lassoCV matches scikit-learn ${fixture.sklearn} LassoCV(precompute=Fal
       tol: c.params.tol,
     })
     expectClose(result.alphas, c.expected.alphas, 1e-12, 0, 'alphas')
-    result.msePath.forEach((row, a) =>
-      expectClose(row, c.expected.msePath[a] as number[], 1e-6, 1e-12, `msePath[${a}]`),
-    )
+    result.msePath.forEach((row, a) => {
+      expectClose(row, c.expected.msePath[a] as number[], 1e-6, 1e-12, `msePath[${a}]`)
+    })
     expect(result.alpha).toBeCloseTo(c.expected.alpha, 14)
     expectClose(result.fit.coefficients, c.expected.coefficients, 1e-6, 1e-9, 'coefficients')
     expectClose([result.fit.intercept], [c.expected.intercept], 1e-6, 1e-9, 'intercept')

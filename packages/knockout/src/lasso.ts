@@ -279,7 +279,9 @@ function coordinateDescent(
   return { gap, iterations: Math.min(iteration + 1, maxIter), converged }
 }
 
-/** Duality gap of `1/2 ||R||^2 + l1 ||w||_1` at `w` with residual `R` (dual point: R scaled into the dual feasible set). */
+/**
+ * Duality gap of `1/2 ||R||^2 + l1 ||w||_1` at `w` with residual `R` (dual point: R scaled into the dual feasible set).
+ */
 function dualityGap(
   w: Float64Array,
   l1: number,

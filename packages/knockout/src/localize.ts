@@ -245,7 +245,8 @@ function rank(scores: Float64Array, layout: HeadLayout, descending: boolean): Ra
  * @returns heads ranked by performance drop (metric units; positive = knocking it out hurts);
  *   `top` holds at most k heads, only those with a positive drop (as compressed sensing's `top`
  *   holds only negative coefficients); `ranking` has every head
- * @throws `ConfigError` (`@attnlab/core`) for a bad `top` or an unknown option name; scoring errors (see {@link scoreMasks})
+ * @throws `ConfigError` (`@attnlab/core`) for a bad `top` or an unknown option name; scoring errors
+ * (see {@link scoreMasks})
  * @category Localization
  */
 export async function exhaustiveSweep(

@@ -151,7 +151,8 @@ describe('measurementPlan (default compressed-sensing budget)', () => {
         expect(plan.useExhaustive, `N ${n} top ${top}`).toBe(2 * plan.masks > n + 1)
         if (!plan.useExhaustive) expect(plan.masks).toBeLessThan(plan.exhaustiveEvaluations)
         expect(plan.sparsity).toBe(Math.min(top, n))
-        // every head is knocked out in about 3 of the M masks (balanced design; fewer when half the heads per mask is the cap)
+        // every head is knocked out in about 3 of the M masks (balanced design; fewer when half the heads per mask is
+        // the cap)
         if (!plan.useExhaustive)
           expect(Math.floor((plan.masks * plan.headsPerMask) / n)).toBeGreaterThanOrEqual(
             Math.min(3, Math.floor(plan.masks / 2)),

@@ -192,7 +192,10 @@ export function knockoutCounts(masks: KnockoutMasks): Int32Array {
  */
 export function checkMasks(masks: KnockoutMasks, layout: HeadLayout): void {
   const n = headCount(layout)
-  const expected = `a KnockoutMasks object { count, heads: ${n}, data: Uint8Array } (the model has ${n} heads: ${layout.nLayers} layers x ${layout.nHeads} heads; build one with masksFromHeadSets, singleHeadMasks or randomMasks)`
+  const expected =
+    `a KnockoutMasks object { count, heads: ${n}, data: Uint8Array } (the model has ${n} heads: ` +
+    `${layout.nLayers} layers x ${layout.nHeads} heads; build one with masksFromHeadSets, singleHeadMasks or ` +
+    'randomMasks)'
   if (Array.isArray(masks)) {
     const widths = [...new Set((masks as unknown[]).map((row) => (Array.isArray(row) ? row.length : -1)))]
     const got =

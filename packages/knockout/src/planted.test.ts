@@ -140,7 +140,8 @@ describeWithBackends(
     })
     afterAll(() => model.dispose())
 
-    it('exhaustive knockouts find only owned heads; compressed sensing with 13 masks (under 10% of 136) finds the same ones; the top heads hurt their task >= 5x more than the others', async () => {
+    it('exhaustive knockouts find only owned heads; compressed sensing with 13 masks (under 10% of 136) finds the ' +
+      'same ones; the top heads hurt their task >= 5x more than the others', async () => {
       expect(exhaustivePairBudget(model.config)).toBe(136)
       for (const capability of tasks) {
         const sweep = await exhaustiveSweep(model, capability, { top: 16 })
@@ -163,7 +164,8 @@ describeWithBackends(
       }
     }, 180_000)
 
-    it('compressed sensing with the default budget (k log N masks: 15 for 16 heads, top 5) spends fewer evaluations than the exhaustive sweep and recovers the owned heads', async () => {
+    it('compressed sensing with the default budget (k log N masks: 15 for 16 heads, top 5) spends fewer evaluations ' +
+      'than the exhaustive sweep and recovers the owned heads', async () => {
       let hits = 0
       let truths = 0
       for (const capability of tasks) {

@@ -94,40 +94,44 @@ describeWithBackends('localization and effects on a random model', () => {
     await expect(knockoutEffects(model, [{ layer: 2, head: 0 }], [induction])).rejects.toThrow(AttnlabError)
   })
 
-  it('compressed sensing: M evaluations, coefficients and R^2 from the Lasso, top-k only negative coefficients, optional CV', async () => {
-    const found = await compressedSensing(model, induction, { masks: 24, fraction: 0.25, seed: 2, top: 3 })
-    expect(found.evaluations).toBe(24)
-    expect(found.measurements).toHaveLength(24)
-    expect(found.masks.count).toBe(24)
-    expect(found.top.length).toBeLessThanOrEqual(3)
-    expect(found.top.every((h) => h.score < 0)).toBe(true)
-    expect(found.ranking.map((h) => h.score)).toEqual([...found.ranking.map((h) => h.score)].sort((x, y) => x - y))
-    expect(Math.abs(found.standardized.reduce((s, v) => s + v, 0))).toBeLessThan(1e-9)
-    expect(found.fit.alpha).toBe(0.01)
-    expect([...found.knockoutCounts].reduce((s, v) => s + v, 0)).toBe(24 * 2)
-    const cv = await compressedSensing(model, induction, {
-      masks: 24,
-      fraction: 0.25,
-      seed: 2,
-      crossValidate: { folds: 3 },
-    })
-    expect(cv.crossValidation?.alphas.length).toBe(100)
-    expect(cv.fit.alpha).toBe(
-      cv.crossValidation?.alphas[cv.crossValidation.meanMse.indexOf(Math.min(...cv.crossValidation.meanMse))],
-    )
-    const custom = await compressedSensing(model, induction, {
-      customMasks: randomMasks(model.config, { count: 5, seed: 9 }),
-    })
-    expect(custom.evaluations).toBe(5)
-    const heatmap = headHeatmap(found)
-    expect(heatmap.values).toHaveLength(2)
-    expect(heatmap.values[1]![2]).toBe(found.scores[6])
-    expect(heatmap.label).toMatch(/Lasso coefficient/)
-    expect(heatmap.highlighted).toEqual(found.top.map(({ layer, head }) => ({ layer, head })))
-    const spec = heatmapSpec(heatmap, 'title') as { title: string; data: { values: { top: boolean }[] } }
-    expect(spec.title).toBe('title')
-    expect(spec.data.values.filter((v) => v.top)).toHaveLength(found.top.length)
-  })
+  it(
+    'compressed sensing: M evaluations, coefficients and R^2 from the Lasso, top-k only negative coefficients, ' +
+      'optional CV',
+    async () => {
+      const found = await compressedSensing(model, induction, { masks: 24, fraction: 0.25, seed: 2, top: 3 })
+      expect(found.evaluations).toBe(24)
+      expect(found.measurements).toHaveLength(24)
+      expect(found.masks.count).toBe(24)
+      expect(found.top.length).toBeLessThanOrEqual(3)
+      expect(found.top.every((h) => h.score < 0)).toBe(true)
+      expect(found.ranking.map((h) => h.score)).toEqual([...found.ranking.map((h) => h.score)].sort((x, y) => x - y))
+      expect(Math.abs(found.standardized.reduce((s, v) => s + v, 0))).toBeLessThan(1e-9)
+      expect(found.fit.alpha).toBe(0.01)
+      expect([...found.knockoutCounts].reduce((s, v) => s + v, 0)).toBe(24 * 2)
+      const cv = await compressedSensing(model, induction, {
+        masks: 24,
+        fraction: 0.25,
+        seed: 2,
+        crossValidate: { folds: 3 },
+      })
+      expect(cv.crossValidation?.alphas.length).toBe(100)
+      expect(cv.fit.alpha).toBe(
+        cv.crossValidation?.alphas[cv.crossValidation.meanMse.indexOf(Math.min(...cv.crossValidation.meanMse))],
+      )
+      const custom = await compressedSensing(model, induction, {
+        customMasks: randomMasks(model.config, { count: 5, seed: 9 }),
+      })
+      expect(custom.evaluations).toBe(5)
+      const heatmap = headHeatmap(found)
+      expect(heatmap.values).toHaveLength(2)
+      expect(heatmap.values[1]![2]).toBe(found.scores[6])
+      expect(heatmap.label).toMatch(/Lasso coefficient/)
+      expect(heatmap.highlighted).toEqual(found.top.map(({ layer, head }) => ({ layer, head })))
+      const spec = heatmapSpec(heatmap, 'title') as { title: string; data: { values: { top: boolean }[] } }
+      expect(spec.title).toBe('title')
+      expect(spec.data.values.filter((v) => v.top)).toHaveLength(found.top.length)
+    },
+  )
 
   it('greedy records its rounds and marginal drops', async () => {
     const greedy = await greedySearch(model, text, { top: 3 })
@@ -147,7 +151,8 @@ describeWithBackends('localization and effects on a random model', () => {
 
 describeWithBackends('compressed sensing on a model whose heads do nothing', () => {
   it('constant scores give zero coefficients and no heads, not noise', async () => {
-    const model = createTransformer(presetConfig('minimal', { dVocab: 5, nCtx: 8, nHeads: 3 })) // W_V = 0: every head outputs 0
+    // W_V = 0: every head outputs 0
+    const model = createTransformer(presetConfig('minimal', { dVocab: 5, nCtx: 8, nHeads: 3 }))
     const probe = inductionCapability({ vocabSize: 5, blockLength: 4, count: 4 })
     const found = await compressedSensing(model, probe, { masks: 10, fraction: 0.34, seed: 0 })
     expect(found.constantScores).toBe(true)

@@ -179,43 +179,47 @@ describeWithBackends('scoreMasks', () => {
     tf.dispose(sources)
   })
 
-  it('grouped-query attention: knocking out a query head leaves the heads sharing its key/value head untouched', async () => {
-    const tokens = tf.tensor2d(capability.data.inputs, [capability.data.count, capability.data.length], 'int32')
-    const name = 'blocks.0.attn.hook_z' as HookName
-    const clean = llama.runWithCache(tokens, { namesFilter: [name] })
-    const ablation = await HeadAblation.create(llama, 'zero')
-    const knocked = new Uint8Array(capability.data.count * 8)
-    for (let r = 0; r < capability.data.count; r++) knocked[r * 8 + 1] = 1 // layer 0, query head 1 (shares kv head 0 with query head 0)
-    let seen: tf.Tensor | null = null
-    const logits = tf.tidy(() => {
-      const out = ablation.forward(llama, tokens, knocked)
-      return out
-    })
-    // hook_z seen inside the ablated pass (headMask applied before the hook).
-    const withMask = llama.runWithCache(tokens, {
-      namesFilter: [name],
-      headMask: tf.tensor2d([
-        [1, 0, 1, 1],
-        [1, 1, 1, 1],
-      ]),
-    })
-    seen = withMask.cache.get(name)
-    const z0 = (await clean.cache.get(name).data()) as Float32Array
-    const z1 = (await seen.data()) as Float32Array
-    const [, , H, D] = seen.shape as [number, number, number, number]
-    for (let i = 0; i < z0.length; i++) {
-      const head = Math.floor(i / D) % H
-      if (head === 1) expect(Math.abs(z1[i] as number)).toBe(0)
-      else expect(z1[i]).toBe(z0[i])
-    }
-    const expected = await manualMetric(llama, capability, new Set(['0.1']), () => null)
-    const scores = await scoreMasks(llama, capability, masksFromHeadSets(llamaConfig, [[{ layer: 0, head: 1 }]]))
-    expectArraysClose([scores.values[0] as number], [expected], 2e-4)
-    tf.dispose([tokens, logits, clean.logits, withMask.logits])
-    clean.cache.dispose()
-    withMask.cache.dispose()
-    ablation.dispose()
-  })
+  it(
+    'grouped-query attention: knocking out a query head ' + 'leaves the heads sharing its key/value head untouched',
+    async () => {
+      const tokens = tf.tensor2d(capability.data.inputs, [capability.data.count, capability.data.length], 'int32')
+      const name = 'blocks.0.attn.hook_z' as HookName
+      const clean = llama.runWithCache(tokens, { namesFilter: [name] })
+      const ablation = await HeadAblation.create(llama, 'zero')
+      const knocked = new Uint8Array(capability.data.count * 8)
+      // layer 0, query head 1 (shares kv head 0 with query head 0)
+      for (let r = 0; r < capability.data.count; r++) knocked[r * 8 + 1] = 1
+      let seen: tf.Tensor | null = null
+      const logits = tf.tidy(() => {
+        const out = ablation.forward(llama, tokens, knocked)
+        return out
+      })
+      // hook_z seen inside the ablated pass (headMask applied before the hook).
+      const withMask = llama.runWithCache(tokens, {
+        namesFilter: [name],
+        headMask: tf.tensor2d([
+          [1, 0, 1, 1],
+          [1, 1, 1, 1],
+        ]),
+      })
+      seen = withMask.cache.get(name)
+      const z0 = (await clean.cache.get(name).data()) as Float32Array
+      const z1 = (await seen.data()) as Float32Array
+      const [, , H, D] = seen.shape as [number, number, number, number]
+      for (let i = 0; i < z0.length; i++) {
+        const head = Math.floor(i / D) % H
+        if (head === 1) expect(Math.abs(z1[i] as number)).toBe(0)
+        else expect(z1[i]).toBe(z0[i])
+      }
+      const expected = await manualMetric(llama, capability, new Set(['0.1']), () => null)
+      const scores = await scoreMasks(llama, capability, masksFromHeadSets(llamaConfig, [[{ layer: 0, head: 1 }]]))
+      expectArraysClose([scores.values[0] as number], [expected], 2e-4)
+      tf.dispose([tokens, logits, clean.logits, withMask.logits])
+      clean.cache.dispose()
+      withMask.cache.dispose()
+      ablation.dispose()
+    },
+  )
 
   it('leaks no tensors (zero, mean and resample)', async () => {
     const masks = randomMasks(gptConfig, { count: 4, fraction: 0.25, seed: 6 })
@@ -303,7 +307,11 @@ describeWithBackends('scoreMasks errors', () => {
   it('says what masks it expects for a plain array or a non-mask value (expected vs got head count)', async () => {
     const ok = inductionCapability({ vocabSize: 11, blockLength: 3, count: 2 })
     await expect(scoreMasks(gpt, ok, [[1, 0]] as never)).rejects.toThrow(
-      /masks is a plain array of 1 mask\(s\) of 2 heads; expected a KnockoutMasks object \{ count, heads: 8, data: Uint8Array \} \(the model has 8 heads: 2 layers x 4 heads; build one with masksFromHeadSets/,
+      new RegExp(
+        /masks is a plain array of 1 mask\(s\) of 2 heads; expected a KnockoutMasks object /.source +
+          /\{ count, heads: 8, /.source +
+          /data: Uint8Array \} \(the model has 8 heads: 2 layers x 4 heads; build one with masksFromHeadSets/.source,
+      ),
     )
     await expect(scoreMasks(gpt, ok, [] as never)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
@@ -320,7 +328,11 @@ describeWithBackends('scoreMasks errors', () => {
     const ok = inductionCapability({ vocabSize: 11, blockLength: 3, count: 2 })
     const masks = masksFromHeadSets(gptConfig, [[]])
     await expect(compressedSensing(gpt, ok, { mask: 5 } as never)).rejects.toThrow(
-      /Invalid mask: not one of the compressedSensing options \(did you mean 'masks'\?\); allowed: maxTokensPerPass, batched, onProgress, top, mode, reference, resampleSeed, masks, fraction, .*customMasks/,
+      new RegExp(
+        /Invalid mask: not one of the compressedSensing options \(did you mean 'masks'\?\); allowed: /.source +
+          /maxTokensPerPass, batched, onProgress, top, mode, reference, resampleSeed, masks, fraction, /.source +
+          /.*customMasks/.source,
+      ),
     )
     await expect(compressedSensing(gpt, ok, { crossValidate: { fold: 3 } } as never)).rejects.toThrow(
       /Invalid fold: not one of the compressedSensing crossValidate options/,

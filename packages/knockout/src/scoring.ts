@@ -157,12 +157,12 @@ export async function scoreMasks(
         let targetWeights: tf.Tensor2D
         if (data.targetDistributions !== undefined) {
           const distributions = new Float32Array(soft.length * dVocab)
-          soft.forEach((s, i) =>
+          soft.forEach((s, i) => {
             distributions.set(
               (data.targetDistributions as Float32Array).subarray(s * width, (s + 1) * width),
               i * dVocab,
-            ),
-          )
+            )
+          })
           targetWeights = tf.tensor2d(distributions, [soft.length, dVocab])
         } else {
           targetWeights = oneHotFloat(tf.tensor1d(Int32Array.from(targets), 'int32'), dVocab) as tf.Tensor2D
@@ -195,7 +195,8 @@ export async function scoreMasks(
       if (!Number.isFinite(values[j] as number)) {
         throw new AttnlabError(
           'NON_FINITE',
-          `capability '${capability.name}': the ${metric} under mask ${j} is ${values[j]} (the model produced non-finite logits)`,
+          `capability '${capability.name}': the ${metric} under mask ${j} is ${values[j]} (the model produced ` +
+            'non-finite logits)',
         )
       }
     }

@@ -58,7 +58,10 @@ export function metricFromLogits(capability: Capability, logits: Float32Array, d
   return sum
 }
 
-/** Runs the model on the capability's inputs with hooks that replace knocked-out heads' `hook_z` by `replacement(layer)` (`[count, length, nHeads, dHead]` values), and returns the metric. */
+/**
+ * Runs the model on the capability's inputs with hooks that replace knocked-out heads' `hook_z` by `replacement(layer)`
+ * (`[count, length, nHeads, dHead]` values), and returns the metric.
+ */
 export async function manualMetric(
   model: Transformer,
   capability: Capability,
