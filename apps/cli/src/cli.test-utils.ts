@@ -27,11 +27,17 @@ export function useTempDir(prefix: string): () => string {
   }
 }
 
-/** What the CLI printed while captured. The arrays are live: they grow as output arrives, and tests may clear or pop them. */
+/**
+ * What the CLI printed while captured. The arrays are live: they grow as output arrives, and tests may clear or
+ * pop them.
+ */
 export interface CapturedOutput {
   /** One entry per console.log call (its arguments joined by spaces), plus process.stdout chunks when captured. */
   readonly logs: string[]
-  /** One entry per console.error call and per process.stderr chunk (commander writes its usage errors there), in order. */
+  /**
+   * One entry per console.error call and per process.stderr chunk (commander writes its usage errors there), in
+   * order.
+   */
   readonly errors: string[]
   /** The logs joined by newlines. */
   out(): string

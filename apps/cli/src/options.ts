@@ -122,7 +122,8 @@ export function checkOutputFile(
     throw new UsageError(`${flag}: directory '${directory}' does not exist`)
   if (existsSync(absolute) && statSync(absolute).isDirectory()) {
     throw new UsageError(
-      `${flag}: '${path}' is a directory; name the ${extension === undefined ? '' : `${extension} `}file to write inside it`,
+      `${flag}: '${path}' is a directory; name the ${extension === undefined ? '' : `${extension} `}file to write ` +
+        `inside it`,
     )
   }
   if (force !== true && existsSync(absolute)) {

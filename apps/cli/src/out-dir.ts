@@ -5,6 +5,7 @@
  * anything worth keeping.
  */
 import { randomBytes } from 'node:crypto'
+import type { Stats } from 'node:fs'
 import { access, constants, mkdir, readdir, rm, rmdir, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { makeDirectories } from '@attnlab/core/node'
@@ -18,7 +19,7 @@ export type PathState =
 
 /** What is at `path`: nothing, a file (anything not a directory), or a directory and its entries. */
 export async function pathState(path: string): Promise<PathState> {
-  let info
+  let info: Stats
   try {
     info = await stat(path)
   } catch (error) {

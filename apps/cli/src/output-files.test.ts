@@ -23,33 +23,36 @@ function qkvFile(): Uint8Array {
 }
 
 describe('output files', () => {
-  it('markov sample --out, sparse apply --out and dynamics simulate --plot refuse an existing file without --force', async () => {
-    const qkv = join(root(), 'qkv.safetensors')
-    await writeFile(qkv, qkvFile())
-    const cases: [string, string, string[]][] = [
-      ['--out', 'sample.safetensors', ['markov', 'sample', '--vocab', '6', '--spans', '1', '--sequences', '4']],
-      [
-        '--out',
-        'apply.safetensors',
-        ['sparse', 'apply', '--method', 'vertical-slash', '--qkv', qkv, '--backend', 'cpu'],
-      ],
-      ['--plot', 'dynamics.svg', ['dynamics', 'simulate', '--t-max', '50', '--points', '20']],
-    ]
-    for (const [flag, name, args] of cases) {
-      const path = join(root(), name)
-      await writeFile(path, 'mine')
-      let io = captureOutput()
-      expect(await main([...args, flag, path]), name).toBe(2)
-      expect(io.err()).toMatch(
-        new RegExp(`${flag} .*${name} already exists; pick another path, or pass --force to replace it`),
-      )
-      expect(await readFile(path, 'utf8')).toBe('mine')
-      vi.restoreAllMocks()
-      io = captureOutput()
-      expect(await main([...args, flag, path, '--force']), `${name} --force`).toBe(0)
-      expect(await readFile(path, 'utf8')).not.toBe('mine')
-      vi.restoreAllMocks()
-    }
-    expect((await readSafetensorsFile(join(root(), 'sample.safetensors'))).tensors.has('tokens')).toBe(true)
-  })
+  it(
+    'markov sample --out, sparse apply --out and dynamics ' + 'simulate --plot refuse an existing file without --force',
+    async () => {
+      const qkv = join(root(), 'qkv.safetensors')
+      await writeFile(qkv, qkvFile())
+      const cases: [string, string, string[]][] = [
+        ['--out', 'sample.safetensors', ['markov', 'sample', '--vocab', '6', '--spans', '1', '--sequences', '4']],
+        [
+          '--out',
+          'apply.safetensors',
+          ['sparse', 'apply', '--method', 'vertical-slash', '--qkv', qkv, '--backend', 'cpu'],
+        ],
+        ['--plot', 'dynamics.svg', ['dynamics', 'simulate', '--t-max', '50', '--points', '20']],
+      ]
+      for (const [flag, name, args] of cases) {
+        const path = join(root(), name)
+        await writeFile(path, 'mine')
+        let io = captureOutput()
+        expect(await main([...args, flag, path]), name).toBe(2)
+        expect(io.err()).toMatch(
+          new RegExp(`${flag} .*${name} already exists; pick another path, or pass --force to replace it`),
+        )
+        expect(await readFile(path, 'utf8')).toBe('mine')
+        vi.restoreAllMocks()
+        io = captureOutput()
+        expect(await main([...args, flag, path, '--force']), `${name} --force`).toBe(0)
+        expect(await readFile(path, 'utf8')).not.toBe('mine')
+        vi.restoreAllMocks()
+      }
+      expect((await readSafetensorsFile(join(root(), 'sample.safetensors'))).tensors.has('tokens')).toBe(true)
+    },
+  )
 })

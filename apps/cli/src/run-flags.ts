@@ -3,7 +3,7 @@
  * `attnlab emergence`): task flags (the task's fixed parameters), model flags, and training
  * flags, with their conversion into `@attnlab/markov` / `@attnlab/transformer` configurations.
  */
-import { Command, Option } from 'commander'
+import { type Command, Option } from 'commander'
 import {
   TASK_KINDS,
   defaultCellularAutomatonConfig,

@@ -134,7 +134,8 @@ export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title:
       `Reduced gradient flow (${c.variant}): h=${c.nHeads}, T=${c.nCtx}, ` +
-      `spans=[${[...c.spans].reverse().join(',')}] (oldest first), m=${c.importanceRatio}, eps=${c.initNoise}, seed=${c.seed}`,
+      `spans=[${[...c.spans].reverse().join(',')}] (oldest first), m=${c.importanceRatio}, eps=${c.initNoise}, ` +
+      `seed=${c.seed}`,
     vconcat: [
       {
         width: 640,
@@ -220,14 +221,16 @@ function printHuman(trajectory: Trajectory, analysis: StageAnalysis, plot: strin
   for (const p of analysis.phases) {
     const on = p.span === null ? '' : ` (all heads on ${span(p.span)})`
     console.log(
-      `  ${p.phase.padEnd(11)} t = ${fixed(p.start)} .. ${fixed(p.end)}   similarity ${p.meanSimilarity.toFixed(3)}${on}`,
+      `  ${p.phase.padEnd(11)} t = ${fixed(p.start)} .. ${fixed(p.end)}   ` +
+        `similarity ${p.meanSimilarity.toFixed(3)}${on}`,
     )
   }
   console.log(
     `final loss ${fixed(analysis.finalLoss)} at t = ${fixed(trajectory.times[trajectory.times.length - 1] as number)}`,
   )
   console.log(
-    `integrator: ${trajectory.stats.steps} steps, ${trajectory.stats.evaluations} evaluations, ${trajectory.stats.wallTimeMs.toFixed(0)} ms`,
+    `integrator: ${trajectory.stats.steps} steps, ${trajectory.stats.evaluations} ` +
+      `evaluations, ${trajectory.stats.wallTimeMs.toFixed(0)} ms`,
   )
   if (plot !== null) console.log(`plot: ${plot}`)
 }

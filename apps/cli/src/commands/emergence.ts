@@ -10,7 +10,7 @@
  */
 import { readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { Command, Help } from 'commander'
+import { type Command, Help } from 'commander'
 import cliProgress from 'cli-progress'
 import { AttnlabError } from '@attnlab/core'
 import {
@@ -266,7 +266,9 @@ export async function runEmergenceCommand(flags: EmergenceFlags, command: Comman
         bar = interactive
           ? new cliProgress.SingleBar(
               {
-                format: `${prefix}{bar} {value}/{total} | loss {loss} | val {val} | {stage} | ETA {eta_formatted} | {speed} tok/s`,
+                format:
+                  `${prefix}{bar} {value}/{total} | loss {loss} | val {val} | {stage} | ETA {eta_formatted} | ` +
+                  `{speed} tok/s`,
                 barsize: 24,
                 hideCursor: true,
                 etaBuffer: 50,
@@ -374,7 +376,8 @@ export function registerEmergence(program: Command): void {
   const command = program
     .command('emergence')
     .description(
-      'the main job: train the minimal transformer on the sparse Markov chain and watch sparse attention patterns emerge, stage by stage; writes a report',
+      'the main job: train the minimal transformer on the sparse Markov chain and watch sparse attention patterns ' +
+        'emerge, stage by stage; writes a report',
     )
   // Its own per-task defaults (linear map S = 8, s = 2) are stated in the help.
   addTaskFlags(command, EMERGENCE_DEFAULTS.task, { m: EMERGENCE_DEFAULTS.m, taskDefaults: EMERGENCE_TASK_DEFAULTS })
@@ -406,7 +409,9 @@ export function registerEmergence(program: Command): void {
     .option('--json', 'print summary.json to stdout instead of the tables')
     .addHelpText(
       'after',
-      `\nDefaults per task (for the flags not given):\n  sparse-markov: --preset minimal --m ${EMERGENCE_DEFAULTS.m} --lr ${EMERGENCE_DEFAULTS.lr} --batch ${EMERGENCE_DEFAULTS.batch} --steps ${EMERGENCE_DEFAULTS.steps} --eval-every ${EMERGENCE_DEFAULTS.evalEvery}\n` +
+      `\nDefaults per task (for the flags not given):\n  sparse-markov: --preset minimal --m ${EMERGENCE_DEFAULTS.m} ` +
+        `--lr ${EMERGENCE_DEFAULTS.lr} --batch ${EMERGENCE_DEFAULTS.batch} --steps ${EMERGENCE_DEFAULTS.steps} ` +
+        `--eval-every ${EMERGENCE_DEFAULTS.evalEvery}\n` +
         Object.entries(EMERGENCE_TASK_DEFAULTS)
           .map(
             ([task, d]) =>

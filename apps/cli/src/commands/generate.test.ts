@@ -19,7 +19,8 @@ const AIDREAMS = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../.
 const HAVE_AIDREAMS = existsSync(join(AIDREAMS, 'model.bin')) && existsSync(join(AIDREAMS, 'hf', 'config.json'))
 if (!HAVE_AIDREAMS) console.warn(`[attnlab] ${AIDREAMS} is absent: generate tests on aidreams260K are skipped`)
 const REFERENCE =
-  'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle into a t'
+  'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle ' +
+  'into a t'
 
 const root = useTempDir('attnlab-generate-')
 
@@ -189,36 +190,39 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
 })
 
 describe('attnlab generate', () => {
-  it('--json reports prompt ids, ids, text, stop reason and speed; the tokenizer is found beside the model', async () => {
-    const io = captureOutput()
-    expect(
-      await main([
-        'generate',
-        '--model',
-        tiny,
-        '--prompt',
-        'the',
-        '--max-tokens',
-        '5',
-        '--temperature',
-        '0',
-        '--json',
-        '--backend',
-        'cpu',
-      ]),
-    ).toBe(0)
-    const summary = JSON.parse(io.logs.join('\n'))
-    expect(summary).toMatchObject({
-      format: 'huggingface',
-      tokenizer: join(tiny, 'tokenizer.bin'),
-      backend: 'cpu',
-      promptIds: [1, 3, 33, 8],
-    }) // ' ' 'th' 'e': 'th' outscores ' t' and 'he', and ' th' is no piece
-    expect(summary.ids.length).toBeLessThanOrEqual(5)
-    expect(['max-tokens', 'eos']).toContain(summary.stopReason)
-    expect(typeof summary.text).toBe('string')
-    expect(summary.tokensPerSecond).toBeGreaterThan(0)
-  })
+  it(
+    '--json reports prompt ids, ids, text, stop reason ' + 'and speed; the tokenizer is found beside the model',
+    async () => {
+      const io = captureOutput()
+      expect(
+        await main([
+          'generate',
+          '--model',
+          tiny,
+          '--prompt',
+          'the',
+          '--max-tokens',
+          '5',
+          '--temperature',
+          '0',
+          '--json',
+          '--backend',
+          'cpu',
+        ]),
+      ).toBe(0)
+      const summary = JSON.parse(io.logs.join('\n'))
+      expect(summary).toMatchObject({
+        format: 'huggingface',
+        tokenizer: join(tiny, 'tokenizer.bin'),
+        backend: 'cpu',
+        promptIds: [1, 3, 33, 8],
+      }) // ' ' 'th' 'e': 'th' outscores ' t' and 'he', and ' th' is no piece
+      expect(summary.ids.length).toBeLessThanOrEqual(5)
+      expect(['max-tokens', 'eos']).toContain(summary.stopReason)
+      expect(typeof summary.text).toBe('string')
+      expect(summary.tokensPerSecond).toBeGreaterThan(0)
+    },
+  )
 
   it('sampling is seeded: the same seed gives the same ids, another seed other ids', async () => {
     const run = async (seed: string): Promise<string> => {
@@ -298,7 +302,9 @@ describe('attnlab generate', () => {
       model = join(root(), 'context-96')
       await saveModelDirectory(model, { config, weights })
     })
-    const run = async (extra: string[]): Promise<{ code: number; summary: Record<string, any>; errors: string }> => {
+    const run = async (
+      extra: string[],
+    ): Promise<{ code: number; summary: Record<string, unknown>; errors: string }> => {
       const io = captureOutput()
       const fixed = ['--prompt-ids', prompt, '--ids', '--ignore-eos', '--max-tokens', '6', '--temperature', '0']
       fixed.push('--backend', 'cpu')
@@ -368,11 +374,16 @@ describe('attnlab generate', () => {
       const file = join(root(), 'truncated.bin')
       const bytes = new Uint8Array(28 + 400)
       new DataView(bytes.buffer).setInt32(0, 16, true)
-      ;[16, 24, 1, 2, 2, 40, 8].forEach((v, i) => new DataView(bytes.buffer).setInt32(4 * i, v, true))
+      ;[16, 24, 1, 2, 2, 40, 8].forEach((v, i) => {
+        new DataView(bytes.buffer).setInt32(4 * i, v, true)
+      })
       await writeFile(file, bytes)
       await expectFailure(
         ['--model', file, '--backend', 'cpu'],
-        /\[INVALID_CHECKPOINT\]: .*truncated\.bin: file has 428 bytes but its header .* describes \d+: \d+ bytes are missing/,
+        new RegExp(
+          /\[INVALID_CHECKPOINT\]: .*truncated\.bin: file has 428 bytes but its header .* describes \d+: /.source +
+            /\d+ bytes are missing/.source,
+        ),
       )
     })
 

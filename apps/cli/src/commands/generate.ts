@@ -4,8 +4,10 @@
  *
  * ```
  * attnlab generate --model model.bin --tokenizer tokenizer.bin --prompt "I dreamed" --max-tokens 60 --temperature 0
- * attnlab generate --model hf/ --tokenizer tokenizer.bin --steps 60 --temperature 0 --prompt "I dreamed"   # llama2.c's -n 60
- * attnlab generate --model model.bin --ids --max-tokens 12 --temperature 0                                  # ids from BOS
+ * # --steps: llama2.c's -n
+ * attnlab generate --model hf/ --tokenizer tokenizer.bin --steps 60 --temperature 0 --prompt "I dreamed"
+ * # ids from BOS
+ * attnlab generate --model model.bin --ids --max-tokens 12 --temperature 0
  * ```
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
@@ -91,7 +93,8 @@ function promptIds(flags: GenerateFlags, loaded: LoadedModel): number[] {
     }
     const hint = loaded.notes.find((note) => note.includes('tokenizer.bin files only'))
     throw new UsageError(
-      `no tokenizer: none was given and no tokenizer.bin is beside ${flags.model}; pass --tokenizer PATH (a llama2.c tokenizer.bin), or --prompt-ids with --ids${hint === undefined ? '' : ` (${hint})`}`,
+      `no tokenizer: none was given and no tokenizer.bin is beside ${flags.model}; pass --tokenizer PATH (a llama2.c ` +
+        `tokenizer.bin), or --prompt-ids with --ids${hint === undefined ? '' : ` (${hint})`}`,
     )
   }
   return tokenizer.encode(flags.prompt ?? '', { bos: flags.bos })
@@ -102,7 +105,8 @@ export function registerGenerate(program: Command): void {
   const command = program
     .command('generate')
     .description(
-      'generate text from a llama2.c .bin, a Hugging Face (llama/mistral/qwen2) or attnlab model directory, or a training checkpoint',
+      'generate text from a llama2.c .bin, a Hugging Face (llama/mistral/qwen2) or attnlab model directory, or a ' +
+        'training checkpoint',
     )
     .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
@@ -142,7 +146,9 @@ export function registerGenerate(program: Command): void {
     .addOption(backendOption())
     .option(
       '--attention <method>',
-      'attention method: dense (default), vertical-slash, flexprefill, block-sparse, snapkv, ada-snapkv, quest, or prefill+decode (e.g. vertical-slash+quest); method flags as in `attnlab sparse apply` (Block-Sparse top-k is --block-top-k here)',
+      'attention method: dense (default), vertical-slash, flexprefill, block-sparse, snapkv, ada-snapkv, quest, or ' +
+        'prefill+decode (e.g. vertical-slash+quest); method flags as in `attnlab sparse apply` (Block-Sparse top-k ' +
+        'is --block-top-k here)',
     )
   command.option(
     '--sparsity <s>',
@@ -173,7 +179,8 @@ export function registerGenerate(program: Command): void {
       )
       if (stray.length > 0)
         throw new UsageError(
-          `attention-method flags need --attention METHOD (got ${stray.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')})`,
+          `attention-method flags need --attention METHOD ` +
+            `(got ${stray.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')})`,
         )
     }
     const backend = await activateBackend(flags.backend)

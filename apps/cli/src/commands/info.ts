@@ -8,7 +8,8 @@ export function registerInfo(program: Command): void {
   program
     .command('info')
     .description(
-      'show the Node version and which tensor backends can run here (with --backend: activate it and show its attnlab kernels)',
+      'show the Node version and which tensor backends can run here (with --backend: activate it and show its ' +
+        'attnlab kernels)',
     )
     .addOption(backendOption())
     .option('--json', 'print JSON')

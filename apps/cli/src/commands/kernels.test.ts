@@ -27,19 +27,22 @@ describe('attnlab kernels', () => {
     expect(report.native.searched.length).toBeGreaterThan(0)
   })
 
-  it('status explains how to build when the native kernels are missing, and auto uses the WebAssembly kernels', async () => {
-    const empty = mkdtempSync(join(tmpdir(), 'attnlab-cli-no-native-'))
-    process.env.ATTNLAB_NATIVE_DIR = empty
-    try {
-      const io = captureOutput()
-      expect(await main(['kernels', 'status'])).toBe(0)
-      // The native addon may already be loaded in this process (first test); the status of the
-      // build folder is what is reported.
-      expect(io.out()).toContain('native kernels: not built; build them with: pnpm attnlab kernels build')
-    } finally {
-      rmSync(empty, { recursive: true, force: true })
-    }
-  })
+  it(
+    'status explains how to build when the native kernels ' + 'are missing, and auto uses the WebAssembly kernels',
+    async () => {
+      const empty = mkdtempSync(join(tmpdir(), 'attnlab-cli-no-native-'))
+      process.env.ATTNLAB_NATIVE_DIR = empty
+      try {
+        const io = captureOutput()
+        expect(await main(['kernels', 'status'])).toBe(0)
+        // The native addon may already be loaded in this process (first test); the status of the
+        // build folder is what is reported.
+        expect(io.out()).toContain('native kernels: not built; build them with: pnpm attnlab kernels build')
+      } finally {
+        rmSync(empty, { recursive: true, force: true })
+      }
+    },
+  )
 
   it.skipIf(native.state !== 'loadable')('build is a no-op when the build is up to date', async () => {
     const io = captureOutput()

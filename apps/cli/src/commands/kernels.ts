@@ -103,18 +103,21 @@ export function registerKernels(program: Command): void {
         return
       }
       console.log(
-        `--kernels ${mode} on the ${flags.backend} backend uses: ${chosen.error === undefined ? chosen.uses : `nothing (${chosen.error})`}`,
+        `--kernels ${mode} on the ${flags.backend} backend ` +
+          `uses: ${chosen.error === undefined ? chosen.uses : `nothing (${chosen.error})`}`,
       )
       if (mode !== 'auto' || flags.backend !== 'wasm')
         console.log(`(--kernels auto on the wasm backend uses: ${auto.uses})`)
       if (native.state === 'loadable') {
         console.log(
-          `native kernels: built (${report.native.cpuLevel}, threads available${report.native.openmp ? '' : ', no OpenMP simd'}) at ${native.path}`,
+          `native kernels: built (${report.native.cpuLevel}, threads ` +
+            `available${report.native.openmp ? '' : ', no OpenMP simd'}) at ${native.path}`,
         )
       } else {
         const why = native.state === 'stale' ? 'built from other sources' : 'not built'
         console.log(
-          `native kernels: ${why}; build them with: pnpm attnlab kernels build (searched ${native.searched.join(', ')})`,
+          `native kernels: ${why}; build them with: pnpm attnlab kernels build ` +
+            `(searched ${native.searched.join(', ')})`,
         )
       }
       if (auto.error !== undefined) console.log(`wasm backend: ${auto.error}`)

@@ -29,69 +29,73 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(names).toEqual(['induction', 'induction-gain', 'task', 'span-0', 'span-1', 'span-2'])
   })
 
-  it('locate --method cs finds the owning head, reports evaluations, the Lasso fit, controls, and writes the heatmap', async () => {
-    const plot = join(dir(), 'heads.svg')
-    const { code, stdout } = await runCli([
-      'knockout',
-      'locate',
-      '--model',
-      planted,
-      '--capability',
-      'span-2',
-      '--masks',
-      '6',
-      '--fraction',
-      '0.34',
-      '--design',
-      'iid',
-      '--top',
-      '1',
-      '--seed',
-      '0',
-      '--controls',
-      'span-0,span-1',
-      '--count',
-      '64',
-      '--plot',
-      plot,
-      '--backend',
-      'cpu',
-      '--json',
-    ])
-    expect(code).toBe(0)
-    const result = JSON.parse(stdout) as {
-      method: string
-      evaluations: number
-      top: { head: string; score: number }[]
-      lasso: { alpha: number; r2: number; coefficientUnit: string; scoreSd: number }
-      estimatedDrop: { head: string; drop: number }[]
-      heatmap: number[][]
-      budget: { exhaustiveSweep: number; exhaustivePairs: number }
-      effects: { rows: { capability: string; role: string; before: number; after: number }[]; ratio: number | string }
-    }
-    expect(result.method).toBe('compressed-sensing')
-    expect(result.evaluations).toBe(6)
-    expect(result.top.map((h) => h.head)).toEqual(['L0H2'])
-    expect(result.top[0]!.score).toBeLessThan(0)
-    expect(result.lasso.alpha).toBe(0.01)
-    // The coefficient's unit is stated, and converts to a drop in metric units.
-    expect(result.lasso.coefficientUnit).toMatch(
-      /standard deviations of the capability score across the masks, per knocked-out head/,
-    )
-    expect(result.lasso.scoreSd).toBeGreaterThan(0)
-    expect(result.estimatedDrop).toEqual([{ head: 'L0H2', drop: -result.top[0]!.score * result.lasso.scoreSd }])
-    expect(result.heatmap).toHaveLength(1)
-    expect(result.heatmap[0]).toHaveLength(3)
-    expect(result.budget).toEqual({ heads: 3, exhaustiveSweep: 4, exhaustivePairs: 6, defaultMasks: 3 })
-    expect(result.effects.rows.map((r) => [r.capability, r.role])).toEqual([
-      ['span-2', 'target'],
-      ['span-0', 'control'],
-      ['span-1', 'control'],
-    ])
-    expect(result.effects.rows[0]!.after).toBeGreaterThan(result.effects.rows[0]!.before)
-    expect(typeof result.effects.ratio === 'string' || (result.effects.ratio as number) >= 5).toBe(true)
-    expect(await readFile(plot, 'utf8')).toMatch(/^<svg/)
-  })
+  it(
+    'locate --method cs finds the owning head, reports ' +
+      'evaluations, the Lasso fit, controls, and writes the heatmap',
+    async () => {
+      const plot = join(dir(), 'heads.svg')
+      const { code, stdout } = await runCli([
+        'knockout',
+        'locate',
+        '--model',
+        planted,
+        '--capability',
+        'span-2',
+        '--masks',
+        '6',
+        '--fraction',
+        '0.34',
+        '--design',
+        'iid',
+        '--top',
+        '1',
+        '--seed',
+        '0',
+        '--controls',
+        'span-0,span-1',
+        '--count',
+        '64',
+        '--plot',
+        plot,
+        '--backend',
+        'cpu',
+        '--json',
+      ])
+      expect(code).toBe(0)
+      const result = JSON.parse(stdout) as {
+        method: string
+        evaluations: number
+        top: { head: string; score: number }[]
+        lasso: { alpha: number; r2: number; coefficientUnit: string; scoreSd: number }
+        estimatedDrop: { head: string; drop: number }[]
+        heatmap: number[][]
+        budget: { exhaustiveSweep: number; exhaustivePairs: number }
+        effects: { rows: { capability: string; role: string; before: number; after: number }[]; ratio: number | string }
+      }
+      expect(result.method).toBe('compressed-sensing')
+      expect(result.evaluations).toBe(6)
+      expect(result.top.map((h) => h.head)).toEqual(['L0H2'])
+      expect(result.top[0]!.score).toBeLessThan(0)
+      expect(result.lasso.alpha).toBe(0.01)
+      // The coefficient's unit is stated, and converts to a drop in metric units.
+      expect(result.lasso.coefficientUnit).toMatch(
+        /standard deviations of the capability score across the masks, per knocked-out head/,
+      )
+      expect(result.lasso.scoreSd).toBeGreaterThan(0)
+      expect(result.estimatedDrop).toEqual([{ head: 'L0H2', drop: -result.top[0]!.score * result.lasso.scoreSd }])
+      expect(result.heatmap).toHaveLength(1)
+      expect(result.heatmap[0]).toHaveLength(3)
+      expect(result.budget).toEqual({ heads: 3, exhaustiveSweep: 4, exhaustivePairs: 6, defaultMasks: 3 })
+      expect(result.effects.rows.map((r) => [r.capability, r.role])).toEqual([
+        ['span-2', 'target'],
+        ['span-0', 'control'],
+        ['span-1', 'control'],
+      ])
+      expect(result.effects.rows[0]!.after).toBeGreaterThan(result.effects.rows[0]!.before)
+      expect(typeof result.effects.ratio === 'string' || (result.effects.ratio as number) >= 5).toBe(true)
+      expect(await readFile(plot, 'utf8')).toMatch(/^<svg/)
+    },
+  )
 
   it('locate --method cs states the coefficient unit and the estimated drop in the human summary', async () => {
     const { code, stdout } = await runCli([
@@ -123,7 +127,11 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
       /top heads \(Lasso coefficient, sd units; estimated drop \(loss\)\): L0H2 -\d+\.\d{4} \(drop ~\d/,
     )
     expect(stdout).toMatch(
-      /coefficient = Lasso weight on the head's knockout bit \(1 = knocked out\), in standard deviations of the loss score across the 6 masks \(sd [\d.e-]+ loss nats\) per knocked-out head; negative = needed/,
+      new RegExp(
+        /coefficient = Lasso weight on the head's knockout bit \(1 = knocked out\), in standard deviations /.source +
+          /of the loss score across the 6 masks \(sd [\d.e-]+ loss nats\) per knocked-out head; negative = /.source +
+          /needed/.source,
+      ),
     )
   })
 
@@ -247,42 +255,50 @@ describe('attnlab knockout (planted minimal model: head h owns span h)', () => {
     expect(stderr).toMatch(/'text' is not available for this model \(it needs a tokenizer\)/)
   })
 
-  it('locate with the default cs budget sweeps instead when k log N masks would not save half (3 heads: 5 masks vs 4)', async () => {
-    const { code, stdout } = await runCli([
-      'knockout',
-      'locate',
-      '--model',
-      planted,
-      '--capability',
-      'span-1',
-      '--count',
-      '32',
-      '--controls',
-      'none',
-      '--backend',
-      'cpu',
-      '--json',
-    ])
-    expect(code).toBe(0)
-    const result = JSON.parse(stdout) as {
-      method: string
-      evaluations: number
-      notes: string[]
-      budget: { defaultMasks: number; exhaustiveSweep: number }
-    }
-    expect(result.method).toBe('exhaustive')
-    expect(result.evaluations).toBe(4)
-    expect(result.budget).toMatchObject({ defaultMasks: 5, exhaustiveSweep: 4 })
-    expect(result.notes.join(' ')).toMatch(
-      /compressed sensing would need 5 masks for k = 3 of 3 heads, not under half the exhaustive sweep's 4: ran the exact sweep/,
-    )
-  })
+  it(
+    'locate with the default cs budget sweeps instead when ' +
+      'k log N masks would not save half (3 heads: 5 masks vs 4)',
+    async () => {
+      const { code, stdout } = await runCli([
+        'knockout',
+        'locate',
+        '--model',
+        planted,
+        '--capability',
+        'span-1',
+        '--count',
+        '32',
+        '--controls',
+        'none',
+        '--backend',
+        'cpu',
+        '--json',
+      ])
+      expect(code).toBe(0)
+      const result = JSON.parse(stdout) as {
+        method: string
+        evaluations: number
+        notes: string[]
+        budget: { defaultMasks: number; exhaustiveSweep: number }
+      }
+      expect(result.method).toBe('exhaustive')
+      expect(result.evaluations).toBe(4)
+      expect(result.budget).toMatchObject({ defaultMasks: 5, exhaustiveSweep: 4 })
+      expect(result.notes.join(' ')).toMatch(
+        new RegExp(
+          /compressed sensing would need 5 masks for k = 3 of 3 heads, not under half the exhaustive /.source +
+            /sweep's 4: ran the exact sweep/.source,
+        ),
+      )
+    },
+  )
 })
 
 const aidreams = fileURLToPath(new URL('../../../../../shared/models/aidreams260K/model.bin', import.meta.url))
 
 describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () => {
-  it('the default run sweeps the 16 heads exactly (17 evaluations: k log N = 15 masks would not save half), not 100', async () => {
+  it('the default run sweeps the 16 heads exactly (17 ' +
+    'evaluations: k log N = 15 masks would not save half), not 100', async () => {
     const args = [
       'knockout',
       'locate',
@@ -307,7 +323,8 @@ describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () 
     expect(sensed).toMatchObject({ method: 'compressed-sensing', evaluations: 15 })
   }, 120_000)
 
-  it('warns that there is nothing to localize for a capability the model lacks (induction: worse than a uniform guess)', async () => {
+  it('warns that there is nothing to localize for a capability ' +
+    'the model lacks (induction: worse than a uniform guess)', async () => {
     const { code, stdout, stderr } = await runCli([
       'knockout',
       'locate',
@@ -327,7 +344,10 @@ describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () 
     ])
     expect(code).toBe(0)
     expect(stderr).toMatch(
-      /attnlab: warning: the model does not show 'induction': its clean logprob is -\d+\.\d\d nats per token, no better than chance \(-6\.24\); there is nothing to localize/,
+      new RegExp(
+        /attnlab: warning: the model does not show 'induction': its clean logprob is -\d+\.\d\d nats per /.source +
+          /token, no better than chance \(-6\.24\); there is nothing to localize/.source,
+      ),
     )
     expect((JSON.parse(stdout) as { warnings: string[] }).warnings).toHaveLength(1)
   }, 120_000)

@@ -4,7 +4,8 @@
  *
  * ```
  * attnlab knockout capabilities --model PATH
- * attnlab knockout locate --model PATH --capability induction [--method cs|exhaustive|greedy] [--masks M --fraction F --top 5 --seed 0] [--plot heads.svg] --json
+ * attnlab knockout locate --model PATH --capability induction [--method cs|exhaustive|greedy] \
+ *   [--masks M --fraction F --top 5 --seed 0] [--plot heads.svg] --json
  * attnlab knockout ablate --model PATH --heads L0H1,L2H3 --mode zero|mean|resample --capabilities induction,text --json
  * ```
  *
@@ -42,6 +43,7 @@ import {
   type CompressedSensingResult,
   type LocalizationResult,
 } from '@attnlab/knockout'
+import type { Task } from '@attnlab/markov'
 import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
@@ -149,7 +151,7 @@ async function prepare(flags: CommonFlags): Promise<Prepared> {
   const loaded = await loadModel(flags.model, flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer })
   try {
     const { dVocab, nCtx } = loaded.model.config
-    let task
+    let task: Task | undefined
     if (loaded.format === 'checkpoint') {
       const { extra } = await loadCheckpoint(
         flags.model.endsWith('.json') || flags.model.endsWith('.safetensors') ? dirname(flags.model) : flags.model,
@@ -201,7 +203,8 @@ function commonOptions(command: Command): Command {
     .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
     .option(
       '--text <file>',
-      'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in held-out set)',
+      'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in ' +
+        'held-out set)',
     )
     .option(
       '--count <n>',
@@ -223,11 +226,14 @@ function commonOptions(command: Command): Command {
 
 function effectsTable(report: EffectsReport): string[] {
   const lines = [
-    `  ${'capability'.padEnd(22)} ${'role'.padEnd(8)} ${'metric'.padEnd(9)} ${'before'.padStart(10)} ${'after'.padStart(10)} ${'change'.padStart(10)}`,
+    `  ${'capability'.padEnd(22)} ${'role'.padEnd(8)} ${'metric'.padEnd(9)} ` +
+      `${'before'.padStart(10)} ${'after'.padStart(10)} ${'change'.padStart(10)}`,
   ]
   for (const row of report.rows) {
     lines.push(
-      `  ${row.capability.padEnd(22)} ${row.role.padEnd(8)} ${row.metric.padEnd(9)} ${row.before.toFixed(4).padStart(10)} ${row.after.toFixed(4).padStart(10)} ${((row.change >= 0 ? '+' : '') + row.change.toFixed(4)).padStart(10)}`,
+      `  ${row.capability.padEnd(22)} ${row.role.padEnd(8)} ${row.metric.padEnd(9)} ` +
+        `${row.before.toFixed(4).padStart(10)} ${row.after.toFixed(4).padStart(10)} ` +
+        `${((row.change >= 0 ? '+' : '') + row.change.toFixed(4)).padStart(10)}`,
     )
   }
   if (report.ratio !== null) {
@@ -277,8 +283,10 @@ function metricUnit(metric: string): string {
 export function coefficientLegend(result: CompressedSensingResult): string {
   const sd = coefficientScale(result)
   return (
-    `  coefficient = Lasso weight on the head's knockout bit (1 = knocked out), in standard deviations of the ${result.metric} score across the ${result.masks.count} masks ` +
-    `(sd ${sd.toPrecision(3)} ${metricUnit(result.metric)}) per knocked-out head; negative = needed; drop ~ -coefficient x sd (metric units, shrunk by the Lasso)`
+    `  coefficient = Lasso weight on the head's knockout bit (1 = knocked out), in standard deviations of ` +
+    `the ${result.metric} score across the ${result.masks.count} masks ` +
+    `(sd ${sd.toPrecision(3)} ${metricUnit(result.metric)}) per knocked-out head; negative = needed; drop ~ ` +
+    `-coefficient x sd (metric units, shrunk by the Lasso)`
   )
 }
 
@@ -315,7 +323,8 @@ function resultJson(result: LocalizationResult) {
         intercept: result.fit.intercept,
         iterations: result.fit.iterations,
         converged: result.fit.converged,
-        // top[].score is a coefficient in sd of the score across the masks per knocked-out head; scoreSd converts it to metric units.
+        // top[].score is a coefficient in sd of the score across the masks per knocked-out head; scoreSd converts
+        // it to metric units.
         coefficientUnit:
           'standard deviations of the capability score across the masks, per knocked-out head (negative = needed)',
         scoreSd: coefficientScale(result),
@@ -332,7 +341,8 @@ export function registerKnockout(program: Command): void {
   const knockout = program
     .command('knockout')
     .description(
-      'find the attention heads a capability needs: head ablations, compressed-sensing localization, off-target controls',
+      'find the attention heads a capability needs: head ablations, compressed-sensing localization, off-target ' +
+        'controls',
     )
 
   commonOptions(
@@ -399,10 +409,14 @@ export function registerKnockout(program: Command): void {
     .addOption(forceOption('an existing --plot file'))
     .addHelpText(
       'after',
-      '\nScores: exhaustive / greedy rank by the performance drop when a head is knocked out (metric units, positive = needed).\n' +
-        "cs ranks by the Lasso coefficient on the head's knockout bit (1 = out), fitted to the scores standardized across the masks:\n" +
-        'its unit is standard deviations of the score across the masks per knocked-out head (negative = needed); the output also\n' +
-        'gives -coefficient x sd, an estimate of the drop in metric units (shrunk by the Lasso; --json: lasso.scoreSd, estimatedDrop).',
+      '\nScores: exhaustive / greedy rank by the performance drop when a head is knocked out (metric units, positive ' +
+        '= needed).\n' +
+        "cs ranks by the Lasso coefficient on the head's knockout bit (1 = out), fitted to the scores standardized " +
+        'across the masks:\n' +
+        'its unit is standard deviations of the score across the masks per knocked-out head (negative = needed); the ' +
+        'output also\n' +
+        'gives -coefficient x sd, an estimate of the drop in metric units (shrunk by the Lasso; --json: ' +
+        'lasso.scoreSd, estimatedDrop).',
     )
     .action(async (flags: LocateFlags) => {
       parseCapabilityName(flags.capability)
@@ -494,7 +508,8 @@ export function registerKnockout(program: Command): void {
             ? `, Lasso alpha ${result.fit.alpha.toPrecision(3)}, R^2 ${result.fit.r2.toFixed(3)}`
             : ''
         console.log(
-          `${result.method} (${result.mode} ablation): ${result.evaluations} evaluations in ${result.forwardPasses} forward passes, ${result.seconds.toFixed(1)} s${fit}`,
+          `${result.method} (${result.mode} ablation): ${result.evaluations} evaluations in ${result.forwardPasses} ` +
+            `forward passes, ${result.seconds.toFixed(1)} s${fit}`,
         )
         console.log(
           `  (an exhaustive sweep needs ${budget.exhaustiveSweep}, all heads and pairs ${budget.exhaustivePairs})`,
@@ -504,14 +519,15 @@ export function registerKnockout(program: Command): void {
           const heads = result.top.map(
             (h) => `${formatHead(h)} ${h.score.toFixed(4)} (drop ~${(-h.score * sd).toPrecision(3)})`,
           )
-          console.log(
-            `top heads (Lasso coefficient, sd units; estimated drop (${result.metric})): ${heads.length === 0 ? 'none (no head has a negative coefficient)' : heads.join(', ')}`,
-          )
+          const listed = heads.length === 0 ? 'none (no head has a negative coefficient)' : heads.join(', ')
+          console.log(`top heads (Lasso coefficient, sd units; estimated drop (${result.metric})): ${listed}`)
           console.log(coefficientLegend(result))
         } else {
-          console.log(
-            `top heads (drop (${result.metric})): ${result.top.length === 0 ? 'none (knocking out no single head hurts)' : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')}`,
-          )
+          const listed =
+            result.top.length === 0
+              ? 'none (knocking out no single head hurts)'
+              : result.top.map((h) => `${formatHead(h)} ${h.score.toFixed(4)}`).join(', ')
+          console.log(`top heads (drop (${result.metric})): ${listed}`)
         }
         console.log(`knocking out ${result.top.length === 0 ? 'no heads' : result.top.map(formatHead).join(', ')}:`)
         for (const line of effectsTable(effects)) console.log(line)

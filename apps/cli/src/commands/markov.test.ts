@@ -77,15 +77,18 @@ describe('attnlab markov sample', () => {
       expect(file.tensors.get('tokens')?.shape[0]).toBe(7)
     }
   })
-  it('--out naming an existing directory or a file in a missing one is a usage error (exit 2) before sampling', async () => {
-    expect(await main(['markov', 'sample', ...CHAIN, '--out', dir()])).toBe(2)
-    expect(errors.join('')).toContain(`--out: '${dir()}' is a directory; name the file to write inside it`)
-    expect(errors.join('')).not.toMatch(/EISDIR|rename/)
-    errors.length = 0
-    expect(await main(['markov', 'sample', ...CHAIN, '--out', join(dir(), 'absent', 'x.safetensors')])).toBe(2)
-    expect(errors.join('')).toMatch(/--out: directory '.*absent' does not exist/)
-    expect(logs).toEqual([])
-  })
+  it(
+    '--out naming an existing directory or a file in a ' + 'missing one is a usage error (exit 2) before sampling',
+    async () => {
+      expect(await main(['markov', 'sample', ...CHAIN, '--out', dir()])).toBe(2)
+      expect(errors.join('')).toContain(`--out: '${dir()}' is a directory; name the file to write inside it`)
+      expect(errors.join('')).not.toMatch(/EISDIR|rename/)
+      errors.length = 0
+      expect(await main(['markov', 'sample', ...CHAIN, '--out', join(dir(), 'absent', 'x.safetensors')])).toBe(2)
+      expect(errors.join('')).toMatch(/--out: directory '.*absent' does not exist/)
+      expect(logs).toEqual([])
+    },
+  )
 })
 
 describe('attnlab markov oracle', () => {

@@ -2,13 +2,13 @@
  * `attnlab markov sample | oracle`: data for the learning-dynamics experiments and the loss
  * floors / plateau lines a loss curve is compared against (`@attnlab/markov`).
  */
-import { Command, Help, Option } from 'commander'
+import { type Command, Help, Option } from 'commander'
 import { Rng, formatNumber } from '@attnlab/core'
 import { writeSafetensorsFile } from '@attnlab/core/node'
 import {
-  CellularAutomatonTask,
+  type CellularAutomatonTask,
   DEFAULT_MAX_EXACT_STATES,
-  IclMarkovTask,
+  type IclMarkovTask,
   LinearMapTask,
   SparseMarkovTask,
   TASK_KINDS,
@@ -191,7 +191,8 @@ export function registerMarkov(program: Command): void {
     if (options.json) console.log(JSON.stringify(summary, null, 2))
     else
       console.log(
-        `wrote ${batch.batchSize} sequences x ${batch.seqLength} tokens (${task.kind}, vocab ${task.vocabSize}) to ${options.out}`,
+        `wrote ${batch.batchSize} sequences x ${batch.seqLength} tokens (${task.kind}, vocab ${task.vocabSize}) ` +
+          `to ${options.out}`,
       )
   })
 
@@ -199,7 +200,8 @@ export function registerMarkov(program: Command): void {
     markov
       .command('oracle')
       .description(
-        'loss floors in nats: restricted-context entropies (sparse-markov), closed-form floor (linear-map), in-context Bayes loss (cellular-automaton, icl-markov)',
+        'loss floors in nats: restricted-context entropies (sparse-markov), closed-form floor (linear-map), ' +
+          'in-context Bayes loss (cellular-automaton, icl-markov)',
       )
       .addOption(
         new Option('--method <method>', 'sparse-markov: exact enumeration, Monte-Carlo, or exact when it fits')
@@ -272,14 +274,16 @@ export function registerMarkov(program: Command): void {
 function computeOracle(task: AnyTask, options: OracleOptions): Record<string, unknown> {
   const base = { task: task.describe(), units: 'nats' }
   if (task instanceof SparseMarkovTask) {
-    const states = Math.pow(task.vocabSize, task.contextLength)
+    const states = task.vocabSize ** task.contextLength
     const exact = options.method === 'exact' || (options.method === 'auto' && states <= options.maxStates)
     if (exact && states > options.maxStates) {
       // Said in flags: the library's error names its own functions.
       const raise = states <= 2 ** 28 ? ` or raise --max-states to ${formatNumber(states)}` : ''
       throw new UsageError(
-        `--method exact enumerates d^C = ${task.vocabSize}^${task.contextLength} = ${states.toExponential(2)} windows, more than ` +
-          `--max-states ${formatNumber(options.maxStates)}; use --method monte-carlo (estimates with standard errors)${raise}`,
+        `--method exact enumerates d^C = ${task.vocabSize}^${task.contextLength} = ${states.toExponential(2)} ` +
+          `windows, more than ` +
+          `--max-states ${formatNumber(options.maxStates)}; use --method monte-carlo (estimates with standard ` +
+          `errors)${raise}`,
       )
     }
     if (exact) {
@@ -297,7 +301,8 @@ function computeOracle(task: AnyTask, options: OracleOptions): Record<string, un
     }
     if (options.method === 'auto' && !options.json) {
       console.error(
-        `attnlab: d^C = ${states.toExponential(2)} windows is beyond the exact oracle (--max-states ${options.maxStates}); estimating by Monte Carlo`,
+        `attnlab: d^C = ${states.toExponential(2)} windows is beyond the exact oracle ` +
+          `(--max-states ${options.maxStates}); estimating by Monte Carlo`,
       )
     }
     const estimate = restrictedContextEntropyMonteCarlo(task, {
@@ -362,7 +367,9 @@ function printOracle(result: Record<string, unknown>): void {
     const values = result.restrictedContextEntropy as (number | null)[]
     const errors = (result.restrictedContextEntropyStandardError as (number | null)[] | undefined) ?? []
     console.log(`${task.kind}: restricted-context entropy H_n (nats, ${String(result.method)}), pooled over positions`)
-    values.forEach((h, n) => console.log(`  H_${n} = ${fmt(h, errors[n])}`))
+    values.forEach((h, n) => {
+      console.log(`  H_${n} = ${fmt(h, errors[n])}`)
+    })
     console.log(`  teacher entropy = ${fmt(result.teacherEntropy, result.teacherEntropyStandardError)}`)
     const trunc = result.truncatedTeacherCrossEntropy as (number | null)[]
     console.log(`  truncated-teacher cross-entropy (k = 0..K): ${trunc.map((x) => fmt(x)).join(', ')}`)
@@ -392,6 +399,7 @@ function printOracle(result: Record<string, unknown>): void {
     return
   }
   console.log(
-    `${task.kind}: Bayes loss ${fmt(result.bayesLoss, result.bayesLossStandardError)} nats per scored token (chance ${fmt(result.chanceLoss)})`,
+    `${task.kind}: Bayes loss ${fmt(result.bayesLoss, result.bayesLossStandardError)} nats per scored token ` +
+      `(chance ${fmt(result.chanceLoss)})`,
   )
 }

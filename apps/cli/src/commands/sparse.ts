@@ -28,6 +28,8 @@ import {
   budgetFor,
   combine,
   createKernel,
+  type SequenceDecodeResult,
+  type SequencePrefillResult,
   type SparseAttentionKernel,
   type SparseMethodName,
 } from '@attnlab/sparse-attention'
@@ -287,7 +289,8 @@ export function attentionKernelFromFlags(
         ),
       ]
       throw new UsageError(
-        `${flag} does not apply to ${spec}${own.length > 0 ? ` (its flags: ${own.join(', ')})` : ' (it has no parameters)'}`,
+        `${flag} does not apply ` +
+          `to ${spec}${own.length > 0 ? ` (its flags: ${own.join(', ')})` : ' (it has no parameters)'}`,
       )
     }
     for (const i of users) (overrides[i] as Record<string, unknown>)[f.key] = f.key === 'sharePages' ? false : value
@@ -323,7 +326,8 @@ function tensor(
   const entry = file.tensors.get(name)
   if (entry === undefined) {
     throw new SafetensorsError(
-      `tensor '${name}' is missing: expected ${meaning} (tensors present: ${[...file.tensors.keys()].join(', ') || 'none'})`,
+      `tensor '${name}' is missing: expected ${meaning} (tensors ` +
+        `present: ${[...file.tensors.keys()].join(', ') || 'none'})`,
       name,
     )
   }
@@ -429,7 +433,7 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
           kNew: tf.tensor2d(input.step.kNew, [input.nKvHeads, input.dHead]),
           vNew: tf.tensor2d(input.step.vNew, [input.nKvHeads, input.dValue]),
         }
-  let result
+  let result: SequencePrefillResult | SequenceDecodeResult
   try {
     result = step === null ? applyPrefill(kernel, qkv, { scale }) : applyDecode(kernel, qkv, step, { scale })
   } finally {
@@ -605,7 +609,8 @@ export function registerSparse(program: Command): void {
     .addOption(new Option('--method <name>', 'the method').choices(Object.keys(SPARSE_METHODS)).makeOptionMandatory())
     .requiredOption(
       '--qkv <file>',
-      'input safetensors: q [H, T, dHead], k, v [Hkv, T, d] (float32); decode methods also q_new [H, dHead], k_new, v_new [Hkv, d]',
+      'input safetensors: q [H, T, dHead], k, v [Hkv, T, d] (float32); decode methods also q_new [H, dHead], k_new, ' +
+        'v_new [Hkv, d]',
     )
     .requiredOption(
       '--out <file>',
@@ -625,7 +630,8 @@ export function registerSparse(program: Command): void {
     .option('--json', 'print the report as JSON')
     .addHelpText(
       'after',
-      `\n${SPARSITY_HELP}\n  --json: sparsity.exact, sparsity.reported (raw, may be < 0), sparsity.reportedClamped, sparsity.budgetExceedsPrompt.`,
+      `\n${SPARSITY_HELP}\n  --json: sparsity.exact, sparsity.reported (raw, may be < 0), sparsity.reportedClamped, ` +
+        `sparsity.budgetExceedsPrompt.`,
     )
     .action(async (options: ApplyOptions) => {
       const report = await runApply(options)
@@ -635,17 +641,20 @@ export function registerSparse(program: Command): void {
       }
       const sparsity = report.sparsity as { exact: number; reported: number; budgetExceedsPrompt: boolean }
       const reported = sparsity.budgetExceedsPrompt
-        ? `0 (budget exceeds the prompt: the study's accounting gives ${sparsity.reported.toFixed(4)} < 0, i.e. the method keeps every causal pair)`
+        ? `0 (budget exceeds the prompt: the study's accounting gives ${sparsity.reported.toFixed(4)} < 0, i.e. the ` +
+          `method keeps every causal pair)`
         : sparsity.reported.toFixed(4)
       console.log(
-        `${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) sparsity ${reported}; wrote ${options.out}`,
+        `${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) ` +
+          `sparsity ${reported}; wrote ${options.out}`,
       )
     })
 
   const compare = sparse
     .command('compare')
     .description(
-      'compare methods with dense attention on a model and prompt: top-1 agreement and KL(dense || sparse) of next-token distributions, with both sparsities',
+      'compare methods with dense attention on a model and prompt: top-1 agreement and KL(dense || sparse) of ' +
+        'next-token distributions, with both sparsities',
     )
     .requiredOption('--model <path>', MODEL_PATH_HELP)
     .option('--tokenizer <path>', 'llama2.c tokenizer.bin (default: the one beside the model)')
@@ -673,9 +682,11 @@ export function registerSparse(program: Command): void {
     .option('--json', 'print the report as JSON')
     .addHelpText(
       'after',
-      `\n${SPARSITY_HELP}\n  A row whose exact and reported sparsities both stay more than ${TARGET_SPARSITY_TOLERANCE} below its target gets a warning\n` +
+      `\n${SPARSITY_HELP}\n  A row whose exact and reported sparsities both stay more ` +
+        `than ${TARGET_SPARSITY_TOLERANCE} below its target gets a warning\n` +
         "  naming what it achieved (short prompts: a method's smallest budget may already keep most pairs).\n" +
-        '  --json rows: exactSparsity, reportedSparsity (raw, may be < 0), reportedSparsityClamped, budgetExceedsPrompt, targetReached.',
+        '  --json rows: exactSparsity, reportedSparsity (raw, may be < 0), reportedSparsityClamped, ' +
+        'budgetExceedsPrompt, targetReached.',
     )
     .action(async (options: CompareFlags) => {
       const report = await runCompare(options)
@@ -689,7 +700,9 @@ export function registerSparse(program: Command): void {
       for (const r of rows) {
         const reported = `${r.reportedSparsityClamped.toFixed(3)}${r.budgetExceedsPrompt ? '*' : ''}`
         console.log(
-          `${r.method.padEnd(15)} ${r.targetSparsity.toFixed(2).padStart(6)} ${r.exactSparsity.toFixed(3).padStart(6)} ${reported.padStart(9)} ${r.top1Agreement.toFixed(3).padStart(6)} ${r.klDenseSparse.toExponential(3).padStart(11)}`,
+          `${r.method.padEnd(15)} ${r.targetSparsity.toFixed(2).padStart(6)} ` +
+            `${r.exactSparsity.toFixed(3).padStart(6)} ${reported.padStart(9)} ` +
+            `${r.top1Agreement.toFixed(3).padStart(6)} ${r.klDenseSparse.toExponential(3).padStart(11)}`,
         )
       }
       for (const line of compareNotes(rows, report.promptTokens as number)) console.log(line)

@@ -185,64 +185,71 @@ describe('attnlab train', () => {
     expect(io.err()).toMatch(/INVALID_CHECKPOINT/)
   })
 
-  it("--resume without --steps / --eval-every continues to the run's own, accepts unchanged flags, refuses a finished run", async () => {
-    const dir = join(root(), 'own-steps')
-    const errors: string[] = []
-    vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void errors.push(args.join(' ')))
-    vi.spyOn(console, 'log').mockImplementation((line: unknown) => {
-      if (String(line).startsWith('step 4/')) process.emit('SIGTERM')
-    })
-    const run = ['train', ...TINY.filter((a, i, all) => a !== '--eval-every' && all[i - 1] !== '--eval-every')]
-    expect(await main([...run, '--eval-every', '2', '--steps', '9', '--out', dir])).toBe(143)
-    expect(errors.join('\n')).toMatch(/interrupted at step 4 of 9/)
-    vi.restoreAllMocks()
-    let io = captureOutput()
-    // --batch 16 and --preset minimal repeat the run's values: not a change.
-    expect(
-      await main(['train', '--resume', dir, '--batch', '16', '--preset', 'minimal', '--backend', 'cpu', '--json']),
-    ).toBe(0)
-    const summary = JSON.parse(io.out())
-    expect(summary.steps).toBe(9)
-    expect(summary.evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9])
-    expect((await loadCheckpoint(dir)).trainerState!.step).toBe(9)
-    vi.restoreAllMocks()
-    io = captureOutput()
-    expect(await main(['train', '--resume', dir, '--batch', '32', '--backend', 'cpu'])).toBe(2)
-    expect(io.err()).toMatch(/--batch cannot change when resuming \(the run has --batch 16; /)
-    vi.restoreAllMocks()
-    io = captureOutput()
-    expect(await main(['train', '--resume', dir, '--backend', 'cpu', '--json'])).toBe(2)
-    expect(io.err()).toMatch(/the run already finished \(its checkpoint is at step 9 of 9\); give --steps N above 9/)
-    expect(io.out()).toBe('')
-    vi.restoreAllMocks()
-    io = captureOutput()
-    expect(await main(['train', '--resume', dir, '--steps', '11', '--backend', 'cpu', '--json'])).toBe(0)
-    expect(JSON.parse(io.out()).evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9, 10, 11])
-  })
+  it(
+    "--resume without --steps / --eval-every continues to the run's own, accepts unchanged flags, refuses a " +
+      'finished run',
+    async () => {
+      const dir = join(root(), 'own-steps')
+      const errors: string[] = []
+      vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void errors.push(args.join(' ')))
+      vi.spyOn(console, 'log').mockImplementation((line: unknown) => {
+        if (String(line).startsWith('step 4/')) process.emit('SIGTERM')
+      })
+      const run = ['train', ...TINY.filter((a, i, all) => a !== '--eval-every' && all[i - 1] !== '--eval-every')]
+      expect(await main([...run, '--eval-every', '2', '--steps', '9', '--out', dir])).toBe(143)
+      expect(errors.join('\n')).toMatch(/interrupted at step 4 of 9/)
+      vi.restoreAllMocks()
+      let io = captureOutput()
+      // --batch 16 and --preset minimal repeat the run's values: not a change.
+      expect(
+        await main(['train', '--resume', dir, '--batch', '16', '--preset', 'minimal', '--backend', 'cpu', '--json']),
+      ).toBe(0)
+      const summary = JSON.parse(io.out())
+      expect(summary.steps).toBe(9)
+      expect(summary.evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9])
+      expect((await loadCheckpoint(dir)).trainerState!.step).toBe(9)
+      vi.restoreAllMocks()
+      io = captureOutput()
+      expect(await main(['train', '--resume', dir, '--batch', '32', '--backend', 'cpu'])).toBe(2)
+      expect(io.err()).toMatch(/--batch cannot change when resuming \(the run has --batch 16; /)
+      vi.restoreAllMocks()
+      io = captureOutput()
+      expect(await main(['train', '--resume', dir, '--backend', 'cpu', '--json'])).toBe(2)
+      expect(io.err()).toMatch(/the run already finished \(its checkpoint is at step 9 of 9\); give --steps N above 9/)
+      expect(io.out()).toBe('')
+      vi.restoreAllMocks()
+      io = captureOutput()
+      expect(await main(['train', '--resume', dir, '--steps', '11', '--backend', 'cpu', '--json'])).toBe(0)
+      expect(JSON.parse(io.out()).evaluations.map((e: { step: number }) => e.step)).toEqual([2, 4, 6, 8, 9, 10, 11])
+    },
+  )
 
-  it('--resume finishes a save killed between its renames from the complete copy, and names one it cannot verify', async () => {
-    const dir = join(root(), 'crashed')
-    captureOutput()
-    expect(await main(['train', ...TINY, '--steps', '2', '--out', dir])).toBe(0)
-    // What a save killed after moving the old checkpoint aside leaves: only temporaries.
-    await rename(dir, join(root(), '.crashed.tmp-k1.done'))
-    await mkdir(join(root(), '.crashed.tmp-k1.old'))
-    vi.restoreAllMocks()
-    let io = captureOutput()
-    expect(await main(['train', '--resume', dir, '--steps', '4', '--backend', 'cpu', '--json'])).toBe(0)
-    expect(JSON.parse(io.out()).steps).toBe(4)
-    expect((await readdir(root())).filter((name) => name.startsWith('.crashed.'))).toEqual([])
-    // A copy that may be half-written is not used, but pointed at.
-    await rename(dir, join(root(), '.crashed.tmp-k2'))
-    vi.restoreAllMocks()
-    io = captureOutput()
-    expect(await main(['train', '--resume', dir, '--steps', '6', '--backend', 'cpu'])).toBe(2)
-    expect(io.err()).toMatch(
-      /crashed' does not exist; an interrupted save left '.*\.crashed\.tmp-k2', not verifiably complete/,
-    )
-    expect((await readdir(join(root(), '.crashed.tmp-k2'))).sort()).toContain('manifest.json')
-    await rm(join(root(), '.crashed.tmp-k2'), { recursive: true })
-  })
+  it(
+    '--resume finishes a save killed between its renames ' + 'from the complete copy, and names one it cannot verify',
+    async () => {
+      const dir = join(root(), 'crashed')
+      captureOutput()
+      expect(await main(['train', ...TINY, '--steps', '2', '--out', dir])).toBe(0)
+      // What a save killed after moving the old checkpoint aside leaves: only temporaries.
+      await rename(dir, join(root(), '.crashed.tmp-k1.done'))
+      await mkdir(join(root(), '.crashed.tmp-k1.old'))
+      vi.restoreAllMocks()
+      let io = captureOutput()
+      expect(await main(['train', '--resume', dir, '--steps', '4', '--backend', 'cpu', '--json'])).toBe(0)
+      expect(JSON.parse(io.out()).steps).toBe(4)
+      expect((await readdir(root())).filter((name) => name.startsWith('.crashed.'))).toEqual([])
+      // A copy that may be half-written is not used, but pointed at.
+      await rename(dir, join(root(), '.crashed.tmp-k2'))
+      vi.restoreAllMocks()
+      io = captureOutput()
+      expect(await main(['train', '--resume', dir, '--steps', '6', '--backend', 'cpu'])).toBe(2)
+      expect(io.err()).toMatch(
+        /crashed' does not exist; an interrupted save left '.*\.crashed\.tmp-k2', not verifiably complete/,
+      )
+      expect((await readdir(join(root(), '.crashed.tmp-k2'))).sort()).toContain('manifest.json')
+      await rm(join(root(), '.crashed.tmp-k2'), { recursive: true })
+    },
+  )
 
   it('never deletes what is in --out without --force: user files, a plain file, an earlier checkpoint', async () => {
     const user = join(root(), 'userdir')
@@ -260,7 +267,10 @@ describe('attnlab train', () => {
       [file, /--out .*plain-file is a file; pick another path, or pass --force/],
       [
         checkpoint,
-        /--out .*earlier holds a checkpoint; continue it with --resume .*earlier, pick another --out, or replace it with --force/,
+        new RegExp(
+          /--out .*earlier holds a checkpoint; continue it with --resume .*earlier, pick another --out, or /.source +
+            /replace it with --force/.source,
+        ),
       ],
     ]
     for (const [out, pattern] of cases) {

@@ -121,7 +121,8 @@ async function checkOut(out: string, force: boolean): Promise<void> {
     if (state.kind === 'directory' && state.entries.length > 0) {
       if (state.entries.includes('manifest.json')) {
         throw new UsageError(
-          `--out ${out} holds a checkpoint; continue it with --resume ${out}, pick another --out, or replace it with --force`,
+          `--out ${out} holds a checkpoint; continue it with --resume ${out}, pick another --out, or replace it with ` +
+            `--force`,
         )
       }
       throw new UsageError(
@@ -284,7 +285,9 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
             ?.map((groups) => groups.map((m) => m.toFixed(2)).join('/'))
             .join(' ')
           console.log(
-            `step ${record.step}/${flags.steps}  train ${Number.isNaN(record.trainLoss) ? '-' : record.trainLoss.toFixed(4)}  val ${record.validationLoss.toFixed(4)} nats` +
+            `step ${record.step}/${flags.steps}  ` +
+              `train ${Number.isNaN(record.trainLoss) ? '-' : record.trainLoss.toFixed(4)}  ` +
+              `val ${record.validationLoss.toFixed(4)} nats` +
               (masses === undefined ? '' : `  span mass per head ${masses}`) +
               `  lr ${record.lr.toPrecision(3)}`,
           )
@@ -315,13 +318,15 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   if (result.stopped) {
     throw new AttnlabError(
       'INTERRUPTED',
-      `interrupted at step ${result.steps} of ${flags.steps}; the checkpoint in ${out} holds it: continue with --resume ${out}`,
+      `interrupted at step ${result.steps} of ${flags.steps}; the checkpoint in ${out} holds it: continue with ` +
+        `--resume ${out}`,
       { step: result.steps },
     )
   }
   if (!flags.json) {
     console.log(
-      `done at step ${result.steps}: train ${result.finalTrainLoss?.toFixed(4) ?? '-'}  val ${result.finalValidationLoss.toFixed(4)} nats, ` +
+      `done at step ${result.steps}: train ${result.finalTrainLoss?.toFixed(4) ?? '-'}  ` +
+        `val ${result.finalValidationLoss.toFixed(4)} nats, ` +
         `${formatTokens(result.tokensPerSecond)} training tokens/s on ${backend}; checkpoint in ${out}`,
     )
   }
@@ -340,7 +345,8 @@ export function registerTrain(program: Command): void {
     .option('--seed <n>', 'seed of initialisation, data and validation', intParser('--seed'), 0)
     .option(
       '--out <dir>',
-      'checkpoint directory (written atomically); must be new or empty unless --force (default with --resume: the resumed directory)',
+      'checkpoint directory (written atomically); must be new or empty unless --force (default with --resume: the ' +
+        'resumed directory)',
     )
     .option(
       '--resume <dir>',
