@@ -4,7 +4,8 @@
  * - Tensors are tfjs-core's `Tensor` types, never wrapped.
  * - {@link useBackend} / {@link defaultBackend}: the only place a backend is chosen (by apps).
  * - {@link Rng}: seeded, splittable randomness (one seed fixes data, init and sampling).
- * - {@link Task} / {@link TokenBatch}: the contract data generators implement and trainers read.
+ * - {@link Task} / {@link TokenBatch}: the contract data generators implement and trainers read;
+ *   {@link TaskRegistry} rebuilds a task from its description through the registered families.
  * - {@link AttnlabError} and subclasses: typed errors with stable codes.
  * - {@link assertShape}: shape checks at API boundaries.
  * - {@link AttentionKernel}: the contract pluggable attention methods implement.
@@ -73,6 +74,7 @@ export { adamwUpdate } from './ops/adamw.ts'
 export { gatherRows } from './ops/gather-rows.ts'
 export { Rng, type RngState } from './rng.ts'
 export type { OffsetGroup, Task, TaskDescription, TokenBatch } from './task.ts'
+export { TaskRegistry, taskRegistry, UnknownTaskKindError, type TaskFamily } from './task-registry.ts'
 export {
   causalPairs,
   type AttentionContext,

@@ -7,8 +7,15 @@
 import { distance } from 'fastest-levenshtein'
 import { ConfigError } from './errors.ts'
 
-/** The allowed name closest to `key`, if it is close enough to be a likely typo. */
-function closest(key: string, allowed: readonly string[]): string | undefined {
+/**
+ * The allowed name closest to `key` (Levenshtein, case-insensitive), if it is close enough to be a
+ * likely typo: the did-you-mean of option and kind messages.
+ *
+ * @param key - the name given
+ * @param allowed - the names accepted
+ * @returns the suggestion, or `undefined` when none is close
+ */
+export function closest(key: string, allowed: readonly string[]): string | undefined {
   let best: string | undefined
   let bestDistance = Infinity
   for (const name of allowed) {

@@ -1,4 +1,4 @@
-import { ConfigError, Rng } from '@attnlab/core'
+import { ConfigError, Rng, TaskRegistry, taskRegistry, UnknownTaskKindError } from '@attnlab/core'
 import { IclMarkovTask, LinearMapTask, SparseMarkovTask, createTask } from '@attnlab/markov'
 import { describe, expect, it } from 'vitest'
 import {
@@ -13,7 +13,7 @@ import {
   taskCapability,
   textCapability,
 } from './capability.ts'
-import { MixtureTask, taskFromDescription } from './mixture.ts'
+import { MixtureTask, mixtureTaskFamily, registerMixtureTask, taskFromDescription } from './mixture.ts'
 
 describe('capabilities', () => {
   it('metric directions', () => {
@@ -261,6 +261,28 @@ describe('MixtureTask', () => {
     expect(() => taskFromDescription(null)).toThrow(/task description object/)
     expect(() => taskFromDescription({ kind: 'mixture' })).toThrow(/components array/)
     expect(() => taskFromDescription({ kind: 'nope' })).toThrow(ConfigError)
+  })
+
+  it('registers mixture (and the markov families) into the task registry explicitly', () => {
+    const registry = registerMixtureTask(new TaskRegistry())
+    expect(registry.kinds()).toEqual(['sparse-markov', 'linear-map', 'cellular-automaton', 'icl-markov', 'mixture'])
+    expect(registerMixtureTask(registry)).toBe(registry) // idempotent
+    const mixture = new MixtureTask([{ name: 'markov', task: markov }])
+    const rebuilt = registry.create(mixture.describe())
+    expect(rebuilt).toBeInstanceOf(MixtureTask)
+    expect(rebuilt.describe()).toEqual(mixture.describe())
+    expect(mixtureTaskFamily.kind).toBe('mixture')
+    taskFromDescription(markov.describe())
+    expect(taskRegistry.has('mixture')).toBe(true)
+    expect(() => taskFromDescription({ kind: 'mixtur' })).toThrow(UnknownTaskKindError)
+    expect(() => taskFromDescription({ kind: 'mixtur' })).toThrow(/did you mean 'mixture'/)
+    // a component of a kind the caller registered
+    registry.register({ kind: 'plain-markov', create: () => markov })
+    const custom = taskFromDescription(
+      { kind: 'mixture', components: [{ name: 'a', task: { kind: 'plain-markov' } }] },
+      registry,
+    ) as MixtureTask
+    expect(custom.components[0]?.task).toBe(markov)
   })
 
   it('rejects empty, duplicate and malformed components', () => {

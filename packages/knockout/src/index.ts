@@ -100,7 +100,14 @@ export {
   type MeasurementPlan,
   type RandomMaskOptions,
 } from './masks.ts'
-export { MixtureTask, taskFromDescription, type MixtureComponent, type MixtureOptions } from './mixture.ts'
+export {
+  MixtureTask,
+  mixtureTaskFamily,
+  registerMixtureTask,
+  taskFromDescription,
+  type MixtureComponent,
+  type MixtureOptions,
+} from './mixture.ts'
 export {
   headHeatmap,
   heatmapSpec,

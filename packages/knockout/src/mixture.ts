@@ -18,9 +18,12 @@ import {
   type Rng,
   checkRange,
   type Task,
+  type TaskFamily,
+  type TaskRegistry,
+  taskRegistry,
   type TokenBatch,
 } from '@attnlab/core'
-import { createTask } from '@attnlab/markov'
+import { registerMarkovTasks } from '@attnlab/markov'
 
 /**
  * One task of a mixture.
@@ -237,34 +240,69 @@ export class MixtureTask implements Task {
   }
 }
 
-/**
- * Rebuilds a task from its `describe()` output: `@attnlab/markov`'s `createTask` for the markov
- * kinds, {@link MixtureTask} (recursively) for `kind: 'mixture'`.
- *
- * @param description - a task description (JSON)
- * @returns the task
- * @throws `ConfigError` (`@attnlab/core`) for an unknown kind or invalid parameters
- * @category Mixture
- */
-export function taskFromDescription(description: unknown): Task {
-  if (typeof description !== 'object' || description === null || Array.isArray(description)) {
-    throw new ConfigError('task', `expected a task description object, got ${JSON.stringify(description)}`)
-  }
-  const record = description as Record<string, unknown>
-  if (record.kind !== 'mixture') return createTask(record)
+/** A description's components as {@link MixtureComponent}s, each task built through `registry`. */
+function componentsOf(record: Readonly<Record<string, unknown>>, registry: TaskRegistry): MixtureComponent[] {
   const components = record.components
   if (!Array.isArray(components))
     throw new ConfigError('task.components', 'a mixture description needs a components array')
-  const vocabulary = record.vocabulary
-  return new MixtureTask(
-    components.map((c: unknown, i) => {
-      const entry = (c ?? {}) as Record<string, unknown>
-      return {
-        name: String(entry.name ?? `component-${i}`),
-        task: taskFromDescription(entry.task),
-        weight: typeof entry.weight === 'number' ? entry.weight : 1,
-      }
-    }),
-    vocabulary === 'disjoint' ? { vocabulary: 'disjoint' } : {},
-  )
+  return components.map((c: unknown, i) => {
+    const entry = (c ?? {}) as Record<string, unknown>
+    return {
+      name: String(entry.name ?? `component-${i}`),
+      task: descriptionTask(entry.task, registry),
+      weight: typeof entry.weight === 'number' ? entry.weight : 1,
+    }
+  })
+}
+
+/** Checks that `description` is an object, then builds it through `registry`. */
+function descriptionTask(description: unknown, registry: TaskRegistry): Task {
+  if (typeof description !== 'object' || description === null || Array.isArray(description)) {
+    throw new ConfigError('task', `expected a task description object, got ${JSON.stringify(description)}`)
+  }
+  return registry.create(description as Readonly<Record<string, unknown>>)
+}
+
+/**
+ * The `'mixture'` task family: builds a {@link MixtureTask} from `{ components: [{ name, weight,
+ * task }], vocabulary }`, each component's task through the same registry (so components may be
+ * of any registered kind, mixtures included).
+ *
+ * @category Mixture
+ */
+export const mixtureTaskFamily: TaskFamily<MixtureTask> = Object.freeze({
+  kind: 'mixture',
+  create: (config: Readonly<Record<string, unknown>>, registry: TaskRegistry): MixtureTask =>
+    new MixtureTask(componentsOf(config, registry), config.vocabulary === 'disjoint' ? { vocabulary: 'disjoint' } : {}),
+})
+
+/**
+ * Registers the `'mixture'` family, and `@attnlab/markov`'s four families its components use
+ * (idempotent). An explicit call rather than an import side effect, so a bundler cannot drop it;
+ * {@link taskFromDescription} calls it.
+ *
+ * @param registry - where to register (default: `@attnlab/core`'s shared `taskRegistry`)
+ * @returns `registry`
+ * @throws `ConfigError` (`@attnlab/core`) if another family already holds one of these kinds
+ * @category Mixture
+ */
+export function registerMixtureTask(registry: TaskRegistry = taskRegistry): TaskRegistry {
+  registerMarkovTasks(registry)
+  return registry.register(mixtureTaskFamily)
+}
+
+/**
+ * Rebuilds a task from its `describe()` output (as a checkpoint stores it) through the task
+ * registry, after {@link registerMixtureTask}: the markov kinds, `'mixture'` (recursively) and any
+ * family registered by the caller.
+ *
+ * @param description - a task description (JSON)
+ * @param registry - the registry to resolve through (default: `@attnlab/core`'s shared `taskRegistry`)
+ * @returns the task
+ * @throws `UnknownTaskKindError` (`@attnlab/core`, a `ConfigError`) for an unregistered kind;
+ *   `ConfigError` for a description that is not an object or invalid parameters
+ * @category Mixture
+ */
+export function taskFromDescription(description: unknown, registry: TaskRegistry = taskRegistry): Task {
+  return descriptionTask(description, registerMixtureTask(registry))
 }

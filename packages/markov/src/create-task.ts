@@ -1,9 +1,11 @@
 /**
- * Build any task from its kind or from a `describe()` output.
+ * Build any task of this package from its kind or from a `describe()` output, through the task
+ * registry of `@attnlab/core` (this package's four families are registered by
+ * {@link registerMarkovTasks}, which {@link createTask} calls).
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { ConfigError, type TaskFamily, type TaskRegistry, taskRegistry, UnknownTaskKindError } from '@attnlab/core'
 import { CellularAutomatonTask, type CellularAutomatonConfig } from './cellular-automaton.ts'
 import { IclMarkovTask, type IclMarkovConfig } from './icl-markov.ts'
 import { LinearMapTask, type LinearMapConfig } from './linear-map.ts'
@@ -12,16 +14,25 @@ import type { TaskKind } from './task.ts'
 import { show } from './validate.ts'
 
 /**
- * A task description: `{ kind, ...configuration overrides }`, e.g. the output of a task's
- * `describe()` or `{ kind: 'sparse-markov', spans: [1, 1, 1] }`.
+ * The description of a task of this package: `{ kind, ...configuration overrides }`, e.g. the
+ * output of a task's `describe()` or `{ kind: 'sparse-markov', spans: [1, 1, 1] }` (the typed
+ * form of `@attnlab/core`'s open `TaskDescription`).
  *
  * @category Tasks
  */
-export type TaskDescription =
+export type MarkovTaskDescription =
   | ({ readonly kind: 'sparse-markov' } & Partial<SparseMarkovConfig>)
   | ({ readonly kind: 'linear-map' } & Partial<LinearMapConfig>)
   | ({ readonly kind: 'cellular-automaton' } & Partial<CellularAutomatonConfig>)
   | ({ readonly kind: 'icl-markov' } & Partial<IclMarkovConfig>)
+
+/**
+ * The former name of {@link MarkovTaskDescription}, kept for compatibility.
+ *
+ * @deprecated use {@link MarkovTaskDescription} (or `@attnlab/core`'s `TaskDescription` for any task)
+ * @category Tasks
+ */
+export type TaskDescription = MarkovTaskDescription
 
 /**
  * Any task this package implements.
@@ -43,12 +54,47 @@ export const TASK_KINDS: readonly TaskKind[] = Object.freeze([
 ])
 
 /**
+ * This package's task families, one per {@link TaskKind}: each builds its task from a
+ * description's configuration (validated by the task's constructor).
+ *
+ * @category Tasks
+ */
+export const MARKOV_TASK_FAMILIES: readonly TaskFamily<AnyTask>[] = Object.freeze([
+  { kind: 'sparse-markov', create: (config) => new SparseMarkovTask(config as Partial<SparseMarkovConfig>) },
+  { kind: 'linear-map', create: (config) => new LinearMapTask(config as Partial<LinearMapConfig>) },
+  {
+    kind: 'cellular-automaton',
+    create: (config) => new CellularAutomatonTask(config as Partial<CellularAutomatonConfig>),
+  },
+  { kind: 'icl-markov', create: (config) => new IclMarkovTask(config as Partial<IclMarkovConfig>) },
+] satisfies TaskFamily<AnyTask>[])
+
+/**
+ * Registers this package's four task families (idempotent: a family already registered is
+ * skipped). An explicit call rather than an import side effect, so a bundler cannot drop it.
+ *
+ * @param registry - where to register (default: `@attnlab/core`'s shared `taskRegistry`)
+ * @returns `registry`
+ * @throws `ConfigError` (`@attnlab/core`) if another family already holds one of these kinds
+ * @example
+ * ```ts
+ * const task = registerMarkovTasks().create({ kind: 'icl-markov', vocabSize: 3 })
+ * ```
+ * @category Tasks
+ */
+export function registerMarkovTasks(registry: TaskRegistry = taskRegistry): TaskRegistry {
+  for (const family of MARKOV_TASK_FAMILIES) registry.register(family)
+  return registry
+}
+
+/**
  * Creates a task from its kind (default configuration) or from a description; `createTask(task.describe())`
  * rebuilds an identical task (same teacher / matrix, same samples for the same rng).
  *
  * @param kindOrDescription - a {@link TaskKind}, or `{ kind, ...overrides }` (JSON)
  * @returns the task
- * @throws `ConfigError` (`@attnlab/core`) for an unknown `kind` or invalid parameters (naming the parameter)
+ * @throws `UnknownTaskKindError` (`@attnlab/core`, a `ConfigError`) for a kind that is not one of
+ *   {@link TASK_KINDS}; `ConfigError` for invalid parameters (naming the parameter)
  * @example
  * ```ts
  * const task = createTask({ kind: 'sparse-markov', vocabSize: 4, spans: [1, 1, 1] })
@@ -70,31 +116,21 @@ export function createTask(
 export function createTask(
   kindOrDescription: 'icl-markov' | ({ readonly kind: 'icl-markov' } & Partial<IclMarkovConfig>),
 ): IclMarkovTask
-export function createTask(kindOrDescription: TaskKind | TaskDescription | Readonly<Record<string, unknown>>): AnyTask
-export function createTask(kindOrDescription: TaskKind | TaskDescription | Readonly<Record<string, unknown>>): AnyTask {
-  const description: Record<string, unknown> =
-    typeof kindOrDescription === 'string'
-      ? { kind: kindOrDescription }
-      : typeof kindOrDescription === 'object' && kindOrDescription !== null
-        ? { ...kindOrDescription }
-        : {}
-  const { kind, ...config } = description
-  if (typeof kindOrDescription !== 'string' && (typeof kindOrDescription !== 'object' || kindOrDescription === null)) {
+export function createTask(
+  kindOrDescription: TaskKind | MarkovTaskDescription | Readonly<Record<string, unknown>>,
+): AnyTask
+export function createTask(
+  kindOrDescription: TaskKind | MarkovTaskDescription | Readonly<Record<string, unknown>>,
+): AnyTask {
+  const input: unknown = kindOrDescription
+  if (typeof input !== 'string' && (typeof input !== 'object' || input === null || Array.isArray(input))) {
     throw new ConfigError(
       'kind',
-      `got ${show(kindOrDescription)}; expected a task kind (${TASK_KINDS.join(', ')}) or a { kind, ... } description`,
+      `got ${show(input)}; expected a task kind (${TASK_KINDS.join(', ')}) or a { kind, ... } description`,
     )
   }
-  switch (kind) {
-    case 'sparse-markov':
-      return new SparseMarkovTask(config as Partial<SparseMarkovConfig>)
-    case 'linear-map':
-      return new LinearMapTask(config as Partial<LinearMapConfig>)
-    case 'cellular-automaton':
-      return new CellularAutomatonTask(config as Partial<CellularAutomatonConfig>)
-    case 'icl-markov':
-      return new IclMarkovTask(config as Partial<IclMarkovConfig>)
-    default:
-      throw new ConfigError('kind', `got ${show(kind)}; expected one of ${TASK_KINDS.join(', ')}`, { kind })
-  }
+  const kind = typeof input === 'string' ? input : (input as Record<string, unknown>).kind
+  // Only this package's kinds: other families in the shared registry are not AnyTask.
+  if (!TASK_KINDS.includes(kind as TaskKind)) throw new UnknownTaskKindError(kind, TASK_KINDS)
+  return registerMarkovTasks().create(input as string | Readonly<Record<string, unknown>>) as AnyTask
 }

@@ -1,7 +1,7 @@
-import { ConfigError, Rng } from '@attnlab/core'
+import { ConfigError, Rng, TaskRegistry, UnknownTaskKindError, taskRegistry } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
 import { CellularAutomatonTask } from './cellular-automaton.ts'
-import { createTask } from './create-task.ts'
+import { MARKOV_TASK_FAMILIES, TASK_KINDS, createTask, registerMarkovTasks } from './create-task.ts'
 import { IclMarkovTask } from './icl-markov.ts'
 import { LinearMapTask } from './linear-map.ts'
 
@@ -270,5 +270,23 @@ describe('createTask', () => {
     expectConfigError(() => createTask({ spans: [1] } as never), 'kind')
     expectConfigError(() => createTask(42 as never), 'kind')
     expectConfigError(() => createTask({ kind: 'linear-map', stateSize: 0 }), 'stateSize')
+    expect(() => createTask('sparse-markof' as never)).toThrow(/did you mean 'sparse-markov'/)
+  })
+
+  it('resolves through the core task registry, where registerMarkovTasks puts the four families', () => {
+    expect(MARKOV_TASK_FAMILIES.map((family) => family.kind)).toEqual([...TASK_KINDS])
+    const registry = registerMarkovTasks(new TaskRegistry())
+    expect(registry.kinds()).toEqual([...TASK_KINDS])
+    expect(registerMarkovTasks(registry)).toBe(registry) // idempotent
+    const description = { kind: 'icl-markov', vocabSize: 3, order: 1, seqLength: 12 }
+    expect(registry.create(description).describe()).toEqual(createTask(description).describe())
+    createTask('linear-map')
+    for (const kind of TASK_KINDS) expect(taskRegistry.has(kind)).toBe(true)
+  })
+
+  it("rejects another package's kind even when it is registered (createTask returns this package's tasks)", () => {
+    taskRegistry.register({ kind: 'copy', create: () => createTask('linear-map') })
+    expect(taskRegistry.create('copy').kind).toBe('linear-map')
+    expect(() => createTask('copy' as never)).toThrow(UnknownTaskKindError)
   })
 })

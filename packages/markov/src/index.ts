@@ -8,13 +8,15 @@
  *   ({@link restrictedContextEntropyMonteCarlo}).
  * - The emergence tasks of Baherwani et al. (arXiv 2606.25010): {@link LinearMapTask},
  *   {@link CellularAutomatonTask}, {@link IclMarkovTask}, each with its loss floor.
- * - {@link createTask} rebuilds any task from its `describe()` output; {@link sampleDataset},
+ * - {@link createTask} rebuilds any task from its `describe()` output (through `@attnlab/core`'s
+ *   task registry, see {@link registerMarkovTasks}); {@link sampleDataset},
  *   {@link DatasetBatches} and {@link batchToTensors} feed a trainer.
  *
  * Sampling is pure TypeScript on typed arrays (no tensors) and deterministic per seed.
  *
  * @packageDocumentation
  */
+// The task contract is `@attnlab/core`'s, re-exported for compatibility.
 export type { OffsetGroup, Task, TaskKind, TokenBatch } from './task.ts'
 export { OracleTooLargeError } from './errors.ts'
 export type { Estimate } from './entropy.ts'
@@ -54,7 +56,15 @@ export {
   type CellularAutomatonConfig,
 } from './cellular-automaton.ts'
 export { IclMarkovTask, defaultIclMarkovConfig, resolveIclMarkovConfig, type IclMarkovConfig } from './icl-markov.ts'
-export { TASK_KINDS, createTask, type AnyTask, type TaskDescription } from './create-task.ts'
+export {
+  MARKOV_TASK_FAMILIES,
+  TASK_KINDS,
+  createTask,
+  registerMarkovTasks,
+  type AnyTask,
+  type MarkovTaskDescription,
+  type TaskDescription,
+} from './create-task.ts'
 export {
   DatasetBatches,
   sampleDataset,
