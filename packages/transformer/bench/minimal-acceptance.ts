@@ -49,7 +49,8 @@ if (resume !== '') {
 const validation = task.sample(2000, Rng.fromSeed(seed).split('validation'))
 const source = trainSize > 0 ? task.sample(trainSize, Rng.fromSeed(seed).split('dataset')) : task
 console.log(
-  `minimal preset, backend ${backend}, queryInit ${queryInit}, batch ${batchSize}, lr ${lr}, ${trainSize > 0 ? `fixed dataset of ${trainSize}` : 'online sampling'}, seed ${seed}, teacher seed ${taskSeed}`,
+  `minimal preset, backend ${backend}, queryInit ${queryInit}, batch ${batchSize}, lr ${lr}, ` +
+    `${trainSize > 0 ? `fixed dataset of ${trainSize}` : 'online sampling'}, seed ${seed}, teacher seed ${taskSeed}`,
 )
 const started = performance.now()
 let teacherEntropy = Number.NaN
@@ -77,8 +78,10 @@ const result = await train(model, source, {
     if (reached === null && record.validationLoss <= teacherEntropy + 0.1)
       reached = { step: record.step, seconds: wall }
     console.log(
-      `step ${String(record.step).padStart(5)}  train ${record.trainLoss.toFixed(3)}  val ${record.validationLoss.toFixed(3)}  ` +
-        `KL(k=1,2,3) ${metrics.teacherKL!.map((k) => k.toFixed(2)).join('/')}  mass[head: ${metrics.offsetGroupNames!.join('/')}] ${masses}  ` +
+      `step ${String(record.step).padStart(5)}  train ${record.trainLoss.toFixed(3)}  val ` +
+        `${record.validationLoss.toFixed(3)}  ` +
+        `KL(k=1,2,3) ${metrics.teacherKL!.map((k) => k.toFixed(2)).join('/')}  mass[head: ` +
+        `${metrics.offsetGroupNames!.join('/')}] ${masses}  ` +
         `sep ${separation.toExponential(1)}  lr ${record.lr}  ${wall.toFixed(0)}s`,
     )
   },

@@ -3,7 +3,8 @@
  * kernels: every addon call is timed (wall clock around the N-API call) and grouped by function
  * and shape; what is left of the step is JS / tfjs overhead and the stock kernels.
  *
- *   node --conditions=@attnlab/source --import tsx bench/profile-kernels.ts [--model gpt|minimal] [--threads 1] [--steps 10]
+ *   node --conditions=@attnlab/source --import tsx bench/profile-kernels.ts \
+ *     [--model gpt|minimal] [--threads 1] [--steps 10]
  */
 import { performance } from 'node:perf_hooks'
 import { Rng, activeKernels, registerAttnlabKernels, useBackend, type KernelProvider } from '@attnlab/core'
@@ -108,7 +109,8 @@ const rows = [...totals.entries()]
 const kernelMs = rows.reduce((a, r) => a + r.ms, 0)
 const calls = rows.reduce((a, r) => a + r.calls, 0)
 console.log(
-  `${model}, ${threads} thread(s): median step ${medianMs.toFixed(1)} ms, mean ${stepMs.toFixed(1)} ms; native kernels ${kernelMs.toFixed(1)} ms in ${calls.toFixed(0)} calls; rest ${(stepMs - kernelMs).toFixed(1)} ms`,
+  `${model}, ${threads} thread(s): median step ${medianMs.toFixed(1)} ms, mean ${stepMs.toFixed(1)} ms; native ` +
+    `kernels ${kernelMs.toFixed(1)} ms in ${calls.toFixed(0)} calls; rest ${(stepMs - kernelMs).toFixed(1)} ms`,
 )
 for (const r of rows)
   if (r.ms >= 0.05)

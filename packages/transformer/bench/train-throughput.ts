@@ -18,7 +18,8 @@
  * which halves PyTorch's speed here; when that happens the peer runs with OPENBLAS_CORETYPE set to
  * what the CPU supports (SKYLAKEX for AVX-512, HASWELL for AVX2) and the report says so.
  *
- *   node --conditions=@attnlab/source --import tsx bench/train-throughput.ts [--kernels none,wasm,native,native@2] [--steps 15] [--repeats 2] [--json]
+ *   node --conditions=@attnlab/source --import tsx bench/train-throughput.ts \
+ *     [--kernels none,wasm,native,native@2] [--steps 15] [--repeats 2] [--json]
  *
  * Each measurement is repeated (`--repeats`, default 2, interleaved over the configurations) and
  * the fastest repeat is reported: on a shared machine a run can lose a core to other work.
@@ -158,7 +159,8 @@ function attnlab(setting: Setting, kernels: KernelsMode, modeThreads: number): R
   )
   if (child.status !== 0) {
     console.warn(
-      `attnlab ${setting.name} with kernels ${kernels} failed: ${(child.stderr || '').trim().split('\n').slice(-3).join(' | ')}`,
+      `attnlab ${setting.name} with kernels ${kernels} failed: ` +
+        `${(child.stderr || '').trim().split('\n').slice(-3).join(' | ')}`,
     )
     return undefined
   }
@@ -209,7 +211,8 @@ function pytorch(
     }
     return {
       model: setting.name,
-      implementation: `pytorch ${torchThreads} thread${torchThreads > 1 ? 's' : ''}${form === undefined ? '' : ` (${form})`}`,
+      implementation:
+        `pytorch ${torchThreads} ` + `thread${torchThreads > 1 ? 's' : ''}${form === undefined ? '' : ` (${form})`}`,
       tokensPerSecond: result.tokensPerSecond,
       stepSeconds: result.stepSeconds,
       ...(result.peakRssMiB === undefined ? {} : { peakRssMiB: result.peakRssMiB }),
@@ -217,7 +220,8 @@ function pytorch(
   } catch (error) {
     if (!json)
       console.warn(
-        `PyTorch peer unavailable (${(error as Error).message.split('\n')[0]}); install python3-torch and libopenblas0-openmp`,
+        `PyTorch peer unavailable (${(error as Error).message.split('\n')[0]}); install python3-torch and ` +
+          'libopenblas0-openmp',
       )
     return undefined
   }
@@ -241,7 +245,8 @@ async function parent(): Promise<void> {
   const blas = haveTorch ? openblasCoreType() : { detected: 'n/a' }
   if (blas.coretype !== undefined) {
     notes.push(
-      `PyTorch ran with OPENBLAS_CORETYPE=${blas.coretype}: Debian's OpenBLAS 0.3.21 picked its '${blas.detected}' kernels on this CPU (${cpus()[0]?.model ?? 'unknown'}), which would halve PyTorch's speed`,
+      `PyTorch ran with OPENBLAS_CORETYPE=${blas.coretype}: Debian's OpenBLAS 0.3.21 picked its '${blas.detected}' ` +
+        `kernels on this CPU (${cpus()[0]?.model ?? 'unknown'}), which would halve PyTorch's speed`,
     )
   }
   // Best of `repeats` per configuration (repeats interleaved, so a burst of other work on the
@@ -288,16 +293,20 @@ async function parent(): Promise<void> {
   }
   for (const { model, rows: own } of report) {
     console.log(
-      `\n${model}: training tokens/s (median of ${steps} steps after ${warmup} warm-up steps, best of ${repeats} runs); ratios vs PyTorch (best of any form) at 1 thread / 2 threads / best`,
+      `\n${model}: training tokens/s (median of ${steps} steps after ${warmup} warm-up steps, best of ${repeats} ` +
+        'runs); ratios vs PyTorch (best of any form) at 1 thread / 2 threads / best',
     )
     for (const r of own) {
-      const ratios = `${r.ratioToPytorch1.toFixed(2)} / ${r.ratioToPytorch2.toFixed(2)} / ${r.ratioToBestPytorch.toFixed(2)}`
+      const ratios =
+        `${r.ratioToPytorch1.toFixed(2)} / ${r.ratioToPytorch2.toFixed(2)} / ` + `${r.ratioToBestPytorch.toFixed(2)}`
       const memory =
         r.peakRssMiB === undefined
           ? ''
-          : `  peak rss ${r.peakRssMiB.toFixed(0)} MiB${r.wasmHeapMiB === undefined ? '' : ` (wasm heap ${r.wasmHeapMiB.toFixed(0)} MiB)`}`
+          : `  peak rss ${r.peakRssMiB.toFixed(0)} ` +
+            `MiB${r.wasmHeapMiB === undefined ? '' : ` (wasm heap ${r.wasmHeapMiB.toFixed(0)} MiB)`}`
       console.log(
-        `  ${r.implementation.padEnd(42)} ${r.tokensPerSecond.toFixed(0).padStart(8)} tokens/s ${(r.stepSeconds * 1000).toFixed(1).padStart(8)} ms/step  ratio ${ratios}${memory}`,
+        `  ${r.implementation.padEnd(42)} ${r.tokensPerSecond.toFixed(0).padStart(8)} tokens/s ` +
+          `${(r.stepSeconds * 1000).toFixed(1).padStart(8)} ms/step  ratio ${ratios}${memory}`,
       )
     }
   }

@@ -229,71 +229,74 @@ describeWithBackends('attention kernels', () => {
     })
   }
 
-  it('a toy kernel plugs in for prefill, afterPrefill (eviction) and decode, through forward and generate', async () => {
-    const config = createConfig({
-      architecture: 'llama',
-      dVocab: 11,
-      nCtx: 16,
-      dModel: 8,
-      nLayers: 2,
-      nHeads: 4,
-      nKvHeads: 2,
-      dHead: 4,
-      dMlp: 12,
-    })
-    const model = createTransformer(config)
-    randomizeWeights(model, 5, 0.4)
-    const calls: string[] = []
-    const kernel = slidingWindowKernel(3, calls)
-    const tokens = randomTokens(1, 9, 11, 4)
-    // Reference: dense attention with a band mask added through the scores hook.
-    const bandHook = (scores: tf.Tensor): tf.Tensor => {
-      const pos = scores.shape[2] as number
-      const values = new Float32Array(pos * pos)
-      for (let i = 0; i < pos; i++) for (let j = 0; j <= i; j++) values[i * pos + j] = i - j >= 3 ? -Infinity : 0
-      return tf.add(scores, tf.tensor2d(values, [pos, pos]))
-    }
-    const reference = model.runWithHooks(tokens, { fwdHooks: [[(n) => n.endsWith('hook_attn_scores'), bandHook]] })
-    const referenceValues = (await reference.array()) as number[][][]
-    reference.dispose()
-    // Prefill through the kernel matches.
-    const reports: AttentionReport[] = []
-    const viaKernel = model.forward(tokens, { attention: kernel, attentionReports: reports })
-    expectArraysClose(((await viaKernel.array()) as number[][][])[0]!.flat(), referenceValues[0]!.flat(), 1e-4)
-    viaKernel.dispose()
-    expect(calls).toEqual(['prefill:0', 'prefill:1'])
-    expect(reports[0]).toMatchObject({
-      layer: 0,
-      kernel: 'sliding-window',
-      computedPairs: 4 * (1 + 2 + 3 * 7),
-      totalPairs: 4 * 45,
-    })
-    // Cached decoding with eviction matches the same band attention position by position.
-    calls.length = 0
-    const cache = new KVCache(config.nLayers)
-    model.forwardCached([tokens[0]!.slice(0, 5)], cache, { attention: kernel }).dispose()
-    expect(calls).toEqual(['prefill:0', 'afterPrefill:0:5', 'prefill:1', 'afterPrefill:1:5'])
-    expect(cache.layers[0]!.keys!.shape[2]).toBe(3) // evicted down to the window
-    for (let p = 5; p < 9; p++) {
-      const step = model.forwardCached([[tokens[0]![p]!]], cache, { attention: kernel })
-      expectArraysClose(((await step.array()) as number[][][])[0]![0]!, referenceValues[0]![p]!, 1e-4)
-      step.dispose()
-    }
-    expect(cache.positions).toBe(9)
-    expect(calls.filter((c) => c.startsWith('decode:0'))).toEqual([
-      'decode:0:5',
-      'decode:0:6',
-      'decode:0:7',
-      'decode:0:8',
-    ])
-    cache.dispose()
-    // generate() routes through the same kernel and returns its accounting.
-    calls.length = 0
-    const result = await generate(model, tokens[0]!.slice(0, 5), { maxTokens: 3, temperature: 0, attention: kernel })
-    expect(result.tokens[0]!.length).toBe(3)
-    expect(calls[0]).toBe('prefill:0')
-    expect(calls.some((c) => c.startsWith('decode:'))).toBe(true)
-    expect(result.attentionReports.some((r) => r.computedPairs < r.totalPairs)).toBe(true)
-    model.dispose()
-  })
+  it(
+    'a toy kernel plugs in for prefill, afterPrefill ' + '(eviction) and decode, through forward and generate',
+    async () => {
+      const config = createConfig({
+        architecture: 'llama',
+        dVocab: 11,
+        nCtx: 16,
+        dModel: 8,
+        nLayers: 2,
+        nHeads: 4,
+        nKvHeads: 2,
+        dHead: 4,
+        dMlp: 12,
+      })
+      const model = createTransformer(config)
+      randomizeWeights(model, 5, 0.4)
+      const calls: string[] = []
+      const kernel = slidingWindowKernel(3, calls)
+      const tokens = randomTokens(1, 9, 11, 4)
+      // Reference: dense attention with a band mask added through the scores hook.
+      const bandHook = (scores: tf.Tensor): tf.Tensor => {
+        const pos = scores.shape[2] as number
+        const values = new Float32Array(pos * pos)
+        for (let i = 0; i < pos; i++) for (let j = 0; j <= i; j++) values[i * pos + j] = i - j >= 3 ? -Infinity : 0
+        return tf.add(scores, tf.tensor2d(values, [pos, pos]))
+      }
+      const reference = model.runWithHooks(tokens, { fwdHooks: [[(n) => n.endsWith('hook_attn_scores'), bandHook]] })
+      const referenceValues = (await reference.array()) as number[][][]
+      reference.dispose()
+      // Prefill through the kernel matches.
+      const reports: AttentionReport[] = []
+      const viaKernel = model.forward(tokens, { attention: kernel, attentionReports: reports })
+      expectArraysClose(((await viaKernel.array()) as number[][][])[0]!.flat(), referenceValues[0]!.flat(), 1e-4)
+      viaKernel.dispose()
+      expect(calls).toEqual(['prefill:0', 'prefill:1'])
+      expect(reports[0]).toMatchObject({
+        layer: 0,
+        kernel: 'sliding-window',
+        computedPairs: 4 * (1 + 2 + 3 * 7),
+        totalPairs: 4 * 45,
+      })
+      // Cached decoding with eviction matches the same band attention position by position.
+      calls.length = 0
+      const cache = new KVCache(config.nLayers)
+      model.forwardCached([tokens[0]!.slice(0, 5)], cache, { attention: kernel }).dispose()
+      expect(calls).toEqual(['prefill:0', 'afterPrefill:0:5', 'prefill:1', 'afterPrefill:1:5'])
+      expect(cache.layers[0]!.keys!.shape[2]).toBe(3) // evicted down to the window
+      for (let p = 5; p < 9; p++) {
+        const step = model.forwardCached([[tokens[0]![p]!]], cache, { attention: kernel })
+        expectArraysClose(((await step.array()) as number[][][])[0]![0]!, referenceValues[0]![p]!, 1e-4)
+        step.dispose()
+      }
+      expect(cache.positions).toBe(9)
+      expect(calls.filter((c) => c.startsWith('decode:0'))).toEqual([
+        'decode:0:5',
+        'decode:0:6',
+        'decode:0:7',
+        'decode:0:8',
+      ])
+      cache.dispose()
+      // generate() routes through the same kernel and returns its accounting.
+      calls.length = 0
+      const result = await generate(model, tokens[0]!.slice(0, 5), { maxTokens: 3, temperature: 0, attention: kernel })
+      expect(result.tokens[0]!.length).toBe(3)
+      expect(calls[0]).toBe('prefill:0')
+      expect(calls.some((c) => c.startsWith('decode:'))).toBe(true)
+      expect(result.attentionReports.some((r) => r.computedPairs < r.totalPairs)).toBe(true)
+      model.dispose()
+    },
+  )
 })

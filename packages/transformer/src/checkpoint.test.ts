@@ -40,7 +40,9 @@ async function trainedCheckpoint(dir: string, steps = 4): Promise<TrainerState> 
     lr: 0.01,
     validation: 8,
     analysis: false,
-    onCheckpoint: (s) => void (state = s),
+    onCheckpoint: (s) => {
+      state = s
+    },
   })
   await saveCheckpoint(dir, model, state, { note: 'test' })
   model.dispose()
@@ -51,7 +53,10 @@ async function rewrite(dir: string, file: string, change: (bytes: Uint8Array) =>
   await writeFile(join(dir, file), change(new Uint8Array(await readFile(join(dir, file)))))
 }
 
-/** Re-serialises model.safetensors with `edit` applied to its tensors and fixes the manifest (a consistent but wrong file). */
+/**
+ * Re-serialises model.safetensors with `edit` applied to its tensors and fixes the manifest (a consistent but wrong
+ * file).
+ */
 async function replaceWeights(
   dir: string,
   edit: (tensors: Map<string, { shape: number[]; data: Float32Array }>) => void,
@@ -150,7 +155,8 @@ describe('checkpoints', () => {
       expect((error as Error).message).toMatch(pattern)
       if (field !== undefined) expect((error as CheckpointError).field).toBe(field)
     }
-    await expectError(join(root, 'does-not-exist'), '.', /^checkpoint directory '.*does-not-exist' does not exist$/) // not 'checkpoint .: ...'
+    // not 'checkpoint .: ...'
+    await expectError(join(root, 'does-not-exist'), '.', /^checkpoint directory '.*does-not-exist' does not exist$/)
     let dir = await fresh('truncated')
     await rewrite(dir, 'model.safetensors', (b) => b.subarray(0, b.length - 10))
     await expectError(dir, 'model.safetensors', /truncated/)

@@ -9,7 +9,7 @@
  * | `config.json` | the model configuration (`configToJSON`) |
  * | `model.safetensors` | float32 weights under TransformerLens names (PyTorch: `safetensors.torch.load_file`) |
  * | `optimizer.safetensors` | optimizer slots (`exp_avg.<name>`, `exp_avg_sq.<name>` or `momentum_buffer.<name>`) |
- * | `trainer.json` | step, optimizer step and hyperparameters, schedule, random-stream states, dataset position, user `extra` |
+ * | `trainer.json` | step, optimizer step and hyperparameters, schedule, RNG states, dataset position, user `extra` |
  * | `manifest.json` | format id and the SHA-256 and size of every file (written last) |
  *
  * Loading checks the manifest, every checksum, the safetensors headers, every tensor's name, dtype
@@ -20,6 +20,7 @@
  * @module
  */
 import { createHash } from 'node:crypto'
+import type { Stats } from 'node:fs'
 import { readFile, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import {
@@ -28,6 +29,7 @@ import {
   ConfigError,
   parseSafetensors,
   serializeSafetensors,
+  type SafetensorsFile,
   type SafetensorsTensorInput,
 } from '@attnlab/core'
 import { recoverDirectoryWrite, writeDirectoryAtomic, writeFileAtomic } from '@attnlab/core/node'
@@ -108,7 +110,7 @@ const CHECKPOINT_FILES = new Set([
  * file other than the checkpoint's own).
  */
 async function replaceRefusal(dir: string): Promise<string | null> {
-  let info
+  let info: Stats
   try {
     info = await stat(dir)
   } catch {
@@ -130,7 +132,10 @@ async function replaceRefusal(dir: string): Promise<string | null> {
     format = undefined
   }
   if (format !== CHECKPOINT_FORMAT)
-    return `is a non-empty directory that is not an attnlab checkpoint (no manifest.json with format '${CHECKPOINT_FORMAT}')`
+    return (
+      'is a non-empty directory that is not an attnlab checkpoint (no manifest.json with format ' +
+      `'${CHECKPOINT_FORMAT}')`
+    )
   const foreign = entries.filter((entry) => !CHECKPOINT_FILES.has(entry))
   if (foreign.length > 0) {
     const shown = foreign
@@ -180,7 +185,8 @@ export async function saveCheckpoint(
     if (refusal !== null) {
       throw new AttnlabError(
         'IO_ERROR',
-        `saveCheckpoint: refusing to replace '${dir}': it ${refusal}; pick another directory, or pass { overwrite: true } to replace it`,
+        `saveCheckpoint: refusing to replace '${dir}': it ${refusal}; pick another directory, or pass { ` +
+          'overwrite: true } to replace it',
         { path: dir },
       )
     }
@@ -188,7 +194,7 @@ export async function saveCheckpoint(
   const weights = await model.getWeightData()
   const files = new Map<string, Uint8Array>()
   const encoder = new TextEncoder()
-  files.set('config.json', encoder.encode(JSON.stringify(configToJSON(model.config), null, 2) + '\n'))
+  files.set('config.json', encoder.encode(`${JSON.stringify(configToJSON(model.config), null, 2)}\n`))
   files.set(
     'model.safetensors',
     serializeSafetensors(tensorInputs(weights), {
@@ -211,9 +217,9 @@ export async function saveCheckpoint(
       optimizer: { kind: optimizer.kind, step: optimizer.step, hyperparameters: optimizer.hyperparameters },
       extra,
     }
-    files.set('trainer.json', encoder.encode(JSON.stringify(trainer, null, 2) + '\n'))
+    files.set('trainer.json', encoder.encode(`${JSON.stringify(trainer, null, 2)}\n`))
   } else if (Object.keys(extra).length > 0) {
-    files.set('trainer.json', encoder.encode(JSON.stringify({ version: 1, modelOnly: true, extra }, null, 2) + '\n'))
+    files.set('trainer.json', encoder.encode(`${JSON.stringify({ version: 1, modelOnly: true, extra }, null, 2)}\n`))
   }
   const manifest = {
     format: CHECKPOINT_FORMAT,
@@ -223,7 +229,7 @@ export async function saveCheckpoint(
   }
   await writeDirectoryAtomic(dir, async (tmp) => {
     for (const [name, bytes] of files) await writeFileAtomic(join(tmp, name), bytes)
-    await writeFileAtomic(join(tmp, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n')
+    await writeFileAtomic(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`)
   })
 }
 
@@ -261,7 +267,7 @@ function parseJson(name: string, bytes: Uint8Array): unknown {
 }
 
 function readTensors(name: string, bytes: Uint8Array): Map<string, { shape: number[]; data: Float32Array }> {
-  let file
+  let file: SafetensorsFile
   try {
     file = parseSafetensors(bytes)
   } catch (error) {

@@ -432,7 +432,8 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
     if (config.dModel !== config.dVocab + config.nCtx) {
       throw new ConfigError(
         'dModel',
-        `the minimal model's input is [onehot(token); onehot(position)], so dModel must be dVocab + nCtx = ${config.dVocab + config.nCtx} (got ${config.dModel})`,
+        `the minimal model's input is [onehot(token); onehot(position)], so dModel must be dVocab + nCtx = ` +
+          `${config.dVocab + config.nCtx} (got ${config.dModel})`,
       )
     }
     if (config.dHead !== config.dModel) {

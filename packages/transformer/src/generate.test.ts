@@ -26,7 +26,9 @@ describe('sampleToken', () => {
     for (let i = 0; i < n; i++) counts[sampleToken(logits, { temperature: 0.5 }, rng)] += 1
     const weights = logits.map((l) => Math.exp(l / 0.5))
     const total = weights.reduce((a, b) => a + b)
-    counts.forEach((c, i) => expect(Math.abs(c / n - weights[i]! / total)).toBeLessThan(0.015))
+    counts.forEach((c, i) => {
+      expect(Math.abs(c / n - weights[i]! / total)).toBeLessThan(0.015)
+    })
     const topK = new Set<number>()
     for (let i = 0; i < 2000; i++) topK.add(sampleToken(logits, { topK: 3 }, rng))
     expect([...topK].sort()).toEqual([1, 2, 4])
@@ -136,7 +138,10 @@ describeWithBackends('generate', () => {
     await expect(generate(model, [1], { maxTokens: 1, eosToken: 99 })).rejects.toThrow(/eosToken/)
     await expect(generate(model, [99], { maxTokens: 1 })).rejects.toThrow(/outside the vocabulary/)
     await expect(generate(model, [1], { maxTokens: 1, temprature: 0 } as never)).rejects.toThrow(
-      /Invalid temprature: not one of the generate options \(did you mean 'temperature'\?\); allowed: maxTokens, temperature, topK, topP, seed, eosToken, attention, onToken/,
+      new RegExp(
+        /Invalid temprature: not one of the generate options \(did you mean 'temperature'\?\); allowed: /.source +
+          /maxTokens, temperature, topK, topP, seed, eosToken, attention, onToken/.source,
+      ),
     )
     model.dispose()
   })

@@ -134,7 +134,8 @@ function checkOptions(options: GenerateOptions, dVocab: number): void {
  * @param prompts - one prompt (`number[]`) or a batch of equal-length prompts (`number[][]`)
  * @param options - length, sampling, seed, EOS, kernel
  * @returns generated tokens and stop reasons per prompt
- * @throws `ConfigError` (`@attnlab/core`) for invalid options (an unknown option name included); `ShapeError` (`@attnlab/core`) for empty or ragged prompts
+ * @throws `ConfigError` (`@attnlab/core`) for invalid options (an unknown option name included); `ShapeError`
+ * (`@attnlab/core`) for empty or ragged prompts
  *   or a prompt longer than `nCtx`
  * @example
  * ```ts

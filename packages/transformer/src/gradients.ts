@@ -312,7 +312,9 @@ const GRADIENTS: ReadonlyArray<{
     gradFunc: (dy, _saved, attrs) => {
       const perm = (attrs as unknown as { perm: number[] }).perm
       const inverse = new Array<number>(perm.length)
-      perm.forEach((p, i) => (inverse[p] = i))
+      perm.forEach((p, i) => {
+        inverse[p] = i
+      })
       return { x: () => tf.transpose(single(dy), inverse) }
     },
   },

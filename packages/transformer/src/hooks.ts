@@ -103,6 +103,7 @@ export interface HookContext {
  *
  * @category Hooks
  */
+// biome-ignore lint/suspicious/noConfusingVoidType: a hook with no return statement (void) keeps the activation
 export type HookFunction = (activation: tf.Tensor, context: HookContext) => tf.Tensor | void
 
 /** Which hook points a hook attaches to: one name, or a predicate over names. @category Hooks */
@@ -208,7 +209,8 @@ export function getActName(name: ActName, layer?: number, layerType?: 'ln1' | 'l
   if (path === undefined) {
     throw new AttnlabError(
       'INVALID_ARGUMENT',
-      `'${String(name)}' is not an activation name; expected one of embed, pos_embed, ${Object.keys(ACT_PATHS).join(', ')}, normalized, ln_final`,
+      `'${String(name)}' is not an activation name; expected one of embed, pos_embed, ` +
+        `${Object.keys(ACT_PATHS).join(', ')}, normalized, ln_final`,
       { name },
     )
   }
@@ -286,7 +288,8 @@ export class HookRunner {
       if (replaced === undefined || replaced === null) continue
       if (replaced.shape.length !== current.shape.length || replaced.shape.some((d, i) => d !== current.shape[i])) {
         throw new ShapeError(
-          `hook at '${name}' returned shape [${replaced.shape.join(', ')}] but the activation has shape [${current.shape.join(', ')}]`,
+          `hook at '${name}' returned shape [${replaced.shape.join(', ')}] but the activation has shape ` +
+            `[${current.shape.join(', ')}]`,
           { hook: name, shape: [...replaced.shape], expected: [...current.shape] },
         )
       }

@@ -26,7 +26,8 @@ describeWithBackends('one-hot gather kernels', () => {
     const scores = pairScores(q, tokens, vocab, -Infinity)
     // dense: s[b, h, i, j] = q[b, i, h, :] . x[b, j, :]
     const qh = tf.transpose(q, [0, 2, 1, 3]) // [b, h, i, w]
-    const reference = tf.matMul(qh, tf.tile(tf.expandDims(tf.transpose(xT, [0, 2, 1]), 1), [1, heads, 1, 1])) // [b, h, i, j]
+    // [b, h, i, j]
+    const reference = tf.matMul(qh, tf.tile(tf.expandDims(tf.transpose(xT, [0, 2, 1]), 1), [1, heads, 1, 1]))
     const refValues = (await reference.array()) as number[][][][]
     const values = (await scores.array()) as number[][][][]
     for (let b = 0; b < batch; b++)

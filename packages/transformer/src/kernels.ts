@@ -287,15 +287,14 @@ export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, 
   const [batch, pos, , width] = q.shape
   if (tokens.dtype !== 'int32' || tokens.shape[0] !== batch || tokens.shape[1] !== pos || offset + pos > width) {
     throw new ShapeError(
-      `pairScores: q [${q.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width (offset ${offset}); got ${tokens.dtype} [${tokens.shape}]`,
+      `pairScores: q [${q.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width (offset ` +
+        `${offset}); got ${tokens.dtype} [${tokens.shape}]`,
     )
   }
-  return tf
-    .engine()
-    .runKernel(KERNEL_NAMES.pairScores, { q, tokens } as unknown as tf.NamedTensorMap, {
-      offset,
-      maskValue,
-    }) as tf.Tensor4D
+  return tf.engine().runKernel(KERNEL_NAMES.pairScores, { q, tokens } as unknown as tf.NamedTensorMap, {
+    offset,
+    maskValue,
+  }) as tf.Tensor4D
 }
 
 /**
@@ -322,15 +321,14 @@ export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, 
     offset + pos > width
   ) {
     throw new ShapeError(
-      `pairScatter: p [${p.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], width ${width}, offset ${offset}`,
+      `pairScatter: p [${p.shape}] needs int32 tokens [${batch}, ${pos}] and offset + pos <= width; got ` +
+        `${tokens.dtype} [${tokens.shape}], width ${width}, offset ${offset}`,
     )
   }
-  return tf
-    .engine()
-    .runKernel(KERNEL_NAMES.pairScatter, { p, tokens } as unknown as tf.NamedTensorMap, {
-      offset,
-      width,
-    }) as tf.Tensor4D
+  return tf.engine().runKernel(KERNEL_NAMES.pairScatter, { p, tokens } as unknown as tf.NamedTensorMap, {
+    offset,
+    width,
+  }) as tf.Tensor4D
 }
 
 /**
@@ -354,15 +352,14 @@ export function twoHotScores(w: tf.Tensor3D, tokens: tf.Tensor2D, offset: number
   const [, pos] = tokens.shape
   if (rows !== columns || tokens.dtype !== 'int32' || tokens.rank !== 2 || offset + pos > rows) {
     throw new ShapeError(
-      `twoHotScores: w [${w.shape}] must be [heads, width, width] and int32 tokens [batch, pos] with offset + pos <= width; got ${tokens.dtype} [${tokens.shape}], offset ${offset}`,
+      `twoHotScores: w [${w.shape}] must be [heads, width, width] and int32 tokens [batch, pos] with offset + pos <= ` +
+        `width; got ${tokens.dtype} [${tokens.shape}], offset ${offset}`,
     )
   }
-  return tf
-    .engine()
-    .runKernel(KERNEL_NAMES.twoHotScores, { w, tokens } as unknown as tf.NamedTensorMap, {
-      offset,
-      maskValue,
-    }) as tf.Tensor4D
+  return tf.engine().runKernel(KERNEL_NAMES.twoHotScores, { w, tokens } as unknown as tf.NamedTensorMap, {
+    offset,
+    maskValue,
+  }) as tf.Tensor4D
 }
 
 /**
@@ -383,10 +380,8 @@ export function twoHotScoresGrad(
   offset: number,
 ): tf.Tensor3D {
   ensureKernels()
-  return tf
-    .engine()
-    .runKernel(KERNEL_NAMES.twoHotScoresGrad, { dy: dScores, tokens } as unknown as tf.NamedTensorMap, {
-      offset,
-      width,
-    }) as tf.Tensor3D
+  return tf.engine().runKernel(KERNEL_NAMES.twoHotScoresGrad, { dy: dScores, tokens } as unknown as tf.NamedTensorMap, {
+    offset,
+    width,
+  }) as tf.Tensor3D
 }

@@ -92,8 +92,10 @@ describeWithBackends('analysis metrics', () => {
     const model = offsetModel()
     const v = new Float32Array(2 * D * D)
     const a = uniformTeacher.teacher.matrices[0]!
-    for (let x = 0; x < d; x++) for (let y = 0; y < d; y++) v[(0 * D + x) * D + y] = 2 * (a[y * d + x] as number) // head 0 = 2 A_0^T
-    for (let x = 0; x < d; x++) for (let y = 0; y < d; y++) v[(1 * D + x) * D + y] = -(a[y * d + x] as number) // head 1 = -A_0^T
+    // head 0 = 2 A_0^T
+    for (let x = 0; x < d; x++) for (let y = 0; y < d; y++) v[(0 * D + x) * D + y] = 2 * (a[y * d + x] as number)
+    // head 1 = -A_0^T
+    for (let x = 0; x < d; x++) for (let y = 0; y < d; y++) v[(1 * D + x) * D + y] = -(a[y * d + x] as number)
     model.setWeights({ 'blocks.0.attn.W_V': { shape: [2, D, D], data: v } }, { strict: false })
     const alignment = await valueAlignment(model, uniformTeacher)
     const normSquared = Array.from(a).reduce((s, x) => s + x * x, 0)

@@ -204,7 +204,9 @@ describeWithBackends('transformer forward', (backend) => {
     const wc = await c.getWeightData()
     expect(wa.get('embed.W_E')!.data).toEqual(wb.get('embed.W_E')!.data)
     expect(wa.get('embed.W_E')!.data).not.toEqual(wc.get('embed.W_E')!.data)
-    ;[a, b, c].forEach((m) => m.dispose())
+    ;[a, b, c].forEach((m) => {
+      m.dispose()
+    })
   })
 })
 

@@ -44,6 +44,7 @@ import {
   type AttentionHooks,
   type AttentionKernel,
   type AttentionPrefillInput,
+  type AttentionResult,
 } from '@attnlab/core'
 import { configToJSON, type TransformerConfig } from './config.ts'
 import { ensureGradients } from './gradients.ts'
@@ -245,7 +246,8 @@ function headsToColumns(w: tf.Tensor): tf.Tensor2D {
 function headMaskFor(context: PassContext, layer: number): tf.Tensor | null {
   if (context.headMask === null) return null
   const [maskBatch, , heads] = context.headMask.shape
-  return tf.reshape(tf.slice(context.headMask, [0, layer, 0], [maskBatch, 1, heads]), [maskBatch, heads]) // [batch or 1, nHeads]
+  // [batch or 1, nHeads]
+  return tf.reshape(tf.slice(context.headMask, [0, layer, 0], [maskBatch, 1, heads]), [maskBatch, heads])
 }
 
 // =====================================================================================
@@ -312,11 +314,13 @@ class Attention {
         ],
         1,
       ) // [dModel, 2 * nHeads * dModel]
-      const [q2, v2] = tf.split(linear(x, wqv), 2, 1) as [tf.Tensor2D, tf.Tensor2D] // [batch * pos, nHeads * dModel] each
+      // [batch * pos, nHeads * dModel] each
+      const [q2, v2] = tf.split(linear(x, wqv), 2, 1) as [tf.Tensor2D, tf.Tensor2D]
       q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
       v = tf.reshape(v2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
       // No key projection: every head's key is the input itself.
-      k = tf.add(tf.reshape(x, [batch, pos, 1, dHead]), tf.zeros([1, 1, nHeads, 1])) as tf.Tensor4D // [batch, pos, nHeads, dModel]
+      // [batch, pos, nHeads, dModel]
+      k = tf.add(tf.reshape(x, [batch, pos, 1, dHead]), tf.zeros([1, 1, nHeads, 1])) as tf.Tensor4D
     } else {
       const wqkv = this.qkvWeights() // [dModel, (nHeads + 2 nKvHeads) * dHead]
       const qkv = linear(x, wqkv, this.qkvBias()) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
@@ -333,8 +337,10 @@ class Attention {
     k = context.hooks.run(this.hookName('hook_k'), k)
     v = context.hooks.run(this.hookName('hook_v'), v)
     if (this.config.positional === 'rotary') {
-      q = context.hooks.run(this.hookName('hook_rot_q'), applyRotary(q, context.start, this.config.ropeTheta)) // [batch, pos, nHeads, dHead]
-      k = context.hooks.run(this.hookName('hook_rot_k'), applyRotary(k, context.start, this.config.ropeTheta)) // [batch, pos, nKvHeads, dHead]
+      // [batch, pos, nHeads, dHead]
+      q = context.hooks.run(this.hookName('hook_rot_q'), applyRotary(q, context.start, this.config.ropeTheta))
+      // [batch, pos, nKvHeads, dHead]
+      k = context.hooks.run(this.hookName('hook_rot_k'), applyRotary(k, context.start, this.config.ropeTheta))
     }
     // --- the attention kernel, on [batch, heads, pos, d] ---
     const input: AttentionPrefillInput = {
@@ -345,7 +351,7 @@ class Attention {
       layer: this.layer,
     }
     const kernelContext = this.kernelContext(context)
-    let result
+    let result: AttentionResult
     const layerCache = context.cache?.layers[this.layer]
     if (context.cache !== null && layerCache !== undefined && layerCache.positions > 0) {
       context.cache.append(this.layer, input.k, input.v)
@@ -382,7 +388,8 @@ class Attention {
     let out: tf.Tensor2D
     if (context.hooks.has(this.hookName('hook_result'))) {
       // Per-head outputs (TransformerLens hook_result), materialised only when hooked.
-      const zHeads = tf.reshape(tf.transpose(z, [2, 0, 1, 3]), [nHeads, batch * pos, dValue]) // [nHeads, batch * pos, dHead]
+      // [nHeads, batch * pos, dHead]
+      const zHeads = tf.reshape(tf.transpose(z, [2, 0, 1, 3]), [nHeads, batch * pos, dValue])
       const perHead = tf.matMul(zHeads, wO as tf.Tensor3D) // [nHeads, batch * pos, dModel]
       const result4 = context.hooks.run(
         this.hookName('hook_result'),
@@ -459,8 +466,10 @@ class Attention {
     }) // [batch, pos, nHeads * dHead]
     const pairs = batch * nHeads * causalPairs(pos, pos)
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
-    const wO = tf.reshape(param(this.parameters, this.name('W_O')), [nHeads * dHead, dModel]) as tf.Tensor2D // [nHeads * dHead, dModel]
-    return linear(tf.reshape(z, [batch * pos, nHeads * dHead]) as tf.Tensor2D, wO, this.outBias()) // [batch * pos, dModel]
+    // [nHeads * dHead, dModel]
+    const wO = tf.reshape(param(this.parameters, this.name('W_O')), [nHeads * dHead, dModel]) as tf.Tensor2D
+    // [batch * pos, dModel]
+    return linear(tf.reshape(z, [batch * pos, nHeads * dHead]) as tf.Tensor2D, wO, this.outBias())
   }
 
   /**
@@ -483,7 +492,8 @@ class Attention {
       // kernels are registered): the same function as below.
       // Only the positions whose logits are needed (logitsFrom) are computed.
       const from = context.logitsFrom
-      const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: this.config.attnScale, from }) // [batch, pos - from, dVocab]
+      // [batch, pos - from, dVocab]
+      const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: this.config.attnScale, from })
       const pairs = batch * nHeads * causalPairs(pos, pos)
       context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
       return tf.reshape(logits, [batch * (pos - from), dVocab]) as tf.Tensor2D // [batch * outPos, dVocab]
@@ -499,12 +509,16 @@ class Attention {
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
     const mask = headMaskFor(context, this.layer)
     if (mask !== null)
-      pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D // z_h is linear in pattern_h
+      // z_h is linear in pattern_h
+      pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D
     // sum_j pattern[h, i, j] x_j, then the value matrices' first dVocab columns (the logits).
     let weighted = pairScatter(pattern, tokens, dModel, dVocab) as tf.Tensor // [batch, pos, nHeads, dModel]
-    if (context.logitsFrom > 0) weighted = tf.slice(weighted, [0, context.logitsFrom, 0, 0], [-1, -1, -1, -1]) // positions whose logits are needed
-    weighted = tf.reshape(weighted, [batch * (pos - context.logitsFrom), nHeads * dModel]) // [batch * outPos, nHeads * dModel]
-    const wVLogits = tf.reshape(tf.slice(wV, [0, 0, 0], [nHeads, dModel, dVocab]), [nHeads * dModel, dVocab]) // [nHeads * dModel, dVocab]
+    // positions whose logits are needed
+    if (context.logitsFrom > 0) weighted = tf.slice(weighted, [0, context.logitsFrom, 0, 0], [-1, -1, -1, -1])
+    // [batch * outPos, nHeads * dModel]
+    weighted = tf.reshape(weighted, [batch * (pos - context.logitsFrom), nHeads * dModel])
+    // [nHeads * dModel, dVocab]
+    const wVLogits = tf.reshape(tf.slice(wV, [0, 0, 0], [nHeads, dModel, dVocab]), [nHeads * dModel, dVocab])
     return linear(weighted as tf.Tensor2D, wVLogits as tf.Tensor2D) // [batch * outPos, dVocab]
   }
 }
@@ -543,7 +557,8 @@ class Mlp {
         [param(this.parameters, this.name('W_gate')), param(this.parameters, this.name('W_in'))],
         1,
       ) // [dModel, 2 dMlp]
-      let [gate, up] = tf.split(linear(x, fused as tf.Tensor2D), 2, 1) as [tf.Tensor2D, tf.Tensor2D] // [batch * pos, dMlp] each
+      // [batch * pos, dMlp] each
+      let [gate, up] = tf.split(linear(x, fused as tf.Tensor2D), 2, 1) as [tf.Tensor2D, tf.Tensor2D]
       if (bias) {
         up = tf.add(up, param(this.parameters, this.name('b_in'))) as tf.Tensor2D
       }
@@ -633,7 +648,8 @@ class Block {
       context,
       dModel,
     )
-    return this.hook('hook_resid_post', tf.add(residMidHooked, mlpOut) as tf.Tensor2D, context, dModel) // [batch * pos, dModel]
+    // [batch * pos, dModel]
+    return this.hook('hook_resid_post', tf.add(residMidHooked, mlpOut) as tf.Tensor2D, context, dModel)
   }
 }
 
@@ -846,7 +862,8 @@ export class Transformer {
       if (variable === undefined) {
         throw new AttnlabError(
           'INVALID_ARGUMENT',
-          `unknown parameter '${name}'; this ${this.config.architecture} model has: ${this.parameterNames().join(', ')}`,
+          `unknown parameter '${name}'; this ${this.config.architecture} model has: ` +
+            `${this.parameterNames().join(', ')}`,
           { name },
         )
       }
@@ -863,7 +880,8 @@ export class Transformer {
       }
       if (!(value instanceof tf.Tensor) && value.data.length !== variable.size) {
         throw new ShapeError(
-          `parameter '${name}': ${value.data.length} values for shape [${shape.join(', ')}] (${variable.size} expected)`,
+          `parameter '${name}': ${value.data.length} values for shape [${shape.join(', ')}] (${variable.size} ` +
+            'expected)',
           { name },
         )
       }
@@ -1090,7 +1108,8 @@ export class Transformer {
       tokens.forEach((row, b) => {
         if (!Array.isArray(row) || row.length !== pos) {
           throw new ShapeError(
-            `token row ${b} has length ${Array.isArray(row) ? row.length : 'n/a'} but row 0 has ${pos} (rows must have equal length)`,
+            `token row ${b} has length ${Array.isArray(row) ? row.length : 'n/a'} but row 0 has ${pos} (rows must ` +
+              'have equal length)',
           )
         }
         row.forEach((t, p) => {
@@ -1126,7 +1145,8 @@ export class Transformer {
     if (mask.rank === 3 && mask.shape[0] === batch && mask.shape[1] === nLayers && mask.shape[2] === nHeads)
       return tf.cast(mask, 'float32') as tf.Tensor3D
     throw new ShapeError(
-      `headMask has shape [${mask.shape.join(', ')}]; expected [nLayers, nHeads] = [${nLayers}, ${nHeads}] or [batch, nLayers, nHeads] = [${batch}, ${nLayers}, ${nHeads}]`,
+      `headMask has shape [${mask.shape.join(', ')}]; expected [nLayers, nHeads] = [${nLayers}, ${nHeads}] or ` +
+        `[batch, nLayers, nHeads] = [${batch}, ${nLayers}, ${nHeads}]`,
       {
         shape: [...mask.shape],
       },
@@ -1179,17 +1199,20 @@ export class Transformer {
         tf.range(dVocab + context.start, dVocab + context.start + pos, 1, 'int32'),
         tf.zeros([batch, pos], 'int32'),
       )
-      const positionPart = oneHotFloat(tf.reshape(positions, [batch * pos]), dModel) as tf.Tensor2D // [batch * pos, dModel]
+      // [batch * pos, dModel]
+      const positionPart = oneHotFloat(tf.reshape(positions, [batch * pos]), dModel) as tf.Tensor2D
       const embed = hook2('hook_embed', tokenPart)
       const posEmbed = hook2('hook_pos_embed', positionPart)
       const x = tf.add(embed, posEmbed) as tf.Tensor2D // [batch * pos, dModel]
       const out = (this.blocks[0] as Block).forward(x, context) // [batch * pos, dModel]
-      return fromPosition(tf.slice(out, [0, 0], [batch * pos, dVocab]) as tf.Tensor2D, batch, pos, context.logitsFrom) // the first dVocab coordinates are the logits
+      // the first dVocab coordinates are the logits
+      return fromPosition(tf.slice(out, [0, 0], [batch * pos, dVocab]) as tf.Tensor2D, batch, pos, context.logitsFrom)
     }
 
     // Embeddings.
     const flatTokens = tf.reshape(tokens, [batch * pos]) as tf.Tensor1D
-    let residual = hook2('hook_embed', gatherRows(param(this.parameters, 'embed.W_E') as tf.Tensor2D, flatTokens)) // [batch * pos, dModel]
+    // [batch * pos, dModel]
+    let residual = hook2('hook_embed', gatherRows(param(this.parameters, 'embed.W_E') as tf.Tensor2D, flatTokens))
     if (this.config.positional === 'learned') {
       const positions = tf.reshape(
         tf.add(tf.range(context.start, context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')),
@@ -1216,7 +1239,8 @@ export class Transformer {
         : this.config.normalization === 'rmsnorm'
           ? rmsNorm(residual, w, this.config.normEps)
           : residual
-    const final = fromPosition(hook2('ln_final.hook_normalized', normalized), batch, pos, context.logitsFrom) // [batch * outPos, dModel]
+    // [batch * outPos, dModel]
+    const final = fromPosition(hook2('ln_final.hook_normalized', normalized), batch, pos, context.logitsFrom)
     const wU = this.config.tiedEmbeddings
       ? tf.transpose(param(this.parameters, 'embed.W_E'))
       : param(this.parameters, 'unembed.W_U') // [dModel, dVocab]

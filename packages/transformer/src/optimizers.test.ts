@@ -97,7 +97,9 @@ describeWithBackends('optimizers', () => {
     expect(() => b.setState({ ...state, step: -1 })).toThrow(/step/)
     expect(() => b.step(new Map([['nope', tf.zeros([2])]]), 0.1)).toThrow(/unknown parameter 'nope'/)
     expect(() => b.step(new Map([['w', tf.zeros([3])]]), 0.1)).toThrow(/shape/)
-    ;[a, b, sgd].forEach((o) => o.dispose())
+    ;[a, b, sgd].forEach((o) => {
+      o.dispose()
+    })
     tf.dispose([w, w2])
   })
 

@@ -315,7 +315,8 @@ class Sgd extends SlotOptimizer {
             newBuffer = direction // first step: buf = d_p
             this.slots.set(key, tf.variable(tf.clone(direction), false))
           } else {
-            newBuffer = tf.add(tf.mul(buffer, this.momentum), tf.mul(direction, 1 - this.dampening)) // buf = mu buf + (1 - dampening) d_p
+            // buf = mu buf + (1 - dampening) d_p
+            newBuffer = tf.add(tf.mul(buffer, this.momentum), tf.mul(direction, 1 - this.dampening))
             buffer.assign(newBuffer)
           }
           direction = this.nesterov ? tf.add(direction, tf.mul(newBuffer, this.momentum)) : newBuffer

@@ -186,7 +186,8 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
     default:
       throw new ConfigError(
         'schedule',
-        `'${String((options as { kind?: unknown }).kind)}' is not a schedule; expected constant, warmup-cosine or reduce-on-plateau`,
+        `'${String((options as { kind?: unknown }).kind)}' is not a schedule; expected constant, warmup-cosine or ` +
+          'reduce-on-plateau',
       )
   }
   return {

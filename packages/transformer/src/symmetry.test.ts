@@ -26,9 +26,13 @@ async function separationAfterTraining(queryInit: QueryInit): Promise<number> {
 }
 
 describeWithBackends('minimal model head symmetry', () => {
-  it(`heads separate from the default query init (U(-${DEFAULT_MINIMAL_QUERY_INIT}, ${DEFAULT_MINIMAL_QUERY_INIT}))`, async () => {
-    expect(await separationAfterTraining(DEFAULT_MINIMAL_QUERY_INIT)).toBeGreaterThan(0.3)
-  })
+  it(
+    `heads separate from the default query init (U(-${DEFAULT_MINIMAL_QUERY_INIT}, ` +
+      `${DEFAULT_MINIMAL_QUERY_INIT}))`,
+    async () => {
+      expect(await separationAfterTraining(DEFAULT_MINIMAL_QUERY_INIT)).toBeGreaterThan(0.3)
+    },
+  )
 
   it('heads never separate from an exactly-zero query init (the first plateau)', async () => {
     expect(await separationAfterTraining(0)).toBe(0)

@@ -85,25 +85,29 @@ const fileError = (reason: string, message?: RegExp) => (error: unknown) => {
 }
 
 describe('Hugging Face directories: export and import round trips', () => {
-  it('writes LlamaForCausalLM names (no lm_head when tied) with format=pt metadata, and reads back bit-identical weights', async () => {
-    for (const config of [llama, llamaUntied]) {
-      const dir = fresh()
-      const weights = randomWeights(config, 11)
-      const saved = await saveModelDirectory(dir, { config, weights })
-      expect(saved).toEqual({ format: 'huggingface', files: ['config.json', 'model.safetensors'] })
-      const file = parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors'))))
-      expect(file.metadata).toEqual({ format: 'pt' })
-      expect(file.tensors.has('lm_head.weight')).toBe(!config.tiedEmbeddings)
-      expect(file.tensors.get('model.layers.1.self_attn.k_proj.weight')?.shape).toEqual([8, 16])
-      expect(file.tensors.get('model.layers.0.mlp.down_proj.weight')?.shape).toEqual([16, 20])
-      const json = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))
-      expect(json.model_type).toBe('llama')
-      const read = await readHuggingFaceDirectory(dir)
-      expect(read.format).toBe('huggingface')
-      expect(read.config).toEqual(config)
-      expect(sameWeights(read.weights, weights)).toBeUndefined()
-    }
-  })
+  it(
+    'writes LlamaForCausalLM names (no lm_head when tied) with format=pt metadata, and reads back bit-identical ' +
+      'weights',
+    async () => {
+      for (const config of [llama, llamaUntied]) {
+        const dir = fresh()
+        const weights = randomWeights(config, 11)
+        const saved = await saveModelDirectory(dir, { config, weights })
+        expect(saved).toEqual({ format: 'huggingface', files: ['config.json', 'model.safetensors'] })
+        const file = parseSafetensors(new Uint8Array(await readFile(join(dir, 'model.safetensors'))))
+        expect(file.metadata).toEqual({ format: 'pt' })
+        expect(file.tensors.has('lm_head.weight')).toBe(!config.tiedEmbeddings)
+        expect(file.tensors.get('model.layers.1.self_attn.k_proj.weight')?.shape).toEqual([8, 16])
+        expect(file.tensors.get('model.layers.0.mlp.down_proj.weight')?.shape).toEqual([16, 20])
+        const json = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))
+        expect(json.model_type).toBe('llama')
+        const read = await readHuggingFaceDirectory(dir)
+        expect(read.format).toBe('huggingface')
+        expect(read.config).toEqual(config)
+        expect(sameWeights(read.weights, weights)).toBeUndefined()
+      }
+    },
+  )
 
   it('exports q/k/v/o biases as LlamaForCausalLM attention_bias and reads them back', async () => {
     const config = createConfig({ ...llama, bias: true })
@@ -217,7 +221,10 @@ describe('Hugging Face directories: export and import round trips', () => {
       weightMap[name] = shard
       const back = new Float32Array(values.length)
       if (kind === 'BF16') new Uint32Array(back.buffer).set(Array.from(half, (h) => h << 16))
-      else values.forEach((v, j) => (back[j] = Math.round(v * 1024) / 1024))
+      else
+        values.forEach((v, j) => {
+          back[j] = Math.round(v * 1024) / 1024
+        })
       expected.set(name, back)
     })
     await rm(join(dir, 'model.safetensors'))
@@ -254,30 +261,33 @@ describe('Hugging Face directories: bad input', () => {
     return dir
   }
 
-  it('a missing directory, a directory without config.json, a directory without weights, pickle-only weights', async () => {
-    await expectRejects(
-      readHuggingFaceDirectory(join(root, 'nope')),
-      fileError('missing-file', /model directory not found/),
-    )
-    const empty = fresh()
-    await mkdir(empty)
-    await writeFile(join(empty, 'notes.txt'), 'hi')
-    await expectRejects(
-      readHuggingFaceDirectory(empty),
-      fileError('missing-file', /has no config\.json \(found: notes\.txt\)/),
-    )
-    const noWeights = await copyGood()
-    await rm(join(noWeights, 'model.safetensors'))
-    await expectRejects(
-      readHuggingFaceDirectory(noWeights),
-      fileError('missing-file', /neither model\.safetensors nor model\.safetensors\.index\.json/),
-    )
-    await writeFile(join(noWeights, 'pytorch_model.bin'), 'x')
-    await expectRejects(readHuggingFaceDirectory(noWeights), (error) => {
-      expect(error).toBeInstanceOf(UnsupportedModelError)
-      expect((error as Error).message).toMatch(/PyTorch pickle weights \('pytorch_model\.bin'\)/)
-    })
-  })
+  it(
+    'a missing directory, a directory without config.json, ' + 'a directory without weights, pickle-only weights',
+    async () => {
+      await expectRejects(
+        readHuggingFaceDirectory(join(root, 'nope')),
+        fileError('missing-file', /model directory not found/),
+      )
+      const empty = fresh()
+      await mkdir(empty)
+      await writeFile(join(empty, 'notes.txt'), 'hi')
+      await expectRejects(
+        readHuggingFaceDirectory(empty),
+        fileError('missing-file', /has no config\.json \(found: notes\.txt\)/),
+      )
+      const noWeights = await copyGood()
+      await rm(join(noWeights, 'model.safetensors'))
+      await expectRejects(
+        readHuggingFaceDirectory(noWeights),
+        fileError('missing-file', /neither model\.safetensors nor model\.safetensors\.index\.json/),
+      )
+      await writeFile(join(noWeights, 'pytorch_model.bin'), 'x')
+      await expectRejects(readHuggingFaceDirectory(noWeights), (error) => {
+        expect(error).toBeInstanceOf(UnsupportedModelError)
+        expect((error as Error).message).toMatch(/PyTorch pickle weights \('pytorch_model\.bin'\)/)
+      })
+    },
+  )
 
   it('config.json that is not JSON, or describes another architecture', async () => {
     const dir = await copyGood()
@@ -303,7 +313,10 @@ describe('Hugging Face directories: bad input', () => {
     await expectRejects(readHuggingFaceDirectory(dir), (error) => {
       fileError(
         'missing-tensor',
-        /2 of the 20 tensors the configuration needs are missing: 'model\.layers\.1\.mlp\.up_proj\.weight', 'model\.norm\.weight'\. Found 18 tensors: 'model\.embed_tokens\.weight'/,
+        new RegExp(
+          /2 of the 20 tensors the configuration needs are missing: 'model\.layers\.1\.mlp\.up_proj\.weight', /.source +
+            /'model\.norm\.weight'\. Found 18 tensors: 'model\.embed_tokens\.weight'/.source,
+        ),
       )(error)
       expect((error as ModelFileError).details.missing).toEqual([
         'model.layers.1.mlp.up_proj.weight',
@@ -364,41 +377,45 @@ describe('Hugging Face directories: bad input', () => {
     )
   })
 
-  it('malformed safetensors: truncated, oversized header, overlapping offsets, byte count disagreeing with the shape', async () => {
-    const dir = await copyGood()
-    const bytes = new Uint8Array(await readFile(join(good, 'model.safetensors')))
-    const expectSafetensors = (message: RegExp, tensor?: string) => (error: unknown) => {
-      expect(error, String(error)).toBeInstanceOf(SafetensorsError)
-      expect((error as SafetensorsError).code).toBe('INVALID_SAFETENSORS')
-      expect((error as Error).message).toMatch(/model\.safetensors: /)
-      expect((error as Error).message).toMatch(message)
-      if (tensor !== undefined) expect((error as SafetensorsError).tensor).toBe(tensor)
-    }
-    await writeFile(join(dir, 'model.safetensors'), bytes.subarray(0, bytes.byteLength - 10))
-    await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/run past the end of the data/))
-    await writeFile(join(dir, 'model.safetensors'), rawSafetensors({}, 0, 200_000_000))
-    await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/header length 200000000 exceeds the limit/))
-    await writeFile(join(dir, 'model.safetensors'), rawSafetensors({}, 0, 4096))
-    await expectRejects(
-      readHuggingFaceDirectory(dir),
-      expectSafetensors(/file is truncated: the header says 4096 bytes/),
-    )
-    const overlap = {
-      'model.norm.weight': { dtype: 'F32', shape: [4], data_offsets: [0, 16] },
-      'model.embed_tokens.weight': { dtype: 'F32', shape: [4], data_offsets: [8, 24] },
-    }
-    await writeFile(join(dir, 'model.safetensors'), rawSafetensors(overlap, 24))
-    await expectRejects(
-      readHuggingFaceDirectory(dir),
-      expectSafetensors(/overlap another tensor/, 'model.embed_tokens.weight'),
-    )
-    const wrongCount = { 'model.norm.weight': { dtype: 'F32', shape: [5], data_offsets: [0, 16] } }
-    await writeFile(join(dir, 'model.safetensors'), rawSafetensors(wrongCount, 16))
-    await expectRejects(
-      readHuggingFaceDirectory(dir),
-      expectSafetensors(/16 bytes stored but dtype F32 and shape \[5\] need 20/, 'model.norm.weight'),
-    )
-  })
+  it(
+    'malformed safetensors: truncated, oversized header, overlapping offsets, byte count disagreeing with the ' +
+      'shape',
+    async () => {
+      const dir = await copyGood()
+      const bytes = new Uint8Array(await readFile(join(good, 'model.safetensors')))
+      const expectSafetensors = (message: RegExp, tensor?: string) => (error: unknown) => {
+        expect(error, String(error)).toBeInstanceOf(SafetensorsError)
+        expect((error as SafetensorsError).code).toBe('INVALID_SAFETENSORS')
+        expect((error as Error).message).toMatch(/model\.safetensors: /)
+        expect((error as Error).message).toMatch(message)
+        if (tensor !== undefined) expect((error as SafetensorsError).tensor).toBe(tensor)
+      }
+      await writeFile(join(dir, 'model.safetensors'), bytes.subarray(0, bytes.byteLength - 10))
+      await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/run past the end of the data/))
+      await writeFile(join(dir, 'model.safetensors'), rawSafetensors({}, 0, 200_000_000))
+      await expectRejects(readHuggingFaceDirectory(dir), expectSafetensors(/header length 200000000 exceeds the limit/))
+      await writeFile(join(dir, 'model.safetensors'), rawSafetensors({}, 0, 4096))
+      await expectRejects(
+        readHuggingFaceDirectory(dir),
+        expectSafetensors(/file is truncated: the header says 4096 bytes/),
+      )
+      const overlap = {
+        'model.norm.weight': { dtype: 'F32', shape: [4], data_offsets: [0, 16] },
+        'model.embed_tokens.weight': { dtype: 'F32', shape: [4], data_offsets: [8, 24] },
+      }
+      await writeFile(join(dir, 'model.safetensors'), rawSafetensors(overlap, 24))
+      await expectRejects(
+        readHuggingFaceDirectory(dir),
+        expectSafetensors(/overlap another tensor/, 'model.embed_tokens.weight'),
+      )
+      const wrongCount = { 'model.norm.weight': { dtype: 'F32', shape: [5], data_offsets: [0, 16] } }
+      await writeFile(join(dir, 'model.safetensors'), rawSafetensors(wrongCount, 16))
+      await expectRejects(
+        readHuggingFaceDirectory(dir),
+        expectSafetensors(/16 bytes stored but dtype F32 and shape \[5\] need 20/, 'model.norm.weight'),
+      )
+    },
+  )
 
   it('sharded directories whose index and shards disagree, or that name files outside the directory', async () => {
     const dir = await copyGood()
@@ -411,7 +428,7 @@ describe('Hugging Face directories: bad input', () => {
       readHuggingFaceDirectory(dir),
       fileError('missing-tensor', /places 'model\.extra\.weight' in 'model\.safetensors', which does not hold it/),
     )
-    const { ['model.norm.weight']: _, ...withoutNorm } = all
+    const { 'model.norm.weight': _, ...withoutNorm } = all
     void _
     await index(withoutNorm)
     await expectRejects(
@@ -426,7 +443,10 @@ describe('Hugging Face directories: bad input', () => {
       readHuggingFaceDirectory(dir),
       fileError(
         'missing-file',
-        /missing-shard\.safetensors: shard 'missing-shard\.safetensors' named by model\.safetensors\.index\.json not found/,
+        new RegExp(
+          /missing-shard\.safetensors: shard 'missing-shard\.safetensors' named by /.source +
+            /model\.safetensors\.index\.json not found/.source,
+        ),
       ),
     )
     await index({ ...all, 'model.norm.weight': '../elsewhere.safetensors' })
@@ -505,42 +525,46 @@ describe('Hugging Face directories: bad input', () => {
 })
 
 describe('loadModel', () => {
-  it('loads Hugging Face, attnlab-native and training-checkpoint directories and finds tokenizer.bin beside the weights', async () => {
-    const tokenizer = Llama2cTokenizer.fromPieces(
-      Array.from({ length: 24 }, (_, i) => (i === 3 ? ' ' : `t${i}`)),
-      new Array(24).fill(0),
-    )
-    const dir = fresh()
-    const weights = randomWeights(llama, 31)
-    await saveModelDirectory(dir, { config: llama, weights }, { tokenizer })
-    const loaded = await loadModel(join(dir, 'config.json'))
-    try {
-      expect(loaded.format).toBe('huggingface')
-      expect(loaded.tokenizer?.vocabSize).toBe(24)
-      expect(loaded.tokenizerPath).toBe(join(dir, 'tokenizer.bin'))
-      expect(sameWeights(await loaded.model.getWeightData(), weights)).toBeUndefined()
-    } finally {
-      loaded.model.dispose()
-    }
-    const noTokenizer = await loadModel(dir, { tokenizer: false })
-    expect(noTokenizer.tokenizer).toBeUndefined()
-    noTokenizer.model.dispose()
-    // A tokenizer whose vocabulary is not the model's.
-    const wrong = join(root, 'wrong-tokenizer.bin')
-    await writeFile(wrong, Llama2cTokenizer.fromPieces(['a', 'b', 'c'], [0, 0, 0]).serialize())
-    await expect(loadModel(dir, { tokenizer: wrong })).rejects.toThrow(
-      /holds 3 tokens but the model's vocabulary has 24/,
-    )
-    // A training checkpoint directory (manifest.json).
-    const model = createTransformer(presetConfig('gpt-nano'))
-    const checkpoint = fresh()
-    await saveCheckpoint(checkpoint, model)
-    const fromCheckpoint = await loadModel(checkpoint)
-    expect(fromCheckpoint.format).toBe('checkpoint')
-    expect(sameWeights(await fromCheckpoint.model.getWeightData(), await model.getWeightData())).toBeUndefined()
-    fromCheckpoint.model.dispose()
-    model.dispose()
-  })
+  it(
+    'loads Hugging Face, attnlab-native and training-checkpoint directories and finds tokenizer.bin beside the ' +
+      'weights',
+    async () => {
+      const tokenizer = Llama2cTokenizer.fromPieces(
+        Array.from({ length: 24 }, (_, i) => (i === 3 ? ' ' : `t${i}`)),
+        new Array(24).fill(0),
+      )
+      const dir = fresh()
+      const weights = randomWeights(llama, 31)
+      await saveModelDirectory(dir, { config: llama, weights }, { tokenizer })
+      const loaded = await loadModel(join(dir, 'config.json'))
+      try {
+        expect(loaded.format).toBe('huggingface')
+        expect(loaded.tokenizer?.vocabSize).toBe(24)
+        expect(loaded.tokenizerPath).toBe(join(dir, 'tokenizer.bin'))
+        expect(sameWeights(await loaded.model.getWeightData(), weights)).toBeUndefined()
+      } finally {
+        loaded.model.dispose()
+      }
+      const noTokenizer = await loadModel(dir, { tokenizer: false })
+      expect(noTokenizer.tokenizer).toBeUndefined()
+      noTokenizer.model.dispose()
+      // A tokenizer whose vocabulary is not the model's.
+      const wrong = join(root, 'wrong-tokenizer.bin')
+      await writeFile(wrong, Llama2cTokenizer.fromPieces(['a', 'b', 'c'], [0, 0, 0]).serialize())
+      await expect(loadModel(dir, { tokenizer: wrong })).rejects.toThrow(
+        /holds 3 tokens but the model's vocabulary has 24/,
+      )
+      // A training checkpoint directory (manifest.json).
+      const model = createTransformer(presetConfig('gpt-nano'))
+      const checkpoint = fresh()
+      await saveCheckpoint(checkpoint, model)
+      const fromCheckpoint = await loadModel(checkpoint)
+      expect(fromCheckpoint.format).toBe('checkpoint')
+      expect(sameWeights(await fromCheckpoint.model.getWeightData(), await model.getWeightData())).toBeUndefined()
+      fromCheckpoint.model.dispose()
+      model.dispose()
+    },
+  )
 
   it('a folder holding model.bin and no config.json means that llama2.c file (tokenizer.bin beside it)', async () => {
     const folder = fresh()

@@ -61,7 +61,8 @@ export function requireNode(operation: string): void {
   if (isNodeRuntime()) return
   throw new AttnlabError(
     'UNSUPPORTED',
-    `${operation} reads or writes files and needs Node.js; in a browser, fetch the bytes and use readLlama2cCheckpoint or parseSafetensors + modelFromCheckpoint, and Llama2cTokenizer.fromBytes`,
+    `${operation} reads or writes files and needs Node.js; in a browser, fetch the bytes and use ` +
+      'readLlama2cCheckpoint or parseSafetensors + modelFromCheckpoint, and Llama2cTokenizer.fromBytes',
     { operation },
   )
 }
@@ -250,13 +251,15 @@ async function readDirectoryTensors(dir: string): Promise<DirectoryTensors> {
     names.find((n) => n.endsWith('.pt') || n.endsWith('.pth'))
   if (pickle !== undefined) {
     throw new UnsupportedModelError(
-      `only PyTorch pickle weights ('${pickle}') were found; attnlab reads safetensors (${HF_WEIGHTS_FILE} or ${HF_INDEX_FILE}). Convert with transformers: model.save_pretrained(dir, safe_serialization=True)`,
+      `only PyTorch pickle weights ('${pickle}') were found; attnlab reads safetensors (${HF_WEIGHTS_FILE} or ` +
+        `${HF_INDEX_FILE}). Convert with transformers: model.save_pretrained(dir, safe_serialization=True)`,
       { file: dir },
     )
   }
   throw new ModelFileError(
     'missing-file',
-    `no weights: neither ${HF_WEIGHTS_FILE} nor ${HF_INDEX_FILE} is in the directory (found: ${names.join(', ') || 'nothing'})`,
+    `no weights: neither ${HF_WEIGHTS_FILE} nor ${HF_INDEX_FILE} is in the directory (found: ` +
+      `${names.join(', ') || 'nothing'})`,
     {
       file: dir,
     },
@@ -313,7 +316,8 @@ export async function readHuggingFaceDirectory(
     const names = await readdir(dir)
     throw new ModelFileError(
       'missing-file',
-      `not a model directory: it has no ${HF_CONFIG_FILE} (found: ${names.slice(0, 10).join(', ') || 'nothing'}${names.length > 10 ? ', ...' : ''})`,
+      `not a model directory: it has no ${HF_CONFIG_FILE} (found: ` +
+        `${names.slice(0, 10).join(', ') || 'nothing'}${names.length > 10 ? ', ...' : ''})`,
       { file: dir },
     )
   }

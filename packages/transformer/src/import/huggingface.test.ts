@@ -97,7 +97,10 @@ describe('configFromHuggingFace', () => {
         { file: 'x/config.json' },
       ),
     ).toThrow(
-      /^x\/config\.json: model_type "gpt2" \(architectures: GPT2LMHeadModel\) is not supported; attnlab loads Hugging Face model_type 'llama', 'mistral', 'qwen2'/,
+      new RegExp(
+        /^x\/config\.json: model_type "gpt2" \(architectures: GPT2LMHeadModel\) is not supported; /.source +
+          /attnlab loads Hugging Face model_type 'llama', 'mistral', 'qwen2'/.source,
+      ),
     )
     expect(() => configFromHuggingFace({ hidden_size: 4 })).toThrow(/model_type undefined/)
   })

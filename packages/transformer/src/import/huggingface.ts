@@ -82,7 +82,8 @@ export function checkMaxContext(maxContext: unknown): void {
   ) {
     throw new ConfigError(
       'maxContext',
-      `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive integer (the number of positions to keep)`,
+      `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive ` +
+        'integer (the number of positions to keep)',
       { value: maxContext },
     )
   }
@@ -135,7 +136,8 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
   if (typeof modelType !== 'string' || !(SUPPORTED as readonly string[]).includes(modelType)) {
     const architectures = Array.isArray(json.architectures) ? ` (architectures: ${json.architectures.join(', ')})` : ''
     throw new UnsupportedModelError(
-      `model_type ${JSON.stringify(modelType)}${architectures} is not supported; attnlab loads Hugging Face model_type ${SUPPORTED.map((t) => `'${t}'`).join(', ')} ` +
+      `model_type ${JSON.stringify(modelType)}${architectures} is not supported; attnlab loads Hugging Face ` +
+        `model_type ${SUPPORTED.map((t) => `'${t}'`).join(', ')} ` +
         `(into its llama architecture) and attnlab-native directories (model_type '${ATTNLAB_MODEL_TYPE}')`,
       { file, modelType },
     )
@@ -189,7 +191,8 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
   }
   const unsupported = (what: string, key: string): never => {
     throw new UnsupportedModelError(
-      `${what} (config.json '${key}' = ${JSON.stringify(json[key])}); attnlab's llama architecture would compute something else, so the model is not loaded`,
+      `${what} (config.json '${key}' = ${JSON.stringify(json[key])}); attnlab's llama architecture would compute ` +
+        'something else, so the model is not loaded',
       {
         file,
         field: key,
@@ -204,7 +207,8 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
     // Without head_dim the head size is hidden_size / num_attention_heads, which must divide.
     throw new ModelFileError(
       'invalid-header',
-      `config.json hidden_size ${dModel} is not divisible by num_attention_heads ${nHeads}, and it lacks 'head_dim' (a positive integer) to give the head size explicitly`,
+      `config.json hidden_size ${dModel} is not divisible by num_attention_heads ${nHeads}, and it lacks ` +
+        `'head_dim' (a positive integer) to give the head size explicitly`,
       { file, tensor: 'head_dim' },
     )
   }
@@ -241,7 +245,8 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
     const window = int('sliding_window')
     if (window < nCtx) {
       notes.push(
-        `context capped at the sliding window: ${window} positions (max_position_embeddings ${nCtx}); within the window sliding-window attention is full causal attention`,
+        `context capped at the sliding window: ${window} positions (max_position_embeddings ${nCtx}); within the ` +
+          'window sliding-window attention is full causal attention',
       )
       nCtx = window
     }
@@ -313,7 +318,8 @@ function attnlabNativeConfig(json: Record<string, unknown>, options: HuggingFace
   const version = json.attnlab_format_version
   if (version !== ATTNLAB_FORMAT_VERSION) {
     throw new UnsupportedModelError(
-      `attnlab format version ${JSON.stringify(version)} is not supported (this library reads version ${ATTNLAB_FORMAT_VERSION})`,
+      `attnlab format version ${JSON.stringify(version)} is not supported (this library reads version ` +
+        `${ATTNLAB_FORMAT_VERSION})`,
       {
         file,
       },

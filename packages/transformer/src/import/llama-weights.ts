@@ -9,7 +9,7 @@
  * | `embed.W_E` | `[dVocab, dModel]` | `model.embed_tokens.weight` | `[dVocab, dModel]` |
  * | `blocks.{l}.ln1.w` | `[dModel]` | `model.layers.{l}.input_layernorm.weight` | `[dModel]` |
  * | `blocks.{l}.attn.W_Q` | `[nHeads, dModel, dHead]` | `...self_attn.q_proj.weight` | `[nHeads*dHead, dModel]` |
- * | `blocks.{l}.attn.W_K`, `W_V` | `[nKvHeads, dModel, dHead]` | `...k_proj.weight`, `v_proj.weight` | `[nKvHeads*dHead, dModel]` |
+ * | `blocks.{l}.attn.W_K`, `W_V` | `[nKvHeads, dModel, dHead]` | `...{k,v}_proj.weight` | `[nKvHeads*dHead, dModel]` |
  * | `blocks.{l}.attn.W_O` | `[nHeads, dHead, dModel]` | `...self_attn.o_proj.weight` | `[dModel, nHeads*dHead]` |
  * | `blocks.{l}.ln2.w` | `[dModel]` | `...post_attention_layernorm.weight` | `[dModel]` |
  * | `blocks.{l}.mlp.W_gate` | `[dModel, dMlp]` | `...mlp.gate_proj.weight` (llama2.c `w1`) | `[dMlp, dModel]` |
@@ -391,7 +391,8 @@ export function llamaFromHuggingFace(
     if (head.length !== 2 || head[0] !== config.dVocab || head[1] !== config.dModel) {
       throw new ModelFileError(
         'shape-mismatch',
-        `1 tensors have the wrong shape: 'lm_head.weight' is [${head.join(', ')}], expected [${config.dVocab}, ${config.dModel}]`,
+        `1 tensors have the wrong shape: 'lm_head.weight' is [${head.join(', ')}], expected [${config.dVocab}, ` +
+          `${config.dModel}]`,
         {
           file: options.file,
           tensor: 'lm_head.weight',
@@ -453,7 +454,7 @@ export function huggingFaceBiasLayout(
   for (let l = 0; l < config.nLayers; l++) {
     for (const name of [`blocks.${l}.mlp.b_in`, `blocks.${l}.mlp.b_out`]) {
       const tensor = weights.get(name)
-      if (tensor !== undefined && tensor.data.some((v) => v !== 0)) return undefined
+      if (tensor?.data.some((v) => v !== 0)) return undefined
     }
   }
   return { qkv: true, o: true }
@@ -481,7 +482,8 @@ export function llamaToHuggingFace(
 ): TensorMap {
   if (biases === undefined) {
     throw new UnsupportedModelError(
-      'this model has non-zero MLP biases (b_in, b_out), which LlamaForCausalLM cannot express; export it in the attnlab format',
+      'this model has non-zero MLP biases (b_in, b_out), which LlamaForCausalLM cannot express; export it in the ' +
+        'attnlab format',
     )
   }
   const rules = llamaRules(config, biases)

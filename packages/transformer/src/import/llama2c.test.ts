@@ -78,7 +78,9 @@ function version1(config: TransformerConfig, weights: TensorMap): Uint8Array {
   view.setUint32(0, LLAMA2C_MAGIC, true)
   view.setInt32(4, 1, true)
   ;[config.dModel, config.dMlp, config.nLayers, config.nHeads, config.nKvHeads, config.dVocab, config.nCtx].forEach(
-    (v, i) => view.setInt32(8 + 4 * i, v, true),
+    (v, i) => {
+      view.setInt32(8 + 4 * i, v, true)
+    },
   )
   view.setUint8(36, config.tiedEmbeddings ? 1 : 0)
   let offset = 256
@@ -163,7 +165,9 @@ describe('llama2.c checkpoints', () => {
     it('truncated by a corrupt header that describes more bytes than 2^53: no 20-digit byte count', () => {
       const bytes = new Uint8Array(28 + 64)
       const view = new DataView(bytes.buffer)
-      ;[1 << 30, 1 << 30, 64, 64, 64, 32000, 256].forEach((value, i) => view.setInt32(i * 4, value, true))
+      ;[1 << 30, 1 << 30, 64, 64, 64, 32000, 256].forEach((value, i) => {
+        view.setInt32(i * 4, value, true)
+      })
       const e = expectModelFileError(
         () => parseLlama2cCheckpoint(bytes),
         'truncated',
@@ -185,7 +189,9 @@ describe('llama2.c checkpoints', () => {
     it('inconsistent headers: zero or negative sizes, indivisible heads, odd head width', () => {
       const withHeader = (values: number[]): Uint8Array => {
         const copy = good.slice()
-        values.forEach((v, i) => new DataView(copy.buffer).setInt32(4 * i, v, true))
+        values.forEach((v, i) => {
+          new DataView(copy.buffer).setInt32(4 * i, v, true)
+        })
         return copy
       }
       expectModelFileError(() => parseLlama2cCheckpoint(withHeader([0])), 'invalid-header', /dim is 0/)
@@ -292,34 +298,37 @@ describe.skipIf(!HAVE_AIDREAMS)('aidreams260K model.bin against its Hugging Face
 })
 
 describe('llama2.c reader fuzzing', () => {
-  it('random truncations, header edits and byte flips either parse or throw a typed error, never anything else', async () => {
-    const { Rng } = await import('@attnlab/core')
-    const rng = Rng.fromSeed(2024)
-    const good = serializeLlama2cCheckpoint(tiedGqa, randomWeights(tiedGqa, 9))
-    let typed = 0
-    for (let trial = 0; trial < 400; trial++) {
-      let bytes = good.slice()
-      const kind = trial % 4
-      if (kind === 0) bytes = bytes.subarray(0, rng.int(bytes.byteLength))
-      else if (kind === 1)
-        new DataView(bytes.buffer).setInt32(
-          4 * rng.int(7),
-          rng.int(2 ** 31) - 2 ** 30 * (rng.int(2) === 0 ? 0 : 2),
-          true,
-        )
-      else if (kind === 2) for (let i = 0; i < 8; i++) bytes[rng.int(bytes.byteLength)] = rng.int(256)
-      else {
-        const longer = new Uint8Array(bytes.byteLength + 1 + rng.int(64))
-        longer.set(bytes)
-        bytes = longer
+  it(
+    'random truncations, header edits and byte flips either ' + 'parse or throw a typed error, never anything else',
+    async () => {
+      const { Rng } = await import('@attnlab/core')
+      const rng = Rng.fromSeed(2024)
+      const good = serializeLlama2cCheckpoint(tiedGqa, randomWeights(tiedGqa, 9))
+      let typed = 0
+      for (let trial = 0; trial < 400; trial++) {
+        let bytes = good.slice()
+        const kind = trial % 4
+        if (kind === 0) bytes = bytes.subarray(0, rng.int(bytes.byteLength))
+        else if (kind === 1)
+          new DataView(bytes.buffer).setInt32(
+            4 * rng.int(7),
+            rng.int(2 ** 31) - 2 ** 30 * (rng.int(2) === 0 ? 0 : 2),
+            true,
+          )
+        else if (kind === 2) for (let i = 0; i < 8; i++) bytes[rng.int(bytes.byteLength)] = rng.int(256)
+        else {
+          const longer = new Uint8Array(bytes.byteLength + 1 + rng.int(64))
+          longer.set(bytes)
+          bytes = longer
+        }
+        try {
+          readLlama2cCheckpoint(bytes)
+        } catch (error) {
+          if (!(error instanceof ModelFileError || error instanceof UnsupportedModelError)) throw error
+          typed++
+        }
       }
-      try {
-        readLlama2cCheckpoint(bytes)
-      } catch (error) {
-        if (!(error instanceof ModelFileError || error instanceof UnsupportedModelError)) throw error
-        typed++
-      }
-    }
-    expect(typed).toBeGreaterThan(250)
-  })
+      expect(typed).toBeGreaterThan(250)
+    },
+  )
 })

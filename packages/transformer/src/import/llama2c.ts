@@ -201,7 +201,8 @@ export function parseLlama2cHeader(bytes: Uint8Array, file?: string): { header: 
     const fileVersion = view.getInt32(4, true)
     if (fileVersion === 2) {
       throw new UnsupportedModelError(
-        'llama2.c version 2 checkpoints are int8-quantized (Q8_0); attnlab reads float32 checkpoints: re-export with export.py --version 0 or 1',
+        'llama2.c version 2 checkpoints are int8-quantized (Q8_0); attnlab reads float32 checkpoints: re-export with ' +
+          'export.py --version 0 or 1',
         { file, version: fileVersion },
       )
     }
@@ -235,7 +236,8 @@ export function parseLlama2cHeader(bytes: Uint8Array, file?: string): { header: 
     if (!ok) {
       throw new ModelFileError(
         'invalid-header',
-        `header field ${name} is ${value}; expected a positive integer${name === 'vocab_size' && version === 0 ? ' (negative marks a separate classifier)' : ''} ` +
+        `header field ${name} is ${value}; expected a positive ` +
+          `integer${name === 'vocab_size' && version === 0 ? ' (negative marks a separate classifier)' : ''} ` +
           `(header: ${fields.map((f, j) => `${f}=${values[j]}`).join(', ')}). Is this a llama2.c checkpoint?`,
         { file, tensor: name, value },
       )
@@ -329,7 +331,10 @@ export function parseLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOp
   const file = options.file
   const { header, dataOffset } = parseLlama2cHeader(bytes, file)
   const expected = llama2cFileBytes(header)
-  const describe = `dim=${header.dim}, hidden_dim=${header.hiddenDim}, n_layers=${header.nLayers}, n_heads=${header.nHeads}, n_kv_heads=${header.nKvHeads}, vocab_size=${header.sharedClassifier ? '' : '-'}${header.vocabSize}, seq_len=${header.seqLen}`
+  const describe =
+    `dim=${header.dim}, hidden_dim=${header.hiddenDim}, n_layers=${header.nLayers}, ` +
+    `n_heads=${header.nHeads}, n_kv_heads=${header.nKvHeads}, ` +
+    `vocab_size=${header.sharedClassifier ? '' : '-'}${header.vocabSize}, seq_len=${header.seqLen}`
   if (bytes.byteLength < expected) {
     throw new ModelFileError(
       'truncated',
@@ -345,11 +350,13 @@ export function parseLlama2cCheckpoint(bytes: Uint8Array, options: Llama2cReadOp
     const classifierBytes = 4 * header.vocabSize * header.dim
     const hint =
       header.sharedClassifier && excess === classifierBytes
-        ? ` - exactly one [${header.vocabSize}, ${header.dim}] classifier: the header says it is shared (vocab_size > 0) but a separate one follows`
+        ? ` - exactly one [${header.vocabSize}, ${header.dim}] classifier: the header says it is shared ` +
+          '(vocab_size > 0) but a separate one follows'
         : ''
     throw new ModelFileError(
       'oversized',
-      `file has ${bytes.byteLength} bytes but its header (${describe}) describes ${expected}: ${excess} unexplained trailing bytes${hint}`,
+      `file has ${bytes.byteLength} bytes but its header (${describe}) describes ${expected}: ${excess} unexplained ` +
+        `trailing bytes${hint}`,
       { file, expectedBytes: expected, actualBytes: bytes.byteLength },
     )
   }
@@ -523,7 +530,9 @@ export function serializeLlama2cCheckpoint(
     header.sharedClassifier ? header.vocabSize : -header.vocabSize,
     header.seqLen,
   ]
-  ints.forEach((value, i) => view.setInt32(4 * i, value, true))
+  ints.forEach((value, i) => {
+    view.setInt32(4 * i, value, true)
+  })
   let offset = LLAMA2C_LEGACY_HEADER_BYTES
   const write = (data: Float32Array): void => {
     for (let i = 0; i < data.length; i++) view.setFloat32(offset + 4 * i, data[i] as number, true)

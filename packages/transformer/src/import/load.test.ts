@@ -150,14 +150,16 @@ describeWithBackends(`aidreams260K, both formats (${HAVE_AIDREAMS ? 'present' : 
     'the two formats give the same logits on a 128-token prompt (max abs difference < 1e-4)',
     async () => {
       const tokenizer = bin.tokenizer!
-      const text = `${REFERENCE_TEXT}. ${REFERENCE_TEXT} Then the dream shifts: numbers, rivers of light, and a quiet voice.`
+      const text =
+        `${REFERENCE_TEXT}. ` + `${REFERENCE_TEXT} Then the dream shifts: numbers, rivers of light, and a quiet voice.`
       const prompt = tokenizer.encode(text).slice(0, 128)
       expect(prompt.length).toBe(128)
       const a = await logitsOf(bin.model, prompt)
       const b = await logitsOf(hf.model, prompt)
       const difference = maxAbsDiff(a, b)
       console.log(
-        `[${tf.getBackend()}] aidreams260K llama2.c vs HF: max |logit difference| over 128 x 512 = ${difference.toExponential(3)}`,
+        `[${tf.getBackend()}] aidreams260K llama2.c vs HF: max |logit difference| over 128 x 512 = ` +
+          `${difference.toExponential(3)}`,
       )
       expect(difference).toBeLessThan(1e-4)
     },

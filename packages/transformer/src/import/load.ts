@@ -257,7 +257,8 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
     const other = (await readdir(target)).filter((name) => name === 'tokenizer.json' || name === 'tokenizer.model')
     if (other.length > 0) {
       notes.push(
-        `${other.join(' and ')} found, but attnlab reads llama2.c tokenizer.bin files only (convert with llama2.c's tokenizer.py)`,
+        `${other.join(' and ')} found, but attnlab reads llama2.c tokenizer.bin files only (convert with ` +
+          `llama2.c's tokenizer.py)`,
       )
     }
   }

@@ -270,7 +270,8 @@ export class Llama2cTokenizer {
       if (options.vocabSize !== undefined && id >= options.vocabSize) {
         throw new ModelFileError(
           'inconsistent',
-          `the tokenizer holds more than the ${options.vocabSize} tokens of the model's vocabulary (${bytes.byteLength - offset} bytes follow token ${id - 1})`,
+          `the tokenizer holds more than the ${options.vocabSize} tokens of the model's vocabulary ` +
+            `(${bytes.byteLength - offset} bytes follow token ${id - 1})`,
           { file },
         )
       }
@@ -436,7 +437,8 @@ export class Llama2cTokenizer {
         else {
           throw new AttnlabError(
             'UNSUPPORTED',
-            `cannot encode ${JSON.stringify(char)}: no piece spells it and the vocabulary has neither byte piece <0x${byte.toString(16).toUpperCase().padStart(2, '0')}> nor <unk>`,
+            `cannot encode ${JSON.stringify(char)}: no piece spells it and the vocabulary has neither byte piece ` +
+              `<0x${byte.toString(16).toUpperCase().padStart(2, '0')}> nor <unk>`,
             { char },
           )
         }

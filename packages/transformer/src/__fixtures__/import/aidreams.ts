@@ -30,7 +30,8 @@ if (!HAVE_AIDREAMS) {
 
 /** The README's reference: greedy decoding from "I dreamed" (BOS prepended), 60 positions. */
 export const REFERENCE_TEXT =
-  'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle into a t'
+  'I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle ' +
+  'into a t'
 
 /** The README's reference: the first 12 greedy ids from BOS alone. */
 export const REFERENCE_IDS_FROM_BOS = [319, 459, 355, 260, 275, 429, 339, 315, 374, 327, 446, 262]

@@ -23,7 +23,10 @@ export function sameWeights(
   b: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
 ): string | undefined {
   if (a.size !== b.size)
-    return `sizes ${a.size} vs ${b.size}: ${[...a.keys()].filter((k) => !b.has(k)).join(',')} / ${[...b.keys()].filter((k) => !a.has(k)).join(',')}`
+    return (
+      `sizes ${a.size} vs ${b.size}: ${[...a.keys()].filter((k) => !b.has(k)).join(',')} / ` +
+      `${[...b.keys()].filter((k) => !a.has(k)).join(',')}`
+    )
   for (const [name, x] of a) {
     const y = b.get(name)
     if (y === undefined) return `missing ${name}`
