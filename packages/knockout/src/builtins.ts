@@ -18,8 +18,8 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError } from '@attnlab/core'
-import { SparseMarkovTask, type Task } from '@attnlab/markov'
+import { checkOptionKeys, ConfigError, type Task } from '@attnlab/core'
+import { SparseMarkovTask } from '@attnlab/markov'
 import {
   METRIC_NAMES,
   chanceLevel,

@@ -11,8 +11,8 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange } from '@attnlab/core'
-import type { SparseMarkovTask, Task, TokenBatch } from '@attnlab/markov'
+import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange, type Task, type TokenBatch } from '@attnlab/core'
+import type { SparseMarkovTask } from '@attnlab/markov'
 
 /**
  * How a capability's predictions are scored, per scored position, averaged over all scored

@@ -35,7 +35,7 @@ import {
   readEmergenceRecord,
   writeEmergenceResult,
 } from '@attnlab/experiments/node'
-import { defaultLinearMapConfig, defaultSparseMarkovConfig, type TaskDescription } from '@attnlab/markov'
+import { defaultLinearMapConfig, defaultSparseMarkovConfig, type MarkovTaskDescription } from '@attnlab/markov'
 import { UsageError } from '../errors.ts'
 import { checkWritable, createDirectory, discardCreated, pathState } from '../out-dir.ts'
 import { onStopSignal } from '../signals.ts'
@@ -168,7 +168,7 @@ async function settingsOf(flags: EmergenceFlags, command: Command): Promise<Reso
   if (flags.analysisSize > flags.validationSize)
     throw new UsageError(`--analysis-size ${flags.analysisSize} exceeds --validation-size ${flags.validationSize}`)
   const config: EmergenceConfig = {
-    task: task.describe() as TaskDescription,
+    task: task.describe() as MarkovTaskDescription,
     preset: flags.preset as EmergencePreset,
     model,
     training: {

@@ -6,7 +6,7 @@
 import { basename, dirname, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { AttnlabError, Rng } from '@attnlab/core'
-import { createTask, type AnyTask, type TaskDescription } from '@attnlab/markov'
+import { createTask, type AnyTask, type MarkovTaskDescription } from '@attnlab/markov'
 import {
   createTransformer,
   train,
@@ -58,7 +58,7 @@ interface TrainFlags extends TaskFlags, ModelFlags, OptimizationFlags {
 interface StoredRun {
   readonly command: 'train'
   readonly preset: string
-  readonly task: TaskDescription
+  readonly task: MarkovTaskDescription
   readonly train: {
     batch: number
     lr: number
@@ -209,7 +209,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     run = {
       command: 'train',
       preset: flags.preset,
-      task: task.describe() as TaskDescription,
+      task: task.describe() as MarkovTaskDescription,
       train: {
         batch: flags.batch,
         lr: flags.lr,

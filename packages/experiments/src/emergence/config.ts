@@ -5,7 +5,7 @@
  * @module
  */
 import { ConfigError, checkOptionKeys, checkRange } from '@attnlab/core'
-import { createTask, type AnyTask, type TaskDescription, type TaskKind } from '@attnlab/markov'
+import { createTask, type AnyTask, type MarkovTaskDescription, type TaskKind } from '@attnlab/markov'
 import { configFromJSON, configToJSON, presetConfig, type TransformerConfig } from '@attnlab/transformer'
 import type { EmergenceRecord, TrainingSettings } from './run.ts'
 
@@ -41,7 +41,7 @@ export type EmergenceModelOverrides = Partial<Omit<TransformerConfig, 'architect
  */
 export interface EmergenceConfig {
   /** The task, as `@attnlab/markov`'s `createTask` reads it: `{ kind, ...overrides }`. */
-  readonly task: TaskDescription
+  readonly task: MarkovTaskDescription
   /** The model preset. */
   readonly preset: EmergencePreset
   /** Overrides of the preset's configuration (`{}` for the preset as it is). */
@@ -155,7 +155,7 @@ export function defaultEmergenceConfig(kind: TaskKind = 'sparse-markov'): Emerge
   for (const key of MODEL_SHAPE_KEYS) if (own[key] !== undefined) model[key] = own[key]
   const number = (key: string, fallback: number): number => (own[key] as number | undefined) ?? fallback
   return {
-    task: task as TaskDescription,
+    task: task as MarkovTaskDescription,
     preset: (own.preset as EmergencePreset | undefined) ?? EMERGENCE_DEFAULTS.preset,
     model: model as EmergenceModelOverrides,
     training: {
@@ -291,7 +291,7 @@ export function resolveEmergenceConfig(config: EmergenceConfig): ResolvedEmergen
   })
   const record: EmergenceRecord = {
     format: 'attnlab-emergence/1',
-    task: task.describe() as TaskDescription,
+    task: task.describe() as MarkovTaskDescription,
     model: configToJSON(model),
     preset: config.preset,
     training: config.training,

@@ -8,8 +8,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError } from '@attnlab/core'
-import { SparseMarkovTask, type Task } from '@attnlab/markov'
+import { AttnlabError, type Task } from '@attnlab/core'
+import { SparseMarkovTask } from '@attnlab/markov'
 import type { StepRecord } from '@attnlab/transformer'
 import { resolveEmergenceConfig, type EmergenceConfig, type ResolvedEmergenceConfig } from './config.ts'
 import { odeOverlay, type OdeOverlay } from './ode.ts'

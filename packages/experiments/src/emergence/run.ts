@@ -7,8 +7,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { Rng } from '@attnlab/core'
-import type { AnyTask, Task, TaskDescription, TokenBatch } from '@attnlab/markov'
+import { Rng, type Task, type TokenBatch } from '@attnlab/core'
+import type { AnyTask, MarkovTaskDescription } from '@attnlab/markov'
 import {
   Trainer,
   analyze,
@@ -113,7 +113,7 @@ export interface SeedCheckpoint {
 export interface EmergenceRecord {
   readonly format: 'attnlab-emergence/1'
   /** The task's `describe()` output (`@attnlab/markov`'s `createTask` rebuilds it). */
-  readonly task: TaskDescription
+  readonly task: MarkovTaskDescription
   /** The model configuration as JSON (`configToJSON`; seed = the first seed). */
   readonly model: Record<string, unknown>
   /** The model preset it was derived from. */
