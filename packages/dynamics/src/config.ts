@@ -1,6 +1,6 @@
 /**
- * Configuration of the reduced gradient-flow model (Yüksel et al., arXiv 2602.19143; notes
- * `markov-dynamics.md` section 4): the target's spans, importance weights and context length,
+ * Configuration of the reduced gradient-flow model (Yüksel et al., arXiv 2602.19143, Eq. (4)):
+ * the target's spans, importance weights and context length,
  * the number of heads, the flow variant, weight decay, the fast-value limit and the
  * initialisation noise.
  *
@@ -9,7 +9,7 @@
 import { checkOptionKeys, ConfigError } from '@attnlab/core'
 
 /**
- * How attention moves (notes section 4.2).
+ * How attention moves (Yüksel et al., arXiv 2602.19143, Eq. (4), and the authors' released code).
  *
  * - `'replicator'`: `ds_k/dt = J(s_k) R^T V_k` - the replicator (mirror) flow of the paper
  *   notebook's "Equation (4)". Its first transition time grows like `sqrt(T)`.
@@ -104,14 +104,14 @@ export function defaultDynamicsConfig(): DynamicsConfig {
 }
 
 /**
- * Named presets (notes section 4.4 baseline).
+ * Named presets (the baseline of the paper's gradient-flow simulation: `h = 3`, `T = 40`, `m = 1.7`).
  *
- * - `reference`: the defaults (replicator; transitions near t = 4.6, 51, 236 in the notes).
+ * - `reference`: the defaults (replicator; transitions near t = 4.6, 51, 236).
  * - `reference-logit`: the same with gradient flow on the logits (t1 near 21.8).
  * - `reference-fast-value`: the replicator flow with `V` at its ridge optimum (`lambda = 1e-3`) at
  *   every instant.
  * - `minimal-transformer`: spans `[2, 2, 2]` over the `T = 25` positions the last query of the
- *   minimal model sees (6-token window plus 20 generated tokens, notes section 1.1).
+ *   minimal model sees (6-token window plus 20 generated tokens).
  *
  * @category Config
  */

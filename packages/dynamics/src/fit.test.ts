@@ -4,7 +4,7 @@ import { fitTimeScale, mapLossBetweenPlateaus, scaleOdeCurve, stageProgress } fr
 import { simulate } from './simulate.ts'
 
 const odePlateaus = [6.12105, 1.945, 0.5, 0]
-const cePlateaus = [3.694, 1.561, 0.98, 0.806] // H_n oracles, d=50 singletons (notes section 1.3)
+const cePlateaus = [3.694, 1.561, 0.98, 0.806] // H_n oracles, d=50 singletons
 
 describe('stage progress', () => {
   it('maps plateaus to integers, piecewise linearly, and extrapolates', () => {

@@ -1,7 +1,7 @@
 /**
  * `@attnlab/dynamics`: the reduced gradient-flow model of stage-wise learning of sparse
  * attention (Yüksel, Alvarez Lucendo, Flammarion, "Incremental Learning of Sparse Attention
- * Patterns in Transformers", arXiv 2602.19143; research notes `markov-dynamics.md` section 4).
+ * Patterns in Transformers", arXiv 2602.19143; the reduced gradient flow of its Eq. (4)).
  *
  * - {@link simulate}: integrate `L(V, S) = 1/2 ||G - sum_k V_k s_k^T||_F^2` (replicator or logit
  *   flow, weight decay, fast-value limit) with an adaptive, error-controlled solver (ODEX).

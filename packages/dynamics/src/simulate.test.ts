@@ -37,7 +37,7 @@ describe('simulate: against an independent scipy solution (tools/dynamics/ode_sc
   })
 })
 
-describe('simulate: closed forms and reference behaviour (notes section 4.3-4.4)', () => {
+describe('simulate: closed forms and reference behaviour of the reduced flow', () => {
   it('eps = 0: the heads stay bit-identical and the loss stays on L_1 forever', () => {
     const { trajectory, analysis } = simulateAndAnalyze({ initNoise: 0 }, { tMax: 5000, points: 300 })
     const { nHeads: h, nCtx: T } = trajectory.config

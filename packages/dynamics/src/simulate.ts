@@ -1,6 +1,6 @@
 /**
  * `simulate`: integrates the reduced gradient flow and samples its trajectory (Yüksel et al.,
- * arXiv 2602.19143; notes `markov-dynamics.md` section 4).
+ * arXiv 2602.19143, Eq. (4)).
  *
  * @module
  */

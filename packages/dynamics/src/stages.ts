@@ -2,14 +2,14 @@
  * Stage and phase detection on plain arrays, shared by the ODE (`attnlab dynamics`) and real
  * training runs (`attnlab emergence`).
  *
- * - Transitions: the loss crossing the midpoint between consecutive plateau values (notes
- *   `markov-dynamics.md` sections 3.1 and 4.4: "a drop of more than 50% of the gap between
- *   consecutive plateaus"). For the ODE the plateaus are the exact `L_j`; for a training run,
- *   the restricted-context Bayes losses `H_n` (notes section 1.3). Noisy curves: a running median
- *   and a persistence requirement.
+ * - Transitions: the loss crossing the midpoint between consecutive plateau values (a drop of
+ *   more than 50% of the gap between consecutive plateaus; Yüksel et al., arXiv 2602.19143, set
+ *   their stage boundaries by hand). For the ODE the plateaus are the exact `L_j`; for a training
+ *   run, the restricted-context Bayes losses `H_n`. Noisy curves: a running median and a
+ *   persistence requirement.
  * - Which head took which span: the argmax of each head's attention mass over the spans, once
  *   the stage has settled.
- * - Phases (notes section 4.3): **competitive** (every head attends to the same span, mean
+ * - Phases (Yüksel et al., arXiv 2602.19143): **competitive** (every head attends to the same span, mean
  *   pairwise head similarity near 1) then **cooperative** (heads specialise, similarity drops).
  *
  * Times are whatever the caller uses (ODE time, optimiser steps); losses any unit, as long as
@@ -495,7 +495,7 @@ export function assignHeads(heads: ArrayLike<ArrayLike<number>>): HeadAssignment
 }
 
 /**
- * The phases of the competitive-to-cooperative picture (notes section 4.3).
+ * The phases of the competitive-to-cooperative picture (Yüksel et al., arXiv 2602.19143).
  *
  * - `'initial'`: before any head focuses on a span;
  * - `'competitive'`: every head focused on the same span (in the ODE, the most important one),

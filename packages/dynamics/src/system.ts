@@ -1,6 +1,6 @@
 /**
- * The vector field of the reduced gradient flow (notes `markov-dynamics.md` section 4.2; Yüksel
- * et al., arXiv 2602.19143, "Equation (4)" of the paper notebook and `ode.py`).
+ * The vector field of the reduced gradient flow (Yüksel et al., arXiv 2602.19143, Eq. (4), and
+ * the ODE simulator of the authors' released code).
  *
  * State: `V_k` (value vector of head `k` in the teacher-feature basis, length `F = K`) and the
  * attention logits `u_k` (length `T`), `s_k = softmax(u_k)`. Both variants are integrated in

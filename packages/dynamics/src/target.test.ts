@@ -11,7 +11,7 @@ describe('target and plateaus', () => {
     expect(Array.from(target.spanOf)).toEqual([0, 0, 1, -1, -1])
   })
 
-  it('gives the closed form L_j = 1/2 sum_{g>j} |span_g| c_g^2 (notes section 4.2: 6.121, 1.945, 0.5, 0)', () => {
+  it('gives the closed form L_j = 1/2 sum_{g>j} |span_g| c_g^2 (6.121, 1.945, 0.5, 0 for singletons)', () => {
     const plateaus = plateauLosses(resolveDynamicsConfig())
     expect(plateaus).toHaveLength(4)
     expect(plateaus[0]).toBeCloseTo(0.5 * (1.7 ** 4 + 1.7 ** 2 + 1), 12)

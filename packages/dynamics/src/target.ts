@@ -1,6 +1,6 @@
 /**
- * The factorisation target `G` and its exact plateau losses (notes `markov-dynamics.md`
- * sections 4.1-4.2; Yüksel et al., arXiv 2602.19143).
+ * The factorisation target `G` and its exact plateau losses (the reduced model of Yüksel et al.,
+ * arXiv 2602.19143, Eq. (4)).
  *
  * @module
  */
@@ -83,7 +83,7 @@ export function learningOrder(config: ResolvedDynamicsConfig): number[] {
 /**
  * The exact plateau losses `L_0 > L_1 > ... > L_K = 0`: after the first `j` spans (in
  * {@link learningOrder}) are fitted, the loss is `L_j = 1/2 sum_{g not fitted} |span_g| c_g^2`
- * (notes section 4.2; for spans already in learning order this is `1/2 sum_{g>j} |span_g| c_g^2`).
+ * (for spans already in learning order this is `1/2 sum_{g>j} |span_g| c_g^2`).
  * `L_0` is the loss at initialisation (`V = 0`). With `h < K` heads the flow ends at `L_h`.
  *
  * Units: 1/2 squared Frobenius norm (the ODE's regression loss), not nats.
