@@ -14,7 +14,7 @@
  *    composite of stock ops otherwise.
  *
  * Only apps register kernels (through `useBackend(name, { kernels })`); libraries call ops.
- * Source: the speed study behind issue 9 (`docs/performance.md`).
+ * Source: the training-speed study in `docs/performance.md`.
  *
  * @module
  */
