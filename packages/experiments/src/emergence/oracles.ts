@@ -1,8 +1,8 @@
 /**
  * The reference lines a training run's loss is compared against: for the sparse Markov chain,
  * the restricted-context Bayes losses `H_n` at span boundaries (the loss of the best predictor
- * that sees only the newest `j` spans: stage `j`'s plateau, Yüksel et al. sec. 3, research notes
- * `markov-dynamics.md` 1.3) and the truncated-teacher cross-entropies; for the emergence tasks,
+ * that sees only the newest `j` spans: stage `j`'s plateau, cf. the plateaus of Yüksel et al., arXiv
+ * 2602.19143, Figure 1) and the truncated-teacher cross-entropies; for the emergence tasks,
  * chance and the Bayes floor (Baherwani et al.).
  */
 import { Rng } from '@attnlab/core'
