@@ -6,6 +6,7 @@ import { existsSync, statSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { UsageError } from './errors.ts'
+import { checkDirectoryWritable, checkPathGiven } from './out-dir.ts'
 import {
   BACKEND_NAMES,
   KERNELS_MODES,
@@ -95,11 +96,29 @@ export function numberListParser(flag: string): (value: string) => number[] {
   }
 }
 
+/** The flags that name a path the command writes (checked by {@link refuseEmptyOutputPaths}). */
+export const OUTPUT_PATH_FLAGS: readonly string[] = ['--out', '--plot', '--resume']
+
 /**
- * Checks an output-file flag before any work: the file's directory exists, the path is not a
- * directory (and, with `extension`, ends in it), and an existing file is replaced only with
- * `--force`. Every command's `--plot` and `--out <file>` use this, so every output follows one
- * rule (the run directories of `train` / `emergence` follow the same one in `out-dir.ts`).
+ * Refuses an empty value (`--out ""`) of every {@link OUTPUT_PATH_FLAGS} flag of `command`, before
+ * its action runs (installed as a `preAction` hook on the program, so it holds for every command).
+ *
+ * @throws UsageError `<flag> must name a path, got ''`
+ */
+export function refuseEmptyOutputPaths(command: Command): void {
+  for (const option of command.options) {
+    if (option.long === undefined || !OUTPUT_PATH_FLAGS.includes(option.long)) continue
+    const value: unknown = command.getOptionValue(option.attributeName())
+    if (typeof value === 'string') checkPathGiven(option.long, value)
+  }
+}
+
+/**
+ * Checks an output-file flag before any work: the path is not empty, the file's directory exists
+ * and a file can be created in it, the path is not a directory (and, with `extension`, ends in
+ * it), and an existing file is replaced only with `--force`. Every command's `--plot` and
+ * `--out <file>` use this, so every output follows one rule (the run directories of `train` /
+ * `emergence` follow the same one in `out-dir.ts`).
  *
  * @param flag - the flag, for the message (e.g. `--plot`)
  * @param path - the path given
@@ -114,6 +133,7 @@ export function checkOutputFile(
   extension: string | undefined,
   force: boolean | undefined,
 ): string {
+  checkPathGiven(flag, path)
   const absolute = resolve(path)
   if (extension !== undefined && !absolute.toLowerCase().endsWith(extension))
     throw new UsageError(`${flag} must name an ${extension} file, got '${path}'`)
@@ -129,6 +149,7 @@ export function checkOutputFile(
   if (force !== true && existsSync(absolute)) {
     throw new UsageError(`${flag} ${path} already exists; pick another path, or pass --force to replace it`)
   }
+  checkDirectoryWritable(directory, flag, path)
   return absolute
 }
 

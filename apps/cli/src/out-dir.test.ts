@@ -60,4 +60,24 @@ describe('output directories', () => {
     },
     20_000,
   )
+
+  it('refuses an empty --out / --plot / --resume at once (exit 2), before any work', async () => {
+    await expect(checkWritable('')).rejects.toThrow("--out must name a path, got ''")
+    const cases: string[][] = [
+      ['train', ...TINY, '--steps', '5', '--out', ''],
+      ['train', ...TINY, '--steps', '5', '--resume', ''],
+      ['emergence', ...TINY, '--analysis-size', '8', '--steps', '5', '--out', ''],
+      ['markov', 'sample', '--vocab', '6', '--spans', '1', '--sequences', '4', '--out', ''],
+      ['dynamics', 'simulate', '--t-max', '50', '--points', '20', '--plot', ' '],
+    ]
+    for (const args of cases) {
+      const io = captureOutput()
+      const started = performance.now()
+      expect(await main(args), args.join(' ')).toBe(2)
+      expect(performance.now() - started).toBeLessThan(5000)
+      expect(io.err()).toMatch(/--(out|resume|plot) must name a path, got '\s*'/)
+      expect(io.out()).not.toMatch(/step \d/)
+      vi.restoreAllMocks()
+    }
+  })
 })

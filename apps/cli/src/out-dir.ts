@@ -5,8 +5,8 @@
  * anything worth keeping.
  */
 import { randomBytes } from 'node:crypto'
-import type { Stats } from 'node:fs'
-import { access, constants, mkdir, readdir, rm, rmdir, stat } from 'node:fs/promises'
+import { accessSync, constants, mkdirSync, rmdirSync, statSync, type Stats } from 'node:fs'
+import { access, readdir, rm, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { makeDirectories } from '@attnlab/core/node'
 import { UsageError } from './errors.ts'
@@ -41,6 +41,42 @@ export async function pathState(path: string): Promise<PathState> {
 }
 
 /**
+ * Refuses an empty output path (`--out ""`), which would otherwise name the current directory's
+ * parent entry and fail only when the result is written.
+ *
+ * @throws {@link UsageError} `<flag> must name a path, got ''`
+ */
+export function checkPathGiven(flag: string, path: string): void {
+  if (path.trim() === '') throw new UsageError(`${flag} must name a path, got '${path}'`)
+}
+
+/**
+ * Checks that `directory` (which exists) is a directory in which an entry can really be created:
+ * probed with an empty directory that is removed at once, so that file systems that refuse new
+ * entries, such as `/proc`, fail here and not after the work. Synchronous, for the file-output
+ * checks of `options.ts`.
+ *
+ * @param directory - the existing directory to probe
+ * @param flag - the flag named in the error (`--plot`)
+ * @param named - the path the error names (the one the user gave)
+ * @throws {@link UsageError} `<flag> <named> is not writable (<code>[ in <directory>])`
+ */
+export function checkDirectoryWritable(directory: string, flag: string, named: string): void {
+  try {
+    if (!statSync(directory).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' })
+    accessSync(directory, constants.W_OK)
+    const entry = join(directory, `.attnlab-probe-${randomBytes(6).toString('hex')}`)
+    mkdirSync(entry)
+    rmdirSync(entry)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message
+    throw new UsageError(
+      `${flag} ${named} is not writable (${code}${directory === resolve(named) ? '' : ` in ${directory}`})`,
+    )
+  }
+}
+
+/**
  * Checks, before any work, that `path` can be created or written: its nearest existing ancestor
  * (`path` itself when it exists) must be a writable directory in which a directory can really be
  * created (probed with an empty directory that is removed at once, so that file systems that
@@ -48,9 +84,11 @@ export async function pathState(path: string): Promise<PathState> {
  *
  * @param flag - the flag named in the error (`--out`)
  * @param named - the path the error names (default `path`; e.g. `--out` when checking its parent)
- * @throws {@link UsageError} `<flag> <named> is not writable (...)`
+ * @throws {@link UsageError} `<flag> must name a path` for an empty path, `<flag> <named> is not writable (...)`
  */
 export async function checkWritable(path: string, flag = '--out', named = path): Promise<void> {
+  checkPathGiven(flag, named)
+  checkPathGiven(flag, path)
   // The nearest existing ancestor (or path itself).
   let probe = resolve(path)
   for (;;) {
@@ -64,16 +102,7 @@ export async function checkWritable(path: string, flag = '--out', named = path):
     if (found || dirname(probe) === probe) break
     probe = dirname(probe)
   }
-  try {
-    if (!(await stat(probe)).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' })
-    await access(probe, constants.W_OK)
-    const entry = join(probe, `.attnlab-probe-${randomBytes(6).toString('hex')}`)
-    await mkdir(entry)
-    await rmdir(entry)
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message
-    throw new UsageError(`${flag} ${named} is not writable (${code}${probe === resolve(named) ? '' : ` in ${probe}`})`)
-  }
+  checkDirectoryWritable(probe, flag, named)
 }
 
 /**

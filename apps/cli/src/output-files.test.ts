@@ -55,4 +55,23 @@ describe('output files', () => {
       expect((await readSafetensorsFile(join(root(), 'sample.safetensors'))).tensors.has('tokens')).toBe(true)
     },
   )
+
+  // The file is written to a temporary sibling and renamed: its directory must accept new entries.
+  it.runIf(process.platform === 'linux')(
+    'markov sample --out and dynamics simulate --plot under /proc fail before any work, naming the path given',
+    async () => {
+      const cases: [string, string, string[]][] = [
+        ['--out', '/proc/x.safetensors', ['markov', 'sample', '--vocab', '6', '--spans', '1', '--sequences', '4']],
+        ['--plot', '/proc/p.svg', ['dynamics', 'simulate', '--t-max', '50', '--points', '20']],
+      ]
+      for (const [flag, path, args] of cases) {
+        const io = captureOutput()
+        expect(await main([...args, flag, path]), path).toBe(2)
+        expect(io.err()).toContain(`${flag} ${path} is not writable (`)
+        expect(io.err()).not.toMatch(new RegExp(`${path.replaceAll('.', '\\.')}\\.\\d`))
+        expect(io.out()).toBe('')
+        vi.restoreAllMocks()
+      }
+    },
+  )
 })

@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError } from 'commander'
 import { describeError, exitCodeFor } from './errors.ts'
+import { refuseEmptyOutputPaths } from './options.ts'
 import { registerInfo } from './commands/info.ts'
 import { registerEmergence } from './commands/emergence.ts'
 import { registerSparse } from './commands/sparse.ts'
@@ -41,6 +42,8 @@ export function buildProgram(): Command {
   registerTrain(program)
   registerKnockout(program)
   registerKernels(program)
+  // `--out ""`, `--plot ""`, ...: refused before any command's work.
+  program.hook('preAction', (_root, action) => refuseEmptyOutputPaths(action))
   return program
 }
 
