@@ -173,4 +173,17 @@ describe('node file helpers', () => {
     }
     expect(await readFile(join(parent, 'file'), 'utf8')).toBe('x')
   })
+
+  it('names the path given, never a temporary, and refuses an empty path', async () => {
+    const fill = async (tmp: string): Promise<void> => writeFileAtomic(join(tmp, 'a.txt'), 'a')
+    if (process.platform === 'linux') {
+      const failure = writeFileAtomic('/proc/attnlab-p.svg', 'y')
+      await expect(failure).rejects.toThrow("cannot write '/proc/attnlab-p.svg': ENOENT: no such file or directory")
+      await expect(failure).rejects.not.toThrow(/attnlab-p\.svg\.\d/)
+      const directory = writeDirectoryAtomic('/proc/attnlab-x', fill)
+      await expect(directory).rejects.toThrow(/^cannot write directory '\/proc\/attnlab-x': [A-Z]+: [^,]+$/)
+    }
+    await expect(writeFileAtomic('', 'y')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' })
+    await expect(writeDirectoryAtomic('', fill)).rejects.toThrow("the path to write must not be empty, got ''")
+  })
 })

@@ -9,7 +9,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import writeFileAtomicLib from 'write-file-atomic'
 import { AttnlabError } from './errors.ts'
 import {
@@ -77,15 +77,42 @@ export async function makeDirectories(dir: string): Promise<string | undefined> 
 }
 
 /**
+ * A file system error's text without the temporary path Node appends to it
+ * (`ENOENT: no such file or directory, open '/x.svg.3961959609'` becomes
+ * `ENOENT: no such file or directory`): a message names the path the caller gave, never a
+ * temporary. Errors about other paths (a parent that is a file) keep them.
+ */
+function describeWriteError(error: unknown, isTemporary: (path: string) => boolean): string {
+  const failure = error as NodeJS.ErrnoException & { dest?: unknown }
+  const paths = [failure.path, failure.dest].filter((path): path is string => typeof path === 'string')
+  if (typeof failure.syscall === 'string' && paths.some(isTemporary)) {
+    const cut = failure.message.indexOf(`, ${failure.syscall}`)
+    if (cut > 0) return failure.message.slice(0, cut)
+  }
+  return failure.message
+}
+
+/** Refuses an empty destination, which would name the current directory's parent entry. */
+function checkDestination(path: string): void {
+  if (path.trim() === '')
+    throw new AttnlabError('INVALID_ARGUMENT', `the path to write must not be empty, got '${path}'`, { path })
+}
+
+/**
  * Writes a file atomically (temp file + fsync + rename, via the `write-file-atomic` library),
  * creating parent directories.
  *
  * @param path - destination path
  * @param data - file contents
- * @throws `AttnlabError` with code `IO_ERROR` naming the path when it cannot be written
+ * @throws `AttnlabError` with code `IO_ERROR` naming the path (never the temporary file) when it
+ *   cannot be written; `INVALID_ARGUMENT` for an empty path
  * @category Files
  */
 export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
+  checkDestination(path)
+  // write-file-atomic's temporary is `<path>.<number>`.
+  const isTemporary = (candidate: string): boolean =>
+    candidate.startsWith(`${path}.`) || candidate.startsWith(`${resolve(path)}.`)
   try {
     await makeDirectories(dirname(path))
     await writeFileAtomicLib(
@@ -95,7 +122,7 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array): 
   } catch (error) {
     throw new AttnlabError(
       'IO_ERROR',
-      `cannot write '${path}': ${(error as Error).message}`,
+      `cannot write '${path}': ${describeWriteError(error, isTemporary)}`,
       { path },
       { cause: error },
     )
@@ -161,6 +188,8 @@ export async function writeSafetensorsFile(
  * @category Files
  */
 export async function writeDirectoryAtomic(path: string, fill: (tempDir: string) => Promise<void>): Promise<void> {
+  checkDestination(path)
+  const isTemporary = (candidate: string): boolean => basename(candidate).startsWith(`.${basename(path)}.tmp-`)
   const parent = dirname(path)
   let temp: string
   try {
@@ -169,7 +198,7 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
   } catch (error) {
     throw new AttnlabError(
       'IO_ERROR',
-      `cannot write directory '${path}': ${(error as Error).message}`,
+      `cannot write directory '${path}': ${describeWriteError(error, isTemporary)}`,
       { path },
       { cause: error },
     )
@@ -196,7 +225,7 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
     if (error instanceof AttnlabError) throw error
     throw new AttnlabError(
       'IO_ERROR',
-      `cannot write directory '${path}': ${(error as Error).message}`,
+      `cannot write directory '${path}': ${describeWriteError(error, isTemporary)}`,
       { path },
       { cause: error },
     )
