@@ -1,7 +1,7 @@
 /**
  * The elementary-cellular-automaton task of Baherwani et al., "Emergent Capabilities Arise
- * Randomly from Learning Sparse Attention Patterns" (arXiv 2606.25010; `markov-dynamics.md`
- * section 2): the rule is drawn per sequence, so it must be inferred in context.
+ * Randomly from Learning Sparse Attention Patterns" (arXiv 2606.25010, the cellular automata
+ * task): the rule is drawn per sequence, so it must be inferred in context.
  *
  * @module
  */
@@ -96,8 +96,8 @@ export interface BayesLossEstimate {
 }
 
 /**
- * Elementary cellular automata (Baherwani et al., arXiv 2606.25010, "cellular automata task";
- * `markov-dynamics.md` section 2): `S` binary cells, periodic boundary, radius-1 neighbourhood,
+ * Elementary cellular automata (Baherwani et al., arXiv 2606.25010, "cellular automata task"):
+ * `S` binary cells, periodic boundary, radius-1 neighbourhood,
  * several states per sequence, the rule drawn per sequence from a configurable set (so a model
  * must infer it in context from the transitions it has seen).
  *

@@ -75,8 +75,8 @@ export function resolveIclMarkovConfig(config: Partial<IclMarkovConfig> = {}): I
 }
 
 /**
- * In-context Markov chains of order `n` (Edelman et al. 2024; `markov-dynamics.md` sections 2 and
- * 3.3): for every sequence, each of the `k^n` contexts gets its own next-token distribution drawn
+ * In-context Markov chains of order `n` (Edelman et al. 2024, arXiv 2402.11004, as in the authors'
+ * released code): for every sequence, each of the `k^n` contexts gets its own next-token distribution drawn
  * from `Dirichlet(alpha, ..., alpha)`; the first `n` tokens are uniform, the rest follow the
  * sequence's table. The loss mask marks the generated tokens (positions `>= n`).
  *

@@ -1,6 +1,6 @@
 /**
  * The linear-map-mod-2 task of Baherwani et al., "Emergent Capabilities Arise Randomly from
- * Learning Sparse Attention Patterns" (arXiv 2606.25010; `markov-dynamics.md` section 2): a
+ * Learning Sparse Attention Patterns" (arXiv 2606.25010, the linear map task): a
  * generalisation of sparse parity whose optimal attention map is a fixed sparse matrix.
  *
  * @module
@@ -74,11 +74,11 @@ export function resolveLinearMapConfig(config: Partial<LinearMapConfig> = {}): L
 }
 
 /**
- * Linear map mod 2 (Baherwani et al., arXiv 2606.25010, "linear map task"; `markov-dynamics.md`
- * section 2): a fixed binary `S x S` matrix `M` with exactly `s` ones per row (drawn from
- * `matrixSeed`), trajectories `x_{t+1} = M x_t mod 2` from a uniform random `x_0`, flattened
- * into bit tokens (layout in {@link LinearMapConfig}). Cell `i` of each new state depends on the
- * `s` cells `{j : M[i, j] = 1}` of the previous state: the optimal attention map is `M`.
+ * Linear map mod 2 (Baherwani et al., arXiv 2606.25010, "linear map task"): a fixed binary
+ * `S x S` matrix `M` with exactly `s` ones per row (drawn from `matrixSeed`), trajectories
+ * `x_{t+1} = M x_t mod 2` from a uniform random `x_0`, flattened into bit tokens (layout in
+ * {@link LinearMapConfig}). Cell `i` of each new state depends on the `s` cells
+ * `{j : M[i, j] = 1}` of the previous state: the optimal attention map is `M`.
  *
  * @example
  * ```ts
@@ -160,8 +160,8 @@ export class LinearMapTask implements Task {
    * (loss 0), so the floor is `ln 2 * (random scored bits) / (scored bits)`:
    * `ln2 * (S-1) / (T*S - 1)` without BOS (the first bit is never predicted),
    * `ln2 * S / (T*S) = ln2 / T` with BOS, and `0` when the initial state is not scored.
-   * For T = 2 this is the `ln 2 * (S-1)/(2S-1)` of `markov-dynamics.md` section 2 (0.3235, 0.3354,
-   * 0.3411 nats for S = 8, 16, 32; the blog's final losses are 0.325, 0.336, 0.341).
+   * For T = 2 this is `ln 2 * (S-1)/(2S-1)` (0.3235, 0.3354, 0.3411 nats for S = 8, 16, 32; the
+   * final losses Baherwani et al., arXiv 2606.25010, report for the linear map are 0.325, 0.336, 0.341).
    */
   lossFloor(): number {
     const { stateSize: S, scoreInitialState } = this.config

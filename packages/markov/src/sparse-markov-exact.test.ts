@@ -60,7 +60,7 @@ describe('restrictedContextEntropy (exact)', () => {
     })
   })
 
-  it('agrees in distribution with the paper-era reference for d = 50, spans [1,1,1] (markov-dynamics.md 1.3)', () => {
+  it('agrees in distribution with an independent reference computation for d = 50, spans [1,1,1]', () => {
     // Our random streams differ from the reference's, so only orders of magnitude and shape are
     // comparable: reference (seeds 0/1) H = 3.69-3.73, 1.56-1.71, 0.98-1.08, 0.81-0.89.
     const oracle = restrictedContextEntropy(new SparseMarkovTask({ vocabSize: 50, spans: [1, 1, 1], genLen: 20 }))

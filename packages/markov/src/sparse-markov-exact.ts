@@ -1,7 +1,7 @@
 /**
  * Exact plateau oracles of the sparse Markov chain: the Bayes-optimal loss of predictors that
- * see only part of the window, by propagating the exact window distribution (`markov-dynamics.md`
- * section 1.3 (ii); Yüksel et al., arXiv 2602.19143).
+ * see only part of the window, by propagating the exact window distribution (after Yüksel et
+ * al., arXiv 2602.19143).
  *
  * @module
  */
@@ -31,7 +31,8 @@ export interface ExactOracleOptions {
  * predictor that sees only those spans, `topSpans.pooled[j]` (for the default, non-reversed
  * teacher the `j` most important spans are the newest ones, so this equals
  * `pooled[n_j]` with `n_j` the length of the `j` newest spans). Measured plateaus of real models
- * sit 0.1-0.3 nat below these lines early in training (`markov-dynamics.md` section 1.3).
+ * sit 0.1-0.3 nat below these lines early in training (the minimal model's plateaus in Yüksel et
+ * al., arXiv 2602.19143, Figure 1).
  *
  * @category Oracles
  */
@@ -85,7 +86,7 @@ export const DEFAULT_MAX_EXACT_STATES = 1_000_000
 
 /**
  * Exact Bayes-optimal losses of restricted predictors on a sparse Markov chain
- * (`markov-dynamics.md` section 1.3 (ii), after Yüksel et al., arXiv 2602.19143).
+ * (after Yüksel et al., arXiv 2602.19143).
  *
  * Algorithm: the window distribution `p_0` is uniform over the `d^C` windows (burn-in); for each
  * generated position `t`, one pass over all windows `w` computes `P(. | w)` and accumulates

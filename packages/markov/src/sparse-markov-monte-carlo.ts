@@ -130,8 +130,7 @@ const MIN_POSTERIOR_TEACHER_ENTROPY = 0.3
 
 /**
  * Monte-Carlo estimates, with standard errors, of the restricted-context entropies `H_n` (the
- * Bayes loss of a predictor that sees only the last `n` tokens; `markov-dynamics.md` section
- * 1.3 (ii)) and of the truncated-teacher cross-entropies.
+ * Bayes loss of a predictor that sees only the last `n` tokens) and of the truncated-teacher cross-entropies.
  *
  * `H_n = E_c[H(q(. | c))]` with `q(y | c) = E[P(y | window) | last n tokens = c]`. Estimators,
  * chosen per `n`:

@@ -1,7 +1,7 @@
 /**
  * The sparse high-order Markov chain of Yüksel, Alvarez Lucendo & Flammarion, "Incremental
  * Learning of Sparse Attention Patterns in Transformers" (arXiv 2602.19143; data-generating
- * process from the official code, summarised in `shared/papers/markov-dynamics.md` section 1.1).
+ * process as in the authors' released code).
  *
  * @module
  */
@@ -73,8 +73,8 @@ export function defaultSparseMarkovConfig(): SparseMarkovConfig {
 }
 
 /**
- * Named settings of the paper (arXiv 2602.19143, `conf/experiments/*.yaml`; see
- * `markov-dynamics.md` section 1.1): `minimal` (spans [2,2,2], the minimal-model experiments),
+ * Named settings of the paper (arXiv 2602.19143, from the experiment configurations of the
+ * authors' released code): `minimal` (spans [2,2,2], the minimal-model experiments),
  * `full` ([4,4,4], full-model experiments), `singleton` ([1,1,1], the exact-oracle setting) and
  * `reversed` ([2,4,8] with the oldest span most important).
  *
@@ -275,8 +275,8 @@ export interface TeacherTables {
 const TINY = 1e-200
 
 /**
- * The sparse high-order Markov chain task (Yüksel et al., arXiv 2602.19143, section "Data"; see
- * `markov-dynamics.md` section 1.1). One fixed teacher (drawn from `teacherSeed`) generates every
+ * The sparse high-order Markov chain task (Yüksel et al., arXiv 2602.19143, as in the authors'
+ * released code). One fixed teacher (drawn from `teacherSeed`) generates every
  * sequence: `C` i.i.d. uniform burn-in tokens, then `genLen` tokens, each drawn from
  * `P(next | last C tokens)`. The loss mask marks the generated tokens (positions `C ..
  * C+genLen-1`).
