@@ -1,5 +1,5 @@
 /**
- * Acceptance experiment (issue 4): train the `minimal` preset on sparse-markov (d = 50, spans
+ * Acceptance experiment of the minimal model: train the `minimal` preset on sparse-markov (d = 50, spans
  * [2,2,2], m = 1.7, tau = 0.1) with AdamW lr 0.08, weight decay 0.01, grad clip 1.0, and report
  * the loss trajectory, when the validation loss comes within 0.1 nat of the teacher entropy,
  * head separation and per-head span masses.

@@ -14,8 +14,8 @@ import { ConfigError } from '@attnlab/core'
  * The three model families one implementation covers.
  *
  * - `minimal`: the minimal model of Yüksel, Alvarez Lucendo & Flammarion, "Incremental Learning
- *   of Sparse Attention Patterns in Transformers" (arXiv 2602.19143; official code
- *   `tml-epfl/hmm-attention`, `conf/experiments/full_disection.yaml`): input
+ *   of Sparse Attention Patterns in Transformers" (arXiv 2602.19143; as configured in the
+ *   authors' released code): input
  *   `[onehot(token); onehot(position)]`, one attention-only block, no embedding, unembedding,
  *   LayerNorm, MLP, residual or output projection, key = input, disentangled heads with their own
  *   full-width `W_Q` and `W_V`, head outputs summed, logits = the first `dVocab` coordinates,
@@ -131,8 +131,8 @@ export type PresetName = 'minimal' | 'gpt' | 'gpt-nano' | 'llama' | 'llama-260k'
  * heads stay together through the first plateau (all heads attend alike, as in the paper's
  * Figure 1), large enough that their differences survive float32 and the heads separate
  * deterministically on every backend. The paper's `1e-9` is below float32 resolution here (the
- * scores `~1e-9` vanish inside `exp`), so heads stay bit-identical ("symmetry trap",
- * `minimal-model-compute.md`); pass `queryInit: 1e-9` to study that.
+ * scores `~1e-9` vanish inside `exp`), so heads stay bit-identical (the "symmetry trap": with
+ * `W_V = 0` every head gets the same gradient); pass `queryInit: 1e-9` to study that.
  *
  * @category Config
  */

@@ -10,7 +10,7 @@
  * none is registered yet, so an application that already loaded tfjs' own gradients keeps them.
  *
  * Matmul gradients use explicit `tf.transpose` + plain matmuls on stock backends (on wasm only
- * untransposed rank-2 matmuls reach XNNPACK, `tfjs-cpu-performance.md`), and the transpose flags
+ * untransposed rank-2 matmuls reach XNNPACK, see `docs/performance.md`), and the transpose flags
  * when `@attnlab/core`'s kernels are registered (they handle them at full speed).
  *
  * @module

@@ -110,7 +110,7 @@ export {
 export { KERNEL_NAMES, ensureKernels, pairScatter, pairScores, twoHotScores, twoHotScoresGrad } from './kernels.ts'
 export { ensureGradients, registeredGradientKernels } from './gradients.ts'
 
-// ---- checkpoint import/export (issue 5; files under src/import/; add lines only) ----
+// ---- checkpoint import/export (files under src/import/; add lines only) ----
 export { ModelFileError, UnsupportedModelError, type ModelFileErrorReason } from './import/errors.ts'
 export type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './import/checkpoint.ts'
 export {

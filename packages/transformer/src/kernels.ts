@@ -6,7 +6,7 @@
  * `gatherRows`.
  *
  * Why: the minimal model's input is two one-hots, so the attention scores `(x W_Q) x^T` are
- * gathers (`minimal-model-compute.md`). On tfjs-wasm the generic `tf.gather` costs ~150 ns per
+ * gathers (see `docs/performance.md`). On tfjs-wasm the generic `tf.gather` costs ~150 ns per
  * element; these loops cost 1-2 ns per element on both `cpu` and `wasm`.
  *
  * Kernels (each is the other's gradient):

@@ -1,7 +1,6 @@
 /**
  * Analysis metrics for learning-dynamics experiments, computed from hook caches and weights
- * (paper (b), Yüksel et al., arXiv 2602.19143; official code `src/trainer/attention_logger.py`,
- * `teacher_eval.py`; see `markov-dynamics.md` section 3.1 "Metrics"):
+ * (Yüksel et al., arXiv 2602.19143; the metrics logged by the authors' released code):
  *
  * - per-position loss (nats);
  * - per-head attention entropy (nats);

@@ -19,7 +19,7 @@
  * computations that give the same numbers: the literal one (materialise
  * `x = [onehot(token); onehot(position)]`, `q = x W_Q`, `k = x`, `v = x W_V`, call the attention
  * kernel, sum heads, take the first `dVocab` coordinates) used whenever a hook, a KV cache or a
- * non-default kernel needs it; and the structured one (`minimal-model-compute.md`) used
+ * non-default kernel needs it; and the structured one (see `docs/performance.md`) used
  * otherwise (training): the scores `x_i W_Q^h x_j^T` as four lookups in `W_Q` ({@link twoHotScores}),
  * the attention-weighted input `sum_j p_ij x_j` by {@link pairScatter}, and one matmul with the
  * first `dVocab` columns of `W_V` (the only ones that reach the logits).

@@ -6,7 +6,7 @@ import { headSeparation } from './metrics.ts'
 import { createTransformer } from './model.ts'
 import { train } from './train.ts'
 
-// The symmetry trap (minimal-model-compute.md): with W_V = 0 every head of the minimal model gets
+// The symmetry trap: with W_V = 0 every head of the minimal model gets
 // the same gradient, so heads can only come apart through their query initialisation.
 const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1, 1], genLen: 8, tau: 0.2 })
 
