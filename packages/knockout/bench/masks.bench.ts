@@ -1,5 +1,5 @@
 // Wall time of 100 knockout-mask evaluations, batched (rows of different masks share forward
-// passes through the batched headMask) vs one mask per forward pass (the reference code's cost
+// passes through the batched headMask) vs one mask per forward pass (the authors' released code's cost
 // model, minus its model reload). Both must give the same scores.
 //
 // Run with `pnpm bench` in packages/knockout (on shared machines under `flock /work/locks/bench`).

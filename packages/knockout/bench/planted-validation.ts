@@ -1,4 +1,4 @@
-// Validation of the knockout localization on planted ground truth (issue 8), the long version of
+// Validation of the knockout localization on planted ground truth, the long version of
 // src/planted.test.ts:
 //
 // 1. the trained minimal model of src/__fixtures__/planted-minimal (3 heads, each owning one span

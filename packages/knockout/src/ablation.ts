@@ -2,10 +2,10 @@
  * Head ablations at `hook_z` (each query head's attention output, before the output projection):
  *
  * - `zero`: the head's output is 0, so it adds nothing to the residual stream (Bair et al., arXiv
- *   2603.03335, the paper's choice; `llm-components.md` section 1). Applied through the model's
+ *   2603.03335, the paper's choice, as in the authors' released code). Applied through the model's
  *   batched `headMask`, so every sequence of a batch can have its own mask.
  * - `mean`: the head's output is replaced by its mean over a reference set (over sequences and
- *   positions, or per position), the `mean_ablate_attn_head` variant of the reference code.
+ *   positions, or per position), the mean-ablation variant of the authors' released code.
  * - `resample`: the head's output is replaced by its output on another input (resample ablation;
  *   the pairing is a seeded derangement of the evaluation set, or draws from a reference set).
  *

@@ -2,7 +2,7 @@
  * Naming and indexing attention heads. Heads are query heads (under grouped-query attention each
  * query head is its own unit; its key/value head is shared with others and is never touched by
  * a knockout). The flat index is layer-major, `index = layer * nHeads + head`, as in the paper's
- * masks (Bair et al., arXiv 2603.03335; `llm-components.md` section 2, notation).
+ * masks (Bair et al., arXiv 2603.03335, as in the authors' released code).
  *
  * @module
  */

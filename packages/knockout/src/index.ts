@@ -1,7 +1,7 @@
 /**
  * `@attnlab/knockout`: find the few attention heads a capability needs, with few model
  * evaluations (Bair, Xu, Sun & Kolter, "Compressed Sensing for Capability Localization in Large
- * Language Models", arXiv 2603.03335; notes in `shared/papers/llm-components.md`).
+ * Language Models", arXiv 2603.03335).
  *
  * - Ablations of any set of query heads at `hook_z` ({@link HeadAblation}: zero, mean,
  *   resample), many masks per forward pass through the transformer's batched `headMask`.

@@ -4,7 +4,7 @@
  * matching `LassoCV` with `precompute=False`. Pure JavaScript on float64; no tensors.
  *
  * Source: the sparse-recovery step of Bair, Xu, Sun & Kolter, "Compressed Sensing for Capability
- * Localization in Large Language Models" (arXiv 2603.03335; `llm-components.md` section 2, step 4:
+ * Localization in Large Language Models" (arXiv 2603.03335; the authors' released code fits
  * `Lasso(alpha=0.01, max_iter=5000)` on standardized scores). Coordinate descent for the Lasso:
  * Friedman, Hastie & Tibshirani (2010), "Regularization paths for generalized linear models via
  * coordinate descent"; duality gap: the standard Lasso dual with the rescaled residual as the dual

@@ -4,13 +4,13 @@
  * = scoring the capability once under one mask):
  *
  * - {@link exhaustiveSweep}: knock out each head alone (N evaluations + 1 for the clean model);
- *   the reference code's "greedy search" baseline (`llm-components.md` section 3).
+ *   the "greedy search" baseline of the authors' released code.
  * - {@link greedySearch}: the iterative variant: k rounds, each sweeping the remaining heads with
  *   the heads found so far always knocked out (`sum_{i<k} (N - i)` evaluations + 1).
  * - {@link compressedSensing}: M random masks (default `ceil(2 k ln(1 + N / k))`, each head
  *   knocked out in about 3 of them; see {@link measurementPlan}), standardized scores, a Lasso of
- *   score on mask, heads ranked by most negative coefficient (Bair et al., arXiv 2603.03335;
- *   `llm-components.md` section 2, steps 1-5).
+ *   score on mask, heads ranked by most negative coefficient (Bair et al., arXiv 2603.03335, as
+ *   in the authors' released code).
  *
  * @module
  */
@@ -235,7 +235,7 @@ function rank(scores: Float64Array, layout: HeadLayout, descending: boolean): Ra
 
 /**
  * Knocks out each head alone and ranks heads by how much the capability's performance drops
- * (the reference code's exhaustive single-head sweep, `llm-components.md` section 3).
+ * (the exhaustive single-head sweep of the authors' released code).
  *
  * Cost: N + 1 evaluations (the clean model and one per head), batched into few forward passes.
  *
@@ -291,8 +291,8 @@ export async function exhaustiveSweep(
 
 /**
  * Iterative greedy search: in each of k rounds, knock out every remaining head on top of the
- * heads chosen so far and choose the one whose knockout lowers performance most (the reference
- * code's `--extra-layers/--extra-heads` iterative sweep, `llm-components.md` section 3).
+ * heads chosen so far and choose the one whose knockout lowers performance most (the iterative
+ * sweep of the authors' released code).
  *
  * Cost: `1 + sum_{i=0}^{k-1} (N - i)` evaluations.
  *
@@ -393,7 +393,7 @@ export interface CompressedSensingOptions extends LocalizeOptions {
   readonly alpha?: number
   /** Choose alpha by K-fold cross-validation (`true` = 5 folds, or `{ folds }`); default off. */
   readonly crossValidate?: boolean | { readonly folds?: number }
-  /** Lasso iterations (default 5000, the reference code's `max_iter`). */
+  /** Lasso iterations (default 5000, the `max_iter` of the authors' released code). */
   readonly maxIter?: number
   /** Lasso tolerance (default 1e-4). */
   readonly tol?: number
@@ -402,8 +402,8 @@ export interface CompressedSensingOptions extends LocalizeOptions {
 }
 
 /**
- * Compressed-sensing localization (Bair et al., arXiv 2603.03335; `llm-components.md` section
- * 2): score the capability under M random masks, standardize the scores, fit
+ * Compressed-sensing localization (Bair et al., arXiv 2603.03335, as in the authors' released
+ * code): score the capability under M random masks, standardize the scores, fit
  * `score ~ b + sum_i w_i mask_i` with the Lasso, and rank heads by coefficient, most negative
  * first (knocking those heads out lowers the score).
  *
@@ -511,7 +511,7 @@ export async function compressedSensing(
 /**
  * The number of evaluations an exhaustive search over all single heads and all pairs of heads
  * needs, `N + N (N - 1) / 2`: the budget the compressed-sensing evaluation count is compared
- * with (issue 8's "at most 10%" criterion).
+ * with (the knockout validation on planted heads asks for at most 10% of it).
  *
  * @param layout - the head grid
  * @category Localization

@@ -2,10 +2,10 @@
  * Knockout masks: which heads each evaluation knocks out. A set of masks is a 0/1 matrix
  * `[count, N]` (row-major `Uint8Array`, 1 = knocked out, the paper's convention), N heads in
  * layer-major order. Random designs for compressed sensing follow Bair et al. (arXiv
- * 2603.03335; `llm-components.md` section 2, step 1): i.i.d. Bernoulli(fraction) entries, or a
+ * 2603.03335, as in the authors' released code): i.i.d. Bernoulli(fraction) entries, or a
  * balanced ("stratified") design with exactly `k` heads per mask, each mask taking the heads used
  * least so far (ties broken at random), so every head is knocked out `floor(Mk/N)` or
- * `ceil(Mk/N)` times. Unlike the reference code, both designs are seeded.
+ * `ceil(Mk/N)` times. Unlike the authors' released code, both designs are seeded.
  *
  * @module
  */
@@ -52,7 +52,7 @@ export interface RandomMaskOptions {
 }
 
 /**
- * Number of heads a balanced mask knocks out: `max(1, floor(fraction * N))` (the reference code's
+ * Number of heads a balanced mask knocks out: `max(1, floor(fraction * N))` (the authors' released code's
  * `int(p * N)`, with the "at least one head" rule).
  *
  * @category Masks

@@ -2,7 +2,7 @@
  * Reports: the per-head score heatmap (layers x heads) of a localization, as data and as a
  * Vega-Lite spec, and the effect of knocking out a set of heads on a target capability and on
  * every other capability given (off-target controls, always reported: Bair et al., arXiv
- * 2603.03335, Figure 1; `llm-components.md` section 4 explains why controls are needed).
+ * 2603.03335, Figure 1; a head can matter for the answer format rather than the capability).
  *
  * @module
  */

@@ -1,8 +1,8 @@
 /**
  * Scoring a capability under many knockout masks. Every (mask, sequence) pair becomes one row of
  * a batched forward pass whose `headMask` row is that mask, so M masks over n sequences cost
- * `ceil(M n / rowsPerPass)` forward passes instead of M separate evaluations (Bair et al., arXiv
- * 2603.03335, reload the model and evaluate once per mask; `llm-components.md` section 2, step 2).
+ * `ceil(M n / rowsPerPass)` forward passes instead of M separate evaluations (the authors' released
+ * code for Bair et al., arXiv 2603.03335, reloads the model and evaluates once per mask).
  *
  * @module
  */
@@ -28,7 +28,7 @@ export interface ScoreOptions {
   readonly maxTokensPerPass?: number
   /**
    * `true` (default): rows of different masks share forward passes. `false`: one mask per pass
-   * (the reference code's one-evaluation-per-mask cost model; used by the benchmark).
+   * (the one-evaluation-per-mask cost model of the authors' released code; used by the benchmark).
    */
   readonly batched?: boolean
   /** Called after each forward pass with the number of rows done and the total. */
