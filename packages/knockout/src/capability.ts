@@ -1,8 +1,8 @@
 /**
  * Capabilities: what a knockout is scored on. A {@link Capability} is a fixed evaluation set
  * (sequences, and the targets of their scored positions) plus a metric. The set is drawn once,
- * seeded, and reused for every mask, as in Bair et al. (arXiv 2603.03335; `llm-components.md`
- * section 1, "the subset is drawn once and reused for every mask").
+ * seeded, and reused for every mask, as in Bair et al. (arXiv 2603.03335; the authors' released
+ * code draws the subset once and reuses it for every mask).
  *
  * Built-ins: any `@attnlab/markov` task ({@link taskCapability}), one span of a sparse Markov
  * chain ({@link sparseMarkovSpanCapability}), the copying/induction probe for any language model
@@ -276,7 +276,7 @@ export function taskCapability(task: Task, options: CapabilityOptions = {}): Cap
  * The capability of using one span of a sparse Markov chain: windows come from the chain, and
  * each scored position is scored against the distribution of the teacher restricted to that
  * span alone, `P_i(y | window) = softmax(c_i A_i a_i / tau)_y` with `a_i = sum_{p in span i} w_p
- * onehot(x_p)` (Yüksel et al., arXiv 2602.19143; `markov-dynamics.md` section 1.1). In the
+ * onehot(x_p)` (Yüksel et al., arXiv 2602.19143, the teacher of the authors' released code). In the
  * minimal model each head learns one span, so knocking out the head that owns span i removes
  * exactly this term from the logits: the planted ground truth of the knockout validation.
  *

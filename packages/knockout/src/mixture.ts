@@ -1,8 +1,8 @@
 /**
  * A mixture of `@attnlab/markov` tasks, each sequence marked by a prefix token naming its task:
- * the training data of the knockout validation's `gpt` model (issue 8: "a small gpt trained on a
- * mixture of our tasks, each task marked by a prefix token"), where the heads each task needs
- * are found by knockouts and compared across methods.
+ * the training data of the knockout validation's `gpt` model (a small gpt trained on a mixture of
+ * our tasks, each task marked by a prefix token), where the heads each task needs are found by
+ * knockouts and compared across methods.
  *
  * Layout of a sequence of component t: `[prefix_t, x_0, x_1, ...]` where `x` is a sequence of
  * the component task, padded at the end (loss mask 0) to the longest component. Token ids:
