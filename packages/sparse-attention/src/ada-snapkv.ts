@@ -1,6 +1,6 @@
 /**
  * Ada-SnapKV (Ada-KV's adaptive head budgets on SnapKV) as configured by the Sparse Frontier
- * study ([v2] A.1.5; notes §2.5). After a dense prefill, per layer:
+ * study ([v2] A.1.5). After a dense prefill, per layer:
  *
  * 1. Importance `I[kv, j]` = max over the group's query heads of the max over window queries of
  *    the window probabilities (max aggregation), average-pooled with `kernelSize`; first

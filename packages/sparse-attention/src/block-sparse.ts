@@ -1,6 +1,6 @@
 /**
  * Block-Sparse (MInference's block-sparse pattern as configured by the Sparse Frontier study,
- * [v2] A.1.1; notes §2.3). Per query head, with blocks of `B` tokens for queries and keys:
+ * [v2] A.1.1). Per query head, with blocks of `B` tokens for queries and keys:
  *
  * 1. Zero-pad the sequence to a multiple of `B`; mean-pool queries and keys per block (the padded
  *    zeros count in the last block's mean, as in the reference).

@@ -1,7 +1,7 @@
 /**
- * The Sparse Frontier study's hardware-agnostic cost model ([v2] appendix B; notes §3 "Cost
- * accounting"): prefill FLOPs with attention density `rho = 1 - sparsity`, decode memory
- * transfers, and the indexing overheads of Vertical-Slash (FLOPs) and Quest (memory).
+ * The Sparse Frontier study's hardware-agnostic cost model ([v2] appendix B): prefill FLOPs with
+ * attention density `rho = 1 - sparsity`, decode memory transfers, and the indexing overheads of
+ * Vertical-Slash (FLOPs) and Quest (memory).
  *
  * Conventions of the paper, kept here: the quadratic terms count `L^2` (not `L^2 / 2`); the
  * attention projections are `2Ld(d + 2 d_h n_kv + d)` (query and output as `d x d`); weights in

@@ -1,12 +1,12 @@
 /**
- * FlexPrefill (Lai et al. 2025) in the two modes the Sparse Frontier notes describe:
+ * FlexPrefill (Lai et al. 2025) in two modes:
  *
- * - **As evaluated** (`tau = 0`, [v2] A.1.3, notes §2.2 steps 1-4): token level, the
+ * - **As evaluated** by the Sparse Frontier study (`tau = 0`, [v2] A.1.3): token level, the
  *   Vertical-Slash estimator with *mean* scores (distributions over keys and distances), per-head
  *   coverage sizing `V = max(minBudget, cover(v, alpha))`, `S` likewise, then the sinks and local
  *   distances forced *after* sizing and the Vertical-Slash 64x64 kernel. `alpha = 0` is uniform
  *   Vertical-Slash with `V = S = minBudget`.
- * - **Original** (`tau > 0`, notes §2.2 "the original FlexPrefill"): block level (blocks of
+ * - **Original** (`tau > 0`, as in the FlexPrefill authors' released code): block level (blocks of
  *   `blockSize = 128`), last-block queries, coverage in tokens converted to blocks
  *   (`floor(k / block) + 1`, clamped to `[ceil(minBudget/block), ceil(maxBudget/block)]`),
  *   sum-pooled vertical/slash scores, and the JS-divergence pattern switch: heads with

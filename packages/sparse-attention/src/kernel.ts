@@ -51,7 +51,7 @@ export type SparseMethodName =
 export type AttentionPhase = 'prefill' | 'decode'
 
 /**
- * The two sparsities every method reports ([v2] §3, pitfall 1 of the study notes): fractions in
+ * The two sparsities every method reports ([v2] §3): fractions in
  * `[0, 1]` of causal query-key pairs *not* computed.
  *
  * @category Accounting

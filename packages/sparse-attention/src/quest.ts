@@ -1,6 +1,6 @@
 /**
  * Quest (query-aware page selection over the full cache) as configured by the Sparse Frontier
- * study ([v2] A.1.6; notes §2.6). The prefill is dense; the cache is never compacted. Per KV
+ * study ([v2] A.1.6). The prefill is dense; the cache is never compacted. Per KV
  * head, every page of `pageSize` tokens keeps the element-wise min and max of its keys. At each
  * decode step (the cache already holds the new token at `position`):
  *

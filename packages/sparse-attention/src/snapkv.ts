@@ -1,5 +1,5 @@
 /**
- * SnapKV as configured by the Sparse Frontier study ([v2] A.1.4; notes §2.4): a dense prefill,
+ * SnapKV as configured by the Sparse Frontier study ([v2] A.1.4): a dense prefill,
  * then per KV head (grouped-query aware):
  *
  * 1. Window attention of the last `W` prompt queries over the prompt (causal in the corner).

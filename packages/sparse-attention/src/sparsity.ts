@@ -1,5 +1,5 @@
 /**
- * Sparsity accounting as the Sparse Frontier study reports it ([v2] §3, notes §3) and the
+ * Sparsity accounting as the Sparse Frontier study reports it ([v2] §3) and the
  * budget <-> sparsity conversions behind its Table 3 ([v2] A.1, Table 3).
  *
  * Sparsity `s` is the fraction of causal query-key interactions *not* computed; `1 - s` is the

@@ -1,7 +1,7 @@
 /**
  * The Vertical-Slash block index and its kernel accounting, as MInference's index builder
  * (`convert_vertical_slash_indexes`, 64x64) produces them and the Sparse Frontier study counts
- * them ([v2] A.1.2, notes §2.1 step 4 and §3):
+ * them ([v2] A.1.2):
  *
  * - For every query block `[m0, m0 + B)` (`end = m0 + B`), each selected distance `delta < end`
  *   becomes the key range `[max(end - delta, B) - B, max(end - delta, B))`.

@@ -1,6 +1,6 @@
 /**
- * Vertical-Slash (MInference, as configured by the Sparse Frontier study, [v2] A.1.2; notes
- * §2.1). Per query head (paired with its GQA key/value head):
+ * Vertical-Slash (MInference, as configured by the Sparse Frontier study, [v2] A.1.2). Per query
+ * head (paired with its GQA key/value head):
  *
  * 1. Estimate `A = softmax(scale * Q[n-W:] K^T)` for the last `W` queries (causal in the trailing
  *    `W x W` corner).
