@@ -14,7 +14,7 @@ import { checkOptionKeys, ConfigError } from '@attnlab/core'
  * - `'replicator'`: `ds_k/dt = J(s_k) R^T V_k` - the replicator (mirror) flow of the paper
  *   notebook's "Equation (4)". Its first transition time grows like `sqrt(T)`.
  * - `'logit'`: exact gradient flow on the attention logits, `du_k/dt = J(s_k) R^T V_k` (so
- *   `ds_k/dt = J(s_k)^2 R^T V_k`, the `ode.py --squared` default). Its first transition time grows
+ *   `ds_k/dt = J(s_k)^2 R^T V_k`, the default of the authors' ODE simulator). Its first transition time grows
  *   linearly with `T`.
  *
  * `J(s) = diag(s) - s s^T` is the softmax Jacobian and `R = G - sum_k V_k s_k^T` the residual.
@@ -66,13 +66,13 @@ export interface DynamicsConfig {
   readonly variant: DynamicsVariant
   /**
    * Weight decay `lambda` (>= 0, per unit ODE time): `dV_k/dt -= lambda V_k`; on attention,
-   * `ds_k/dt -= lambda J(s_k) s_k` (replicator, as `ode.py --weight-decay`) or
+   * `ds_k/dt -= lambda J(s_k) s_k` (replicator, as the authors' ODE simulator) or
    * `du_k/dt -= lambda u_k` (logit: decay of the parameters that produce the logits). With the
    * fast-value limit, `V` is the ridge optimum instead.
    */
   readonly weightDecay: number
   /**
-   * Fast-value limit (`ode.py --scaled`): `V` is at its least-squares optimum
+   * Fast-value limit (an option of the authors' ODE simulator): `V` is at its least-squares optimum
    * `V = G pinv(S^T)` (ridge `G S (S^T S + lambda I)^-1` with weight decay) at every instant, so
    * only the attention evolves. Identical heads share the optimum equally (minimum-norm split).
    * With `initNoise > 0` it needs `weightDecay > 0`: without the ridge, `V` diverges whenever two

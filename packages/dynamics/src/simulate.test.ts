@@ -130,7 +130,7 @@ describe('simulate: closed forms and reference behaviour of the reduced flow', (
         )[0]?.time as number,
     )
     const slopes = logit.map((t, i) => t / (contexts[i] as number))
-    // t1 / T is nearly constant (notes: 5.5, 21.8, 85, 336 for T = 10, 40, 160, 640).
+    // t1 / T is nearly constant (an independent simulation: 5.5, 21.8, 85, 336 for T = 10, 40, 160, 640).
     expect(Math.max(...slopes) / Math.min(...slopes)).toBeLessThan(1.1)
     expect(Math.abs((logit[2] as number) - 21.8)).toBeLessThan(0.5)
     // Doubling T doubles t1 for the logit flow, but multiplies it by about sqrt 2 for the replicator.
