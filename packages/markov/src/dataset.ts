@@ -1,7 +1,7 @@
 /**
  * Finite datasets: sample a fixed set of sequences once, then draw batches from it without
  * replacement (the paper's setting: 9000 training sequences, batches of 3000; Yüksel et al.,
- * arXiv 2602.19143, `conf/trainer/sgd.yaml`).
+ * arXiv 2602.19143, as configured in the authors' released code).
  *
  * @module
  */
