@@ -51,7 +51,7 @@ export type ActivationFunction = 'gelu_new' | 'gelu' | 'relu' | 'silu'
 /**
  * Initialisation of the minimal model's query matrices: a number `eps` means `U(-eps, eps)`
  * (0 gives exactly zero), `'xavier'` means Xavier/Glorot uniform `U(-a, a)`,
- * `a = sqrt(6 / (dModel + dModel))`. Paper (b), `init-ablation.yaml`: eps in {0, 1e-9, 1e-6,
+ * `a = sqrt(6 / (dModel + dModel))`. Paper (b)'s init ablation (Figure 4): eps in {0, 1e-9, 1e-6,
  * 1e-3} or Xavier.
  *
  * @category Config

@@ -1267,7 +1267,7 @@ export class Transformer {
  *
  * Initialisation: gpt/llama weight matrices `N(0, initRange^2)`, the residual output projections
  * (`W_O`, `W_out`) `N(0, (initRange / sqrt(2 nLayers))^2)` (GPT-2), biases 0, norm weights 1;
- * minimal `W_Q ~ U(-eps, eps)` (or Xavier) and `W_V = 0` (paper (b), `init-ablation.yaml`).
+ * minimal `W_Q ~ U(-eps, eps)` (or Xavier) and `W_V = 0` (paper (b)'s init ablation).
  *
  * @param config - from {@link createConfig} or {@link presetConfig}
  * @param options - attention kernel

@@ -1,7 +1,7 @@
 /**
  * Learning-rate schedules: constant, linear warmup + cosine decay, and reduce-on-plateau on the
  * validation loss (PyTorch's `ReduceLROnPlateau`, mode `min`, relative threshold; paper (b)
- * uses patience 10, factor 0.5, `conf/scheduler/reduce_on_plateu.yaml`). Schedules with state
+ * uses patience 10, factor 0.5, in the authors' released code). Schedules with state
  * export it for checkpoints.
  *
  * @module
