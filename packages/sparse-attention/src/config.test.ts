@@ -92,7 +92,7 @@ describe('configurations', () => {
 
   it('FlexPrefill', () => {
     expectConfigError(() => flexPrefill({ alpha: 1.1 }), 'alpha')
-    expectConfigError(() => flexPrefill({ alpha: Number.NaN }), 'alpha', /finite/)
+    expectConfigError(() => flexPrefill({ alpha: Number.NaN }), 'alpha', /must be in \[0, 1\], got NaN$/)
     expectConfigError(() => flexPrefill({ tau: -0.1 }), 'tau')
     expectConfigError(() => flexPrefill({ minBudget: 0 }), 'minBudget')
     expectConfigError(() => flexPrefill({ minBudget: 32 }), 'minBudget', /local/)
@@ -109,12 +109,12 @@ describe('configurations', () => {
   })
 
   it('Block-Sparse', () => {
-    expectConfigError(() => blockSparse({ topK: 2 }), 'topK', /\[3, inf\]/)
-    expectConfigError(() => blockSparse({ blockSize: 4 }), 'blockSize', /\[8, inf\]/)
+    expectConfigError(() => blockSparse({ topK: 2 }), 'topK', /^Invalid topK: must be an integer >= 3, got 2$/)
+    expectConfigError(() => blockSparse({ blockSize: 4 }), 'blockSize', /must be an integer >= 8, got 4$/)
   })
 
   it('messages show the value as given (NaN, Infinity, undefined), not as JSON null', () => {
-    expectConfigError(() => blockSparse({ topK: Number.NaN }), 'topK', /must be an integer, got NaN$/)
+    expectConfigError(() => blockSparse({ topK: Number.NaN }), 'topK', /must be an integer >= 3, got NaN$/)
     expectConfigError(() => blockSparse({ topK: Infinity }), 'topK', /got Infinity$/)
     expectConfigError(() => blockSparse({ topK: 3.5 }), 'topK', /got 3\.5$/)
     expectConfigError(() => blockSparse({ topK: '4' as never }), 'topK', /got "4"$/)

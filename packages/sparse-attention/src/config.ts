@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { ConfigError, checkRange, describeRange, type NumberRange } from '@attnlab/core'
 
 /**
  * A value as it was given, for messages: `NaN`, `Infinity`, `-1.5` and `undefined` as such
@@ -37,28 +37,23 @@ export function resolveConfig<C extends object>(method: string, defaults: C, ove
   return resolved
 }
 
-/** Checks an integer in `[min, max]`. */
+/**
+ * Checks a value against `range` in core's one range wording (`must be an integer >= 3, got 2`):
+ * a number through core's `checkRange`, anything else shown as given.
+ */
+function checkInRange(parameter: string, value: unknown, range: NumberRange): number {
+  if (typeof value !== 'number') throw new ConfigError(parameter, `must be ${describeRange(range)}, got ${show(value)}`)
+  return checkRange(parameter, value, range)
+}
+
+/** Checks an integer in `[min, max]` (`max` defaults to no bound). */
 export function checkInt(parameter: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
-    throw new ConfigError(parameter, `must be an integer, got ${show(value)}`)
-  }
-  if (value < min || value > max) {
-    throw new ConfigError(
-      parameter,
-      `must be in [${min}, ${max === Number.MAX_SAFE_INTEGER ? 'inf' : max}], got ${value}`,
-    )
-  }
-  return value
+  return checkInRange(parameter, value, { min, max, integer: true })
 }
 
 /** Checks a finite number in `[min, max]`. */
 export function checkNumber(parameter: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw new ConfigError(parameter, `must be a finite number, got ${show(value)}`)
-  }
-  if (value < min || value > max)
-    throw new ConfigError(parameter, `must be in [${min}, ${max === Infinity ? 'inf' : max}], got ${value}`)
-  return value
+  return checkInRange(parameter, value, { min, max })
 }
 
 /** Checks one of a set of strings. */
