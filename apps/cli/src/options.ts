@@ -9,6 +9,7 @@ import { UsageError } from './errors.ts'
 import { checkDirectoryWritable, checkPathGiven } from './out-dir.ts'
 import {
   BACKEND_NAMES,
+  ConfigError,
   KERNELS_MODES,
   defaultBackend,
   describeRange,
@@ -66,6 +67,28 @@ export function numberParser(
       throw new InvalidArgumentError(`${flag} must be a number, got '${value}'`)
     if (!inRange(n, range)) throw rangeError(flag, range, n)
     return n
+  }
+}
+
+/**
+ * Runs `compute` (a library call that validates its configuration) and rewords a `ConfigError`
+ * about a parameter the command set from a flag so that it names the flag the user typed
+ * (`Invalid nCtx: expected ...` becomes `--T: expected ...`).
+ *
+ * @param flags - library parameter name to flag, e.g. `{ nCtx: '--T' }`
+ * @throws UsageError naming the flag; other errors pass through
+ */
+export function withFlagNames<T>(flags: Readonly<Record<string, string>>, compute: () => T): T {
+  try {
+    return compute()
+  } catch (error) {
+    const flag = error instanceof ConfigError ? flags[error.parameter] : undefined
+    if (error instanceof ConfigError && flag !== undefined) {
+      const prefix = `Invalid ${error.parameter}: `
+      const detail = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message
+      throw new UsageError(`${flag}: ${detail}`)
+    }
+    throw error
   }
 }
 

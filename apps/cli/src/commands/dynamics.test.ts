@@ -133,7 +133,7 @@ describe('attnlab dynamics simulate', () => {
   it.each([
     [['--heads', '0'], /--heads must be in \[1, 64\]/],
     [['--T', 'forty'], /--T must be an integer/],
-    [['--T', '2'], /Invalid nCtx: expected an integer >= 3/],
+    [['--T', '2'], /^attnlab: error: --T: expected an integer >= 3 \(the sum of the spans\), got 2$/m],
     [['--spans', '1,0'], /--spans values must be >= 1/],
     [['--m', '-1'], /--m must be in/],
     [['--eps', 'tiny'], /--eps must be a number/],

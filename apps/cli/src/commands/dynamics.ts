@@ -17,7 +17,7 @@ import {
   type StageAnalysis,
   type Trajectory,
 } from '@attnlab/dynamics'
-import { checkOutputFile, forceOption, intListParser, intParser, numberParser } from '../options.ts'
+import { checkOutputFile, forceOption, intListParser, intParser, numberParser, withFlagNames } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 
 interface SimulateFlags {
@@ -37,6 +37,23 @@ interface SimulateFlags {
   json?: boolean
   plot?: string
   force?: boolean
+}
+
+/** The flag that sets each `resolveDynamicsConfig` / `sampleTimes` parameter, for their errors. */
+const DYNAMICS_FLAGS: Readonly<Record<string, string>> = {
+  nHeads: '--heads',
+  nCtx: '--T',
+  spans: '--spans',
+  importanceRatio: '--m',
+  initNoise: '--eps',
+  seed: '--seed',
+  variant: '--variant',
+  weightDecay: '--lambda',
+  tMax: '--t-max',
+  points: '--points',
+  spacing: '--spacing',
+  relativeTolerance: '--tolerance',
+  absoluteTolerance: '--tolerance',
 }
 
 /** Checks that `--plot` names an .svg file in an existing directory, new unless `--force` (before any work). */
@@ -285,18 +302,20 @@ export function registerDynamics(program: Command): void {
     .addOption(forceOption('an existing --plot file'))
     .action(async (flags: SimulateFlags) => {
       // Validate everything before integrating.
-      const config = resolveDynamicsConfig({
-        nHeads: flags.heads,
-        nCtx: flags.T,
-        // The package lists spans most important (newest) first.
-        spans: [...flags.spans].reverse(),
-        importanceRatio: flags.m,
-        initNoise: flags.eps,
-        seed: flags.seed,
-        variant: flags.variant,
-        weightDecay: flags.lambda,
-        fastValue: flags.fastValue === true,
-      })
+      const config = withFlagNames(DYNAMICS_FLAGS, () =>
+        resolveDynamicsConfig({
+          nHeads: flags.heads,
+          nCtx: flags.T,
+          // The package lists spans most important (newest) first.
+          spans: [...flags.spans].reverse(),
+          importanceRatio: flags.m,
+          initNoise: flags.eps,
+          seed: flags.seed,
+          variant: flags.variant,
+          weightDecay: flags.lambda,
+          fastValue: flags.fastValue === true,
+        }),
+      )
       const options = {
         ...(flags.tMax === undefined ? {} : { tMax: flags.tMax }),
         points: flags.points,
@@ -304,7 +323,7 @@ export function registerDynamics(program: Command): void {
         relativeTolerance: flags.tolerance,
         absoluteTolerance: flags.tolerance,
       }
-      sampleTimes(config, options)
+      withFlagNames(DYNAMICS_FLAGS, () => sampleTimes(config, options))
       const plot = flags.plot === undefined ? null : checkPlotPath(flags.plot, flags.force)
       const trajectory = simulate(config, options)
       const analysis = analyzeTrajectory(trajectory)

@@ -384,12 +384,12 @@ describe('attnlab knockout: bad input stops with one clear line and a non-zero e
     [
       'bad fraction',
       ['locate', '--model', planted, '--capability', 'span-0', '--fraction', '0'],
-      /--fraction must be a number in \(0, 1\]/,
+      /--fraction must be in \(0, 1\], got 0$/m,
     ],
     [
       'bad masks',
       ['locate', '--model', planted, '--capability', 'span-0', '--masks', '0'],
-      /--masks must be in \[1, 1000000\]/,
+      /--masks must be in \[1, 1000000\], got 0$/m,
     ],
     ['bad top', ['locate', '--model', planted, '--capability', 'span-0', '--top', 'x'], /--top must be an integer/],
     [

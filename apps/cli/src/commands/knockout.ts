@@ -106,13 +106,6 @@ function listParser(flag: string): (value: string) => string[] {
   }
 }
 
-function fractionParser(value: string): number {
-  const n = Number(value)
-  if (value.trim() === '' || !Number.isFinite(n) || !(n > 0 && n <= 1))
-    throw new InvalidArgumentError(`--fraction must be a number in (0, 1], got '${value}'`)
-  return n
-}
-
 function headListSyntax(value: string): string {
   const parts = value.split(',').map((s) => s.trim())
   if (parts.length === 0 || parts.some((p) => !/^(\d+\.\d+|[lL]\d+[hH]\d+)$/.test(p))) {
@@ -385,7 +378,7 @@ export function registerKnockout(program: Command): void {
     .option(
       '--fraction <f>',
       'cs: fraction of heads knocked out per mask, at least one head (default: each head knocked out in about 3 masks)',
-      fractionParser,
+      numberParser('--fraction', 0, 1, { minExclusive: true }),
     )
     .addOption(
       new Option('--design <design>', 'cs: balanced (each head knocked out about equally often) or iid')
