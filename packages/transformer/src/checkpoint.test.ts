@@ -169,10 +169,18 @@ describe('checkpoints', () => {
     await expectError(dir, 'optimizer.safetensors', /SHA-256/)
     dir = await fresh('no-manifest')
     await rm(join(dir, 'manifest.json'))
-    await expectError(dir, 'manifest.json', /missing/)
+    // The directory is named: `train --resume /tmp` says /tmp is not a checkpoint.
+    const named = (path: string, rest: string): RegExp =>
+      new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is not an attnlab checkpoint: ${rest}`)
+    await expectError(dir, 'manifest.json', named(dir, 'manifest.json is missing'))
     dir = await fresh('bad-manifest')
     await writeFile(join(dir, 'manifest.json'), '{"format":"other"}')
-    await expectError(dir, 'manifest.json', /expected 'attnlab-checkpoint\/1'/, 'format')
+    await expectError(
+      dir,
+      'manifest.json',
+      named(dir, `manifest.json format is "other"; expected 'attnlab-checkpoint/1'$`),
+      'format',
+    )
     dir = await fresh('missing-tensor')
     await replaceWeights(dir, (t) => t.delete('blocks.0.mlp.W_in'))
     await expectError(dir, 'model.safetensors', /'blocks.0.mlp.W_in' is missing/, 'blocks.0.mlp.W_in')

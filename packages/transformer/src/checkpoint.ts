@@ -54,9 +54,10 @@ export class CheckpointError extends AttnlabError {
   readonly file: string
   /** The tensor or field at fault, when there is one. */
   readonly field: string | undefined
-  constructor(file: string, message: string, field?: string, options?: { cause?: unknown }) {
-    // '.' is the checkpoint directory itself: its messages name the directory.
-    super('INVALID_CHECKPOINT', file === '.' ? message : `checkpoint ${file}: ${message}`, { file, field }, options)
+  constructor(file: string, message: string, field?: string, options?: { cause?: unknown; whole?: boolean }) {
+    // '.' is the checkpoint directory itself (and `whole` a message that names the directory): as given.
+    const whole = file === '.' || options?.whole === true
+    super('INVALID_CHECKPOINT', whole ? message : `checkpoint ${file}: ${message}`, { file, field }, options)
     this.file = file
     this.field = field
   }
@@ -333,19 +334,23 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     const buffer = await readFile(join(dir, 'manifest.json'))
     manifestBytes = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    const why = code === 'ENOENT' ? 'is missing' : errnoPhrase(error)
     throw new CheckpointError(
       'manifest.json',
-      'is missing (not an attnlab checkpoint, or an interrupted write)',
+      `${dir} is not an attnlab checkpoint: manifest.json ${why} (or a save was interrupted before writing it)`,
       undefined,
-      { cause: error },
+      { cause: error, whole: true },
     )
   }
   const manifest = parseJson('manifest.json', manifestBytes) as { format?: unknown; files?: unknown }
   if (manifest === null || typeof manifest !== 'object' || manifest.format !== CHECKPOINT_FORMAT) {
+    const format = JSON.stringify((manifest as { format?: unknown })?.format)
     throw new CheckpointError(
       'manifest.json',
-      `format is ${JSON.stringify((manifest as { format?: unknown })?.format)}; expected '${CHECKPOINT_FORMAT}'`,
+      `${dir} is not an attnlab checkpoint: manifest.json format is ${format}; expected '${CHECKPOINT_FORMAT}'`,
       'format',
+      { whole: true },
     )
   }
   const files = manifest.files as Record<string, { sha256: string; bytes: number }>
