@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -76,6 +76,26 @@ describeWithBackends('Hugging Face checkpoints against the PyTorch reference (to
     await expect(loadModel(dir, { maxContex: 4 } as never)).rejects.toThrow(
       /Invalid maxContex: not one of the loadModel options \(did you mean 'maxContext'\?\)/,
     )
+  })
+
+  it('a tokenizer.json beside the model: not supported yet, give token ids (not the tokenizer.py advice)', async () => {
+    const dir = await mkdtemp(join(root, 'with-tokenizer-json-'))
+    for (const name of ['config.json', 'model.safetensors'])
+      await copyFile(join(HF_TINY, 'mistral-window', name), join(dir, name))
+    await writeFile(join(dir, 'tokenizer.json'), '{"model": {"type": "BPE"}}')
+    let loaded = await loadModel(dir)
+    const note = loaded.notes.find((text) => text.includes('tokenizer.json'))
+    expect(note).toMatch(/tokenizer\.json is not supported yet: give the prompt as token ids \(--prompt-ids\)/)
+    expect(note).toMatch(/a llama2\.c tokenizer\.bin \(--tokenizer\) if you have one/)
+    expect(note).not.toMatch(/tokenizer\.py/)
+    loaded.model.dispose()
+    // A SentencePiece tokenizer.model is what llama2.c's tokenizer.py converts.
+    await writeFile(join(dir, 'tokenizer.model'), 'x')
+    loaded = await loadModel(dir)
+    expect(loaded.notes.join('\n')).toMatch(
+      /convert tokenizer\.model to a tokenizer\.bin with llama2\.c's tokenizer\.py/,
+    )
+    loaded.model.dispose()
   })
 
   it('mistral: the context is capped at the sliding window', async () => {

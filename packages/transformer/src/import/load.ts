@@ -256,10 +256,20 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
     const { readdir } = await fs('loadModel')
     const other = (await readdir(target)).filter((name) => name === 'tokenizer.json' || name === 'tokenizer.model')
     if (other.length > 0) {
-      notes.push(
-        `${other.join(' and ')} found, but attnlab reads llama2.c tokenizer.bin files only (convert with ` +
-          `llama2.c's tokenizer.py)`,
-      )
+      // llama2.c's tokenizer.py converts a SentencePiece tokenizer.model, not a Hugging Face tokenizer.json.
+      const advice = [
+        ...(other.includes('tokenizer.json')
+          ? [
+              'tokenizer.json is not supported yet: give the prompt as token ids (--prompt-ids), with a llama2.c ' +
+                'tokenizer.bin (--tokenizer) if you have one',
+            ]
+          : []),
+        ...(other.includes('tokenizer.model')
+          ? ["convert tokenizer.model to a tokenizer.bin with llama2.c's tokenizer.py"]
+          : []),
+      ]
+      const found = other.sort().join(' and ')
+      notes.push(`${found} found, but attnlab reads llama2.c tokenizer.bin files only; ${advice.join('; ')}`)
     }
   }
   const model = modelFromCheckpoint(checkpoint, options.attention === undefined ? {} : { attention: options.attention })

@@ -156,7 +156,8 @@ function rejectJson(bytes: Uint8Array, file: string | undefined): void {
   const huggingFace = typeof json === 'object' && json !== null && 'model' in json
   throw new UnsupportedModelError(
     `this is a JSON file${huggingFace ? ' (a Hugging Face tokenizer.json)' : ''}, not a llama2.c tokenizer.bin; ` +
-      'attnlab reads llama2.c tokenizer.bin files only (tokenizer.json is not supported yet)',
+      'attnlab reads llama2.c tokenizer.bin files only (tokenizer.json is not supported yet): give the prompt as ' +
+      'token ids (--prompt-ids), with a llama2.c tokenizer.bin (--tokenizer) if you have one',
     { file },
   )
 }
