@@ -351,7 +351,13 @@ export async function runEmergence(
   for (const run of runs) {
     const analysis = analyzeRun(run.lines, groupNames, heads, oracles.lines)
     let ode: OdeOverlay | null = null
-    if (task instanceof SparseMarkovTask && modelConfig.architecture === 'minimal') {
+    // Why there is no fit, for the report's section 4 (it words the too-few-stages case itself).
+    let odeNote: string | undefined
+    if (!(task instanceof SparseMarkovTask) || modelConfig.architecture !== 'minimal') {
+      odeNote =
+        'the reduced ODE models the minimal model on the sparse Markov chain ' +
+        `(this run: ${task.describe().kind} on the ${modelConfig.architecture} model).`
+    } else {
       const plateaus = runPlateaus(run.lines, analysis, oracles, task.config.spans.length)
       if (plateaus !== null) {
         try {
@@ -366,10 +372,18 @@ export async function runEmergence(
           )
         } catch (error) {
           progress({ kind: 'warning', message: `(the ODE overlay was skipped: ${(error as Error).message})` })
+          odeNote = `the ODE overlay failed (${(error as Error).message}).`
         }
       }
     }
-    seedReports.push({ seed: run.seed, lines: run.lines, analysis, snapshots: pickSnapshots(run, analysis), ode })
+    seedReports.push({
+      seed: run.seed,
+      lines: run.lines,
+      analysis,
+      snapshots: pickSnapshots(run, analysis),
+      ode,
+      ...(odeNote === undefined ? {} : { odeNote }),
+    })
     const final = run.lines[run.lines.length - 1]
     seedSummaries.push({
       seed: run.seed,

@@ -87,4 +87,32 @@ describe('buildReport', () => {
     for (const name of groupNames) expect(svg).toContain(`>${name}</text>`)
     expect(svg).toMatch(/span positions/)
   }, 60_000)
+
+  it('keeps section 4 without an ODE fit and says why in one line (2 of 3 stages found)', async () => {
+    const base = input()
+    const stage: RunAnalysis['stages'][number] = {
+      stage: 1,
+      step: 10,
+      spans: [0],
+      spanNames: ['span 0'],
+      heads: ['L0H0'],
+      plateauLoss: 1,
+      plateauEvaluations: 1,
+      nearestOracle: null,
+    }
+    const first = base.seeds[0] as SeedReport
+    const seeds: SeedReport[] = [
+      { ...first, ode: null, analysis: { ...analysis, stages: [stage, stage] } },
+      { ...first, seed: 1, ode: null },
+    ]
+    const html = await buildReport({ ...base, groupNames: [...groupNames, 'span 2'], seeds })
+    const headings = [...html.matchAll(/<h2>(\d)\. /g)].map((match) => match[1])
+    expect(headings).toEqual(['1', '2', '3', '4', '5'])
+    expect(html).toContain(
+      '<h2>4. The reduced ODE model against the run</h2><p>No ODE fit for seed 0: 2 of 3 stages found, ' +
+        "fewer than the ODE's 3 transitions",
+    )
+    const noted = await buildReport({ ...base, seeds: [{ ...first, ode: null, odeNote: 'not on this task.' }] })
+    expect(noted).toContain('<p>No ODE fit: not on this task.</p>')
+  }, 60_000)
 })

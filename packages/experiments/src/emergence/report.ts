@@ -43,6 +43,11 @@ export interface SeedReport {
   readonly analysis: RunAnalysis
   readonly snapshots: readonly PatternSnapshot[]
   readonly ode: OdeOverlay | null
+  /**
+   * Why there is no ODE fit when `ode` is null (one line; without it the report says the stages
+   * found were fewer than the ODE's transitions, or that none was fitted).
+   */
+  readonly odeNote?: string
 }
 
 /**
@@ -377,6 +382,21 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
   )
 }
 
+/** The one line of section 4 when a seed has no ODE fit. */
+function noOdeReason(input: ReportInput, seed: SeedReport): string {
+  const seedText = input.seeds.length > 1 ? ` for seed ${seed.seed}` : ''
+  if (seed.odeNote !== undefined) return `No ODE fit${seedText}: ${seed.odeNote}`
+  const found = seed.analysis.stages.length
+  const transitions = input.groupNames.length
+  if (transitions > 0 && found < transitions) {
+    return (
+      `No ODE fit${seedText}: ${found} of ${transitions} stages found, fewer than the ODE's ${transitions} ` +
+      'transitions (train longer to fit it).'
+    )
+  }
+  return `No ODE fit${seedText}: the run's plateaus did not give the ODE one loss per stage.`
+}
+
 /**
  * Builds the report page from its parts ({@link buildEmergenceReport} fills them from a run).
  *
@@ -387,8 +407,13 @@ function stageTable(input: ReportInput, seed: SeedReport): string {
  */
 export async function buildReport(input: ReportInput): Promise<string> {
   const figures: string[] = []
-  const figure = async (title: string, caption: string, spec: PlotSpec | null): Promise<void> => {
-    if (spec === null) return
+  const figure = async (title: string, caption: string, spec: PlotSpec | null, absent?: string): Promise<void> => {
+    // A section without its chart keeps its heading and says why (the numbering never skips).
+    if (spec === null) {
+      if (absent !== undefined)
+        figures.push(`<section><h2>${escapeHtml(title)}</h2><p>${escapeHtml(absent)}</p></section>`)
+      return
+    }
     const svg = await renderSvg(spec)
     figures.push(`<figure><h2>${escapeHtml(title)}</h2>${svg}<figcaption>${escapeHtml(caption)}</figcaption></figure>`)
   }
@@ -436,6 +461,7 @@ export async function buildReport(input: ReportInput): Promise<string> {
             `RMSE ${first.ode.fit.rmse.toFixed(2)} stages.`
         : '',
       odeSpec(first),
+      noOdeReason(input, first),
     )
   }
   await figure(
