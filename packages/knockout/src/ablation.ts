@@ -21,7 +21,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
-import type { ActivationCache, ForwardHook, HookName, Transformer } from '@attnlab/transformer'
+import { hookName, type ActivationCache, type ForwardHook, type HookName, type Transformer } from '@attnlab/transformer'
 
 /**
  * The ablation kinds (see the module comment).
@@ -169,7 +169,7 @@ export class HeadAblation {
       )
     }
     const { nLayers } = model.config
-    const names = Array.from({ length: nLayers }, (_, l) => `blocks.${l}.attn.hook_z` as HookName)
+    const names: HookName[] = Array.from({ length: nLayers }, (_, l) => hookName.z(l))
     const perPosition = options.perPosition ?? false
     const replacements: tf.Tensor[] = []
     // Record in chunks so a large reference set never materialises one huge activation batch.
@@ -373,7 +373,7 @@ export class HeadAblation {
       // [rows, 1, nHeads, 1]
       const layerKnocked = tf.reshape(tf.sub(1, tf.slice(headMask, [0, l, 0], [rows, 1, nHeads])), [rows, 1, nHeads, 1])
       hooks.push([
-        `blocks.${l}.attn.hook_z` as HookName,
+        hookName.z(l),
         (z) => {
           // [rows or 1, length or 1, nHeads, dHead]
           const source = sourceIndex === null ? replacement : tf.gather(replacement, sourceIndex)

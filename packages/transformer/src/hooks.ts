@@ -60,6 +60,88 @@ export type HookName =
   | 'ln_final.hook_normalized'
   | `blocks.${number}.${BlockHookPoint}`
 
+/**
+ * The full name of one block-level hook point, e.g. `BlockHookName<'attn.hook_pattern'>` is
+ * `` `blocks.${number}.attn.hook_pattern` ``.
+ *
+ * @category Hooks
+ */
+export type BlockHookName<P extends BlockHookPoint = BlockHookPoint> = `blocks.${number}.${P}`
+
+/**
+ * The full name of block `layer`'s hook point `point`.
+ *
+ * @param layer - the block index (0-based)
+ * @param point - the hook point inside the block, e.g. `attn.hook_z`
+ * @example
+ * blockHookName(1, 'attn.hook_z') // 'blocks.1.attn.hook_z'
+ * @category Hooks
+ */
+export function blockHookName<P extends BlockHookPoint>(layer: number, point: P): BlockHookName<P> {
+  return `blocks.${layer}.${point}` as BlockHookName<P>
+}
+
+const at =
+  <P extends BlockHookPoint>(point: P) =>
+  (layer: number): BlockHookName<P> =>
+    blockHookName(layer, point)
+
+/**
+ * Every hook name, declared once (TransformerLens names): constants for the model-level points and
+ * one function per block-level point, each typed by its template literal.
+ *
+ * @example
+ * hookName.pattern(0) // 'blocks.0.attn.hook_pattern', typed `blocks.${number}.attn.hook_pattern`
+ * hookName.embed      // 'hook_embed'
+ * @category Hooks
+ */
+export const hookName = Object.freeze({
+  /** `hook_embed`: token embeddings, `[batch, pos, dModel]`. */
+  embed: 'hook_embed',
+  /** `hook_pos_embed`: learned (or one-hot) position embeddings, `[batch, pos, dModel]`. */
+  posEmbed: 'hook_pos_embed',
+  /** `ln_final.hook_normalized`: the final norm's output, `[batch, pos, dModel]`. */
+  lnFinal: 'ln_final.hook_normalized',
+  /** `blocks.{l}.hook_resid_pre` */
+  residPre: at('hook_resid_pre'),
+  /** `blocks.{l}.hook_resid_mid` */
+  residMid: at('hook_resid_mid'),
+  /** `blocks.{l}.hook_resid_post` */
+  residPost: at('hook_resid_post'),
+  /** `blocks.{l}.hook_attn_out` */
+  attnOut: at('hook_attn_out'),
+  /** `blocks.{l}.hook_mlp_out` */
+  mlpOut: at('hook_mlp_out'),
+  /** `blocks.{l}.ln1.hook_normalized` */
+  ln1: at('ln1.hook_normalized'),
+  /** `blocks.{l}.ln2.hook_normalized` */
+  ln2: at('ln2.hook_normalized'),
+  /** `blocks.{l}.attn.hook_q` */
+  q: at('attn.hook_q'),
+  /** `blocks.{l}.attn.hook_k` */
+  k: at('attn.hook_k'),
+  /** `blocks.{l}.attn.hook_v` */
+  v: at('attn.hook_v'),
+  /** `blocks.{l}.attn.hook_rot_q` */
+  rotQ: at('attn.hook_rot_q'),
+  /** `blocks.{l}.attn.hook_rot_k` */
+  rotK: at('attn.hook_rot_k'),
+  /** `blocks.{l}.attn.hook_attn_scores` */
+  attnScores: at('attn.hook_attn_scores'),
+  /** `blocks.{l}.attn.hook_pattern` */
+  pattern: at('attn.hook_pattern'),
+  /** `blocks.{l}.attn.hook_z` */
+  z: at('attn.hook_z'),
+  /** `blocks.{l}.attn.hook_result` */
+  result: at('attn.hook_result'),
+  /** `blocks.{l}.mlp.hook_pre` */
+  mlpPre: at('mlp.hook_pre'),
+  /** `blocks.{l}.mlp.hook_pre_linear` */
+  mlpPreLinear: at('mlp.hook_pre_linear'),
+  /** `blocks.{l}.mlp.hook_post` */
+  mlpPost: at('mlp.hook_post'),
+} as const)
+
 /** All block-level hook points, in forward order. @category Hooks */
 export const BLOCK_HOOK_POINTS: readonly BlockHookPoint[] = Object.freeze([
   'hook_resid_pre',

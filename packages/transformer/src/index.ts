@@ -47,9 +47,12 @@ export {
 export {
   BLOCK_HOOK_POINTS,
   HookRunner,
+  blockHookName,
   getActName,
+  hookName,
   parseHookName,
   type ActName,
+  type BlockHookName,
   type BlockHookPoint,
   type ForwardHook,
   type HookContext,

@@ -16,7 +16,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError, checkOptionKeys, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
-import type { HookName } from './hooks.ts'
+import { hookName, type HookName } from './hooks.ts'
 import type { Transformer } from './model.ts'
 
 /**
@@ -162,10 +162,7 @@ export async function analyze(
   let teacherEntropy = 0
   let lossSum = 0
   let scored = 0
-  const patternNames: HookName[] = Array.from(
-    { length: nLayers },
-    (_, l) => `blocks.${l}.attn.hook_pattern` as HookName,
-  )
+  const patternNames: HookName[] = Array.from({ length: nLayers }, (_, l) => hookName.pattern(l))
   for (let start = 0; start < batchSize; start += chunk) {
     const size = Math.min(chunk, batchSize - start)
     const inputs = new Int32Array(size * T)

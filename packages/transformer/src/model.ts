@@ -48,7 +48,15 @@ import {
 } from '@attnlab/core'
 import { configToJSON, type TransformerConfig } from './config.ts'
 import { ensureGradients } from './gradients.ts'
-import { HookRunner, type ForwardHook, type HookFunction, type HookName, type HookSelector } from './hooks.ts'
+import {
+  HookRunner,
+  hookName,
+  type BlockHookName,
+  type ForwardHook,
+  type HookFunction,
+  type HookName,
+  type HookSelector,
+} from './hooks.ts'
 import { ensureKernels, pairScatter, twoHotScores } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
 import { activation, applyRotary, dropout, oneHotFloat, rmsNorm } from './ops.ts'
@@ -270,14 +278,10 @@ class Attention {
     return `blocks.${this.layer}.attn.${suffix}`
   }
 
-  private hookName(point: string): HookName {
-    return `blocks.${this.layer}.attn.${point}` as HookName
-  }
-
   /** The hooks the kernel calls on the scores and pattern (plus attention dropout when training). */
   private kernelContext(context: PassContext): AttentionContext {
-    const scoresName = this.hookName('hook_attn_scores')
-    const patternName = this.hookName('hook_pattern')
+    const scoresName = hookName.attnScores(this.layer)
+    const patternName = hookName.pattern(this.layer)
     const hooks: { attnScores?: (s: tf.Tensor4D) => tf.Tensor4D; pattern?: (p: tf.Tensor4D) => tf.Tensor4D } = {}
     if (context.hooks.has(scoresName)) hooks.attnScores = (scores) => context.hooks.run(scoresName, scores)
     const dropPattern = context.rng !== null && this.config.dropout > 0
@@ -333,14 +337,14 @@ class Attention {
       k = tf.reshape(k2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
       v = tf.reshape(v2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
     }
-    q = context.hooks.run(this.hookName('hook_q'), q)
-    k = context.hooks.run(this.hookName('hook_k'), k)
-    v = context.hooks.run(this.hookName('hook_v'), v)
+    q = context.hooks.run(hookName.q(this.layer), q)
+    k = context.hooks.run(hookName.k(this.layer), k)
+    v = context.hooks.run(hookName.v(this.layer), v)
     if (this.config.positional === 'rotary') {
       // [batch, pos, nHeads, dHead]
-      q = context.hooks.run(this.hookName('hook_rot_q'), applyRotary(q, context.start, this.config.ropeTheta))
+      q = context.hooks.run(hookName.rotQ(this.layer), applyRotary(q, context.start, this.config.ropeTheta))
       // [batch, pos, nKvHeads, dHead]
-      k = context.hooks.run(this.hookName('hook_rot_k'), applyRotary(k, context.start, this.config.ropeTheta))
+      k = context.hooks.run(hookName.rotK(this.layer), applyRotary(k, context.start, this.config.ropeTheta))
     }
     // --- the attention kernel, on [batch, heads, pos, d] ---
     const input: AttentionPrefillInput = {
@@ -378,21 +382,21 @@ class Attention {
     let z = tf.transpose(result.z, [0, 2, 1, 3]) as tf.Tensor4D // [batch, pos, nHeads, dValue]
     const mask = headMaskFor(context, this.layer)
     if (mask !== null) z = tf.mul(z, tf.reshape(mask, [mask.shape[0] as number, 1, nHeads, 1])) as tf.Tensor4D
-    z = context.hooks.run(this.hookName('hook_z'), z)
+    z = context.hooks.run(hookName.z(this.layer), z)
     // --- output: minimal sums the heads; others project with W_O ---
     if (minimal) {
-      const result4 = context.hooks.run(this.hookName('hook_result'), z) // [batch, pos, nHeads, dModel] (no W_O)
+      const result4 = context.hooks.run(hookName.result(this.layer), z) // [batch, pos, nHeads, dModel] (no W_O)
       return tf.reshape(tf.sum(result4, 2), [batch * pos, dValue]) as tf.Tensor2D // [batch * pos, dModel]
     }
     const wO = param(this.parameters, this.name('W_O')) // [nHeads, dHead, dModel]
     let out: tf.Tensor2D
-    if (context.hooks.has(this.hookName('hook_result'))) {
+    if (context.hooks.has(hookName.result(this.layer))) {
       // Per-head outputs (TransformerLens hook_result), materialised only when hooked.
       // [nHeads, batch * pos, dHead]
       const zHeads = tf.reshape(tf.transpose(z, [2, 0, 1, 3]), [nHeads, batch * pos, dValue])
       const perHead = tf.matMul(zHeads, wO as tf.Tensor3D) // [nHeads, batch * pos, dModel]
       const result4 = context.hooks.run(
-        this.hookName('hook_result'),
+        hookName.result(this.layer),
         tf.reshape(tf.transpose(perHead, [1, 0, 2]), [batch, pos, nHeads, this.config.dModel]) as tf.Tensor4D,
       ) // [batch, pos, nHeads, dModel]
       out = tf.reshape(tf.sum(result4, 2), [batch * pos, this.config.dModel]) as tf.Tensor2D
@@ -452,8 +456,9 @@ class Attention {
       return false
     if (headMaskFor(context, this.layer) !== null || (context.rng !== null && rate > 0)) return false
     if (!context.hooks.active) return true
-    const points = ['hook_q', 'hook_k', 'hook_v', 'hook_attn_scores', 'hook_pattern', 'hook_z', 'hook_result']
-    return points.every((point) => !context.hooks.has(this.hookName(point)))
+    const { q, k, v, attnScores, pattern, z, result } = hookName
+    const points = [q, k, v, attnScores, pattern, z, result]
+    return points.every((point) => !context.hooks.has(point(this.layer)))
   }
 
   /** The fused path: one QKV projection, one attention op, one output projection. */
@@ -501,9 +506,9 @@ class Attention {
     // Scores x_i W_Q^h x_j^T against the one-hot keys (key = input) as four lookups in W_Q, masked above the diagonal.
     let scores = twoHotScores(wQ, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]
     if (this.config.attnScale !== 1) scores = tf.mul(scores, this.config.attnScale)
-    scores = context.hooks.run(this.hookName('hook_attn_scores'), scores)
+    scores = context.hooks.run(hookName.attnScores(this.layer), scores)
     let pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
-    pattern = context.hooks.run(this.hookName('hook_pattern'), pattern)
+    pattern = context.hooks.run(hookName.pattern(this.layer), pattern)
     if (context.rng !== null && this.config.dropout > 0) pattern = dropout(pattern, this.config.dropout, context.rng)
     const pairs = batch * nHeads * causalPairs(pos, pos)
     context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
@@ -546,11 +551,11 @@ class Mlp {
   forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
     const { batch, pos } = context
     const { dMlp, gatedMlp, bias } = this.config
-    const hook = (point: string, t: tf.Tensor2D): tf.Tensor2D =>
-      tf.reshape(
-        context.hooks.run(`blocks.${this.layer}.mlp.${point}` as HookName, tf.reshape(t, [batch, pos, dMlp])),
-        [batch * pos, dMlp],
-      ) as tf.Tensor2D
+    const hook = (
+      name: BlockHookName<'mlp.hook_pre' | 'mlp.hook_pre_linear' | 'mlp.hook_post'>,
+      t: tf.Tensor2D,
+    ): tf.Tensor2D =>
+      tf.reshape(context.hooks.run(name, tf.reshape(t, [batch, pos, dMlp])), [batch * pos, dMlp]) as tf.Tensor2D
     let post: tf.Tensor2D
     if (gatedMlp) {
       const fused = tf.concat(
@@ -562,21 +567,21 @@ class Mlp {
       if (bias) {
         up = tf.add(up, param(this.parameters, this.name('b_in'))) as tf.Tensor2D
       }
-      gate = hook('hook_pre', gate)
-      up = hook('hook_pre_linear', up)
+      gate = hook(hookName.mlpPre(this.layer), gate)
+      up = hook(hookName.mlpPreLinear(this.layer), up)
       post = tf.mul(activation(gate, this.config.actFn), up) as tf.Tensor2D // [batch * pos, dMlp]
     } else {
       const wIn = param(this.parameters, this.name('W_in')) as tf.Tensor2D
       const bIn = bias ? (param(this.parameters, this.name('b_in')) as tf.Tensor1D) : null
-      const hooked = context.hooks.has(`blocks.${this.layer}.mlp.hook_pre` as HookName)
+      const hooked = context.hooks.has(hookName.mlpPre(this.layer))
       if (this.config.actFn === 'gelu_new' && !hooked) {
         post = linear(x, wIn, bIn, 'gelu_new') // [batch * pos, dMlp]: matmul, bias and GELU fused
       } else {
-        const pre = hook('hook_pre', linear(x, wIn, bIn)) // [batch * pos, dMlp]
+        const pre = hook(hookName.mlpPre(this.layer), linear(x, wIn, bIn)) // [batch * pos, dMlp]
         post = activation(pre, this.config.actFn) // [batch * pos, dMlp]
       }
     }
-    post = hook('hook_post', post)
+    post = hook(hookName.mlpPost(this.layer), post)
     const bOut = bias ? (param(this.parameters, this.name('b_out')) as tf.Tensor1D) : null
     return linear(post, param(this.parameters, this.name('W_out')) as tf.Tensor2D, bOut) // [batch * pos, dModel]
   }
@@ -609,11 +614,10 @@ class Block {
       normalization === 'layernorm'
         ? layerNorm(x, w, bias ? (param(this.parameters, `${prefix}.b`) as tf.Tensor1D) : null, normEps)
         : rmsNorm(x, w, normEps) // [batch * pos, dModel]
-    return this.hook(`${which}.hook_normalized`, normalized, context, dModel)
+    return this.hook(hookName[which](this.layer), normalized, context, dModel)
   }
 
-  private hook(point: string, x: tf.Tensor2D, context: PassContext, width: number): tf.Tensor2D {
-    const name = `blocks.${this.layer}.${point}` as HookName
+  private hook(name: HookName, x: tf.Tensor2D, context: PassContext, width: number): tf.Tensor2D {
     if (!context.hooks.has(name)) return x
     const { batch, pos } = context
     return tf.reshape(context.hooks.run(name, tf.reshape(x, [batch, pos, width])), [batch * pos, width]) as tf.Tensor2D
@@ -629,27 +633,27 @@ class Block {
    */
   forward(residual: tf.Tensor2D, context: PassContext): tf.Tensor2D {
     const { dModel } = this.config
-    const residPre = this.hook('hook_resid_pre', residual, context, dModel) // [batch * pos, dModel]
+    const residPre = this.hook(hookName.residPre(this.layer), residual, context, dModel) // [batch * pos, dModel]
     const attnOut = this.hook(
-      'hook_attn_out',
+      hookName.attnOut(this.layer),
       this.drop(this.attention.forward(this.normalize(residPre, 'ln1', context), context), context),
       context,
       dModel,
     )
     if (this.config.architecture === 'minimal') {
-      return this.hook('hook_resid_post', attnOut, context, dModel) // no residual connection
+      return this.hook(hookName.residPost(this.layer), attnOut, context, dModel) // no residual connection
     }
     const residMid = tf.add(residPre, attnOut) as tf.Tensor2D // [batch * pos, dModel]
-    if (this.mlp === null) return this.hook('hook_resid_post', residMid, context, dModel)
-    const residMidHooked = this.hook('hook_resid_mid', residMid, context, dModel)
+    if (this.mlp === null) return this.hook(hookName.residPost(this.layer), residMid, context, dModel)
+    const residMidHooked = this.hook(hookName.residMid(this.layer), residMid, context, dModel)
     const mlpOut = this.hook(
-      'hook_mlp_out',
+      hookName.mlpOut(this.layer),
       this.drop(this.mlp.forward(this.normalize(residMidHooked, 'ln2', context), context), context),
       context,
       dModel,
     )
     // [batch * pos, dModel]
-    return this.hook('hook_resid_post', tf.add(residMidHooked, mlpOut) as tf.Tensor2D, context, dModel)
+    return this.hook(hookName.residPost(this.layer), tf.add(residMidHooked, mlpOut) as tf.Tensor2D, context, dModel)
   }
 }
 
@@ -1158,21 +1162,21 @@ export class Transformer {
     if (this.config.architecture !== 'minimal' || context.cache !== null || context.attention !== denseAttention)
       return false
     if (!context.hooks.active) return true
-    const allowed = new Set(['blocks.0.attn.hook_attn_scores', 'blocks.0.attn.hook_pattern'])
+    const allowed = new Set<HookName>([hookName.attnScores(0), hookName.pattern(0)])
     const all: HookName[] = [
-      'hook_embed',
-      'hook_pos_embed',
-      'blocks.0.hook_resid_pre',
-      'blocks.0.attn.hook_q',
-      'blocks.0.attn.hook_k',
-      'blocks.0.attn.hook_v',
-      'blocks.0.attn.hook_attn_scores',
-      'blocks.0.attn.hook_pattern',
-      'blocks.0.attn.hook_z',
-      'blocks.0.attn.hook_result',
-      'blocks.0.hook_attn_out',
-      'blocks.0.hook_resid_post',
-      'ln_final.hook_normalized',
+      hookName.embed,
+      hookName.posEmbed,
+      hookName.residPre(0),
+      hookName.q(0),
+      hookName.k(0),
+      hookName.v(0),
+      hookName.attnScores(0),
+      hookName.pattern(0),
+      hookName.z(0),
+      hookName.result(0),
+      hookName.attnOut(0),
+      hookName.residPost(0),
+      hookName.lnFinal,
     ]
     return all.every((name) => allowed.has(name) || !context.hooks.has(name))
   }
@@ -1201,8 +1205,8 @@ export class Transformer {
       )
       // [batch * pos, dModel]
       const positionPart = oneHotFloat(tf.reshape(positions, [batch * pos]), dModel) as tf.Tensor2D
-      const embed = hook2('hook_embed', tokenPart)
-      const posEmbed = hook2('hook_pos_embed', positionPart)
+      const embed = hook2(hookName.embed, tokenPart)
+      const posEmbed = hook2(hookName.posEmbed, positionPart)
       const x = tf.add(embed, posEmbed) as tf.Tensor2D // [batch * pos, dModel]
       const out = (this.blocks[0] as Block).forward(x, context) // [batch * pos, dModel]
       // the first dVocab coordinates are the logits
@@ -1212,14 +1216,14 @@ export class Transformer {
     // Embeddings.
     const flatTokens = tf.reshape(tokens, [batch * pos]) as tf.Tensor1D
     // [batch * pos, dModel]
-    let residual = hook2('hook_embed', gatherRows(param(this.parameters, 'embed.W_E') as tf.Tensor2D, flatTokens))
+    let residual = hook2(hookName.embed, gatherRows(param(this.parameters, 'embed.W_E') as tf.Tensor2D, flatTokens))
     if (this.config.positional === 'learned') {
       const positions = tf.reshape(
         tf.add(tf.range(context.start, context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')),
         [batch * pos],
       ) as tf.Tensor1D
       const posEmbed = hook2(
-        'hook_pos_embed',
+        hookName.posEmbed,
         gatherRows(param(this.parameters, 'pos_embed.W_pos') as tf.Tensor2D, positions),
       ) // [batch * pos, dModel]
       residual = tf.add(residual, posEmbed) as tf.Tensor2D
@@ -1240,7 +1244,7 @@ export class Transformer {
           ? rmsNorm(residual, w, this.config.normEps)
           : residual
     // [batch * outPos, dModel]
-    const final = fromPosition(hook2('ln_final.hook_normalized', normalized), batch, pos, context.logitsFrom)
+    const final = fromPosition(hook2(hookName.lnFinal, normalized), batch, pos, context.logitsFrom)
     const wU = this.config.tiedEmbeddings
       ? tf.transpose(param(this.parameters, 'embed.W_E'))
       : param(this.parameters, 'unembed.W_U') // [dModel, dVocab]
