@@ -288,7 +288,9 @@ describe('attnlab emergence', () => {
     })
     expect(await main(['emergence', ...TINY, '--steps', '60', '--out', out])).toBe(143)
     expect(errors.join('\n')).toMatch(/interrupted: finishing the current step and saving/)
-    expect(errors.at(-1)).toMatch(/INTERRUPTED.*continue with: pnpm attnlab emergence --resume .*emt\)$/)
+    expect(errors.at(-1)).toMatch(
+      /INTERRUPTED\]: interrupted \(checkpoint at step 3\); .*continue with: pnpm attnlab emergence --resume .*emt\)$/,
+    )
     expect(process.listenerCount('SIGTERM')).toBe(0)
     expect(await readdir(join(out, 'seeds', '0'))).toEqual(expect.arrayContaining(['checkpoint', 'patterns.json']))
     expect((await readdir(join(out, 'seeds', '0'))).filter((name) => name.includes('.tmp-'))).toEqual([])

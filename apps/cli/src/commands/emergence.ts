@@ -336,9 +336,15 @@ export async function runEmergenceCommand(flags: EmergenceFlags, command: Comman
   if (flags.json) console.log(JSON.stringify(summary, null, 2))
   else printSummary(result, out)
   if (summary.interrupted) {
+    // Where --resume starts: the step of the stopped seed's checkpoint (often past its last evaluation).
+    const several = result.summary.seeds.length > 1
+    const at = result.summary.seeds
+      .filter((seed) => seed.stopped)
+      .map((seed) => `${several ? `seed ${seed.seed}'s ` : ''}checkpoint at step ${seed.completedSteps}`)
     throw new AttnlabError(
       'INTERRUPTED',
-      `interrupted; what was computed is in ${out} (continue with: pnpm attnlab emergence --resume ${out})`,
+      `interrupted${at.length === 0 ? '' : ` (${at.join(', ')})`}; what was computed is in ${out} (continue with: ` +
+        `pnpm attnlab emergence --resume ${out})`,
     )
   }
   return result

@@ -80,6 +80,27 @@ describeWithBackends('runEmergence', () => {
     expect(result.summary.seeds[0]?.completedSteps).toBe(2)
   })
 
+  it('an interrupted run says which step its checkpoint holds, past its last evaluation', async () => {
+    const controller = new AbortController()
+    // Evaluations every 3 steps; stopped after step 4: evaluated at 3, checkpoint at 4.
+    const result = await runEmergence(
+      { ...TINY, training: { ...TINY.training, steps: 60 } },
+      {
+        signal: controller.signal,
+        onProgress: (e) => {
+          if (e.kind === 'step' && e.record.step === 4) controller.abort()
+        },
+      },
+    )
+    expect(result.summary.seeds[0]?.completedSteps).toBe(4)
+    const text = emergenceSummaryLines(result)
+    expect(text).toContainEqual(expect.stringMatching(/^final validation loss \d\.\d{4} nats at step 3;/))
+    expect(text).toContain(
+      'interrupted: the checkpoint holds step 4 of 60; a resume continues from there ' +
+        '(the last evaluation was at step 3)',
+    )
+  })
+
   it('throws INTERRUPTED (beforeStart) when aborted before the training started', async () => {
     const controller = new AbortController()
     const run = runEmergence(TINY, {

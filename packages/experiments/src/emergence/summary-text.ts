@@ -51,6 +51,16 @@ export function emergenceSummaryLines(result: EmergenceResult): string[] {
             : ''),
       )
     }
+    // An interrupted seed: its checkpoint (what a resume continues) is at the step it stopped, which is
+    // usually past its last evaluation.
+    const stopped = result.summary.seeds.find((summary) => summary.seed === s.seed && summary.stopped)
+    if (stopped !== undefined) {
+      const evaluated = final === undefined || final.step === stopped.completedSteps ? '' : final.step
+      lines.push(
+        `interrupted: the checkpoint holds step ${stopped.completedSteps} of ${result.record.training.steps}; a ` +
+          `resume continues from there${evaluated === '' ? '' : ` (the last evaluation was at step ${evaluated})`}`,
+      )
+    }
     if (groupNames.length > 0) {
       lines.push(
         `final span holders: ${s.analysis.finalHolders
