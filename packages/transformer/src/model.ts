@@ -15,14 +15,8 @@
  *   `[batch, heads]` without loops over heads; embeddings use `@attnlab/core`'s `gatherRows`, which
  *   trains on every backend (tfjs-wasm lacks `tf.gather`'s gradient).
  *
- * The minimal model (Yüksel et al., arXiv 2602.19143; `tml-epfl/hmm-attention`) has two
- * computations that give the same numbers: the literal one (materialise
- * `x = [onehot(token); onehot(position)]`, `q = x W_Q`, `k = x`, `v = x W_V`, call the attention
- * kernel, sum heads, take the first `dVocab` coordinates) used whenever a hook, a KV cache or a
- * non-default kernel needs it; and the structured one (see `docs/performance.md`) used
- * otherwise (training): the scores `x_i W_Q^h x_j^T` as four lookups in `W_Q` ({@link twoHotScores}),
- * the attention-weighted input `sum_j p_ij x_j` by {@link pairScatter}, and one matmul with the
- * first `dVocab` columns of `W_V` (the only ones that reach the logits).
+ * The minimal model (Yüksel et al., arXiv 2602.19143) runs through the same modules; its specific
+ * pieces (one-hot input, no key projection, the structured fast path) live in `minimal.ts`.
  *
  * @module
  */
@@ -39,7 +33,6 @@ import {
   gatherRows,
   layerNorm,
   linear,
-  oneHotAttention,
   type AttentionContext,
   type AttentionHooks,
   type AttentionKernel,
@@ -57,9 +50,17 @@ import {
   type HookName,
   type HookSelector,
 } from './hooks.ts'
-import { ensureKernels, pairScatter, twoHotScores } from './kernels.ts'
+import { ensureKernels } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
-import { activation, applyRotary, dropout, oneHotFloat, rmsNorm } from './ops.ts'
+import {
+  minimalInput,
+  minimalParameterSpecs,
+  minimalQkv,
+  minimalStructured,
+  minimalStructuredApplies,
+} from './minimal.ts'
+import { activation, applyRotary, dropout, rmsNorm } from './ops.ts'
+import { fromPosition, headMaskFor, headsToColumns, param, type Parameters, type PassContext } from './pass.ts'
 
 /**
  * Token ids: an int32 tensor `[batch, pos]`, or nested arrays.
@@ -215,49 +216,6 @@ export interface TransformerOptions {
   readonly attention?: AttentionKernel
 }
 
-/** Everything one forward pass needs, passed down the module tree. */
-interface PassContext {
-  readonly config: TransformerConfig
-  readonly batch: number
-  readonly pos: number
-  /** Absolute position of the first token (0 except when decoding with a KV cache). */
-  readonly start: number
-  /** `[batch, pos]` int32. */
-  readonly tokens: tf.Tensor2D
-  readonly hooks: HookRunner
-  /** `[batch or 1, nLayers, nHeads]` or null. */
-  readonly headMask: tf.Tensor3D | null
-  readonly attention: AttentionKernel
-  readonly cache: KVCache | null
-  /** Dropout stream when training with dropout > 0, else null. */
-  readonly rng: Rng | null
-  readonly reports: AttentionReport[] | undefined
-  /** First position whose logits are computed. */
-  readonly logitsFrom: number
-}
-
-/** Parameter lookup shared by the modules. */
-type Parameters = ReadonlyMap<string, tf.Variable>
-
-function param(parameters: Parameters, name: string): tf.Variable {
-  const value = parameters.get(name)
-  if (value === undefined) throw new AttnlabError('INVALID_ARGUMENT', `the model has no parameter '${name}'`)
-  return value
-}
-
-/** `[heads, dModel, dHead]` (TransformerLens) -> `[dModel, heads * dHead]` (one matmul for all heads). */
-function headsToColumns(w: tf.Tensor): tf.Tensor2D {
-  const [heads, dModel, dHead] = w.shape as [number, number, number]
-  return tf.reshape(tf.transpose(w, [1, 0, 2]), [dModel, heads * dHead]) // [dModel, heads * dHead]
-}
-
-function headMaskFor(context: PassContext, layer: number): tf.Tensor | null {
-  if (context.headMask === null) return null
-  const [maskBatch, , heads] = context.headMask.shape
-  // [batch or 1, nHeads]
-  return tf.reshape(tf.slice(context.headMask, [0, layer, 0], [maskBatch, 1, heads]), [maskBatch, heads])
-}
-
 // =====================================================================================
 // Attention
 // =====================================================================================
@@ -303,40 +261,12 @@ class Attention {
    */
   forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
     const { batch, pos } = context
-    const { nHeads, nKvHeads, dHead, architecture } = this.config
+    const { nHeads, architecture } = this.config
     const minimal = architecture === 'minimal'
     if (!minimal && this.fusable(context)) return this.fused(x, context)
     // --- queries, keys, values: one fused matmul ---
-    let q: tf.Tensor4D
-    let k: tf.Tensor4D
-    let v: tf.Tensor4D
-    if (minimal) {
-      const wqv = tf.concat(
-        [
-          headsToColumns(param(this.parameters, this.name('W_Q'))),
-          headsToColumns(param(this.parameters, this.name('W_V'))),
-        ],
-        1,
-      ) // [dModel, 2 * nHeads * dModel]
-      // [batch * pos, nHeads * dModel] each
-      const [q2, v2] = tf.split(linear(x, wqv), 2, 1) as [tf.Tensor2D, tf.Tensor2D]
-      q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
-      v = tf.reshape(v2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dModel]
-      // No key projection: every head's key is the input itself.
-      // [batch, pos, nHeads, dModel]
-      k = tf.add(tf.reshape(x, [batch, pos, 1, dHead]), tf.zeros([1, 1, nHeads, 1])) as tf.Tensor4D
-    } else {
-      const wqkv = this.qkvWeights() // [dModel, (nHeads + 2 nKvHeads) * dHead]
-      const qkv = linear(x, wqkv, this.qkvBias()) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
-      const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [
-        tf.Tensor2D,
-        tf.Tensor2D,
-        tf.Tensor2D,
-      ]
-      q = tf.reshape(q2, [batch, pos, nHeads, dHead]) // [batch, pos, nHeads, dHead]
-      k = tf.reshape(k2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
-      v = tf.reshape(v2, [batch, pos, nKvHeads, dHead]) // [batch, pos, nKvHeads, dHead]
-    }
+    // [batch, pos, nHeads | nKvHeads, dHead] each
+    let { q, k, v } = minimal ? minimalQkv(this.parameters, this.config, x, context) : this.qkv(x, context)
     q = context.hooks.run(hookName.q(this.layer), q)
     k = context.hooks.run(hookName.k(this.layer), k)
     v = context.hooks.run(hookName.v(this.layer), v)
@@ -411,6 +341,24 @@ class Attention {
     return out
   }
 
+  /** Queries `[batch, pos, nHeads, dHead]`, keys and values `[batch, pos, nKvHeads, dHead]`, by one matmul. */
+  private qkv(x: tf.Tensor2D, context: PassContext): { q: tf.Tensor4D; k: tf.Tensor4D; v: tf.Tensor4D } {
+    const { batch, pos } = context
+    const { nHeads, nKvHeads, dHead } = this.config
+    const wqkv = this.qkvWeights() // [dModel, (nHeads + 2 nKvHeads) * dHead]
+    const qkv = linear(x, wqkv, this.qkvBias()) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
+    const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [
+      tf.Tensor2D,
+      tf.Tensor2D,
+      tf.Tensor2D,
+    ]
+    return {
+      q: tf.reshape(q2, [batch, pos, nHeads, dHead]), // [batch, pos, nHeads, dHead]
+      k: tf.reshape(k2, [batch, pos, nKvHeads, dHead]), // [batch, pos, nKvHeads, dHead]
+      v: tf.reshape(v2, [batch, pos, nKvHeads, dHead]), // [batch, pos, nKvHeads, dHead]
+    }
+  }
+
   /** `[W_Q | W_K | W_V]` as one `[dModel, (nHeads + 2 nKvHeads) * dHead]` matrix. */
   private qkvWeights(): tf.Tensor2D {
     return tf.concat(
@@ -475,56 +423,6 @@ class Attention {
     const wO = tf.reshape(param(this.parameters, this.name('W_O')), [nHeads * dHead, dModel]) as tf.Tensor2D
     // [batch * pos, dModel]
     return linear(tf.reshape(z, [batch * pos, nHeads * dHead]) as tf.Tensor2D, wO, this.outBias())
-  }
-
-  /**
-   * The minimal model's structured computation (no hooks except scores/pattern, dense kernel,
-   * no cache): gathers instead of one-hot matmuls. Same numbers as {@link Attention.forward}.
-   *
-   * @returns the logits `[batch * pos, dVocab]`
-   */
-  minimalStructured(context: PassContext): tf.Tensor2D {
-    const { batch, pos, tokens } = context
-    const { nHeads, dModel, dVocab } = this.config
-    const wQ = param(this.parameters, this.name('W_Q')) as tf.Tensor3D // [nHeads, dModel, dModel]
-    const wV = param(this.parameters, this.name('W_V')) // [nHeads, dModel, dModel]
-    const plain =
-      !context.hooks.active &&
-      headMaskFor(context, this.layer) === null &&
-      !(context.rng !== null && this.config.dropout > 0)
-    if (plain) {
-      // The whole layer as one op (gathers; one fused kernel forward and backward when attnlab
-      // kernels are registered): the same function as below.
-      // Only the positions whose logits are needed (logitsFrom) are computed.
-      const from = context.logitsFrom
-      // [batch, pos - from, dVocab]
-      const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: this.config.attnScale, from })
-      const pairs = batch * nHeads * causalPairs(pos, pos)
-      context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
-      return tf.reshape(logits, [batch * (pos - from), dVocab]) as tf.Tensor2D // [batch * outPos, dVocab]
-    }
-    // Scores x_i W_Q^h x_j^T against the one-hot keys (key = input) as four lookups in W_Q, masked above the diagonal.
-    let scores = twoHotScores(wQ, tokens, dVocab, -Infinity) // [batch, nHeads, pos, pos]
-    if (this.config.attnScale !== 1) scores = tf.mul(scores, this.config.attnScale)
-    scores = context.hooks.run(hookName.attnScores(this.layer), scores)
-    let pattern = tf.softmax(scores) as tf.Tensor4D // [batch, nHeads, pos, pos]
-    pattern = context.hooks.run(hookName.pattern(this.layer), pattern)
-    if (context.rng !== null && this.config.dropout > 0) pattern = dropout(pattern, this.config.dropout, context.rng)
-    const pairs = batch * nHeads * causalPairs(pos, pos)
-    context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
-    const mask = headMaskFor(context, this.layer)
-    if (mask !== null)
-      // z_h is linear in pattern_h
-      pattern = tf.mul(pattern, tf.reshape(mask, [mask.shape[0] as number, nHeads, 1, 1])) as tf.Tensor4D
-    // sum_j pattern[h, i, j] x_j, then the value matrices' first dVocab columns (the logits).
-    let weighted = pairScatter(pattern, tokens, dModel, dVocab) as tf.Tensor // [batch, pos, nHeads, dModel]
-    // positions whose logits are needed
-    if (context.logitsFrom > 0) weighted = tf.slice(weighted, [0, context.logitsFrom, 0, 0], [-1, -1, -1, -1])
-    // [batch * outPos, nHeads * dModel]
-    weighted = tf.reshape(weighted, [batch * (pos - context.logitsFrom), nHeads * dModel])
-    // [nHeads * dModel, dVocab]
-    const wVLogits = tf.reshape(tf.slice(wV, [0, 0, 0], [nHeads, dModel, dVocab]), [nHeads * dModel, dVocab])
-    return linear(weighted as tf.Tensor2D, wVLogits as tf.Tensor2D) // [batch * outPos, dVocab]
   }
 }
 
@@ -661,23 +559,14 @@ class Block {
 // Transformer
 // =====================================================================================
 
-/** Rows of positions `from .. pos - 1` of a `[batch * pos, width]` tensor. */
-function fromPosition(x: tf.Tensor2D, batch: number, pos: number, from: number): tf.Tensor2D {
-  if (from === 0) return x
-  const width = x.shape[1] as number
-  return tf.reshape(tf.slice(tf.reshape(x, [batch, pos, width]), [0, from, 0], [-1, -1, -1]), [
-    batch * (pos - from),
-    width,
-  ]) as tf.Tensor2D
-}
-
 /** Shape and initialisation of one parameter. */
-interface ParameterSpec {
+export interface ParameterSpec {
   readonly name: string
   readonly shape: readonly number[]
   readonly init: (rng: Rng, size: number) => Float32Array
 }
 
+/** `N(0, std^2)` entries. */
 function normalInit(std: number): ParameterSpec['init'] {
   return (rng, size) => rng.fillNormal(new Float32Array(size), 0, std)
 }
@@ -698,21 +587,7 @@ export function parameterShapes(config: TransformerConfig): [string, number[]][]
 function parameterSpecs(config: TransformerConfig): ParameterSpec[] {
   const { dVocab, nCtx, dModel, nLayers, nHeads, nKvHeads, dHead, dMlp, initRange } = config
   const specs: ParameterSpec[] = []
-  if (config.architecture === 'minimal') {
-    const queryInit: ParameterSpec['init'] =
-      config.queryInit === 'xavier'
-        ? (rng, size) => {
-            const bound = Math.sqrt(6 / (dModel + dModel))
-            return rng.fillUniform(new Float32Array(size), -bound, bound)
-          }
-        : config.queryInit === 0
-          ? zerosInit
-          : (rng, size) =>
-              rng.fillUniform(new Float32Array(size), -(config.queryInit as number), config.queryInit as number)
-    specs.push({ name: 'blocks.0.attn.W_Q', shape: [nHeads, dModel, dModel], init: queryInit })
-    specs.push({ name: 'blocks.0.attn.W_V', shape: [nHeads, dModel, dModel], init: zerosInit })
-    return specs
-  }
+  if (config.architecture === 'minimal') return minimalParameterSpecs(config)
   const outputStd = initRange / Math.sqrt(2 * nLayers) // GPT-2: residual projections scaled by 1/sqrt(2 nLayers)
   const layerNormBias = config.normalization === 'layernorm' && config.bias
   specs.push({ name: 'embed.W_E', shape: [dVocab, dModel], init: normalInit(initRange) })
@@ -1157,30 +1032,6 @@ export class Transformer {
     )
   }
 
-  /** Whether the minimal model can take its structured path for this pass. */
-  private structured(context: PassContext): boolean {
-    if (this.config.architecture !== 'minimal' || context.cache !== null || context.attention !== denseAttention)
-      return false
-    if (!context.hooks.active) return true
-    const allowed = new Set<HookName>([hookName.attnScores(0), hookName.pattern(0)])
-    const all: HookName[] = [
-      hookName.embed,
-      hookName.posEmbed,
-      hookName.residPre(0),
-      hookName.q(0),
-      hookName.k(0),
-      hookName.v(0),
-      hookName.attnScores(0),
-      hookName.pattern(0),
-      hookName.z(0),
-      hookName.result(0),
-      hookName.attnOut(0),
-      hookName.residPost(0),
-      hookName.lnFinal,
-    ]
-    return all.every((name) => allowed.has(name) || !context.hooks.has(name))
-  }
-
   /** The forward pass proper: `[batch * pos, dVocab]` logits. */
   private run(context: PassContext): tf.Tensor2D {
     const { batch, pos, tokens, hooks } = context
@@ -1191,23 +1042,9 @@ export class Transformer {
       hooks.has(name) ? from3(hooks.run(name, as3(x))) : x
 
     if (this.config.architecture === 'minimal') {
-      const attention = (this.blocks[0] as Block).attention
-      if (this.structured(context)) return attention.minimalStructured(context) // [batch * pos, dVocab]
-      // The literal model: x = [onehot(token); onehot(position)].
-      const flatTokens = tf.reshape(tokens, [batch * pos])
-      const tokenPart = tf.pad(oneHotFloat(flatTokens, dVocab), [
-        [0, 0],
-        [0, dModel - dVocab],
-      ]) as tf.Tensor2D // [batch * pos, dModel]
-      const positions = tf.add(
-        tf.range(dVocab + context.start, dVocab + context.start + pos, 1, 'int32'),
-        tf.zeros([batch, pos], 'int32'),
-      )
-      // [batch * pos, dModel]
-      const positionPart = oneHotFloat(tf.reshape(positions, [batch * pos]), dModel) as tf.Tensor2D
-      const embed = hook2(hookName.embed, tokenPart)
-      const posEmbed = hook2(hookName.posEmbed, positionPart)
-      const x = tf.add(embed, posEmbed) as tf.Tensor2D // [batch * pos, dModel]
+      // [batch * pos, dVocab]
+      if (minimalStructuredApplies(context)) return minimalStructured(this.parameters, context)
+      const x = minimalInput(context, hook2) // [batch * pos, dModel]: [onehot(token); onehot(position)]
       const out = (this.blocks[0] as Block).forward(x, context) // [batch * pos, dModel]
       // the first dVocab coordinates are the logits
       return fromPosition(tf.slice(out, [0, 0], [batch * pos, dVocab]) as tf.Tensor2D, batch, pos, context.logitsFrom)
