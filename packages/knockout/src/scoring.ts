@@ -8,7 +8,8 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError, checkOptionKeys, checkRange } from '@attnlab/core'
-import { oneHotFloat, type Transformer } from '@attnlab/transformer'
+import type { Transformer } from '@attnlab/transformer'
+import { oneHotFloat } from '@attnlab/transformer/internal'
 import { HeadAblation } from './ablation.ts'
 import { checkCapability, type Capability } from './capability.ts'
 import { checkMasks, type KnockoutMasks } from './masks.ts'

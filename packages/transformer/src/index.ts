@@ -13,6 +13,8 @@
  *   analysis metrics, exact resume), {@link analyze} metrics.
  * - Generation: {@link generate} (KV-cached; greedy, temperature, top-k, top-p).
  * - Checkpoints on disk: `@attnlab/transformer/node`.
+ * - Ops, kernels and gradient registration (for attnlab packages; not a stable API):
+ *   `@attnlab/transformer/internal`.
  *
  * @packageDocumentation
  */
@@ -100,18 +102,6 @@ export {
   type AnalyzeOptions,
   type TeacherSource,
 } from './metrics.ts'
-export {
-  activation,
-  applyRotary,
-  crossEntropyPerRow,
-  dropout,
-  maskedCrossEntropy,
-  oneHotFloat,
-  rmsNorm,
-  ropeTables,
-} from './ops.ts'
-export { KERNEL_NAMES, ensureKernels, pairScatter, pairScores, twoHotScores, twoHotScoresGrad } from './kernels.ts'
-export { ensureGradients, registeredGradientKernels } from './gradients.ts'
 
 // ---- checkpoint import/export (files under src/import/; add lines only) ----
 export { ModelFileError, UnsupportedModelError, type ModelFileErrorReason } from './import/errors.ts'
