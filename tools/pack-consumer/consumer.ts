@@ -15,11 +15,15 @@ import { exhaustiveSweep, inductionCapability } from '@attnlab/knockout'
 import { SparseMarkovTask, restrictedContextEntropy } from '@attnlab/markov'
 import { applyPrefill, blockSparse } from '@attnlab/sparse-attention'
 import { createTransformer, presetConfig, train } from '@attnlab/transformer'
+import { loadModel } from '@attnlab/transformer/io'
 import { loadCheckpointModel, saveCheckpoint } from '@attnlab/transformer/node'
+import { train as trainSubpath } from '@attnlab/transformer/train'
 
 function check(condition: boolean, what: string): void {
   if (!condition) throw new Error(`consumer: ${what}`)
 }
+
+check(trainSubpath === train && typeof loadModel === 'function', 'the ./train and ./io subpaths')
 
 const dir = await mkdtemp(join(tmpdir(), 'attnlab-consumer-'))
 try {

@@ -13,6 +13,8 @@
  *   analysis metrics, exact resume), {@link analyze} metrics.
  * - Generation: {@link generate} (KV-cached; greedy, temperature, top-k, top-p).
  * - Checkpoints on disk: `@attnlab/transformer/node`.
+ * - Subpaths with a part of this entry's names: `@attnlab/transformer/train` (training, optimizers,
+ *   schedules, metrics) and `@attnlab/transformer/io` (model files: llama2.c, Hugging Face).
  * - Ops, kernels and gradient registration (for attnlab packages; not a stable API):
  *   `@attnlab/transformer/internal`.
  *

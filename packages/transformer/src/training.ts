@@ -1,0 +1,44 @@
+/**
+ * `@attnlab/transformer/train`: training on its own: {@link train} / {@link Trainer} (AdamW, SGD,
+ * clipping, schedules, evaluation, exact resume), {@link createOptimizer}, {@link createSchedule},
+ * and the analysis metrics ({@link analyze}). The same names are also exported by the main entry.
+ *
+ * @packageDocumentation
+ */
+export {
+  Trainer,
+  train,
+  type EvalRecord,
+  type StepRecord,
+  type TrainOptions,
+  type TrainResult,
+  type TrainerState,
+  type TrainingSource,
+} from './train.ts'
+export {
+  clipByGlobalNorm,
+  createOptimizer,
+  decayMatrices,
+  type AdamWOptions,
+  type Optimizer,
+  type OptimizerOptions,
+  type OptimizerState,
+  type SgdOptions,
+} from './optimizers.ts'
+export {
+  createSchedule,
+  type ConstantSchedule,
+  type ReduceOnPlateauSchedule,
+  type Schedule,
+  type ScheduleOptions,
+  type ScheduleState,
+  type WarmupCosineSchedule,
+} from './schedules.ts'
+export {
+  analyze,
+  headSeparation,
+  valueAlignment,
+  type AnalysisMetrics,
+  type AnalyzeOptions,
+  type TeacherSource,
+} from './metrics.ts'
