@@ -15,7 +15,9 @@ import {
   configFromJSON,
   configToJSON,
   createTransformer,
+  hookName,
   type AnalysisMetrics,
+  type HookName,
   type OptimizerOptions,
   type ScheduleOptions,
   type StepRecord,
@@ -181,12 +183,12 @@ export function meanPatterns(model: Transformer, batch: TokenBatch): number[][][
   const T = L - 1
   const inputs = new Int32Array(batch.batchSize * T)
   for (let b = 0; b < batch.batchSize; b++) inputs.set(batch.tokens.subarray(b * L, b * L + T), b * T)
-  const names = Array.from({ length: nLayers }, (_, l) => `blocks.${l}.attn.hook_pattern`)
+  const names: HookName[] = Array.from({ length: nLayers }, (_, l) => hookName.pattern(l))
   const means = tf.tidy(() => {
     const tokens = tf.tensor2d(inputs, [batch.batchSize, T], 'int32')
-    const { cache } = model.runWithCache(tokens, { namesFilter: (name: string) => names.includes(name) })
+    const { cache } = model.runWithCache(tokens, { namesFilter: (name) => names.includes(name) })
     try {
-      return names.map((name) => tf.mean(cache.get(name as never) as tf.Tensor4D, 0)) // [nHeads, T, T]
+      return names.map((name) => tf.mean(cache.get(name) as tf.Tensor4D, 0)) // [nHeads, T, T]
     } finally {
       cache.dispose()
     }
