@@ -52,7 +52,7 @@ describe('examples/readme scripts', () => {
       const usage = `pnpm example examples/readme/${file} MODEL [TOKENIZER]`
       expect(stderr).toContain(`no model at ${missing}; pass one: ${usage}`)
       expect(stderr).not.toMatch(/\n\s+at /)
-    }, 120_000)
+    }, 300_000)
 
     // stories260K as downloaded: its tokenizer is tok512.bin, which loadModel does not look for
     const stories = join(root, '..', 'shared', 'models', 'stories260K')

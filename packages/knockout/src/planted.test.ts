@@ -162,7 +162,7 @@ describeWithBackends(
         expect(report.targetHurt).toBeGreaterThan(0.05)
         expect(report.ratio).toBeGreaterThanOrEqual(5)
       }
-    }, 180_000)
+    }, 300_000)
 
     it('compressed sensing with the default budget (k log N masks: 15 for 16 heads, top 5) spends fewer evaluations ' +
       'than the exhaustive sweep and recovers the owned heads', async () => {
@@ -182,7 +182,7 @@ describeWithBackends(
       }
       // Measured: 5 of the 6 heads at seed 0 (icl: 2 of 3), all 6 at seeds 1 and 2.
       expect(hits / truths).toBeGreaterThanOrEqual(0.85)
-    }, 180_000)
+    }, 300_000)
   },
   mixtureModes.length > 0 ? mixtureModes : testBackends(),
 )

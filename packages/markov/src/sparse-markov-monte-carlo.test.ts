@@ -150,7 +150,7 @@ describe('restrictedContextEntropyMonteCarlo', () => {
     expect(again.pooled.map((e) => e.estimate)).toEqual(first.pooled.map((e) => e.estimate))
     const other = restrictedContextEntropyMonteCarlo(task, { ...options, seed: 1 })
     expect(other.pooled[0]?.estimate).not.toBe(first.pooled[0]?.estimate)
-  }, 180_000) // ~33 s of sampling alone; a loaded 2-core test run can double it
+  }, 300_000) // ~33 s of sampling alone; a loaded 2-core test run can double it
 
   it('rejects invalid options, naming the option and its range', () => {
     const task = new SparseMarkovTask({ vocabSize: 3, spans: [1, 1] })

@@ -321,7 +321,7 @@ describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () 
     expect(forced.code).toBe(0)
     const sensed = JSON.parse(forced.stdout) as { method: string; evaluations: number; headsPerMask: number }
     expect(sensed).toMatchObject({ method: 'compressed-sensing', evaluations: 15 })
-  }, 120_000)
+  }, 300_000)
 
   it('warns that there is nothing to localize for a capability ' +
     'the model lacks (induction: worse than a uniform guess)', async () => {
@@ -350,7 +350,7 @@ describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () 
       ),
     )
     expect((JSON.parse(stdout) as { warnings: string[] }).warnings).toHaveLength(1)
-  }, 120_000)
+  }, 300_000)
 })
 
 describe('attnlab knockout: bad input stops with one clear line and a non-zero exit', () => {

@@ -80,13 +80,13 @@ describe('buildReport', () => {
     const svg = figureSvg(await buildReport(input()), '4. The reduced ODE model')
     expect(svg).toMatch(/<text[^>]*>transformer \(validation\)<\/text>/)
     expect(svg).toMatch(/<text[^>]*>reduced ODE \(x3\.0 steps per unit time\)<\/text>/)
-  }, 60_000)
+  }, 300_000)
 
   it('outlines the span positions on the attention-pattern heatmaps, with a legend', async () => {
     const svg = figureSvg(await buildReport(input()), '3. Attention patterns')
     for (const name of groupNames) expect(svg).toContain(`>${name}</text>`)
     expect(svg).toMatch(/span positions/)
-  }, 60_000)
+  }, 300_000)
 
   it('keeps section 4 without an ODE fit and says why in one line (2 of 3 stages found)', async () => {
     const base = input()
@@ -114,5 +114,5 @@ describe('buildReport', () => {
     )
     const noted = await buildReport({ ...base, seeds: [{ ...first, ode: null, odeNote: 'not on this task.' }] })
     expect(noted).toContain('<p>No ODE fit: not on this task.</p>')
-  }, 60_000)
+  }, 300_000)
 })
