@@ -86,3 +86,17 @@ function spyOnOutput(options: { stdout?: boolean }): { output: CapturedOutput; s
   }
   return { output: { logs, errors, out: () => logs.join('\n'), err: () => errors.join('\n') }, stderrWrite }
 }
+
+/** The tiny sparse Markov chain the CLI tests train on: d = 8, two singleton spans, short sequences. */
+export const TINY_TASK_FLAGS: readonly string[] = ['--vocab', '8', '--spans', '1,1', '--gen-len', '6', '--tau', '0.3']
+
+/** {@link TINY_TASK_FLAGS} with a small batch and validation set on the cpu backend (a few seconds per run). */
+export const TINY_RUN_FLAGS: readonly string[] = [
+  ...TINY_TASK_FLAGS,
+  '--batch',
+  '8',
+  '--validation-size',
+  '16',
+  '--backend',
+  'cpu',
+]

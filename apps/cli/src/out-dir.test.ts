@@ -1,7 +1,7 @@
 import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { captureOutput, useTempDir } from './cli.test-utils.ts'
+import { captureOutput, TINY_RUN_FLAGS, useTempDir } from './cli.test-utils.ts'
 import { checkWritable, createDirectory } from './out-dir.ts'
 import { main } from './program.ts'
 
@@ -10,22 +10,7 @@ afterEach(() => {
   vi.restoreAllMocks()
 })
 
-const TINY = [
-  '--vocab',
-  '8',
-  '--spans',
-  '1,1',
-  '--gen-len',
-  '6',
-  '--tau',
-  '0.3',
-  '--batch',
-  '8',
-  '--validation-size',
-  '16',
-  '--backend',
-  'cpu',
-]
+const TINY = TINY_RUN_FLAGS
 
 describe('output directories', () => {
   it('createDirectory creates missing parents and returns the topmost one it created', async () => {

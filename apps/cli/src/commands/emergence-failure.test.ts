@@ -4,7 +4,7 @@ import { mkdir, readdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { AttnlabError } from '@attnlab/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { captureOutput, useTempDir } from '../cli.test-utils.ts'
+import { captureOutput, TINY_TASK_FLAGS, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 
 vi.mock('@attnlab/transformer/node', async (importOriginal) => ({
@@ -20,14 +20,7 @@ afterEach(() => {
 })
 
 const TINY = [
-  '--vocab',
-  '8',
-  '--spans',
-  '1,1',
-  '--gen-len',
-  '6',
-  '--tau',
-  '0.3',
+  ...TINY_TASK_FLAGS,
   '--batch',
   '16',
   '--validation-size',

@@ -2,7 +2,7 @@ import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { captureOutput, runCli, useTempDir } from '../cli.test-utils.ts'
+import { captureOutput, runCli, TINY_TASK_FLAGS, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 
 const root = useTempDir('attnlab-emergence-')
@@ -12,14 +12,7 @@ afterEach(() => {
 
 // A tiny chain with an exact oracle (8^2 windows) and a fast minimal model.
 const TINY = [
-  '--vocab',
-  '8',
-  '--spans',
-  '1,1',
-  '--gen-len',
-  '6',
-  '--tau',
-  '0.3',
+  ...TINY_TASK_FLAGS,
   '--batch',
   '32',
   '--validation-size',

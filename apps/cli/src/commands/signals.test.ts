@@ -7,27 +7,12 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { describe, expect, it } from 'vitest'
-import { useTempDir } from '../cli.test-utils.ts'
+import { TINY_RUN_FLAGS, useTempDir } from '../cli.test-utils.ts'
 
 const repo = fileURLToPath(new URL('../../../../', import.meta.url))
 const root = useTempDir('attnlab-signals-')
 
-const TINY = [
-  '--vocab',
-  '8',
-  '--spans',
-  '1,1',
-  '--gen-len',
-  '6',
-  '--tau',
-  '0.3',
-  '--batch',
-  '8',
-  '--validation-size',
-  '16',
-  '--backend',
-  'cpu',
-]
+const TINY = TINY_RUN_FLAGS
 
 // Each run starts a real process tree (node + tsx + tfjs; npx and pnpm for the last test): ~8 s alone
 // (~25 s for npx), several times that while turbo runs other packages' tests beside it on 2 cores.

@@ -2,7 +2,7 @@ import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/p
 import { join } from 'node:path'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { captureOutput, useTempDir } from '../cli.test-utils.ts'
+import { captureOutput, TINY_TASK_FLAGS, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 
 const root = useTempDir('attnlab-train-')
@@ -13,14 +13,7 @@ afterEach(() => {
 const TINY = [
   '--task',
   'sparse-markov',
-  '--vocab',
-  '8',
-  '--spans',
-  '1,1',
-  '--gen-len',
-  '6',
-  '--tau',
-  '0.3',
+  ...TINY_TASK_FLAGS,
   '--batch',
   '16',
   '--validation-size',
