@@ -3,9 +3,15 @@ import {
   AttnlabError,
   BackendUnavailableError,
   ConfigError,
+  InterruptedError,
+  InvalidArgumentError,
+  InvalidCheckpointError,
+  IoError,
   KernelsUnavailableError,
   NonFiniteError,
   ShapeError,
+  TooLargeError,
+  UnsupportedError,
 } from './errors.ts'
 import { SafetensorsError } from './safetensors.ts'
 
@@ -19,10 +25,34 @@ describe('error names', () => {
       [new ConfigError('p', 'x'), 'ConfigError'],
       [new NonFiniteError('x'), 'NonFiniteError'],
       [new SafetensorsError('x'), 'SafetensorsError'],
+      [new InvalidArgumentError('x'), 'InvalidArgumentError'],
+      [new UnsupportedError('x'), 'UnsupportedError'],
+      [new IoError('x'), 'IoError'],
+      [new TooLargeError('x'), 'TooLargeError'],
+      [new InterruptedError('x'), 'InterruptedError'],
+      [new InvalidCheckpointError('x'), 'InvalidCheckpointError'],
     ]
     for (const [error, name] of errors) {
       expect(error.name).toBe(name)
       expect(String(error)).toMatch(new RegExp(`^${name}: `))
+    }
+  })
+
+  it('keep their stable codes, details and cause', () => {
+    const cause = new Error('root')
+    const cases: [AttnlabError, string][] = [
+      [new InvalidArgumentError('x', { head: 3 }, { cause }), 'INVALID_ARGUMENT'],
+      [new UnsupportedError('x', { head: 3 }, { cause }), 'UNSUPPORTED'],
+      [new IoError('x', { head: 3 }, { cause }), 'IO_ERROR'],
+      [new TooLargeError('x', { head: 3 }, { cause }), 'TOO_LARGE'],
+      [new InterruptedError('x', { head: 3 }, { cause }), 'INTERRUPTED'],
+      [new InvalidCheckpointError('x', { head: 3 }, { cause }), 'INVALID_CHECKPOINT'],
+    ]
+    for (const [error, code] of cases) {
+      expect(error).toBeInstanceOf(AttnlabError)
+      expect(error.code).toBe(code)
+      expect(error.details).toEqual({ head: 3 })
+      expect(error.cause).toBe(cause)
     }
   })
 

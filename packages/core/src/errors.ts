@@ -156,3 +156,97 @@ export class NonFiniteError extends AttnlabError {
     super('NON_FINITE', message, details)
   }
 }
+
+/**
+ * An argument of a call is invalid: a token outside the vocabulary, a head that does not exist, a
+ * mask of the wrong length, a call on a disposed object. Code `INVALID_ARGUMENT`. (A bad
+ * configuration field is a {@link ConfigError}; a tensor of the wrong shape a {@link ShapeError}.)
+ *
+ * @example
+ * ```ts
+ * try { task.nextTokenProbabilities([0, 99]) } catch (e) {
+ *   if (e instanceof InvalidArgumentError) console.log(e.code, e.message) // INVALID_ARGUMENT ...
+ * }
+ * ```
+ * @category Errors
+ */
+export class InvalidArgumentError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'InvalidArgumentError'
+  constructor(message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super('INVALID_ARGUMENT', message, details, options)
+  }
+}
+
+/**
+ * What was asked is valid but not supported here (a feature of a model format attnlab does not
+ * read, an operation the active backend or kernels cannot do). Code `UNSUPPORTED`.
+ *
+ * @category Errors
+ */
+export class UnsupportedError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'UnsupportedError'
+  constructor(message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super('UNSUPPORTED', message, details, options)
+  }
+}
+
+/**
+ * A file or directory could not be read or written (missing, not writable, a directory where a
+ * file was expected). Code `IO_ERROR`; the message names the path.
+ *
+ * @category Errors
+ */
+export class IoError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'IoError'
+  constructor(message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super('IO_ERROR', message, details, options)
+  }
+}
+
+/**
+ * A computation would need more memory or time than attnlab allows (an exact oracle over too many
+ * contexts, an ODE integration with too many steps). Code `TOO_LARGE`; the message names the size
+ * and the limit.
+ *
+ * @category Errors
+ */
+export class TooLargeError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'TooLargeError'
+  constructor(message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super('TOO_LARGE', message, details, options)
+  }
+}
+
+/**
+ * A run was stopped on request (an `AbortSignal`, a stop signal) before it finished; what was done
+ * so far is kept (for example a resumable checkpoint). Code `INTERRUPTED`.
+ *
+ * @category Errors
+ */
+export class InterruptedError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'InterruptedError'
+  constructor(message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super('INTERRUPTED', message, details, options)
+  }
+}
+
+/**
+ * Saved state cannot be restored: a trainer, optimizer or schedule state (or a run directory's
+ * checkpoint) is malformed or belongs to another run. Code `INVALID_CHECKPOINT`; `details.field`
+ * names the field at fault. (`@attnlab/transformer`'s `CheckpointError` is the one for a
+ * checkpoint directory's files, naming the file.)
+ *
+ * @category Errors
+ */
+export class InvalidCheckpointError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'InvalidCheckpointError'
+  constructor(message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super('INVALID_CHECKPOINT', message, details, options)
+  }
+}

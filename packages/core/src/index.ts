@@ -16,7 +16,9 @@
  * - Kernels ({@link registerAttnlabKernels}, {@link KernelProvider}): the `native`, `wasm` and
  *   `js` providers behind the fused ops (see [docs/performance.md](../../../docs/performance.md)).
  *
- * Node-only file helpers are in `@attnlab/core/node`; test helpers in `@attnlab/core/testing`.
+ * Node-only file helpers are in `@attnlab/core/node`; configuration schemas (zod, one declaration
+ * for types, defaults, validation and CLI help) in `@attnlab/core/schema`; test helpers in
+ * `@attnlab/core/testing`.
  *
  * @packageDocumentation
  */
@@ -24,9 +26,15 @@ export {
   AttnlabError,
   BackendUnavailableError,
   ConfigError,
+  InterruptedError,
+  InvalidArgumentError,
+  InvalidCheckpointError,
+  IoError,
   KernelsUnavailableError,
   NonFiniteError,
   ShapeError,
+  TooLargeError,
+  UnsupportedError,
   type AttnlabErrorCode,
 } from './errors.ts'
 export { checkOptionKeys, checkRange, describeRange, formatNumber, inRange, type NumberRange } from './options.ts'
