@@ -8,7 +8,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { BACKEND_NAMES, isNodeRuntime, useBackend, type BackendName, type KernelsMode } from './backend.ts'
-import { ConfigError } from './errors.ts'
+import { AttnlabError, ConfigError } from './errors.ts'
 
 /**
  * A backend plus kernel mode a suite runs on:
@@ -200,4 +200,202 @@ export async function expectNoLeaks<T>(
   const after = tf.memory().numTensors
   expect(after - before, `leaked ${after - before} tensors`).toBe(0)
   return result
+}
+
+/**
+ * The budget and seed of a property-based (fuzz) test. `numRuns` is the CI budget times
+ * `ATTNLAB_FUZZ_SCALE` (default 1; `pnpm bench` runs with a larger scale); `seed` is
+ * `ATTNLAB_FUZZ_SEED` or a fixed default, so a failure replays with the seed fast-check prints.
+ *
+ * @param ciRuns - the number of inputs tried in CI
+ * @example
+ * ```ts
+ * fc.assert(fc.property(arbitrary, check), fuzzSettings(200))
+ * ```
+ * @category Testing
+ */
+export function fuzzSettings(ciRuns: number): { numRuns: number; seed: number } {
+  const env = typeof process === 'undefined' ? {} : process.env
+  const scale = Number(env.ATTNLAB_FUZZ_SCALE ?? '1')
+  const seed = Number(env.ATTNLAB_FUZZ_SEED ?? String(FUZZ_SEED))
+  if (!(Number.isFinite(scale) && scale > 0)) throw new ConfigError('ATTNLAB_FUZZ_SCALE', `${scale} is not positive`)
+  if (!Number.isSafeInteger(seed)) throw new ConfigError('ATTNLAB_FUZZ_SEED', `${seed} is not an integer`)
+  return { numRuns: Math.max(1, Math.round(ciRuns * scale)), seed }
+}
+
+/** The default seed of {@link fuzzSettings}. @category Testing */
+export const FUZZ_SEED = 20261201
+
+/**
+ * One corruption of a file's bytes (see {@link mutateBytes}).
+ *
+ * @category Testing
+ */
+export type ByteMutation =
+  | { readonly kind: 'truncate'; readonly length: number }
+  | { readonly kind: 'append'; readonly bytes: Uint8Array }
+  | { readonly kind: 'flip'; readonly bit: number }
+  | { readonly kind: 'write'; readonly offset: number; readonly bytes: Uint8Array }
+  | { readonly kind: 'integer'; readonly offset: number; readonly width: 4 | 8; readonly value: bigint }
+
+/**
+ * Integers that break sizes and offsets: zero, one, negative, the int32 and uint32 limits, and
+ * values past any file (as int32 or 64-bit little-endian words, see {@link mutateBytes}).
+ *
+ * @category Testing
+ */
+export const HOSTILE_INTEGERS: readonly bigint[] = Object.freeze([
+  0n,
+  1n,
+  -1n,
+  2n,
+  3n,
+  7n,
+  255n,
+  65535n,
+  2n ** 31n - 1n,
+  -(2n ** 31n),
+  2n ** 32n - 1n,
+  2n ** 53n + 1n,
+  2n ** 63n - 1n,
+  -(2n ** 63n),
+])
+
+/**
+ * A copy of `bytes` with one corruption applied: cut to `length` bytes, bytes appended, one bit
+ * flipped (`bit` modulo the bit count), bytes overwritten (clipped to the file), or a little-endian
+ * integer written (wrapped to `width` bytes, clipped to the file). Offsets wrap modulo the length.
+ *
+ * @category Testing
+ */
+export function mutateBytes(bytes: Uint8Array, mutation: ByteMutation): Uint8Array {
+  const n = bytes.byteLength
+  switch (mutation.kind) {
+    case 'truncate':
+      return bytes.slice(0, Math.min(n, Math.max(0, mutation.length)))
+    case 'append': {
+      const out = new Uint8Array(n + mutation.bytes.byteLength)
+      out.set(bytes)
+      out.set(mutation.bytes, n)
+      return out
+    }
+    case 'flip': {
+      const out = bytes.slice()
+      if (n === 0) return out
+      const bit = mutation.bit % (8 * n)
+      out[bit >> 3] = (out[bit >> 3] as number) ^ (1 << (bit & 7))
+      return out
+    }
+    case 'write': {
+      const out = bytes.slice()
+      if (n === 0) return out
+      const offset = mutation.offset % n
+      out.set(mutation.bytes.subarray(0, n - offset), offset)
+      return out
+    }
+    case 'integer': {
+      const word = new Uint8Array(8)
+      new DataView(word.buffer).setBigUint64(0, BigInt.asUintN(64, mutation.value), true)
+      return mutateBytes(bytes, { kind: 'write', offset: mutation.offset, bytes: word.subarray(0, mutation.width) })
+    }
+  }
+}
+
+/**
+ * Runs a parser on (possibly corrupt) input and checks the reliability contract: it either returns,
+ * or throws one `AttnlabError` (a typed error, never a `TypeError` or `RangeError`) whose message
+ * is one line naming `file`; in Node it never allocates more than `maxAllocation` bytes of array
+ * buffers (default 8 times the input plus 1 MiB: nothing sized from a header's claims).
+ *
+ * @param parse - the parser call
+ * @param options - `file`: the name the message must contain; `inputBytes`: the input's size;
+ *   `mustReject`: the input is certainly invalid (truncated, for example), so returning fails
+ * @returns whether the input was accepted, and the error when it was not
+ * @category Testing
+ */
+export async function expectAcceptedOrRejected(
+  parse: () => unknown,
+  options: { file: string; inputBytes: number; mustReject?: boolean; maxAllocation?: number },
+): Promise<{ accepted: boolean; error?: AttnlabError }> {
+  const memory = (): number => (typeof process === 'undefined' ? 0 : process.memoryUsage().arrayBuffers)
+  const before = memory()
+  let error: unknown
+  let accepted = false
+  try {
+    await parse()
+    accepted = true
+  } catch (caught) {
+    error = caught
+  }
+  const allocated = memory() - before
+  const limit = options.maxAllocation ?? 8 * options.inputBytes + 2 ** 20
+  expect(allocated, `allocated ${allocated} bytes for a ${options.inputBytes}-byte input`).toBeLessThanOrEqual(limit)
+  if (accepted) {
+    expect(options.mustReject ?? false, `accepted an invalid ${options.file}`).toBe(false)
+    return { accepted }
+  }
+  if (!(error instanceof AttnlabError)) throw error
+  expect(error.message, 'the error names the file').toContain(options.file)
+  expect(error.message, 'the error is one line').not.toContain('\n')
+  return { accepted, error }
+}
+
+/**
+ * JSON values that break fields of a JSON file: wrong types, negative, zero, fractional, huge and
+ * unsafe numbers, empty and odd strings, empty containers (`undefined` deletes the field; see
+ * {@link withJsonValue}).
+ *
+ * @category Testing
+ */
+export const HOSTILE_JSON_VALUES: readonly unknown[] = Object.freeze([
+  undefined,
+  null,
+  true,
+  0,
+  -1,
+  1.5,
+  -0.5,
+  2 ** 31,
+  2 ** 53 + 2,
+  1e300,
+  -1e300,
+  '',
+  'x',
+  '1',
+  '\u0000\uffff',
+  [],
+  [1, -1],
+  {},
+  { a: 1 },
+])
+
+/**
+ * Every path into a JSON value (object keys and array indices), the root's `[]` first.
+ *
+ * @category Testing
+ */
+export function jsonPaths(value: unknown, prefix: readonly (string | number)[] = []): (string | number)[][] {
+  const out: (string | number)[][] = [[...prefix]]
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) out.push(...jsonPaths(item, [...prefix, i]))
+  } else if (typeof value === 'object' && value !== null)
+    for (const [key, item] of Object.entries(value)) out.push(...jsonPaths(item, [...prefix, key]))
+  return out
+}
+
+/**
+ * A deep copy of a JSON value with the value at `path` replaced (`undefined` deletes an object
+ * field; the empty path replaces the whole value).
+ *
+ * @category Testing
+ */
+export function withJsonValue(value: unknown, path: readonly (string | number)[], replacement: unknown): unknown {
+  if (path.length === 0) return replacement
+  const copy = structuredClone(value) as Record<string | number, unknown>
+  let parent = copy
+  for (const key of path.slice(0, -1)) parent = parent[key] as Record<string | number, unknown>
+  const last = path[path.length - 1] as string | number
+  if (replacement === undefined && !Array.isArray(parent)) delete parent[last]
+  else parent[last] = replacement
+  return copy
 }
