@@ -150,7 +150,7 @@ describe('node file helpers', () => {
     // The parent is a file: mkdir(parent) fails with EEXIST/ENOTDIR.
     const underFile = join(parent, 'file', 'sub')
     await expect(writeDirectoryAtomic(underFile, fill)).rejects.toMatchObject({
-      name: 'AttnlabError',
+      name: 'IoError',
       code: 'IO_ERROR',
       details: { path: underFile },
     })

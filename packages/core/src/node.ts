@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, readdir, rename, rm, stat } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import writeFileAtomicLib from 'write-file-atomic'
-import { AttnlabError } from './errors.ts'
+import { AttnlabError, InvalidArgumentError, IoError } from './errors.ts'
 import {
   parseSafetensors,
   serializeSafetensors,
@@ -94,8 +94,7 @@ function describeWriteError(error: unknown, isTemporary: (path: string) => boole
 
 /** Refuses an empty destination, which would name the current directory's parent entry. */
 function checkDestination(path: string): void {
-  if (path.trim() === '')
-    throw new AttnlabError('INVALID_ARGUMENT', `the path to write must not be empty, got '${path}'`, { path })
+  if (path.trim() === '') throw new InvalidArgumentError(`the path to write must not be empty, got '${path}'`, { path })
 }
 
 /**
@@ -104,7 +103,7 @@ function checkDestination(path: string): void {
  *
  * @param path - destination path
  * @param data - file contents
- * @throws `AttnlabError` with code `IO_ERROR` naming the path (never the temporary file) when it
+ * @throws `IoError` (code `IO_ERROR`) naming the path (never the temporary file) when it
  *   cannot be written; `INVALID_ARGUMENT` for an empty path
  * @category Files
  */
@@ -120,19 +119,14 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array): 
       typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength),
     )
   } catch (error) {
-    throw new AttnlabError(
-      'IO_ERROR',
-      `cannot write '${path}': ${describeWriteError(error, isTemporary)}`,
-      { path },
-      { cause: error },
-    )
+    throw new IoError(`cannot write '${path}': ${describeWriteError(error, isTemporary)}`, { path }, { cause: error })
   }
 }
 
 /**
  * Reads and validates a safetensors file (see `parseSafetensors`).
  *
- * @throws `SafetensorsError` on a malformed file, `AttnlabError` `IO_ERROR` if unreadable
+ * @throws `SafetensorsError` on a malformed file, `IoError` (code `IO_ERROR`) if unreadable
  * @category Files
  */
 export async function readSafetensorsFile(path: string): Promise<SafetensorsFile> {
@@ -141,7 +135,7 @@ export async function readSafetensorsFile(path: string): Promise<SafetensorsFile
     const buffer = await readFile(path)
     bytes = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
   } catch (error) {
-    throw new AttnlabError('IO_ERROR', `cannot read '${path}': ${(error as Error).message}`, { path }, { cause: error })
+    throw new IoError(`cannot read '${path}': ${(error as Error).message}`, { path }, { cause: error })
   }
   try {
     return parseSafetensors(bytes)
@@ -182,7 +176,7 @@ export async function writeSafetensorsFile(
  *
  * @param path - the final directory
  * @param fill - writes the directory's contents into the given temporary directory
- * @throws `AttnlabError` with code `IO_ERROR` naming `path` when the parent, the temporary
+ * @throws `IoError` (code `IO_ERROR`) naming `path` when the parent, the temporary
  *   directory or the final directory cannot be created (e.g. a file where a parent directory
  *   should be, a read-only or virtual file system); an `AttnlabError` thrown by `fill` is passed on
  * @category Files
@@ -196,8 +190,7 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
     await makeDirectories(parent)
     temp = await makeTempDirectory(join(parent, `.${basename(path)}.tmp-`))
   } catch (error) {
-    throw new AttnlabError(
-      'IO_ERROR',
+    throw new IoError(
       `cannot write directory '${path}': ${describeWriteError(error, isTemporary)}`,
       { path },
       { cause: error },
@@ -223,8 +216,7 @@ export async function writeDirectoryAtomic(path: string, fill: (tempDir: string)
   } catch (error) {
     await rm(current, { recursive: true, force: true })
     if (error instanceof AttnlabError) throw error
-    throw new AttnlabError(
-      'IO_ERROR',
+    throw new IoError(
       `cannot write directory '${path}': ${describeWriteError(error, isTemporary)}`,
       { path },
       { cause: error },
@@ -254,7 +246,7 @@ export interface DirectoryWriteRecovery {
  *
  * @param path - the directory that was being written
  * @returns whether it was recovered, and the other temporaries of `path`
- * @throws `AttnlabError` `IO_ERROR` naming the copy when the rename fails
+ * @throws `IoError` (code `IO_ERROR`) naming the copy when the rename fails
  * @category Files
  */
 export async function recoverDirectoryWrite(path: string): Promise<DirectoryWriteRecovery> {
@@ -284,7 +276,7 @@ export async function recoverDirectoryWrite(path: string): Promise<DirectoryWrit
       await rename(source, path)
     } catch (error) {
       const message = `cannot recover '${path}' from its complete copy '${source}': ${(error as Error).message}`
-      throw new AttnlabError('IO_ERROR', message, { path: source }, { cause: error })
+      throw new IoError(message, { path: source }, { cause: error })
     }
     recovered = true
     const base = newest.endsWith(COMPLETE_SUFFIX) ? newest.slice(0, -COMPLETE_SUFFIX.length) : newest
@@ -349,8 +341,7 @@ export async function removeStaleTemporaries(dir: string, name?: string): Promis
       await rm(path, { recursive: true, force: true })
       removed.push(path)
     } catch (error) {
-      throw new AttnlabError(
-        'IO_ERROR',
+      throw new IoError(
         `cannot remove the stale temporary '${path}': ${(error as Error).message}`,
         { path },
         { cause: error },

@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ShapeError } from '@attnlab/core'
+import { checkOptionKeys, InvalidArgumentError, ShapeError } from '@attnlab/core'
 import { checkPlateaus, detectTransitions, type TransitionDetectionOptions } from './stages.ts'
 
 /**
@@ -23,7 +23,7 @@ import { checkPlateaus, detectTransitions, type TransitionDetectionOptions } fro
  * @param loss - a loss in the plateaus' unit
  * @param plateaus - `P_0 > ... > P_K`
  * @returns progress in stage units (0 at `P_0`, `K` at `P_K`; extrapolated outside)
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for plateaus that are not strictly decreasing
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for plateaus that are not strictly decreasing
  * @example
  * ```ts
  * stageProgress(1.2225, [6.12105, 1.945, 0.5, 0]) // 1.5: halfway from L_1 to L_2
@@ -60,17 +60,14 @@ function lossAtProgress(progress: number, plateaus: readonly number[]): number {
  * @param from - plateaus of the source curve, `P_0 > ... > P_K`
  * @param to - plateaus of the destination curve, same length
  * @returns the loss in the units of `to`
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for invalid plateaus or different lengths
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for invalid plateaus or different lengths
  * @category Fitting
  */
 export function mapLossBetweenPlateaus(loss: number, from: readonly number[], to: readonly number[]): number {
   checkPlateaus(from, 'from')
   checkPlateaus(to, 'to')
   if (from.length !== to.length) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
-      `from has ${from.length} plateaus but to has ${to.length}; expected the same number`,
-    )
+    throw new InvalidArgumentError(`from has ${from.length} plateaus but to has ${to.length}; expected the same number`)
   }
   return lossAtProgress(progressUnchecked(loss, from), to)
 }
@@ -150,7 +147,7 @@ function checkCurve(curve: LossCurve, name: string): void {
     throw new ShapeError(`${name}: time has ${curve.time.length} samples but loss has ${curve.loss.length}`)
   }
   if (curve.time.length < 2)
-    throw new AttnlabError('INVALID_ARGUMENT', `${name}: expected at least two samples, got ${curve.time.length}`)
+    throw new InvalidArgumentError(`${name}: expected at least two samples, got ${curve.time.length}`)
   checkPlateaus(curve.plateaus, `${name}.plateaus`)
 }
 
@@ -193,7 +190,7 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
  * @param options - method, offset and detection options
  * @returns the fitted scale, its RMSE and predicted vs observed transitions
  * @throws `ShapeError` (`@attnlab/core`) when a curve's arrays differ in length
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for invalid curves, plateau counts that differ,
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for invalid curves, plateau counts that differ,
  *   or `'transitions'` with no transition detected in both curves
  * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
  * @example
@@ -219,18 +216,17 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
   checkCurve(ode, 'ode')
   checkCurve(run, 'run')
   if (ode.plateaus.length !== run.plateaus.length) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `the ODE has ${ode.plateaus.length} plateaus but the run has ${run.plateaus.length}; expected the same ` +
         'number of stages',
     )
   }
   const method = options.method ?? 'curve'
   if (method !== 'curve' && method !== 'transitions') {
-    throw new AttnlabError('INVALID_ARGUMENT', `method must be 'curve' or 'transitions', got '${String(method)}'`)
+    throw new InvalidArgumentError(`method must be 'curve' or 'transitions', got '${String(method)}'`)
   }
   const offset = options.offset ?? 0
-  if (!Number.isFinite(offset)) throw new AttnlabError('INVALID_ARGUMENT', `offset must be finite, got ${offset}`)
+  if (!Number.isFinite(offset)) throw new InvalidArgumentError(`offset must be finite, got ${offset}`)
   const K = ode.plateaus.length - 1
   const odeTransitions = detectTransitions(ode.time, ode.loss, ode.plateaus, options.odeDetection ?? {})
   const runTransitions = detectTransitions(
@@ -262,8 +258,7 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
       if (t !== null && step !== null && t > 0 && step - offset > 0) logs.push(Math.log((step - offset) / t))
     }
     if (logs.length === 0) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         'no stage transition was detected in both the ODE and the run; use method "curve"',
         {
           odeTransitions: odeTransitions.map((t) => t.time),
@@ -354,7 +349,7 @@ export interface ScaledCurve {
  * @param fit - from {@link fitTimeScale}
  * @param runPlateaus - the run's plateaus (same count as the ODE's)
  * @returns `{ step, loss }`, `[n]` each
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for invalid or mismatched plateaus
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for invalid or mismatched plateaus
  * @category Fitting
  */
 export function scaleOdeCurve(

@@ -22,7 +22,7 @@
  * @module
  */
 import * as odexModule from '#odex'
-import { AttnlabError, ConfigError } from '@attnlab/core'
+import { ConfigError, TooLargeError } from '@attnlab/core'
 
 /**
  * `odex` is CommonJS. Node's ESM loader exposes `module.exports` as the default export but does
@@ -90,7 +90,7 @@ export function resolveIntegratorOptions(options: IntegratorOptions = {}): Requi
  * @param onSample - called with `(index, time, y)` for each requested time, in order
  * @param options - tolerances and step budget
  * @returns work counters
- * @throws `AttnlabError` (`@attnlab/core`) with code `TOO_LARGE` when the step budget runs out
+ * @throws `TooLargeError` (`@attnlab/core`) when the step budget runs out
  * @throws whatever `derivative` or `onSample` throw (for example a non-finite error)
  * @category Simulation
  */
@@ -137,9 +137,8 @@ export function integrateAt(
   return { steps, rejectedSteps, evaluations, wallTimeMs: performance.now() - start }
 }
 
-function stepBudgetError(maxSteps: number, time: number, target: number): AttnlabError {
-  return new AttnlabError(
-    'TOO_LARGE',
+function stepBudgetError(maxSteps: number, time: number, target: number): TooLargeError {
+  return new TooLargeError(
     `the ODE integration needed more than ${maxSteps} steps to reach t = ${target} (stopped after t = ${time}); ` +
       'raise maxSteps or loosen the tolerances',
     { maxSteps, time, target },

@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ShapeError } from '@attnlab/core'
+import { checkOptionKeys, InvalidArgumentError, ShapeError } from '@attnlab/core'
 
 /**
  * Noise handling for {@link detectTransitions}.
@@ -57,8 +57,8 @@ export interface Transition {
   readonly sampleIndex: number | null
 }
 
-function invalid(message: string, details: Record<string, unknown> = {}): AttnlabError {
-  return new AttnlabError('INVALID_ARGUMENT', message, details)
+function invalid(message: string, details: Record<string, unknown> = {}): InvalidArgumentError {
+  return new InvalidArgumentError(message, details)
 }
 
 /** Validates a decreasing plateau list. */
@@ -115,7 +115,7 @@ function checkPositiveInteger(name: string, value: number, odd = false): void {
  * @param values - the series
  * @param window - odd width >= 1 (1 returns a copy)
  * @returns the smoothed series
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an even or non-positive window
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for an even or non-positive window
  * @category Stages
  */
 export function runningMedian(values: ArrayLike<number>, window: number): Float64Array {
@@ -147,7 +147,7 @@ export function runningMedian(values: ArrayLike<number>, window: number): Float6
  * @returns `K` transitions (missing ones have `time: null`)
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `loss` differ in length
  * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for non-finite samples, decreasing time,
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for non-finite samples, decreasing time,
  *   non-decreasing plateaus or bad options
  * @example
  * ```ts
@@ -231,7 +231,7 @@ function firstCrossing(
  * @returns the interpolated time and the first sample at or below the level, or null when the
  *   series never gets there persistently
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `values` differ in length
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a persistence that is not an integer >= 1
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for a persistence that is not an integer >= 1
  * @example
  * ```ts
  * detectCrossing([0, 10, 20], [0.7, 0.6, 0.1], 0.35) // { time: 17, sampleIndex: 2 }
@@ -308,7 +308,7 @@ const SPAN_STAGE_KEYS: readonly string[] = Object.keys({ focusThreshold: 1, pers
  * @returns the stages found, in order (at most `nSpans`)
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `spanMass` differ in length
  * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (did you mean ...)
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a threshold outside (0, 1] or a bad persistence
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for a threshold outside (0, 1] or a bad persistence
  * @example
  * ```ts
  * detectSpanStages([0, 10, 20], [[[0.3, 0.3]], [[0.9, 0.1]], [[0.9, 0.1]]])
@@ -569,7 +569,7 @@ function resolvePhaseOptions(options: PhaseOptions): Required<PhaseOptions> {
  * @param options - thresholds
  * @returns segments in time order (at least one)
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `spanMass` differ in length or the heads' shapes vary
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an empty series or bad options
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for an empty series or bad options
  * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
  * @category Stages
  */
@@ -731,7 +731,7 @@ export interface StageAnalysis {
  * @param input - the curve, its plateaus and optionally per-head span masses
  * @param options - detection and phase thresholds
  * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
- * @throws `ShapeError` (`@attnlab/core`) / `AttnlabError` (`@attnlab/core`) as {@link detectTransitions} and
+ * @throws `ShapeError` (`@attnlab/core`) / `InvalidArgumentError` (`@attnlab/core`) as {@link detectTransitions} and
  *   {@link classifyPhases}
  * @category Stages
  */

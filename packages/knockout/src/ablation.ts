@@ -20,7 +20,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, checkOptionKeys, ConfigError, Rng } from '@attnlab/core'
+import { checkOptionKeys, ConfigError, InvalidArgumentError, Rng } from '@attnlab/core'
 import { hookName, type ActivationCache, type ForwardHook, type HookName, type Transformer } from '@attnlab/transformer'
 
 /**
@@ -131,7 +131,7 @@ export class HeadAblation {
    * @param options - the reference sequences (required for `mean` and `resample`), per-position
    *   mean, resample seed
    * @throws `ConfigError` (`@attnlab/core`) for an unknown mode or a missing/empty reference;
-   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for reference tokens the model cannot read
+   *   `InvalidArgumentError` (`@attnlab/core`) for reference tokens the model cannot read
    */
   static async create(model: Transformer, mode: AblationMode, options: AblationOptions = {}): Promise<HeadAblation> {
     checkOptionKeys(
@@ -272,14 +272,13 @@ export class HeadAblation {
    * @param count - number of evaluated sequences
    * @param length - their length (must equal the reference length)
    * @returns `[count]` reference indices
-   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if the lengths differ, or if a derangement is
+   * @throws `InvalidArgumentError` (`@attnlab/core`) if the lengths differ, or if a derangement is
    *   requested and the counts differ
    */
   pairing(count: number, length: number): Int32Array {
     if (this.mode !== 'resample') return new Int32Array(count)
     if (length !== this.referenceLength) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         `resample ablation: the evaluated sequences have ${length} tokens but the reference has ` +
           `${this.referenceLength}; positions must align`,
       )
@@ -289,8 +288,7 @@ export class HeadAblation {
     const out = new Int32Array(count)
     if (derange) {
       if (count !== this.referenceCount) {
-        throw new AttnlabError(
-          'INVALID_ARGUMENT',
+        throw new InvalidArgumentError(
           `resample ablation: a derangement pairs the evaluation set with itself, but it has ${count} sequences and ` +
             `the reference ${this.referenceCount}`,
         )
@@ -322,25 +320,21 @@ export class HeadAblation {
    * @param knocked - `[rows, nLayers * nHeads]` 0/1, 1 = knocked out (layer-major)
    * @param sources - resample mode: `[rows]` reference sequence per row (see {@link HeadAblation.pairing})
    * @returns logits `[rows, length, dVocab]`
-   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` when used after {@link HeadAblation.dispose}
+   * @throws `InvalidArgumentError` (`@attnlab/core`) when used after {@link HeadAblation.dispose}
    *   or with another model shape
    */
   forward(model: Transformer, tokens: tf.Tensor2D, knocked: Uint8Array, sources?: Int32Array): tf.Tensor3D {
-    if (this.disposed) throw new AttnlabError('INVALID_ARGUMENT', 'this HeadAblation was disposed')
+    if (this.disposed) throw new InvalidArgumentError('this HeadAblation was disposed')
     const { nLayers, nHeads } = model.config
     if (nLayers !== this.nLayers || nHeads !== this.nHeads) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         `ablation prepared for ${this.nLayers} x ${this.nHeads} heads, model has ${nLayers} x ${nHeads}`,
       )
     }
     const [rows, length] = tokens.shape
     const n = nLayers * nHeads
     if (knocked.length !== rows * n)
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
-        `knockout rows hold ${knocked.length} entries; expected ${rows} x ${n}`,
-      )
+      throw new InvalidArgumentError(`knockout rows hold ${knocked.length} entries; expected ${rows} x ${n}`)
     const keep = new Float32Array(rows * n)
     const touched = new Array<boolean>(nLayers).fill(false)
     for (let i = 0; i < keep.length; i++) {
@@ -352,16 +346,14 @@ export class HeadAblation {
     if (this.mode === 'zero' || !touched.some((t) => t)) return model.forward(tokens, { headMask })
     if (this.mode === 'resample') {
       if (sources === undefined || sources.length !== rows)
-        throw new AttnlabError('INVALID_ARGUMENT', `resample ablation needs one reference index per row (${rows})`)
+        throw new InvalidArgumentError(`resample ablation needs one reference index per row (${rows})`)
       if (length !== this.referenceLength)
-        throw new AttnlabError(
-          'INVALID_ARGUMENT',
+        throw new InvalidArgumentError(
           `resample ablation: rows have ${length} tokens but the reference has ${this.referenceLength}`,
         )
     }
     if (this.mode === 'mean' && this.perPosition && length !== this.referenceLength) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         `per-position mean ablation: rows have ${length} tokens but the reference has ${this.referenceLength}`,
       )
     }

@@ -11,7 +11,15 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange, type Task, type TokenBatch } from '@attnlab/core'
+import {
+  checkOptionKeys,
+  checkRange,
+  ConfigError,
+  InvalidArgumentError,
+  Rng,
+  type Task,
+  type TokenBatch,
+} from '@attnlab/core'
 import type { SparseMarkovTask } from '@attnlab/markov'
 
 /**
@@ -204,20 +212,18 @@ function checkCount(count: unknown, name = 'count'): number {
  *
  * @param batch - sequences of at least 2 tokens
  * @returns the evaluation set (`length = seqLength - 1`)
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if the batch is malformed or scores nothing
+ * @throws `InvalidArgumentError` (`@attnlab/core`) if the batch is malformed or scores nothing
  * @category Capabilities
  */
 export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
   const { tokens, lossMask, batchSize, seqLength } = batch
   if (!Number.isSafeInteger(batchSize) || batchSize < 1 || !Number.isSafeInteger(seqLength) || seqLength < 2) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `batch is ${batchSize} x ${seqLength}; expected at least one sequence of at least 2 tokens`,
     )
   }
   if (tokens.length !== batchSize * seqLength || lossMask.length !== batchSize * seqLength) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `batch arrays have ${tokens.length} tokens and ${lossMask.length} mask entries; expected ` +
         `${batchSize * seqLength}`,
     )
@@ -235,8 +241,7 @@ export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
       }
     }
   }
-  if (scored.length === 0)
-    throw new AttnlabError('INVALID_ARGUMENT', 'the batch scores no position (lossMask[:, 1:] is all 0)')
+  if (scored.length === 0) throw new InvalidArgumentError('the batch scores no position (lossMask[:, 1:] is all 0)')
   return {
     inputs,
     count: batchSize,
@@ -313,7 +318,7 @@ export function sparseMarkovSpanCapability(
     const p = flat % data.length // predicts token p + 1 from inputs 0..p
     const windowStart = p + 1 - C
     if (windowStart < 0)
-      throw new AttnlabError('INVALID_ARGUMENT', `scored position ${p + 1} has fewer than C = ${C} tokens before it`)
+      throw new InvalidArgumentError(`scored position ${p + 1} has fewer than C = ${C} tokens before it`)
     logits.fill(0)
     for (let j = 0; j < (spans[span] as number); j++) {
       const token = data.inputs[b * data.length + windowStart + (starts[span] as number) + j] as number
@@ -559,7 +564,7 @@ export function textCapability(
  *
  * @param capability - the capability
  * @param model - `{ dVocab, nCtx }` of the model
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the capability and the offending value
+ * @throws `InvalidArgumentError` (`@attnlab/core`) naming the capability and the offending value
  * @category Capabilities
  */
 export function checkCapability(
@@ -568,7 +573,7 @@ export function checkCapability(
 ): void {
   const { data, name } = capability
   const fail = (message: string): never => {
-    throw new AttnlabError('INVALID_ARGUMENT', `capability '${name}': ${message}`)
+    throw new InvalidArgumentError(`capability '${name}': ${message}`)
   }
   checkMetric(capability.metric)
   if (!Number.isSafeInteger(data.count) || data.count < 1 || !Number.isSafeInteger(data.length) || data.length < 1)

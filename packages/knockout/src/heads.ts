@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { AttnlabError } from '@attnlab/core'
+import { InvalidArgumentError } from '@attnlab/core'
 
 /**
  * One attention (query) head.
@@ -44,7 +44,7 @@ export function headCount(layout: HeadLayout): number {
 /**
  * The flat, layer-major index of a head (`layer * nHeads + head`).
  *
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if the head is outside the layout
+ * @throws `InvalidArgumentError` (`@attnlab/core`) if the head is outside the layout
  * @category Heads
  */
 export function headIndex(head: HeadRef, layout: HeadLayout): number {
@@ -55,14 +55,13 @@ export function headIndex(head: HeadRef, layout: HeadLayout): number {
 /**
  * The head at a flat index.
  *
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an index outside `[0, N)`
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for an index outside `[0, N)`
  * @category Heads
  */
 export function headAt(index: number, layout: HeadLayout): HeadRef {
   const n = headCount(layout)
   if (!Number.isSafeInteger(index) || index < 0 || index >= n) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `head index ${index} is outside [0, ${n}) for ${layout.nLayers} layers x ${layout.nHeads} heads`,
       { index },
     )
@@ -73,20 +72,19 @@ export function headAt(index: number, layout: HeadLayout): HeadRef {
 /**
  * Checks that a head exists in the layout.
  *
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the head and the valid ranges
+ * @throws `InvalidArgumentError` (`@attnlab/core`) naming the head and the valid ranges
  * @category Heads
  */
 export function checkHead(head: HeadRef, layout: HeadLayout): void {
   const { layer, head: h } = head
   if (!Number.isSafeInteger(layer) || layer < 0 || layer >= layout.nLayers) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
-      `head ${formatHead(head)}: layer ${layer} is outside [0, ${layout.nLayers})`,
-      { layer, head: h },
-    )
+    throw new InvalidArgumentError(`head ${formatHead(head)}: layer ${layer} is outside [0, ${layout.nLayers})`, {
+      layer,
+      head: h,
+    })
   }
   if (!Number.isSafeInteger(h) || h < 0 || h >= layout.nHeads) {
-    throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)}: head ${h} is outside [0, ${layout.nHeads})`, {
+    throw new InvalidArgumentError(`head ${formatHead(head)}: head ${h} is outside [0, ${layout.nHeads})`, {
       layer,
       head: h,
     })
@@ -110,7 +108,7 @@ export function formatHead(head: HeadRef): string {
  * @param text - the list
  * @param layout - the model's head grid
  * @returns the heads, in the given order
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the malformed, out-of-range or repeated entry
+ * @throws `InvalidArgumentError` (`@attnlab/core`) naming the malformed, out-of-range or repeated entry
  * @example
  * ```ts
  * parseHeads('0.1,2.3', { nLayers: 4, nHeads: 4 }) // [{ layer: 0, head: 1 }, { layer: 2, head: 3 }]
@@ -123,22 +121,18 @@ export function parseHeads(text: string, layout: HeadLayout): HeadRef[] {
     .map((s) => s.trim())
     .filter((s) => s.length > 0)
   if (parts.length === 0) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
-      `'${text}' names no heads; expected a list like L0H1,L2H3 (or layer.head: 0.1,2.3)`,
-    )
+    throw new InvalidArgumentError(`'${text}' names no heads; expected a list like L0H1,L2H3 (or layer.head: 0.1,2.3)`)
   }
   const seen = new Set<number>()
   return parts.map((part) => {
     const match = /^(\d+)\.(\d+)$/.exec(part) ?? /^[lL](\d+)[hH](\d+)$/.exec(part)
     if (match === null) {
       const expected = 'expected layer.head or L<layer>H<head>, e.g. 2.3 or L2H3'
-      throw new AttnlabError('INVALID_ARGUMENT', `'${part}' is not a head; ${expected}`, { value: part })
+      throw new InvalidArgumentError(`'${part}' is not a head; ${expected}`, { value: part })
     }
     const head = { layer: Number(match[1]), head: Number(match[2]) }
     const index = headIndex(head, layout)
-    if (seen.has(index))
-      throw new AttnlabError('INVALID_ARGUMENT', `head ${formatHead(head)} is listed twice`, { value: part })
+    if (seen.has(index)) throw new InvalidArgumentError(`head ${formatHead(head)} is listed twice`, { value: part })
     seen.add(index)
     return head
   })

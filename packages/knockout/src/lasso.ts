@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, ShapeError, checkRange } from '@attnlab/core'
+import { checkOptionKeys, checkRange, ConfigError, NonFiniteError, ShapeError } from '@attnlab/core'
 
 /**
  * A dense matrix in row-major order (`data[row * columns + column]`).
@@ -110,15 +110,11 @@ function checkProblem(X: Matrix, y: ArrayLike<number>): void {
     throw new ShapeError(`y has ${y.length} values but X has ${rows} rows`, { rows, length: y.length })
   for (let i = 0; i < data.length; i++) {
     if (!Number.isFinite(data[i] as number)) {
-      throw new AttnlabError(
-        'NON_FINITE',
-        `X[${Math.floor(i / columns)}, ${i % columns}] is ${data[i]}; expected finite values`,
-      )
+      throw new NonFiniteError(`X[${Math.floor(i / columns)}, ${i % columns}] is ${data[i]}; expected finite values`)
     }
   }
   for (let i = 0; i < rows; i++) {
-    if (!Number.isFinite(y[i] as number))
-      throw new AttnlabError('NON_FINITE', `y[${i}] is ${y[i]}; expected finite values`)
+    if (!Number.isFinite(y[i] as number)) throw new NonFiniteError(`y[${i}] is ${y[i]}; expected finite values`)
   }
 }
 
@@ -396,8 +392,8 @@ function fitCentered(
  * @param options - alpha (default 0.01), intercept, iterations, tolerance, sign constraint
  * @returns coefficients, intercept, in-sample R^2, iterations and duality gap
  * @throws `ShapeError` (`@attnlab/core`) when `y` or `initial` do not fit `X`; `ConfigError` (`@attnlab/core`) for a
- *   negative or non-finite `alpha`/`tol` or a non-positive `maxIter`; `AttnlabError` (`@attnlab/core`)
- *   `NON_FINITE` for NaN/infinite data
+ *   negative or non-finite `alpha`/`tol` or a non-positive `maxIter`; `NonFiniteError` (`@attnlab/core`)
+ *   (`NON_FINITE`) for NaN/infinite data
  * @example
  * ```ts
  * const fit = lasso(matrixFromRows([[1, 0], [0, 1], [1, 1]]), [1, 2, 3], { alpha: 0.01 })

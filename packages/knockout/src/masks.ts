@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError, Rng, checkRange } from '@attnlab/core'
+import { checkOptionKeys, checkRange, ConfigError, InvalidArgumentError, Rng } from '@attnlab/core'
 import { headCount, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 
 /**
@@ -131,7 +131,7 @@ export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {})
  * @param options - `base`: heads knocked out in every mask; `candidates`: flat indices to sweep
  *   (default all heads not in `base`)
  * @returns `[candidates.length, N]`
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a head outside the layout
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for a head outside the layout
  * @category Masks
  */
 export function singleHeadMasks(
@@ -145,7 +145,7 @@ export function singleHeadMasks(
   const data = new Uint8Array(candidates.length * n)
   candidates.forEach((c, j) => {
     if (!Number.isSafeInteger(c) || c < 0 || c >= n)
-      throw new AttnlabError('INVALID_ARGUMENT', `candidate head index ${c} is outside [0, ${n})`)
+      throw new InvalidArgumentError(`candidate head index ${c} is outside [0, ${n})`)
     for (const b of base) data[j * n + b] = 1
     data[j * n + c] = 1
   })
@@ -157,7 +157,7 @@ export function singleHeadMasks(
  *
  * @param layout - the head grid
  * @param sets - the heads to knock out in each mask
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a head outside the layout
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for a head outside the layout
  * @category Masks
  */
 export function masksFromHeadSets(layout: HeadLayout, sets: readonly (readonly HeadRef[])[]): KnockoutMasks {
@@ -186,7 +186,7 @@ export function knockoutCounts(masks: KnockoutMasks): Int32Array {
 /**
  * Checks a mask set's shape and values against a layout.
  *
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` when `heads` differs from the layout's N, the
+ * @throws `InvalidArgumentError` (`@attnlab/core`) when `heads` differs from the layout's N, the
  *   data has the wrong length, or an entry is not 0 or 1
  * @category Masks
  */
@@ -202,7 +202,7 @@ export function checkMasks(masks: KnockoutMasks, layout: HeadLayout): void {
       widths.length === 1 && widths[0] !== -1
         ? `a plain array of ${masks.length} mask(s) of ${widths[0]} heads`
         : `a plain array of ${masks.length} entries`
-    throw new AttnlabError('INVALID_ARGUMENT', `masks is ${got}; expected ${expected}`, { expectedHeads: n })
+    throw new InvalidArgumentError(`masks is ${got}; expected ${expected}`, { expectedHeads: n })
   }
   if (
     masks === null ||
@@ -210,26 +210,23 @@ export function checkMasks(masks: KnockoutMasks, layout: HeadLayout): void {
     !(masks.data instanceof Uint8Array) ||
     typeof masks.heads !== 'number'
   ) {
-    throw new AttnlabError('INVALID_ARGUMENT', `masks is not a KnockoutMasks object; expected ${expected}`, {
+    throw new InvalidArgumentError(`masks is not a KnockoutMasks object; expected ${expected}`, {
       expectedHeads: n,
     })
   }
   if (masks.heads !== n)
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `masks cover ${masks.heads} heads; the model has ${n} (${layout.nLayers} layers x ${layout.nHeads} heads)`,
     )
   if (!Number.isSafeInteger(masks.count) || masks.count < 0 || masks.data.length !== masks.count * n) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `mask data has ${masks.data.length} entries; expected count * heads = ${masks.count * n}`,
     )
   }
   for (let i = 0; i < masks.data.length; i++) {
     const v = masks.data[i] as number
     if (v !== 0 && v !== 1)
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         `mask ${Math.floor(i / n)} head ${i % n} is ${v}; expected 0 (kept) or 1 (knocked out)`,
       )
   }

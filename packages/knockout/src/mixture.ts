@@ -12,11 +12,11 @@
  * @module
  */
 import {
-  AttnlabError,
   checkOptionKeys,
-  ConfigError,
-  type Rng,
   checkRange,
+  ConfigError,
+  InvalidArgumentError,
+  type Rng,
   type Task,
   type TaskFamily,
   type TaskRegistry,
@@ -214,8 +214,7 @@ export class MixtureTask implements Task {
       for (let p = 0; p < batch.seqLength; p++) {
         const token = batch.tokens[i * batch.seqLength + p] as number
         if (!(token >= 0 && token < (this.components[t] as MixtureComponent).task.vocabSize)) {
-          throw new AttnlabError(
-            'INVALID_ARGUMENT',
+          throw new InvalidArgumentError(
             `component '${(this.components[t] as MixtureComponent).name}' produced token ${token} outside its ` +
               'vocabulary',
           )

@@ -7,7 +7,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, checkOptionKeys, checkRange } from '@attnlab/core'
+import { checkOptionKeys, checkRange, NonFiniteError } from '@attnlab/core'
 import type { Transformer } from '@attnlab/transformer'
 import { oneHotFloat } from '@attnlab/transformer/internal'
 import { HeadAblation } from './ablation.ts'
@@ -71,7 +71,7 @@ export interface MaskScores {
  * @param masks - `[M, N]` knockout masks (1 = knocked out); an all-zero row is the clean model
  * @param options - ablation (default zero), pass size, batching, progress callback
  * @returns the metric per mask and the cost
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` when the masks or capability do not fit the
+ * @throws `InvalidArgumentError` (`@attnlab/core`) when the masks or capability do not fit the
  *   model; `ConfigError` (`@attnlab/core`) for a bad pass size; errors of the ablation (e.g. resample with
  *   misaligned lengths)
  * @example
@@ -194,8 +194,7 @@ export async function scoreMasks(
     const values = sums
     for (let j = 0; j < M; j++) {
       if (!Number.isFinite(values[j] as number)) {
-        throw new AttnlabError(
-          'NON_FINITE',
+        throw new NonFiniteError(
           `capability '${capability.name}': the ${metric} under mask ${j} is ${values[j]} (the model produced ` +
             'non-finite logits)',
         )

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { AttnlabError, Rng, ShapeError, type RngState } from '@attnlab/core'
+import { ConfigError, InvalidArgumentError, Rng, type RngState, ShapeError } from '@attnlab/core'
 import { checkBatch } from './sparse-markov.ts'
 import type { Task, TokenBatch } from './task.ts'
 import { checkInteger } from './validate.ts'
@@ -38,19 +38,19 @@ export function sampleDataset(task: Task, count: number, rng: Rng): TokenBatch {
  * @param batch - the source, `[batchSize, seqLength]`
  * @param indices - sequence indices in `[0, batchSize)`
  * @returns `[indices.length, seqLength]`
- * @throws `ShapeError` (`@attnlab/core`) for an inconsistent batch; `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT`
+ * @throws `ShapeError` (`@attnlab/core`) for an inconsistent batch; `InvalidArgumentError` (`@attnlab/core`)
  *   for an index out of range or an empty selection
  * @category Datasets
  */
 export function selectSequences(batch: TokenBatch, indices: ArrayLike<number>): TokenBatch {
   const { tokens, lossMask, batchSize, seqLength } = checkBatch(batch)
-  if (indices.length === 0) throw new AttnlabError('INVALID_ARGUMENT', 'selectSequences needs at least one index', {})
+  if (indices.length === 0) throw new InvalidArgumentError('selectSequences needs at least one index', {})
   const outTokens = new Int32Array(indices.length * seqLength)
   const outMask = new Uint8Array(indices.length * seqLength)
   for (let i = 0; i < indices.length; i++) {
     const index = indices[i] as number
     if (!Number.isInteger(index) || index < 0 || index >= batchSize) {
-      throw new AttnlabError('INVALID_ARGUMENT', `sequence index ${index} is out of range [0, ${batchSize})`, {
+      throw new InvalidArgumentError(`sequence index ${index} is out of range [0, ${batchSize})`, {
         index,
         batchSize,
       })
@@ -127,11 +127,7 @@ export class DatasetBatches {
     this.batchSize = checkInteger('batchSize', batchSize, 1, dataset.batchSize)
     const remainder = options.remainder ?? 'drop'
     if (remainder !== 'drop' && remainder !== 'short') {
-      throw new AttnlabError(
-        'INVALID_CONFIG',
-        `Invalid remainder: got '${String(remainder)}'; expected 'drop' or 'short'`,
-        { parameter: 'remainder' },
-      )
+      throw new ConfigError('remainder', `got '${String(remainder)}'; expected 'drop' or 'short'`)
     }
     this.remainder = remainder
     this.batchesPerEpoch =

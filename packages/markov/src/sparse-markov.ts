@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { AttnlabError, ConfigError, Rng, ShapeError } from '@attnlab/core'
+import { ConfigError, InvalidArgumentError, Rng, ShapeError } from '@attnlab/core'
 import { randomOrthogonalMatrix } from './orthogonal.ts'
 import type { OffsetGroup, Task, TokenBatch } from './task.ts'
 import { checkArray, sampleBatch, checkBoolean, checkInteger, checkKnownKeys, checkNumber, show } from './validate.ts'
@@ -421,8 +421,8 @@ export class SparseMarkovTask implements Task {
    * @param options - `keepSpans` for a truncated teacher
    * @param out - optional output buffer of length `d`
    * @returns `P(next = y | window)` for `y = 0 .. d-1` (sums to 1)
-   * @throws `ShapeError` (`@attnlab/core`) if `window` does not have `C` entries; `AttnlabError` (`@attnlab/core`)
-   *   `INVALID_ARGUMENT` for a token outside `[0, d)`; `ConfigError` (`@attnlab/core`) for a bad `keepSpans`
+   * @throws `ShapeError` (`@attnlab/core`) if `window` does not have `C` entries; `InvalidArgumentError`
+   *   (`@attnlab/core`) for a token outside `[0, d)`; `ConfigError` (`@attnlab/core`) for a bad `keepSpans`
    */
   nextTokenProbabilities(
     window: ArrayLike<number>,
@@ -444,11 +444,7 @@ export class SparseMarkovTask implements Task {
 
   private checkToken(token: number, where: string): void {
     if (!Number.isInteger(token) || token < 0 || token >= this.vocabSize) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
-        `${where} is ${token}; expected a token id in [0, ${this.vocabSize})`,
-        { token },
-      )
+      throw new InvalidArgumentError(`${where} is ${token}; expected a token id in [0, ${this.vocabSize})`, { token })
     }
   }
 
@@ -599,7 +595,7 @@ export class SparseMarkovTask implements Task {
    *   `with_lag_restriction`)
    * @returns float32 `[batchSize, seqLength, d]` row-major
    * @throws `ShapeError` (`@attnlab/core`) if the arrays do not match `batchSize * seqLength`;
-   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if a scored position has fewer than `C` tokens
+   *   `InvalidArgumentError` (`@attnlab/core`) if a scored position has fewer than `C` tokens
    *   before it or a window holds a token outside `[0, d)`; `ConfigError` (`@attnlab/core`) for a bad `keepSpans`
    */
   teacherProbabilities(batch: TokenBatch, options: TeacherOptions = {}): Float32Array {
@@ -615,8 +611,7 @@ export class SparseMarkovTask implements Task {
         const index = b * seqLength + p
         if (lossMask[index] === 0) continue
         if (p < C) {
-          throw new AttnlabError(
-            'INVALID_ARGUMENT',
+          throw new InvalidArgumentError(
             `sequence ${b}: position ${p} is scored but only ${p} tokens precede it; the teacher needs C = ${C}`,
             { sequence: b, position: p },
           )

@@ -13,11 +13,11 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
-  AttnlabError,
-  ShapeError,
   type AttentionPrefillInput,
+  InvalidArgumentError,
   type KernelState,
   type LayerKVCache,
+  ShapeError,
 } from '@attnlab/core'
 import { checkPrefillInput, type DecodeStrategy, type PrefillShape } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
@@ -184,8 +184,7 @@ export function evictionDecodeStrategy(method: string, afterPrefill: DecodeStrat
     select(input, shape) {
       const state = input.cache.kernelState
       if (!(state instanceof EvictionState)) {
-        throw new AttnlabError(
-          'INVALID_ARGUMENT',
+        throw new InvalidArgumentError(
           `${method}: decode needs the cache compacted by afterPrefill (call kernel.afterPrefill(prefillInput, ` +
             `cache) after the prefill)`,
           { method },

@@ -13,18 +13,18 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
-  AttnlabError,
-  ConfigError,
-  ShapeError,
   assertShape,
-  causalPairs,
-  denseAttention,
   type AttentionContext,
   type AttentionDecodeInput,
   type AttentionKernel,
   type AttentionPrefillInput,
   type AttentionResult,
+  causalPairs,
+  ConfigError,
+  denseAttention,
+  InvalidArgumentError,
   type LayerKVCache,
+  ShapeError,
 } from '@attnlab/core'
 import { attendWithMask, causalPairMask } from './masked-attention.ts'
 
@@ -344,8 +344,7 @@ export function runPrefill(
   const plan = planner(input, shape)
   const rowSize = length * length
   if (plan.allowed.length !== batch * nHeads * rowSize) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `planner returned a mask of ${plan.allowed.length} entries, expected ${batch * nHeads * rowSize}`,
     )
   }
@@ -359,8 +358,7 @@ export function runPrefill(
       const row = base + i * length
       for (let j = 0; j <= i; j++) count += plan.allowed[row + j] as number
       for (let j = i + 1; j < length; j++) {
-        if (plan.allowed[row + j])
-          throw new AttnlabError('INVALID_ARGUMENT', `internal: non-causal pair (${i}, ${j}) in the plan`)
+        if (plan.allowed[row + j]) throw new InvalidArgumentError(`internal: non-causal pair (${i}, ${j}) in the plan`)
       }
     }
     exact[bh] = 1 - count / causal
@@ -411,10 +409,7 @@ export function runDecode(
         const p = selection.slotPositions[(b * nKvHeads + kv) * stored + s] as number
         if (p !== s) identity = false
         if (p > position)
-          throw new AttnlabError(
-            'INVALID_ARGUMENT',
-            `internal: slot ${s} holds position ${p} after the new token ${position}`,
-          )
+          throw new InvalidArgumentError(`internal: slot ${s} holds position ${p} after the new token ${position}`)
       }
     }
     for (let h = 0; h < nHeads; h++) {
@@ -423,7 +418,7 @@ export function runDecode(
       for (let s = 0; s < stored; s++) {
         if (!selection.allowedSlots[(b * nHeads + h) * stored + s]) continue
         const p = selection.slotPositions[(b * nKvHeads + kv) * stored + s] as number
-        if (p < 0) throw new AttnlabError('INVALID_ARGUMENT', `internal: head ${h} reads padding slot ${s}`)
+        if (p < 0) throw new InvalidArgumentError(`internal: head ${h} reads padding slot ${s}`)
         mask[(b * nHeads + h) * keyCount + p] = 1
         count++
       }

@@ -6,7 +6,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ShapeError, assertShape, type AttentionContext } from '@attnlab/core'
+import { assertShape, type AttentionContext, InvalidArgumentError, ShapeError } from '@attnlab/core'
 
 /**
  * Repeats key/value heads so that query head `h` sees KV head `floor(h / (nHeads / nKvHeads))`.
@@ -54,7 +54,7 @@ export function repeatKvHeads(x: tf.Tensor4D, nHeads: number): tf.Tensor4D {
  * @param context - hooks to call (optional)
  * @returns the output `z`, `[batch, nHeads, queryPos, dValue]` (a new tensor owned by the caller)
  * @throws `ShapeError` (`@attnlab/core`) on inconsistent shapes or a mask of the wrong length;
- *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` if a query row has no computed key (softmax of nothing)
+ *   `InvalidArgumentError` (`@attnlab/core`) if a query row has no computed key (softmax of nothing)
  * @example
  * ```ts
  * const z = attendWithMask(q, k, v, causalPairMask(1, 2, 4), 1 / Math.sqrt(8))
@@ -95,8 +95,7 @@ export function attendWithMask(
       const i = row % queryPos
       const h = Math.floor(row / queryPos) % nHeads
       const b = Math.floor(row / (queryPos * nHeads))
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         `mask row (batch ${b}, head ${h}, query ${i}) computes no key: softmax over an empty set`,
         {
           batch: b,

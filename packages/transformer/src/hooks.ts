@@ -20,7 +20,7 @@
  * @module
  */
 import type * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ShapeError } from '@attnlab/core'
+import { InvalidArgumentError, ShapeError } from '@attnlab/core'
 
 /**
  * The hook points inside block `l` (the part of the name after `blocks.{l}.`).
@@ -256,7 +256,7 @@ const ACT_PATHS: Readonly<Record<Exclude<ActName, 'embed' | 'pos_embed' | 'ln_fi
  * @param layer - block index (required for block activations, ignored for `embed`, `pos_embed`, `ln_final`)
  * @param layerType - for `normalized`: `'ln1'`, `'ln2'` or `'ln_final'`
  * @returns the hook name
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an unknown name or a missing/invalid layer
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for an unknown name or a missing/invalid layer
  * @example
  * ```ts
  * getActName('pattern', 0) // 'blocks.0.attn.hook_pattern'
@@ -270,18 +270,16 @@ export function getActName(name: ActName, layer?: number, layerType?: 'ln1' | 'l
   if (name === 'ln_final' || (name === 'normalized' && layerType === 'ln_final')) return 'ln_final.hook_normalized'
   const needsLayer = (): number => {
     if (layer === undefined || !Number.isSafeInteger(layer) || layer < 0) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
-        `getActName('${name}') needs a layer index >= 0 (got ${String(layer)})`,
-        { name, layer },
-      )
+      throw new InvalidArgumentError(`getActName('${name}') needs a layer index >= 0 (got ${String(layer)})`, {
+        name,
+        layer,
+      })
     }
     return layer
   }
   if (name === 'normalized') {
     if (layerType !== 'ln1' && layerType !== 'ln2') {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         `getActName('normalized') needs layerType 'ln1', 'ln2' or 'ln_final' (got ${String(layerType)})`,
       )
     }
@@ -289,8 +287,7 @@ export function getActName(name: ActName, layer?: number, layerType?: 'ln1' | 'l
   }
   const path = (ACT_PATHS as Record<string, BlockHookPoint | undefined>)[name]
   if (path === undefined) {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `'${String(name)}' is not an activation name; expected one of embed, pos_embed, ` +
         `${Object.keys(ACT_PATHS).join(', ')}, normalized, ln_final`,
       { name },

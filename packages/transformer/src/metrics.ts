@@ -15,7 +15,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, checkOptionKeys, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
+import { checkOptionKeys, InvalidArgumentError, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
 import { hookName, type HookName } from './hooks.ts'
 import type { Transformer } from './model.ts'
 
@@ -129,8 +129,8 @@ function patternStatistics(
  * @param batch - sequences of the task (`tokens`, `lossMask`), `seqLength - 1 <= nCtx`
  * @param options - offset groups, teacher, chunk size
  * @returns the metrics
- * @throws `ShapeError` (`@attnlab/core`) if the batch does not fit the model; `AttnlabError` (`@attnlab/core`)
- *   `INVALID_ARGUMENT` if nothing in the batch is scored; `ConfigError` (`@attnlab/core`) for an
+ * @throws `ShapeError` (`@attnlab/core`) if the batch does not fit the model; `InvalidArgumentError`
+ *   (`@attnlab/core`) if nothing in the batch is scored; `ConfigError` (`@attnlab/core`) for an
  *   unknown option name
  * @category Metrics
  */
@@ -229,8 +229,7 @@ export async function analyze(
       }
     }
   }
-  if (scored === 0)
-    throw new AttnlabError('INVALID_ARGUMENT', 'no position of the batch is scored (lossMask[:, 1:] is all 0)')
+  if (scored === 0) throw new InvalidArgumentError('no position of the batch is scored (lossMask[:, 1:] is all 0)')
   const result: {
     -readonly [K in keyof AnalysisMetrics]: AnalysisMetrics[K]
   } = {
@@ -266,7 +265,7 @@ export async function analyze(
  * @param model - a `minimal` model
  * @param teacher - the teacher (its `d` must not exceed `dVocab`)
  * @returns `inner[h][k]` and `cosine[h][k]`
- * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a non-minimal model or a teacher that does not fit
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for a non-minimal model or a teacher that does not fit
  * @category Metrics
  */
 export async function valueAlignment(
@@ -274,8 +273,7 @@ export async function valueAlignment(
   teacher: TeacherSource,
 ): Promise<{ inner: number[][]; cosine: number[][] }> {
   if (model.config.architecture !== 'minimal') {
-    throw new AttnlabError(
-      'INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `value alignment is defined for the minimal model (this model is '${model.config.architecture}')`,
     )
   }
@@ -283,7 +281,7 @@ export async function valueAlignment(
   const matrices = teacher.teacher.matrices
   const d = Math.round(Math.sqrt(matrices[0]?.length ?? 0))
   if (d === 0 || d > model.config.dVocab || matrices.some((m) => m.length !== d * d)) {
-    throw new AttnlabError('INVALID_ARGUMENT', `teacher matrices must be d x d with d <= dVocab ${model.config.dVocab}`)
+    throw new InvalidArgumentError(`teacher matrices must be d x d with d <= dVocab ${model.config.dVocab}`)
   }
   // [nHeads, dModel, dModel]
   const wV = (await (model.getWeights().get('blocks.0.attn.W_V') as tf.Variable).data()) as Float32Array
@@ -324,7 +322,7 @@ export async function valueAlignment(
  */
 export async function headSeparation(model: Transformer, parameter = 'blocks.0.attn.W_Q'): Promise<number> {
   const variable = model.getWeights().get(parameter)
-  if (variable === undefined) throw new AttnlabError('INVALID_ARGUMENT', `the model has no parameter '${parameter}'`)
+  if (variable === undefined) throw new InvalidArgumentError(`the model has no parameter '${parameter}'`)
   const heads = variable.shape[0] as number
   const size = variable.size / heads
   const values = (await variable.data()) as Float32Array

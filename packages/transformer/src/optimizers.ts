@@ -8,7 +8,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, checkOptionKeys, ConfigError, adamwUpdate } from '@attnlab/core'
+import { checkOptionKeys, ConfigError, InvalidArgumentError, InvalidCheckpointError } from '@attnlab/core'
+import { adamwUpdate } from '@attnlab/core/kernels'
 
 /**
  * AdamW settings. Defaults are PyTorch's except `weightDecay` (0.01 is also PyTorch's AdamW default).
@@ -96,7 +97,7 @@ export interface Optimizer {
   /**
    * Restores a state saved by {@link Optimizer.getState}.
    *
-   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` naming the slot or field that does not fit
+   * @throws `InvalidCheckpointError` (`@attnlab/core`) naming the slot or field that does not fit
    */
   setState(state: OptimizerState): void
   /** Frees the slot variables. */
@@ -145,11 +146,9 @@ abstract class SlotOptimizer implements Optimizer {
 
   protected variable(name: string, grad: tf.Tensor): tf.Variable {
     const variable = this.variables.get(name)
-    if (variable === undefined)
-      throw new AttnlabError('INVALID_ARGUMENT', `gradient for unknown parameter '${name}'`, { name })
+    if (variable === undefined) throw new InvalidArgumentError(`gradient for unknown parameter '${name}'`, { name })
     if (grad.shape.length !== variable.shape.length || grad.shape.some((d, i) => d !== variable.shape[i])) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         `gradient of '${name}' has shape [${grad.shape}] but the parameter has [${variable.shape}]`,
         { name },
       )
@@ -166,18 +165,14 @@ abstract class SlotOptimizer implements Optimizer {
 
   setState(state: OptimizerState): void {
     if (state.kind !== this.kind) {
-      throw new AttnlabError(
-        'INVALID_CHECKPOINT',
-        `optimizer state is for '${state.kind}' but this optimizer is '${this.kind}'`,
-        { field: 'optimizer.kind' },
-      )
+      throw new InvalidCheckpointError(`optimizer state is for '${state.kind}' but this optimizer is '${this.kind}'`, {
+        field: 'optimizer.kind',
+      })
     }
     if (!Number.isSafeInteger(state.step) || state.step < 0) {
-      throw new AttnlabError(
-        'INVALID_CHECKPOINT',
-        `optimizer step ${String(state.step)} is not a non-negative integer`,
-        { field: 'optimizer.step' },
-      )
+      throw new InvalidCheckpointError(`optimizer step ${String(state.step)} is not a non-negative integer`, {
+        field: 'optimizer.step',
+      })
     }
     // Validate everything before changing anything.
     for (const [key, value] of state.slots) {
@@ -186,8 +181,7 @@ abstract class SlotOptimizer implements Optimizer {
       const name = key.slice(dot + 1)
       const variable = this.variables.get(name)
       if (dot < 0 || !this.slotNames.includes(slotName) || variable === undefined) {
-        throw new AttnlabError(
-          'INVALID_CHECKPOINT',
+        throw new InvalidCheckpointError(
           `optimizer slot '${key}' does not belong to this model/optimizer (slots: ${this.slotNames.join(', ')})`,
           { field: key },
         )
@@ -197,8 +191,7 @@ abstract class SlotOptimizer implements Optimizer {
         value.shape.some((d, i) => d !== variable.shape[i]) ||
         value.data.length !== variable.size
       ) {
-        throw new AttnlabError(
-          'INVALID_CHECKPOINT',
+        throw new InvalidCheckpointError(
           `optimizer slot '${key}' has shape [${value.shape}] but parameter '${name}' has [${variable.shape}]`,
           { field: key },
         )

@@ -6,7 +6,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, type AttentionKernel, type Rng } from '@attnlab/core'
+import { type AttentionKernel, InvalidArgumentError, type Rng } from '@attnlab/core'
 import type { TransformerConfig } from './config.ts'
 import type { HookRunner } from './hooks.ts'
 import type { KVCache } from './kv-cache.ts'
@@ -39,11 +39,11 @@ export type Parameters = ReadonlyMap<string, tf.Variable>
 /**
  * The parameter named `name` (TransformerLens name, e.g. `blocks.0.attn.W_Q`).
  *
- * @throws AttnlabError `INVALID_ARGUMENT` when the model has no such parameter
+ * @throws `InvalidArgumentError` (code `INVALID_ARGUMENT`) when the model has no such parameter
  */
 export function param(parameters: Parameters, name: string): tf.Variable {
   const value = parameters.get(name)
-  if (value === undefined) throw new AttnlabError('INVALID_ARGUMENT', `the model has no parameter '${name}'`)
+  if (value === undefined) throw new InvalidArgumentError(`the model has no parameter '${name}'`)
   return value
 }
 

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { AttnlabError, checkOptionKeys, ConfigError } from '@attnlab/core'
+import { checkOptionKeys, ConfigError, InvalidCheckpointError } from '@attnlab/core'
 
 /** Constant learning rate. @category Training */
 export interface ConstantSchedule {
@@ -97,7 +97,7 @@ export interface Schedule {
   /**
    * Restores a state.
    *
-   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` when the state is for another kind or malformed
+   * @throws `InvalidCheckpointError` (`@attnlab/core`) when the state is for another kind or malformed
    */
   setState(state: ScheduleState): void
 }
@@ -196,29 +196,23 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
     getState: () => ({ kind, ...state }),
     setState: (saved) => {
       if (saved === null || typeof saved !== 'object' || saved.kind !== kind) {
-        throw new AttnlabError(
-          'INVALID_CHECKPOINT',
-          `schedule state is for '${String(saved?.kind)}' but the run uses '${kind}'`,
-          { field: 'schedule.kind' },
-        )
+        throw new InvalidCheckpointError(`schedule state is for '${String(saved?.kind)}' but the run uses '${kind}'`, {
+          field: 'schedule.kind',
+        })
       }
       if (!(Number.isFinite(saved.currentLr) && saved.currentLr > 0)) {
-        throw new AttnlabError(
-          'INVALID_CHECKPOINT',
-          `schedule.currentLr ${String(saved.currentLr)} is not a positive number`,
-          { field: 'schedule.currentLr' },
-        )
+        throw new InvalidCheckpointError(`schedule.currentLr ${String(saved.currentLr)} is not a positive number`, {
+          field: 'schedule.currentLr',
+        })
       }
       if (
         !Number.isSafeInteger(saved.badEvaluations) ||
         !Number.isSafeInteger(saved.cooldownLeft) ||
         (saved.best !== null && typeof saved.best !== 'number')
       ) {
-        throw new AttnlabError(
-          'INVALID_CHECKPOINT',
-          'schedule state fields badEvaluations/cooldownLeft/best are malformed',
-          { field: 'schedule' },
-        )
+        throw new InvalidCheckpointError('schedule state fields badEvaluations/cooldownLeft/best are malformed', {
+          field: 'schedule',
+        })
       }
       state = {
         currentLr: saved.currentLr,

@@ -16,9 +16,10 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
-  AttnlabError,
   checkOptionKeys,
   ConfigError,
+  InvalidArgumentError,
+  InvalidCheckpointError,
   NonFiniteError,
   type OffsetGroup,
   Rng,
@@ -286,7 +287,7 @@ export class Trainer {
    * @param options - see {@link TrainOptions}
    * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included)
    * or data that does not fit the model;
-   *   `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` when `resume` does not fit this run
+   *   `InvalidCheckpointError` (`@attnlab/core`) when `resume` does not fit this run
    */
   constructor(
     private readonly model: Transformer,
@@ -384,8 +385,7 @@ export class Trainer {
     for (let i = 0; i < batch.tokens.length; i++) {
       const t = batch.tokens[i] as number
       if (!(t >= 0 && t < dVocab)) {
-        throw new AttnlabError(
-          'INVALID_ARGUMENT',
+        throw new InvalidArgumentError(
           `${what}: token ${t} at sequence ${Math.floor(i / batch.seqLength)}, position ${i % batch.seqLength} is ` +
             `outside [0, ${dVocab})`,
           { value: t },
@@ -396,7 +396,7 @@ export class Trainer {
 
   private restore(state: TrainerState): void {
     const fail = (field: string, message: string): never => {
-      throw new AttnlabError('INVALID_CHECKPOINT', `cannot resume: ${message}`, { field })
+      throw new InvalidCheckpointError(`cannot resume: ${message}`, { field })
     }
     if (state === null || typeof state !== 'object' || state.version !== 1)
       fail(
@@ -544,10 +544,7 @@ export class Trainer {
       tf.dispose([inputs, targets, weights, lossSum, scored])
     }
     if (count === 0)
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
-        'the validation set has no scored positions (lossMask[:, 1:] is all 0)',
-      )
+      throw new InvalidArgumentError('the validation set has no scored positions (lossMask[:, 1:] is all 0)')
     return sum / count
   }
 
@@ -728,7 +725,7 @@ export class Trainer {
  * @returns the summary: final train/validation loss (nats), evaluations, tokens/s
  * @throws `ConfigError` (`@attnlab/core`) for invalid options (a misspelled option name such as `evalEvey` included,
  * naming it and listing the allowed ones); `NonFiniteError` (`@attnlab/core`) when the loss diverges
- *   (naming the step); `AttnlabError` (`@attnlab/core`) `INVALID_CHECKPOINT` for a resume state that does not fit
+ *   (naming the step); `InvalidCheckpointError` (`@attnlab/core`) for a resume state that does not fit
  * @example
  * ```ts
  * const task = new SparseMarkovTask({ vocabSize: 50, spans: [2, 2, 2] })

@@ -12,7 +12,7 @@ import { readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { type Command, Help } from 'commander'
 import cliProgress from 'cli-progress'
-import { AttnlabError } from '@attnlab/core'
+import { AttnlabError, InterruptedError } from '@attnlab/core'
 import {
   EMERGENCE_DEFAULTS,
   EMERGENCE_TASK_DEFAULTS,
@@ -319,8 +319,7 @@ export async function runEmergenceCommand(flags: EmergenceFlags, command: Comman
     // created, so that rerunning the same command works.
     if (fresh && !saved) await discardCreated(out, created, wasEmpty)
     if (error instanceof AttnlabError && error.code === 'INTERRUPTED' && error.details.beforeStart === true) {
-      throw new AttnlabError(
-        'INTERRUPTED',
+      throw new InterruptedError(
         fresh
           ? `interrupted before the training started; nothing was written to ${out}`
           : `interrupted before the training continued; ${out} is unchanged`,
@@ -341,8 +340,7 @@ export async function runEmergenceCommand(flags: EmergenceFlags, command: Comman
     const at = result.summary.seeds
       .filter((seed) => seed.stopped)
       .map((seed) => `${several ? `seed ${seed.seed}'s ` : ''}checkpoint at step ${seed.completedSteps}`)
-    throw new AttnlabError(
-      'INTERRUPTED',
+    throw new InterruptedError(
       `interrupted${at.length === 0 ? '' : ` (${at.join(', ')})`}; what was computed is in ${out} (continue with: ` +
         `pnpm attnlab emergence --resume ${out})`,
     )

@@ -9,7 +9,7 @@
  * command with `--backend` honours.
  */
 import { Option, type Command } from 'commander'
-import { AttnlabError, ConfigError, kernelsInUse, useBackend } from '@attnlab/core'
+import { ConfigError, kernelsInUse, UnsupportedError, useBackend } from '@attnlab/core'
 import { buildNativeKernels, loadedNativeKernelsInfo, nativeKernelsStatus } from '@attnlab/core/node'
 import { installKernelFlags, kernelFlagsGiven } from '../options.ts'
 
@@ -33,8 +33,7 @@ export function registerKernels(program: Command): void {
       if (flags.json) console.log(JSON.stringify(result, null, 2))
       if (!result.ok) {
         if (result.details !== undefined && !flags.json) console.error(result.details)
-        throw new AttnlabError(
-          'UNSUPPORTED',
+        throw new UnsupportedError(
           `native kernels not built: ${result.reason ?? 'unknown reason'}; --kernels auto uses the WebAssembly kernels`,
           { reason: result.reason },
         )

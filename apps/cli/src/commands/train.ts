@@ -5,7 +5,7 @@
  */
 import { basename, dirname, resolve } from 'node:path'
 import type { Command } from 'commander'
-import { AttnlabError, Rng } from '@attnlab/core'
+import { InterruptedError, Rng } from '@attnlab/core'
 import { createTask, type AnyTask, type MarkovTaskDescription } from '@attnlab/markov'
 import {
   createTransformer,
@@ -316,8 +316,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   }
   if (flags.json) console.log(JSON.stringify(summary, null, 2))
   if (result.stopped) {
-    throw new AttnlabError(
-      'INTERRUPTED',
+    throw new InterruptedError(
       `interrupted at step ${result.steps} of ${flags.steps}; the checkpoint in ${out} holds it: continue with ` +
         `--resume ${out}`,
       { step: result.steps },

@@ -4,7 +4,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ShapeError } from '../errors.ts'
+import { InvalidArgumentError, ShapeError } from '../errors.ts'
 
 /** Whether the active backend has a kernel registered under `name`. */
 export function hasKernel(name: string): boolean {
@@ -44,7 +44,7 @@ export function checkIds(ids: tf.Tensor, limit: number, what: string): void {
   for (let i = 0; i < values.length; i++) {
     const v = values[i]!
     if (!(v >= 0 && v < limit)) {
-      throw new AttnlabError('INVALID_ARGUMENT', `${what} ${v} at flat index ${i} is out of range [0, ${limit})`, {
+      throw new InvalidArgumentError(`${what} ${v} at flat index ${i} is out of range [0, ${limit})`, {
         value: v,
         index: i,
         limit,

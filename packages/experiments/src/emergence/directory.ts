@@ -7,7 +7,7 @@
  */
 import { appendFile, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { AttnlabError } from '@attnlab/core'
+import { AttnlabError, InvalidCheckpointError } from '@attnlab/core'
 import { removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import { ExperimentInputError } from '../errors.ts'
@@ -167,7 +167,7 @@ export async function readEmergenceRecord(out: string): Promise<EmergenceRecord>
  *
  * @param out - the run directory
  * @param record - its record, with the steps to continue up to
- * @throws `AttnlabError` `INVALID_CHECKPOINT` naming the seed and the checkpoint's problem
+ * @throws `InvalidCheckpointError` (code `INVALID_CHECKPOINT`) naming the seed and the checkpoint's problem
  * @throws {@link ExperimentInputError} (parameter `steps`) when a checkpoint is past `steps`
  * @category Emergence
  */
@@ -182,8 +182,7 @@ export async function checkResumable(out: string, record: EmergenceRecord): Prom
       checkpoint.weights.clear()
     } catch (error) {
       if (!(error instanceof AttnlabError)) throw error
-      throw new AttnlabError(
-        'INVALID_CHECKPOINT',
+      throw new InvalidCheckpointError(
         `${out}: the checkpoint of seed ${seed} (${dir}) cannot be used: ${error.message}`,
         { path: dir },
         { cause: error },

@@ -8,7 +8,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, type Task } from '@attnlab/core'
+import { InterruptedError, type Task } from '@attnlab/core'
 import { SparseMarkovTask } from '@attnlab/markov'
 import type { StepRecord } from '@attnlab/transformer'
 import { resolveEmergenceConfig, type EmergenceConfig, type ResolvedEmergenceConfig } from './config.ts'
@@ -212,8 +212,8 @@ const NO_STORE: EmergenceStore = {
  * The error of a run stopped before its training started (code `INTERRUPTED`,
  * `details.beforeStart: true`): nothing was stored, or a resumed run's store is unchanged.
  */
-function interruptedBeforeStart(): AttnlabError {
-  return new AttnlabError('INTERRUPTED', 'interrupted before the training started', { beforeStart: true })
+function interruptedBeforeStart(): InterruptedError {
+  return new InterruptedError('interrupted before the training started', { beforeStart: true })
 }
 
 /**
@@ -232,7 +232,7 @@ function interruptedBeforeStart(): AttnlabError {
  * @param options - progress callback, abort signal, store, resume
  * @returns the summary and what the report shows ({@link buildEmergenceReport})
  * @throws `ConfigError` (`@attnlab/core`, `INVALID_CONFIG`) for a bad config, before any work
- * @throws `AttnlabError` `INTERRUPTED` (`details.beforeStart`) when the signal aborted before the
+ * @throws `InterruptedError` (code `INTERRUPTED`) (`details.beforeStart`) when the signal aborted before the
  *   training started
  * @example
  * ```ts
