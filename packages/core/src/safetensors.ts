@@ -152,7 +152,8 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
     const text = new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + n))
     header = JSON.parse(text)
   } catch (error) {
-    throw new SafetensorsError(`header is not valid UTF-8 JSON (${(error as Error).message})`)
+    // JSON.parse quotes the text around the fault, newlines included: keep the message on one line.
+    throw new SafetensorsError(`header is not valid UTF-8 JSON (${(error as Error).message.replace(/\s+/g, ' ')})`)
   }
   if (typeof header !== 'object' || header === null || Array.isArray(header)) {
     throw new SafetensorsError('header JSON is not an object')

@@ -241,6 +241,19 @@ async function readChecked(
 ): Promise<Uint8Array> {
   const entry = manifest[name]
   if (entry === undefined) throw new CheckpointError(name, 'not listed in manifest.json', name)
+  if (
+    typeof entry !== 'object' ||
+    entry === null ||
+    typeof entry.sha256 !== 'string' ||
+    !Number.isSafeInteger(entry.bytes) ||
+    entry.bytes < 0
+  ) {
+    throw new CheckpointError(
+      'manifest.json',
+      `the entry of '${name}' is ${JSON.stringify(entry)}; expected { sha256: string, bytes: a non-negative integer }`,
+      `files.${name}`,
+    )
+  }
   let bytes: Uint8Array
   try {
     const buffer = await readFile(join(dir, name))
@@ -263,7 +276,9 @@ function parseJson(name: string, bytes: Uint8Array): unknown {
   try {
     return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
   } catch (error) {
-    throw new CheckpointError(name, `is not valid JSON (${(error as Error).message})`, undefined, { cause: error })
+    // JSON.parse quotes the text around the fault, newlines included: keep the message on one line.
+    const reason = (error as Error).message.replace(/\s+/g, ' ')
+    throw new CheckpointError(name, `is not valid JSON (${reason})`, undefined, { cause: error })
   }
 }
 
@@ -395,6 +410,8 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   }
   if (files['trainer.json'] === undefined) return { config, weights, trainerState: null, extra: {} }
   const trainer = parseJson('trainer.json', await readChecked(dir, 'trainer.json', files)) as Record<string, unknown>
+  if (typeof trainer !== 'object' || trainer === null || Array.isArray(trainer))
+    throw new CheckpointError('trainer.json', `is ${JSON.stringify(trainer)}; expected a JSON object`)
   const extra = (trainer.extra ?? {}) as Record<string, unknown>
   if (trainer.modelOnly === true) return { config, weights, trainerState: null, extra }
   const field = (key: string, check: (v: unknown) => boolean, what: string): unknown => {

@@ -147,7 +147,9 @@ export async function readEmergenceRecord(out: string): Promise<EmergenceRecord>
   try {
     record = JSON.parse(text) as EmergenceRecord
   } catch (error) {
-    throw new ExperimentInputError('out', `${out}: config.json is not valid JSON (${(error as Error).message})`, {
+    // JSON.parse quotes the text around the fault, newlines included: keep the message on one line.
+    const reason = (error as Error).message.replace(/\s+/g, ' ')
+    throw new ExperimentInputError('out', `${out}: config.json is not valid JSON (${reason})`, {
       out,
     })
   }

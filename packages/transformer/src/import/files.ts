@@ -112,7 +112,8 @@ async function readJson(path: string, what: string): Promise<unknown> {
   } catch (error) {
     throw new ModelFileError(
       'invalid-json',
-      `${what} is not valid JSON (${(error as Error).message})`,
+      // JSON.parse quotes the text around the fault, newlines included: keep the message on one line.
+      `${what} is not valid JSON (${(error as Error).message.replace(/\s+/g, ' ')})`,
       { file: path },
       { cause: error },
     )
