@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as tf from '@tensorflow/tfjs-core'
 import { Rng, useBackend, type BackendName } from '@attnlab/core'
+import { STRUCTURED_KERNELS, linear } from '@attnlab/core/kernels'
 import { writeFileAtomic } from '@attnlab/core/node'
 import { analyzeTrajectory, simulate } from '@attnlab/dynamics'
 import { compareWithDense } from '@attnlab/experiments'
@@ -30,6 +31,9 @@ try {
   for (const backend of ['cpu', 'wasm'] as const satisfies readonly BackendName[]) {
     console.log('backend', await useBackend(backend))
     const before = tf.memory().numTensors
+    check(tf.getKernel(STRUCTURED_KERNELS.pairScores, backend) !== undefined, 'useBackend registers the kernels')
+    const product = tf.tidy(() => linear(tf.ones([2, 3]) as tf.Tensor2D, tf.ones([3, 4]) as tf.Tensor2D).dataSync())
+    check(product.length === 8 && product.every((x) => x === 3), 'the ./kernels subpath (linear)')
 
     const task = new SparseMarkovTask({ vocabSize: 8, spans: [1, 1], genLen: 6 })
     const oracles = restrictedContextEntropy(task).pooled

@@ -15,7 +15,8 @@
  *
  * @module
  */
-import type { Tensor4D } from '@tensorflow/tfjs-core'
+import * as tf from '@tensorflow/tfjs-core'
+import type { Tensor3D, Tensor4D } from '@tensorflow/tfjs-core'
 
 /**
  * Inputs of a prefill: attention of every prompt position over the prompt (also the training
@@ -34,6 +35,26 @@ export interface AttentionPrefillInput {
   readonly scale: number
   /** Index of the layer (for per-layer budgets and reports). */
   readonly layer: number
+  /**
+   * The one tensor `q`, `k` and `v` are slices of, when the model has it: offered only when they
+   * are plain projections (no hook replaced them, no rotary embedding, `nKvHeads === nHeads`) and
+   * the model reads nothing per head from this call (no head mask, `hook_z` or `hook_result`).
+   * A kernel may compute from it instead of `q`, `k`, `v` (which the model then never
+   * materialises) and return {@link AttentionResult.zByPosition}; other kernels ignore it.
+   */
+  readonly packed?: PackedProjections
+}
+
+/**
+ * The queries, keys and values of a prefill as the model's one projection produced them.
+ *
+ * @category Attention
+ */
+export interface PackedProjections {
+  /** `[batch, pos, 3 * nHeads * dHead]`: `[q | k | v]`, each third `[nHeads, dHead]` per position. */
+  readonly qkv: Tensor3D
+  /** Number of heads (queries, keys and values alike). */
+  readonly nHeads: number
 }
 
 /**
@@ -94,6 +115,12 @@ export interface AttentionContext {
 export interface AttentionResult {
   /** Attention output per head, `[batch, nHeads, queryPos, dValue]` (TransformerLens `hook_z`). */
   readonly z: Tensor4D
+  /**
+   * The same output position-major, `[batch, queryPos, nHeads * dValue]`, when the kernel
+   * computed it that way (from {@link AttentionPrefillInput.packed}); the model then reads this
+   * and `z` is only materialised if read.
+   */
+  readonly zByPosition?: Tensor3D
   /** Query-key pairs whose score was actually computed, summed over batch and heads. */
   readonly computedPairs: number
   /** Causal query-key pairs a dense computation would compute, summed over batch and heads. */
@@ -147,6 +174,13 @@ export interface AttentionKernel {
   /** Name for reports, e.g. `'dense'`, `'quest'`. */
   readonly name: string
   /**
+   * True when `prefill` and `decode` compute exactly dense causal softmax attention, with no
+   * state and no accounting of their own (the default `denseAttention`). A model may then compute
+   * the same function in a structured way instead of calling the kernel (the minimal model's
+   * one-hot path). Leave it unset for any other kernel.
+   */
+  readonly exactDense?: boolean
+  /**
    * Causal attention of all positions of the input over themselves.
    *
    * @throws a typed attnlab error if the method's parameters do not fit the input (e.g. a
@@ -171,4 +205,31 @@ export interface AttentionKernel {
  */
 export function causalPairs(queries: number, keys: number): number {
   return queries * (keys - queries) + (queries * (queries + 1)) / 2
+}
+
+const maskCache = new Map<number, Float32Array>()
+
+/**
+ * The additive causal mask `[pos, pos]`: 0 where key `j <= i`, `-Infinity` above the diagonal,
+ * added to attention scores before the softmax (Vaswani et al. 2017, section 3.2.3). The one
+ * causal mask of attnlab: `denseAttention` and the composite of the fused `causalAttention` op
+ * (`@attnlab/core/kernels`) use it (the mask-based kernels of `@attnlab/sparse-attention` select
+ * pairs with its 0/1 form, `causalPairMask`). Values are cached per length up to 1024.
+ *
+ * @param pos - sequence length (positions)
+ * @returns a new tensor (caller disposes)
+ * @example
+ * ```ts
+ * causalMask(3).dataSync() // [0, -Infinity, -Infinity, 0, 0, -Infinity, 0, 0, 0]
+ * ```
+ * @category Attention
+ */
+export function causalMask(pos: number): tf.Tensor2D {
+  let values = maskCache.get(pos)
+  if (values === undefined) {
+    values = new Float32Array(pos * pos)
+    for (let i = 0; i < pos; i++) for (let j = i + 1; j < pos; j++) values[i * pos + j] = -Infinity
+    if (pos <= 1024) maskCache.set(pos, values)
+  }
+  return tf.tensor2d(values, [pos, pos])
 }

@@ -9,10 +9,12 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { BackendUnavailableError, ConfigError, KernelsUnavailableError } from './errors.ts'
+import { registerGradients } from './kernels/gradients.ts'
 import { jsKernelProvider } from './kernels/js-provider.ts'
 import { checkRange } from './options.ts'
 import type { KernelProvider, KernelProviderName } from './kernels/provider.ts'
 import { activeKernels, registerAttnlabKernels } from './kernels/register.ts'
+import { registerStructuredKernels } from './kernels/structured/register.ts'
 
 /**
  * The tfjs backends attnlab knows how to start.
@@ -202,8 +204,12 @@ function checkName(name: string): asserts name is BackendName {
  * backend that is actually active.
  *
  * For `wasm`, `setWasmPaths` is called first (see {@link UseBackendOptions.wasmPaths}). Then
- * attnlab's kernels are registered per {@link UseBackendOptions.kernels} (default `auto`: the
- * native kernels when built, else the WebAssembly ones; `none` restores the stock kernels).
+ * attnlab's kernels and gradients are registered, the only place they are: the gradients of the
+ * stock kernels tfjs-core's Node build lacks and the structured kernels of the minimal model
+ * (`@attnlab/core/kernels`) on every backend, in every kernels mode; and the fused kernels of a
+ * provider per {@link UseBackendOptions.kernels} (default `auto`: the native kernels when built,
+ * else the WebAssembly ones; `none` restores the stock kernels). A backend started any other way
+ * (`tf.setBackend`) lacks them: the ops that need them throw `KernelsUnavailableError`.
  *
  * @param name - the backend to use
  * @param options - backend-specific options
@@ -261,6 +267,9 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
     const available = await availableBackends()
     throw new BackendUnavailableError(name, BACKEND_PACKAGES[name], reason, available, failure, needsInstall(reason))
   }
+  // attnlab's own kernels and gradients: registered here and nowhere else (libraries call ops).
+  registerGradients()
+  registerStructuredKernels(registered)
   await enableKernels(name, options)
   return name
 }

@@ -10,19 +10,27 @@
  * viewed as `[batch, nKvHeads, g * pos, dHead]` and multiplied by each key/value head once.
  * Transposes are explicit (`tf.transpose` + untransposed matmul), which is faster on wasm.
  *
+ * The one dense kernel: when the model offers the packed projections
+ * (`AttentionPrefillInput.packed`) and nothing needs the scores or pattern, the prefill runs the
+ * fused `causalAttention` op (`ops/causal-attention.ts`: one kernel forward and backward when a
+ * kernel provider is registered, the same composite otherwise) on them; otherwise it computes
+ * scores, pattern and output with stock ops and calls the hooks.
+ *
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
+  causalMask,
   causalPairs,
   type AttentionContext,
   type AttentionDecodeInput,
   type AttentionKernel,
   type AttentionPrefillInput,
   type AttentionResult,
+  type PackedProjections,
 } from './attention.ts'
 import { ShapeError } from './errors.ts'
-import { causalMask } from './ops/causal-attention.ts'
+import { causalAttention } from './ops/causal-attention.ts'
 
 function checkGroups(
   q: tf.Tensor4D,
@@ -79,6 +87,23 @@ function attend(
   return tf.reshape(tf.matMul(groupedPattern, values), [batch, heads, queries, dValue]) as tf.Tensor4D
 }
 
+/** The prefill on the packed projections: one fused attention op, `z` position-major. */
+function fusedPrefill({ qkv, nHeads }: PackedProjections, scale: number): AttentionResult {
+  const [batch, pos, width] = qkv.shape
+  const dHead = width / (3 * nHeads)
+  const zByPosition = causalAttention(qkv, nHeads, { scale }) // [batch, pos, nHeads * dHead]
+  const pairs = batch * nHeads * causalPairs(pos, pos)
+  return {
+    // [batch, nHeads, pos, dHead], materialised only when read
+    get z(): tf.Tensor4D {
+      return tf.transpose(tf.reshape(zByPosition, [batch, pos, nHeads, dHead]), [0, 2, 1, 3])
+    },
+    zByPosition,
+    computedPairs: pairs,
+    totalPairs: pairs,
+  }
+}
+
 /**
  * Dense causal attention (the reference every other kernel is compared with).
  *
@@ -86,8 +111,8 @@ function attend(
  * - `decode`: the new token's queries against every cached key (the cache already holds the new
  *   token's key and value).
  *
- * Both call the `attnScores` / `pattern` hooks of the context (it always materialises the
- * pattern) and report `computedPairs === totalPairs` (the causal pairs).
+ * Both call the `attnScores` / `pattern` hooks of the context (the pattern is materialised
+ * whenever `context.needsPattern`) and report `computedPairs === totalPairs` (the causal pairs).
  *
  * @example
  * ```ts
@@ -97,7 +122,9 @@ function attend(
  */
 export const denseAttention: AttentionKernel = Object.freeze({
   name: 'dense',
+  exactDense: true,
   prefill(input: AttentionPrefillInput, context: AttentionContext): AttentionResult {
+    if (input.packed !== undefined && !context.needsPattern) return fusedPrefill(input.packed, input.scale)
     const { batch, heads } = checkGroups(input.q, input.k, input.v, 'denseAttention.prefill')
     const pos = input.q.shape[2]
     if (input.k.shape[2] !== pos) {

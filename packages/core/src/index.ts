@@ -8,7 +8,8 @@
  *   {@link TaskRegistry} rebuilds a task from its description through the registered families.
  * - {@link AttnlabError} and subclasses: typed errors with stable codes.
  * - {@link assertShape}: shape checks at API boundaries.
- * - {@link AttentionKernel}: the contract pluggable attention methods implement.
+ * - {@link AttentionKernel}: the contract pluggable attention methods implement;
+ *   {@link denseAttention}, the default and reference kernel.
  * - {@link parseSafetensors} / {@link serializeSafetensors}: the safetensors format.
  * - Fused ops ({@link linear}, {@link layerNorm}, {@link causalAttention}, {@link gatherRows},
  *   {@link softmaxCrossEntropy}, {@link oneHotAttention}, {@link adamwUpdate}): one kernel each
@@ -54,36 +55,11 @@ export {
   type WasmFileName,
   type WasmPathMap,
 } from './backend.ts'
-export { ATTNLAB_KERNELS, REPLACED_STOCK_KERNELS } from './kernels/names.ts'
-export type {
-  AdamWHyper,
-  FloatArray,
-  IntArray,
-  KernelProvider,
-  KernelProviderName,
-  OneHotAttentionShape,
-} from './kernels/provider.ts'
-export {
-  activeKernels,
-  kernelsActive,
-  registerAttnlabKernels,
-  type KernelRegistration,
-  type RegisterKernelsOptions,
-} from './kernels/register.ts'
-export { backendMemory, wasmInternalsProblems, type BackendMemory } from './kernels/memory.ts'
-export { jsKernelProvider } from './kernels/js-provider.ts'
-export { loadWasmKernelProvider, type WasmKernelOptions } from './kernels/wasm-provider.ts'
-export { linear, type LinearActivation } from './ops/linear.ts'
-export { layerNorm } from './ops/layer-norm.ts'
-export { causalAttention, causalMask, type CausalAttentionOptions } from './ops/causal-attention.ts'
-export { softmaxCrossEntropy } from './ops/softmax-cross-entropy.ts'
-export { oneHotAttention, type OneHotAttentionOptions } from './ops/one-hot-attention.ts'
-export { adamwUpdate } from './ops/adamw.ts'
-export { gatherRows } from './ops/gather-rows.ts'
 export { Rng, type RngState } from './rng.ts'
 export type { OffsetGroup, Task, TaskDescription, TokenBatch } from './task.ts'
 export { TaskRegistry, taskRegistry, UnknownTaskKindError, type TaskFamily } from './task-registry.ts'
 export {
+  causalMask,
   causalPairs,
   type AttentionContext,
   type AttentionDecodeInput,
@@ -93,6 +69,7 @@ export {
   type AttentionResult,
   type KernelState,
   type LayerKVCache,
+  type PackedProjections,
 } from './attention.ts'
 export { denseAttention } from './dense-attention.ts'
 export { assertShape, type ExpectedDim } from './shape.ts'

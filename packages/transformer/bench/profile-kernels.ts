@@ -7,7 +7,8 @@
  *     [--model gpt|minimal] [--threads 1] [--steps 10]
  */
 import { performance } from 'node:perf_hooks'
-import { Rng, activeKernels, registerAttnlabKernels, useBackend, type KernelProvider } from '@attnlab/core'
+import { Rng, useBackend } from '@attnlab/core'
+import { activeKernels, registerAttnlabKernels, type KernelProvider } from '@attnlab/core/kernels'
 import type { TokenBatch } from '@attnlab/markov'
 import { createConfig, presetConfig } from '../src/config.ts'
 import { createTransformer } from '../src/model.ts'

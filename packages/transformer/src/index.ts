@@ -15,8 +15,8 @@
  * - Checkpoints on disk: `@attnlab/transformer/node`.
  * - Subpaths with a part of this entry's names: `@attnlab/transformer/train` (training, optimizers,
  *   schedules, metrics) and `@attnlab/transformer/io` (model files: llama2.c, Hugging Face).
- * - Ops, kernels and gradient registration (for attnlab packages; not a stable API):
- *   `@attnlab/transformer/internal`.
+ * - The model's ops (for attnlab packages; not a stable API): `@attnlab/transformer/internal`.
+ *   Its kernels and gradients are `@attnlab/core/kernels`', registered by `useBackend`.
  *
  * @packageDocumentation
  */

@@ -5,11 +5,10 @@
  *
  * - Ops: {@link activation}, {@link applyRotary}, {@link rmsNorm}, {@link ropeTables},
  *   {@link dropout}, {@link oneHotFloat}, {@link crossEntropyPerRow}, {@link maskedCrossEntropy}.
- * - Kernels (registered per backend by {@link ensureKernels}, called by the model):
- *   {@link KERNEL_NAMES}, {@link twoHotScores}, {@link twoHotScoresGrad}, {@link pairScores},
- *   {@link pairScatter}.
- * - Gradients of stock kernels that tfjs-core's Node build lacks: {@link ensureGradients},
- *   {@link registeredGradientKernels}.
+ *
+ * The kernels the model runs (the minimal model's structured kernels, the fused ops) and the
+ * gradients it trains through are in `@attnlab/core/kernels`, registered by `useBackend`
+ * (`@attnlab/core`); the model registers nothing.
  *
  * @packageDocumentation
  */
@@ -23,5 +22,3 @@ export {
   rmsNorm,
   ropeTables,
 } from './ops.ts'
-export { KERNEL_NAMES, ensureKernels, pairScatter, pairScores, twoHotScores, twoHotScoresGrad } from './kernels.ts'
-export { ensureGradients, registeredGradientKernels } from './gradients.ts'

@@ -17,10 +17,10 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { causalPairs, denseAttention, linear, oneHotAttention } from '@attnlab/core'
+import { causalPairs, denseAttention } from '@attnlab/core'
+import { linear, oneHotAttention, pairScatter, twoHotScores } from '@attnlab/core/kernels'
 import type { TransformerConfig } from './config.ts'
 import { hookName, type HookName } from './hooks.ts'
-import { pairScatter, twoHotScores } from './kernels.ts'
 import type { ParameterSpec } from './model.ts'
 import { dropout, oneHotFloat } from './ops.ts'
 import { headMaskFor, headsToColumns, param, type Parameters, type PassContext } from './pass.ts'

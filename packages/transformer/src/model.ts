@@ -27,20 +27,16 @@ import {
   ConfigError,
   Rng,
   ShapeError,
-  causalAttention,
   causalPairs,
   denseAttention,
-  gatherRows,
-  layerNorm,
-  linear,
   type AttentionContext,
   type AttentionHooks,
   type AttentionKernel,
   type AttentionPrefillInput,
   type AttentionResult,
 } from '@attnlab/core'
+import { causalAttention, gatherRows, layerNorm, linear, requireAttnlabKernels } from '@attnlab/core/kernels'
 import { configToJSON, type TransformerConfig } from './config.ts'
-import { ensureGradients } from './gradients.ts'
 import {
   HookRunner,
   hookName,
@@ -50,7 +46,6 @@ import {
   type HookName,
   type HookSelector,
 } from './hooks.ts'
-import { ensureKernels } from './kernels.ts'
 import type { KVCache } from './kv-cache.ts'
 import {
   minimalInput,
@@ -661,8 +656,6 @@ export class Transformer {
         'pass a configuration from createConfig() or presetConfig() (it must be resolved and frozen)',
       )
     checkOptionKeys('createTransformer options', options, ['attention'] satisfies (keyof TransformerOptions)[])
-    ensureGradients()
-    ensureKernels()
     this.config = config
     this.attention = options.attention ?? denseAttention
     const root = Rng.fromSeed(config.seed).split('init')
@@ -924,6 +917,7 @@ export class Transformer {
     if (training && this.config.dropout > 0 && options.rng === undefined) {
       throw new ConfigError('rng', `training with dropout ${this.config.dropout} needs a random stream (options.rng)`)
     }
+    requireAttnlabKernels()
     return tf.tidy(() => {
       const tokenTensor = trusted ? (tokens as tf.Tensor2D) : this.toTokens(tokens)
       const [batch, pos] = tokenTensor.shape

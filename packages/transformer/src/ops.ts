@@ -8,7 +8,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { ConfigError, softmaxCrossEntropy, type Rng } from '@attnlab/core'
+import { ConfigError, type Rng } from '@attnlab/core'
+import { softmaxCrossEntropy } from '@attnlab/core/kernels'
 import type { ActivationFunction } from './config.ts'
 
 /**

@@ -1,8 +1,8 @@
 import * as tf from '@tensorflow/tfjs-core'
-import { Rng } from '@attnlab/core'
-import { describeWithBackends } from '@attnlab/core/testing'
+import { Rng } from '../rng.ts'
+import { describeWithBackends } from '../testing.ts'
 import { expect, it } from 'vitest'
-import { ensureGradients, registeredGradientKernels } from './gradients.ts'
+import { registeredGradientKernels } from './gradients.ts'
 
 /** Central-difference check of d sum(f(x) * r) / dx along a random unit direction. */
 async function check(name: string, f: (x: tf.Tensor) => tf.Tensor, shape: number[], positive = false): Promise<void> {
@@ -31,7 +31,6 @@ async function check(name: string, f: (x: tf.Tensor) => tf.Tensor, shape: number
 }
 
 describeWithBackends('registered gradients', () => {
-  ensureGradients()
   const b = (): tf.Tensor => tf.tensor2d([[0.5, -1, 2]])
   it('cover the kernels the models use', () => {
     for (const k of [

@@ -1,11 +1,12 @@
 /**
- * Gradients of the tfjs kernels attnlab models train through.
+ * Gradients of the stock tfjs kernels attnlab models train through, registered by `useBackend`
+ * (`@attnlab/core`) with the backend.
  *
  * tfjs-core's Node build (`tf-core.node.js`, what `import '@tensorflow/tfjs-core'` loads in
  * Node) registers no gradients: they live in ESM-only files (`dist/register_all_gradients.js`
  * with extensionless imports) that Node cannot load, and the union package `@tensorflow/tfjs`
  * that bundles them also imports backends and tfjs-layers. So `tf.grad` on plain tfjs-core fails
- * with "gradient function not found for Neg". {@link ensureGradients} registers the gradients
+ * with "gradient function not found for Neg". {@link registerGradients} registers the gradients
  * of the kernels our forward passes use (written from the calculus, not copied), each only when
  * none is registered yet, so an application that already loaded tfjs' own gradients keeps them.
  *
@@ -16,7 +17,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, kernelsActive } from '@attnlab/core'
+import { AttnlabError } from '../errors.ts'
+import { kernelsActive } from './register.ts'
 
 type GradFunc = (
   dy: tf.Tensor | tf.Tensor[],
@@ -518,18 +520,18 @@ const GRADIENTS: ReadonlyArray<{
 
 /**
  * Registers gradients for the tfjs kernels attnlab's models use (elementwise arithmetic,
- * reductions, softmax, shape ops, gather/scatter, matmul), for every backend. Idempotent; a
- * kernel that already has a gradient (e.g. from `@tensorflow/tfjs`) keeps it. Called by the model
- * and the trainer; call it yourself before `tf.grad` on plain tfjs-core ops.
+ * reductions, softmax, shape ops, gather/scatter, matmul), for every backend (tfjs gradients are
+ * global). Idempotent; a kernel that already has a gradient (e.g. from `@tensorflow/tfjs`) keeps
+ * it. Called by `useBackend`; nothing else needs to call it.
  *
  * @example
  * ```ts
- * ensureGradients()
+ * await useBackend('cpu') // registers them
  * const g = tf.grad((x) => tf.sum(tf.tanh(x)))(tf.tensor1d([0, 1]))
  * ```
- * @category Training
+ * @category Kernels
  */
-export function ensureGradients(): void {
+export function registerGradients(): void {
   if (registered) return
   for (const config of GRADIENTS) {
     if (tf.getGradient(config.kernelName) !== undefined && tf.getGradient(config.kernelName) !== null) continue
@@ -538,7 +540,7 @@ export function ensureGradients(): void {
   registered = true
 }
 
-/** The kernel names {@link ensureGradients} covers (for tests and docs). @category Training */
+/** The kernel names {@link registerGradients} covers (for tests and docs). @category Kernels */
 export function registeredGradientKernels(): readonly string[] {
   return GRADIENTS.map((g) => g.kernelName)
 }

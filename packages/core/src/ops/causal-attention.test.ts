@@ -3,7 +3,8 @@ import { expect, it } from 'vitest'
 import { ConfigError, ShapeError } from '../errors.ts'
 import { Rng } from '../rng.ts'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '../testing.ts'
-import { causalAttention, causalMask } from './causal-attention.ts'
+import { causalMask } from '../attention.ts'
+import { causalAttention } from './causal-attention.ts'
 import {
   directionalError,
   gradients,

@@ -5,6 +5,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
+import { causalMask } from '../attention.ts'
 import { ConfigError, ShapeError } from '../errors.ts'
 import { ATTNLAB_KERNELS } from '../kernels/names.ts'
 import { checkTensor, hasKernel, runFusedKernel, withGradient } from './support.ts'
@@ -15,33 +16,6 @@ export interface CausalAttentionOptions {
   readonly scale?: number
   /** Mask keys after the query (default true). */
   readonly causal?: boolean
-}
-
-const maskCache = new Map<number, Float32Array>()
-
-/**
- * The additive causal mask `[pos, pos]`: 0 where key `j <= i`, `-Infinity` above the diagonal,
- * added to attention scores before the softmax (Vaswani et al. 2017, section 3.2.3). The one
- * causal mask of attnlab: the composite {@link causalAttention} and `@attnlab/transformer`'s
- * dense attention kernel use it (the mask-based kernels of `@attnlab/sparse-attention` select
- * pairs with its 0/1 form, `causalPairMask`). Values are cached per length up to 1024.
- *
- * @param pos - sequence length (positions)
- * @returns a new tensor (caller disposes)
- * @example
- * ```ts
- * causalMask(3).dataSync() // [0, -Infinity, -Infinity, 0, 0, -Infinity, 0, 0, 0]
- * ```
- * @category Ops
- */
-export function causalMask(pos: number): tf.Tensor2D {
-  let values = maskCache.get(pos)
-  if (values === undefined) {
-    values = new Float32Array(pos * pos)
-    for (let i = 0; i < pos; i++) for (let j = i + 1; j < pos; j++) values[i * pos + j] = -Infinity
-    if (pos <= 1024) maskCache.set(pos, values)
-  }
-  return tf.tensor2d(values, [pos, pos])
 }
 
 function compositeAttention(nHeads: number, scale: number, causal: boolean): (qkv: tf.Tensor3D) => tf.Tensor3D {

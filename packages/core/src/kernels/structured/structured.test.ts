@@ -1,13 +1,15 @@
 import * as tf from '@tensorflow/tfjs-core'
-import { Rng, ShapeError } from '@attnlab/core'
-import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
-import { expect, it } from 'vitest'
-import { ensureGradients } from './gradients.ts'
-import { pairScatter, pairScores, twoHotScores, twoHotScoresGrad } from './kernels.ts'
+import { describe, expect, it } from 'vitest'
+import { KernelsUnavailableError, ShapeError } from '../../errors.ts'
+import { Rng } from '../../rng.ts'
+import { describeWithBackends, expectArraysClose, expectNoLeaks } from '../../testing.ts'
+import { pairScatter } from './pair-scatter.ts'
+import { pairScores } from './pair-scores.ts'
+import { twoHotScoresGrad } from './two-hot-scores-grad.ts'
+import { twoHotScores } from './two-hot-scores.ts'
 
 describeWithBackends('one-hot gather kernels', () => {
   const rng = Rng.fromSeed(0)
-  ensureGradients()
 
   it('pairScores / pairScatter equal dense products with the one-hot inputs, and are each other gradient', async () => {
     const [batch, pos, heads, vocab] = [2, 4, 3, 5]
@@ -132,5 +134,24 @@ describeWithBackends('one-hot gather kernels', () => {
       })
     })
     tf.dispose([q, tokens])
+  })
+})
+
+describe('structured kernels on a backend not started by useBackend', () => {
+  it('throw KernelsUnavailableError naming useBackend', async () => {
+    const { MathBackendCPU } = await import('@tensorflow/tfjs-backend-cpu')
+    const before = tf.getBackend()
+    tf.registerBackend('bare-cpu', () => new MathBackendCPU())
+    try {
+      await tf.setBackend('bare-cpu')
+      const q = tf.tensor4d(new Float32Array(36), [1, 3, 2, 6])
+      const tokens = tf.tensor2d([[0, 1, 2]], [1, 3], 'int32')
+      expect(() => pairScores(q, tokens, 3, -Infinity)).toThrow(KernelsUnavailableError)
+      expect(() => pairScores(q, tokens, 3, -Infinity)).toThrow(/useBackend\('bare-cpu'\)/)
+      tf.dispose([q, tokens])
+    } finally {
+      await tf.setBackend(before)
+      tf.removeBackend('bare-cpu')
+    }
   })
 })
