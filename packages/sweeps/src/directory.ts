@@ -1,0 +1,171 @@
+/**
+ * The sweep directory (Node): `sweep.json` (the spec as resolved and its trials, written at
+ * start), `trials.jsonl` (one {@link TrialRecord} per line, appended as trials end) and
+ * `trials/<id>/` (each trial's run directory).
+ *
+ * @module
+ */
+import { appendFile, readFile, readdir, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { BackendName } from '@attnlab/core'
+import { writeFileAtomic } from '@attnlab/core/node'
+import { SweepDirectoryError } from './errors.ts'
+import { canonicalJson, type JsonValue } from './json.ts'
+import { TRIAL_RECORD_FORMAT, type TrialRecord } from './record.ts'
+import type { SweepSpec } from './spec.ts'
+import type { Trial } from './trial.ts'
+
+/**
+ * The format tag of `sweep.json`.
+ *
+ * @category Sweeps
+ */
+export const SWEEP_FILE_FORMAT = 'attnlab-sweep/1'
+
+/**
+ * `sweep.json`: what a sweep directory runs. Written (atomically) when a sweep starts; `attnlab
+ * sweep run-trial DIR --index I` runs `trials[I]` of it.
+ *
+ * @category Sweeps
+ */
+export interface SweepFile {
+  /** {@link SWEEP_FILE_FORMAT}. */
+  readonly format: typeof SWEEP_FILE_FORMAT
+  /** The validated spec. */
+  readonly spec: SweepSpec
+  /** The tensor backend the trials run on. */
+  readonly backend: BackendName
+  /** ISO 8601 time the directory was first written. */
+  readonly created: string
+  /** Every trial, in expansion order (`trials[i].index === i`). */
+  readonly trials: readonly Trial[]
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Reads a sweep directory's `sweep.json`.
+ *
+ * @param directory - the sweep directory
+ * @returns its contents
+ * @throws {@link SweepDirectoryError} when there is none, or it is not a sweep's
+ * @category Sweeps
+ */
+export async function readSweepFile(directory: string): Promise<SweepFile> {
+  let text: string
+  try {
+    text = await readFile(join(directory, 'sweep.json'), 'utf8')
+  } catch {
+    throw new SweepDirectoryError(directory, 'no sweep.json there (not a sweep directory)')
+  }
+  let file: SweepFile
+  try {
+    file = JSON.parse(text) as SweepFile
+  } catch (error) {
+    throw new SweepDirectoryError(directory, `sweep.json is not valid JSON (${(error as Error).message})`)
+  }
+  if (file?.format !== SWEEP_FILE_FORMAT) {
+    throw new SweepDirectoryError(directory, `sweep.json is not an attnlab sweep (format ${String(file?.format)})`)
+  }
+  return file
+}
+
+/**
+ * Checks a directory before a sweep starts in it and writes `sweep.json`: a missing or empty
+ * directory starts fresh; one holding the same spec continues only with `resume`; one holding
+ * another spec (or other files) is refused unless `force` (the new spec replaces `sweep.json`;
+ * trials with the same ids are still found, by id). Also removes a torn last line of
+ * `trials.jsonl`.
+ */
+export async function prepareSweepDirectory(
+  directory: string,
+  file: SweepFile,
+  options: { readonly resume: boolean; readonly force: boolean },
+): Promise<void> {
+  const previous = (await exists(join(directory, 'sweep.json'))) ? await readSweepFile(directory) : null
+  if (previous === null) {
+    const entries = (await exists(directory)) ? await readdir(directory) : []
+    if (entries.length > 0 && !options.force) {
+      throw new SweepDirectoryError(directory, 'is not empty and holds no sweep; pick another directory or pass force')
+    }
+  } else if (
+    canonicalJson(previous.spec as unknown as JsonValue) !== canonicalJson(file.spec as unknown as JsonValue)
+  ) {
+    if (!options.force) {
+      throw new SweepDirectoryError(
+        directory,
+        `holds another sweep ('${previous.spec.name}', a different spec); pick another directory or pass force ` +
+          '(finished trials with the same settings are kept)',
+      )
+    }
+  } else if (!options.resume && !options.force) {
+    throw new SweepDirectoryError(
+      directory,
+      `holds this sweep already ('${previous.spec.name}'); continue it with resume`,
+    )
+  }
+  const created = previous?.created ?? file.created
+  await writeFileAtomic(join(directory, 'sweep.json'), `${JSON.stringify({ ...file, created }, null, 2)}\n`)
+  await repairTrialsLog(directory)
+}
+
+/**
+ * Removes a torn last line of `trials.jsonl` (a kill mid-append), rewriting the file atomically.
+ */
+async function repairTrialsLog(directory: string): Promise<void> {
+  const path = join(directory, 'trials.jsonl')
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch {
+    return
+  }
+  if (text === '' || text.endsWith('\n')) return
+  await writeFileAtomic(path, text.slice(0, text.lastIndexOf('\n') + 1))
+}
+
+/**
+ * Appends one record to `trials.jsonl` as a single write of one complete line.
+ *
+ * @param directory - the sweep directory
+ * @param record - the record
+ * @category Sweeps
+ */
+export async function appendTrialRecord(directory: string, record: TrialRecord): Promise<void> {
+  await appendFile(join(directory, 'trials.jsonl'), `${JSON.stringify(record)}\n`)
+}
+
+/**
+ * The records of a sweep directory's `trials.jsonl`, the last one of each trial id, in trial
+ * index order. A torn line (a kill mid-append) and lines that are not trial records are skipped.
+ *
+ * @param directory - the sweep directory
+ * @returns the records (none when there is no `trials.jsonl`)
+ * @category Sweeps
+ */
+export async function readTrials(directory: string): Promise<TrialRecord[]> {
+  let text: string
+  try {
+    text = await readFile(join(directory, 'trials.jsonl'), 'utf8')
+  } catch {
+    return []
+  }
+  const latest = new Map<string, TrialRecord>()
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue
+    try {
+      const record = JSON.parse(line) as TrialRecord
+      if (record?.format === TRIAL_RECORD_FORMAT && typeof record.id === 'string') latest.set(record.id, record)
+    } catch {
+      // A line torn by a kill mid-append: skipped (a resumed run rewrites the file without it).
+    }
+  }
+  return [...latest.values()].sort((a, b) => a.index - b.index)
+}

@@ -1,0 +1,105 @@
+/**
+ * The experiments a sweep runs, by name: for each, its default settings, its own validator and
+ * the summary metrics of one trial. Running an experiment writes files, so it lives in
+ * `@attnlab/sweeps/node`; what is here runs anywhere (spec validation in a browser).
+ *
+ * @module
+ */
+import {
+  defaultEmergenceConfig,
+  resolveEmergenceConfig,
+  type EmergenceConfig,
+  type EmergenceSummary,
+} from '@attnlab/experiments'
+import type { JsonObject, JsonValue } from './json.ts'
+
+/**
+ * What a sweep needs to know about one experiment.
+ *
+ * @category Sweeps
+ */
+export interface SweepExperiment {
+  /** The name a spec's `experiment` gives. */
+  readonly name: string
+  /** One line for help texts. */
+  readonly description: string
+  /**
+   * The default settings that a spec's `base` and swept values edit. `choices` are the dotted
+   * keys set so far (base and the trial's values), for experiments whose defaults depend on one
+   * (emergence: each task kind has its own defaults).
+   */
+  defaults(choices: (path: string) => JsonValue | undefined): JsonObject
+  /** The settings with the trial's seed in place (the one place a seed goes). */
+  withSeed(settings: JsonObject, seed: number): JsonObject
+  /** Keys a spec may not set in `base` or sweep: they are the sweep's own (the seeds). */
+  readonly reservedKeys: readonly string[]
+  /**
+   * Validates resolved settings with the experiment's own validator.
+   *
+   * @throws `ConfigError` (`@attnlab/core`) naming the field
+   */
+  validate(settings: JsonObject): void
+  /** The summary metrics of one trial (numbers; null when the trial did not reach one). */
+  metrics(summary: unknown): Record<string, number | null>
+}
+
+/** Most stage steps a trial's metrics list (`stage1Step` .. `stage6Step`). */
+const MAX_STAGE_METRICS = 6
+
+/**
+ * The emergence experiment (`@attnlab/experiments`' `runEmergence`, Yüksel et al., arXiv
+ * 2602.19143; Baherwani et al., arXiv 2606.25010): settings are an `EmergenceConfig`
+ * (`task`, `preset`, `model`, `training`), the defaults `defaultEmergenceConfig(task.kind)`,
+ * `seeds` replaced by `[seed]` per trial. Metrics (one seed per trial): `finalValidationLoss`
+ * and `finalMinusFloor` (nats), `emergenceStep` (the first stage's step), `stages` (how many),
+ * `stage1Step` ..., `eachSpanOwnHead` (1 or 0), `completedSteps`, `odeScale` (steps per unit of
+ * ODE time), `odeRmse`, `tokensPerSecond`, `trainingSeconds`.
+ */
+const emergence: SweepExperiment = {
+  name: 'emergence',
+  description: 'runEmergence of @attnlab/experiments: settings are an EmergenceConfig (task, preset, model, training)',
+  defaults(choices) {
+    const kind = (choices('task.kind') ?? 'sparse-markov') as Parameters<typeof defaultEmergenceConfig>[0]
+    return defaultEmergenceConfig(kind) as unknown as JsonObject
+  },
+  withSeed: (settings, seed) => ({ ...settings, seeds: [seed] }),
+  reservedKeys: ['seeds'],
+  validate(settings) {
+    resolveEmergenceConfig(settings as unknown as EmergenceConfig)
+  },
+  metrics(summary) {
+    const run = summary as EmergenceSummary
+    const seed = run.seeds[0]
+    const metrics: Record<string, number | null> = {
+      finalValidationLoss: seed?.finalValidationLoss ?? null,
+      finalMinusFloor: seed?.finalMinusFloor ?? null,
+      emergenceStep: seed?.emergenceStep ?? null,
+      stages: seed?.stages.length ?? null,
+    }
+    for (let k = 0; k < MAX_STAGE_METRICS; k++) {
+      const stage = seed?.stages[k]
+      if (stage !== undefined) metrics[`stage${k + 1}Step`] = stage.step
+    }
+    metrics.eachSpanOwnHead = seed === undefined ? null : seed.eachSpanOwnHead ? 1 : 0
+    metrics.completedSteps = seed?.completedSteps ?? null
+    metrics.odeScale = seed?.ode?.scale ?? null
+    metrics.odeRmse = seed?.ode?.rmse ?? null
+    metrics.tokensPerSecond = seed?.tokensPerSecond ?? null
+    metrics.trainingSeconds = seed?.trainingSeconds ?? null
+    return metrics
+  },
+}
+
+/**
+ * The experiments a sweep spec's `experiment` names.
+ *
+ * @category Sweeps
+ */
+export const SWEEP_EXPERIMENTS: Readonly<Record<string, SweepExperiment>> = Object.freeze({ emergence })
+
+/**
+ * The names of {@link SWEEP_EXPERIMENTS}.
+ *
+ * @category Sweeps
+ */
+export const SWEEP_EXPERIMENT_NAMES: readonly string[] = Object.freeze(Object.keys(SWEEP_EXPERIMENTS))

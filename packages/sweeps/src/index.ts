@@ -1,0 +1,23 @@
+/**
+ * `@attnlab/sweeps`: a grid of experiment trials from one YAML or JSON spec. This entry runs in
+ * any runtime (no file access): the spec ({@link parseSweepSpec}, {@link validateSweepSpec}), its
+ * expansion into trials with stable ids ({@link expandTrials}, {@link trialId}), the trial record
+ * ({@link TrialRecord}) and the experiments a sweep runs ({@link SWEEP_EXPERIMENTS}: `emergence`,
+ * the experiment of Yüksel et al., arXiv 2602.19143, and Baherwani et al., arXiv 2606.25010).
+ * Running trials (in this process, in worker processes, as a SLURM array) lives in
+ * `@attnlab/sweeps/node`.
+ *
+ * @packageDocumentation
+ */
+export { SweepDirectoryError, SweepSpecError } from './errors.ts'
+export { SWEEP_EXPERIMENTS, SWEEP_EXPERIMENT_NAMES, type SweepExperiment } from './experiments.ts'
+export { canonicalJson, type JsonObject, type JsonValue } from './json.ts'
+export { parseSweepSpec, validateSweepSpec, type SweepSpec } from './spec.ts'
+export { TRIAL_ID_FORMAT, expandTrials, trialId, type Trial } from './trial.ts'
+export {
+  TRIAL_RECORD_FORMAT,
+  trialError,
+  type TrialError,
+  type TrialRecord,
+  type TrialStatus,
+} from './record.ts'

@@ -1,0 +1,96 @@
+// runTrial in this process: the run directory and record, a finished trial not run again, an
+// interrupted trial continued exactly (cpu), a failing trial recorded with its typed error.
+import { readFile, readdir, writeFile, mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import * as tf from '@tensorflow/tfjs-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { useBackend } from '@attnlab/core'
+import { expandTrials, type Trial } from './index.ts'
+import { SWEEPS_VERSION, runTrial, trialDirectory } from './node.ts'
+import { tinySpec } from './__fixtures__/tiny.ts'
+
+let dir = ''
+let trials: Trial[] = []
+beforeAll(async () => {
+  await useBackend('cpu')
+  dir = await mkdtemp(join(tmpdir(), 'attnlab-run-trial-'))
+  trials = await expandTrials(tinySpec((t) => t.replace('steps: 6', 'steps: 12')))
+})
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+
+describe('runTrial', () => {
+  it('runs a trial into trials/<id>/ and returns its record; a finished trial is not run again', async () => {
+    const trial = trials[0] as Trial
+    const before = tf.memory().numTensors
+    const record = await runTrial(join(dir, 'a'), trial, { sweep: 'tiny' })
+    expect(tf.memory().numTensors).toBe(before)
+    expect(record).toMatchObject({
+      format: 'attnlab-sweep-record/1',
+      sweep: 'tiny',
+      id: trial.id,
+      index: 0,
+      status: 'done',
+      attempts: 1,
+      error: null,
+      attnlabVersion: SWEEPS_VERSION,
+      backend: 'cpu',
+      params: { 'task.genLen': 4 },
+      seed: 0,
+      runDirectory: `trials/${trial.id}`,
+    })
+    expect(record.metrics.completedSteps).toBe(12)
+    expect(record.metrics.finalValidationLoss).toBeGreaterThan(0)
+    const files = await readdir(trialDirectory(join(dir, 'a'), trial.id))
+    expect(files).toEqual(
+      expect.arrayContaining(['config.json', 'metrics.jsonl', 'seeds', 'summary.json', 'report.html', 'record.json']),
+    )
+    const again = await runTrial(join(dir, 'a'), trial, { sweep: 'tiny' })
+    expect(again).toEqual(record)
+  })
+
+  it('continues an interrupted trial from its state, to the same numbers (cpu)', async () => {
+    const trial = trials[0] as Trial
+    const controller = new AbortController()
+    const stopped = await runTrial(join(dir, 'b'), trial, {
+      signal: controller.signal,
+      onProgress: (event) => {
+        if (event.kind === 'step' && event.step === 5) controller.abort()
+      },
+    })
+    expect(stopped.status).toBe('interrupted')
+    const config = JSON.parse(await readFile(join(trialDirectory(join(dir, 'b'), trial.id), 'config.json'), 'utf8'))
+    expect(config.format).toBe('attnlab-emergence/1')
+    const steps: number[] = []
+    const resumed = await runTrial(join(dir, 'b'), trial, {
+      onProgress: (event) => {
+        if (event.kind === 'step') steps.push(event.step)
+      },
+    })
+    expect(resumed.status).toBe('done')
+    expect(steps[0]).toBeGreaterThan(1)
+    const uninterrupted = JSON.parse(
+      await readFile(join(trialDirectory(join(dir, 'a'), trial.id), 'record.json'), 'utf8'),
+    )
+    expect(resumed.metrics).toEqual({
+      ...uninterrupted.metrics,
+      tokensPerSecond: expect.any(Number),
+      trainingSeconds: expect.any(Number),
+    })
+  })
+
+  it('records a trial that throws as failed, with its typed error', async () => {
+    const trial = trials[1] as Trial
+    // The run directory's place is taken by a file: the experiment cannot write there.
+    await mkdir(join(dir, 'c', 'trials'), { recursive: true })
+    await writeFile(trialDirectory(join(dir, 'c'), trial.id), 'not a directory')
+    const record = await runTrial(join(dir, 'c'), trial, { attempt: 3 })
+    expect(record.status).toBe('failed')
+    expect(record.attempts).toBe(3)
+    expect(record.error).toMatchObject({ code: expect.any(String), name: expect.any(String) })
+    expect(record.error?.message).toContain(trial.id)
+    expect(record.metrics).toEqual({})
+  })
+})

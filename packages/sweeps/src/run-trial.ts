@@ -1,0 +1,244 @@
+/**
+ * Running one trial in this process (Node): its run directory `DIR/trials/<id>/` written by the
+ * experiment's own directory writer, resumed when it holds an interrupted run, and its record.
+ *
+ * @module
+ */
+import { readFileSync } from 'node:fs'
+import { mkdir, readFile, stat } from 'node:fs/promises'
+import { hostname } from 'node:os'
+import { join } from 'node:path'
+import * as tf from '@tensorflow/tfjs-core'
+import { AttnlabError } from '@attnlab/core'
+import { writeFileAtomic } from '@attnlab/core/node'
+import {
+  resolveEmergenceConfig,
+  resolveEmergenceRecord,
+  runEmergence,
+  type EmergenceConfig,
+  type EmergenceProgress,
+} from '@attnlab/experiments'
+import {
+  checkResumable,
+  emergenceDirectoryStore,
+  readEmergenceRecord,
+  writeEmergenceResult,
+} from '@attnlab/experiments/node'
+import { SWEEP_EXPERIMENTS, type SweepExperiment } from './experiments.ts'
+import type { JsonObject } from './json.ts'
+import { TRIAL_RECORD_FORMAT, trialError, type TrialRecord } from './record.ts'
+import type { Trial } from './trial.ts'
+
+/**
+ * The version of `@attnlab/sweeps` (its package.json, one level above `src/` and `dist/`), which
+ * every trial record carries.
+ *
+ * @category Sweeps
+ */
+export const SWEEPS_VERSION: string = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version
+
+/**
+ * What {@link runTrial} reports while a trial runs: one optimizer step (`loss` in nats), one
+ * evaluation (`validationLoss` in nats, `stage` as the experiment words it: `stage 2/3`).
+ *
+ * @category Sweeps
+ */
+export type TrialProgress =
+  | { readonly kind: 'step'; readonly step: number; readonly totalSteps: number; readonly loss: number }
+  | {
+      readonly kind: 'evaluation'
+      readonly step: number
+      readonly totalSteps: number
+      readonly validationLoss: number
+      readonly stage: string
+    }
+
+/**
+ * Options of {@link runTrial}.
+ *
+ * @category Sweeps
+ */
+export interface RunTrialOptions {
+  /** Stops the trial after its current step; its state stays in its directory (status `interrupted`). */
+  readonly signal?: AbortSignal
+  /** Called with each {@link TrialProgress} event. */
+  readonly onProgress?: (event: TrialProgress) => void
+  /** The sweep's name, for the record (default `''`). */
+  readonly sweep?: string
+  /** The attempt number to record (default 1): a runner that retries passes 2, 3, ... */
+  readonly attempt?: number
+}
+
+/** What an experiment's runner returns: whether a stop signal ended it, and its summary. */
+interface RunnerResult {
+  readonly interrupted: boolean
+  readonly summary: unknown
+}
+
+type Runner = (
+  directory: string,
+  settings: JsonObject,
+  options: { signal?: AbortSignal; onProgress: (event: TrialProgress) => void },
+) => Promise<RunnerResult>
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The emergence experiment into its run directory; continues an interrupted run in place. */
+const runEmergenceTrial: Runner = async (directory, settings, options) => {
+  const resume = await exists(join(directory, 'config.json'))
+  let resolved: ReturnType<typeof resolveEmergenceConfig>
+  if (resume) {
+    const record = await readEmergenceRecord(directory)
+    await checkResumable(directory, record)
+    resolved = resolveEmergenceRecord(record)
+  } else {
+    resolved = resolveEmergenceConfig(settings as unknown as EmergenceConfig)
+  }
+  const totalSteps = resolved.record.training.steps
+  const onProgress = (event: EmergenceProgress): void => {
+    if (event.kind === 'step') {
+      options.onProgress({ kind: 'step', step: event.record.step, totalSteps, loss: event.record.loss })
+    } else if (event.kind === 'evaluation') {
+      options.onProgress({
+        kind: 'evaluation',
+        step: event.line.step,
+        totalSteps,
+        validationLoss: event.line.validationLoss,
+        stage: event.stage,
+      })
+    }
+  }
+  const store = emergenceDirectoryStore(directory, {
+    overwrite: true,
+    prepare: async () => {
+      await mkdir(directory, { recursive: true })
+    },
+  })
+  try {
+    const result = await runEmergence(resolved, {
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      onProgress,
+      store,
+      resume,
+    })
+    await writeEmergenceResult(directory, result)
+    return { interrupted: result.summary.interrupted, summary: result.summary }
+  } catch (error) {
+    if (error instanceof AttnlabError && error.code === 'INTERRUPTED') return { interrupted: true, summary: null }
+    throw error
+  }
+}
+
+const RUNNERS: Readonly<Record<string, Runner>> = { emergence: runEmergenceTrial }
+
+/**
+ * A trial's run directory: `DIR/trials/<id>`.
+ *
+ * @param sweepDir - the sweep directory
+ * @param id - the trial's id
+ * @returns the path
+ * @category Sweeps
+ */
+export function trialDirectory(sweepDir: string, id: string): string {
+  return join(sweepDir, 'trials', id)
+}
+
+/** A trial's finished record (`trials/<id>/record.json`), if it has one. */
+export async function readTrialRecord(sweepDir: string, id: string): Promise<TrialRecord | null> {
+  try {
+    const record = JSON.parse(await readFile(join(trialDirectory(sweepDir, id), 'record.json'), 'utf8')) as TrialRecord
+    return record.format === TRIAL_RECORD_FORMAT && record.id === id ? record : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Runs one trial in this process and returns its record. The experiment writes its run
+ * directory `sweepDir/trials/<id>/` with its own Node writer (emergence: `config.json`,
+ * `metrics.jsonl`, `seeds/`, `summary.json`, `report.html`); a directory that holds an
+ * interrupted run is continued from its checkpoints (exact on cpu). A `done` record is also
+ * written to `trials/<id>/record.json` (atomically), and a trial that has one is not run again:
+ * its record is returned as it is. Appending to `trials.jsonl` is the caller's (one writer).
+ *
+ * Never throws for the experiment's failures: a trial that throws gives a `failed` record with
+ * the typed error; one stopped by `signal` gives `interrupted` (its state kept). Choose the tensor
+ * backend first (`useBackend` of `@attnlab/core`); the record names it.
+ *
+ * @param sweepDir - the sweep directory (created if missing)
+ * @param trial - one of `expandTrials(spec)` (or of `sweep.json`'s `trials`)
+ * @param options - signal, progress callback, the sweep's name and the attempt number
+ * @returns the record: `done` with the experiment's metrics, `failed` with its error, or `interrupted`
+ * @throws `ConfigError` (`@attnlab/core`) for an experiment this package does not know
+ * @example
+ * ```ts
+ * await useBackend('cpu')
+ * const [trial] = await expandTrials(spec)
+ * const record = await runTrial('runs/sweep', trial, { sweep: spec.name })
+ * console.log(record.status, record.metrics.finalValidationLoss)
+ * ```
+ * @category Sweeps
+ */
+export async function runTrial(sweepDir: string, trial: Trial, options: RunTrialOptions = {}): Promise<TrialRecord> {
+  const experiment = SWEEP_EXPERIMENTS[trial.experiment] as SweepExperiment | undefined
+  const runner = RUNNERS[trial.experiment]
+  if (experiment === undefined || runner === undefined) {
+    throw new AttnlabError(
+      'INVALID_CONFIG',
+      `Invalid experiment: '${trial.experiment}' is not one of ${Object.keys(RUNNERS).join(', ')}`,
+      { experiment: trial.experiment },
+    )
+  }
+  const finished = await readTrialRecord(sweepDir, trial.id)
+  if (finished !== null && finished.status === 'done') return finished
+  const runDirectory = join('trials', trial.id)
+  const directory = trialDirectory(sweepDir, trial.id)
+  const startedAt = new Date()
+  const started = performance.now()
+  let status: TrialRecord['status'] = 'done'
+  let error: TrialRecord['error'] = null
+  let metrics: TrialRecord['metrics'] = {}
+  try {
+    const result = await runner(directory, trial.settings, {
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      onProgress: options.onProgress ?? ((): void => {}),
+    })
+    if (result.interrupted) status = 'interrupted'
+    else metrics = experiment.metrics(result.summary)
+  } catch (thrown) {
+    status = 'failed'
+    error = trialError(thrown)
+  }
+  const record: TrialRecord = {
+    format: TRIAL_RECORD_FORMAT,
+    sweep: options.sweep ?? '',
+    id: trial.id,
+    index: trial.index,
+    experiment: trial.experiment,
+    params: trial.params,
+    seed: trial.seed,
+    settings: trial.settings,
+    status,
+    attempts: options.attempt ?? 1,
+    error,
+    attnlabVersion: SWEEPS_VERSION,
+    backend: tf.getBackend() ?? '',
+    host: hostname(),
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    durationSeconds: (performance.now() - started) / 1000,
+    metrics,
+    runDirectory,
+  }
+  if (status === 'done') await writeFileAtomic(join(directory, 'record.json'), `${JSON.stringify(record, null, 2)}\n`)
+  return record
+}
