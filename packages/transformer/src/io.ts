@@ -1,6 +1,7 @@
 /**
  * `@attnlab/transformer/io`: model files in and out, without the file system where possible:
- * llama2.c checkpoints and tokenizers ({@link parseLlama2cCheckpoint}, {@link Llama2cTokenizer}),
+ * llama2.c checkpoints and tokenizers ({@link parseLlama2cCheckpoint}, {@link Llama2cTokenizer}), Hugging Face
+ * `tokenizer.json` tokenizers ({@link HuggingFaceTokenizer}; both are a {@link Tokenizer}),
  * Hugging Face Llama weights and configs ({@link llamaFromHuggingFace}, {@link configFromHuggingFace}),
  * directories ({@link readHuggingFaceDirectory}, {@link saveModelDirectory}) and {@link loadModel}.
  * The same names are also exported by the main entry.
@@ -46,7 +47,9 @@ export {
   type DecodeOptions,
   type EncodeOptions,
   type Llama2cTokenizerOptions,
+  type Tokenizer,
 } from './import/tokenizer.ts'
+export { HuggingFaceTokenizer, type HuggingFaceTokenizerOptions } from './import/tokenizer-json.ts'
 export {
   ATTNLAB_FORMAT_VERSION,
   ATTNLAB_MODEL_TYPE,
@@ -72,9 +75,12 @@ export {
   type SavedModel,
 } from './import/files.ts'
 export {
+  HF_TOKENIZER_CONFIG_FILE,
+  HF_TOKENIZER_FILE,
   loadModel,
   loadTokenizer,
   modelFromCheckpoint,
   type LoadModelOptions,
+  type LoadTokenizerOptions,
   type LoadedModel,
 } from './import/load.ts'

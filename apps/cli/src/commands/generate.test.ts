@@ -285,12 +285,31 @@ describe('attnlab generate', () => {
     }
   })
 
-  it('--tokenizer tokenizer.json is recognised as JSON, not misread as a tokenizer.bin', async () => {
+  it('--tokenizer tokenizer.json is read through @huggingface/tokenizers; --no-dummy-prefix reaches it', async () => {
     const file = join(root(), 'tokenizer.json')
-    await writeFile(file, JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0 } } }, null, 2))
+    const pieces = ['<0>', '<1>', '<2>', '▁', 'a', 'b', ...Array.from({ length: 34 }, (_, i) => `p${i + 6}`)]
+    const vocab = Object.fromEntries(pieces.map((piece, id) => [piece, id]))
+    const json = {
+      model: { type: 'BPE', vocab, merges: [] },
+      normalizer: { type: 'Prepend', prepend: '▁' },
+      decoder: { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
+    }
+    await writeFile(file, JSON.stringify(json))
+    for (const [flag, promptIds] of [
+      [[], [1, 3, 4, 5]],
+      [['--no-dummy-prefix'], [1, 4, 5]],
+    ] as const) {
+      const io = captureOutput()
+      const argv = ['generate', '--model', tiny, '--tokenizer', file, '--prompt', 'ab', ...flag]
+      const code = await main([...argv, '--max-tokens', '2', '--temperature', '0', '--json', '--backend', 'cpu'])
+      expect(code, io.err()).toBe(0)
+      expect(JSON.parse(io.out())).toMatchObject({ tokenizer: file, promptIds })
+      vi.restoreAllMocks()
+    }
+    await writeFile(file, JSON.stringify({ version: '1.0' }))
     const io = captureOutput()
     expect(await main(['generate', '--model', tiny, '--tokenizer', file, '--prompt', 'a', '--backend', 'cpu'])).toBe(2)
-    expect(io.err()).toMatch(/\[UNSUPPORTED\]: .*tokenizer\.json: this is a JSON file \(a Hugging Face tok/)
+    expect(io.err()).toMatch(/tokenizer\.json: not a Hugging Face tokenizer\.json: it has no "model" object/)
   })
 
   describe('--attention METHOD sizes the method for the prompt, as sparse compare does', () => {
@@ -418,10 +437,10 @@ describe('attnlab generate', () => {
       for (const name of ['config.json', 'model.safetensors'])
         await writeFile(join(dir, name), await readFile(join(tiny, name)))
       await expectFailure(['--model', dir, '--prompt', 'hi', '--backend', 'cpu'], /no tokenizer: none was given/)
-      await writeFile(join(dir, 'tokenizer.json'), '{}')
+      await writeFile(join(dir, 'tokenizer.model'), 'x')
       await expectFailure(
         ['--model', dir, '--prompt', 'hi', '--backend', 'cpu'],
-        /\(tokenizer\.json found, but attnlab reads llama2\.c tokenizer\.bin files only/,
+        /\(tokenizer\.model found, but attnlab reads tokenizer\.bin and tokenizer\.json files; convert/,
       )
       const io = captureOutput()
       expect(

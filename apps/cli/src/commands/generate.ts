@@ -13,9 +13,10 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { clampReportedSparsity, meanExtra, sizedConfig, targetReached, targetWarning } from '@attnlab/experiments'
 import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
-import { generate, loadModel, type AttentionReport, type LoadedModel } from '@attnlab/transformer'
+import { generate, loadModel, type AttentionReport, type LoadedModel, type Tokenizer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
 import { addMethodFlags, attentionKernelFromFlags } from './sparse.ts'
 
 /**
@@ -50,6 +51,22 @@ export function attentionWarnings(
   return lines
 }
 
+/**
+ * The generated ids up to where they spell the EOS token out in ordinary pieces (TinyStories-656K
+ * often writes `<|end_story|>` as `<`, `|`, `end`... before emitting EOS itself): `undefined` when
+ * they do not.
+ */
+export function cutAtSpelledEos(tokenizer: Tokenizer, ids: readonly number[]): number[] | undefined {
+  if (tokenizer.eosId === undefined) return undefined
+  const marker = tokenizer.tokenText(tokenizer.eosId)
+  if (marker === undefined || marker.length < 2) return undefined
+  const at = tokenizer.decode(ids).indexOf(marker)
+  if (at < 0) return undefined
+  let keep = 0
+  while (keep < ids.length && tokenizer.decode(ids.slice(0, keep + 1)).length <= at) keep++
+  return ids.slice(0, keep)
+}
+
 /** Generation's own --top-k (sampling) collides with Block-Sparse's; the method flag is renamed. */
 const METHOD_FLAG_RENAMES = { '--top-k': '--block-top-k' } as const
 
@@ -57,6 +74,7 @@ const METHOD_FLAG_RENAMES = { '--top-k': '--block-top-k' } as const
 interface GenerateFlags {
   model: string
   tokenizer?: string
+  dummyPrefix?: boolean
   prompt?: string
   promptIds?: number[]
   maxTokens?: number
@@ -91,10 +109,11 @@ function promptIds(flags: GenerateFlags, loaded: LoadedModel): number[] {
       const bos = loaded.specialTokens.bos
       if (bos !== undefined && flags.bos) return [bos]
     }
-    const hint = loaded.notes.find((note) => note.includes('tokenizer.bin files only'))
+    const hint = loaded.notes.find((note) => note.includes('tokenizer.model found'))
     throw new UsageError(
-      `no tokenizer: none was given and no tokenizer.bin is beside ${flags.model}; pass --tokenizer PATH (a llama2.c ` +
-        `tokenizer.bin), or --prompt-ids with --ids${hint === undefined ? '' : ` (${hint})`}`,
+      `no tokenizer: none was given and no tokenizer.bin or tokenizer.json is beside ${flags.model}; pass ` +
+        `--tokenizer PATH (a llama2.c tokenizer.bin or a Hugging Face tokenizer.json), or --prompt-ids with --ids` +
+        `${hint === undefined ? '' : ` (${hint})`}`,
     )
   }
   return tokenizer.encode(flags.prompt ?? '', { bos: flags.bos })
@@ -109,7 +128,8 @@ export function registerGenerate(program: Command): void {
         'training checkpoint',
     )
     .requiredOption('--model <path>', MODEL_PATH_HELP)
-    .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
+    .option('--tokenizer <path>', TOKENIZER_HELP)
+    .option('--no-dummy-prefix', NO_DUMMY_PREFIX_HELP)
     .option('--prompt <text>', 'prompt text (default: empty, i.e. start from BOS)')
     .option('--prompt-ids <ids>', 'prompt as token ids, e.g. 1,303,281 (instead of --prompt)', idListParser)
     .addOption(
@@ -139,7 +159,8 @@ export function registerGenerate(program: Command): void {
     .option('--no-bos', 'do not prepend BOS to the encoded prompt')
     .option(
       '--ignore-eos',
-      'keep generating after EOS or BOS (by default generation stops there; llama2.c stops at BOS)',
+      'keep generating after EOS or BOS (by default generation stops there, and the text ends where it spells the ' +
+        'EOS token out; llama2.c stops at BOS)',
     )
     .option('--ids', 'print the generated token ids (space-separated) instead of the text')
     .option('--json', 'print a JSON summary (prompt ids, generated ids, text, stop reason, tokens/s)')
@@ -184,7 +205,7 @@ export function registerGenerate(program: Command): void {
         )
     }
     const backend = await activateBackend(flags.backend)
-    const loaded = await loadModel(flags.model, flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer })
+    const loaded = await loadModel(flags.model, tokenizerLoadOptions(flags))
     const { model, tokenizer } = loaded
     try {
       const prompt = promptIds(flags, loaded)
@@ -228,7 +249,13 @@ export function registerGenerate(program: Command): void {
         flags.attention === undefined
           ? []
           : attentionWarnings(flags.attention, result.attentionReports, nLayers, target, prompt.length)
-      const ids = [...(result.tokens[0] ?? [])]
+      let ids = [...(result.tokens[0] ?? [])]
+      let stopReason: string | undefined = result.stopReasons[0]
+      const spelled = tokenizer === undefined || flags.ignoreEos === true ? undefined : cutAtSpelledEos(tokenizer, ids)
+      if (spelled !== undefined) {
+        ids = spelled
+        stopReason = 'eos-text'
+      }
       const text = tokenizer?.decode([...prompt, ...ids])
       if (flags.json) {
         console.log(
@@ -241,7 +268,7 @@ export function registerGenerate(program: Command): void {
               promptIds: prompt,
               ids,
               text: text ?? null,
-              stopReason: result.stopReasons[0],
+              stopReason,
               seconds,
               tokensPerSecond: ids.length / seconds,
               attention: flags.attention ?? 'dense',
@@ -276,6 +303,7 @@ export function registerGenerate(program: Command): void {
 const KNOWN_GENERATE_KEYS = new Set([
   'model',
   'tokenizer',
+  'dummyPrefix',
   'prompt',
   'promptIds',
   'maxTokens',

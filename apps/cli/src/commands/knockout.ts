@@ -57,6 +57,7 @@ import {
   numberParser,
 } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
 
@@ -64,6 +65,7 @@ const METHODS = ['cs', 'exhaustive', 'greedy'] as const
 interface CommonFlags {
   model: string
   tokenizer?: string
+  dummyPrefix?: boolean
   text?: string
   count?: number
   evalSeed: number
@@ -141,7 +143,7 @@ async function prepare(flags: CommonFlags): Promise<Prepared> {
       .filter((s) => s.length > 0)
     if (sentences.length === 0) throw new UsageError(`--text: '${flags.text}' holds no non-empty line`)
   }
-  const loaded = await loadModel(flags.model, flags.tokenizer === undefined ? {} : { tokenizer: flags.tokenizer })
+  const loaded = await loadModel(flags.model, tokenizerLoadOptions(flags))
   try {
     const { dVocab, nCtx } = loaded.model.config
     let task: Task | undefined
@@ -158,11 +160,10 @@ async function prepare(flags: CommonFlags): Promise<Prepared> {
     let tokenPool: number[] | undefined
     if (tokenizer !== undefined) {
       // Ordinary word pieces only: no special tokens and no byte-fallback pieces such as <0x0A>.
-      const decoder = new TextDecoder()
       tokenPool = []
       for (let id = 0; id < Math.min(dVocab, tokenizer.vocabSize); id++) {
-        if (specials.includes(id)) continue
-        if (/^<.*>$/.test(decoder.decode(tokenizer.piece(id)))) continue
+        if (specials.includes(id) || tokenizer.isSpecial(id)) continue
+        if (/^<.*>$/.test(tokenizer.tokenText(id) ?? '<none>')) continue
         tokenPool.push(id)
       }
     }
@@ -193,7 +194,8 @@ function capability(spec: string, prepared: Prepared, flags: CommonFlags): Capab
 function commonOptions(command: Command): Command {
   return command
     .requiredOption('--model <path>', MODEL_PATH_HELP)
-    .option('--tokenizer <path>', 'a llama2.c tokenizer.bin (default: tokenizer.bin beside the model, if any)')
+    .option('--tokenizer <path>', TOKENIZER_HELP)
+    .option('--no-dummy-prefix', NO_DUMMY_PREFIX_HELP)
     .option(
       '--text <file>',
       'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in ' +

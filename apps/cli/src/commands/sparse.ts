@@ -45,6 +45,7 @@ import {
   MODEL_PATH_HELP,
   numberParser,
 } from '../options.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
 
 /** A method flag: its commander spelling, the config key it sets, and the methods it applies to. */
 interface MethodFlag {
@@ -491,6 +492,7 @@ export async function compareSvg(rows: readonly CompareRow[], title: string): Pr
 interface CompareFlags {
   model: string
   tokenizer?: string
+  dummyPrefix?: boolean
   promptFile: string
   methods: SparseMethodName[]
   sparsity: number[]
@@ -559,7 +561,7 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
   }
   await activateBackend(options.backend)
   const modelPath = options.model
-  const loaded = await loadModel(modelPath, options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer })
+  const loaded = await loadModel(modelPath, tokenizerLoadOptions(options))
   try {
     let prompt: number[]
     if (/^[\s\d,]+$/.test(text) && /\d/.test(text)) {
@@ -657,7 +659,8 @@ export function registerSparse(program: Command): void {
         'next-token distributions, with both sparsities',
     )
     .requiredOption('--model <path>', MODEL_PATH_HELP)
-    .option('--tokenizer <path>', 'llama2.c tokenizer.bin (default: the one beside the model)')
+    .option('--tokenizer <path>', TOKENIZER_HELP)
+    .option('--no-dummy-prefix', NO_DUMMY_PREFIX_HELP)
     .requiredOption(
       '--prompt-file <file>',
       'the prompt: text (encoded with BOS) or token ids separated by spaces/commas',

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as tf from '@tensorflow/tfjs-core'
 import { describeWithBackends, expectArraysClose, expectNoLeaks, testBackends } from '@attnlab/core/testing'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import {
   AIDREAMS,
@@ -20,6 +20,7 @@ import type { Transformer } from '../model.ts'
 import { saveModelDirectory } from './files.ts'
 import { serializeLlama2cCheckpoint } from './llama2c.ts'
 import { loadModel, type LoadedModel } from './load.ts'
+import type { Llama2cTokenizer, Tokenizer } from './tokenizer.ts'
 
 const HF_TINY = join(dirname(fileURLToPath(import.meta.url)), '../__fixtures__/import/hf-tiny')
 
@@ -78,17 +79,26 @@ describeWithBackends('Hugging Face checkpoints against the PyTorch reference (to
     )
   })
 
-  it('a tokenizer.json beside the model: not supported yet, give token ids (not the tokenizer.py advice)', async () => {
+  it('a tokenizer.json beside the model is read (and a broken one named); tokenizer.model gets advice', async () => {
     const dir = await mkdtemp(join(root, 'with-tokenizer-json-'))
     for (const name of ['config.json', 'model.safetensors'])
       await copyFile(join(HF_TINY, 'mistral-window', name), join(dir, name))
-    await writeFile(join(dir, 'tokenizer.json'), '{"model": {"type": "BPE"}}')
-    let loaded = await loadModel(dir)
-    const note = loaded.notes.find((text) => text.includes('tokenizer.json'))
-    expect(note).toMatch(/tokenizer\.json is not supported yet: give the prompt as token ids \(--prompt-ids\)/)
-    expect(note).toMatch(/a llama2\.c tokenizer\.bin \(--tokenizer\) if you have one/)
-    expect(note).not.toMatch(/tokenizer\.py/)
+    await writeFile(join(dir, 'tokenizer.json'), '{"model": {"type": "Unknown"}}')
+    await expect(loadModel(dir)).rejects.toThrow(
+      /tokenizer\.json: @huggingface\/tokenizers cannot build this tokenizer/,
+    )
+    let loaded = await loadModel(dir, { tokenizer: false })
+    expect(loaded.tokenizer).toBeUndefined()
     loaded.model.dispose()
+    const vocab = Object.fromEntries(Array.from({ length: 24 }, (_, i) => [String.fromCharCode(97 + i), i]))
+    const json = { model: { type: 'BPE', vocab, merges: [] } }
+    await writeFile(join(dir, 'tokenizer.json'), JSON.stringify(json))
+    loaded = await loadModel(dir)
+    expect(loaded.tokenizerPath).toBe(join(dir, 'tokenizer.json'))
+    expect(loaded.tokenizer?.kind).toBe('huggingface')
+    expect(loaded.tokenizer?.encode('abc', { bos: false })).toEqual([0, 1, 2])
+    loaded.model.dispose()
+    await rm(join(dir, 'tokenizer.json'))
     // A SentencePiece tokenizer.model is what llama2.c's tokenizer.py converts.
     await writeFile(join(dir, 'tokenizer.model'), 'x')
     loaded = await loadModel(dir)
@@ -142,7 +152,7 @@ describeWithBackends(`aidreams260K, both formats (${HAVE_AIDREAMS ? 'present' : 
     'greedy decoding of "I dreamed" (BOS, 60 positions) gives the README text token for token, in both formats',
     async () => {
       for (const loaded of [bin, hf]) {
-        const tokenizer = loaded.tokenizer!
+        const tokenizer = loaded.tokenizer as Llama2cTokenizer
         const prompt = tokenizer.encode('I dreamed')
         expect(prompt).toEqual([1, 303, 281, 269, 435, 447, 328])
         // llama2.c's `-n 60` runs positions 0..59 and prints the tokens of positions 1..60.
@@ -191,7 +201,9 @@ describeWithBackends(`aidreams260K, both formats (${HAVE_AIDREAMS ? 'present' : 
       const config = bin.model.config
       const weights = await bin.model.getWeightData()
       const dir = join(root, `aidreams-hf-${tf.getBackend()}`)
-      expect(await saveModelDirectory(dir, { config, weights }, { tokenizer: bin.tokenizer! })).toEqual({
+      expect(
+        await saveModelDirectory(dir, { config, weights }, { tokenizer: bin.tokenizer as Llama2cTokenizer }),
+      ).toEqual({
         format: 'huggingface',
         files: ['config.json', 'model.safetensors', 'tokenizer.bin'],
       })
@@ -227,7 +239,7 @@ const DECODE_MODE = testBackends().includes('wasm') ? 'wasm' : testBackends()[0]
 const TINYSTORIES_SUITE = `tinystories656K: tied embeddings stored once as lm_head.weight (${TINYSTORIES_STATE})`
 describeWithBackends(TINYSTORIES_SUITE, (_, mode) => {
   it.skipIf(!HAVE_TINYSTORIES)('loads, and greedy decoding from BOS tells a TinyStories story', async () => {
-    const loaded = await loadModel(TINYSTORIES)
+    const loaded = await loadModel(TINYSTORIES, { dummyPrefix: false })
     try {
       expect(loaded.format).toBe('huggingface')
       expect(loaded.model.config).toMatchObject({
@@ -250,14 +262,9 @@ describeWithBackends(TINYSTORIES_SUITE, (_, mode) => {
         : { tokens: [STORY_START] }
       expect(tf.memory().numTensors).toBe(before)
       if (decode) expect((tokens[0] as number[]).slice(0, STORY_START.length)).toEqual(STORY_START)
-      // Decoding needs only the vocabulary (ids to pieces, "▁" is a space); tokenizer.json encoding is not ours yet.
-      const raw = readFileSync(join(TINYSTORIES, 'tokenizer.json'), 'utf8')
-      const json = JSON.parse(raw) as { model: { vocab: Record<string, number> } }
-      const pieces = new Map(Object.entries(json.model.vocab).map(([piece, id]) => [id, piece]))
-      const text = (tokens[0] as number[])
-        .map((id) => pieces.get(id) ?? '?')
-        .join('')
-        .replaceAll('\u2581', ' ')
+      // Its tokenizer.json is found beside it; the model was trained without the leading '▁' (its README).
+      expect(loaded.tokenizerPath).toBe(join(TINYSTORIES, 'tokenizer.json'))
+      const text = (loaded.tokenizer as Tokenizer).decode(tokens[0] as number[])
       console.log(`[${tf.getBackend()}] tinystories656K greedy from BOS: ${JSON.stringify(text)}`)
       // A wrong embedding (or a transposed one) gives no words; the model's training set opens stories this way.
       expect(text).toMatch(/^Once upon a time, there was a /)

@@ -20,7 +20,13 @@ import {
   readHuggingFaceDirectory,
   readLlama2cFile,
 } from './files.ts'
-import { Llama2cTokenizer } from './tokenizer.ts'
+import { Llama2cTokenizer, type Tokenizer } from './tokenizer.ts'
+import { HuggingFaceTokenizer } from './tokenizer-json.ts'
+
+/** A Hugging Face tokenizer file. */
+export const HF_TOKENIZER_FILE = 'tokenizer.json'
+/** The settings that go with a Hugging Face `tokenizer.json`. */
+export const HF_TOKENIZER_CONFIG_FILE = 'tokenizer_config.json'
 
 /**
  * Options of {@link loadModel}.
@@ -29,10 +35,18 @@ import { Llama2cTokenizer } from './tokenizer.ts'
  */
 export interface LoadModelOptions {
   /**
-   * A llama2.c `tokenizer.bin` to load with the model. Default: `tokenizer.bin` beside a `.bin`
-   * checkpoint or inside a model directory, when present. `false`: no tokenizer.
+   * A tokenizer to load with the model: a llama2.c `tokenizer.bin` or a Hugging Face
+   * `tokenizer.json` (told apart by content; see {@link loadTokenizer}). Default: the one found
+   * beside a `.bin` checkpoint (`tokenizer.bin`, else `tokenizer.json`) or inside a model
+   * directory (`tokenizer.json`, else `tokenizer.bin`). `false`: no tokenizer.
    */
   readonly tokenizer?: string | false
+  /**
+   * For a `tokenizer.json`: keep the leading `▁` its normalizer prepends (default `true`);
+   * `false` for models trained without it (see `HuggingFaceTokenizerOptions.dummyPrefix`).
+   * A llama2.c tokenizer always prepends its space, as `run.c` does.
+   */
+  readonly dummyPrefix?: boolean
   /** Attention kernel of the model (default dense). */
   readonly attention?: AttentionKernel
   /** Cap the context of Hugging Face models at this many positions. */
@@ -41,10 +55,13 @@ export interface LoadModelOptions {
   readonly ropeTheta?: number
 }
 
-const LOAD_MODEL_OPTION_KEYS = Object.keys({ tokenizer: 1, attention: 1, maxContext: 1, ropeTheta: 1 } satisfies Record<
-  keyof LoadModelOptions,
-  1
->)
+const LOAD_MODEL_OPTION_KEYS = Object.keys({
+  tokenizer: 1,
+  dummyPrefix: 1,
+  attention: 1,
+  maxContext: 1,
+  ropeTheta: 1,
+} satisfies Record<keyof LoadModelOptions, 1>)
 
 /**
  * A loaded model and what came with it. The caller owns `model` (call `model.dispose()`).
@@ -55,7 +72,7 @@ export interface LoadedModel {
   /** The model, weights loaded. */
   readonly model: Transformer
   /** The tokenizer, when one was given or found. */
-  readonly tokenizer: Llama2cTokenizer | undefined
+  readonly tokenizer: Tokenizer | undefined
   /** Where the tokenizer came from, when there is one. */
   readonly tokenizerPath: string | undefined
   /** The format the model was read from. */
@@ -97,20 +114,98 @@ export function modelFromCheckpoint(
 }
 
 /**
- * Reads a llama2.c `tokenizer.bin` file.
+ * Options of {@link loadTokenizer}.
  *
- * @param path - the file
- * @param options - expected vocabulary size (the model's `dVocab`), BOS/EOS ids
- * @throws {@link ModelFileError} `missing-file`, `truncated`, `invalid-header`, `inconsistent`
- * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Tokenizer
  */
-export async function loadTokenizer(
-  path: string,
-  options: { vocabSize?: number; bosId?: number; eosId?: number } = {},
-): Promise<Llama2cTokenizer> {
+export interface LoadTokenizerOptions {
+  /** The model's vocabulary size: a tokenizer.bin must hold exactly this many tokens, a tokenizer.json at most. */
+  readonly vocabSize?: number
+  /** BOS id (default: llama2.c's 1; for a tokenizer.json, its `tokenizer_config.json`'s `bos_token`). */
+  readonly bosId?: number
+  /** EOS id (default: llama2.c's 2; for a tokenizer.json, its `tokenizer_config.json`'s `eos_token`). */
+  readonly eosId?: number
+  /** For a tokenizer.json: keep the leading `▁` (default `true`; see `HuggingFaceTokenizerOptions.dummyPrefix`). */
+  readonly dummyPrefix?: boolean
+}
+
+/** Whether the bytes are a JSON object (after an optional byte-order mark and white space). */
+function looksLikeJson(bytes: Uint8Array): boolean {
+  let start = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0
+  while (start < bytes.byteLength && [0x20, 0x09, 0x0a, 0x0d].includes(bytes[start] as number)) start++
+  if (bytes[start] !== 0x7b) return false
+  try {
+    JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Reads a tokenizer file: a llama2.c `tokenizer.bin` ({@link Llama2cTokenizer}) or a Hugging
+ * Face `tokenizer.json` ({@link HuggingFaceTokenizer}, with the `tokenizer_config.json` beside
+ * it when there is one), told apart by content (a JSON object is a `tokenizer.json`).
+ *
+ * @param path - the file
+ * @param options - expected vocabulary size (the model's `dVocab`), BOS/EOS ids, `dummyPrefix`
+ * @throws {@link ModelFileError} `missing-file`, `truncated`, `invalid-header`, `inconsistent`
+ *   (a vocabulary that does not fit the model's), `invalid-json` (a `tokenizer.json` or
+ *   `tokenizer_config.json` that is not a tokenizer)
+ * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the
+ *   bytes and use `Llama2cTokenizer.fromBytes` or `HuggingFaceTokenizer.fromJson`)
+ * @example
+ * ```ts
+ * const tokenizer = await loadTokenizer('models/tinystories656K/tokenizer.json', { dummyPrefix: false })
+ * tokenizer.decode(tokenizer.encode('Once upon a time')) // 'Once upon a time'
+ * ```
+ * @category Tokenizer
+ */
+export async function loadTokenizer(path: string, options: LoadTokenizerOptions = {}): Promise<Tokenizer> {
   const bytes = await readFileBytes(path, 'tokenizer', 'loadTokenizer')
-  return Llama2cTokenizer.fromBytes(bytes, { ...options, file: path })
+  const { dummyPrefix, ...rest } = options
+  if (!looksLikeJson(bytes)) return Llama2cTokenizer.fromBytes(bytes, { ...rest, file: path })
+  const { dirname, join } = await pathModule('loadTokenizer')
+  const configPath = join(dirname(path), HF_TOKENIZER_CONFIG_FILE)
+  const { stat } = await fs('loadTokenizer')
+  const hasConfig = await stat(configPath).then(
+    (s) => s.isFile(),
+    () => false,
+  )
+  const decoder = new TextDecoder('utf-8')
+  let config: object = {}
+  if (hasConfig) {
+    const text = decoder.decode(await readFileBytes(configPath, 'tokenizer', 'loadTokenizer'))
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
+    } catch (error) {
+      throw new ModelFileError('invalid-json', `not valid JSON (${(error as Error).message})`, { file: configPath })
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new ModelFileError('invalid-json', 'not a JSON object', { file: configPath })
+    config = parsed
+  }
+  return HuggingFaceTokenizer.fromJson(decoder.decode(bytes), config, {
+    ...rest,
+    file: path,
+    ...(dummyPrefix === undefined ? {} : { dummyPrefix }),
+  })
+}
+
+/** The first of `names` that is a file in `dir`, if any. */
+async function firstFile(dir: string, names: readonly string[]): Promise<string | undefined> {
+  const { stat } = await fs('loadModel')
+  const { join } = await pathModule('loadModel')
+  for (const name of names) {
+    const candidate = join(dir, name)
+    const found = await stat(candidate).then(
+      (s) => s.isFile(),
+      () => false,
+    )
+    if (found) return candidate
+  }
+  return undefined
 }
 
 async function isTrainingCheckpoint(manifestPath: string): Promise<boolean> {
@@ -151,7 +246,8 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
 
 /**
  * Loads a model from a llama2.c `.bin` checkpoint or a Hugging Face (or attnlab-native) model
- * directory, plus a llama2.c tokenizer when one is given or found beside it. Everything is read
+ * directory, plus its tokenizer (a llama2.c `tokenizer.bin` or a Hugging Face `tokenizer.json`)
+ * when one is given or found beside it. Everything is read
  * and validated before the model is created.
  *
  * Formats: llama2.c legacy and version 1 float32 files; Hugging Face `model_type` `llama`,
@@ -161,9 +257,11 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
  * `loadCheckpoint`). A path to a directory's `config.json` or `model.safetensors` means the
  * directory; a folder holding a llama2.c `model.bin` and no `config.json` (like
  * `shared/models/aidreams260K`) means that `model.bin` (its `tokenizer.bin` is found beside it).
+ * A directory's `tokenizer.json` (with its `tokenizer_config.json`) is found and read through
+ * `@huggingface/tokenizers`; `dummyPrefix: false` drops its leading `▁`.
  *
  * @param path - a `.bin` file or a model directory
- * @param options - tokenizer path (or `false`), attention kernel, context cap, RoPE theta
+ * @param options - tokenizer path (or `false`), `dummyPrefix`, attention kernel, context cap, RoPE theta
  * @returns the model (caller disposes), the tokenizer, format, special tokens and notes
  * @throws {@link ModelFileError} for missing, truncated, oversized or inconsistent files (a
  *   directory without `config.json` included) and for a tokenizer whose vocabulary is not the
@@ -225,57 +323,48 @@ export async function loadModel(path: string, options: LoadModelOptions = {}): P
   } else {
     checkpoint = await readLlama2cFile(target, options.ropeTheta === undefined ? {} : { ropeTheta: options.ropeTheta })
   }
-  let tokenizer: Llama2cTokenizer | undefined
+  let tokenizer: Tokenizer | undefined
   let tokenizerPath: string | undefined
-  const tokenizerOptions = {
+  const tokenizerOptions: LoadTokenizerOptions = {
     vocabSize: checkpoint.config.dVocab,
     ...(checkpoint.specialTokens.bos === undefined ? {} : { bosId: checkpoint.specialTokens.bos }),
     ...(checkpoint.specialTokens.eos?.[0] === undefined ? {} : { eosId: checkpoint.specialTokens.eos[0] }),
+    ...(options.dummyPrefix === undefined ? {} : { dummyPrefix: options.dummyPrefix }),
   }
   if (typeof options.tokenizer === 'string') {
     tokenizerPath = options.tokenizer
     tokenizer = await loadTokenizer(options.tokenizer, tokenizerOptions)
   } else if (options.tokenizer === undefined) {
-    const candidate = join(kind === 'directory' ? target : dirname(target), LLAMA2C_TOKENIZER_FILE)
-    if (candidate !== target) {
-      const { stat } = await fs('loadModel')
-      const found = await stat(candidate).then(
-        (s) => s.isFile(),
-        () => false,
-      )
-      if (found) {
-        tokenizerPath = candidate
-        tokenizer = await loadTokenizer(candidate, tokenizerOptions)
-      }
+    // A Hugging Face directory ships tokenizer.json; a llama2.c file sits beside tokenizer.bin.
+    const names =
+      kind === 'directory' ? [HF_TOKENIZER_FILE, LLAMA2C_TOKENIZER_FILE] : [LLAMA2C_TOKENIZER_FILE, HF_TOKENIZER_FILE]
+    const candidate = await firstFile(kind === 'directory' ? target : dirname(target), names)
+    if (candidate !== undefined && candidate !== target) {
+      tokenizerPath = candidate
+      tokenizer = await loadTokenizer(candidate, tokenizerOptions)
     }
   }
   const notes = [...folderNotes, ...checkpoint.notes]
   if (tokenizerPath !== undefined && options.tokenizer === undefined)
     notes.push(`tokenizer found beside the model: ${tokenizerPath}`)
-  if (tokenizer === undefined && kind === 'directory') {
+  if (tokenizer === undefined && kind === 'directory' && options.tokenizer === undefined) {
     const { readdir } = await fs('loadModel')
-    const other = (await readdir(target)).filter((name) => name === 'tokenizer.json' || name === 'tokenizer.model')
-    if (other.length > 0) {
-      // llama2.c's tokenizer.py converts a SentencePiece tokenizer.model, not a Hugging Face tokenizer.json.
-      const advice = [
-        ...(other.includes('tokenizer.json')
-          ? [
-              'tokenizer.json is not supported yet: give the prompt as token ids (--prompt-ids), with a llama2.c ' +
-                'tokenizer.bin (--tokenizer) if you have one',
-            ]
-          : []),
-        ...(other.includes('tokenizer.model')
-          ? ["convert tokenizer.model to a tokenizer.bin with llama2.c's tokenizer.py"]
-          : []),
-      ]
-      const found = other.sort().join(' and ')
-      notes.push(`${found} found, but attnlab reads llama2.c tokenizer.bin files only; ${advice.join('; ')}`)
+    if ((await readdir(target)).includes('tokenizer.model')) {
+      notes.push(
+        'tokenizer.model found, but attnlab reads tokenizer.bin and tokenizer.json files; convert tokenizer.model ' +
+          "to a tokenizer.bin with llama2.c's tokenizer.py",
+      )
     }
   }
   const model = modelFromCheckpoint(checkpoint, options.attention === undefined ? {} : { attention: options.attention })
   const specialTokens: SpecialTokens =
     tokenizer === undefined
       ? checkpoint.specialTokens
-      : { bos: tokenizer.bosId, eos: checkpoint.specialTokens.eos ?? [tokenizer.eosId] }
+      : {
+          ...(tokenizer.bosId === undefined ? {} : { bos: tokenizer.bosId }),
+          ...(checkpoint.specialTokens.eos === undefined && tokenizer.eosId === undefined
+            ? {}
+            : { eos: checkpoint.specialTokens.eos ?? [tokenizer.eosId as number] }),
+        }
   return { model, tokenizer, tokenizerPath, format: checkpoint.format, specialTokens, notes }
 }

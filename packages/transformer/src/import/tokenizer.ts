@@ -66,6 +66,33 @@ export interface DecodeOptions {
   readonly skipSpecialTokens?: boolean
 }
 
+/**
+ * What attnlab needs of a tokenizer, whichever file it came from: {@link Llama2cTokenizer}
+ * (llama2.c `tokenizer.bin`) and `HuggingFaceTokenizer` (Hugging Face `tokenizer.json`) both
+ * implement it, and `loadModel` / `loadTokenizer` return it. Ids are the model's token ids
+ * (`0 .. vocabSize - 1`).
+ *
+ * @category Tokenizer
+ */
+export interface Tokenizer {
+  /** Which kind of tokenizer file this is. */
+  readonly kind: 'llama2c' | 'huggingface'
+  /** Number of token ids. */
+  readonly vocabSize: number
+  /** Beginning-of-sequence id (`undefined`: the tokenizer has none, and `encode` adds none). */
+  readonly bosId: number | undefined
+  /** End-of-sequence id, if the tokenizer has one. */
+  readonly eosId: number | undefined
+  /** Text to ids; BOS first unless `bos: false`, EOS last with `eos: true`. */
+  encode(text: string, options?: EncodeOptions): number[]
+  /** Ids to text (special tokens left out unless `skipSpecialTokens: false`). */
+  decode(ids: readonly number[], options?: DecodeOptions): string
+  /** One token's vocabulary entry as text (`<0x0A>`, `<|end_story|>`, `▁the`...), for display and filtering. */
+  tokenText(id: number): string | undefined
+  /** Whether the id is a control token (BOS, EOS, `<unk>`...), never an ordinary piece of text. */
+  isSpecial(id: number): boolean
+}
+
 const BYTE_PIECE = /^<0x([0-9A-Fa-f]{2})>$/
 
 function latin1(bytes: Uint8Array): string {
@@ -156,8 +183,7 @@ function rejectJson(bytes: Uint8Array, file: string | undefined): void {
   const huggingFace = typeof json === 'object' && json !== null && 'model' in json
   throw new UnsupportedModelError(
     `this is a JSON file${huggingFace ? ' (a Hugging Face tokenizer.json)' : ''}, not a llama2.c tokenizer.bin; ` +
-      'attnlab reads llama2.c tokenizer.bin files only (tokenizer.json is not supported yet): give the prompt as ' +
-      'token ids (--prompt-ids), with a llama2.c tokenizer.bin (--tokenizer) if you have one',
+      'read a tokenizer.json with loadTokenizer (which detects the format) or HuggingFaceTokenizer.fromJson',
     { file },
   )
 }
@@ -174,7 +200,9 @@ function rejectJson(bytes: Uint8Array, file: string | undefined): void {
  * ```
  * @category Tokenizer
  */
-export class Llama2cTokenizer {
+export class Llama2cTokenizer implements Tokenizer {
+  /** Which kind of tokenizer file this is. */
+  readonly kind = 'llama2c' as const
   /** Number of tokens (ids `0 .. vocabSize - 1`). */
   readonly vocabSize: number
   /** The longest piece in bytes, as the file declares it. */
@@ -572,6 +600,27 @@ export class Llama2cTokenizer {
     const piece = this.pieces[id] as Uint8Array
     if (previous === this.bosId && piece[0] === 0x20) return piece.subarray(1)
     return piece
+  }
+
+  /**
+   * The token's piece as text (UTF-8; a space where SentencePiece writes `▁`; byte fallbacks
+   * as `<0xNN>`).
+   *
+   * @param id - a token id
+   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   */
+  tokenText(id: number): string {
+    this.checkId(id)
+    return new TextDecoder('utf-8').decode(this.pieces[id])
+  }
+
+  /**
+   * Whether the id is BOS, EOS or `<unk>`.
+   *
+   * @param id - a token id
+   */
+  isSpecial(id: number): boolean {
+    return id === this.bosId || id === this.eosId || (this.unkId >= 0 && id === this.unkId)
   }
 
   /**
