@@ -212,8 +212,25 @@ const TRAINING_KEYS: readonly string[] = Object.keys({
   analysisSize: 1,
 } satisfies Record<keyof TrainingSettings, 1>)
 
+/** Checks the seeds: a non-empty list of distinct non-negative integers. */
+function checkSeeds(seeds: readonly number[]): void {
+  if (!Array.isArray(seeds) || seeds.length === 0) {
+    throw new ConfigError('seeds', `expected a non-empty list of seeds, got ${JSON.stringify(seeds)}`)
+  }
+  for (const seed of seeds) checkRange('seeds', seed, { integer: true, min: 0 })
+  if (new Set(seeds).size !== seeds.length) {
+    throw new ConfigError('seeds', `lists a seed twice (${seeds.join(', ')}); expected distinct seeds`)
+  }
+}
+
 /** Checks the training settings (ranges and cross-constraints). */
 function checkTraining(training: TrainingSettings): void {
+  if (typeof training !== 'object' || training === null || Array.isArray(training)) {
+    throw new ConfigError(
+      'training',
+      `expected the training settings { steps, batchSize, ... }, got ${String(training)}`,
+    )
+  }
   checkOptionKeys('emergence training settings', training, TRAINING_KEYS)
   const sequences = { integer: true, min: 1, max: MAX_EMERGENCE_SEQUENCES }
   checkRange('training.steps', training.steps, { integer: true, min: 1 })
@@ -275,13 +292,7 @@ export function resolveEmergenceConfig(config: EmergenceConfig): ResolvedEmergen
     throw new ConfigError('task', `expected a task description { kind, ...overrides }, got ${String(config.task)}`)
   }
   checkTraining(config.training)
-  if (!Array.isArray(config.seeds) || config.seeds.length === 0) {
-    throw new ConfigError('seeds', `expected a non-empty list of seeds, got ${JSON.stringify(config.seeds)}`)
-  }
-  for (const seed of config.seeds) checkRange('seeds', seed, { integer: true, min: 0 })
-  if (new Set(config.seeds).size !== config.seeds.length) {
-    throw new ConfigError('seeds', `lists a seed twice (${config.seeds.join(', ')}); expected distinct seeds`)
-  }
+  checkSeeds(config.seeds)
   const task = createTask(config.task)
   const model = presetConfig(config.preset, {
     dVocab: task.vocabSize,
@@ -309,8 +320,8 @@ export function resolveEmergenceConfig(config: EmergenceConfig): ResolvedEmergen
  * @param record - a run's `config.json` (format `attnlab-emergence/1`)
  * @param options - `steps`: continue up to this many steps instead of the recorded number
  * @returns the frozen resolved experiment
- * @throws `ConfigError` (`@attnlab/core`) for a record of another format, or a task / model the
- *   packages reject
+ * @throws `ConfigError` (`@attnlab/core`) for a record of another format, or a task / model /
+ *   training settings / seeds the packages reject
  * @category Emergence
  */
 export function resolveEmergenceRecord(
@@ -326,5 +337,8 @@ export function resolveEmergenceRecord(
   const steps = options.steps
   if (steps !== undefined) checkRange('training.steps', steps, { integer: true, min: 1 })
   const resolved = steps === undefined ? record : { ...record, training: { ...record.training, steps } }
+  // A recorded run is checked as a new one is: an edited or corrupt config.json fails here, not mid-run.
+  checkTraining(resolved.training)
+  checkSeeds(resolved.seeds)
   return Object.freeze({ task, model, record: Object.freeze(resolved) })
 }

@@ -11,6 +11,7 @@ import { AttnlabError, InvalidCheckpointError } from '@attnlab/core'
 import { removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import { ExperimentInputError } from '../errors.ts'
+import { resolveEmergenceRecord } from './config.ts'
 import type { EmergenceResult, EmergenceSummary } from './experiment.ts'
 import { buildEmergenceReport, type PatternSnapshot } from './report.ts'
 import type { EmergenceRecord, EmergenceStore, SeedCheckpoint } from './run.ts'
@@ -133,7 +134,8 @@ export async function readMetricLines(out: string): Promise<MetricLine[]> {
  * @param out - the run directory
  * @returns the record
  * @throws {@link ExperimentInputError} (`INVALID_ARGUMENT`, parameter `out`) when there is no
- *   `config.json`, it is not JSON, or not an emergence run's (format `attnlab-emergence/1`)
+ *   `config.json`, it is not JSON, not an emergence run's (format `attnlab-emergence/1`), or its
+ *   task or model does not rebuild
  * @category Emergence
  */
 export async function readEmergenceRecord(out: string): Promise<EmergenceRecord> {
@@ -159,6 +161,15 @@ export async function readEmergenceRecord(out: string): Promise<EmergenceRecord>
       `${out}: config.json is not an attnlab emergence run (format ${String(record?.format)})`,
       { out },
     )
+  }
+  try {
+    // The task and model it records must rebuild: say so here, naming the file, not later without it.
+    resolveEmergenceRecord(record)
+  } catch (error) {
+    if (!(error instanceof AttnlabError)) throw error
+    throw new ExperimentInputError('out', `${out}: config.json does not describe a run to resume: ${error.message}`, {
+      out,
+    })
   }
   return record
 }

@@ -262,8 +262,6 @@ export async function runSeed(options: {
     resume = options.previous.checkpoint.trainerState ?? undefined
     weights = options.previous.checkpoint.weights
   }
-  const model = createTransformer(configFromJSON({ ...configToJSON(options.config), seed }))
-  if (weights !== undefined) model.setWeights(weights)
   const root = Rng.fromSeed(seed)
   const source = training.trainSize > 0 ? task.sample(training.trainSize, root.split('dataset')) : task
   const validation = task.sample(training.validationSize, root.split('validation'))
@@ -287,46 +285,56 @@ export async function runSeed(options: {
     await store.appendMetric(line)
     callbacks.onEval?.(line)
   }
-  const trainer = new Trainer(model, source, {
-    steps: training.steps,
-    batchSize: training.batchSize,
-    lr: training.lr,
-    optimizer: training.optimizer,
-    schedule: training.schedule,
-    gradClip: training.gradClip,
-    seed,
-    evalEvery: training.evalEvery,
-    validation,
-    analysis: { size: training.analysisSize, ...(isTeacher(task) ? { teacher: task } : {}) },
-    checkpointEvery: training.evalEvery * 4,
-    ...(signal === undefined ? {} : { signal }),
-    ...(resume === undefined ? {} : { resume }),
-    onStep: async (record) => {
-      callbacks.onStep?.(record)
-      // Lets a stop signal be seen after every step, not only at the next file write.
-      await yieldToEventLoop()
-    },
-    onEval: async (evaluation) => {
-      const state = await trainer.getState()
-      await record(
-        lineOf(
-          seed,
-          evaluation.step,
-          state.tokens,
-          state.seconds,
-          evaluation.trainLoss,
-          evaluation.validationLoss,
-          evaluation.lr,
-          evaluation.metrics,
-        ),
-      )
-    },
-    onCheckpoint: async (state) => {
-      await store.saveCheckpoint(seed, model, state, extra)
-      await writeSnapshots()
-      callbacks.onSaved?.(state.step)
-    },
-  })
+  // The model is the trainer's to dispose once it exists; a checkpoint that does not fit this run
+  // (setWeights, or the trainer's resume checks) throws before that, so it is disposed here.
+  const model = createTransformer(configFromJSON({ ...configToJSON(options.config), seed }))
+  let trainer: Trainer
+  try {
+    if (weights !== undefined) model.setWeights(weights)
+    trainer = new Trainer(model, source, {
+      steps: training.steps,
+      batchSize: training.batchSize,
+      lr: training.lr,
+      optimizer: training.optimizer,
+      schedule: training.schedule,
+      gradClip: training.gradClip,
+      seed,
+      evalEvery: training.evalEvery,
+      validation,
+      analysis: { size: training.analysisSize, ...(isTeacher(task) ? { teacher: task } : {}) },
+      checkpointEvery: training.evalEvery * 4,
+      ...(signal === undefined ? {} : { signal }),
+      ...(resume === undefined ? {} : { resume }),
+      onStep: async (record) => {
+        callbacks.onStep?.(record)
+        // Lets a stop signal be seen after every step, not only at the next file write.
+        await yieldToEventLoop()
+      },
+      onEval: async (evaluation) => {
+        const state = await trainer.getState()
+        await record(
+          lineOf(
+            seed,
+            evaluation.step,
+            state.tokens,
+            state.seconds,
+            evaluation.trainLoss,
+            evaluation.validationLoss,
+            evaluation.lr,
+            evaluation.metrics,
+          ),
+        )
+      },
+      onCheckpoint: async (state) => {
+        await store.saveCheckpoint(seed, model, state, extra)
+        await writeSnapshots()
+        callbacks.onSaved?.(state.step)
+      },
+    })
+  } catch (error) {
+    model.dispose()
+    throw error
+  }
   try {
     if (lines.length === 0) {
       // The untrained model: step 0 of every curve.
