@@ -108,17 +108,6 @@ export function intListParser(flag: string, min = -Infinity): (value: string) =>
   }
 }
 
-/** Parses a comma-separated list of numbers. */
-export function numberListParser(flag: string): (value: string) => number[] {
-  return (value: string) => {
-    const numbers = value.split(',').map((s) => Number(s.trim()))
-    if (numbers.length === 0 || numbers.some((n) => !Number.isFinite(n))) {
-      throw new InvalidArgumentError(`${flag} must be a comma-separated list of numbers, got '${value}'`)
-    }
-    return numbers
-  }
-}
-
 /** The flags that name a path the command writes (checked by {@link refuseEmptyOutputPaths}). */
 export const OUTPUT_PATH_FLAGS: readonly string[] = ['--out', '--plot', '--resume']
 

@@ -4,46 +4,69 @@
  * flags, with their conversion into `@attnlab/markov` / `@attnlab/transformer` configurations.
  */
 import { type Command, Option } from 'commander'
-import {
-  TASK_KINDS,
-  defaultCellularAutomatonConfig,
-  defaultIclMarkovConfig,
-  defaultLinearMapConfig,
-  defaultSparseMarkovConfig,
-  type AnyTask,
-  type TaskKind,
-} from '@attnlab/markov'
+import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
+import { TASK_KINDS, TASK_SCHEMAS, type AnyTask, type TaskKind } from '@attnlab/markov'
 import { presetConfig, type OptimizerOptions, type ScheduleOptions, type TransformerConfig } from '@attnlab/transformer'
 import { UsageError } from './errors.ts'
-import { intListParser, intParser, numberListParser, numberParser } from './options.ts'
+import { intParser, numberParser } from './options.ts'
+import { fieldParser, showDefault } from './schema-flags.ts'
 import { taskFromFlags } from './commands/markov.ts'
 
 /** Model presets a training command accepts. */
 export const TRAIN_PRESETS = ['minimal', 'gpt', 'gpt-nano', 'llama'] as const
 
-/** Task flags (commander camelCase keys). */
-export interface TaskFlags {
-  task: string
-  taskSeed: number
-  vocab?: number
-  spans?: number[]
-  m?: number
-  tau?: number
-  reverse?: boolean
-  stride?: number
-  positionWeights?: number[]
-  genLen?: number
-  stateSize?: number
-  onesPerRow?: number
-  states?: number
-  cells?: number
-  rules?: number[]
-  bos?: boolean
-  scoreInitial?: boolean
-  order?: number
-  alpha?: number
-  length?: number
+/**
+ * The task flags: for each (commander camelCase key), the configuration field it sets in each task
+ * kind it applies to, and its value placeholder. Meanings, ranges and defaults come from those
+ * fields' schemas (`@attnlab/markov`'s `TASK_SCHEMAS`); a `negate` flag (`--no-score-initial`)
+ * sets its boolean field to false.
+ */
+export const TASK_FLAG_FIELDS = {
+  vocab: { placeholder: 'd', fields: { 'sparse-markov': 'vocabSize', 'icl-markov': 'vocabSize' } },
+  spans: { placeholder: 'list', fields: { 'sparse-markov': 'spans' } },
+  m: { placeholder: 'x', fields: { 'sparse-markov': 'm' } },
+  tau: { placeholder: 'x', fields: { 'sparse-markov': 'tau' } },
+  reverse: { fields: { 'sparse-markov': 'reverse' } },
+  stride: { placeholder: 'n', fields: { 'sparse-markov': 'stride' } },
+  positionWeights: { placeholder: 'list', fields: { 'sparse-markov': 'positionWeights' } },
+  genLen: { placeholder: 'n', fields: { 'sparse-markov': 'genLen' } },
+  stateSize: { placeholder: 'S', fields: { 'linear-map': 'stateSize' } },
+  onesPerRow: { placeholder: 's', fields: { 'linear-map': 'onesPerRow' } },
+  states: { placeholder: 'T', fields: { 'linear-map': 'states', 'cellular-automaton': 'states' } },
+  cells: { placeholder: 'S', fields: { 'cellular-automaton': 'cells' } },
+  rules: { placeholder: 'list', fields: { 'cellular-automaton': 'rules' } },
+  bos: { fields: { 'linear-map': 'bos', 'cellular-automaton': 'bos' } },
+  scoreInitial: {
+    negate: true,
+    fields: { 'linear-map': 'scoreInitialState', 'cellular-automaton': 'scoreInitialState' },
+  },
+  order: { placeholder: 'n', fields: { 'icl-markov': 'order' } },
+  alpha: { placeholder: 'x', fields: { 'icl-markov': 'alpha' } },
+  length: { placeholder: 'n', fields: { 'icl-markov': 'seqLength' } },
+} as const satisfies Record<
+  string,
+  { readonly placeholder?: string; readonly negate?: true; readonly fields: Partial<Record<TaskKind, string>> }
+>
+
+/** The configuration field `--task-seed` sets, per task kind that has a fixed random part. */
+export const TASK_SEED_FIELDS: Readonly<Partial<Record<TaskKind, string>>> = {
+  'sparse-markov': 'teacherSeed',
+  'linear-map': 'matrixSeed',
 }
+
+/** A task flag's key. */
+export type TaskFlagKey = keyof typeof TASK_FLAG_FIELDS
+
+type TaskConfigOf<K extends TaskKind> = z.output<(typeof TASK_SCHEMAS)[K]>
+/** The value type of a task flag: that of the configuration fields it sets. */
+type TaskFlagValue<F extends TaskFlagKey> = {
+  [K in keyof (typeof TASK_FLAG_FIELDS)[F]['fields'] & TaskKind]: NonNullable<
+    TaskConfigOf<K>[(typeof TASK_FLAG_FIELDS)[F]['fields'][K] & keyof TaskConfigOf<K>]
+  >
+}[keyof (typeof TASK_FLAG_FIELDS)[F]['fields'] & TaskKind]
+
+/** Task flags (commander camelCase keys), typed from the task schemas. */
+export type TaskFlags = { task: string; taskSeed: number } & { [F in TaskFlagKey]?: TaskFlagValue<F> }
 
 /** Model flags. */
 export interface ModelFlags {
@@ -75,28 +98,7 @@ export interface OptimizationFlags {
 }
 
 /** Keys of the task flags (to detect flags given on the command line). */
-export const TASK_KEYS = [
-  'task',
-  'taskSeed',
-  'vocab',
-  'spans',
-  'm',
-  'tau',
-  'reverse',
-  'stride',
-  'positionWeights',
-  'genLen',
-  'stateSize',
-  'onesPerRow',
-  'states',
-  'cells',
-  'rules',
-  'bos',
-  'scoreInitial',
-  'order',
-  'alpha',
-  'length',
-] as const
+export const TASK_KEYS: readonly string[] = ['task', 'taskSeed', ...Object.keys(TASK_FLAG_FIELDS)]
 /** Keys of the model flags. */
 export const MODEL_KEYS = [
   'preset',
@@ -135,70 +137,32 @@ export function kebab(key: string): string {
  */
 export type TaskFlagDefaults = Readonly<Record<string, Readonly<Record<string, unknown>>>>
 
-/** The task flags' defaults in `@attnlab/markov` (what a command without its own defaults uses). */
-function packageTaskDefaults(): Partial<Record<TaskKind, Record<string, unknown>>> {
-  const sparse = defaultSparseMarkovConfig()
-  const linear = defaultLinearMapConfig()
-  const automaton = defaultCellularAutomatonConfig()
-  const icl = defaultIclMarkovConfig()
-  return {
-    'sparse-markov': {
-      vocab: sparse.vocabSize,
-      spans: sparse.spans,
-      m: sparse.m,
-      tau: sparse.tau,
-      genLen: sparse.genLen,
-    },
-    'linear-map': { stateSize: linear.stateSize, onesPerRow: linear.onesPerRow, states: linear.states },
-    'cellular-automaton': { cells: automaton.cells, states: automaton.states, rules: automaton.rules ?? 'all 256' },
-    'icl-markov': { vocab: icl.vocabSize, order: icl.order, alpha: icl.alpha, length: icl.seqLength },
-  }
+/** The schema fields a task flag sets, with their task kinds. */
+function taskFlagFields(key: TaskFlagKey): { readonly kind: TaskKind; readonly info: FieldInfo }[] {
+  const fields: Partial<Record<TaskKind, string>> = TASK_FLAG_FIELDS[key].fields
+  return Object.entries(fields).map(([kind, field]) => {
+    const shape = TASK_SCHEMAS[kind as TaskKind].shape as Record<string, z.ZodType>
+    return { kind: kind as TaskKind, info: fieldInfo(shape[field as string] as z.ZodType) }
+  })
 }
 
-/** What each task flag means, per task kind it applies to (the help text, without defaults). */
-const TASK_FLAG_MEANINGS = {
-  vocab: [
-    ['sparse-markov', 'vocabulary d'],
-    ['icl-markov', 'states k'],
-  ],
-  spans: [['sparse-markov', 'span lengths, oldest first']],
-  m: [['sparse-markov', 'importance base, c_i = m^i']],
-  tau: [['sparse-markov', 'softmax temperature']],
-  genLen: [['sparse-markov', 'generated tokens per sequence']],
-  stateSize: [['linear-map', 'cells per state, the context length S']],
-  onesPerRow: [['linear-map', 'ones per row of M, the pattern sparsity s']],
-  states: [
-    ['linear-map', 'states per sequence'],
-    ['cellular-automaton', 'states per sequence'],
-  ],
-  cells: [['cellular-automaton', 'cells per state']],
-  rules: [['cellular-automaton', 'Wolfram rules to draw from']],
-  order: [['icl-markov', 'chain order']],
-  alpha: [['icl-markov', 'Dirichlet concentration']],
-  length: [['icl-markov', 'tokens per sequence']],
-} as const satisfies Record<string, ReadonlyArray<readonly [TaskKind, string]>>
-
-/** A task flag whose help states a default. */
-export type DefaultedTaskFlag = keyof typeof TASK_FLAG_MEANINGS
-
 /**
- * The help text of each task flag with the defaults the command really uses: its own per-task
- * defaults over `@attnlab/markov`'s. Flags listed in `commanderDefaults` get no "(default ...)"
- * here, because commander appends "(default: ...)" for them.
+ * The help text of each task flag: each task kind's meaning of it (from the task's schema) with
+ * the default the command really uses, its own per-task defaults over `@attnlab/markov`'s. Flags
+ * listed in `commanderDefaults` get no "(default ...)" here, because commander appends
+ * "(default: ...)" for them; boolean flags and fields whose default is "not given" state none.
  */
 export function taskFlagDescriptions(
   taskDefaults: TaskFlagDefaults = {},
   commanderDefaults: readonly string[] = [],
-): Record<DefaultedTaskFlag, string> {
-  const base = packageTaskDefaults()
-  const show = (value: unknown): string => (Array.isArray(value) ? value.join(',') : String(value))
-  const descriptions = {} as Record<DefaultedTaskFlag, string>
-  for (const key of Object.keys(TASK_FLAG_MEANINGS) as DefaultedTaskFlag[]) {
-    const meanings: ReadonlyArray<readonly [TaskKind, string]> = TASK_FLAG_MEANINGS[key]
-    const parts = meanings.map(([kind, meaning]) => {
-      const value = taskDefaults[kind]?.[key] ?? base[kind]?.[key]
-      const stated = value === undefined || commanderDefaults.includes(key) ? '' : ` (default ${show(value)})`
-      return { kind, text: `${meaning}${stated}` }
+): Record<TaskFlagKey, string> {
+  const descriptions = {} as Record<TaskFlagKey, string>
+  for (const key of Object.keys(TASK_FLAG_FIELDS) as TaskFlagKey[]) {
+    const negate = 'negate' in TASK_FLAG_FIELDS[key]
+    const parts = taskFlagFields(key).map(({ kind, info }) => {
+      const value = info.kind === 'boolean' ? undefined : showDefault(taskDefaults[kind]?.[key] ?? info.defaultValue)
+      const stated = value === undefined || commanderDefaults.includes(key) ? '' : ` (default ${value})`
+      return { kind, text: `${negate ? 'do not ' : ''}${info.help}${stated}` }
     })
     // Two kinds with the same meaning and default share one entry ("linear-map / cellular-automaton: ...").
     descriptions[key] =
@@ -209,8 +173,17 @@ export function taskFlagDescriptions(
   return descriptions
 }
 
+/** `--no-score-initial`, `--bos`, `--spans <list>`: a task flag as commander declares it. */
+function taskFlagSpec(key: TaskFlagKey): string {
+  const entry: { readonly placeholder?: string; readonly negate?: true; readonly fields: object } =
+    TASK_FLAG_FIELDS[key]
+  const flag = entry.negate === true ? `--no-${kebab(key).slice(2)}` : kebab(key)
+  return entry.placeholder === undefined ? flag : `${flag} <${entry.placeholder}>`
+}
+
 /**
- * Adds the task flags. `--task-seed` (the seed of the task's fixed parameters) is added unless
+ * Adds the task flags, each derived from the task schemas' fields it sets (help, default, parser
+ * with the field's range). `--task-seed` (the seed of the task's fixed parameters) is added unless
  * `options.taskSeed` is false (`attnlab markov` uses one `--seed` for both). `options.m` makes
  * `--m` default to that value; `options.taskDefaults` are the per-task defaults the command
  * applies itself, restated in the help.
@@ -229,34 +202,18 @@ export function addTaskFlags(
       intParser('--task-seed'),
       0,
     )
+  for (const key of Object.keys(TASK_FLAG_FIELDS) as TaskFlagKey[]) {
+    const spec = taskFlagSpec(key)
+    const option = new Option(spec, help[key])
+    const parser = fieldParser(
+      spec.split(' ')[0] as string,
+      taskFlagFields(key).map(({ info }) => info),
+    )
+    if (parser !== undefined) option.argParser(parser)
+    if (key === 'm' && options.m !== undefined) option.default(options.m)
+    command.addOption(option)
+  }
   return command
-    .option('--vocab <d>', help.vocab, intParser('--vocab', 2, 4096))
-    .option('--spans <list>', help.spans, intListParser('--spans', 1))
-    .option(
-      '--m <x>',
-      help.m,
-      numberParser('--m', 0, 100, { minExclusive: true }),
-      ...(options.m === undefined ? [] : [options.m]),
-    )
-    .option('--tau <x>', help.tau, numberParser('--tau', 0, 1000, { minExclusive: true }))
-    .option('--reverse', 'sparse-markov: make the oldest span the most important')
-    .option('--stride <n>', 'sparse-markov: start-to-start distance of spans', intParser('--stride', 1))
-    .option(
-      '--position-weights <list>',
-      'sparse-markov: within-span token weights',
-      numberListParser('--position-weights'),
-    )
-    .option('--gen-len <n>', help.genLen, intParser('--gen-len', 1))
-    .option('--state-size <S>', help.stateSize, intParser('--state-size', 2))
-    .option('--ones-per-row <s>', help.onesPerRow, intParser('--ones-per-row', 1))
-    .option('--states <T>', help.states, intParser('--states', 2))
-    .option('--cells <S>', help.cells, intParser('--cells', 3))
-    .option('--rules <list>', help.rules, intListParser('--rules', 0))
-    .option('--bos', 'linear-map / cellular-automaton: prepend a BOS token')
-    .option('--no-score-initial', 'linear-map / cellular-automaton: do not score the initial state')
-    .option('--order <n>', help.order, intParser('--order', 1))
-    .option('--alpha <x>', help.alpha, numberParser('--alpha', 0))
-    .option('--length <n>', help.length, intParser('--length', 2))
 }
 
 /** Adds the model flags. */

@@ -3,6 +3,7 @@ import { ConfigError } from './errors.ts'
 import {
   booleanField,
   configSchema,
+  customField,
   enumField,
   fieldInfo,
   formatPath,
@@ -45,7 +46,8 @@ describe('parseConfig', () => {
 
   it('returns a fresh default list each time', () => {
     const a = schemaDefaults(schema, 'toy')
-    a.spans.push(9)
+    expect(Object.isFrozen(parseConfig(schema, { spans: [1] }, 'toy').spans)).toBe(true)
+    expect(schemaDefaults(schema, 'toy').spans).not.toBe(a.spans)
     expect(schemaDefaults(schema, 'toy').spans).toEqual([2, 2])
   })
 
@@ -115,6 +117,11 @@ describe('fieldInfo', () => {
     expect(fieldInfo(schema.shape.spans)).toMatchObject({ kind: 'list', integerEntries: true, help: 'span lengths' })
     expect(fieldInfo(schema.shape.stride)).toMatchObject({ kind: 'integer', defaultValue: null })
     expect(fieldInfo(integerField('no default', { min: 0 }))).toMatchObject({ hasDefault: false })
+    expect(fieldInfo(customField<number[][]>('matrices').nullable().default(null))).toMatchObject({
+      kind: 'other',
+      help: 'matrices',
+      defaultValue: null,
+    })
   })
 
   it('refuses a field built without the helpers', () => {

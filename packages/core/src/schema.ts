@@ -130,8 +130,8 @@ export function enumField<const T extends readonly [string, ...string[]]>(
 }
 
 /**
- * A list field: an array of `entry` with `minLength` to `maxLength` entries (a bad entry names its
- * index: `Invalid spans[1]: must be an integer in [1, 64], got 0`; a bad length reads
+ * A list field: a read-only (frozen) array of `entry` with `minLength` to `maxLength` entries (a
+ * bad entry names its index: `Invalid spans[1]: must be an integer in [1, 64], got 0`; a bad length reads
  * `got []; expected an array with 1 to 16 entries`).
  *
  * @param help - what the field means
@@ -143,7 +143,7 @@ export function listField<T extends z.ZodType>(
   entry: T,
   minLength = 1,
   maxLength = Infinity,
-): z.ZodArray<T> {
+): z.ZodReadonly<z.ZodArray<T>> {
   const count = maxLength === Infinity ? `at least ${minLength}` : `${minLength} to ${maxLength}`
   const message = (input: unknown): string => `got ${showValue(input)}; expected an array with ${count} entries`
   const schema = z.array(entry, { error: (issue) => message(issue.input) }).check(
@@ -153,7 +153,19 @@ export function listField<T extends z.ZodType>(
     }),
   )
   const entryMeta = fields.get(entry)
-  return schema.register(fields, { help, ...(entryMeta?.range === undefined ? {} : { range: entryMeta.range }) })
+  const meta = { help, ...(entryMeta?.range === undefined ? {} : { range: entryMeta.range }) }
+  return schema.register(fields, meta).readonly()
+}
+
+/**
+ * A field of any type that the owning module validates itself (after {@link parseConfig}), for
+ * values no field helper describes (e.g. explicit teacher matrices, checked against the vocabulary).
+ *
+ * @param help - what the field means
+ * @category Schemas
+ */
+export function customField<T>(help: string): z.ZodCustom<T, T> {
+  return z.custom<T>(() => true).register(fields, { help })
 }
 
 /**

@@ -6,10 +6,48 @@
  * @module
  */
 import { ConfigError, type Rng } from '@attnlab/core'
+import {
+  booleanField,
+  configSchema,
+  integerField,
+  listField,
+  parseConfig,
+  schemaDefaults,
+  type z,
+} from '@attnlab/core/schema'
 import { meanAndStandardError } from './entropy.ts'
 import { deepFreeze } from './sparse-markov.ts'
 import type { OffsetGroup, Task, TokenBatch } from './task.ts'
-import { checkArray, sampleBatch, checkBoolean, checkInteger, checkKnownKeys, show } from './validate.ts'
+import { checkInteger, sampleBatch } from './validate.ts'
+
+/**
+ * The schema of a {@link CellularAutomatonConfig}: each parameter's meaning, range and default,
+ * declared once (the CLI's task flags and their help come from it).
+ *
+ * @category Emergence tasks
+ */
+export const cellularAutomatonSchema = configSchema({
+  /** `S`: cells per state. */
+  cells: integerField('cells per state', { min: 3, max: 1024 }).default(16),
+  /** `T`: states per sequence. */
+  states: integerField('states per sequence', { min: 2, max: 256 }).default(4),
+  /**
+   * Wolfram rule numbers (0-255, distinct) a sequence's rule is drawn from uniformly; `null`
+   * means all 256 elementary rules.
+   */
+  rules: listField(
+    'Wolfram rules to draw from, all 256 when not given',
+    integerField('a Wolfram rule', { min: 0, max: 255 }),
+    1,
+    256,
+  )
+    .nullable()
+    .default(null),
+  /** Prepend a BOS token (id 2). */
+  bos: booleanField('prepend a BOS token').default(false),
+  /** Score the bits of the random initial state too. */
+  scoreInitialState: booleanField('score the initial state').default(true),
+})
 
 /**
  * Configuration of a {@link CellularAutomatonTask}.
@@ -20,32 +58,16 @@ import { checkArray, sampleBatch, checkBoolean, checkInteger, checkKnownKeys, sh
  *
  * @category Emergence tasks
  */
-export interface CellularAutomatonConfig {
-  /** `S`: cells per state; default 16. Range `[3, 1024]`. */
-  readonly cells: number
-  /** `T`: states per sequence; default 4. Range `[2, 256]`. */
-  readonly states: number
-  /**
-   * Wolfram rule numbers (0-255, distinct) a sequence's rule is drawn from uniformly; `null`
-   * (default) means all 256 elementary rules.
-   */
-  readonly rules: readonly number[] | null
-  /** Prepend a BOS token (id 2); default false. */
-  readonly bos: boolean
-  /** Score the bits of the random initial state too; default true. */
-  readonly scoreInitialState: boolean
-}
+export type CellularAutomatonConfig = Readonly<z.output<typeof cellularAutomatonSchema>>
 
 /**
- * Default: 16 cells, 4 states per sequence, all 256 rules, no BOS, all positions scored.
+ * Default: 16 cells, 4 states, all 256 rules, no BOS, all positions scored.
  *
  * @category Emergence tasks
  */
 export function defaultCellularAutomatonConfig(): CellularAutomatonConfig {
-  return { cells: 16, states: 4, rules: null, bos: false, scoreInitialState: true }
+  return schemaDefaults(cellularAutomatonSchema, 'cellular-automaton')
 }
-
-const KEYS = ['cells', 'states', 'rules', 'bos', 'scoreInitialState'] as const
 
 /**
  * Validates a (partial) configuration, fills in defaults and freezes it.
@@ -55,28 +77,12 @@ const KEYS = ['cells', 'states', 'rules', 'bos', 'scoreInitialState'] as const
  * @category Emergence tasks
  */
 export function resolveCellularAutomatonConfig(config: Partial<CellularAutomatonConfig> = {}): CellularAutomatonConfig {
-  if (typeof config !== 'object' || config === null) {
-    throw new ConfigError('config', `got ${show(config)}; expected an object of cellular-automaton parameters`)
-  }
-  checkKnownKeys('cellular-automaton', config, KEYS)
-  const merged = {
-    ...defaultCellularAutomatonConfig(),
-    ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
-  }
-  let rules: number[] | null = null
-  if (merged.rules !== null) {
-    rules = checkArray('rules', merged.rules, 1, 256).map((rule, i) => checkInteger(`rules[${i}]`, rule, 0, 255))
-    const duplicate = rules.find((rule, i) => rules?.indexOf(rule) !== i)
-    if (duplicate !== undefined)
-      throw new ConfigError('rules', `rule ${duplicate} is listed twice; expected distinct rule numbers`, { rules })
-  }
-  return deepFreeze({
-    cells: checkInteger('cells', merged.cells, 3, 1024),
-    states: checkInteger('states', merged.states, 2, 256),
-    rules,
-    bos: checkBoolean('bos', merged.bos),
-    scoreInitialState: checkBoolean('scoreInitialState', merged.scoreInitialState),
-  })
+  const resolved = parseConfig(cellularAutomatonSchema, config, 'cellular-automaton')
+  const rules = resolved.rules
+  const duplicate = rules?.find((rule, i) => rules.indexOf(rule) !== i)
+  if (duplicate !== undefined)
+    throw new ConfigError('rules', `rule ${duplicate} is listed twice; expected distinct rule numbers`, { rules })
+  return deepFreeze(resolved)
 }
 
 /**

@@ -6,10 +6,10 @@
  * @module
  */
 import { ConfigError, type TaskFamily, type TaskRegistry, taskRegistry, UnknownTaskKindError } from '@attnlab/core'
-import { CellularAutomatonTask, type CellularAutomatonConfig } from './cellular-automaton.ts'
-import { IclMarkovTask, type IclMarkovConfig } from './icl-markov.ts'
-import { LinearMapTask, type LinearMapConfig } from './linear-map.ts'
-import { SparseMarkovTask, type SparseMarkovConfig } from './sparse-markov.ts'
+import { CellularAutomatonTask, cellularAutomatonSchema, type CellularAutomatonConfig } from './cellular-automaton.ts'
+import { IclMarkovTask, iclMarkovSchema, type IclMarkovConfig } from './icl-markov.ts'
+import { LinearMapTask, linearMapSchema, type LinearMapConfig } from './linear-map.ts'
+import { SparseMarkovTask, sparseMarkovSchema, type SparseMarkovConfig } from './sparse-markov.ts'
 import type { TaskKind } from './task.ts'
 import { show } from './validate.ts'
 
@@ -52,6 +52,23 @@ export const TASK_KINDS: readonly TaskKind[] = Object.freeze([
   'cellular-automaton',
   'icl-markov',
 ])
+
+/**
+ * The configuration schema of each task kind (`@attnlab/core/schema`): every parameter's meaning,
+ * range and default, declared once; the CLI derives its task flags and their help from these.
+ *
+ * @example
+ * ```ts
+ * fieldInfo(TASK_SCHEMAS['linear-map'].shape.stateSize) // { kind: 'integer', defaultValue: 16, ... }
+ * ```
+ * @category Tasks
+ */
+export const TASK_SCHEMAS = Object.freeze({
+  'sparse-markov': sparseMarkovSchema,
+  'linear-map': linearMapSchema,
+  'cellular-automaton': cellularAutomatonSchema,
+  'icl-markov': iclMarkovSchema,
+}) satisfies Readonly<Record<TaskKind, unknown>>
 
 /**
  * This package's task families, one per {@link TaskKind}: each builds its task from a

@@ -6,27 +6,36 @@
  * @module
  */
 import { ConfigError, type Rng } from '@attnlab/core'
+import { configSchema, integerField, numberField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import type { BayesLossEstimate } from './cellular-automaton.ts'
 import { meanAndStandardError } from './entropy.ts'
 import { deepFreeze } from './sparse-markov.ts'
 import type { OffsetGroup, Task, TokenBatch } from './task.ts'
-import { sampleBatch, checkInteger, checkKnownKeys, checkNumber, show } from './validate.ts'
+import { checkInteger, sampleBatch } from './validate.ts'
 
 /**
- * Configuration of an {@link IclMarkovTask}.
+ * The schema of an {@link IclMarkovConfig}: each parameter's meaning, range and default, declared
+ * once (the CLI's task flags and their help come from it).
  *
  * @category Emergence tasks
  */
-export interface IclMarkovConfig {
-  /** `k`: states (token ids `0 .. k-1`); default 3. Range `[2, 256]`. */
-  readonly vocabSize: number
-  /** `n`: the chain's order (the next token depends on the last `n`); default 1. Range `[1, 8]`, `k^n <= 65536`. */
-  readonly order: number
-  /** Concentration of the symmetric Dirichlet prior of every transition row; default 1. Range `(0, 1000]`. */
-  readonly alpha: number
-  /** Tokens per sequence; default 100. Range `[order + 1, 65536]`. */
-  readonly seqLength: number
-}
+export const iclMarkovSchema = configSchema({
+  /** `k`: states (token ids `0 .. k-1`). */
+  vocabSize: integerField('states k', { min: 2, max: 256 }).default(3),
+  /** `n`: the chain's order (the next token depends on the last `n`); `k^n <= 65536`. */
+  order: integerField('chain order', { min: 1, max: 8 }).default(1),
+  /** Concentration of the symmetric Dirichlet prior of every transition row. */
+  alpha: numberField('Dirichlet concentration', { min: 0, max: 1000, minExclusive: true }).default(1),
+  /** Tokens per sequence, at least `order + 1`. */
+  seqLength: integerField('tokens per sequence', { min: 2, max: 65536 }).default(100),
+})
+
+/**
+ * Configuration of an {@link IclMarkovTask} (declared by {@link iclMarkovSchema}).
+ *
+ * @category Emergence tasks
+ */
+export type IclMarkovConfig = Readonly<z.output<typeof iclMarkovSchema>>
 
 /**
  * Default: 3 states, order 1, Dirichlet(1) rows, 100 tokens.
@@ -34,10 +43,8 @@ export interface IclMarkovConfig {
  * @category Emergence tasks
  */
 export function defaultIclMarkovConfig(): IclMarkovConfig {
-  return { vocabSize: 3, order: 1, alpha: 1, seqLength: 100 }
+  return schemaDefaults(iclMarkovSchema, 'icl-markov')
 }
-
-const KEYS = ['vocabSize', 'order', 'alpha', 'seqLength'] as const
 
 /**
  * Validates a (partial) configuration, fills in defaults and freezes it.
@@ -46,32 +53,17 @@ const KEYS = ['vocabSize', 'order', 'alpha', 'seqLength'] as const
  * @category Emergence tasks
  */
 export function resolveIclMarkovConfig(config: Partial<IclMarkovConfig> = {}): IclMarkovConfig {
-  if (typeof config !== 'object' || config === null) {
-    throw new ConfigError('config', `got ${show(config)}; expected an object of icl-markov parameters`)
-  }
-  checkKnownKeys('icl-markov', config, KEYS)
-  const merged = {
-    ...defaultIclMarkovConfig(),
-    ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
-  }
-  const vocabSize = checkInteger('vocabSize', merged.vocabSize, 2, 256)
-  const order = checkInteger('order', merged.order, 1, 8)
+  const resolved = parseConfig(iclMarkovSchema, config, 'icl-markov')
+  const { vocabSize, order } = resolved
   if (vocabSize ** order > 65536) {
     throw new ConfigError(
       'order',
       `vocabSize^order = ${vocabSize}^${order} = ${vocabSize ** order} contexts; expected at most 65536`,
-      {
-        vocabSize,
-        order,
-      },
+      { vocabSize, order },
     )
   }
-  return deepFreeze({
-    vocabSize,
-    order,
-    alpha: checkNumber('alpha', merged.alpha, 0, 1000, true),
-    seqLength: checkInteger('seqLength', merged.seqLength, order + 1, 65536),
-  })
+  checkInteger('seqLength', resolved.seqLength, order + 1, 65536)
+  return deepFreeze(resolved)
 }
 
 /**

@@ -12,6 +12,9 @@
  *   task registry, see {@link registerMarkovTasks}); {@link sampleDataset},
  *   {@link DatasetBatches} and {@link batchToTensors} feed a trainer.
  *
+ * Each task's configuration is one schema ({@link TASK_SCHEMAS}, `@attnlab/core/schema`): its
+ * type, defaults, validation and the CLI's task flags come from it.
+ *
  * Sampling is pure TypeScript on typed arrays (no tensors) and deterministic per seed.
  *
  * @packageDocumentation
@@ -26,6 +29,7 @@ export {
   SparseMarkovTask,
   defaultSparseMarkovConfig,
   resolveSparseMarkovConfig,
+  sparseMarkovSchema,
   type SparseMarkovConfig,
   type SparseMarkovTeacher,
   type TeacherOptions,
@@ -45,20 +49,29 @@ export {
 export {
   LinearMapTask,
   defaultLinearMapConfig,
+  linearMapSchema,
   resolveLinearMapConfig,
   type LinearMapConfig,
 } from './linear-map.ts'
 export {
   CellularAutomatonTask,
   defaultCellularAutomatonConfig,
+  cellularAutomatonSchema,
   resolveCellularAutomatonConfig,
   type BayesLossEstimate,
   type CellularAutomatonConfig,
 } from './cellular-automaton.ts'
-export { IclMarkovTask, defaultIclMarkovConfig, resolveIclMarkovConfig, type IclMarkovConfig } from './icl-markov.ts'
+export {
+  IclMarkovTask,
+  defaultIclMarkovConfig,
+  iclMarkovSchema,
+  resolveIclMarkovConfig,
+  type IclMarkovConfig,
+} from './icl-markov.ts'
 export {
   MARKOV_TASK_FAMILIES,
   TASK_KINDS,
+  TASK_SCHEMAS,
   createTask,
   registerMarkovTasks,
   type AnyTask,

@@ -5,13 +5,36 @@
  *
  * @module
  */
-import { ConfigError, Rng } from '@attnlab/core'
+import { Rng } from '@attnlab/core'
+import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { deepFreeze } from './sparse-markov.ts'
 import type { Task, TokenBatch } from './task.ts'
-import { checkBoolean, checkInteger, checkKnownKeys, sampleBatch, show } from './validate.ts'
+import { checkInteger, sampleBatch } from './validate.ts'
 
 /**
- * Configuration of a {@link LinearMapTask}.
+ * The schema of a {@link LinearMapConfig}: each parameter's meaning, range and default, declared
+ * once (the CLI's `--state-size`, `--ones-per-row`, `--states`, `--bos`, `--no-score-initial` and
+ * their help come from it).
+ *
+ * @category Emergence tasks
+ */
+export const linearMapSchema = configSchema({
+  /** `S`: cells per state. */
+  stateSize: integerField('cells per state, the context length S', { min: 2, max: 512 }).default(16),
+  /** `s`: ones per row of `M` (the pattern sparsity), at most `S`. */
+  onesPerRow: integerField('ones per row of M, the pattern sparsity s', { min: 1, max: 512 }).default(3),
+  /** `T`: states per sequence (the first random, the others determined). */
+  states: integerField('states per sequence', { min: 2, max: 64 }).default(2),
+  /** Prepend a BOS token (id 2). */
+  bos: booleanField('prepend a BOS token').default(false),
+  /** Score the bits of the random initial state too (the paper's loss averages over all of them). */
+  scoreInitialState: booleanField('score the initial state').default(true),
+  /** Seed of the matrix `M`. */
+  matrixSeed: integerField('seed of the matrix M').default(0),
+})
+
+/**
+ * Configuration of a {@link LinearMapTask} (declared by {@link linearMapSchema}).
  *
  * Token layout (vocabulary `{0, 1}`, plus `2` = BOS when `bos` is true):
  * `[BOS] x_0[0] .. x_0[S-1]  x_1[0] .. x_1[S-1]  ..  x_{T-1}[S-1]`, i.e. `T = states` binary
@@ -20,20 +43,7 @@ import { checkBoolean, checkInteger, checkKnownKeys, sampleBatch, show } from '.
  *
  * @category Emergence tasks
  */
-export interface LinearMapConfig {
-  /** `S`: cells per state; default 16. Range `[2, 512]`. */
-  readonly stateSize: number
-  /** `s`: ones per row of `M` (the pattern sparsity); default 3. Range `[1, S]`. */
-  readonly onesPerRow: number
-  /** `T`: states per sequence (the first random, the others determined); default 2. Range `[2, 64]`. */
-  readonly states: number
-  /** Prepend a BOS token (id 2); default false. */
-  readonly bos: boolean
-  /** Score the bits of the random initial state too (the paper's loss averages over all of them); default true. */
-  readonly scoreInitialState: boolean
-  /** Seed of the matrix `M`; default 0. */
-  readonly matrixSeed: number
-}
+export type LinearMapConfig = Readonly<z.output<typeof linearMapSchema>>
 
 /**
  * The default linear-map configuration: S = 16, s = 3, two states, no BOS, all positions scored
@@ -42,10 +52,8 @@ export interface LinearMapConfig {
  * @category Emergence tasks
  */
 export function defaultLinearMapConfig(): LinearMapConfig {
-  return { stateSize: 16, onesPerRow: 3, states: 2, bos: false, scoreInitialState: true, matrixSeed: 0 }
+  return schemaDefaults(linearMapSchema, 'linear-map')
 }
-
-const KEYS = ['stateSize', 'onesPerRow', 'states', 'bos', 'scoreInitialState', 'matrixSeed'] as const
 
 /**
  * Validates a (partial) linear-map configuration, fills in defaults and freezes it.
@@ -54,23 +62,9 @@ const KEYS = ['stateSize', 'onesPerRow', 'states', 'bos', 'scoreInitialState', '
  * @category Emergence tasks
  */
 export function resolveLinearMapConfig(config: Partial<LinearMapConfig> = {}): LinearMapConfig {
-  if (typeof config !== 'object' || config === null) {
-    throw new ConfigError('config', `got ${show(config)}; expected an object of linear-map parameters`)
-  }
-  checkKnownKeys('linear-map', config, KEYS)
-  const merged = {
-    ...defaultLinearMapConfig(),
-    ...Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined)),
-  }
-  const stateSize = checkInteger('stateSize', merged.stateSize, 2, 512)
-  return deepFreeze({
-    stateSize,
-    onesPerRow: checkInteger('onesPerRow', merged.onesPerRow, 1, stateSize),
-    states: checkInteger('states', merged.states, 2, 64),
-    bos: checkBoolean('bos', merged.bos),
-    scoreInitialState: checkBoolean('scoreInitialState', merged.scoreInitialState),
-    matrixSeed: checkInteger('matrixSeed', merged.matrixSeed, Number.MIN_SAFE_INTEGER),
-  })
+  const resolved = parseConfig(linearMapSchema, config, 'linear-map')
+  checkInteger('onesPerRow', resolved.onesPerRow, 1, resolved.stateSize)
+  return deepFreeze(resolved)
 }
 
 /**

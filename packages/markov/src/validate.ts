@@ -1,6 +1,8 @@
 /**
- * Parameter checks shared by the task configurations. Every check throws a
- * `ConfigError` (`@attnlab/core`) naming the parameter, the offending value and the allowed range.
+ * Checks of call arguments (a position, a batch size, a keepSpans) shared by the tasks; the task
+ * configurations themselves are declared by their schemas (`@attnlab/core/schema`). Every check
+ * throws a `ConfigError` (`@attnlab/core`) naming the parameter, the offending value and the
+ * allowed range.
  *
  * @module
  */
@@ -29,28 +31,6 @@ export function checkInteger(parameter: string, value: unknown, min: number, max
   return value
 }
 
-/**
- * Checks that `value` is a finite number in the given range and returns it.
- *
- * @param exclusiveMin - if true the lower bound is excluded (`> min`)
- */
-export function checkNumber(
-  parameter: string,
-  value: unknown,
-  min: number,
-  max = Infinity,
-  exclusiveMin = false,
-): number {
-  const ok =
-    typeof value === 'number' && Number.isFinite(value) && (exclusiveMin ? value > min : value >= min) && value <= max
-  if (!ok) {
-    const range = describeRange({ min, max, minExclusive: exclusiveMin })
-    const phrase = range === 'a number' ? 'a finite number' : range
-    throw new ConfigError(parameter, `must be ${phrase}, got ${show(value)}`, { value, min, max })
-  }
-  return value
-}
-
 /** Checks that `value` is a boolean and returns it. */
 export function checkBoolean(parameter: string, value: unknown): boolean {
   if (typeof value !== 'boolean')
@@ -65,17 +45,6 @@ export function checkArray(parameter: string, value: unknown, minLength = 1, max
     throw new ConfigError(parameter, `got ${show(value)}; expected an array with ${range} entries`, { value })
   }
   return value
-}
-
-/** Rejects keys of `config` that are not in `allowed` (catches typos such as `spam` for `spans`). */
-export function checkKnownKeys(taskName: string, config: object, allowed: readonly string[]): void {
-  for (const key of Object.keys(config)) {
-    if (!allowed.includes(key)) {
-      throw new ConfigError(key, `is not a ${taskName} parameter; expected one of ${allowed.join(', ')}`, {
-        allowed: [...allowed],
-      })
-    }
-  }
 }
 
 /** Checks the arguments of `Task.sample`. */

@@ -185,7 +185,7 @@ describe('attnlab emergence', () => {
   it('stops bad flags before any work with one line and exit code 2', async () => {
     const cases: [string[], RegExp][] = [
       [['--task', 'bogus'], /--task/],
-      [['--spans', '0,2'], /--spans values must be >= 1/],
+      [['--spans', '0,2'], /--spans values must be an integer in \[1, 64\], got 0/],
       [['--steps', '0'], /--steps must be >= 1, got 0/],
       [['--lr', '-1'], /--lr/],
       [['--vocab', '8', '--state-size', '4'], /--state-size does not apply to --task sparse-markov/],

@@ -202,7 +202,10 @@ describe('attnlab markov oracle', () => {
 describe('attnlab markov: bad flags', () => {
   const cases: [string[], RegExp][] = [
     [['markov', 'sample', '--vocab', '1', '--out', 'x.safetensors'], /--vocab must be in \[2, 4096\]/],
-    [['markov', 'sample', '--spans', '0,1', '--out', 'x.safetensors'], /--spans values must be >= 1/],
+    [
+      ['markov', 'sample', '--spans', '0,1', '--out', 'x.safetensors'],
+      /--spans values must be an integer in \[1, 64\], got 0/,
+    ],
     [['markov', 'sample', '--tau', '0', '--out', 'x.safetensors'], /--tau must be in \(0, 1000\], got 0/],
     [
       ['markov', 'sample', '--task', 'linear-map', '--rules', '1', '--out', 'x.safetensors'],
@@ -221,7 +224,7 @@ describe('attnlab markov: bad flags', () => {
         '--out',
         'x.safetensors',
       ],
-      /Invalid onesPerRow/,
+      /--ones-per-row: must be an integer in \[1, 4\], got 5/,
     ],
     [['markov', 'sample', '--task', 'bogus', '--out', 'x.safetensors'], /Allowed choices are sparse-markov/],
     [['markov', 'sample', '--sequences', '0', '--out', 'x.safetensors'], /--sequences must be in/],

@@ -20,31 +20,16 @@ import {
   type TaskKind,
 } from '@attnlab/markov'
 import { UsageError } from '../errors.ts'
-import { checkOutputFile, forceOption, intParser } from '../options.ts'
-import { addTaskFlags, type TaskFlags } from '../run-flags.ts'
+import { checkOutputFile, forceOption, intParser, withFlagNames } from '../options.ts'
+import {
+  TASK_FLAG_FIELDS,
+  TASK_SEED_FIELDS,
+  addTaskFlags,
+  kebab,
+  type TaskFlagKey,
+  type TaskFlags,
+} from '../run-flags.ts'
 import { boundsInformative } from '@attnlab/experiments'
-
-/** Task flags, and the task kinds each applies to. */
-const TASK_FLAGS: Readonly<Record<string, { readonly key: string; readonly kinds: readonly TaskKind[] }>> = {
-  '--vocab': { key: 'vocab', kinds: ['sparse-markov', 'icl-markov'] },
-  '--spans': { key: 'spans', kinds: ['sparse-markov'] },
-  '--m': { key: 'm', kinds: ['sparse-markov'] },
-  '--tau': { key: 'tau', kinds: ['sparse-markov'] },
-  '--reverse': { key: 'reverse', kinds: ['sparse-markov'] },
-  '--stride': { key: 'stride', kinds: ['sparse-markov'] },
-  '--position-weights': { key: 'positionWeights', kinds: ['sparse-markov'] },
-  '--gen-len': { key: 'genLen', kinds: ['sparse-markov'] },
-  '--state-size': { key: 'stateSize', kinds: ['linear-map'] },
-  '--ones-per-row': { key: 'onesPerRow', kinds: ['linear-map'] },
-  '--states': { key: 'states', kinds: ['linear-map', 'cellular-automaton'] },
-  '--cells': { key: 'cells', kinds: ['cellular-automaton'] },
-  '--rules': { key: 'rules', kinds: ['cellular-automaton'] },
-  '--bos': { key: 'bos', kinds: ['linear-map', 'cellular-automaton'] },
-  '--no-score-initial': { key: 'scoreInitial', kinds: ['linear-map', 'cellular-automaton'] },
-  '--order': { key: 'order', kinds: ['icl-markov'] },
-  '--alpha': { key: 'alpha', kinds: ['icl-markov'] },
-  '--length': { key: 'length', kinds: ['icl-markov'] },
-}
 
 /** The task flags of `markov sample|oracle`: the run flags' task flags, with `--seed` for the task. */
 type TaskOptions = Omit<TaskFlags, 'taskSeed'> & { seed: number }
@@ -60,62 +45,44 @@ function addTaskOptions(command: Command): Command {
 }
 
 /**
- * Builds the task from the parsed flags; a flag of another task kind is a usage error.
+ * Builds the task from the parsed flags (each sets the configuration field `TASK_FLAG_FIELDS`
+ * names); a flag of another task kind is a usage error, and a library message about a field a
+ * flag set names the flag.
  *
- * @throws UsageError for a flag that does not apply to `--task`; ConfigError for invalid values
+ * @throws UsageError for a flag that does not apply to `--task` or a value the task refuses;
+ *   ConfigError for other invalid values
  */
 export function taskFromFlags(options: TaskOptions, command: Command): AnyTask {
   const kind = options.task as TaskKind
-  for (const [flag, { key, kinds }] of Object.entries(TASK_FLAGS)) {
-    if (command.getOptionValueSource(key) === 'cli' && !kinds.includes(kind)) {
-      throw new UsageError(`${flag} does not apply to --task ${kind} (it is a ${kinds.join(' / ')} flag)`)
+  if (!TASK_KINDS.includes(kind))
+    throw new UsageError(`unknown task '${String(kind)}' (expected one of ${TASK_KINDS.join(', ')})`)
+  const config: Record<string, unknown> = {}
+  const flagNames: Record<string, string> = {}
+  for (const [key, entry] of Object.entries(TASK_FLAG_FIELDS) as [
+    TaskFlagKey,
+    (typeof TASK_FLAG_FIELDS)[TaskFlagKey],
+  ][]) {
+    const fields: Partial<Record<TaskKind, string>> = entry.fields
+    const negate = 'negate' in entry
+    const flag = negate ? `--no-${kebab(key).slice(2)}` : kebab(key)
+    const given = command.getOptionValueSource(key) === 'cli'
+    const field = fields[kind]
+    if (field === undefined) {
+      if (given) {
+        const kinds = Object.keys(fields).join(' / ')
+        throw new UsageError(`${flag} does not apply to --task ${kind} (it is a ${kinds} flag)`)
+      }
+      continue
     }
+    // A negated flag (--no-score-initial) counts only when given; its default is the field's.
+    const value = negate ? (given ? false : undefined) : options[key]
+    if (value === undefined) continue
+    config[field] = value
+    flagNames[field] = flag
   }
-  const defined = <T extends object>(object: T): Partial<T> =>
-    Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined)) as Partial<T>
-  const explicit = (key: keyof TaskOptions): boolean => command.getOptionValueSource(key) === 'cli'
-  switch (kind) {
-    case 'sparse-markov':
-      return createTask({
-        kind,
-        ...defined({
-          vocabSize: options.vocab,
-          spans: options.spans,
-          m: options.m,
-          tau: options.tau,
-          reverse: options.reverse,
-          stride: options.stride,
-          positionWeights: options.positionWeights,
-          genLen: options.genLen,
-        }),
-        teacherSeed: options.seed,
-      })
-    case 'linear-map':
-      return createTask({
-        kind,
-        ...defined({
-          stateSize: options.stateSize,
-          onesPerRow: options.onesPerRow,
-          states: options.states,
-          bos: options.bos,
-        }),
-        ...(explicit('scoreInitial') ? { scoreInitialState: false } : {}),
-        matrixSeed: options.seed,
-      })
-    case 'cellular-automaton':
-      return createTask({
-        kind,
-        ...defined({ cells: options.cells, states: options.states, rules: options.rules, bos: options.bos }),
-        ...(explicit('scoreInitial') ? { scoreInitialState: false } : {}),
-      })
-    case 'icl-markov':
-      return createTask({
-        kind,
-        ...defined({ vocabSize: options.vocab, order: options.order, alpha: options.alpha, seqLength: options.length }),
-      })
-    default:
-      throw new UsageError(`unknown task '${String(kind)}' (expected one of ${TASK_KINDS.join(', ')})`)
-  }
+  const seedField = TASK_SEED_FIELDS[kind]
+  if (seedField !== undefined) config[seedField] = options.seed
+  return withFlagNames(flagNames, () => createTask({ kind, ...config }))
 }
 
 /** The random stream `markov sample` draws sequences from (documented in the file metadata). */
