@@ -16,6 +16,7 @@ import { registerMarkov } from './commands/markov.ts'
 import { registerTrain } from './commands/train.ts'
 import { registerKnockout } from './commands/knockout.ts'
 import { registerKernels } from './commands/kernels.ts'
+import { registerSweep } from './commands/sweep.ts'
 import { CLI_VERSION } from './version.ts'
 
 /** Builds the command tree (exposed for tests). */
@@ -42,6 +43,7 @@ export function buildProgram(): Command {
   registerTrain(program)
   registerKnockout(program)
   registerKernels(program)
+  registerSweep(program)
   // `--out ""`, `--plot ""`, ...: refused before any command's work.
   program.hook('preAction', (_root, action) => refuseEmptyOutputPaths(action))
   return program

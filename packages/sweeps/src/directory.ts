@@ -63,16 +63,20 @@ export async function readSweepFile(directory: string): Promise<SweepFile> {
   try {
     text = await readFile(join(directory, 'sweep.json'), 'utf8')
   } catch {
-    throw new SweepDirectoryError(directory, 'no sweep.json there (not a sweep directory)')
+    throw new SweepDirectoryError(directory, 'no sweep.json there (not a sweep directory)', { reason: 'no-sweep' })
   }
   let file: SweepFile
   try {
     file = JSON.parse(text) as SweepFile
   } catch (error) {
-    throw new SweepDirectoryError(directory, `sweep.json is not valid JSON (${(error as Error).message})`)
+    throw new SweepDirectoryError(directory, `sweep.json is not valid JSON (${(error as Error).message})`, {
+      reason: 'no-sweep',
+    })
   }
   if (file?.format !== SWEEP_FILE_FORMAT) {
-    throw new SweepDirectoryError(directory, `sweep.json is not an attnlab sweep (format ${String(file?.format)})`)
+    throw new SweepDirectoryError(directory, `sweep.json is not an attnlab sweep (format ${String(file?.format)})`, {
+      reason: 'no-sweep',
+    })
   }
   return file
 }
@@ -93,7 +97,13 @@ export async function prepareSweepDirectory(
   if (previous === null) {
     const entries = (await exists(directory)) ? await readdir(directory) : []
     if (entries.length > 0 && !options.force) {
-      throw new SweepDirectoryError(directory, 'is not empty and holds no sweep; pick another directory or pass force')
+      throw new SweepDirectoryError(
+        directory,
+        'is not empty and holds no sweep; pick another directory or pass force',
+        {
+          reason: 'not-empty',
+        },
+      )
     }
   } else if (
     canonicalJson(previous.spec as unknown as JsonValue) !== canonicalJson(file.spec as unknown as JsonValue)
@@ -103,12 +113,14 @@ export async function prepareSweepDirectory(
         directory,
         `holds another sweep ('${previous.spec.name}', a different spec); pick another directory or pass force ` +
           '(finished trials with the same settings are kept)',
+        { reason: 'other-sweep', name: previous.spec.name },
       )
     }
   } else if (!options.resume && !options.force) {
     throw new SweepDirectoryError(
       directory,
       `holds this sweep already ('${previous.spec.name}'); continue it with resume`,
+      { reason: 'same-sweep', name: previous.spec.name },
     )
   }
   const created = previous?.created ?? file.created

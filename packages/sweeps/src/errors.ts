@@ -42,7 +42,10 @@ export class SweepSpecError extends AttnlabError {
 /**
  * A sweep directory cannot be used as asked: it holds another sweep (a different spec; pass
  * `force`), it is not a sweep directory (no `sweep.json`), or a trial index is out of range.
- * Code `INVALID_ARGUMENT`; {@link SweepDirectoryError.directory} names the directory.
+ * Code `INVALID_ARGUMENT`; {@link SweepDirectoryError.directory} names the directory and
+ * `details.reason` says which case it is (`same-sweep`: it holds this spec, continue with
+ * `resume`; `other-sweep`: another spec, pass `force`; `not-empty`: other files, pass `force`;
+ * `no-sweep`: no `sweep.json`; `index`: a trial index out of range).
  *
  * @category Errors
  */

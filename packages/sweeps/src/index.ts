@@ -4,8 +4,9 @@
  * expansion into trials with stable ids ({@link expandTrials}, {@link trialId}), the trial record
  * ({@link TrialRecord}) and the experiments a sweep runs ({@link SWEEP_EXPERIMENTS}: `emergence`,
  * the experiment of Yüksel et al., arXiv 2602.19143, and Baherwani et al., arXiv 2606.25010).
- * Running trials (in this process, in worker processes, as a SLURM array) lives in
- * `@attnlab/sweeps/node`.
+ * {@link buildSweepReport} turns records into an HTML report (Vega-Lite) and a CSV;
+ * {@link slurmScript} writes a SLURM job-array script. Running trials (in this process, in worker
+ * processes) lives in `@attnlab/sweeps/node`.
  *
  * @packageDocumentation
  */
@@ -14,6 +15,13 @@ export { SWEEP_EXPERIMENTS, SWEEP_EXPERIMENT_NAMES, type SweepExperiment } from 
 export { canonicalJson, type JsonObject, type JsonValue } from './json.ts'
 export { parseSweepSpec, validateSweepSpec, type SweepSpec } from './spec.ts'
 export { TRIAL_ID_FORMAT, expandTrials, trialId, type Trial } from './trial.ts'
+export {
+  buildSweepReport,
+  type SweepReport,
+  type SweepReportGroup,
+  type SweepReportOptions,
+} from './report.ts'
+export { slurmScript, type SlurmScriptOptions } from './slurm.ts'
 export {
   TRIAL_RECORD_FORMAT,
   trialError,

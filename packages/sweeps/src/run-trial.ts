@@ -5,12 +5,12 @@
  * @module
  */
 import { readFileSync } from 'node:fs'
-import { mkdir, readFile, stat } from 'node:fs/promises'
+import { readFile, stat } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError } from '@attnlab/core'
-import { writeFileAtomic } from '@attnlab/core/node'
+import { makeDirectories, writeFileAtomic } from '@attnlab/core/node'
 import {
   resolveEmergenceConfig,
   resolveEmergenceRecord,
@@ -120,7 +120,7 @@ const runEmergenceTrial: Runner = async (directory, settings, options) => {
   const store = emergenceDirectoryStore(directory, {
     overwrite: true,
     prepare: async () => {
-      await mkdir(directory, { recursive: true })
+      await makeDirectories(directory)
     },
   })
   try {
