@@ -9,12 +9,9 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { BackendUnavailableError, ConfigError, KernelsUnavailableError } from './errors.ts'
-import { registerGradients } from './kernels/gradients.ts'
-import { jsKernelProvider } from './kernels/js-provider.ts'
+import { activeKernels } from './kernels/active.ts'
 import { checkRange } from './options.ts'
 import type { KernelProvider, KernelProviderName } from './kernels/provider.ts'
-import { activeKernels, registerAttnlabKernels } from './kernels/register.ts'
-import { registerStructuredKernels } from './kernels/structured/register.ts'
 
 /**
  * The tfjs backends attnlab knows how to start.
@@ -268,6 +265,11 @@ export async function useBackend(name: BackendName, options: UseBackendOptions =
     throw new BackendUnavailableError(name, BACKEND_PACKAGES[name], reason, available, failure, needsInstall(reason))
   }
   // attnlab's own kernels and gradients: registered here and nowhere else (libraries call ops).
+  // (loaded here, not at import: core's main entry stays the contracts)
+  const [{ registerGradients }, { registerStructuredKernels }] = await Promise.all([
+    import('./kernels/gradients.ts'),
+    import('./kernels/structured/register.ts'),
+  ])
   registerGradients()
   registerStructuredKernels(registered)
   await enableKernels(name, options)
@@ -340,7 +342,7 @@ function checkKernelOptions(name: BackendName, options: UseBackendOptions): void
 async function loadProvider(mode: KernelProviderName, threads: number): Promise<KernelProvider> {
   switch (mode) {
     case 'js':
-      return jsKernelProvider
+      return (await import('./kernels/js-provider.ts')).jsKernelProvider
     case 'wasm': {
       const { loadWasmKernelProvider } = await import('./kernels/wasm-provider.ts')
       try {
@@ -361,6 +363,12 @@ async function loadProvider(mode: KernelProviderName, threads: number): Promise<
   }
 }
 
+/** Registers a provider's kernels (the engine is loaded on first use). */
+async function register(target: 'wasm' | 'cpu', provider: KernelProvider): Promise<void> {
+  const { registerAttnlabKernels } = await import('./kernels/register.ts')
+  registerAttnlabKernels(target, provider)
+}
+
 /** Registers (or removes) attnlab kernels on the backend just activated. */
 async function enableKernels(name: BackendName, options: UseBackendOptions): Promise<void> {
   const mode = options.kernels ?? 'auto'
@@ -377,7 +385,7 @@ async function enableKernels(name: BackendName, options: UseBackendOptions): Pro
       current.provider.setThreads(threads)
       return
     }
-    registerAttnlabKernels(target, await loadProvider(mode, threads))
+    await register(target, await loadProvider(mode, threads))
     return
   }
   const order: KernelProviderName[] = target === 'cpu' ? ['js'] : isNode() ? ['native', 'wasm'] : ['wasm']
@@ -388,7 +396,7 @@ async function enableKernels(name: BackendName, options: UseBackendOptions): Pro
       return
     }
     try {
-      registerAttnlabKernels(target, await loadProvider(candidate, threads))
+      await register(target, await loadProvider(candidate, threads))
       return
     } catch {
       // 'auto' falls through to the next provider (native not built, wasm internals changed, ...).

@@ -364,9 +364,11 @@ export function runPrefill(
     exact[bh] = 1 - count / causal
     computedPairs += count
   }
+  // q, k, v without the packed projections: dense() stays the stock-op computation of the masked path.
+  const unpacked = { q: input.q, k: input.k, v: input.v, scale: input.scale, layer: input.layer }
   const z =
     plan.everyCausalPair === true
-      ? denseAttention.prefill(input, context).z
+      ? denseAttention.prefill(unpacked, context).z
       : attendWithMask(input.q, input.k, input.v, plan.allowed, input.scale, context)
   const sparsity = { exact: mean(exact), reported: mean(plan.reported) }
   return {

@@ -17,19 +17,31 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { causalPairs, denseAttention } from '@attnlab/core'
+import { causalPairs } from '@attnlab/core'
 import { linear, oneHotAttention, pairScatter, twoHotScores } from '@attnlab/core/kernels'
 import type { TransformerConfig } from './config.ts'
-import { hookName, type HookName } from './hooks.ts'
-import type { ParameterSpec } from './model.ts'
+import { BLOCK_HOOK_POINTS, blockHookName, hookName, type HookName } from './hooks.ts'
 import { dropout, oneHotFloat } from './ops.ts'
-import { headMaskFor, headsToColumns, param, type Parameters, type PassContext } from './pass.ts'
+import {
+  fromPosition,
+  headMaskFor,
+  headsToColumns,
+  param,
+  type ArchitectureParts,
+  type AttentionProjections,
+  type ModelBlock,
+  type ParameterSpec,
+  type Parameters,
+  type PassContext,
+  type Projected,
+  type ResidualHook,
+} from './pass.ts'
 
 /**
  * The minimal model's parameters: `blocks.0.attn.W_Q` (`U(-queryInit, queryInit)`, Xavier, or 0)
  * and `blocks.0.attn.W_V` (zeros), both `[nHeads, dModel, dModel]` (paper (b)'s init).
  */
-export function minimalParameterSpecs(config: TransformerConfig): ParameterSpec[] {
+function minimalParameterSpecs(config: TransformerConfig): ParameterSpec[] {
   const { dModel, nHeads } = config
   const zerosInit: ParameterSpec['init'] = (_rng, size) => new Float32Array(size)
   const queryInit: ParameterSpec['init'] =
@@ -55,7 +67,7 @@ export function minimalParameterSpecs(config: TransformerConfig): ParameterSpec[
  * @param hook - runs a hook on a `[batch * pos, dModel]` tensor (identity when not hooked)
  * @returns `[batch * pos, dModel]`
  */
-export function minimalInput(context: PassContext, hook: (name: HookName, x: tf.Tensor2D) => tf.Tensor2D): tf.Tensor2D {
+function minimalInput(context: PassContext, hook: (name: HookName, x: tf.Tensor2D) => tf.Tensor2D): tf.Tensor2D {
   const { batch, pos, tokens } = context
   const { dModel, dVocab } = context.config
   const flatTokens = tf.reshape(tokens, [batch * pos])
@@ -81,12 +93,12 @@ export function minimalInput(context: PassContext, hook: (name: HookName, x: tf.
  * @param x - the one-hot input `[batch * pos, dModel]`
  * @returns `q`, `k`, `v`, each `[batch, pos, nHeads, dModel]`
  */
-export function minimalQkv(
+function minimalQkv(
   parameters: Parameters,
   config: TransformerConfig,
   x: tf.Tensor2D,
   context: PassContext,
-): { q: tf.Tensor4D; k: tf.Tensor4D; v: tf.Tensor4D } {
+): Projected {
   const { batch, pos } = context
   const { nHeads, dHead } = config
   const wqv = tf.concat(
@@ -99,32 +111,23 @@ export function minimalQkv(
   const v = tf.reshape(v2, [batch, pos, nHeads, dHead]) as tf.Tensor4D // [batch, pos, nHeads, dModel]
   // [batch, pos, nHeads, dModel]
   const k = tf.add(tf.reshape(x, [batch, pos, 1, dHead]), tf.zeros([1, 1, nHeads, 1])) as tf.Tensor4D
-  return { q, k, v }
+  return { q, k, v, qkv: undefined }
 }
 
 /**
- * Whether the minimal model can take its structured path for this pass: the dense kernel, no KV
- * cache, and no hook other than `blocks.0.attn.hook_attn_scores` / `hook_pattern`.
+ * Whether the minimal model can take its structured path for this pass: a kernel that declares it
+ * computes exactly dense attention (`exactDense`, the default `denseAttention`), no KV cache, and
+ * no hook other than `blocks.0.attn.hook_attn_scores` / `hook_pattern`.
  */
-export function minimalStructuredApplies(context: PassContext): boolean {
-  if (context.config.architecture !== 'minimal' || context.cache !== null || context.attention !== denseAttention)
-    return false
+function minimalStructuredApplies(context: PassContext): boolean {
+  if (context.cache !== null || context.attention.exactDense !== true) return false
   if (!context.hooks.active) return true
   const allowed = new Set<HookName>([hookName.attnScores(0), hookName.pattern(0)])
   const all: HookName[] = [
     hookName.embed,
     hookName.posEmbed,
-    hookName.residPre(0),
-    hookName.q(0),
-    hookName.k(0),
-    hookName.v(0),
-    hookName.attnScores(0),
-    hookName.pattern(0),
-    hookName.z(0),
-    hookName.result(0),
-    hookName.attnOut(0),
-    hookName.residPost(0),
     hookName.lnFinal,
+    ...BLOCK_HOOK_POINTS.map((point) => blockHookName(0, point)),
   ]
   return all.every((name) => allowed.has(name) || !context.hooks.has(name))
 }
@@ -136,7 +139,7 @@ export function minimalStructuredApplies(context: PassContext): boolean {
  *
  * @returns the logits `[batch * (pos - logitsFrom), dVocab]`
  */
-export function minimalStructured(parameters: Parameters, context: PassContext): tf.Tensor2D {
+function minimalStructured(parameters: Parameters, context: PassContext): tf.Tensor2D {
   const { batch, pos, tokens, config } = context
   const { nHeads, dModel, dVocab } = config
   const layer = 0
@@ -152,7 +155,7 @@ export function minimalStructured(parameters: Parameters, context: PassContext):
     // [batch, pos - from, dVocab]
     const logits = oneHotAttention(tokens, wQ, wV as tf.Tensor3D, { dVocab, scale: config.attnScale, from })
     const pairs = batch * nHeads * causalPairs(pos, pos)
-    context.reports?.push({ layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
+    context.reports?.push({ layer, kernel: context.attention.name, computedPairs: pairs, totalPairs: pairs })
     return tf.reshape(logits, [batch * (pos - from), dVocab]) as tf.Tensor2D // [batch * outPos, dVocab]
   }
   // Scores x_i W_Q^h x_j^T against the one-hot keys (key = input) as four lookups in W_Q, masked above the diagonal.
@@ -163,7 +166,7 @@ export function minimalStructured(parameters: Parameters, context: PassContext):
   pattern = context.hooks.run(hookName.pattern(layer), pattern)
   if (context.rng !== null && config.dropout > 0) pattern = dropout(pattern, config.dropout, context.rng)
   const pairs = batch * nHeads * causalPairs(pos, pos)
-  context.reports?.push({ layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
+  context.reports?.push({ layer, kernel: context.attention.name, computedPairs: pairs, totalPairs: pairs })
   const mask = headMaskFor(context, layer)
   if (mask !== null)
     // z_h is linear in pattern_h
@@ -178,3 +181,53 @@ export function minimalStructured(parameters: Parameters, context: PassContext):
   const wVLogits = tf.reshape(tf.slice(wV, [0, 0, 0], [nHeads, dModel, dVocab]), [nHeads * dModel, dVocab])
   return linear(weighted as tf.Tensor2D, wVLogits as tf.Tensor2D) // [batch * outPos, dVocab]
 }
+
+/** Queries and values from `x [W_Q | W_V]`, key = input; the output sums the heads (no `W_O`). */
+class MinimalProjections implements AttentionProjections {
+  constructor(
+    private readonly parameters: Parameters,
+    private readonly config: TransformerConfig,
+    readonly layer: number,
+  ) {}
+
+  project(x: tf.Tensor2D, context: PassContext): Projected {
+    return minimalQkv(this.parameters, this.config, x, context)
+  }
+
+  output(z: tf.Tensor4D, context: PassContext): tf.Tensor2D {
+    const { batch, pos } = context
+    const result = context.hooks.run(hookName.result(this.layer), z) // [batch, pos, nHeads, dModel] (no W_O)
+    return tf.reshape(tf.sum(result, 2), [batch * pos, z.shape[3]]) as tf.Tensor2D // [batch * pos, dModel]
+  }
+}
+
+/**
+ * The minimal model's pass: the structured computation when it applies
+ * ({@link minimalStructuredApplies}), else the literal one: one-hot input, the block, and the first
+ * `dVocab` output coordinates as the logits.
+ *
+ * @returns `[batch * (pos - logitsFrom), dVocab]`
+ */
+function minimalForward(
+  parameters: Parameters,
+  blocks: readonly ModelBlock[],
+  context: PassContext,
+  hook: ResidualHook,
+): tf.Tensor2D {
+  if (minimalStructuredApplies(context)) return minimalStructured(parameters, context)
+  const { batch, pos } = context
+  const x = minimalInput(context, hook) // [batch * pos, dModel]: [onehot(token); onehot(position)]
+  const out = (blocks[0] as ModelBlock).forward(x, context) // [batch * pos, dModel]
+  // the first dVocab coordinates are the logits
+  const logits = tf.slice(out, [0, 0], [batch * pos, context.config.dVocab]) as tf.Tensor2D
+  return fromPosition(logits, batch, pos, context.logitsFrom) // [batch * outPos, dVocab]
+}
+
+/** The minimal model's parts of the shared modules (see `ArchitectureParts` in `model.ts`). */
+export const minimalArchitecture: ArchitectureParts = Object.freeze({
+  parameterSpecs: minimalParameterSpecs,
+  projections: (parameters: Parameters, config: TransformerConfig, layer: number) =>
+    new MinimalProjections(parameters, config, layer),
+  residual: false,
+  forward: minimalForward,
+})

@@ -1,10 +1,11 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { readFileSync } from 'node:fs'
-import { AttnlabError, ConfigError, ShapeError } from '@attnlab/core'
+import { AttnlabError, ConfigError, KernelsUnavailableError, ShapeError, useBackend } from '@attnlab/core'
+import { ATTNLAB_KERNELS, kernelsActive } from '@attnlab/core/kernels'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
 import { describe, expect, it } from 'vitest'
 import { createConfig, presetConfig, type TransformerConfigInput } from './config.ts'
-import { createTransformer, parameterShapes } from './model.ts'
+import { createTransformer, parameterShapes, type AttentionReport, type ForwardOptions } from './model.ts'
 import { checkGradients, probeLoss, randomTokens, randomizeWeights } from './test-utils.test-utils.ts'
 
 interface GoldenCase {
@@ -107,6 +108,32 @@ describeWithBackends('transformer gradients (finite differences)', () => {
     for (const v of vars)
       expectArraysClose(await fused.grads[v.name]!.data(), await unfused.grads[v.name]!.data(), 1e-4)
     tf.dispose([fused.value, unfused.value, ...Object.values(fused.grads), ...Object.values(unfused.grads), r])
+    model.dispose()
+  })
+
+  it('gpt: the default dense kernel runs the fused attention op when the pass reads no head apart', async () => {
+    const model = createTransformer(
+      createConfig({ architecture: 'gpt', dVocab: 7, nCtx: 6, dModel: 12, nLayers: 1, nHeads: 3, dMlp: 10 }),
+    )
+    const tokens = randomTokens(2, 6, 7, 8)
+    const kernelsOf = async (options: ForwardOptions): Promise<string[]> => {
+      const info = await tf.profile(() => model.forward(tokens, options))
+      tf.dispose(info.result as tf.Tensor)
+      return info.kernelNames
+    }
+    const headMask = tf.tensor2d([[1, 0, 1]])
+    const fusedName = ATTNLAB_KERNELS.attention
+    // The fused op is one kernel only with a provider registered; its composite otherwise.
+    if (kernelsActive()) {
+      expect(await kernelsOf({})).toContain(fusedName)
+      expect(await kernelsOf({ fwdHooks: [['blocks.0.attn.hook_z', () => undefined]] })).not.toContain(fusedName)
+      expect(await kernelsOf({ headMask })).not.toContain(fusedName)
+      expect(await kernelsOf({ fwdHooks: [['blocks.0.attn.hook_pattern', () => undefined]] })).not.toContain(fusedName)
+    }
+    const reports: AttentionReport[] = []
+    tf.dispose(model.forward(tokens, { attentionReports: reports }))
+    expect(reports).toEqual([{ layer: 0, kernel: 'dense', computedPairs: 2 * 3 * 21, totalPairs: 2 * 3 * 21 }])
+    headMask.dispose()
     model.dispose()
   })
 
@@ -293,5 +320,23 @@ describe('transformer parameters', () => {
       /Invalid names: not one of the runWithCache options/,
     )
     model.dispose()
+  })
+})
+
+describe('a backend not started by useBackend', () => {
+  it('makes the model throw KernelsUnavailableError naming useBackend', async () => {
+    const { MathBackendCPU } = await import('@tensorflow/tfjs-backend-cpu')
+    await useBackend('cpu')
+    const model = createTransformer(presetConfig('minimal', { dVocab: 4, nCtx: 3, nHeads: 2 }))
+    tf.registerBackend('bare-cpu', () => new MathBackendCPU())
+    try {
+      await tf.setBackend('bare-cpu')
+      expect(() => model.forward([[0, 1, 2]])).toThrow(KernelsUnavailableError)
+      expect(() => model.forward([[0, 1, 2]])).toThrow(/useBackend\('bare-cpu'\)/)
+    } finally {
+      await tf.setBackend('cpu')
+      tf.removeBackend('bare-cpu')
+      model.dispose()
+    }
   })
 })

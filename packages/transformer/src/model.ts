@@ -12,11 +12,14 @@
  *   `[nHeads, dModel, dHead]`); the fused projection matrices are assembled from them on each
  *   forward pass (a few small copies, differentiable).
  * - Queries, keys and values are computed by one fused QKV matmul; attention runs per
- *   `[batch, heads]` without loops over heads; embeddings use `@attnlab/core`'s `gatherRows`, which
- *   trains on every backend (tfjs-wasm lacks `tf.gather`'s gradient).
- *
- * The minimal model (Yüksel et al., arXiv 2602.19143) runs through the same modules; its specific
- * pieces (one-hot input, no key projection, the structured fast path) live in `minimal.ts`.
+ *   `[batch, heads]` without loops over heads; embeddings use `@attnlab/core/kernels`' `gatherRows`,
+ *   which trains on every backend (tfjs-wasm lacks `tf.gather`'s gradient).
+ * - One path per module. What differs between architectures is composed in, once per model
+ *   (`ArchitectureParts` in `pass.ts`): GPT and Llama share the standard parts here (their
+ *   differences are configuration); the minimal model (Yüksel et al., arXiv 2602.19143: one-hot
+ *   input, no key projection, heads summed, no residual, its structured path) has its parts in
+ *   `minimal.ts`. Fast paths are the kernels' (`denseAttention` runs the fused attention op on
+ *   the packed projections), never a branch here.
  *
  * @module
  */
@@ -27,7 +30,6 @@ import {
   ConfigError,
   Rng,
   ShapeError,
-  causalPairs,
   denseAttention,
   type AttentionContext,
   type AttentionHooks,
@@ -35,7 +37,7 @@ import {
   type AttentionPrefillInput,
   type AttentionResult,
 } from '@attnlab/core'
-import { causalAttention, gatherRows, layerNorm, linear, requireAttnlabKernels } from '@attnlab/core/kernels'
+import { gatherRows, layerNorm, linear, requireAttnlabKernels } from '@attnlab/core/kernels'
 import { configToJSON, type TransformerConfig } from './config.ts'
 import {
   HookRunner,
@@ -47,15 +49,23 @@ import {
   type HookSelector,
 } from './hooks.ts'
 import type { KVCache } from './kv-cache.ts'
-import {
-  minimalInput,
-  minimalParameterSpecs,
-  minimalQkv,
-  minimalStructured,
-  minimalStructuredApplies,
-} from './minimal.ts'
+import { minimalArchitecture } from './minimal.ts'
 import { activation, applyRotary, dropout, rmsNorm } from './ops.ts'
-import { fromPosition, headMaskFor, headsToColumns, param, type Parameters, type PassContext } from './pass.ts'
+import {
+  fromPosition,
+  headMaskFor,
+  headsToColumns,
+  lazyProjected,
+  param,
+  type ArchitectureParts,
+  type AttentionProjections,
+  type ModelBlock,
+  type ParameterSpec,
+  type Parameters,
+  type PassContext,
+  type Projected,
+  type ResidualHook,
+} from './pass.ts'
 
 /**
  * Token ids: an int32 tensor `[batch, pos]`, or nested arrays.
@@ -215,12 +225,8 @@ export interface TransformerOptions {
 // Attention
 // =====================================================================================
 
-/**
- * One block's attention: fused QKV projection, rotary embedding, the attention kernel, head
- * masks, output projection. The minimal model's attention (key = input, no output projection,
- * heads summed) is the same module with the projections it lacks left out.
- */
-class Attention {
+/** GPT and Llama: one fused QKV matmul (`[W_Q | W_K | W_V]`) and the output projection `W_O`. */
+class StandardProjections implements AttentionProjections {
   constructor(
     private readonly parameters: Parameters,
     private readonly config: TransformerConfig,
@@ -231,127 +237,48 @@ class Attention {
     return `blocks.${this.layer}.attn.${suffix}`
   }
 
-  /** The hooks the kernel calls on the scores and pattern (plus attention dropout when training). */
-  private kernelContext(context: PassContext): AttentionContext {
-    const scoresName = hookName.attnScores(this.layer)
-    const patternName = hookName.pattern(this.layer)
-    const hooks: { attnScores?: (s: tf.Tensor4D) => tf.Tensor4D; pattern?: (p: tf.Tensor4D) => tf.Tensor4D } = {}
-    if (context.hooks.has(scoresName)) hooks.attnScores = (scores) => context.hooks.run(scoresName, scores)
-    const dropPattern = context.rng !== null && this.config.dropout > 0
-    if (context.hooks.has(patternName) || dropPattern) {
-      hooks.pattern = (pattern) => {
-        const hooked = context.hooks.run(patternName, pattern)
-        return dropPattern ? dropout(hooked, this.config.dropout, context.rng as Rng) : hooked
+  project(x: tf.Tensor2D, context: PassContext): Projected {
+    const { batch, pos } = context
+    const { nHeads, nKvHeads, dHead } = this.config
+    const qkv = linear(x, this.qkvWeights(), this.qkvBias()) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
+    // [batch, pos, 3 * nHeads * dHead] when every head has its own key and value
+    const packed = nKvHeads === nHeads ? (tf.reshape(qkv, [batch, pos, 3 * nHeads * dHead]) as tf.Tensor3D) : undefined
+    return lazyProjected(packed, () => {
+      const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [
+        tf.Tensor2D,
+        tf.Tensor2D,
+        tf.Tensor2D,
+      ]
+      return {
+        q: tf.reshape(q2, [batch, pos, nHeads, dHead]), // [batch, pos, nHeads, dHead]
+        k: tf.reshape(k2, [batch, pos, nKvHeads, dHead]), // [batch, pos, nKvHeads, dHead]
+        v: tf.reshape(v2, [batch, pos, nKvHeads, dHead]), // [batch, pos, nKvHeads, dHead]
       }
-    }
-    return {
-      hooks: hooks as AttentionHooks,
-      needsPattern: hooks.attnScores !== undefined || hooks.pattern !== undefined,
-    }
+    })
   }
 
-  /**
-   * @param x - the block's normalised input (minimal: the one-hot input), `[batch * pos, dModel]`
-   * @returns the attention output `[batch * pos, dModel]` (minimal: `[batch * pos, dModel]`, the summed head outputs)
-   */
-  forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+  output(z: tf.Tensor4D, context: PassContext): tf.Tensor2D {
     const { batch, pos } = context
-    const { nHeads, architecture } = this.config
-    const minimal = architecture === 'minimal'
-    if (!minimal && this.fusable(context)) return this.fused(x, context)
-    // --- queries, keys, values: one fused matmul ---
-    // [batch, pos, nHeads | nKvHeads, dHead] each
-    let { q, k, v } = minimal ? minimalQkv(this.parameters, this.config, x, context) : this.qkv(x, context)
-    q = context.hooks.run(hookName.q(this.layer), q)
-    k = context.hooks.run(hookName.k(this.layer), k)
-    v = context.hooks.run(hookName.v(this.layer), v)
-    if (this.config.positional === 'rotary') {
-      // [batch, pos, nHeads, dHead]
-      q = context.hooks.run(hookName.rotQ(this.layer), applyRotary(q, context.start, this.config.ropeTheta))
-      // [batch, pos, nKvHeads, dHead]
-      k = context.hooks.run(hookName.rotK(this.layer), applyRotary(k, context.start, this.config.ropeTheta))
-    }
-    // --- the attention kernel, on [batch, heads, pos, d] ---
-    const input: AttentionPrefillInput = {
-      q: tf.transpose(q, [0, 2, 1, 3]), // [batch, nHeads, pos, dHead]
-      k: tf.transpose(k, [0, 2, 1, 3]), // [batch, nKvHeads, pos, dHead]
-      v: tf.transpose(v, [0, 2, 1, 3]), // [batch, nKvHeads, pos, dValue]
-      scale: this.config.attnScale,
-      layer: this.layer,
-    }
-    const kernelContext = this.kernelContext(context)
-    let result: AttentionResult
-    const layerCache = context.cache?.layers[this.layer]
-    if (context.cache !== null && layerCache !== undefined && layerCache.positions > 0) {
-      context.cache.append(this.layer, input.k, input.v)
-      result = context.attention.decode(
-        { q: input.q, cache: layerCache, position: context.start, scale: input.scale, layer: this.layer },
-        kernelContext,
-      )
-    } else {
-      if (context.cache !== null && layerCache !== undefined) {
-        context.cache.append(this.layer, input.k, input.v)
-        layerCache.promptLength = pos
-      }
-      result = context.attention.prefill(input, kernelContext)
-      if (context.cache !== null && layerCache !== undefined) context.attention.afterPrefill?.(input, layerCache)
-    }
-    context.reports?.push({
-      layer: this.layer,
-      kernel: context.attention.name,
-      computedPairs: result.computedPairs,
-      totalPairs: result.totalPairs,
-      ...(result.extra === undefined ? {} : { extra: result.extra }),
-    })
-    const dValue = result.z.shape[3]
-    let z = tf.transpose(result.z, [0, 2, 1, 3]) as tf.Tensor4D // [batch, pos, nHeads, dValue]
-    const mask = headMaskFor(context, this.layer)
-    if (mask !== null) z = tf.mul(z, tf.reshape(mask, [mask.shape[0] as number, 1, nHeads, 1])) as tf.Tensor4D
-    z = context.hooks.run(hookName.z(this.layer), z)
-    // --- output: minimal sums the heads; others project with W_O ---
-    if (minimal) {
-      const result4 = context.hooks.run(hookName.result(this.layer), z) // [batch, pos, nHeads, dModel] (no W_O)
-      return tf.reshape(tf.sum(result4, 2), [batch * pos, dValue]) as tf.Tensor2D // [batch * pos, dModel]
-    }
+    const { nHeads, dModel } = this.config
+    const dValue = z.shape[3]
     const wO = param(this.parameters, this.name('W_O')) // [nHeads, dHead, dModel]
-    let out: tf.Tensor2D
-    if (context.hooks.has(hookName.result(this.layer))) {
-      // Per-head outputs (TransformerLens hook_result), materialised only when hooked.
-      // [nHeads, batch * pos, dHead]
-      const zHeads = tf.reshape(tf.transpose(z, [2, 0, 1, 3]), [nHeads, batch * pos, dValue])
-      const perHead = tf.matMul(zHeads, wO as tf.Tensor3D) // [nHeads, batch * pos, dModel]
-      const result4 = context.hooks.run(
-        hookName.result(this.layer),
-        tf.reshape(tf.transpose(perHead, [1, 0, 2]), [batch, pos, nHeads, this.config.dModel]) as tf.Tensor4D,
-      ) // [batch, pos, nHeads, dModel]
-      out = tf.reshape(tf.sum(result4, 2), [batch * pos, this.config.dModel]) as tf.Tensor2D
-      if (this.config.bias) out = tf.add(out, param(this.parameters, this.name('b_O'))) as tf.Tensor2D
-    } else {
-      out = linear(
+    if (!context.hooks.has(hookName.result(this.layer))) {
+      return linear(
         tf.reshape(z, [batch * pos, nHeads * dValue]),
-        tf.reshape(wO, [nHeads * dValue, this.config.dModel]) as tf.Tensor2D,
+        tf.reshape(wO, [nHeads * dValue, dModel]) as tf.Tensor2D,
         this.outBias(),
       ) // [batch * pos, dModel]
     }
-    return out
-  }
-
-  /** Queries `[batch, pos, nHeads, dHead]`, keys and values `[batch, pos, nKvHeads, dHead]`, by one matmul. */
-  private qkv(x: tf.Tensor2D, context: PassContext): { q: tf.Tensor4D; k: tf.Tensor4D; v: tf.Tensor4D } {
-    const { batch, pos } = context
-    const { nHeads, nKvHeads, dHead } = this.config
-    const wqkv = this.qkvWeights() // [dModel, (nHeads + 2 nKvHeads) * dHead]
-    const qkv = linear(x, wqkv, this.qkvBias()) // [batch * pos, (nHeads + 2 nKvHeads) * dHead]
-    const [q2, k2, v2] = tf.split(qkv, [nHeads * dHead, nKvHeads * dHead, nKvHeads * dHead], 1) as [
-      tf.Tensor2D,
-      tf.Tensor2D,
-      tf.Tensor2D,
-    ]
-    return {
-      q: tf.reshape(q2, [batch, pos, nHeads, dHead]), // [batch, pos, nHeads, dHead]
-      k: tf.reshape(k2, [batch, pos, nKvHeads, dHead]), // [batch, pos, nKvHeads, dHead]
-      v: tf.reshape(v2, [batch, pos, nKvHeads, dHead]), // [batch, pos, nKvHeads, dHead]
-    }
+    // Per-head outputs (TransformerLens hook_result), materialised only when hooked.
+    // [nHeads, batch * pos, dHead]
+    const zHeads = tf.reshape(tf.transpose(z, [2, 0, 1, 3]), [nHeads, batch * pos, dValue])
+    const perHead = tf.matMul(zHeads, wO as tf.Tensor3D) // [nHeads, batch * pos, dModel]
+    const result4 = context.hooks.run(
+      hookName.result(this.layer),
+      tf.reshape(tf.transpose(perHead, [1, 0, 2]), [batch, pos, nHeads, dModel]) as tf.Tensor4D,
+    ) // [batch, pos, nHeads, dModel]
+    const out = tf.reshape(tf.sum(result4, 2), [batch * pos, dModel]) as tf.Tensor2D // [batch * pos, dModel]
+    return this.config.bias ? (tf.add(out, param(this.parameters, this.name('b_O'))) as tf.Tensor2D) : out
   }
 
   /** `[W_Q | W_K | W_V]` as one `[dModel, (nHeads + 2 nKvHeads) * dHead]` matrix. */
@@ -382,42 +309,144 @@ class Attention {
   private outBias(): tf.Tensor1D | null {
     return this.config.bias ? (param(this.parameters, this.name('b_O')) as tf.Tensor1D) : null
   }
+}
+
+/**
+ * One block's attention: projections, hooks on queries, keys and values, rotary embedding, the
+ * attention kernel (prefill or cached decode), head masks, `hook_z`, output. One path for every
+ * architecture and kernel: what differs is the {@link AttentionProjections} it is built with and
+ * the kernel in the pass (a fused fast path is the kernel's business, see
+ * `AttentionPrefillInput.packed` in `@attnlab/core`).
+ */
+class Attention {
+  constructor(
+    private readonly config: TransformerConfig,
+    private readonly projections: AttentionProjections,
+    readonly layer: number,
+  ) {}
 
   /**
-   * Whether this pass can use the fused attention op (`causalAttention` from `@attnlab/core`):
-   * the dense kernel, no KV cache, no hook inside the attention, no rotary embedding, no grouped
-   * heads, no head mask, no attention dropout. The op computes the same function.
+   * @param x - the block's normalised input (minimal: the one-hot input), `[batch * pos, dModel]`
+   * @returns the attention output `[batch * pos, dModel]`
    */
-  private fusable(context: PassContext): boolean {
-    const { nHeads, nKvHeads, positional, dropout: rate } = this.config
-    if (
-      context.attention !== denseAttention ||
-      context.cache !== null ||
-      positional === 'rotary' ||
-      nKvHeads !== nHeads
-    )
-      return false
-    if (headMaskFor(context, this.layer) !== null || (context.rng !== null && rate > 0)) return false
-    if (!context.hooks.active) return true
-    const { q, k, v, attnScores, pattern, z, result } = hookName
-    const points = [q, k, v, attnScores, pattern, z, result]
-    return points.every((point) => !context.hooks.has(point(this.layer)))
+  forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+    const input = this.kernelInput(this.projections.project(x, context), context)
+    const result = this.runKernel(input, context)
+    let z = this.headsOf(result, context) // [batch, pos, nHeads, dValue]
+    const mask = headMaskFor(context, this.layer)
+    if (mask !== null)
+      z = tf.mul(z, tf.reshape(mask, [mask.shape[0] as number, 1, this.config.nHeads, 1])) as tf.Tensor4D
+    z = context.hooks.run(hookName.z(this.layer), z)
+    return this.projections.output(z, context) // [batch * pos, dModel]
   }
 
-  /** The fused path: one QKV projection, one attention op, one output projection. */
-  private fused(x: tf.Tensor2D, context: PassContext): tf.Tensor2D {
+  /**
+   * The kernel's input: hooked (and rotated) queries, keys and values as `[batch, heads, pos, d]`,
+   * plus the packed projections when nothing in this pass reads the heads apart.
+   */
+  private kernelInput(projected: Projected, context: PassContext): AttentionPrefillInput {
+    const { hooks } = context
+    const layer = this.layer
+    const heads = (): { q: tf.Tensor4D; k: tf.Tensor4D; v: tf.Tensor4D } => {
+      let q = hooks.run(hookName.q(layer), projected.q) // [batch, pos, nHeads, dHead]
+      let k = hooks.run(hookName.k(layer), projected.k) // [batch, pos, nKvHeads, dHead]
+      const v = hooks.run(hookName.v(layer), projected.v) // [batch, pos, nKvHeads, dValue]
+      if (this.config.positional === 'rotary') {
+        q = hooks.run(hookName.rotQ(layer), applyRotary(q, context.start, this.config.ropeTheta))
+        k = hooks.run(hookName.rotK(layer), applyRotary(k, context.start, this.config.ropeTheta))
+      }
+      return {
+        q: tf.transpose(q, [0, 2, 1, 3]), // [batch, nHeads, pos, dHead]
+        k: tf.transpose(k, [0, 2, 1, 3]), // [batch, nKvHeads, pos, dHead]
+        v: tf.transpose(v, [0, 2, 1, 3]), // [batch, nKvHeads, pos, dValue]
+      }
+    }
+    const common = { scale: this.config.attnScale, layer }
+    if (projected.qkv === undefined || !this.packable(context)) return { ...heads(), ...common }
+    const lazy = lazyProjected(undefined, heads)
+    return {
+      get q() {
+        return lazy.q
+      },
+      get k() {
+        return lazy.k
+      },
+      get v() {
+        return lazy.v
+      },
+      ...common,
+      packed: { qkv: projected.qkv, nHeads: this.config.nHeads },
+    }
+  }
+
+  /**
+   * Whether the kernel may take the packed projections: nothing of this pass reads or changes the
+   * heads apart (no hook on q/k/v/z/result, no rotary embedding, no KV cache, no head mask).
+   * Scores, pattern and attention dropout are the kernel's to check (`needsPattern`).
+   */
+  private packable(context: PassContext): boolean {
+    if (context.cache !== null || this.config.positional === 'rotary' || headMaskFor(context, this.layer) !== null)
+      return false
+    if (!context.hooks.active) return true
+    const { q, k, v, z, result } = hookName
+    return [q, k, v, z, result].every((point) => !context.hooks.has(point(this.layer)))
+  }
+
+  /** Prefill (training, plain forward, prompt) or cached decode, with the call's accounting. */
+  private runKernel(input: AttentionPrefillInput, context: PassContext): AttentionResult {
+    const kernel = context.attention
+    const kernelContext = this.kernelContext(context)
+    const layerCache = context.cache?.layers[this.layer]
+    let result: AttentionResult
+    if (context.cache !== null && layerCache !== undefined && layerCache.positions > 0) {
+      context.cache.append(this.layer, input.k, input.v)
+      result = kernel.decode(
+        { q: input.q, cache: layerCache, position: context.start, scale: input.scale, layer: this.layer },
+        kernelContext,
+      )
+    } else {
+      if (context.cache !== null && layerCache !== undefined) {
+        context.cache.append(this.layer, input.k, input.v)
+        layerCache.promptLength = context.pos
+      }
+      result = kernel.prefill(input, kernelContext)
+      if (context.cache !== null && layerCache !== undefined) kernel.afterPrefill?.(input, layerCache)
+    }
+    context.reports?.push({
+      layer: this.layer,
+      kernel: kernel.name,
+      computedPairs: result.computedPairs,
+      totalPairs: result.totalPairs,
+      ...(result.extra === undefined ? {} : { extra: result.extra }),
+    })
+    return result
+  }
+
+  /** The heads' outputs position-major, `[batch, pos, nHeads, dValue]`. */
+  private headsOf(result: AttentionResult, context: PassContext): tf.Tensor4D {
+    if (result.zByPosition === undefined) return tf.transpose(result.z, [0, 2, 1, 3]) as tf.Tensor4D
     const { batch, pos } = context
-    const { nHeads, dHead, dModel } = this.config
-    const qkv = linear(x, this.qkvWeights(), this.qkvBias()) // [batch * pos, 3 * nHeads * dHead]
-    const z = causalAttention(tf.reshape(qkv, [batch, pos, 3 * nHeads * dHead]) as tf.Tensor3D, nHeads, {
-      scale: this.config.attnScale,
-    }) // [batch, pos, nHeads * dHead]
-    const pairs = batch * nHeads * causalPairs(pos, pos)
-    context.reports?.push({ layer: this.layer, kernel: denseAttention.name, computedPairs: pairs, totalPairs: pairs })
-    // [nHeads * dHead, dModel]
-    const wO = tf.reshape(param(this.parameters, this.name('W_O')), [nHeads * dHead, dModel]) as tf.Tensor2D
-    // [batch * pos, dModel]
-    return linear(tf.reshape(z, [batch * pos, nHeads * dHead]) as tf.Tensor2D, wO, this.outBias())
+    const { nHeads } = this.config
+    return tf.reshape(result.zByPosition, [batch, pos, nHeads, result.zByPosition.shape[2] / nHeads]) as tf.Tensor4D
+  }
+
+  /** The hooks the kernel calls on the scores and pattern (plus attention dropout when training). */
+  private kernelContext(context: PassContext): AttentionContext {
+    const scoresName = hookName.attnScores(this.layer)
+    const patternName = hookName.pattern(this.layer)
+    const hooks: { attnScores?: (s: tf.Tensor4D) => tf.Tensor4D; pattern?: (p: tf.Tensor4D) => tf.Tensor4D } = {}
+    if (context.hooks.has(scoresName)) hooks.attnScores = (scores) => context.hooks.run(scoresName, scores)
+    const dropPattern = context.rng !== null && this.config.dropout > 0
+    if (context.hooks.has(patternName) || dropPattern) {
+      hooks.pattern = (pattern) => {
+        const hooked = context.hooks.run(patternName, pattern)
+        return dropPattern ? dropout(hooked, this.config.dropout, context.rng as Rng) : hooked
+      }
+    }
+    return {
+      hooks: hooks as AttentionHooks,
+      needsPattern: hooks.attnScores !== undefined || hooks.pattern !== undefined,
+    }
   }
 }
 
@@ -488,14 +517,18 @@ class Mlp {
 class Block {
   readonly attention: Attention
   readonly mlp: Mlp | null
+  /** Whether the attention output is added to the block input (false for the minimal model). */
+  private readonly residual: boolean
 
   constructor(
     private readonly parameters: Parameters,
     private readonly config: TransformerConfig,
     readonly layer: number,
+    architecture: ArchitectureParts,
   ) {
-    this.attention = new Attention(parameters, config, layer)
+    this.attention = new Attention(config, architecture.projections(parameters, config, layer), layer)
     this.mlp = config.attnOnly ? null : new Mlp(parameters, config, layer)
+    this.residual = architecture.residual
   }
 
   private normalize(x: tf.Tensor2D, which: 'ln1' | 'ln2', context: PassContext): tf.Tensor2D {
@@ -533,10 +566,8 @@ class Block {
       context,
       dModel,
     )
-    if (this.config.architecture === 'minimal') {
-      return this.hook(hookName.residPost(this.layer), attnOut, context, dModel) // no residual connection
-    }
-    const residMid = tf.add(residPre, attnOut) as tf.Tensor2D // [batch * pos, dModel]
+    // [batch * pos, dModel] (the minimal model has no residual connection)
+    const residMid = this.residual ? (tf.add(residPre, attnOut) as tf.Tensor2D) : attnOut
     if (this.mlp === null) return this.hook(hookName.residPost(this.layer), residMid, context, dModel)
     const residMidHooked = this.hook(hookName.residMid(this.layer), residMid, context, dModel)
     const mlpOut = this.hook(
@@ -553,13 +584,6 @@ class Block {
 // =====================================================================================
 // Transformer
 // =====================================================================================
-
-/** Shape and initialisation of one parameter. */
-export interface ParameterSpec {
-  readonly name: string
-  readonly shape: readonly number[]
-  readonly init: (rng: Rng, size: number) => Float32Array
-}
 
 /** `N(0, std^2)` entries. */
 function normalInit(std: number): ParameterSpec['init'] {
@@ -580,9 +604,13 @@ export function parameterShapes(config: TransformerConfig): [string, number[]][]
 }
 
 function parameterSpecs(config: TransformerConfig): ParameterSpec[] {
+  return architectureOf(config).parameterSpecs(config)
+}
+
+/** GPT and Llama parameters (the minimal model's are in `minimal.ts`). */
+function standardParameterSpecs(config: TransformerConfig): ParameterSpec[] {
   const { dVocab, nCtx, dModel, nLayers, nHeads, nKvHeads, dHead, dMlp, initRange } = config
   const specs: ParameterSpec[] = []
-  if (config.architecture === 'minimal') return minimalParameterSpecs(config)
   const outputStd = initRange / Math.sqrt(2 * nLayers) // GPT-2: residual projections scaled by 1/sqrt(2 nLayers)
   const layerNormBias = config.normalization === 'layernorm' && config.bias
   specs.push({ name: 'embed.W_E', shape: [dVocab, dModel], init: normalInit(initRange) })
@@ -620,6 +648,64 @@ function parameterSpecs(config: TransformerConfig): ParameterSpec[] {
   return specs
 }
 
+/** Embeddings (+ learned positions), the blocks, the final norm and the unembedding. */
+function standardForward(
+  parameters: Parameters,
+  blocks: readonly ModelBlock[],
+  context: PassContext,
+  hook2: ResidualHook,
+): tf.Tensor2D {
+  const { batch, pos, tokens, config } = context
+  // Embeddings.
+  const flatTokens = tf.reshape(tokens, [batch * pos]) as tf.Tensor1D
+  // [batch * pos, dModel]
+  let residual = hook2(hookName.embed, gatherRows(param(parameters, 'embed.W_E') as tf.Tensor2D, flatTokens))
+  if (config.positional === 'learned') {
+    const positions = tf.reshape(
+      tf.add(tf.range(context.start, context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')),
+      [batch * pos],
+    ) as tf.Tensor1D
+    const posEmbed = hook2(
+      hookName.posEmbed,
+      gatherRows(param(parameters, 'pos_embed.W_pos') as tf.Tensor2D, positions),
+    ) // [batch * pos, dModel]
+    residual = tf.add(residual, posEmbed) as tf.Tensor2D
+  }
+  if (context.rng !== null && config.dropout > 0) residual = dropout(residual, config.dropout, context.rng)
+  for (const block of blocks) residual = block.forward(residual, context) // [batch * pos, dModel]
+  // Final norm and unembedding.
+  const w = param(parameters, 'ln_final.w') as tf.Tensor1D
+  const normalized =
+    config.normalization === 'layernorm'
+      ? layerNorm(
+          residual,
+          w,
+          parameters.has('ln_final.b') ? (param(parameters, 'ln_final.b') as tf.Tensor1D) : null,
+          config.normEps,
+        )
+      : config.normalization === 'rmsnorm'
+        ? rmsNorm(residual, w, config.normEps)
+        : residual
+  // [batch * outPos, dModel]
+  const final = fromPosition(hook2(hookName.lnFinal, normalized), batch, pos, context.logitsFrom)
+  // [dModel, dVocab]
+  const wU = config.tiedEmbeddings ? tf.transpose(param(parameters, 'embed.W_E')) : param(parameters, 'unembed.W_U')
+  return linear(final, wU as tf.Tensor2D) // [batch * outPos, dVocab]
+}
+
+const standardArchitecture: ArchitectureParts = Object.freeze({
+  parameterSpecs: standardParameterSpecs,
+  projections: (parameters: Parameters, config: TransformerConfig, layer: number) =>
+    new StandardProjections(parameters, config, layer),
+  residual: true,
+  forward: standardForward,
+})
+
+/** The parts of `config`'s architecture: the minimal model's (`minimal.ts`) or the standard ones. */
+function architectureOf(config: TransformerConfig): ArchitectureParts {
+  return config.architecture === 'minimal' ? minimalArchitecture : standardArchitecture
+}
+
 /**
  * A transformer with TransformerLens-style hook points. Create with {@link createTransformer};
  * free its weights with {@link Transformer.dispose}.
@@ -641,6 +727,7 @@ export class Transformer {
   attention: AttentionKernel
   private readonly parameters = new Map<string, tf.Variable>()
   private readonly blocks: Block[]
+  private readonly architecture: ArchitectureParts
   private readonly permanentHooks: { selector: HookSelector; hook: HookFunction; id: number }[] = []
   private nextHookId = 0
   private disposed = false
@@ -668,7 +755,11 @@ export class Transformer {
         tf.tidy(() => tf.variable(tf.tensor(values, [...spec.shape], 'float32'), true)),
       )
     }
-    this.blocks = Array.from({ length: config.nLayers }, (_, l) => new Block(this.parameters, config, l))
+    this.architecture = architectureOf(config)
+    this.blocks = Array.from(
+      { length: config.nLayers },
+      (_, l) => new Block(this.parameters, config, l, this.architecture),
+    )
   }
 
   private checkAlive(): void {
@@ -1026,60 +1117,15 @@ export class Transformer {
     )
   }
 
-  /** The forward pass proper: `[batch * pos, dVocab]` logits. */
+  /** The forward pass proper: `[batch * (pos - logitsFrom), dVocab]` logits. */
   private run(context: PassContext): tf.Tensor2D {
-    const { batch, pos, tokens, hooks } = context
-    const { dModel, dVocab } = this.config
+    const { batch, pos, hooks } = context
+    const { dModel } = this.config
     const as3 = (x: tf.Tensor2D): tf.Tensor3D => tf.reshape(x, [batch, pos, dModel]) as tf.Tensor3D
     const from3 = (x: tf.Tensor): tf.Tensor2D => tf.reshape(x, [batch * pos, dModel]) as tf.Tensor2D
     const hook2 = (name: HookName, x: tf.Tensor2D): tf.Tensor2D =>
       hooks.has(name) ? from3(hooks.run(name, as3(x))) : x
-
-    if (this.config.architecture === 'minimal') {
-      // [batch * pos, dVocab]
-      if (minimalStructuredApplies(context)) return minimalStructured(this.parameters, context)
-      const x = minimalInput(context, hook2) // [batch * pos, dModel]: [onehot(token); onehot(position)]
-      const out = (this.blocks[0] as Block).forward(x, context) // [batch * pos, dModel]
-      // the first dVocab coordinates are the logits
-      return fromPosition(tf.slice(out, [0, 0], [batch * pos, dVocab]) as tf.Tensor2D, batch, pos, context.logitsFrom)
-    }
-
-    // Embeddings.
-    const flatTokens = tf.reshape(tokens, [batch * pos]) as tf.Tensor1D
-    // [batch * pos, dModel]
-    let residual = hook2(hookName.embed, gatherRows(param(this.parameters, 'embed.W_E') as tf.Tensor2D, flatTokens))
-    if (this.config.positional === 'learned') {
-      const positions = tf.reshape(
-        tf.add(tf.range(context.start, context.start + pos, 1, 'int32'), tf.zeros([batch, pos], 'int32')),
-        [batch * pos],
-      ) as tf.Tensor1D
-      const posEmbed = hook2(
-        hookName.posEmbed,
-        gatherRows(param(this.parameters, 'pos_embed.W_pos') as tf.Tensor2D, positions),
-      ) // [batch * pos, dModel]
-      residual = tf.add(residual, posEmbed) as tf.Tensor2D
-    }
-    if (context.rng !== null && this.config.dropout > 0) residual = dropout(residual, this.config.dropout, context.rng)
-    for (const block of this.blocks) residual = block.forward(residual, context) // [batch * pos, dModel]
-    // Final norm and unembedding.
-    const w = param(this.parameters, 'ln_final.w') as tf.Tensor1D
-    const normalized =
-      this.config.normalization === 'layernorm'
-        ? layerNorm(
-            residual,
-            w,
-            this.parameters.has('ln_final.b') ? (param(this.parameters, 'ln_final.b') as tf.Tensor1D) : null,
-            this.config.normEps,
-          )
-        : this.config.normalization === 'rmsnorm'
-          ? rmsNorm(residual, w, this.config.normEps)
-          : residual
-    // [batch * outPos, dModel]
-    const final = fromPosition(hook2(hookName.lnFinal, normalized), batch, pos, context.logitsFrom)
-    const wU = this.config.tiedEmbeddings
-      ? tf.transpose(param(this.parameters, 'embed.W_E'))
-      : param(this.parameters, 'unembed.W_U') // [dModel, dVocab]
-    return linear(final, wU as tf.Tensor2D) // [batch * outPos, dVocab]
+    return this.architecture.forward(this.parameters, this.blocks, context, hook2)
   }
 
   /** The configuration as JSON (for checkpoints and reports). */

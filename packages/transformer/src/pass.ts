@@ -1,6 +1,7 @@
 /**
  * The plumbing of one forward pass shared by the model's modules (`model.ts`) and the minimal
- * model (`minimal.ts`): the pass context passed down the module tree and parameter lookups.
+ * model (`minimal.ts`): the pass context passed down the module tree, parameter lookups, and the
+ * parts an architecture plugs into the shared modules ({@link ArchitectureParts}).
  * Internal to the package (not exported by the barrel).
  *
  * @module
@@ -8,7 +9,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { type AttentionKernel, InvalidArgumentError, type Rng } from '@attnlab/core'
 import type { TransformerConfig } from './config.ts'
-import type { HookRunner } from './hooks.ts'
+import type { HookName, HookRunner } from './hooks.ts'
 import type { KVCache } from './kv-cache.ts'
 import type { AttentionReport } from './model.ts'
 
@@ -69,4 +70,98 @@ export function fromPosition(x: tf.Tensor2D, batch: number, pos: number, from: n
     batch * (pos - from),
     width,
   ]) as tf.Tensor2D
+}
+
+// ---- the parts an architecture plugs into the shared modules (model.ts; minimal.ts) ----
+
+/** Shape and initialisation of one parameter. */
+export interface ParameterSpec {
+  readonly name: string
+  readonly shape: readonly number[]
+  readonly init: (rng: Rng, size: number) => Float32Array
+}
+
+/**
+ * Queries, keys and values of one block, `[batch, pos, heads, d]` each, and, when they are plain
+ * slices of one tensor, that tensor (see `AttentionPrefillInput.packed` in `@attnlab/core`).
+ */
+export interface Projected {
+  readonly q: tf.Tensor4D
+  readonly k: tf.Tensor4D
+  readonly v: tf.Tensor4D
+  /** `[batch, pos, 3 * nHeads * dHead]`, or undefined when the projections are not one tensor. */
+  readonly qkv: tf.Tensor3D | undefined
+}
+
+/**
+ * What differs between architectures in a block's attention: how queries, keys and values are
+ * projected from the block input, and how the heads' outputs become the attention output. The
+ * standard projections are below; the minimal model's (no key projection, heads summed) are in
+ * `minimal.ts`.
+ */
+export interface AttentionProjections {
+  /**
+   * @param x - the block's normalised input, `[batch * pos, dModel]`
+   * @returns `q` `[batch, pos, nHeads, dHead]`, `k`, `v` `[batch, pos, nKvHeads, dHead | dValue]`,
+   *   computed on first read
+   */
+  project(x: tf.Tensor2D, context: PassContext): Projected
+  /**
+   * Runs `hook_result` (when hooked) and returns the attention output.
+   *
+   * @param z - the heads' outputs after the head mask and `hook_z`, `[batch, pos, nHeads, dValue]`
+   * @returns `[batch * pos, dModel]`
+   */
+  output(z: tf.Tensor4D, context: PassContext): tf.Tensor2D
+}
+
+/** `project`'s tensors computed on first read (a kernel that takes the packed tensor never reads them). */
+export function lazyProjected(qkv: tf.Tensor3D | undefined, compute: () => Omit<Projected, 'qkv'>): Projected {
+  let heads: Omit<Projected, 'qkv'> | undefined
+  const get = (): Omit<Projected, 'qkv'> => {
+    heads ??= compute()
+    return heads
+  }
+  return {
+    get q() {
+      return get().q
+    },
+    get k() {
+      return get().k
+    },
+    get v() {
+      return get().v
+    },
+    qkv,
+  }
+}
+
+/** Runs a hook on a `[batch * pos, dModel]` tensor (seen as `[batch, pos, dModel]`; identity when not hooked). */
+export type ResidualHook = (name: HookName, x: tf.Tensor2D) => tf.Tensor2D
+
+/** A block as the architecture's forward pass sees it. */
+export interface ModelBlock {
+  /** `[batch * pos, dModel]` -> `[batch * pos, dModel]`. */
+  forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D
+}
+
+/**
+ * What differs between architectures at the model level, chosen once per model
+ * ({@link architectureOf}): the parameters, a block's attention projections, whether blocks are
+ * residual, and the pass around the blocks. GPT and Llama share the standard parts below (their
+ * differences are configuration: norm, positions, MLP); the minimal model's are in `minimal.ts`.
+ */
+export interface ArchitectureParts {
+  /** The parameters in a fixed order, with TransformerLens names, shapes and initialisation. */
+  parameterSpecs(config: TransformerConfig): ParameterSpec[]
+  /** Block `layer`'s attention projections. */
+  projections(parameters: Parameters, config: TransformerConfig, layer: number): AttentionProjections
+  /** Whether a block adds its attention (and MLP) output to its input. */
+  readonly residual: boolean
+  /**
+   * Input -> blocks -> logits `[batch * (pos - logitsFrom), dVocab]`.
+   *
+   * @param hook - runs a residual-stream hook point (`hook_embed`, `ln_final.hook_normalized`, ...)
+   */
+  forward(parameters: Parameters, blocks: readonly ModelBlock[], context: PassContext, hook: ResidualHook): tf.Tensor2D
 }

@@ -18,7 +18,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError } from '../errors.ts'
-import { kernelsActive } from './register.ts'
+import { kernelsActive } from './active.ts'
 
 type GradFunc = (
   dy: tf.Tensor | tf.Tensor[],

@@ -28,13 +28,8 @@ export type {
   KernelProviderName,
   OneHotAttentionShape,
 } from './provider.ts'
-export {
-  activeKernels,
-  kernelsActive,
-  registerAttnlabKernels,
-  type KernelRegistration,
-  type RegisterKernelsOptions,
-} from './register.ts'
+export { activeKernels, kernelsActive, type KernelRegistration } from './active.ts'
+export { registerAttnlabKernels, type RegisterKernelsOptions } from './register.ts'
 export { backendMemory, wasmInternalsProblems, type BackendMemory } from './memory.ts'
 export { jsKernelProvider } from './js-provider.ts'
 export { loadWasmKernelProvider, type WasmKernelOptions } from './wasm-provider.ts'

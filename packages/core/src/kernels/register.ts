@@ -22,19 +22,10 @@ import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError } from '../errors.ts'
 import { backendMemory, wasmInternalsProblems, type BackendMemory } from './memory.ts'
 import { ATTNLAB_KERNELS, type REPLACED_STOCK_KERNELS } from './names.ts'
+import { active, type KernelRegistration } from './active.ts'
 import type { KernelProvider, OneHotAttentionShape } from './provider.ts'
 
-/** An active registration; {@link KernelRegistration.dispose} restores the stock kernels. @category Kernels */
-export interface KernelRegistration {
-  /** The tfjs backend the kernels are registered on. */
-  readonly backendName: 'wasm' | 'cpu'
-  /** The provider computing them. */
-  readonly provider: KernelProvider
-  /** The stock kernels that were replaced. */
-  readonly replaced: readonly string[]
-  /** Unregisters every attnlab kernel and restores the replaced stock kernels. Idempotent. */
-  dispose(): void
-}
+export { activeKernels, kernelsActive, type KernelRegistration } from './active.ts'
 
 /** Options of {@link registerAttnlabKernels}. @category Kernels */
 export interface RegisterKernelsOptions {
@@ -46,28 +37,6 @@ export interface RegisterKernelsOptions {
 
 type KernelArgs = { inputs: tf.NamedTensorInfoMap; backend: unknown; attrs?: tf.NamedAttrMap }
 type KernelFn = (args: KernelArgs) => tf.TensorInfo | tf.TensorInfo[]
-
-const active = new Map<string, KernelRegistration>()
-
-/**
- * The active registration on a backend (default: the active backend), if any.
- *
- * @category Kernels
- */
-export function activeKernels(backendName?: string): KernelRegistration | undefined {
-  return active.get(backendName ?? tf.getBackend())
-}
-
-/**
- * Whether attnlab kernels are registered on a backend (default: the active backend). Gradients
- * use it to choose transposed matmuls (fast with the kernels) over explicit transposes (fast on
- * stock wasm).
- *
- * @category Kernels
- */
-export function kernelsActive(backendName?: string): boolean {
-  return activeKernels(backendName) !== undefined
-}
 
 const sizeOf = (shape: readonly number[]): number => shape.reduce((n, d) => n * d, 1)
 
