@@ -13,6 +13,8 @@ import { analyzeTrajectory, simulate } from '@attnlab/dynamics'
 import { compareWithDense } from '@attnlab/experiments'
 import '@attnlab/experiments/node'
 import { exhaustiveSweep, inductionCapability } from '@attnlab/knockout'
+import { buildSweepReport, parseSweepSpec } from '@attnlab/sweeps'
+import { readTrials, runSweep } from '@attnlab/sweeps/node'
 import { SparseMarkovTask, restrictedContextEntropy } from '@attnlab/markov'
 import { applyPrefill, blockSparse } from '@attnlab/sparse-attention'
 import { createTransformer, presetConfig, train } from '@attnlab/transformer'
@@ -91,6 +93,19 @@ try {
   const stages = analyzeTrajectory(trajectory)
   check(stages.transitions.length === 3, `dynamics: ${stages.transitions.length} transitions`)
   console.log(`dynamics: transitions at ODE times ${stages.transitions.map((t) => t.time?.toFixed(1)).join(', ')}`)
+
+  // A one-trial sweep in a worker process forked from the installed package's dist/worker.js.
+  const sweepSpec = parseSweepSpec(
+    'name: consumer\nexperiment: emergence\nbase:\n  task: { kind: sparse-markov, vocabSize: 8, spans: [1, 1], ' +
+      'genLen: 4 }\n  training: { steps: 4, batchSize: 8, validationSize: 16, analysisSize: 8, evalEvery: 2 }\n',
+    'consumer.yaml',
+  )
+  const swept = await runSweep(sweepSpec, { out: join(dir, 'sweep'), workers: 1, backend: 'cpu' })
+  const sweepRecords = await readTrials(join(dir, 'sweep'))
+  check(swept.done === 1 && sweepRecords.length === 1, `sweeps: ${swept.done} trials done, ${swept.failed} failed`)
+  const sweepReport = await buildSweepReport(sweepRecords)
+  check(sweepReport.html.includes('<svg') && sweepReport.csv.split('\n').length === 3, 'sweeps: report')
+  console.log(`sweeps: 1 trial in a worker process, final loss ${sweepRecords[0]?.metrics.finalValidationLoss}`)
 
   await writeFileAtomic(join(dir, 'done.txt'), 'ok\n')
   console.log('consumer: all packages work')
