@@ -92,7 +92,7 @@ describe('runSweep', () => {
     const other = tinySpec((t) => t.replace('seeds: 2', 'seeds: 3'))
     await expect(runSweep(other, { out: join(dir, 'two'), backend: 'cpu' })).rejects.toBeInstanceOf(SweepDirectoryError)
     // Forced onto the bigger sweep: only the new seed's trials run.
-    const forced = await runSweep(other, { out: join(dir, 'two'), backend: 'cpu', force: true, workers: 2 })
+    const forced = await runSweep(other, { out: join(dir, 'two'), backend: 'cpu', force: true, workers: 1 })
     expect(forced).toMatchObject({ done: 2, skipped: 4 })
   })
 
@@ -117,7 +117,7 @@ describe('runSweep', () => {
   it('resumes after a SIGKILL of the sweep: every trial recorded exactly once', async () => {
     const out = join(dir, 'killed')
     const specPath = join(dir, 'killed.yaml')
-    await writeFile(specPath, TINY_TEXT.replace('steps: 6', 'steps: 30'))
+    await writeFile(specPath, TINY_TEXT.replace('steps: 6', 'steps: 20'))
     const run = runSweepProcess(specPath, out, 1)
     await waitFor(
       () => existsSync(join(out, 'trials.jsonl')) && lines(out).length >= 1 && run.output().stdout.includes('start 1'),
@@ -126,10 +126,10 @@ describe('runSweep', () => {
     expect((await run.exited).signal).toBe('SIGKILL')
     // Simulate a kill in the middle of an append: a torn last line.
     await writeFile(join(out, 'trials.jsonl'), `${await readFile(join(out, 'trials.jsonl'), 'utf8')}{"format":"attn`)
-    const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 30'))
+    const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 20'))
     // The orphaned worker stops at its next step; give it a moment.
     await new Promise((resolve) => setTimeout(resolve, 500))
-    const resumed = await runSweep(spec, { out, workers: 2, backend: 'cpu', resume: true })
+    const resumed = await runSweep(spec, { out, workers: 1, backend: 'cpu', resume: true })
     expect(resumed.done + resumed.skipped).toBe(4)
     expect(resumed.skipped).toBeGreaterThanOrEqual(1)
     const ids = lines(out).map((r) => r.id)
@@ -138,7 +138,7 @@ describe('runSweep', () => {
   })
 
   it('stops at the next step on abort, keeps the state, and resumes', async () => {
-    const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 30'))
+    const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 20'))
     const out = join(dir, 'stopped')
     const controller = new AbortController()
     const stopped = await runSweep(spec, {
@@ -153,7 +153,7 @@ describe('runSweep', () => {
     expect(stopped.stopped).toBe(true)
     expect(stopped.interrupted).toBeGreaterThanOrEqual(1)
     expect(existsSync(join(out, 'trials.jsonl')) ? lines(out).length : 0).toBe(stopped.done)
-    const resumed = await runSweep(spec, { out, workers: 2, backend: 'cpu', resume: true })
+    const resumed = await runSweep(spec, { out, workers: 1, backend: 'cpu', resume: true })
     expect(resumed.done + resumed.skipped).toBe(4)
     expect(lines(out)).toHaveLength(4)
   })
