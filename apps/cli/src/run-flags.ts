@@ -9,7 +9,8 @@ import { TASK_KINDS, TASK_SCHEMAS, type AnyTask, type TaskKind } from '@attnlab/
 import { presetConfig, type OptimizerOptions, type ScheduleOptions, type TransformerConfig } from '@attnlab/transformer'
 import { UsageError } from './errors.ts'
 import { intParser, numberParser } from './options.ts'
-import { fieldParser, showDefault } from './schema-flags.ts'
+import { fieldParser, rangeParser, showDefault } from './schema-flags.ts'
+import { MAX_EMERGENCE_SEQUENCES, trainingSettingsSchema } from '@attnlab/experiments'
 import { taskFromFlags } from './commands/markov.ts'
 
 /** Model presets a training command accepts. */
@@ -199,7 +200,7 @@ export function addTaskFlags(
     command.option(
       '--task-seed <n>',
       "seed of the task's fixed parameters (teacher, matrix M)",
-      intParser('--task-seed'),
+      intParser('--task-seed', 0),
       0,
     )
   for (const key of Object.keys(TASK_FLAG_FIELDS) as TaskFlagKey[]) {
@@ -244,64 +245,74 @@ export interface OptimizationDefaults {
   readonly allowZero?: boolean
 }
 
-/** Adds the optimisation flags. */
+/** A training setting's schema field (`@attnlab/experiments`' `trainingSettingsSchema`). */
+function trainingField(key: keyof typeof trainingSettingsSchema.shape): FieldInfo {
+  return fieldInfo(trainingSettingsSchema.shape[key])
+}
+
+/**
+ * A training-setting flag: help and range from the setting's schema field, the default the
+ * command gives (or the schema's); `min` overrides the range's minimum (`--steps 0` for `train`).
+ */
+export function trainingOption(
+  spec: string,
+  key: keyof typeof trainingSettingsSchema.shape,
+  value?: number,
+  min?: number,
+): Option {
+  const info = trainingField(key)
+  const flag = spec.split(' ')[0] as string
+  // The sampling limit is checked after parsing, by checkOptimizationFlags, with its reason.
+  const { max, ...bounds } = info.range ?? {}
+  const range = {
+    ...bounds,
+    ...(max === MAX_EMERGENCE_SEQUENCES ? {} : { max }),
+    ...(min === undefined ? {} : { min }),
+  }
+  const help = min === 0 && key === 'evalEvery' ? `${info.help} (0: only at the end)` : info.help
+  return new Option(spec, help).argParser(rangeParser(flag, range)).default(value ?? info.defaultValue)
+}
+
+/** Adds the optimisation flags (help, ranges and the defaults no command sets from the training schema). */
 export function addOptimizationFlags(command: Command, defaults: OptimizationDefaults): Command {
+  const zero = defaults.allowZero === true ? 0 : undefined
   return command
-    .option('--batch <n>', 'sequences per step', intParser('--batch', 1), defaults.batch)
-    .option('--lr <x>', 'peak learning rate', numberParser('--lr', 0, Infinity, { minExclusive: true }), defaults.lr)
-    .option(
-      '--steps <n>',
-      'total optimizer steps (a resumed run continues up to this)',
-      intParser('--steps', defaults.allowZero === true ? 0 : 1),
-      defaults.steps,
-    )
+    .addOption(trainingOption('--batch <n>', 'batchSize', defaults.batch))
+    .addOption(trainingOption('--lr <x>', 'lr', defaults.lr))
+    .addOption(trainingOption('--steps <n>', 'steps', defaults.steps, zero))
     .addOption(new Option('--optimizer <name>', 'optimizer').choices(['adamw', 'sgd']).default('adamw'))
     .option(
       '--weight-decay <x>',
       'AdamW decoupled weight decay (default 0.01) / SGD L2 (default 0)',
-      numberParser('--weight-decay', 0),
+      numberParser('--weight-decay', 0, 100),
     )
     .option('--momentum <x>', 'SGD momentum', numberParser('--momentum', 0, 0.999), 0.9)
-    .option('--grad-clip <x>', 'global gradient-norm clip', numberParser('--grad-clip', 0), 1)
+    .addOption(trainingOption('--grad-clip <x>', 'gradClip'))
     .addOption(
       new Option('--schedule <name>', 'learning-rate schedule')
         .choices(['constant', 'warmup-cosine', 'plateau'])
         .default('constant'),
     )
     .option('--warmup <n>', 'warmup steps for warmup-cosine', intParser('--warmup', 0), 100)
-    .option(
-      '--eval-every <n>',
-      defaults.allowZero === true ? 'evaluate every N steps (0: only at the end)' : 'evaluate every N steps',
-      intParser('--eval-every', defaults.allowZero === true ? 0 : 1),
-      defaults.evalEvery,
-    )
-    .option(
-      '--train-size <n>',
-      'train on a fixed dataset of N sequences (0: fresh sequences every step)',
-      intParser('--train-size', 0),
-      0,
-    )
-    .option('--validation-size <n>', 'validation sequences', intParser('--validation-size', 1), 1024)
+    .addOption(trainingOption('--eval-every <n>', 'evalEvery', defaults.evalEvery, zero))
+    .addOption(trainingOption('--train-size <n>', 'trainSize'))
+    .addOption(trainingOption('--validation-size <n>', 'validationSize'))
 }
 
-/** Most sequences a task samples in one batch (`@attnlab/markov` refuses more). */
-export const MAX_SEQUENCES = 1 << 24
-
-/** Checks the optimisation flags' limits and cross-constraints (before any work). */
+/** Checks the optimisation flags' sampling limit and cross-constraints (before any work). */
 export function checkOptimizationFlags(flags: OptimizationFlags, command: Command): void {
   if (flags.schedule !== 'warmup-cosine' && command.getOptionValueSource('warmup') === 'cli')
     throw new UsageError('--warmup applies to --schedule warmup-cosine')
   if (flags.optimizer !== 'sgd' && command.getOptionValueSource('momentum') === 'cli')
     throw new UsageError('--momentum applies to --optimizer sgd')
-  if (flags.gradClip <= 0) throw new UsageError(`--grad-clip must be > 0, got ${flags.gradClip}`)
-  if (flags.lr <= 0) throw new UsageError(`--lr must be > 0, got ${flags.lr}`)
   for (const [flag, value] of [
     ['--batch', flags.batch],
     ['--train-size', flags.trainSize],
     ['--validation-size', flags.validationSize],
   ] as const) {
-    if (value > MAX_SEQUENCES)
-      throw new UsageError(`${flag} ${value} is above the ${MAX_SEQUENCES} sequences a task samples at once`)
+    if (value > MAX_EMERGENCE_SEQUENCES) {
+      throw new UsageError(`${flag} ${value} is above the ${MAX_EMERGENCE_SEQUENCES} sequences a task samples at once`)
+    }
   }
   if (flags.trainSize > 0 && flags.trainSize < flags.batch)
     throw new UsageError(`--train-size ${flags.trainSize} is smaller than --batch ${flags.batch}`)
@@ -343,8 +354,12 @@ export function modelOverridesOf(flags: ModelFlags): Partial<Omit<TransformerCon
   if (flags.queryInit !== undefined) {
     if (flags.preset !== 'minimal') throw new UsageError('--query-init applies to --preset minimal only')
     const value = flags.queryInit === 'xavier' ? 'xavier' : Number(flags.queryInit)
-    if (value !== 'xavier' && !(flags.queryInit.trim() !== '' && Number.isFinite(value) && value >= 0)) {
-      throw new UsageError(`--query-init must be a number >= 0 or 'xavier', got '${flags.queryInit}'`)
+    // W_Q entries are attention scores of the one-hot input: beyond 100 the first softmax saturates.
+    if (
+      value !== 'xavier' &&
+      !(flags.queryInit.trim() !== '' && Number.isFinite(value) && value >= 0 && value <= 100)
+    ) {
+      throw new UsageError(`--query-init must be a number >= 0 (at most 100) or 'xavier', got '${flags.queryInit}'`)
     }
     overrides.queryInit = value
   }

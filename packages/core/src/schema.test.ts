@@ -135,5 +135,8 @@ describe('formatting', () => {
     expect(showValue('x')).toBe("'x'")
     expect(showValue(1e21)).toBe('about 1.00e+21')
     expect(showValue({ a: 1 })).toBe('{"a":1}')
+    expect(showValue('a\nb')).toBe("'a\\nb'")
+    expect(message({ 'x\ny': 1 }).message).not.toContain('\n')
+    expect(message({ bos: 'yes\n' }).message).toBe("Invalid bos: got 'yes\\n'; expected true or false")
   })
 })

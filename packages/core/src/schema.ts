@@ -50,7 +50,8 @@ const fields = z.registry<FieldMeta>()
 
 /** A value as a message shows it: strings quoted, arrays and objects as JSON. */
 export function showValue(value: unknown): string {
-  if (typeof value === 'string') return `'${value}'`
+  // JSON escapes keep a message on one line (a value with a newline shows as \n).
+  if (typeof value === 'string') return `'${JSON.stringify(value).slice(1, -1)}'`
   if (typeof value === 'number') return formatNumber(value)
   if (typeof value === 'boolean' || value === null || value === undefined || typeof value === 'bigint')
     return String(value)
@@ -263,12 +264,17 @@ function objectAt(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodObject 
     : undefined
 }
 
+/** A key as a message names it: as it is, or JSON-escaped when it holds control characters. */
+function showKey(key: string): string {
+  return /^[\x20-\x7e]*$/.test(key) ? key : JSON.stringify(key).slice(1, -1)
+}
+
 /** `spans[1]`, `model.nHeads`: a key path as a message names it. */
 export function formatPath(path: readonly PropertyKey[]): string {
   let text = ''
   for (const key of path) {
     if (typeof key === 'number') text += `[${key}]`
-    else text += text === '' ? String(key) : `.${String(key)}`
+    else text += text === '' ? showKey(String(key)) : `.${showKey(String(key))}`
   }
   return text
 }
@@ -286,14 +292,15 @@ export function configErrorOf(schema: z.ZodType, error: z.ZodError, name: string
   const issues = error.issues
   const unknown = issues.find((issue) => issue.code === 'unrecognized_keys')
   if (unknown !== undefined && unknown.code === 'unrecognized_keys') {
-    const key = unknown.keys[0] as string
+    const key = showKey(unknown.keys[0] as string)
     const allowed = Object.keys(objectAt(schema, unknown.path)?.shape ?? {})
     const suggestion = closest(key, allowed)
     const where = unknown.path.length === 0 ? name : `${name} ${formatPath(unknown.path)}`
+    const article = /^[aeiou]/i.test(where) ? 'an' : 'a'
+    const guess = suggestion === undefined ? '' : ` (did you mean '${suggestion}'?)`
     return new ConfigError(
       formatPath([...unknown.path, key]),
-      `is not a ${where} parameter${suggestion === undefined ? '' : ` (did you mean '${suggestion}'?)`}; ` +
-        `expected one of ${allowed.join(', ')}`,
+      `is not ${article} ${where} parameter${guess}; expected one of ${allowed.join(', ')}`,
       { allowed },
     )
   }

@@ -57,6 +57,9 @@ export {
   type EmergenceModelOverrides,
   type EmergencePreset,
   type ResolvedEmergenceConfig,
+  emergenceConfigSchema,
+  trainingSettingsSchema,
+  type TrainingSettings,
 } from './emergence/config.ts'
 export {
   runEmergence,
@@ -72,7 +75,6 @@ export {
   type EmergenceStore,
   type SeedCheckpoint,
   type SeedRun,
-  type TrainingSettings,
 } from './emergence/run.ts'
 export {
   INTERPOLATED_NOTE,

@@ -54,6 +54,7 @@ import {
   optimizerOf,
   scheduleOf,
   taskOf,
+  trainingOption,
   type ModelFlags,
   type OptimizationFlags,
   type TaskFlags,
@@ -393,19 +394,14 @@ export function registerEmergence(program: Command): void {
     evalEvery: EMERGENCE_DEFAULTS.evalEvery,
   })
   command
-    .option(
-      '--analysis-size <n>',
-      'validation sequences for the attention metrics and patterns at each evaluation',
-      intParser('--analysis-size', 1),
-      EMERGENCE_DEFAULTS.analysisSize,
-    )
+    .addOption(trainingOption('--analysis-size <n>', 'analysisSize'))
     .option(
       '--seeds <n>',
       'repeat the run with N seeds (seed, seed+1, ...) to see the spread of emergence steps',
       intParser('--seeds', 1, 1000),
       1,
     )
-    .option('--seed <n>', 'first seed (initialisation, data and validation)', intParser('--seed'), 0)
+    .option('--seed <n>', 'first seed (initialisation, data and validation)', intParser('--seed', 0), 0)
     .option('--out <dir>', `output directory (default ${DEFAULT_OUT}, or ${DEFAULT_OUT}-2, -3, ... if taken)`)
     .option('--resume <dir>', 'continue an interrupted run in place (exact on cpu)')
     .option('--force', 'replace an earlier run in --out')

@@ -4,10 +4,28 @@
  *
  * @module
  */
-import { ConfigError, checkOptionKeys, checkRange } from '@attnlab/core'
+import { ConfigError, checkRange } from '@attnlab/core'
+import {
+  configSchema,
+  customField,
+  enumField,
+  integerField,
+  listField,
+  numberField,
+  parseConfig,
+  showValue,
+  type z,
+} from '@attnlab/core/schema'
 import { createTask, type AnyTask, type MarkovTaskDescription, type TaskKind } from '@attnlab/markov'
-import { configFromJSON, configToJSON, presetConfig, type TransformerConfig } from '@attnlab/transformer'
-import type { EmergenceRecord, TrainingSettings } from './run.ts'
+import {
+  configFromJSON,
+  configToJSON,
+  presetConfig,
+  type OptimizerOptions,
+  type ScheduleOptions,
+  type TransformerConfig,
+} from '@attnlab/transformer'
+import type { EmergenceRecord } from './run.ts'
 
 /**
  * Model presets an emergence run accepts.
@@ -31,26 +49,6 @@ export type EmergencePreset = (typeof EMERGENCE_PRESETS)[number]
  * @category Emergence
  */
 export type EmergenceModelOverrides = Partial<Omit<TransformerConfig, 'architecture' | 'dVocab' | 'nCtx' | 'seed'>>
-
-/**
- * An emergence experiment: a task, a model, how to train it, over which seeds. Plain JSON;
- * {@link defaultEmergenceConfig} gives the documented default, {@link resolveEmergenceConfig}
- * validates it.
- *
- * @category Emergence
- */
-export interface EmergenceConfig {
-  /** The task, as `@attnlab/markov`'s `createTask` reads it: `{ kind, ...overrides }`. */
-  readonly task: MarkovTaskDescription
-  /** The model preset. */
-  readonly preset: EmergencePreset
-  /** Overrides of the preset's configuration (`{}` for the preset as it is). */
-  readonly model: EmergenceModelOverrides
-  /** Optimizer, schedule, batch, steps, evaluation and analysis sizes. */
-  readonly training: TrainingSettings
-  /** Run seeds (initialisation, data and validation), one run each; the first also seeds the oracles. */
-  readonly seeds: readonly number[]
-}
 
 /**
  * The documented default experiment (README, "What the main job shows"): the sparse Markov chain
@@ -124,6 +122,93 @@ const MODEL_SHAPE_KEYS = ['nLayers', 'dModel', 'nHeads', 'attnOnly'] as const
 /** Task keys of {@link EMERGENCE_TASK_DEFAULTS} (the flags' names are the task configs' names). */
 const TASK_DEFAULT_KEYS = ['stateSize', 'onesPerRow'] as const
 
+/** Most sequences a task samples in one batch (`@attnlab/markov` refuses more). */
+export const MAX_EMERGENCE_SEQUENCES = 1 << 24
+
+/**
+ * The schema of {@link TrainingSettings}: each setting's meaning, range and default (the sparse
+ * Markov chain's {@link EMERGENCE_DEFAULTS}), declared once; the CLI's training flags take their
+ * help and ranges from it.
+ *
+ * @category Emergence
+ */
+export const trainingSettingsSchema = configSchema({
+  /** Total optimizer steps. */
+  steps: integerField('total optimizer steps (a resumed run continues up to this)', { min: 1 }).default(
+    EMERGENCE_DEFAULTS.steps,
+  ),
+  /** Sequences per step. */
+  batchSize: integerField('sequences per step', { min: 1, max: MAX_EMERGENCE_SEQUENCES }).default(
+    EMERGENCE_DEFAULTS.batch,
+  ),
+  /** Peak learning rate. */
+  lr: numberField('peak learning rate', { min: 0, minExclusive: true }).default(EMERGENCE_DEFAULTS.lr),
+  /** The optimizer (`@attnlab/transformer`'s `OptimizerOptions`, checked by the trainer). */
+  optimizer: customField<OptimizerOptions>('the optimizer').default(
+    (): OptimizerOptions => ({ kind: 'adamw', weightDecay: 0.01 }),
+  ),
+  /** The learning-rate schedule (`@attnlab/transformer`'s `ScheduleOptions`, checked by the trainer). */
+  schedule: customField<ScheduleOptions>('the learning-rate schedule').default(
+    (): ScheduleOptions => ({ kind: 'constant' }),
+  ),
+  /** Global gradient-norm clip. */
+  gradClip: numberField('global gradient-norm clip', { min: 0, minExclusive: true }).default(1),
+  /** 0: fresh sequences every step (online); else a fixed training set of this many sequences (at least a batch). */
+  trainSize: integerField('train on a fixed dataset of N sequences (0: fresh sequences every step)', {
+    min: 0,
+    max: MAX_EMERGENCE_SEQUENCES,
+  }).default(0),
+  /** Validation sequences. */
+  validationSize: integerField('validation sequences', { min: 1, max: MAX_EMERGENCE_SEQUENCES }).default(1024),
+  /** Evaluate every this many steps; a checkpoint every 4 evaluations. */
+  evalEvery: integerField('evaluate every N steps', { min: 1 }).default(EMERGENCE_DEFAULTS.evalEvery),
+  /** Sequences for the analysis metrics and attention patterns at each evaluation (at most `validationSize`). */
+  analysisSize: integerField('validation sequences for the attention metrics and patterns at each evaluation', {
+    min: 1,
+  }).default(EMERGENCE_DEFAULTS.analysisSize),
+})
+
+/**
+ * Training settings shared by every seed (AdamW or SGD on fresh or fixed sequences; the
+ * `training` of `config.json`), declared by {@link trainingSettingsSchema}.
+ *
+ * @category Emergence
+ */
+export type TrainingSettings = Readonly<z.output<typeof trainingSettingsSchema>>
+
+/**
+ * The schema of an {@link EmergenceConfig}. The task and the model overrides are checked by the
+ * packages that own them (`@attnlab/markov`'s `createTask`, `@attnlab/transformer`'s
+ * `presetConfig`), the rest here.
+ *
+ * @category Emergence
+ */
+export const emergenceConfigSchema = configSchema({
+  /** The task, as `@attnlab/markov`'s `createTask` reads it: `{ kind, ...overrides }`. */
+  task: customField<MarkovTaskDescription>('the task, { kind, ...overrides }').default(
+    (): MarkovTaskDescription => ({ kind: 'sparse-markov', m: EMERGENCE_DEFAULTS.m }),
+  ),
+  /** The model preset. */
+  preset: enumField('model preset', EMERGENCE_PRESETS as unknown as [EmergencePreset, ...EmergencePreset[]]).default(
+    EMERGENCE_DEFAULTS.preset,
+  ),
+  /** Overrides of the preset's configuration (`{}` for the preset as it is). */
+  model: customField<EmergenceModelOverrides>("overrides of the preset's model configuration").default(() => ({})),
+  /** Optimizer, schedule, batch, steps, evaluation and analysis sizes. */
+  training: trainingSettingsSchema.default(() => parseConfig(trainingSettingsSchema, {}, 'emergence training')),
+  /** Run seeds (initialisation, data and validation), one run each; the first also seeds the oracles. */
+  seeds: listField('run seeds', integerField('a run seed', { min: 0 }), 1).default(() => [0]),
+})
+
+/**
+ * An emergence experiment: a task, a model, how to train it, over which seeds. Plain JSON;
+ * {@link defaultEmergenceConfig} gives the documented default, {@link resolveEmergenceConfig}
+ * validates it (declared by {@link emergenceConfigSchema}).
+ *
+ * @category Emergence
+ */
+export type EmergenceConfig = Readonly<z.output<typeof emergenceConfigSchema>>
+
 /**
  * The documented default experiment for a task kind, as an {@link EmergenceConfig}: the sparse
  * Markov chain's {@link EMERGENCE_DEFAULTS}, or the task's {@link EMERGENCE_TASK_DEFAULTS} over
@@ -153,23 +238,17 @@ export function defaultEmergenceConfig(kind: TaskKind = 'sparse-markov'): Emerge
   for (const key of TASK_DEFAULT_KEYS) if (own[key] !== undefined) task[key] = own[key]
   const model: Record<string, unknown> = {}
   for (const key of MODEL_SHAPE_KEYS) if (own[key] !== undefined) model[key] = own[key]
-  const number = (key: string, fallback: number): number => (own[key] as number | undefined) ?? fallback
+  const given = (key: string): number | undefined => own[key] as number | undefined
+  const training = parseConfig(
+    trainingSettingsSchema,
+    { steps: given('steps'), batchSize: given('batch'), lr: given('lr'), evalEvery: given('evalEvery') },
+    'emergence training',
+  )
   return {
     task: task as MarkovTaskDescription,
     preset: (own.preset as EmergencePreset | undefined) ?? EMERGENCE_DEFAULTS.preset,
     model: model as EmergenceModelOverrides,
-    training: {
-      steps: number('steps', EMERGENCE_DEFAULTS.steps),
-      batchSize: number('batch', EMERGENCE_DEFAULTS.batch),
-      lr: number('lr', EMERGENCE_DEFAULTS.lr),
-      optimizer: { kind: 'adamw', weightDecay: 0.01 },
-      schedule: { kind: 'constant' },
-      gradClip: 1,
-      trainSize: 0,
-      validationSize: 1024,
-      evalEvery: number('evalEvery', EMERGENCE_DEFAULTS.evalEvery),
-      analysisSize: EMERGENCE_DEFAULTS.analysisSize,
-    },
+    training,
     seeds: [0],
   }
 }
@@ -189,57 +268,12 @@ export interface ResolvedEmergenceConfig {
   readonly record: EmergenceRecord
 }
 
-/** Most sequences a task samples in one batch (`@attnlab/markov` refuses more). */
-export const MAX_EMERGENCE_SEQUENCES = 1 << 24
-
-const CONFIG_KEYS: readonly string[] = Object.keys({
-  task: 1,
-  preset: 1,
-  model: 1,
-  training: 1,
-  seeds: 1,
-} satisfies Record<keyof EmergenceConfig, 1>)
-const TRAINING_KEYS: readonly string[] = Object.keys({
-  steps: 1,
-  batchSize: 1,
-  lr: 1,
-  optimizer: 1,
-  schedule: 1,
-  gradClip: 1,
-  trainSize: 1,
-  validationSize: 1,
-  evalEvery: 1,
-  analysisSize: 1,
-} satisfies Record<keyof TrainingSettings, 1>)
-
-/** Checks the seeds: a non-empty list of distinct non-negative integers. */
-function checkSeeds(seeds: readonly number[]): void {
-  if (!Array.isArray(seeds) || seeds.length === 0) {
-    throw new ConfigError('seeds', `expected a non-empty list of seeds, got ${JSON.stringify(seeds)}`)
-  }
-  for (const seed of seeds) checkRange('seeds', seed, { integer: true, min: 0 })
+/** The cross-field rules of a parsed experiment (the ranges are the schema's). */
+function checkCrossFields(config: EmergenceConfig): void {
+  const { seeds, training } = config
   if (new Set(seeds).size !== seeds.length) {
     throw new ConfigError('seeds', `lists a seed twice (${seeds.join(', ')}); expected distinct seeds`)
   }
-}
-
-/** Checks the training settings (ranges and cross-constraints). */
-function checkTraining(training: TrainingSettings): void {
-  if (typeof training !== 'object' || training === null || Array.isArray(training)) {
-    throw new ConfigError(
-      'training',
-      `expected the training settings { steps, batchSize, ... }, got ${String(training)}`,
-    )
-  }
-  checkOptionKeys('emergence training settings', training, TRAINING_KEYS)
-  const sequences = { integer: true, min: 1, max: MAX_EMERGENCE_SEQUENCES }
-  checkRange('training.steps', training.steps, { integer: true, min: 1 })
-  checkRange('training.batchSize', training.batchSize, sequences)
-  checkRange('training.lr', training.lr, { min: 0, minExclusive: true })
-  checkRange('training.gradClip', training.gradClip, { min: 0, minExclusive: true })
-  checkRange('training.trainSize', training.trainSize, { ...sequences, min: 0 })
-  checkRange('training.validationSize', training.validationSize, sequences)
-  checkRange('training.evalEvery', training.evalEvery, { integer: true, min: 1 })
   checkRange('training.analysisSize', training.analysisSize, { integer: true, min: 1, max: training.validationSize })
   if (training.trainSize > 0 && training.trainSize < training.batchSize) {
     throw new ConfigError(
@@ -249,15 +283,28 @@ function checkTraining(training: TrainingSettings): void {
       { value: training.trainSize },
     )
   }
+  if (typeof config.task !== 'object' || config.task === null || Array.isArray(config.task)) {
+    throw new ConfigError('task', `expected a task description { kind, ...overrides }, got ${showValue(config.task)}`)
+  }
   if (typeof training.optimizer !== 'object' || training.optimizer === null) {
     throw new ConfigError(
       'training.optimizer',
-      `expected { kind: 'adamw' | 'sgd', ... }, got ${String(training.optimizer)}`,
+      `expected { kind: 'adamw' | 'sgd', ... }, got ${showValue(training.optimizer)}`,
     )
   }
   if (typeof training.schedule !== 'object' || training.schedule === null) {
-    throw new ConfigError('training.schedule', `expected { kind: 'constant' | ... }, got ${String(training.schedule)}`)
+    throw new ConfigError(
+      'training.schedule',
+      `expected { kind: 'constant' | ... }, got ${showValue(training.schedule)}`,
+    )
   }
+}
+
+/** Parses an experiment with the schema and checks its cross-field rules. */
+function parseEmergenceConfig(config: unknown): EmergenceConfig {
+  const parsed = parseConfig(emergenceConfigSchema, config, 'emergence')
+  checkCrossFields(parsed)
+  return parsed
 }
 
 /**
@@ -278,35 +325,21 @@ function checkTraining(training: TrainingSettings): void {
  * @category Emergence
  */
 export function resolveEmergenceConfig(config: EmergenceConfig): ResolvedEmergenceConfig {
-  checkOptionKeys('emergence config keys', config, CONFIG_KEYS)
-  if (!(EMERGENCE_PRESETS as readonly string[]).includes(config.preset)) {
-    throw new ConfigError(
-      'preset',
-      `'${String(config.preset)}' is not a preset; expected one of ${EMERGENCE_PRESETS.join(', ')}`,
-      {
-        value: config.preset,
-      },
-    )
-  }
-  if (typeof config.task !== 'object' || config.task === null) {
-    throw new ConfigError('task', `expected a task description { kind, ...overrides }, got ${String(config.task)}`)
-  }
-  checkTraining(config.training)
-  checkSeeds(config.seeds)
-  const task = createTask(config.task)
-  const model = presetConfig(config.preset, {
+  const parsed = parseEmergenceConfig(config)
+  const task = createTask(parsed.task)
+  const model = presetConfig(parsed.preset, {
     dVocab: task.vocabSize,
     nCtx: task.seqLength - 1,
-    seed: config.seeds[0] as number,
-    ...config.model,
+    seed: parsed.seeds[0] as number,
+    ...parsed.model,
   })
   const record: EmergenceRecord = {
     format: 'attnlab-emergence/1',
     task: task.describe() as MarkovTaskDescription,
     model: configToJSON(model),
-    preset: config.preset,
-    training: config.training,
-    seeds: [...config.seeds],
+    preset: parsed.preset,
+    training: parsed.training,
+    seeds: [...parsed.seeds],
     backend: '',
     created: '',
   }
@@ -338,7 +371,12 @@ export function resolveEmergenceRecord(
   if (steps !== undefined) checkRange('training.steps', steps, { integer: true, min: 1 })
   const resolved = steps === undefined ? record : { ...record, training: { ...record.training, steps } }
   // A recorded run is checked as a new one is: an edited or corrupt config.json fails here, not mid-run.
-  checkTraining(resolved.training)
-  checkSeeds(resolved.seeds)
-  return Object.freeze({ task, model, record: Object.freeze(resolved) })
+  const { training, seeds } = parseEmergenceConfig({
+    task: resolved.task,
+    preset: resolved.preset,
+    model: {},
+    training: resolved.training,
+    seeds: resolved.seeds,
+  })
+  return Object.freeze({ task, model, record: Object.freeze({ ...resolved, training, seeds }) })
 }

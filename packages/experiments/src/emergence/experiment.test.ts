@@ -148,8 +148,9 @@ describe('emergence config', () => {
       'Invalid training.analysisSize: must be an integer in [1, 64], got 128',
     )
     expect(bad({ ...TINY, training: { ...TINY.training, trainSize: 8 } })).toThrow(/smaller than training.batchSize 32/)
-    expect(bad({ ...TINY, preset: 'bogus' })).toThrow(/'bogus' is not a preset; expected one of minimal, gpt/)
-    expect(bad({ ...TINY, seeds: [] })).toThrow(/non-empty list of seeds/)
+    expect(bad({ ...TINY, preset: 'bogus' })).toThrow(/Invalid preset: got 'bogus'; expected one of minimal, gpt/)
+    expect(bad({ ...TINY, seeds: [] })).toThrow(/Invalid seeds: got \[\]; expected an array with at least 1 entries/)
+    expect(bad({ ...TINY, seeds: [-1] })).toThrow(/Invalid seeds\[0\]: must be an integer >= 0, got -1/)
     expect(bad({ ...TINY, seeds: [1, 1] })).toThrow(/lists a seed twice/)
     expect(bad({ ...TINY, task: { kind: 'sparse-markov', spans: [0] } })).toThrow(ConfigError)
     expect(bad({ ...TINY, model: { nLayers: 2 } })).toThrow(ConfigError)

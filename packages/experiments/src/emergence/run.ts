@@ -18,8 +18,6 @@ import {
   hookName,
   type AnalysisMetrics,
   type HookName,
-  type OptimizerOptions,
-  type ScheduleOptions,
   type StepRecord,
   type TeacherSource,
   type TrainResult,
@@ -27,37 +25,9 @@ import {
   type TransformerConfig,
   type TrainerState,
 } from '@attnlab/transformer'
+import type { TrainingSettings } from './config.ts'
 import type { PatternSnapshot } from './report.ts'
 import type { MetricLine } from './stages.ts'
-
-/**
- * Training settings shared by every seed (AdamW or SGD on fresh or fixed sequences; the
- * `training` of `config.json`).
- *
- * @category Emergence
- */
-export interface TrainingSettings {
-  /** Total optimizer steps (>= 1). */
-  readonly steps: number
-  /** Sequences per step (>= 1). */
-  readonly batchSize: number
-  /** Peak learning rate (> 0). */
-  readonly lr: number
-  /** The optimizer (`@attnlab/transformer`'s `OptimizerOptions`). */
-  readonly optimizer: OptimizerOptions
-  /** The learning-rate schedule. */
-  readonly schedule: ScheduleOptions
-  /** Global gradient-norm clip (> 0). */
-  readonly gradClip: number
-  /** 0: fresh sequences every step (online); else a fixed training set of this many sequences. */
-  readonly trainSize: number
-  /** Validation sequences (>= 1). */
-  readonly validationSize: number
-  /** Evaluate every this many steps (>= 1); a checkpoint every 4 evaluations. */
-  readonly evalEvery: number
-  /** Sequences for the analysis metrics and attention patterns at each evaluation. */
-  readonly analysisSize: number
-}
 
 /**
  * Where an emergence run keeps what it computes: `@attnlab/experiments/node`'s
