@@ -9,6 +9,7 @@
  * | `text` | a tokenizer (or token sequences) | next-token loss on held-out sentences ({@link HELD_OUT_SENTENCES}) |
  * | `repeat-text` | a tokenizer | held-out sentences repeated, the second copy scored |
  * | `repeat-gain` | a tokenizer | the same, second copy minus first copy |
+ * | `name-recall`, `quote-close`, `pronoun` | a tokenizer | story probes with a known answer, as in-context gains ({@link storyCapability}) |
  * | `task` | a training task | next-token loss on the task |
  * | `span-{i}` | a sparse-Markov task | the teacher restricted to span i ({@link sparseMarkovSpanCapability}) |
  * | component name | a {@link MixtureTask} | next-token loss on that component (with its prefix) |
@@ -32,6 +33,7 @@ import {
 } from './capability.ts'
 import { MixtureTask } from './mixture.ts'
 import { HELD_OUT_SENTENCES } from './sentences.ts'
+import { STORY_CAPABILITY_NAMES, storyCapability, type StoryCapabilityName } from './stories.ts'
 
 /**
  * What is known about a model, for resolving built-in capability names.
@@ -77,7 +79,7 @@ export interface BuiltinOptions {
  */
 export function builtinCapabilityNames(context: BuiltinContext): string[] {
   const names = ['induction', 'induction-gain']
-  if (context.encode !== undefined) names.push('text', 'repeat-text', 'repeat-gain')
+  if (context.encode !== undefined) names.push('text', 'repeat-text', 'repeat-gain', ...STORY_CAPABILITY_NAMES)
   const task = context.task
   if (task !== undefined) {
     names.push('task')
@@ -129,7 +131,7 @@ export function builtinCapability(spec: string, context: BuiltinContext, options
   const { name, metric } = parseCapabilityName(spec)
   const available = builtinCapabilityNames(context)
   if (!available.includes(name)) {
-    const why = ['text', 'repeat-text', 'repeat-gain'].includes(name)
+    const why = ['text', 'repeat-text', 'repeat-gain', ...STORY_CAPABILITY_NAMES].includes(name)
       ? ' (it needs a tokenizer)'
       : name === 'task' || /^span-\d+$/.test(name)
         ? ' (it needs a model trained on a task; attnlab checkpoints record it)'
@@ -139,7 +141,8 @@ export function builtinCapability(spec: string, context: BuiltinContext, options
       `'${name}' is not available for this model${why}; available: ${available.join(', ')}`,
     )
   }
-  const gain = name === 'induction-gain' || name === 'repeat-gain'
+  const gain =
+    name === 'induction-gain' || name === 'repeat-gain' || (STORY_CAPABILITY_NAMES as readonly string[]).includes(name)
   // A span's targets are the teacher restricted to that span: a model that predicts the whole
   // teacher can score worse than a uniform guess on them, so a span has no chance level.
   const chance = (capability: Capability): number | undefined =>
@@ -173,6 +176,16 @@ export function builtinCapability(spec: string, context: BuiltinContext, options
         blockLength: Math.min(16, maxBlock),
         count: options.count ?? 64,
         contrast: name === 'induction-gain',
+      }),
+    )
+  }
+  if ((STORY_CAPABILITY_NAMES as readonly string[]).includes(name)) {
+    const encode = context.encode as (text: string) => number[]
+    return withName(
+      storyCapability(name as StoryCapabilityName, encode, {
+        ...common,
+        nCtx: context.nCtx,
+        ...(options.count === undefined ? {} : { count: options.count }),
       }),
     )
   }

@@ -6,7 +6,9 @@
  * - Ablations of any set of query heads at `hook_z` ({@link HeadAblation}: zero, mean,
  *   resample), many masks per forward pass through the transformer's batched `headMask`.
  * - {@link Capability}: a fixed evaluation set and a metric (loss, accuracy, log-prob);
- *   built-ins for `@attnlab/markov` tasks, sparse-Markov spans, the induction probe and text.
+ *   built-ins for `@attnlab/markov` tasks, sparse-Markov spans, the induction probe, text and
+ *   story probes with a known answer ({@link storyCapability}: name recall, closing a quotation,
+ *   pronoun agreement).
  * - Localization ({@link compressedSensing}, {@link exhaustiveSweep}, {@link greedySearch}):
  *   ranked heads with scores and the number of evaluations spent; our own {@link lasso}
  *   (coordinate descent matching scikit-learn's `Lasso`).
@@ -120,4 +122,11 @@ export {
   type HeadHeatmap,
 } from './report.ts'
 export { HELD_OUT_SENTENCES } from './sentences.ts'
+export {
+  STORY_CAPABILITY_NAMES,
+  storyCapabilities,
+  storyCapability,
+  type StoryCapabilityName,
+  type StoryCapabilityOptions,
+} from './stories.ts'
 export { scoreMasks, type MaskScores, type ScoreOptions } from './scoring.ts'
