@@ -143,7 +143,7 @@ export function registerGenerate(program: Command): void {
         "positions in total, prompt included, as llama2.c's -n (generates steps + 1 - prompt length tokens)",
       ).argParser(intParser('--steps', 1)),
     )
-    .option('--temperature <t>', 'softmax temperature; 0 = greedy', numberParser('--temperature', 0), 1)
+    .option('--temperature <t>', 'softmax temperature; 0 = greedy', numberParser('--temperature', 0, 100), 1)
     .option('--top-k <k>', 'sample from the k most likely tokens only', intParser('--top-k', 1))
     .option(
       '--top-p <p>',

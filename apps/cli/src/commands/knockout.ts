@@ -394,7 +394,7 @@ export function registerKnockout(program: Command): void {
       5,
     )
     .option('--seed <n>', 'cs: seed of the masks', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
-    .option('--alpha <a>', 'cs: Lasso alpha', numberParser('--alpha', 0), 0.01)
+    .option('--alpha <a>', 'cs: Lasso alpha', numberParser('--alpha', 0, 1e3, { minExclusive: true }), 0.01)
     .option('--cv [folds]', 'cs: choose alpha by K-fold cross-validation (default 5 folds)', intParser('--cv', 2, 1000))
     .option(
       '--controls <list>',

@@ -39,7 +39,7 @@ function addTaskOptions(command: Command): Command {
   return command.option(
     '--seed <n>',
     'seed of the fixed task parameters (teacher, matrix M) and of the sampling',
-    intParser('--seed'),
+    intParser('--seed', 0),
     0,
   )
 }

@@ -625,7 +625,11 @@ export function registerSparse(program: Command): void {
         'decode',
       ]),
     )
-    .option('--scale <x>', 'multiplier of q.k (default 1/sqrt(dHead))', numberParser('--scale'))
+    .option(
+      '--scale <x>',
+      'multiplier of q.k (default 1/sqrt(dHead))',
+      numberParser('--scale', 0, 1e6, { minExclusive: true }),
+    )
   addMethodFlags(apply)
   apply
     .addOption(backendOption())

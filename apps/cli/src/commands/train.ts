@@ -341,7 +341,7 @@ export function registerTrain(program: Command): void {
   addTaskFlags(command)
   addOptimizationFlags(command, { batch: 1024, lr: 0.08, steps: 1500, evalEvery: 50, allowZero: true })
   command
-    .option('--seed <n>', 'seed of initialisation, data and validation', intParser('--seed'), 0)
+    .option('--seed <n>', 'seed of initialisation, data and validation', intParser('--seed', 0), 0)
     .option(
       '--out <dir>',
       'checkpoint directory (written atomically); must be new or empty unless --force (default with --resume: the ' +
