@@ -17,6 +17,8 @@ import { registerTrain } from './commands/train.ts'
 import { registerKnockout } from './commands/knockout.ts'
 import { registerKernels } from './commands/kernels.ts'
 import { registerSweep } from './commands/sweep.ts'
+import { registerSweepQueue } from './commands/sweep-queue.ts'
+import { registerWorker } from './commands/worker.ts'
 import { CLI_VERSION } from './version.ts'
 
 /** Builds the command tree (exposed for tests). */
@@ -44,6 +46,8 @@ export function buildProgram(): Command {
   registerKnockout(program)
   registerKernels(program)
   registerSweep(program)
+  registerSweepQueue(program)
+  registerWorker(program)
   // `--out ""`, `--plot ""`, ...: refused before any command's work.
   program.hook('preAction', (_root, action) => refuseEmptyOutputPaths(action))
   return program
