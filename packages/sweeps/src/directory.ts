@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { appendFile, readFile, readdir, stat } from 'node:fs/promises'
+import { appendFile, open, readFile, readdir, rm, stat } from 'node:fs/promises'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import type { BackendName } from '@attnlab/core'
 import { writeFileAtomic } from '@attnlab/core/node'
@@ -180,4 +181,55 @@ export async function readTrials(directory: string): Promise<TrialRecord[]> {
     }
   }
   return [...latest.values()].sort((a, b) => a.index - b.index)
+}
+
+/** Whether a process with this id runs on this machine. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/**
+ * Takes `DIR/sweep.lock` for this process (one local runner per sweep directory at a time), and
+ * returns the function that releases it. A lock left by a process that died (SIGKILL) on this
+ * machine is taken over; one held by a live process, or by another machine, is refused.
+ *
+ * @throws {@link SweepDirectoryError} (reason `running`) naming the process that holds it
+ */
+export async function lockSweepDirectory(directory: string): Promise<() => Promise<void>> {
+  const path = join(directory, 'sweep.lock')
+  const mine = { pid: process.pid, host: hostname() }
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const handle = await open(path, 'wx')
+      await handle.writeFile(`${JSON.stringify(mine)}\n`)
+      await handle.close()
+      return async () => {
+        await rm(path, { force: true })
+      }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    }
+    let holder: { pid?: number; host?: string } = {}
+    try {
+      holder = JSON.parse(await readFile(path, 'utf8')) as typeof holder
+    } catch {
+      // A lock file cut by a kill while it was written: nobody holds it.
+    }
+    const live = typeof holder.pid === 'number' && (holder.host !== mine.host || alive(holder.pid))
+    if (live) {
+      throw new SweepDirectoryError(
+        directory,
+        `another sweep runner (process ${holder.pid} on ${holder.host}) is running this sweep; wait for it or stop it ` +
+          `(its lock: ${path})`,
+        { reason: 'running', pid: holder.pid, host: holder.host },
+      )
+    }
+    await rm(path, { force: true })
+  }
+  throw new SweepDirectoryError(directory, `cannot take the lock ${path}`, { reason: 'running' })
 }

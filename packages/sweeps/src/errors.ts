@@ -45,7 +45,7 @@ export class SweepSpecError extends AttnlabError {
  * Code `INVALID_ARGUMENT`; {@link SweepDirectoryError.directory} names the directory and
  * `details.reason` says which case it is (`same-sweep`: it holds this spec, continue with
  * `resume`; `other-sweep`: another spec, pass `force`; `not-empty`: other files, pass `force`;
- * `no-sweep`: no `sweep.json`; `index`: a trial index out of range).
+ * `no-sweep`: no `sweep.json`; `running`: another runner holds `sweep.lock`).
  *
  * @category Errors
  */

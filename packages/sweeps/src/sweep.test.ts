@@ -122,11 +122,15 @@ describe('runSweep', () => {
     await waitFor(
       () => existsSync(join(out, 'trials.jsonl')) && lines(out).length >= 1 && run.output().stdout.includes('start 1'),
     )
+    const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 20'))
+    // A second runner on the same directory is refused while the first one lives.
+    await expect(runSweep(spec, { out, workers: 1, backend: 'cpu', resume: true })).rejects.toThrow(
+      /another sweep runner \(process \d+ on .*\) is running this sweep/,
+    )
     run.child.kill('SIGKILL')
     expect((await run.exited).signal).toBe('SIGKILL')
     // Simulate a kill in the middle of an append: a torn last line.
     await writeFile(join(out, 'trials.jsonl'), `${await readFile(join(out, 'trials.jsonl'), 'utf8')}{"format":"attn`)
-    const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 20'))
     // The orphaned worker stops at its next step; give it a moment.
     await new Promise((resolve) => setTimeout(resolve, 500))
     const resumed = await runSweep(spec, { out, workers: 1, backend: 'cpu', resume: true })

@@ -5,11 +5,20 @@
  * @module
  */
 import { fork, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { availableParallelism, hostname } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { AttnlabError, checkRange, type BackendName, type UseBackendOptions } from '@attnlab/core'
-import { appendTrialRecord, prepareSweepDirectory, readTrials, SWEEP_FILE_FORMAT, type SweepFile } from './directory.ts'
+import {
+  appendTrialRecord,
+  lockSweepDirectory,
+  prepareSweepDirectory,
+  readTrials,
+  SWEEP_FILE_FORMAT,
+  type SweepFile,
+} from './directory.ts'
 import type { TrialError, TrialRecord } from './record.ts'
 import { SWEEPS_VERSION, type TrialProgress } from './run-trial.ts'
 import type { SweepSpec } from './spec.ts'
@@ -158,7 +167,27 @@ export async function runSweep(spec: SweepSpec, options: RunSweepOptions): Promi
   const started = performance.now()
   const retries = checkRange('retries', options.retries ?? 0, { integer: true, min: 0, max: 100 })
   const requested = checkRange('workers', options.workers ?? availableParallelism(), { integer: true, min: 1 })
-  const file = await initSweep(spec, options)
+  // One local runner per sweep directory: a directory that already holds a sweep is locked before
+  // its sweep.json is checked and rewritten; a new one right after it is written.
+  const existing = existsSync(join(options.out, 'sweep.json'))
+  let release = existing ? await lockSweepDirectory(options.out) : null
+  try {
+    const file = await initSweep(spec, options)
+    release ??= await lockSweepDirectory(options.out)
+    return await runTrials(spec, file, options, { retries, requested, started })
+  } finally {
+    await release?.()
+  }
+}
+
+/** The body of {@link runSweep} once `sweep.json` is written and the directory locked. */
+async function runTrials(
+  spec: SweepSpec,
+  file: SweepFile,
+  options: RunSweepOptions,
+  settings: { readonly retries: number; readonly requested: number; readonly started: number },
+): Promise<SweepResult> {
+  const { retries, requested, started } = settings
   const out = options.out
   const progress = options.onProgress ?? ((): void => {})
   const previous = new Map((await readTrials(out)).map((r) => [r.id, r]))

@@ -16,7 +16,7 @@ import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
 import cliProgress from 'cli-progress'
 import { Option, type Command } from 'commander'
-import { AttnlabError, BACKEND_NAMES, defaultBackend, type BackendName } from '@attnlab/core'
+import { AttnlabError, BACKEND_NAMES, availableBackends, defaultBackend, type BackendName } from '@attnlab/core'
 import { writeFileAtomic, makeDirectories } from '@attnlab/core/node'
 import { SweepDirectoryError, buildSweepReport, parseSweepSpec, slurmScript, type SweepSpec } from '@attnlab/sweeps'
 import {
@@ -64,9 +64,17 @@ function formatDuration(seconds: number): string {
   return m > 0 ? `${m}m${String(s).padStart(2, '0')}s` : `${s}s`
 }
 
-/** The backend the workers use: `--backend`, else the fastest available here. */
+/**
+ * The backend the trials use: `--backend`, else the fastest available here; one that cannot run
+ * here is a usage error before anything is written (the workers would each fail to start it).
+ */
 async function backendName(flag: string | undefined): Promise<BackendName> {
-  return (flag as BackendName | undefined) ?? (await defaultBackend())
+  if (flag === undefined) return defaultBackend()
+  const available = await availableBackends()
+  if (!available.includes(flag as BackendName)) {
+    throw new UsageError(`--backend ${flag} cannot run here; backends available here: ${available.join(', ')}`)
+  }
+  return flag as BackendName
 }
 
 interface RunFlags {
@@ -276,7 +284,8 @@ function thisCommand(): string[] {
 async function slurmCommand(specPath: string, flags: SlurmFlags): Promise<void> {
   const spec = await readSpec(specPath)
   await checkWritable(flags.out)
-  const backend = await backendName(flags.backend)
+  // The array tasks activate it on the cluster's nodes (which may have backends this machine lacks).
+  const backend = (flags.backend as BackendName | undefined) ?? (await defaultBackend())
   const out = resolve(flags.out)
   let file: Awaited<ReturnType<typeof initSweep>>
   try {
