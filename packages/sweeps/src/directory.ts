@@ -224,8 +224,8 @@ export async function lockSweepDirectory(directory: string): Promise<() => Promi
     if (live) {
       throw new SweepDirectoryError(
         directory,
-        `another sweep runner (process ${holder.pid} on ${holder.host}) is running this sweep; wait for it or stop it ` +
-          `(its lock: ${path})`,
+        `another sweep runner (process ${holder.pid} on ${holder.host}) is running this sweep; ` +
+          `wait for it or stop it (its lock: ${path})`,
         { reason: 'running', pid: holder.pid, host: holder.host },
       )
     }
