@@ -6,7 +6,19 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError } from '@attnlab/core'
+import { ConfigError } from '@attnlab/core'
+import {
+  booleanField,
+  configSchema,
+  customField,
+  enumField,
+  integerField,
+  listField,
+  numberField,
+  parseConfig,
+  schemaDefaults,
+  type z,
+} from '@attnlab/core/schema'
 
 /**
  * How attention moves (Yüksel et al., arXiv 2602.19143, Eq. (4), and the authors' released code).
@@ -27,50 +39,57 @@ export type DynamicsVariant = 'replicator' | 'logit'
 export const DYNAMICS_VARIANTS: readonly DynamicsVariant[] = Object.freeze(['replicator', 'logit'])
 
 /**
- * The reduced model `L(V, S) = 1/2 || G - sum_k V_k s_k^T ||_F^2` (loss in units of 1/2 squared
- * Frobenius norm; time is dimensionless).
+ * The schema of a {@link DynamicsConfig}: each field's meaning, range and default (the paper
+ * notebook's Figure 10 simulation), declared once.
  *
  * @category Config
  */
-export interface DynamicsConfig {
-  /** Number of attention heads `h` (>= 1). */
-  readonly nHeads: number
+export const dynamicsConfigSchema = configSchema({
+  /** Number of attention heads `h`. */
+  nHeads: integerField('number of heads h', { min: 1 }).default(3),
   /**
    * Context length `T`: the number of positions each head attends over (>= sum of `spans`).
    * Spans occupy positions `0 .. sum(spans) - 1` in order; the other positions are zero columns
    * of `G` (distractors).
    */
-  readonly nCtx: number
+  nCtx: integerField('context length T (positions attended over)', { min: 1 }).default(40),
   /**
-   * Span lengths `|span_j|`, most important first (`j = 0 .. K-1`, `K >= 1`, each >= 1).
+   * Span lengths `|span_j|`, most important first (`j = 0 .. K-1`, `K >= 1`).
    * `[1, 1, 1]` gives the singleton spans of the paper's Figure 10.
    */
-  readonly spans: readonly number[]
+  spans: listField('span lengths, most important first', integerField('a span length', { min: 1 })).default(() => [
+    1, 1, 1,
+  ]),
   /**
-   * The paper's multiplicative constant `m` (> 0): span `j` has weight `c_j = m^(K-1-j)`, so
-   * span 0 is the most important when `m > 1`. Ignored when {@link DynamicsConfig.weights} is set.
+   * The paper's multiplicative constant `m`: span `j` has weight `c_j = m^(K-1-j)`, so span 0 is
+   * the most important when `m > 1`. Ignored when {@link DynamicsConfig.weights} is set.
    */
-  readonly importanceRatio: number
-  /** Explicit span weights `c_j` (> 0, one per span), overriding `importanceRatio`; or null. */
-  readonly weights: readonly number[] | null
+  importanceRatio: numberField("importance base, the paper's m", { min: 0, minExclusive: true }).default(1.7),
+  /** Explicit span weights `c_j` (one per span), overriding `importanceRatio`; or null. */
+  weights: listField('span weights, one per span', numberField('a span weight', { min: 0, minExclusive: true }))
+    .nullable()
+    .default(null),
   /**
-   * Initialisation noise `eps` (>= 0): every head starts at `s_k = softmax(u_k)` with logits
+   * Initialisation noise `eps`: every head starts at `s_k = softmax(u_k)` with logits
    * `u_k = eps * T * z`, `z ~ N(0, I)` from the seed, i.e. `s_k = 1/T + eps (z - mean z) + O(eps^2)`
    * (the paper's "uniform plus eps noise, renormalised", always positive). `eps = 0` makes all
    * heads identical, and they then stay identical forever (bit for bit).
    */
-  readonly initNoise: number
-  /** Seed of the initialisation noise (a safe integer). */
-  readonly seed: number
+  initNoise: numberField("initial attention noise, the paper's eps", { min: 0 }).default(1e-6),
+  /** Seed of the initialisation noise. */
+  seed: integerField('seed of the noise').default(0),
   /** The attention flow, see {@link DynamicsVariant}. */
-  readonly variant: DynamicsVariant
+  variant: enumField(
+    'attention flow',
+    DYNAMICS_VARIANTS as readonly DynamicsVariant[] as [DynamicsVariant, ...DynamicsVariant[]],
+  ).default('replicator'),
   /**
-   * Weight decay `lambda` (>= 0, per unit ODE time): `dV_k/dt -= lambda V_k`; on attention,
+   * Weight decay `lambda` (per unit ODE time): `dV_k/dt -= lambda V_k`; on attention,
    * `ds_k/dt -= lambda J(s_k) s_k` (replicator, as the authors' ODE simulator) or
    * `du_k/dt -= lambda u_k` (logit: decay of the parameters that produce the logits). With the
    * fast-value limit, `V` is the ridge optimum instead.
    */
-  readonly weightDecay: number
+  weightDecay: numberField('weight decay lambda', { min: 0 }).default(0),
   /**
    * Fast-value limit (an option of the authors' ODE simulator): `V` is at its least-squares optimum
    * `V = G pinv(S^T)` (ridge `G S (S^T S + lambda I)^-1` with weight decay) at every instant, so
@@ -79,8 +98,18 @@ export interface DynamicsConfig {
    * heads' attention columns become nearly parallel (already at initialisation), so the limit is
    * singular.
    */
-  readonly fastValue: boolean
-}
+  fastValue: booleanField('fast-value limit: V at its (ridge) least-squares optimum at every instant').default(false),
+  /** The resolved span weights of a {@link ResolvedDynamicsConfig} passed again (recomputed, so ignored). */
+  spanWeights: customField<readonly number[]>('resolved span weights (recomputed)').optional(),
+})
+
+/**
+ * The reduced model `L(V, S) = 1/2 || G - sum_k V_k s_k^T ||_F^2` (loss in units of 1/2 squared
+ * Frobenius norm; time is dimensionless), declared by {@link dynamicsConfigSchema}.
+ *
+ * @category Config
+ */
+export type DynamicsConfig = Readonly<Omit<z.output<typeof dynamicsConfigSchema>, 'spanWeights'>>
 
 /**
  * The defaults: the paper notebook's Figure 10 simulation (replicator variant, `h = 3`,
@@ -89,18 +118,8 @@ export interface DynamicsConfig {
  * @category Config
  */
 export function defaultDynamicsConfig(): DynamicsConfig {
-  return {
-    nHeads: 3,
-    nCtx: 40,
-    spans: [1, 1, 1],
-    importanceRatio: 1.7,
-    weights: null,
-    initNoise: 1e-6,
-    seed: 0,
-    variant: 'replicator',
-    weightDecay: 0,
-    fastValue: false,
-  }
+  const { spanWeights: _, ...defaults } = schemaDefaults(dynamicsConfigSchema, 'dynamics')
+  return defaults
 }
 
 /**
@@ -131,30 +150,6 @@ export interface ResolvedDynamicsConfig extends DynamicsConfig {
 }
 
 /**
- * Every field of {@link DynamicsConfig}, plus the resolved `spanWeights` (recomputed, so a resolved config can be
- * passed again).
- */
-const CONFIG_KEYS = [
-  ...Object.keys({
-    nHeads: 1,
-    nCtx: 1,
-    spans: 1,
-    importanceRatio: 1,
-    weights: 1,
-    initNoise: 1,
-    seed: 1,
-    variant: 1,
-    weightDecay: 1,
-    fastValue: 1,
-  } satisfies Record<keyof DynamicsConfig, 1>),
-  'spanWeights',
-]
-
-function isPositiveInteger(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1
-}
-
-/**
  * Fills defaults into a partial config, validates it and freezes the result.
  *
  * @param config - any subset of {@link DynamicsConfig}; missing fields come from
@@ -172,68 +167,21 @@ function isPositiveInteger(value: unknown): value is number {
  * @category Config
  */
 export function resolveDynamicsConfig(config: Partial<DynamicsConfig> = {}): ResolvedDynamicsConfig {
-  checkOptionKeys('dynamics config fields', config, CONFIG_KEYS)
-  const merged: DynamicsConfig = { ...defaultDynamicsConfig(), ...config }
-  const { nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, fastValue } = merged
-  if (!isPositiveInteger(nHeads)) {
-    throw new ConfigError('nHeads', `expected an integer >= 1, got ${String(nHeads)}`, { value: nHeads })
-  }
-  if (!Array.isArray(spans) || spans.length === 0 || !spans.every(isPositiveInteger)) {
-    throw new ConfigError('spans', `expected a non-empty list of integers >= 1, got ${JSON.stringify(spans)}`, {
-      value: spans,
-    })
-  }
+  const parsed = parseConfig(dynamicsConfigSchema, config, 'dynamics')
+  const { nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, fastValue } = parsed
   const covered = spans.reduce((a, b) => a + b, 0)
-  if (!isPositiveInteger(nCtx) || nCtx < covered) {
+  if (nCtx < covered) {
     throw new ConfigError('nCtx', `expected an integer >= ${covered} (the sum of the spans), got ${String(nCtx)}`, {
       value: nCtx,
       minimum: covered,
     })
   }
-  if (typeof importanceRatio !== 'number' || !Number.isFinite(importanceRatio) || importanceRatio <= 0) {
+  if (weights !== null && weights.length !== spans.length) {
     throw new ConfigError(
-      'importanceRatio',
-      `expected a finite number > 0 (the paper's m), got ${String(importanceRatio)}`,
-      {
-        value: importanceRatio,
-      },
+      'weights',
+      `expected ${spans.length} finite numbers > 0 (one per span), got ${JSON.stringify(weights)}`,
+      { value: weights },
     )
-  }
-  if (weights !== null) {
-    if (
-      !Array.isArray(weights) ||
-      weights.length !== spans.length ||
-      !weights.every((w) => Number.isFinite(w) && w > 0)
-    ) {
-      throw new ConfigError(
-        'weights',
-        `expected ${spans.length} finite numbers > 0 (one per span), got ${JSON.stringify(weights)}`,
-        {
-          value: weights,
-        },
-      )
-    }
-  }
-  if (typeof initNoise !== 'number' || !Number.isFinite(initNoise) || initNoise < 0) {
-    throw new ConfigError('initNoise', `expected a finite number >= 0 (the paper's eps), got ${String(initNoise)}`, {
-      value: initNoise,
-    })
-  }
-  if (!Number.isSafeInteger(seed)) {
-    throw new ConfigError('seed', `expected a safe integer, got ${String(seed)}`, { value: seed })
-  }
-  if (!DYNAMICS_VARIANTS.includes(variant)) {
-    throw new ConfigError('variant', `expected one of ${DYNAMICS_VARIANTS.join(', ')}, got '${String(variant)}'`, {
-      value: variant,
-    })
-  }
-  if (typeof weightDecay !== 'number' || !Number.isFinite(weightDecay) || weightDecay < 0) {
-    throw new ConfigError('weightDecay', `expected a finite number >= 0, got ${String(weightDecay)}`, {
-      value: weightDecay,
-    })
-  }
-  if (typeof fastValue !== 'boolean') {
-    throw new ConfigError('fastValue', `expected true or false, got ${String(fastValue)}`, { value: fastValue })
   }
   if (fastValue && weightDecay === 0 && initNoise > 0) {
     throw new ConfigError(

@@ -215,9 +215,10 @@ describe('simulate: options and failures', () => {
   it('rejects misspelled config fields and option names instead of running the default experiment', () => {
     expect(() => simulate({ importanceRatios: 2, tmax: 10 } as never)).toThrow(
       new RegExp(
-        /Invalid importanceRatios: not one of the dynamics config fields /.source +
+        /Invalid importanceRatios: is not a dynamics parameter /.source +
           /\(did you mean 'importanceRatio'\?\); /.source +
-          /allowed: nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, /.source +
+          /expected one of nHeads, nCtx, spans, importanceRatio, weights, initNoise, seed, variant, weightDecay, /
+            .source +
           /fastValue, spanWeights/.source,
       ),
     )
