@@ -20,6 +20,7 @@ export {
   DYNAMICS_PRESETS,
   DYNAMICS_VARIANTS,
   defaultDynamicsConfig,
+  dynamicsConfigSchema,
   resolveDynamicsConfig,
   type DynamicsConfig,
   type DynamicsVariant,
