@@ -167,6 +167,7 @@ for (const target of targets) {
       targetHurt: effects.targetHurt,
       maxControlHurt: effects.maxControlHurt,
       ratio: effects.ratio,
+      relativeRatio: effects.relativeRatio,
     })
   }
 }
@@ -198,14 +199,19 @@ for (const l of localization) {
       `${l.defaultMasks} | ${recalls(l.recallDefault)} |`,
   )
 }
-console.log('\n| target | method | heads | target hurt | worst control (hurt) | ratio |')
+// Capabilities are on different scales (a story gain of 6 nats, a copying gain of 0.3): the relative hurt
+// (hurt / |clean|) is the comparable number.
+console.log('\n| target | method | heads | target hurt (relative) | worst control, relative hurt | relative ratio |')
 console.log('| --- | --- | --- | --- | --- | --- |')
 for (const d of damage) {
-  const rows = d.rows as { capability: string; role: string; hurt: number }[]
-  const worst = rows.filter((r) => r.role === 'control').sort((a, b) => b.hurt - a.hurt)[0]
+  const rows = d.rows as { capability: string; role: string; hurt: number; before: number }[]
+  const relative = (r: { hurt: number; before: number }) => (r.before === 0 ? 0 : r.hurt / Math.abs(r.before))
+  const target = rows.find((r) => r.role === 'target')
+  const worst = rows.filter((r) => r.role === 'control').sort((a, b) => relative(b) - relative(a))[0]
   console.log(
-    `| ${d.target} | ${d.method} | ${(d.heads as string[]).join(' ')} | ${f(d.targetHurt)} | ` +
-      `${worst?.capability} (${f(worst?.hurt)}) | ${f(d.ratio, 1)} |`,
+    `| ${d.target} | ${d.method} | ${(d.heads as string[]).join(' ')} | ${f(d.targetHurt)} ` +
+      `(${f(target === undefined ? 0 : relative(target), 2)}) | ${worst?.capability} ` +
+      `(${f(worst === undefined ? 0 : relative(worst), 2)}) | ${f(d.relativeRatio, 1)} |`,
   )
 }
 if (args.json !== undefined) {

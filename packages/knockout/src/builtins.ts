@@ -9,7 +9,7 @@
  * | `text` | a tokenizer (or token sequences) | next-token loss on held-out sentences ({@link HELD_OUT_SENTENCES}) |
  * | `repeat-text` | a tokenizer | held-out sentences repeated, the second copy scored |
  * | `repeat-gain` | a tokenizer | the same, second copy minus first copy |
- * | `name-recall`, `quote-close`, `pronoun` | a tokenizer | story probes with a known answer, as in-context gains ({@link storyCapability}) |
+ * | `name-recall`, `quote-close`, `pronoun` | a tokenizer | story probes, in-context gains ({@link storyCapability}) |
  * | `task` | a training task | next-token loss on the task |
  * | `span-{i}` | a sparse-Markov task | the teacher restricted to span i ({@link sparseMarkovSpanCapability}) |
  * | component name | a {@link MixtureTask} | next-token loss on that component (with its prefix) |
