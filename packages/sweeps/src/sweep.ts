@@ -145,6 +145,8 @@ interface Job {
  * trials with a `done` record are skipped and the others run (an interrupted one continues from
  * its run directory's state). When `signal` aborts, every running trial stops at its next step
  * (its state kept, no record appended), no new trial starts, and the result has `stopped: true`.
+ * One runner per directory at a time: `DIR/sweep.lock` names the process that holds it (a lock
+ * left by a process that died on this machine is taken over).
  *
  * Trials are handed out in index order; the records and the trial directories do not depend on
  * the number of workers (same seeds, same numbers on cpu).
@@ -152,7 +154,8 @@ interface Job {
  * @param spec - a validated spec ({@link parseSweepSpec})
  * @param options - directory, workers, resume, force, retries, backend, signal, progress
  * @returns the counts and the directory's records
- * @throws {@link SweepDirectoryError} for a directory that holds something else (before any work)
+ * @throws {@link SweepDirectoryError} for a directory that holds something else, or that another
+ *   runner is running (before any work)
  * @throws `ConfigError` for `workers` or `retries` out of range; `AttnlabError`
  *   `BACKEND_UNAVAILABLE` when the workers cannot start the backend
  * @example
