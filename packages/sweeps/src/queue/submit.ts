@@ -289,8 +289,10 @@ export async function collectSweep(dir: string, options: CollectSweepOptions): P
       for (const trial of file.trials) {
         const before = previous.get(trial.id)
         if (before?.status === 'done') continue
-        const job = await queue.getJob(trial.id)
-        if (job === undefined) {
+        // One round trip per unfinished trial; the job itself only once it has finished.
+        const state = await queue.getJobState(trial.id)
+        const job = state === 'completed' || state === 'failed' ? await queue.getJob(trial.id) : undefined
+        if (state === 'unknown' || ((state === 'completed' || state === 'failed') && job === undefined)) {
           if (before !== undefined) continue
           missing++
           if (options.requeueMissing !== undefined) {
@@ -299,14 +301,11 @@ export async function collectSweep(dir: string, options: CollectSweepOptions): P
           }
           continue
         }
-        const state = await job.getState()
-        let record: QueuedTrialRecord
-        if (state === 'completed') record = job.returnvalue
-        else if (state === 'failed') record = failedRecord(job)
-        else {
+        if (job === undefined) {
           pending++
           continue
         }
+        const record: QueuedTrialRecord = state === 'completed' ? job.returnvalue : failedRecord(job)
         if (recorded(before, record)) continue
         const own: QueuedTrialRecord = { ...record, sweep: file.spec.name, index: trial.index }
         await appendTrialRecord(dir, own)
