@@ -125,6 +125,8 @@ describe(`lassoCV matches scikit-learn ${fixture.sklearn} LassoCV(precompute=Fal
     expect(() => lassoCV(X, c.y, { folds: c.rows + 1 })).toThrow(/folds/)
     expect(() => lassoCV(X, c.y, { alphas: [] })).toThrow(/alphas/)
     expect(() => lassoCV(X, c.y, { alphas: [-1] })).toThrow(ConfigError)
+    expect(() => lassoCV(X, c.y, { alphas: [-1] })).toThrow('Invalid alphas[0]: must be >= 0, got -1')
+    expect(() => lassoCV(X, c.y, { alpha: 1 } as never)).toThrow(/is not a lassoCV parameter/)
   })
 })
 
@@ -152,6 +154,10 @@ describe('lasso input checks', () => {
     expect(() => lasso(X, [1, 2, 3], { alpha: -1 })).toThrow(ConfigError)
     expect(() => lasso(X, [1, 2, 3], { maxIter: 0 })).toThrow(/maxIter/)
     expect(() => lasso(X, [1, 2, 3], { tol: Number.NaN })).toThrow(/tol/)
+    expect(() => lasso(X, [1, 2, 3], { alhpa: 1 } as never)).toThrow(
+      /^Invalid alhpa: is not a lasso parameter \(did you mean 'alpha'\?\); expected one of alpha, fitIntercept/,
+    )
+    expect(() => lasso(X, [1, 2, 3], { maxIter: 0 })).toThrow('Invalid maxIter: must be an integer >= 1, got 0')
     expect(() => lasso(X, [1, 2, 3], { initial: [1] })).toThrow(/initial has 1/)
     expect(() => matrixFromRows([[1, 2], [3]])).toThrow(/row 1 has 1/)
     expect(() => matrixFromRows([])).toThrow(ShapeError)

@@ -12,7 +12,17 @@
  *
  * @module
  */
-import { checkOptionKeys, checkRange, ConfigError, NonFiniteError, ShapeError } from '@attnlab/core'
+import { checkRange, ConfigError, NonFiniteError, ShapeError } from '@attnlab/core'
+import {
+  booleanField,
+  configSchema,
+  customField,
+  integerField,
+  listField,
+  numberField,
+  parseConfig,
+  type z,
+} from '@attnlab/core/schema'
 
 /**
  * A dense matrix in row-major order (`data[row * columns + column]`).
@@ -29,28 +39,36 @@ export interface Matrix {
 }
 
 /**
+ * The schema of {@link LassoOptions}: each option's meaning, range and default (scikit-learn's
+ * `Lasso` defaults but `alpha`), declared once.
+ *
+ * @category Lasso
+ */
+export const lassoOptionsSchema = configSchema({
+  /** L1 weight `alpha` of `1/(2n) ||y - Xw - b||^2 + alpha ||w||_1`. */
+  alpha: numberField('L1 weight alpha', { min: 0 }).default(0.01),
+  /** Fit an unpenalised intercept `b` (center X and y first). */
+  fitIntercept: booleanField('fit an unpenalised intercept').default(true),
+  /** Maximum number of full passes over the coordinates (`max_iter`). */
+  maxIter: integerField('maximum passes over the coordinates', { min: 1 }).default(5000),
+  /**
+   * Tolerance `tol`: after a pass whose largest coefficient change is below `tol * max|w|`, stop
+   * if the duality gap is below `tol * ||y_centered||^2`.
+   */
+  tol: numberField('convergence tolerance', { min: 0 }).default(1e-4),
+  /** Constrain the coefficients to be >= 0. */
+  positive: booleanField('constrain the coefficients to be >= 0').default(false),
+  /** Initial coefficients (warm start), length `columns`; default zeros. */
+  initial: customField<ArrayLike<number>>('initial coefficients (warm start)').optional(),
+})
+
+/**
  * Options of {@link lasso}. Defaults follow the paper (alpha 0.01, 5000 iterations) and
  * scikit-learn otherwise (tolerance 1e-4, intercept fitted).
  *
  * @category Lasso
  */
-export interface LassoOptions {
-  /** L1 weight `alpha >= 0` of `1/(2n) ||y - Xw - b||^2 + alpha ||w||_1`; default 0.01. */
-  readonly alpha?: number
-  /** Fit an unpenalised intercept `b` (center X and y first); default true. */
-  readonly fitIntercept?: boolean
-  /** Maximum number of full passes over the coordinates; default 5000 (`max_iter`). */
-  readonly maxIter?: number
-  /**
-   * Tolerance `tol` (default 1e-4): after a pass whose largest coefficient change is below
-   * `tol * max|w|`, stop if the duality gap is below `tol * ||y_centered||^2`.
-   */
-  readonly tol?: number
-  /** Constrain the coefficients to be >= 0; default false. */
-  readonly positive?: boolean
-  /** Initial coefficients (warm start), length `columns`; default zeros. */
-  readonly initial?: ArrayLike<number>
-}
+export type LassoOptions = Readonly<z.input<typeof lassoOptionsSchema>>
 
 /**
  * A fitted Lasso.
@@ -118,33 +136,12 @@ function checkProblem(X: Matrix, y: ArrayLike<number>): void {
   }
 }
 
-interface ResolvedLasso {
-  alpha: number
-  fitIntercept: boolean
-  maxIter: number
-  tol: number
-  positive: boolean
-}
+type ResolvedLasso = Omit<z.output<typeof lassoOptionsSchema>, 'initial'>
 
-const LASSO_OPTION_KEYS: readonly string[] = Object.keys({
-  alpha: 1,
-  fitIntercept: 1,
-  maxIter: 1,
-  tol: 1,
-  positive: 1,
-  initial: 1,
-} satisfies Record<keyof LassoOptions, 1>)
-
-function resolveOptions(options: LassoOptions): ResolvedLasso {
-  const alpha = options.alpha ?? 0.01
-  if (typeof alpha !== 'number' || !Number.isFinite(alpha) || alpha < 0)
-    throw new ConfigError('alpha', `${String(alpha)} is not a finite number >= 0`)
-  const maxIter = options.maxIter ?? 5000
-  checkRange('maxIter', maxIter, { min: 1, integer: true })
-  const tol = options.tol ?? 1e-4
-  if (typeof tol !== 'number' || !Number.isFinite(tol) || tol < 0)
-    throw new ConfigError('tol', `${String(tol)} is not a finite number >= 0`)
-  return { alpha, fitIntercept: options.fitIntercept ?? true, maxIter, tol, positive: options.positive ?? false }
+/** The lasso options with their defaults, checked against {@link lassoOptionsSchema}. */
+function resolveOptions(options: LassoOptions, where = 'lasso'): ResolvedLasso {
+  const { initial: _, ...settings } = parseConfig(lassoOptionsSchema, options, where)
+  return settings
 }
 
 /** Column-major copy of X with the column means removed (when centering); returns the means. */
@@ -402,9 +399,8 @@ function fitCentered(
  * @category Lasso
  */
 export function lasso(X: Matrix, y: ArrayLike<number>, options: LassoOptions = {}): LassoFit {
-  checkOptionKeys('lasso options', options, LASSO_OPTION_KEYS)
-  checkProblem(X, y)
   const settings = resolveOptions(options)
+  checkProblem(X, y)
   const fit = fitCentered(X, y, null, settings, [settings.alpha], options.initial)
   const coefficients = fit.coefficients[0] as Float64Array
   const intercept = fit.intercepts[0] as number
@@ -494,20 +490,30 @@ export function lassoAlphaGrid(
 }
 
 /**
+ * The schema of {@link LassoCVOptions}: the {@link lassoOptionsSchema} options of every fit (but
+ * `alpha` and `initial`) and the cross-validation's own.
+ *
+ * @category Lasso
+ */
+export const lassoCVOptionsSchema = lassoOptionsSchema.omit({ alpha: true, initial: true }).extend({
+  /** Number of contiguous folds (scikit-learn `KFold` without shuffling), at most the rows. */
+  folds: integerField('number of contiguous folds', { min: 2 }).default(5),
+  /** Explicit alpha grid (sorted largest first internally); default {@link lassoAlphaGrid}. */
+  alphas: listField('explicit alpha grid', numberField('a grid alpha', { min: 0 })).optional(),
+  /** Grid size when `alphas` is not given. */
+  nAlphas: integerField('grid size', { min: 1 }).default(100),
+  /** Ratio of the smallest to the largest grid alpha. */
+  eps: numberField('smallest / largest grid alpha', { min: 0, max: 1, minExclusive: true, maxExclusive: true }).default(
+    1e-3,
+  ),
+})
+
+/**
  * Options of {@link lassoCV}.
  *
  * @category Lasso
  */
-export interface LassoCVOptions extends Omit<LassoOptions, 'alpha' | 'initial'> {
-  /** Number of contiguous folds (scikit-learn `KFold` without shuffling); default 5; at least 2. */
-  readonly folds?: number
-  /** Explicit alpha grid (sorted largest first internally); default {@link lassoAlphaGrid}. */
-  readonly alphas?: readonly number[]
-  /** Grid size when `alphas` is not given; default 100. */
-  readonly nAlphas?: number
-  /** Ratio of the smallest to the largest grid alpha; default 1e-3. */
-  readonly eps?: number
-}
+export type LassoCVOptions = Readonly<z.input<typeof lassoCVOptionsSchema>>
 
 /**
  * The result of {@link lassoCV}.
@@ -542,42 +548,21 @@ export interface LassoCVResult {
  * @category Lasso
  */
 export function lassoCV(X: Matrix, y: ArrayLike<number>, options: LassoCVOptions = {}): LassoCVResult {
-  checkOptionKeys(
-    'lassoCV options',
-    options,
-    Object.keys({
-      fitIntercept: 1,
-      maxIter: 1,
-      tol: 1,
-      positive: 1,
-      folds: 1,
-      alphas: 1,
-      nAlphas: 1,
-      eps: 1,
-    } satisfies Record<keyof LassoCVOptions, 1>),
-  )
+  const cv = parseConfig(lassoCVOptionsSchema, options, 'lassoCV')
   checkProblem(X, y)
-  const folds = options.folds ?? 5
-  if (!Number.isSafeInteger(folds) || folds < 2 || folds > X.rows) {
+  const folds = cv.folds
+  if (folds > X.rows) {
     throw new ConfigError(
       'folds',
       `${String(folds)} folds for ${X.rows} samples; expected an integer in [2, ${X.rows}]`,
     )
   }
-  const settings = resolveOptions({ ...options, alpha: 0 })
-  let alphas: number[]
-  if (options.alphas !== undefined) {
-    if (options.alphas.length === 0 || options.alphas.some((a) => !(Number.isFinite(a) && a >= 0))) {
-      throw new ConfigError('alphas', 'expected a non-empty list of finite numbers >= 0')
-    }
-    alphas = [...options.alphas].sort((a, b) => b - a)
-  } else {
-    alphas = lassoAlphaGrid(X, y, {
-      ...(options.nAlphas === undefined ? {} : { nAlphas: options.nAlphas }),
-      ...(options.eps === undefined ? {} : { eps: options.eps }),
-      fitIntercept: settings.fitIntercept,
-    })
-  }
+  const { fitIntercept, maxIter, tol, positive } = cv
+  const settings: ResolvedLasso = { alpha: 0, fitIntercept, maxIter, tol, positive }
+  const alphas =
+    cv.alphas !== undefined
+      ? [...cv.alphas].sort((a, b) => b - a)
+      : lassoAlphaGrid(X, y, { nAlphas: cv.nAlphas, eps: cv.eps, fitIntercept })
   const n = X.rows
   const msePath = alphas.map(() => new Array<number>(folds).fill(0))
   let start = 0
@@ -603,9 +588,6 @@ export function lassoCV(X: Matrix, y: ArrayLike<number>, options: LassoCVOptions
   let best = 0
   for (let a = 1; a < alphas.length; a++) if ((meanMse[a] as number) < (meanMse[best] as number)) best = a
   const alpha = alphas[best] as number
-  const fit = lasso(X, y, {
-    ...Object.fromEntries(Object.entries(options).filter(([key]) => LASSO_OPTION_KEYS.includes(key))),
-    alpha,
-  })
+  const fit = lasso(X, y, { fitIntercept, maxIter, tol, positive, alpha })
   return { alpha, alphas, msePath, meanMse, fit }
 }
