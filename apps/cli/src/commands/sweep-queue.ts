@@ -56,6 +56,7 @@ function describeRecord(record: QueuedTrialRecord): string {
 interface CollectFlags {
   queue: string
   wait: boolean
+  retries: number
   json?: boolean
 }
 
@@ -74,6 +75,8 @@ async function collect(dir: string, flags: CollectFlags, command: string): Promi
     result = await collectSweep(dir, {
       queue: flags.queue,
       wait: flags.wait,
+      // Trials whose jobs Redis lost (restarted without persistence) are queued again.
+      requeueMissing: { retries: flags.retries },
       signal: controller.signal,
       onProgress: (event) => log(describeRecord(event.record)),
     })
@@ -101,7 +104,6 @@ async function collect(dir: string, flags: CollectFlags, command: string): Promi
 
 interface SubmitFlags extends CollectFlags {
   out: string
-  retries: number
   force?: boolean
   backend?: string
 }
@@ -216,6 +218,12 @@ Submitting again is safe: the job id is the trial id, so no trial is queued twic
     .description("append the submitted sweep's finished trials to DIR/trials.jsonl (each once), waiting for the rest")
     .requiredOption('--queue <url>', QUEUE_HELP)
     .option('--no-wait', 'collect what is finished now and exit')
+    .option(
+      '--retries <n>',
+      'extra attempts of the trials queued again because Redis lost their jobs',
+      intParser('--retries', 0, 100),
+      0,
+    )
     .option('--json', 'print the counts as JSON')
     .action(async (dir: string, flags: CollectFlags) => {
       await collect(dir, flags, 'collect')
