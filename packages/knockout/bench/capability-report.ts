@@ -13,7 +13,7 @@
 //     --tokenizer ../../../shared/models/stories260K/tok512.bin
 //   node --conditions=@attnlab/source --import tsx bench/capability-report.ts \
 //     --model ../../../shared/models/tinystories656K --no-dummy-prefix
-// --json FILE writes every number; the markdown tables go to stdout.
+// --json FILE writes every number; the markdown tables go to stdout. --baselines-only: the clean scores alone.
 import { writeFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { useBackend, type BackendName } from '@attnlab/core'
@@ -46,6 +46,7 @@ const { values: args } = parseArgs({
     seeds: { type: 'string', default: '3' },
     count: { type: 'string', default: '64' },
     json: { type: 'string' },
+    'baselines-only': { type: 'boolean', default: false },
   },
 })
 if (args.model === undefined) throw new Error('--model PATH is required')
@@ -106,7 +107,7 @@ for (const capability of suite) cleanScores.set(capability.name, await cleanScor
 
 const localization: Record<string, unknown>[] = []
 const damage: Record<string, unknown>[] = []
-for (const target of targets) {
+for (const target of args['baselines-only'] ? [] : targets) {
   const before = cleanScores.get(target.name) as number
   const absent = absentCapability(target, before)
   const sweep = await exhaustiveSweep(model, target, { top })
@@ -215,7 +216,20 @@ for (const d of damage) {
   )
 }
 if (args.json !== undefined) {
-  const report = { model: args.model, nLayers, nHeads, dVocab, top, seeds, count, baselines, localization, damage }
+  const clean = Object.fromEntries(cleanScores)
+  const report = {
+    model: args.model,
+    nLayers,
+    nHeads,
+    dVocab,
+    top,
+    seeds,
+    count,
+    clean,
+    baselines,
+    localization,
+    damage,
+  }
   writeFileSync(args.json, `${JSON.stringify(report, null, 2)}\n`)
 }
 model.dispose()
