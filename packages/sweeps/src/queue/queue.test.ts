@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { tinySpec } from '../__fixtures__/tiny.ts'
 import { expandTrials, type TrialRecord } from '../index.ts'
 import {
@@ -116,15 +116,19 @@ describe.skipIf(!HAVE_REDIS)('the sweeps queue', () => {
     const spec = spec6(30)
     const local = await runSweep(spec, { out: join(dir, 'local'), workers: 2, backend: 'cpu' })
     expect(local.done).toBe(6)
+    // Both workers are up before the trials are queued, so that each takes some.
+    const artifacts = join(dir, 'shared-artifacts')
+    const a = workerProcess(redis.url, artifacts, 'worker-a')
+    const b = workerProcess(redis.url, artifacts, 'worker-b')
+    onTestFinished(() => {
+      for (const worker of [a, b]) if (worker.child.exitCode === null) worker.child.kill('SIGKILL')
+    })
+    await Promise.all([a.waitFor((e) => e.kind === 'ready'), b.waitFor((e) => e.kind === 'ready')])
     const out = join(dir, 'queued')
     const submitted = await submitSweep(spec, { queue: redis.url, out, backend: 'cpu' })
     expect(submitted).toMatchObject({ added: 6, queued: 0, skipped: 0 })
     // Submitting again queues nothing twice (job id = trial id).
     expect(await submitSweep(spec, { queue: redis.url, out, backend: 'cpu' })).toMatchObject({ added: 0, queued: 6 })
-
-    const artifacts = join(dir, 'shared-artifacts')
-    const a = workerProcess(redis.url, artifacts, 'worker-a')
-    const b = workerProcess(redis.url, artifacts, 'worker-b')
     // Kill worker a as soon as it has started its first trial (30 steps: it cannot have finished it).
     const started = await a.waitFor((e) => e.kind === 'trial-start')
     a.child.kill('SIGKILL')
