@@ -12,6 +12,9 @@
  * - {@link runEmergence}: the emergence experiment (Yüksel et al., arXiv 2602.19143; Baherwani et
  *   al., arXiv 2606.25010): {@link defaultEmergenceConfig}, stages against the Bayes oracles, the
  *   reduced ODE fitted to the run; {@link buildEmergenceReport} returns its report page (HTML).
+ * - {@link runTraining}: the training run of `attnlab train` (a model of `@attnlab/transformer` on a
+ *   task, checkpoints through a callback, exact resume); {@link resolveTrainingConfig} validates a
+ *   plain {@link TrainingConfig} ({@link defaultTrainingConfig}).
  *
  * Where things live: sizing a method for a prompt length and a target sparsity needs no model
  * and is not an experiment, so `budgetFor` and `calibratedRun` are in `@attnlab/sparse-attention`
@@ -107,4 +110,16 @@ export {
   type SeedReport,
 } from './emergence/report.ts'
 export { emergenceSummaryLines } from './emergence/summary-text.ts'
+export {
+  TRAINING_DEFAULTS,
+  defaultTrainingConfig,
+  resolveTrainingConfig,
+  runTraining,
+  trainingConfigSchema,
+  type TrainingConfig,
+  type TrainingEvaluation,
+  type TrainingRunOptions,
+  type TrainingRunResult,
+  type TrainingRunSettings,
+} from './training.ts'
 export { renderSvg, type PlotSpec } from './plot.ts'

@@ -7,9 +7,12 @@
  */
 import {
   defaultEmergenceConfig,
+  defaultTrainingConfig,
   resolveEmergenceConfig,
+  resolveTrainingConfig,
   type EmergenceConfig,
   type EmergenceSummary,
+  type TrainingConfig,
 } from '@attnlab/experiments'
 import type { JsonObject, JsonValue } from './json.ts'
 
@@ -91,11 +94,45 @@ const emergence: SweepExperiment = {
 }
 
 /**
+ * The training experiment (`@attnlab/experiments`' `runTraining`, what `attnlab train` runs):
+ * settings are a `TrainingConfig` (`task`, `preset`, `model`, `seed`, `steps`, `batchSize`, `lr`,
+ * `optimizer`, `schedule`, `gradClip`, `trainSize`, `validationSize`, `evalEvery`,
+ * `checkpointEvery`), the defaults `defaultTrainingConfig()`, `seed` replaced per trial. Metrics:
+ * `finalValidationLoss` (nats), `steps`, `tokensPerSecond`, `trainingSeconds` (the trainer's final
+ * train loss is a mean over the last session's steps, so a resumed trial's would differ: it is in
+ * the trial's `summary.json`, not in the metrics).
+ */
+const train: SweepExperiment = {
+  name: 'train',
+  description: 'runTraining of @attnlab/experiments: settings are a TrainingConfig (task, preset, model, steps, ...)',
+  defaults: () => defaultTrainingConfig() as unknown as JsonObject,
+  withSeed: (settings, seed) => ({ ...settings, seed }),
+  reservedKeys: ['seed'],
+  validate(settings) {
+    resolveTrainingConfig(settings as unknown as TrainingConfig)
+  },
+  metrics(summary) {
+    const run = summary as {
+      finalValidationLoss: number
+      steps: number
+      tokensPerSecond: number
+      trainingSeconds: number
+    }
+    return {
+      finalValidationLoss: run.finalValidationLoss,
+      steps: run.steps,
+      tokensPerSecond: run.tokensPerSecond,
+      trainingSeconds: run.trainingSeconds,
+    }
+  },
+}
+
+/**
  * The experiments a sweep spec's `experiment` names.
  *
  * @category Sweeps
  */
-export const SWEEP_EXPERIMENTS: Readonly<Record<string, SweepExperiment>> = Object.freeze({ emergence })
+export const SWEEP_EXPERIMENTS: Readonly<Record<string, SweepExperiment>> = Object.freeze({ emergence, train })
 
 /**
  * The names of {@link SWEEP_EXPERIMENTS}.

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import * as tf from '@tensorflow/tfjs-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { useBackend } from '@attnlab/core'
-import { expandTrials, type Trial } from './index.ts'
+import { expandTrials, parseSweepSpec, type Trial } from './index.ts'
 import { SWEEPS_VERSION, runTrial, trialDirectory } from './node.ts'
 import { tinySpec } from './__fixtures__/tiny.ts'
 
@@ -92,5 +92,62 @@ describe('runTrial', () => {
     expect(record.error).toMatchObject({ code: expect.any(String), name: expect.any(String) })
     expect(record.error?.message).toContain(trial.id)
     expect(record.metrics).toEqual({})
+  })
+})
+
+describe('runTrial: the train experiment', () => {
+  const TRAIN = [
+    'name: train-tiny',
+    'experiment: train',
+    'base:',
+    '  task: { kind: sparse-markov, vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 }',
+    '  steps: 12',
+    '  batchSize: 8',
+    '  validationSize: 16',
+    '  evalEvery: 4',
+    '  checkpointEvery: 4',
+    'grid:',
+    '  lr: [0.05, 0.1]',
+    'seeds: 1',
+    '',
+  ].join('\n')
+
+  it('validates train settings with the experiment (seed per trial, a bad value named)', () => {
+    expect(() => parseSweepSpec(TRAIN.replace('[0.05, 0.1]', '[0.05, -1]'), 't.yaml')).toThrow(
+      /grid\.lr: value -1 refused by the train experiment \(trial 1: lr = -1, seed 0\): Invalid .*lr/,
+    )
+    expect(() => parseSweepSpec(TRAIN.replace('  steps: 12', '  seed: 3'), 't.yaml')).toThrow(
+      "base.seed: 'seed' is set per trial",
+    )
+  })
+
+  it('trains into trials/<id>/checkpoint, and continues an interrupted trial to the same numbers (cpu)', async () => {
+    const [trial] = await expandTrials(parseSweepSpec(TRAIN, 't.yaml'))
+    if (trial === undefined) throw new Error('no trial')
+    expect(trial.settings).toMatchObject({ seed: 0, lr: 0.05, preset: 'minimal', steps: 12 })
+    const before = tf.memory().numTensors
+    const whole = await runTrial(join(dir, 't1'), trial)
+    expect(tf.memory().numTensors).toBe(before)
+    expect(whole).toMatchObject({ status: 'done', metrics: { steps: 12 } })
+    expect(whole.metrics.finalValidationLoss).toBeGreaterThan(0)
+    expect(await readdir(trialDirectory(join(dir, 't1'), trial.id))).toEqual(
+      expect.arrayContaining(['checkpoint', 'summary.json', 'record.json']),
+    )
+    const controller = new AbortController()
+    const stopped = await runTrial(join(dir, 't2'), trial, {
+      signal: controller.signal,
+      onProgress: (event) => {
+        if (event.kind === 'step' && event.step === 6) controller.abort()
+      },
+    })
+    expect(stopped.status).toBe('interrupted')
+    const resumed = await runTrial(join(dir, 't2'), trial)
+    expect(resumed.status).toBe('done')
+    expect(resumed.metrics.finalValidationLoss).toBe(whole.metrics.finalValidationLoss)
+    expect(resumed.metrics).toEqual({
+      ...whole.metrics,
+      tokensPerSecond: expect.any(Number),
+      trainingSeconds: expect.any(Number),
+    })
   })
 })

@@ -10,13 +10,18 @@ import { hostname } from 'node:os'
 import { join } from 'node:path'
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError } from '@attnlab/core'
-import { makeDirectories, writeFileAtomic } from '@attnlab/core/node'
+import { makeDirectories, removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
+import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import {
   resolveEmergenceConfig,
   resolveEmergenceRecord,
+  resolveTrainingConfig,
   runEmergence,
+  runTraining,
   type EmergenceConfig,
   type EmergenceProgress,
+  type TrainingConfig,
+  type TrainingEvaluation,
 } from '@attnlab/experiments'
 import {
   checkResumable,
@@ -138,7 +143,72 @@ const runEmergenceTrial: Runner = async (directory, settings, options) => {
   }
 }
 
-const RUNNERS: Readonly<Record<string, Runner>> = { emergence: runEmergenceTrial }
+/**
+ * The training experiment into its run directory: `checkpoint/` (an `attnlab train` checkpoint:
+ * `attnlab train --resume DIR/trials/<id>/checkpoint` continues it) and `summary.json`; continues
+ * from the checkpoint when there is one.
+ */
+const runTrainingTrial: Runner = async (directory, settings, options) => {
+  const resolved = resolveTrainingConfig(settings as unknown as Partial<TrainingConfig>)
+  const { config } = resolved
+  const checkpointDir = join(directory, 'checkpoint')
+  await makeDirectories(directory)
+  await removeStaleTemporaries(directory, 'checkpoint')
+  let resume: Parameters<typeof runTraining>[3]['resume']
+  if (await exists(checkpointDir)) {
+    const checkpoint = await loadCheckpoint(checkpointDir)
+    const evaluations = (checkpoint.extra as { evaluations?: TrainingEvaluation[] }).evaluations ?? []
+    if (checkpoint.trainerState !== null) {
+      resume = { state: checkpoint.trainerState, weights: checkpoint.weights, evaluations }
+    }
+  }
+  // What an `attnlab train` checkpoint stores, so that the CLI can resume a trial's run.
+  const stored = {
+    command: 'train',
+    preset: config.preset,
+    task: resolved.task.describe(),
+    train: resolved.settings,
+    steps: config.steps,
+    evalEvery: config.evalEvery,
+    checkpointEvery: config.checkpointEvery,
+  }
+  const totalSteps = config.steps
+  const result = await runTraining(resolved.task, resolved.model, resolved.settings, {
+    steps: config.steps,
+    evalEvery: config.evalEvery,
+    checkpointEvery: config.checkpointEvery,
+    ...(resume === undefined ? {} : { resume }),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    save: (model, state, evaluations) =>
+      saveCheckpoint(checkpointDir, model, state, { ...stored, evaluations: [...evaluations] }, { overwrite: true }),
+    onStep: async (record) => {
+      options.onProgress({ kind: 'step', step: record.step, totalSteps, loss: record.loss })
+      // Lets a stop message be seen after every step (the training loop awaits only settled promises).
+      await new Promise((resolve) => setImmediate(resolve))
+    },
+    onEval: (record) =>
+      options.onProgress({
+        kind: 'evaluation',
+        step: record.step,
+        totalSteps,
+        validationLoss: record.validationLoss,
+        stage: '',
+      }),
+  })
+  const summary = {
+    steps: result.steps,
+    stopped: result.stopped,
+    finalTrainLoss: result.finalTrainLoss,
+    finalValidationLoss: result.finalValidationLoss,
+    tokensPerSecond: result.tokensPerSecond,
+    trainingSeconds: result.seconds,
+    evaluations: result.evaluations,
+  }
+  if (!result.stopped) await writeFileAtomic(join(directory, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
+  return { interrupted: result.stopped, summary }
+}
+
+const RUNNERS: Readonly<Record<string, Runner>> = { emergence: runEmergenceTrial, train: runTrainingTrial }
 
 /**
  * A trial's run directory: `DIR/trials/<id>`.

@@ -1,22 +1,21 @@
 /**
  * `attnlab train`: train a `minimal`, `gpt` or `llama` model (`@attnlab/transformer`) on a task of
  * `@attnlab/markov`, write checkpoints (safetensors + config + optimizer/trainer state), resume
- * exactly, and report final train/validation loss and training tokens per second.
+ * exactly, and report final train/validation loss and training tokens per second. The training
+ * itself is `@attnlab/experiments`' `runTraining`; this parses the flags, checks `--out` /
+ * `--resume`, calls it with a checkpoint writer and prints.
  */
 import { basename, dirname, resolve } from 'node:path'
 import type { Command } from 'commander'
-import { InterruptedError, Rng } from '@attnlab/core'
+import { InterruptedError } from '@attnlab/core'
+import { TRAINING_DEFAULTS, runTraining, type TrainingRunResult } from '@attnlab/experiments'
 import { createTask, type AnyTask, type MarkovTaskDescription } from '@attnlab/markov'
-import {
-  createTransformer,
-  train,
-  type EvalRecord,
-  type OptimizerOptions,
-  type ScheduleOptions,
-  type TeacherSource,
-  type TrainResult,
-  type TransformerConfig,
-  type TrainerState,
+import type {
+  EvalRecord,
+  OptimizerOptions,
+  ScheduleOptions,
+  TransformerConfig,
+  TrainerState,
 } from '@attnlab/transformer'
 import { removeStaleTemporaries } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
@@ -95,15 +94,6 @@ const sameValue = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSO
 
 function formatTokens(perSecond: number): string {
   return perSecond >= 1e6 ? `${(perSecond / 1e6).toFixed(2)}M` : `${(perSecond / 1e3).toFixed(1)}k`
-}
-
-type TrainOffsetGroups = readonly { readonly name: string; readonly offsets: readonly number[] }[]
-
-function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
-  return (
-    typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' &&
-    (task as Partial<TeacherSource>).teacher !== undefined
-  )
 }
 
 /**
@@ -234,51 +224,32 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   const backend = await activateBackend(flags.backend)
   // Temporaries of a checkpoint write that was killed (SIGKILL, power loss) in an earlier run.
   await removeStaleTemporaries(dirname(resolve(out)), basename(resolve(out)))
-  const model = createTransformer(config)
-  if (weights !== undefined) model.setWeights(weights)
-  const settings = run.train
-  const root = Rng.fromSeed(settings.seed)
-  const source = settings.trainSize > 0 ? task.sample(settings.trainSize, root.split('dataset')) : task
-  const validation = task.sample(settings.validationSize, root.split('validation'))
   const controller = new AbortController()
   const removeSignalListeners = onStopSignal(() => controller.abort())
   const started = performance.now()
-  const save = async (state: TrainerState): Promise<void> => {
-    // checkOut refused anything but a missing path, an empty directory or (in place) this run's
-    // own checkpoint unless --force, which asked to replace whatever is there.
-    await saveCheckpoint(out, model, state, { ...run }, { overwrite: flags.force === true })
-  }
-  let result: TrainResult
+  let result: TrainingRunResult
   try {
-    result = await train(model, source, {
+    result = await runTraining(task, config, run.train, {
       steps: flags.steps,
-      batchSize: settings.batch,
-      lr: settings.lr,
-      optimizer: settings.optimizer,
-      schedule: settings.schedule,
-      gradClip: settings.gradClip,
-      seed: settings.seed,
       evalEvery: flags.evalEvery,
-      validation,
-      ...(source === task
-        ? {}
-        : {
-            analysis: {
-              offsetGroups: (task as { offsetGroups?: TrainOffsetGroups }).offsetGroups ?? [],
-              ...(isTeacher(task) ? { teacher: task } : {}),
-            },
-          }),
       checkpointEvery: flags.checkpointEvery,
-      onCheckpoint: save,
+      ...(resumeState === undefined || weights === undefined
+        ? {}
+        : { resume: { state: resumeState, weights, evaluations: run.evaluations } }),
+      // checkOut refused anything but a missing path, an empty directory or (in place) this run's
+      // own checkpoint unless --force, which asked to replace whatever is there.
+      save: (model, state, evaluations) =>
+        saveCheckpoint(
+          out,
+          model,
+          state,
+          { ...run, evaluations: [...evaluations] },
+          { overwrite: flags.force === true },
+        ),
       signal: controller.signal,
       // Lets a stop signal be seen after every step (see yieldToEventLoop).
       onStep: yieldToEventLoop,
-      ...(resumeState === undefined ? {} : { resume: resumeState }),
       onEval: (record: EvalRecord) => {
-        // One row per step (a run stopped right after resuming evaluates its checkpoint's step again).
-        const rows = run.evaluations
-        while (rows.length > 0 && (rows[rows.length - 1] as { step: number }).step >= record.step) rows.pop()
-        rows.push({ step: record.step, trainLoss: record.trainLoss, validationLoss: record.validationLoss })
         if (!flags.json) {
           const metrics = record.metrics
           const masses = metrics?.offsetGroupMass?.[0]
@@ -296,8 +267,8 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     })
   } finally {
     removeSignalListeners()
-    model.dispose()
   }
+  run = { ...run, evaluations: [...result.evaluations] }
   const summary = {
     preset: run.preset,
     task: run.task,
@@ -339,7 +310,7 @@ export function registerTrain(program: Command): void {
     .description('train a minimal / gpt / llama model on a task; checkpoints in --out, exact --resume')
   addModelFlags(command)
   addTaskFlags(command)
-  addOptimizationFlags(command, { batch: 1024, lr: 0.08, steps: 1500, evalEvery: 50, allowZero: true })
+  addOptimizationFlags(command, { ...TRAINING_DEFAULTS, allowZero: true })
   command
     .option('--seed <n>', 'seed of initialisation, data and validation', intParser('--seed', 0), 0)
     .option(

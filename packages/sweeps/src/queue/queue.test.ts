@@ -1,8 +1,9 @@
 // The sweeps queue on a redis-server of the test's own (a free localhost port, `--save ''`): a
 // 6-trial sweep on 2 worker processes, one SIGKILLed mid-trial, gives every trial once with a
-// local run's numbers (cpu); a failing trial is recorded with its error and attempts; a trial of
-// another version is refused without running; workers go on after a Redis restart; a wrong URL or
-// an unreachable Redis is one clear error before anything is written.
+// local run's numbers (cpu); a failing trial is recorded with its error and attempts (and one whose
+// backend cannot start here); a trial of another version is refused without running; workers go on
+// after a Redis restart; a wrong URL or an unreachable Redis is one clear error before anything is
+// written.
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
@@ -186,14 +187,29 @@ describe.skipIf(!HAVE_REDIS)('the sweeps queue', () => {
       },
       { jobId: other.id },
     )
+    // Trial 3 asks for a backend that cannot start in Node: a failed attempt, BACKEND_UNAVAILABLE.
+    const browser = trials[3]
+    if (browser === undefined) throw new Error('no trial 3')
+    await queue.add(
+      'queuefail',
+      {
+        format: TRIAL_JOB_FORMAT,
+        sweep: 'queuefail',
+        sweepId: sweepId(spec),
+        trial: browser,
+        backend: 'webgl',
+        attnlabVersion: SWEEPS_VERSION,
+      },
+      { jobId: browser.id },
+    )
     await queue.close()
     connection.disconnect()
     const submitted = await submitSweep(spec, { queue: redis.url, out, backend: 'cpu', retries: 1 })
-    expect(submitted).toMatchObject({ added: 5, queued: 1 })
+    expect(submitted).toMatchObject({ added: 4, queued: 2 })
     const worker = await startQueueWorker({ queue: redis.url, artifacts, name: 'in-process' })
     try {
       const result = await collectSweep(out, { queue: redis.url, pollSeconds: 0.2 })
-      expect(result).toMatchObject({ done: 4, failed: 2, pending: 0 })
+      expect(result).toMatchObject({ done: 3, failed: 3, pending: 0 })
     } finally {
       await worker.close()
     }
@@ -213,6 +229,9 @@ describe.skipIf(!HAVE_REDIS)('the sweeps queue', () => {
       `submitted by attnlab sweeps 0.0.1-old refused by a worker running ${SWEEPS_VERSION}`,
     )
     expect(existsSync(trialDirectory(join(artifacts, sweepId(spec)), other.id))).toBe(false)
+    const unavailable = records.find((r) => r.id === browser.id)
+    expect(unavailable).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'BACKEND_UNAVAILABLE' } })
+    expect(unavailable?.error?.message).toContain("Backend 'webgl' is unavailable")
   }, 120_000)
 
   it('workers reconnect after a Redis restart and finish the sweep', async () => {

@@ -102,8 +102,8 @@ class TrialAttemptError extends Error {
   }
 }
 
-/** A failed record for a trial that did not run (refused by version). */
-function refusedRecord(data: TrialJobData, error: TrialError, attempt: number, artifacts: string): QueuedTrialRecord {
+/** A failed record for a trial that did not run (refused by version, or its backend would not start). */
+function notRunRecord(data: TrialJobData, error: TrialError, attempt: number, artifacts: string): QueuedTrialRecord {
   const now = new Date().toISOString()
   return {
     format: TRIAL_RECORD_FORMAT,
@@ -189,10 +189,11 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     await activating
     if (backend === wanted) return true
     if (running > 1) return false
-    activating = useBackend(wanted, options.backendOptions ?? {}).then(() => {
+    const started = useBackend(wanted, options.backendOptions ?? {}).then(() => {
       backend = wanted
     })
-    await activating
+    activating = started.catch(() => {})
+    await started
     return true
   }
 
@@ -204,13 +205,24 @@ export async function startQueueWorker(options: QueueWorkerOptions): Promise<Que
     const attempt = job.attemptsStarted
     if (data.attnlabVersion !== SWEEPS_VERSION) {
       const error = trialError(new QueueVersionError(data.attnlabVersion, SWEEPS_VERSION, `worker ${name}`))
-      await job.updateData({ ...data, failure: refusedRecord(data, error, attempt, artifacts) })
+      await job.updateData({ ...data, failure: notRunRecord(data, error, attempt, artifacts) })
       emit({ kind: 'refused', sweep: data.sweep, trialId: data.trial.id, error })
       throw new UnrecoverableError(`[${error.code}] ${error.message}`)
     }
     running++
     try {
-      if (!(await ensureBackend(data.backend))) {
+      let ready: boolean
+      try {
+        ready = await ensureBackend(data.backend)
+      } catch (thrown) {
+        // The backend would not start here (BACKEND_UNAVAILABLE): a failed attempt, with its error.
+        const error = trialError(thrown)
+        const failure = notRunRecord(data, error, attempt, artifacts)
+        await job.updateData({ ...data, failure })
+        emit({ kind: 'trial-end', record: failure })
+        throw new TrialAttemptError(error)
+      }
+      if (!ready) {
         await job.moveToDelayed(Date.now() + 1000, token)
         throw new DelayedError()
       }

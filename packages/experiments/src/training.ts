@@ -1,0 +1,309 @@
+/**
+ * The training experiment as a library call: train a `minimal`, `gpt` or `llama` model
+ * (`@attnlab/transformer`) on a task of `@attnlab/markov` with checkpoints and an exact resume;
+ * what `attnlab train` and a sweep's `train` trials run. Runs in any runtime: where checkpoints go
+ * is the caller's `save` callback.
+ *
+ * @module
+ */
+import { ConfigError, Rng } from '@attnlab/core'
+import { configSchema, customField, enumField, integerField, parseConfig } from '@attnlab/core/schema'
+import { createTask, type AnyTask, type MarkovTaskDescription } from '@attnlab/markov'
+import {
+  createTransformer,
+  presetConfig,
+  train,
+  type EvalRecord,
+  type OptimizerOptions,
+  type ScheduleOptions,
+  type StepRecord,
+  type TeacherSource,
+  type Transformer,
+  type TransformerConfig,
+  type TrainerState,
+} from '@attnlab/transformer'
+import { EMERGENCE_PRESETS, trainingSettingsSchema, type EmergenceModelOverrides } from './emergence/config.ts'
+
+/**
+ * `attnlab train`'s documented defaults where they differ from the training schema's (the
+ * emergence setting of the minimal model: batch 1024, lr 0.08, 1500 steps), evaluating every 50
+ * steps.
+ *
+ * @category Training
+ */
+export const TRAINING_DEFAULTS = Object.freeze({ batch: 1024, lr: 0.08, steps: 1500, evalEvery: 50 } as const)
+
+/**
+ * One evaluation of a training run (nats; `trainLoss` NaN when the step had none).
+ *
+ * @category Training
+ */
+export interface TrainingEvaluation {
+  readonly step: number
+  readonly trainLoss: number
+  readonly validationLoss: number
+}
+
+/**
+ * How a training run trains: what a checkpoint of `attnlab train` stores as `extra.train`.
+ *
+ * @category Training
+ */
+export interface TrainingRunSettings {
+  /** Sequences per step. */
+  readonly batch: number
+  /** Peak learning rate. */
+  readonly lr: number
+  readonly optimizer: OptimizerOptions
+  readonly schedule: ScheduleOptions
+  /** Global gradient-norm clip. */
+  readonly gradClip: number
+  /** Seed of initialisation, data and validation. */
+  readonly seed: number
+  /** 0: fresh sequences every step; else a fixed training set of this many sequences. */
+  readonly trainSize: number
+  /** Validation sequences. */
+  readonly validationSize: number
+}
+
+/**
+ * Options of {@link runTraining}.
+ *
+ * @category Training
+ */
+export interface TrainingRunOptions {
+  /** Total steps (a resumed run continues up to this). */
+  readonly steps: number
+  /** Evaluate every N steps (0: only at the end). */
+  readonly evalEvery: number
+  /** Also call `save` every N steps (0: only at the end). */
+  readonly checkpointEvery: number
+  /** Continue a run: its trainer state, weights and evaluations so far (exact on cpu). */
+  readonly resume?: {
+    readonly state: TrainerState
+    readonly weights: Map<string, { shape: number[]; data: Float32Array }>
+    readonly evaluations: readonly TrainingEvaluation[]
+  }
+  /** Stops after the current step (then `save` is called and the result has `stopped: true`). */
+  readonly signal?: AbortSignal
+  /** Called after each step (the CLI lets pending events, such as a stop signal, run here). */
+  readonly onStep?: (record: StepRecord) => void | Promise<void>
+  /** Called with each evaluation, after it was added to the evaluations. */
+  readonly onEval?: (record: EvalRecord) => void
+  /** Keeps a checkpoint: every `checkpointEvery` steps and at the end, with the evaluations so far. */
+  readonly save?: (model: Transformer, state: TrainerState, evaluations: readonly TrainingEvaluation[]) => Promise<void>
+}
+
+/**
+ * What {@link runTraining} returns.
+ *
+ * @category Training
+ */
+export interface TrainingRunResult {
+  /** The step reached. */
+  readonly steps: number
+  /** Whether the signal stopped the run before `steps`. */
+  readonly stopped: boolean
+  /** Nats (null when no step ran). */
+  readonly finalTrainLoss: number | null
+  /** Nats. */
+  readonly finalValidationLoss: number
+  /** Training tokens of this session, and per second of training. */
+  readonly tokens: number
+  readonly tokensPerSecond: number
+  /** Seconds of training in this session. */
+  readonly seconds: number
+  /** Every evaluation of the run, earlier sessions' included, one per step. */
+  readonly evaluations: readonly TrainingEvaluation[]
+}
+
+type OffsetGroups = readonly { readonly name: string; readonly offsets: readonly number[] }[]
+
+function isTeacher(task: AnyTask): task is AnyTask & TeacherSource {
+  return (
+    typeof (task as Partial<TeacherSource>).teacherProbabilities === 'function' &&
+    (task as Partial<TeacherSource>).teacher !== undefined
+  )
+}
+
+/**
+ * Trains a model of `config` on `task`: data and validation from `settings.seed` (a fixed
+ * training set when `trainSize` > 0, with the span-mass and teacher metrics of the task; fresh
+ * sequences every step otherwise), `@attnlab/transformer`'s `train` with evaluations every
+ * `evalEvery` steps and `save` every `checkpointEvery` steps and at the end. The model is
+ * disposed before it returns. Choose a tensor backend first (`useBackend` of `@attnlab/core`);
+ * the numbers are those of `attnlab train` with the same settings.
+ *
+ * @param task - the task (`createTask(description)` of `@attnlab/markov`)
+ * @param config - the model configuration (`presetConfig(preset, { dVocab, nCtx, seed, ... })`)
+ * @param settings - batch, learning rate, optimizer, schedule, clip, seed, data sizes
+ * @param options - steps, evaluation and checkpoint intervals, resume, signal, callbacks
+ * @returns the final losses, throughput and every evaluation
+ * @throws `ConfigError` (`@attnlab/core`) for settings the trainer refuses; `NonFiniteError` for a
+ *   diverging loss
+ * @category Training
+ */
+export async function runTraining(
+  task: AnyTask,
+  config: TransformerConfig,
+  settings: TrainingRunSettings,
+  options: TrainingRunOptions,
+): Promise<TrainingRunResult> {
+  const model = createTransformer(config)
+  const evaluations: TrainingEvaluation[] = [...(options.resume?.evaluations ?? [])]
+  try {
+    if (options.resume !== undefined) model.setWeights(options.resume.weights)
+    const root = Rng.fromSeed(settings.seed)
+    const source = settings.trainSize > 0 ? task.sample(settings.trainSize, root.split('dataset')) : task
+    const validation = task.sample(settings.validationSize, root.split('validation'))
+    const save = options.save
+    const result = await train(model, source, {
+      steps: options.steps,
+      batchSize: settings.batch,
+      lr: settings.lr,
+      optimizer: settings.optimizer,
+      schedule: settings.schedule,
+      gradClip: settings.gradClip,
+      seed: settings.seed,
+      evalEvery: options.evalEvery,
+      validation,
+      ...(source === task
+        ? {}
+        : {
+            analysis: {
+              offsetGroups: (task as { offsetGroups?: OffsetGroups }).offsetGroups ?? [],
+              ...(isTeacher(task) ? { teacher: task } : {}),
+            },
+          }),
+      checkpointEvery: options.checkpointEvery,
+      ...(save === undefined ? {} : { onCheckpoint: (state: TrainerState) => save(model, state, evaluations) }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(options.onStep === undefined ? {} : { onStep: options.onStep }),
+      ...(options.resume === undefined ? {} : { resume: options.resume.state }),
+      onEval: (record: EvalRecord) => {
+        // One row per step (a run stopped right after resuming evaluates its checkpoint's step again).
+        while (
+          evaluations.length > 0 &&
+          (evaluations[evaluations.length - 1] as TrainingEvaluation).step >= record.step
+        )
+          evaluations.pop()
+        evaluations.push({ step: record.step, trainLoss: record.trainLoss, validationLoss: record.validationLoss })
+        options.onEval?.(record)
+      },
+    })
+    return {
+      steps: result.steps,
+      stopped: result.stopped,
+      finalTrainLoss: result.finalTrainLoss,
+      finalValidationLoss: result.finalValidationLoss,
+      tokens: result.tokens,
+      tokensPerSecond: result.tokensPerSecond,
+      seconds: result.seconds,
+      evaluations,
+    }
+  } finally {
+    model.dispose()
+  }
+}
+
+const training = trainingSettingsSchema.shape
+
+/**
+ * The schema of a {@link TrainingConfig}: a training run as plain JSON (what a sweep's `train`
+ * trial settings are), with `attnlab train`'s defaults ({@link TRAINING_DEFAULTS}, the training
+ * schema's for the rest). The task and the model overrides are checked by their packages.
+ *
+ * @category Training
+ */
+export const trainingConfigSchema = configSchema({
+  /** The task, as `@attnlab/markov`'s `createTask` reads it: `{ kind, ...overrides }`. */
+  task: customField<MarkovTaskDescription>('the task, { kind, ...overrides }').default(
+    (): MarkovTaskDescription => ({ kind: 'sparse-markov' }),
+  ),
+  /** The model preset. */
+  preset: enumField('model preset', EMERGENCE_PRESETS as unknown as ['minimal', 'gpt', 'gpt-nano', 'llama']).default(
+    'minimal',
+  ),
+  /** Overrides of the preset's configuration. */
+  model: customField<EmergenceModelOverrides>("overrides of the preset's model configuration").default(() => ({})),
+  /** Seed of initialisation, data and validation. */
+  seed: integerField('seed of initialisation, data and validation', { min: 0 }).default(0),
+  steps: integerField('total optimizer steps', { min: 1 }).default(TRAINING_DEFAULTS.steps),
+  batchSize: training.batchSize.default(TRAINING_DEFAULTS.batch),
+  lr: training.lr.default(TRAINING_DEFAULTS.lr),
+  optimizer: training.optimizer,
+  schedule: training.schedule,
+  gradClip: training.gradClip,
+  trainSize: training.trainSize,
+  validationSize: training.validationSize,
+  evalEvery: integerField('evaluate every N steps (0: only at the end)', { min: 0 }).default(
+    TRAINING_DEFAULTS.evalEvery,
+  ),
+  checkpointEvery: integerField('also write the checkpoint every N steps (0: only at the end)', { min: 0 }).default(0),
+})
+
+/**
+ * A training run as plain JSON ({@link trainingConfigSchema}; {@link defaultTrainingConfig}).
+ *
+ * @category Training
+ */
+export type TrainingConfig = ReturnType<typeof defaultTrainingConfig>
+
+/**
+ * `attnlab train`'s default run as a {@link TrainingConfig}: the sparse Markov chain of
+ * `@attnlab/markov` (the papers' settings) on the minimal model, AdamW lr 0.08, 1500 steps of 1024
+ * fresh sequences, seed 0.
+ *
+ * @returns a fresh config (edit it freely)
+ * @category Training
+ */
+export function defaultTrainingConfig() {
+  return parseConfig(trainingConfigSchema, {}, 'training config')
+}
+
+/**
+ * Validates a training run and derives what it runs on: the task built, the model configuration
+ * from `presetConfig(preset, { dVocab, nCtx, seed, ...model })`, the settings {@link runTraining}
+ * takes.
+ *
+ * @param config - the run (partial: missing fields take their defaults)
+ * @returns the task, the model configuration, the settings, the steps and intervals
+ * @throws `ConfigError` (`@attnlab/core`, code `INVALID_CONFIG`) naming the field: an unknown key
+ *   (with did-you-mean), a value out of range, a bad task or model configuration,
+ *   `trainSize` below one batch
+ * @category Training
+ */
+export function resolveTrainingConfig(config: Partial<TrainingConfig>): {
+  readonly task: AnyTask
+  readonly model: TransformerConfig
+  readonly settings: TrainingRunSettings
+  readonly config: TrainingConfig
+} {
+  const parsed = parseConfig(trainingConfigSchema, config, 'training config')
+  const task = createTask(parsed.task)
+  const model = presetConfig(parsed.preset, {
+    dVocab: task.vocabSize,
+    nCtx: task.seqLength - 1,
+    seed: parsed.seed,
+    ...parsed.model,
+  })
+  if (parsed.trainSize > 0 && parsed.trainSize < parsed.batchSize) {
+    throw new ConfigError(
+      'trainSize',
+      `${parsed.trainSize} is smaller than batchSize ${parsed.batchSize}; expected 0 (fresh sequences) or at least ` +
+        'one batch',
+      { value: parsed.trainSize },
+    )
+  }
+  const settings: TrainingRunSettings = {
+    batch: parsed.batchSize,
+    lr: parsed.lr,
+    optimizer: parsed.optimizer,
+    schedule: parsed.schedule,
+    gradClip: parsed.gradClip,
+    seed: parsed.seed,
+    trainSize: parsed.trainSize,
+    validationSize: parsed.validationSize,
+  }
+  return Object.freeze({ task, model, settings, config: parsed })
+}
