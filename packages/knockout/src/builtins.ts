@@ -9,7 +9,7 @@
  * | `text` | a tokenizer (or token sequences) | next-token loss on held-out sentences ({@link HELD_OUT_SENTENCES}) |
  * | `repeat-text` | a tokenizer | held-out sentences repeated, the second copy scored |
  * | `repeat-gain` | a tokenizer | the same, second copy minus first copy |
- * | `name-recall`, `quote-close`, `pronoun` | a tokenizer | story probes, in-context gains ({@link storyCapability}) |
+ * | `name-recall`, `quote-close`, `pronoun` | a tokenizer, room in nCtx | story probes ({@link storyCapability}) |
  * | `task` | a training task | next-token loss on the task |
  * | `span-{i}` | a sparse-Markov task | the teacher restricted to span i ({@link sparseMarkovSpanCapability}) |
  * | component name | a {@link MixtureTask} | next-token loss on that component (with its prefix) |
@@ -33,7 +33,7 @@ import {
 } from './capability.ts'
 import { MixtureTask } from './mixture.ts'
 import { HELD_OUT_SENTENCES } from './sentences.ts'
-import { STORY_CAPABILITY_NAMES, storyCapability, type StoryCapabilityName } from './stories.ts'
+import { STORY_CAPABILITY_NAMES, storyCapability, storyCapabilityFits, type StoryCapabilityName } from './stories.ts'
 
 /**
  * What is known about a model, for resolving built-in capability names.
@@ -79,7 +79,11 @@ export interface BuiltinOptions {
  */
 export function builtinCapabilityNames(context: BuiltinContext): string[] {
   const names = ['induction', 'induction-gain']
-  if (context.encode !== undefined) names.push('text', 'repeat-text', 'repeat-gain', ...STORY_CAPABILITY_NAMES)
+  const encode = context.encode
+  if (encode !== undefined) {
+    names.push('text', 'repeat-text', 'repeat-gain')
+    names.push(...STORY_CAPABILITY_NAMES.filter((name) => storyCapabilityFits(name, encode, context.nCtx)))
+  }
   const task = context.task
   if (task !== undefined) {
     names.push('task')
@@ -131,11 +135,15 @@ export function builtinCapability(spec: string, context: BuiltinContext, options
   const { name, metric } = parseCapabilityName(spec)
   const available = builtinCapabilityNames(context)
   if (!available.includes(name)) {
-    const why = ['text', 'repeat-text', 'repeat-gain', ...STORY_CAPABILITY_NAMES].includes(name)
-      ? ' (it needs a tokenizer)'
-      : name === 'task' || /^span-\d+$/.test(name)
-        ? ' (it needs a model trained on a task; attnlab checkpoints record it)'
-        : ''
+    const story = (STORY_CAPABILITY_NAMES as readonly string[]).includes(name)
+    const why =
+      story && context.encode !== undefined
+        ? ` (its prompts do not fit the model's context of ${context.nCtx} tokens)`
+        : story || ['text', 'repeat-text', 'repeat-gain'].includes(name)
+          ? ' (it needs a tokenizer)'
+          : name === 'task' || /^span-\d+$/.test(name)
+            ? ' (it needs a model trained on a task; attnlab checkpoints record it)'
+            : ''
     throw new ConfigError(
       'capability',
       `'${name}' is not available for this model${why}; available: ${available.join(', ')}`,

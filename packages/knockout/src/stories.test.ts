@@ -56,6 +56,11 @@ describe('story probes with a known answer', () => {
     const accuracy = builtinCapability('pronoun@accuracy', context, { count: 4 })
     expect(accuracy).toMatchObject({ name: 'pronoun@accuracy', metric: 'accuracy', chance: 0 })
     expect(() => builtinCapability('pronoun', { dVocab: 98, nCtx: 512 })).toThrow(/\(it needs a tokenizer\)/)
+    // A context too short for the prompts: not listed, and named as the reason.
+    expect(builtinCapabilityNames({ ...context, nCtx: 24 })).not.toContain('name-recall')
+    expect(() => builtinCapability('name-recall', { ...context, nCtx: 24 })).toThrow(
+      /'name-recall' is not available for this model \(its prompts do not fit the model's context of 24 tokens\)/,
+    )
     expect(() => storyCapability('rhyme' as never, encode)).toThrow(/'rhyme' is not a story probe/)
     expect(() => storyCapability('pronoun', encode, { count: 0 })).toThrow(/Invalid count: 0 must be a positive/)
     expect(() => storyCapability('pronoun', encode, { part: 'both' as never })).toThrow(/'both' is not one of gain/)

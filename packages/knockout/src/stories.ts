@@ -238,6 +238,23 @@ export function storyCapability(
 }
 
 /**
+ * Whether a story probe fits a model's context: its prompts (seed 0, with 4 positions to spare for
+ * other seeds' longer fillers) are at most `nCtx` tokens. `builtinCapabilityNames` lists only the
+ * probes that fit.
+ *
+ * @param name - the probe
+ * @param encode - the model's tokenizer
+ * @param nCtx - the model's context
+ */
+export function storyCapabilityFits(
+  name: StoryCapabilityName,
+  encode: (text: string) => number[],
+  nCtx: number,
+): boolean {
+  return storyCapability(name, encode, { part: 'informative' }).data.length + 4 <= nCtx
+}
+
+/**
  * All story probes (gains), in {@link STORY_CAPABILITY_NAMES} order.
  *
  * @param encode - the model's tokenizer

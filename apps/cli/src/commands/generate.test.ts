@@ -189,6 +189,52 @@ describe.skipIf(!HAVE_AIDREAMS)('attnlab generate on aidreams260K', () => {
   })
 })
 
+// The shared TinyStories models from the command line: the text is coherent English and the greedy ids are the
+// ones tools/import/greedy_reference.py (an independent numpy forward pass) printed for the same prompt.
+const SHARED = resolve(AIDREAMS, '..')
+const STORIES = [
+  {
+    name: 'stories260K (llama2.c, tok512.bin)',
+    model: join(SHARED, 'stories260K', 'stories260K.bin'),
+    flags: ['--tokenizer', join(SHARED, 'stories260K', 'tok512.bin')],
+    promptIds: [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426],
+    reference: [338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426],
+  },
+  {
+    name: 'tinystories656K (Hugging Face, tokenizer.json, --no-dummy-prefix)',
+    model: join(SHARED, 'tinystories656K'),
+    flags: ['--no-dummy-prefix'],
+    promptIds: [1, 147, 201, 282, 215, 286, 598, 629, 10],
+    reference: [208, 183, 209, 210],
+  },
+] as const
+describe('attnlab generate on the shared TinyStories models', () => {
+  for (const { name, model, flags, promptIds, reference } of STORIES) {
+    it.skipIf(!existsSync(model))(`${name}: greedy text from a prompt matches the reference ids`, async () => {
+      const io = captureOutput()
+      const prompt = 'Once upon a time, there was a little girl named Lily.'
+      const argv = ['generate', '--model', model, ...flags, '--prompt', prompt, '--temperature', '0', '--json']
+      const code = await main([...argv, '--max-tokens', String(reference.length), '--backend', 'cpu'])
+      expect(code, io.err()).toBe(0)
+      const out = JSON.parse(io.out()) as { promptIds: number[]; ids: number[]; text: string; stopReason: string }
+      expect(out.promptIds).toEqual(promptIds)
+      if (name.startsWith('tinystories')) {
+        // After a bare '.' it ends the story at once (its README), spelling <|end_story|> out in four pieces
+        // before its EOS: the text stops there. --ignore-eos shows the ids, the reference's.
+        expect(out).toMatchObject({ ids: [], stopReason: 'eos-text', text: prompt })
+        vi.restoreAllMocks()
+        const again = captureOutput()
+        expect(await main([...argv, '--max-tokens', '4', '--ignore-eos', '--backend', 'cpu'])).toBe(0)
+        expect(JSON.parse(again.out())).toMatchObject({ ids: reference, text: `${prompt}<|end_story|>` })
+        return
+      }
+      expect(out.ids).toEqual(reference)
+      expect(out.text.startsWith(prompt)).toBe(true)
+      expect(out.text).toMatch(/^[A-Za-z ,.'"!?\n]+$/)
+    })
+  }
+})
+
 describe('attnlab generate', () => {
   it(
     '--json reports prompt ids, ids, text, stop reason ' + 'and speed; the tokenizer is found beside the model',
