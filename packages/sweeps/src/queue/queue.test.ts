@@ -1,8 +1,8 @@
 // The sweeps queue on a redis-server of the test's own (a free localhost port, `--save ''`): a
 // 6-trial sweep on 2 worker processes, one SIGKILLed mid-trial, gives every trial once with a
 // local run's numbers (cpu); a failing trial is recorded with its error and attempts (and one whose
-// backend cannot start here); a trial of another version is refused without running; workers go on
-// after a Redis restart; a wrong URL or an unreachable Redis is one clear error before anything is
+// backend cannot start here); a trial of another version is refused without running; a worker
+// closed mid-trial puts it back in the queue; workers go on after a Redis restart; a wrong URL or an unreachable Redis is one clear error before anything is
 // written.
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
@@ -115,7 +115,7 @@ describe.skipIf(!HAVE_REDIS)('the sweeps queue', () => {
 
   it('6 trials on 2 worker processes, one SIGKILLed mid-trial: each recorded once, a local run’s numbers', async () => {
     const spec = spec6(30)
-    const local = await runSweep(spec, { out: join(dir, 'local'), workers: 2, backend: 'cpu' })
+    const local = await runSweep(spec, { out: join(dir, 'local'), workers: 1, backend: 'cpu' })
     expect(local.done).toBe(6)
     // Both workers are up before the trials are queued, so that each takes some.
     const artifacts = join(dir, 'shared-artifacts')
@@ -159,7 +159,7 @@ describe.skipIf(!HAVE_REDIS)('the sweeps queue', () => {
     // Collecting again appends nothing.
     expect(await collectSweep(out, { queue: redis.url, wait: false })).toMatchObject({ appended: 0, done: 6 })
     expect(lines(out)).toHaveLength(6)
-  }, 180_000)
+  }, 300_000)
 
   it('records a failing trial with its error and attempts, goes on, refuses another version', async () => {
     const spec = spec6(6, 'queuefail')
@@ -232,7 +232,39 @@ describe.skipIf(!HAVE_REDIS)('the sweeps queue', () => {
     const unavailable = records.find((r) => r.id === browser.id)
     expect(unavailable).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'BACKEND_UNAVAILABLE' } })
     expect(unavailable?.error?.message).toContain("Backend 'webgl' is unavailable")
-  }, 120_000)
+  }, 200_000)
+
+  it('a worker closed mid-trial (SIGTERM) puts its trial back in the queue; another one finishes it', async () => {
+    const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 60').replace('name: tiny', 'name: closed'))
+    const out = join(dir, 'closed')
+    const artifacts = join(dir, 'closed-artifacts')
+    await submitSweep(spec, { queue: redis.url, out, backend: 'cpu' })
+    const events: { kind: string; id?: string }[] = []
+    const first = await startQueueWorker({
+      queue: redis.url,
+      artifacts,
+      name: 'first',
+      onEvent: (event) => events.push({ kind: event.kind, ...('trial' in event ? { id: event.trial.id } : {}) }),
+    })
+    while (!events.some((e) => e.kind === 'trial-start')) await new Promise((r) => setTimeout(r, 10))
+    const stopped = events.find((e) => e.kind === 'trial-start')?.id as string
+    await first.close()
+    expect(events.map((e) => e.kind)).toEqual(['trial-start', 'requeued'])
+    expect(await collectSweep(out, { queue: redis.url, wait: false })).toMatchObject({ done: 0, pending: 4 })
+    const second = await startQueueWorker({ queue: redis.url, artifacts, name: 'second' })
+    try {
+      expect(await collectSweep(out, { queue: redis.url, pollSeconds: 0.2 })).toMatchObject({ done: 4, failed: 0 })
+    } finally {
+      await second.close()
+    }
+    const records = lines(out)
+    expect(records).toHaveLength(4)
+    expect(records.find((r) => r.id === stopped)).toMatchObject({
+      status: 'done',
+      attempts: 2,
+      host: expect.any(String),
+    })
+  }, 200_000)
 
   it('workers reconnect after a Redis restart and finish the sweep', async () => {
     const persistent = (await startRedis({ appendOnly: true })) as TestRedis
@@ -264,7 +296,7 @@ describe.skipIf(!HAVE_REDIS)('the sweeps queue', () => {
     } finally {
       await persistent.dispose()
     }
-  }, 120_000)
+  }, 200_000)
 })
 
 /** A queue worker process (the fixture) with its JSON event lines. */
