@@ -2,8 +2,8 @@
 // 6-trial sweep on 2 worker processes, one SIGKILLed mid-trial, gives every trial once with a
 // local run's numbers (cpu); a failing trial is recorded with its error and attempts (and one whose
 // backend cannot start here); a trial of another version is refused without running; a worker
-// closed mid-trial puts it back in the queue; workers go on after a Redis restart; a wrong URL or an unreachable Redis is one clear error before anything is
-// written.
+// closed mid-trial puts it back in the queue; workers go on after a Redis restart; a wrong URL or
+// an unreachable Redis is one clear error before anything is written.
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
