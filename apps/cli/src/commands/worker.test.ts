@@ -147,5 +147,5 @@ describe.skipIf(!HAVE_REDIS)('attnlab sweep submit + 2 workers', () => {
     }
     expect(numbers(lines(out))).toEqual(numbers(lines(local)))
     expect(lines(out)).toHaveLength(4)
-  }, 240_000)
+  }, 300_000)
 })
