@@ -128,7 +128,11 @@ describe('attnlab train', () => {
       ['--preset', 'gpt', '--query-init', '0', '--out', 'x'],
       /--query-init applies to --preset minimal only/,
     ],
-    ['bad --query-init', ['--query-init', 'abc', '--out', 'x'], /--query-init must be a number >= 0 or 'xavier'/],
+    [
+      'bad --query-init',
+      ['--query-init', 'abc', '--out', 'x'],
+      /--query-init must be a number >= 0 \(at most 100\) or 'xavier', got 'abc'/,
+    ],
     ['--d-model with minimal', ['--d-model', '16', '--out', 'x'], /--d-model does not apply to --preset minimal/],
     [
       'heads do not divide',
