@@ -10,7 +10,14 @@ import { buildEmergenceReport, compareWithDense, defaultEmergenceConfig, runEmer
 import { exhaustiveSweep, sparseMarkovSpanCapability } from '@attnlab/knockout'
 import { SparseMarkovTask } from '@attnlab/markov'
 import { applyPrefill, blockSparse } from '@attnlab/sparse-attention'
-import { Trainer, createTransformer, loadModel, presetConfig, saveModelDirectory } from '@attnlab/transformer'
+import {
+  HuggingFaceTokenizer,
+  Trainer,
+  createTransformer,
+  loadModel,
+  presetConfig,
+  saveModelDirectory,
+} from '@attnlab/transformer'
 // The tfjs wasm binaries, emitted by vite as assets; useBackend hands their URLs to setWasmPaths.
 import wasmPlain from '@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm.wasm?url'
 import wasmSimd from '@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm-simd.wasm?url'
@@ -56,6 +63,8 @@ interface PageResult {
   backends: BackendResult[]
   /** Node-only functions of the main entries and typed errors, as `name code: message`. */
   errors: { configError: string; loadModel: string; saveModelDirectory: string }
+  /** A Hugging Face tokenizer.json (through @huggingface/tokenizers) encoding and decoding in the page. */
+  tokenizer: { ids: number[]; text: string }
   error?: string
   seconds: number
 }
@@ -239,6 +248,26 @@ async function main(): Promise<PageResult> {
       describeError,
     ),
   }
+  // A tokenizer.json built in the page: BPE with a Prepend('▁') normalizer, BOS from its config.
+  const vocab = { '<unk>': 0, '<s>': 1, '</s>': 2, a: 3, b: 4, ab: 5, '▁': 6, '▁a': 7 }
+  const hf = HuggingFaceTokenizer.fromJson(
+    {
+      model: { type: 'BPE', unk_token: '<unk>', vocab, merges: ['a b', '▁ a'] },
+      normalizer: { type: 'Prepend', prepend: '▁' },
+      decoder: {
+        type: 'Sequence',
+        decoders: [
+          { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
+          { type: 'Strip', content: ' ', start: 1, stop: 0 },
+        ],
+      },
+    },
+    { bos_token: '<s>', eos_token: '</s>' },
+  )
+  const ids = hf.encode('ab')
+  const tokenizer = { ids, text: hf.decode(ids) }
+  if (tokenizer.text !== 'ab' || ids.join(' ') !== '1 6 5')
+    throw new Error(`tokenizer.json: 'ab' encoded to ${ids.join(' ')} and decoded to '${tokenizer.text}'`)
   return {
     ok: true,
     userAgent: navigator.userAgent,
@@ -247,6 +276,7 @@ async function main(): Promise<PageResult> {
     dynamics,
     backends,
     errors,
+    tokenizer,
     seconds: (performance.now() - start) / 1000,
   }
 }

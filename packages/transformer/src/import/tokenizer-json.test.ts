@@ -158,6 +158,11 @@ describe('HuggingFaceTokenizer on a hand-written tokenizer.json', () => {
     expect(() => HuggingFaceTokenizer.fromJson(TINY, {}, { ...file, vocabSize: 5 })).toThrow(
       "x/tokenizer.json: the tokenizer has ids up to 7 but the model's vocabulary has 5 tokens",
     )
+    // BOS/EOS named only by tokenizer_config.json (not special in the file) are still skipped by decode.
+    const { added_tokens: _, ...unmarked } = TINY
+    const named = HuggingFaceTokenizer.fromJson(unmarked, { bos_token: '<s>', eos_token: '</s>' })
+    expect(named.decode(named.encode('ab', { eos: true }))).toBe('ab')
+    expect(named.decode(named.encode('ab'), { skipSpecialTokens: false })).toBe('<s> ab')
     // No BOS anywhere (as Qwen2's tokenizer): encode adds none.
     expect(HuggingFaceTokenizer.fromJson(TINY, {}, { ...file, vocabSize: 8 }).encode('b')).toEqual([6, 4])
     expect(() => HuggingFaceTokenizer.fromJson(TINY, {}, { ...file, bosId: 9, eosId: 2 })).toThrow(

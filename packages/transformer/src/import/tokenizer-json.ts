@@ -304,12 +304,16 @@ export class HuggingFaceTokenizer implements Tokenizer {
    */
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     for (const id of ids) this.checkId(id)
-    const decodeOptions = { skip_special_tokens: options.skipSpecialTokens ?? true }
-    if (ids.length === 0) return ''
-    if (options.previous === undefined) return this.library.decode([...ids], decodeOptions)
+    const skip = options.skipSpecialTokens ?? true
+    const decodeOptions = { skip_special_tokens: skip }
+    // BOS/EOS from a config are skipped too when the file does not mark them special.
+    const kept = skip ? ids.filter((id) => !this.isSpecial(id)) : [...ids]
+    if (kept.length === 0) return ''
+    if (options.previous === undefined) return this.library.decode(kept, decodeOptions)
     this.checkId(options.previous)
+    if (skip && this.isSpecial(options.previous)) return this.library.decode(kept, decodeOptions)
     const before = this.library.decode([options.previous], decodeOptions)
-    const both = this.library.decode([options.previous, ...ids], decodeOptions)
+    const both = this.library.decode([options.previous, ...kept], decodeOptions)
     return both.startsWith(before) ? both.slice(before.length) : both
   }
 
