@@ -6,7 +6,14 @@
 import { type Command, Option } from 'commander'
 import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { TASK_KINDS, TASK_SCHEMAS, type AnyTask, type TaskKind } from '@attnlab/markov'
-import { presetConfig, type OptimizerOptions, type ScheduleOptions, type TransformerConfig } from '@attnlab/transformer'
+import {
+  DEFAULT_MINIMAL_QUERY_INIT,
+  presetConfig,
+  transformerConfigSchema,
+  type OptimizerOptions,
+  type ScheduleOptions,
+  type TransformerConfig,
+} from '@attnlab/transformer'
 import { UsageError } from './errors.ts'
 import { intParser, numberParser } from './options.ts'
 import { fieldParser, rangeParser, showDefault } from './schema-flags.ts'
@@ -69,17 +76,31 @@ type TaskFlagValue<F extends TaskFlagKey> = {
 /** Task flags (commander camelCase keys), typed from the task schemas. */
 export type TaskFlags = { task: string; taskSeed: number } & { [F in TaskFlagKey]?: TaskFlagValue<F> }
 
-/** Model flags. */
-export interface ModelFlags {
-  preset: (typeof TRAIN_PRESETS)[number]
-  dModel?: number
-  nHeads?: number
-  nKvHeads?: number
-  nLayers?: number
-  dMlp?: number
-  attnOnly?: boolean
-  dropout?: number
-  queryInit?: string
+/**
+ * The model flags: for each (commander camelCase key, the name of the transformer configuration
+ * field it sets), its value placeholder (none for a boolean flag). Meanings and ranges come from
+ * `@attnlab/transformer`'s `transformerConfigSchema`; the defaults are the preset's.
+ */
+export const MODEL_FLAG_FIELDS = {
+  dModel: { placeholder: 'n' },
+  nHeads: { placeholder: 'n' },
+  nKvHeads: { placeholder: 'n' },
+  nLayers: { placeholder: 'n' },
+  dMlp: { placeholder: 'n' },
+  attnOnly: {},
+  dropout: { placeholder: 'p' },
+  queryInit: { placeholder: 'eps' },
+} as const satisfies Partial<Record<keyof TransformerConfig, { readonly placeholder?: string }>>
+
+/** A model flag's key (= the configuration field it sets). */
+export type ModelFlagKey = keyof typeof MODEL_FLAG_FIELDS
+
+/**
+ * Model flags, typed from the configuration fields they set (`--query-init` is kept as written:
+ * a number or `xavier`, parsed by {@link modelOverridesOf}).
+ */
+export type ModelFlags = { preset: (typeof TRAIN_PRESETS)[number]; queryInit?: string } & {
+  [K in Exclude<ModelFlagKey, 'queryInit'>]?: TransformerConfig[K]
 }
 
 /** Optimisation flags. */
@@ -101,17 +122,10 @@ export interface OptimizationFlags {
 /** Keys of the task flags (to detect flags given on the command line). */
 export const TASK_KEYS: readonly string[] = ['task', 'taskSeed', ...Object.keys(TASK_FLAG_FIELDS)]
 /** Keys of the model flags. */
-export const MODEL_KEYS = [
+export const MODEL_KEYS: readonly ('preset' | ModelFlagKey)[] = [
   'preset',
-  'dModel',
-  'nHeads',
-  'nKvHeads',
-  'nLayers',
-  'dMlp',
-  'attnOnly',
-  'dropout',
-  'queryInit',
-] as const
+  ...(Object.keys(MODEL_FLAG_FIELDS) as ModelFlagKey[]),
+]
 /** Keys of the optimisation flags that define a run (not `steps` / `evalEvery`). */
 export const OPTIMIZATION_KEYS = [
   'batch',
@@ -217,22 +231,25 @@ export function addTaskFlags(
   return command
 }
 
-/** Adds the model flags. */
+/**
+ * Adds the model flags, each derived from the transformer configuration field it sets (help and
+ * parser with the field's range); a flag not given leaves the preset's value (and what
+ * `presetConfig` derives from the others).
+ */
 export function addModelFlags(command: Command): Command {
+  command.addOption(new Option('--preset <name>', 'model preset').choices([...TRAIN_PRESETS]).default('minimal'))
+  for (const [key, entry] of Object.entries(MODEL_FLAG_FIELDS) as [ModelFlagKey, { placeholder?: string }][]) {
+    const flag = kebab(key)
+    const info = fieldInfo(transformerConfigSchema.shape[key])
+    const spec = entry.placeholder === undefined ? flag : `${flag} <${entry.placeholder}>`
+    const help =
+      key === 'queryInit' ? `${info.help} (default ${DEFAULT_MINIMAL_QUERY_INIT.toExponential()})` : info.help
+    const option = new Option(spec, help)
+    // --query-init takes a number or 'xavier' (checked by modelOverridesOf), booleans commander's own.
+    if (info.kind === 'integer' || info.kind === 'number') option.argParser(rangeParser(flag, info.range ?? {}))
+    command.addOption(option)
+  }
   return command
-    .addOption(new Option('--preset <name>', 'model preset').choices([...TRAIN_PRESETS]).default('minimal'))
-    .option('--d-model <n>', 'residual width (gpt/llama)', intParser('--d-model', 1))
-    .option('--n-heads <n>', 'attention heads', intParser('--n-heads', 1))
-    .option('--n-kv-heads <n>', 'key/value heads (llama grouped-query attention)', intParser('--n-kv-heads', 1))
-    .option('--n-layers <n>', 'blocks (gpt/llama)', intParser('--n-layers', 1))
-    .option(
-      '--d-mlp <n>',
-      'MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = --attn-only)',
-      intParser('--d-mlp', 0),
-    )
-    .option('--attn-only', 'attention-only blocks, no MLP (gpt/llama)')
-    .option('--dropout <p>', 'dropout probability', numberParser('--dropout', 0, 0.99))
-    .option('--query-init <eps>', "minimal: W_Q ~ U(-eps, eps) (0 = exactly zero) or 'xavier' (default 1e-5)")
 }
 
 /** Default values of the optimisation flags (differ per command). */

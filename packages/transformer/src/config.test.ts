@@ -107,9 +107,13 @@ describe('config', () => {
   })
 
   const bad: [string, object, RegExp][] = [
-    ['unknown field', { architecture: 'gpt', dModle: 3 }, /Invalid dModle: unknown configuration field/],
-    ['architecture', { architecture: 'bert' }, /'bert' is not one of minimal, gpt, llama/],
-    ['dModel', { architecture: 'gpt', dModel: 0 }, /Invalid dModel: 0 is not a positive integer/],
+    [
+      'unknown field',
+      { architecture: 'gpt', dModle: 3 },
+      /Invalid dModle: is not a transformer parameter \(did you mean 'dModel'\?\)/,
+    ],
+    ['architecture', { architecture: 'bert' }, /Invalid architecture: got 'bert'; expected one of minimal, gpt, llama/],
+    ['dModel', { architecture: 'gpt', dModel: 0 }, /Invalid dModel: must be an integer >= 1, got 0/],
     ['nLayers', { architecture: 'gpt', nLayers: 1.5 }, /nLayers/],
     ['heads split', { architecture: 'gpt', dModel: 10, nHeads: 3 }, /dModel 10 is not divisible by nHeads 3/],
     ['gqa', { architecture: 'llama', nHeads: 4, nKvHeads: 3 }, /nKvHeads: 3 does not divide nHeads 4/],

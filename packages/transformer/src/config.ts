@@ -9,44 +9,17 @@
  * @module
  */
 import { ConfigError } from '@attnlab/core'
-
-/**
- * The three model families one implementation covers.
- *
- * - `minimal`: the minimal model of Yüksel, Alvarez Lucendo & Flammarion, "Incremental Learning
- *   of Sparse Attention Patterns in Transformers" (arXiv 2602.19143; as configured in the
- *   authors' released code): input
- *   `[onehot(token); onehot(position)]`, one attention-only block, no embedding, unembedding,
- *   LayerNorm, MLP, residual or output projection, key = input, disentangled heads with their own
- *   full-width `W_Q` and `W_V`, head outputs summed, logits = the first `dVocab` coordinates,
- *   scores not scaled by `1/sqrt(d)`.
- * - `gpt`: pre-LN GPT-2 decoder (learned positions, GELU MLP or attention-only, final LN, tied or
- *   untied unembedding, dropout).
- * - `llama`: Llama 2 (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases).
- *
- * @category Config
- */
-export type Architecture = 'minimal' | 'gpt' | 'llama'
-
-/** Normalisation layers: LayerNorm (gpt), RMSNorm (llama) or none (minimal). @category Config */
-export type Normalization = 'layernorm' | 'rmsnorm' | 'none'
-
-/**
- * How positions enter: `learned` absolute embeddings added to the token embedding (gpt),
- * `rotary` (RoPE on queries and keys, llama), or `onehot` (the minimal model's concatenated
- * one-hot position, occupying coordinates `dVocab .. dVocab + nCtx - 1` of the input).
- *
- * @category Config
- */
-export type Positional = 'learned' | 'rotary' | 'onehot'
-
-/**
- * MLP activation. `gelu_new` is GPT-2's tanh approximation (TransformerLens' name); `gelu` the
- * exact erf form; `silu` (Llama's SwiGLU uses it on the gate); `relu`.
- *
- * @category Config
- */
-export type ActivationFunction = 'gelu_new' | 'gelu' | 'relu' | 'silu'
+import {
+  booleanField,
+  configSchema,
+  customField,
+  enumField,
+  integerField,
+  numberField,
+  parseConfig,
+  showValue,
+  type z,
+} from '@attnlab/core/schema'
 
 /**
  * Initialisation of the minimal model's query matrices: a number `eps` means `U(-eps, eps)`
@@ -59,59 +32,127 @@ export type ActivationFunction = 'gelu_new' | 'gelu' | 'relu' | 'silu'
 export type QueryInit = number | 'xavier'
 
 /**
- * A resolved, validated, frozen transformer configuration (what a model was built with).
- * Create one with {@link createConfig} (or {@link presetConfig}).
+ * The transformer configuration's one declaration: every field's type, range and meaning (the
+ * CLI's model flags take their help and ranges from it). The defaults depend on the architecture
+ * (see {@link defaultTransformerConfig}) and some fields are derived from others by
+ * {@link createConfig}; rules across fields (`nKvHeads` divides `nHeads`, the minimal model's
+ * fixed fields) are checked there too.
  *
  * @category Config
  */
-export interface TransformerConfig {
-  /** Model family. */
-  readonly architecture: Architecture
+export const transformerConfigSchema = configSchema({
+  /**
+   * Model family.
+   *
+   * - `minimal`: the minimal model of Yüksel, Alvarez Lucendo & Flammarion, "Incremental Learning
+   *   of Sparse Attention Patterns in Transformers" (arXiv 2602.19143; as configured in the
+   *   authors' released code): input
+   *   `[onehot(token); onehot(position)]`, one attention-only block, no embedding, unembedding,
+   *   LayerNorm, MLP, residual or output projection, key = input, disentangled heads with their own
+   *   full-width `W_Q` and `W_V`, head outputs summed, logits = the first `dVocab` coordinates,
+   *   scores not scaled by `1/sqrt(d)`.
+   * - `gpt`: pre-LN GPT-2 decoder (learned positions, GELU MLP or attention-only, final LN, tied or
+   *   untied unembedding, dropout).
+   * - `llama`: Llama 2 (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases).
+   */
+  architecture: enumField('model family', ['minimal', 'gpt', 'llama']),
   /** Vocabulary size (token ids `0 .. dVocab - 1`). */
-  readonly dVocab: number
+  dVocab: integerField('vocabulary size', { min: 1 }),
   /** Maximum sequence length (positions `0 .. nCtx - 1`). */
-  readonly nCtx: number
+  nCtx: integerField('maximum sequence length', { min: 1 }),
   /** Width of the residual stream. For `minimal` it is `dVocab + nCtx` (the one-hot input). */
-  readonly dModel: number
+  dModel: integerField('residual width (gpt/llama)', { min: 1 }),
   /** Number of blocks (`minimal`: 1). */
-  readonly nLayers: number
+  nLayers: integerField('blocks (gpt/llama)', { min: 1 }),
   /** Query heads per block. */
-  readonly nHeads: number
+  nHeads: integerField('attention heads', { min: 1 }),
   /** Key/value heads (grouped-query attention); divides `nHeads`. `minimal`, `gpt`: `nHeads`. */
-  readonly nKvHeads: number
+  nKvHeads: integerField('key/value heads (llama grouped-query attention)', { min: 1 }),
   /** Width of each head's queries and keys (`minimal`: `dModel`, full width). */
-  readonly dHead: number
+  dHead: integerField('width of each head (default dModel / nHeads; minimal: dModel)', { min: 1 }),
   /** Hidden width of the MLP (0 when `attnOnly`). */
-  readonly dMlp: number
+  dMlp: integerField('MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = attention-only)', { min: 0 }),
   /** Attention-only blocks (no MLP). Always true for `minimal`. */
-  readonly attnOnly: boolean
-  /** Normalisation layer kind. */
-  readonly normalization: Normalization
+  attnOnly: booleanField('attention-only blocks, no MLP (gpt/llama)'),
+  /** Normalisation layer kind: LayerNorm (gpt), RMSNorm (llama) or none (minimal). */
+  normalization: enumField('normalisation layers', ['layernorm', 'rmsnorm', 'none']),
   /** Epsilon inside LayerNorm / RMSNorm. */
-  readonly normEps: number
-  /** Positional scheme. */
-  readonly positional: Positional
+  normEps: numberField('epsilon inside LayerNorm / RMSNorm', { min: 0, minExclusive: true, max: 1 }),
+  /**
+   * Positional scheme: `learned` absolute embeddings added to the token embedding (gpt),
+   * `rotary` (RoPE on queries and keys, llama), or `onehot` (the minimal model's concatenated
+   * one-hot position, occupying coordinates `dVocab .. dVocab + nCtx - 1` of the input).
+   */
+  positional: enumField('how positions enter', ['learned', 'rotary', 'onehot']),
   /** RoPE base (`theta`), used when `positional === 'rotary'`. */
-  readonly ropeTheta: number
-  /** MLP activation (`llama`: `silu` on the gate of a gated MLP). */
-  readonly actFn: ActivationFunction
+  ropeTheta: numberField('RoPE base theta (rotary positions)', { min: 1 }),
+  /**
+   * MLP activation (`llama`: `silu` on the gate of a gated MLP). `gelu_new` is GPT-2's tanh
+   * approximation (TransformerLens' name); `gelu` the exact erf form; `silu`; `relu`.
+   */
+  actFn: enumField('MLP activation', ['gelu_new', 'gelu', 'relu', 'silu']),
   /** Gated MLP (`W_gate`, SwiGLU when `actFn === 'silu'`). */
-  readonly gatedMlp: boolean
+  gatedMlp: booleanField('gated MLP (SwiGLU with silu)'),
   /** Linear layers have biases (`b_Q, b_K, b_V, b_O, b_in, b_out`) and LayerNorms a bias `b`. */
-  readonly bias: boolean
+  bias: booleanField('linear layers and LayerNorms have biases'),
   /** The unembedding is the transposed token embedding (`unembed.W_U` is then not a parameter). */
-  readonly tiedEmbeddings: boolean
+  tiedEmbeddings: booleanField('the unembedding is the transposed token embedding'),
   /** Dropout probability on the embedding, attention pattern and residual branches (training only). */
-  readonly dropout: number
+  dropout: numberField('dropout probability', { min: 0, max: 1, maxExclusive: true }),
   /** Multiplier of `q . k` before the softmax (`1/sqrt(dHead)`; `minimal`: 1). */
-  readonly attnScale: number
+  attnScale: numberField('multiplier of q.k before the softmax (default 1/sqrt(dHead); minimal: 1)', {
+    min: 0,
+    minExclusive: true,
+  }),
   /** Standard deviation of the normal initialisation of gpt/llama weight matrices. */
-  readonly initRange: number
-  /** Initialisation of the minimal model's `W_Q` (see {@link QueryInit}). */
-  readonly queryInit: QueryInit
+  initRange: numberField('standard deviation of the initial gpt/llama weights', { min: 0 }),
+  /** Initialisation of the minimal model's `W_Q` (see {@link QueryInit}; checked by {@link createConfig}). */
+  queryInit: customField<QueryInit>("minimal: W_Q ~ U(-eps, eps) (0 = exactly zero) or 'xavier'"),
   /** Seed of the weight initialisation (`Rng.fromSeed(seed).split('init')`). */
-  readonly seed: number
-}
+  seed: integerField('seed of the weight initialisation'),
+})
+
+/**
+ * The three model families one implementation covers (see {@link transformerConfigSchema}).
+ *
+ * @category Config
+ */
+export type Architecture = z.output<typeof transformerConfigSchema.shape.architecture>
+
+/** Normalisation layers: LayerNorm (gpt), RMSNorm (llama) or none (minimal). @category Config */
+export type Normalization = z.output<typeof transformerConfigSchema.shape.normalization>
+
+/**
+ * How positions enter: `learned` absolute embeddings added to the token embedding (gpt),
+ * `rotary` (RoPE on queries and keys, llama), or `onehot` (the minimal model's concatenated
+ * one-hot position, occupying coordinates `dVocab .. dVocab + nCtx - 1` of the input).
+ *
+ * @category Config
+ */
+export type Positional = z.output<typeof transformerConfigSchema.shape.positional>
+
+/**
+ * MLP activation. `gelu_new` is GPT-2's tanh approximation (TransformerLens' name); `gelu` the
+ * exact erf form; `silu` (Llama's SwiGLU uses it on the gate); `relu`.
+ *
+ * @category Config
+ */
+export type ActivationFunction = z.output<typeof transformerConfigSchema.shape.actFn>
+
+/**
+ * A resolved, validated, frozen transformer configuration (what a model was built with), its
+ * fields declared by {@link transformerConfigSchema}. Create one with {@link createConfig} (or
+ * {@link presetConfig}).
+ *
+ * @category Config
+ */
+export type TransformerConfig = Readonly<z.output<typeof transformerConfigSchema>>
+
+/** The configuration's fields, in declaration order. */
+const FIELDS = Object.keys(transformerConfigSchema.shape) as (keyof TransformerConfig)[]
+
+/** What {@link createConfig} validates: the architecture and any subset of the other fields. */
+const transformerConfigInputSchema = transformerConfigSchema.partial().required({ architecture: true })
 
 /**
  * What a user passes to {@link createConfig}: any subset of {@link TransformerConfig}; the rest
@@ -138,7 +179,10 @@ export type PresetName = 'minimal' | 'gpt' | 'gpt-nano' | 'llama' | 'llama-260k'
  */
 export const DEFAULT_MINIMAL_QUERY_INIT = 1e-5
 
-function base(architecture: Architecture): Omit<TransformerConfig, 'attnScale'> & { attnScale?: number } {
+/** A configuration being resolved (mutable; `attnScale` derived last unless given). */
+type ConfigDraft = Omit<z.output<typeof transformerConfigSchema>, 'attnScale'> & { attnScale?: number }
+
+function base(architecture: Architecture): ConfigDraft {
   switch (architecture) {
     case 'minimal':
       // d = 50, spans [2,2,2]: sequences of C + 20 = 26 tokens, the model sees 25.
@@ -220,36 +264,6 @@ function base(architecture: Architecture): Omit<TransformerConfig, 'attnScale'> 
   }
 }
 
-const ARCHITECTURES: readonly Architecture[] = ['minimal', 'gpt', 'llama']
-const NORMALIZATIONS: readonly Normalization[] = ['layernorm', 'rmsnorm', 'none']
-const POSITIONALS: readonly Positional[] = ['learned', 'rotary', 'onehot']
-const ACTIVATIONS: readonly ActivationFunction[] = ['gelu_new', 'gelu', 'relu', 'silu']
-const KEYS: readonly (keyof TransformerConfig)[] = [
-  'architecture',
-  'dVocab',
-  'nCtx',
-  'dModel',
-  'nLayers',
-  'nHeads',
-  'nKvHeads',
-  'dHead',
-  'dMlp',
-  'attnOnly',
-  'normalization',
-  'normEps',
-  'positional',
-  'ropeTheta',
-  'actFn',
-  'gatedMlp',
-  'bias',
-  'tiedEmbeddings',
-  'dropout',
-  'attnScale',
-  'initRange',
-  'queryInit',
-  'seed',
-]
-
 /**
  * The default configuration of an architecture (the `minimal` default is the paper's model for
  * d = 50, spans [2,2,2]; `gpt` a 2-layer, 4-head, dModel 64 model; `llama` the aidreams260K
@@ -259,39 +273,6 @@ const KEYS: readonly (keyof TransformerConfig)[] = [
  */
 export function defaultTransformerConfig(architecture: Architecture = 'gpt'): TransformerConfig {
   return createConfig({ architecture })
-}
-
-function positiveInt(name: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    throw new ConfigError(name, `${String(value)} is not a positive integer`, { value })
-  }
-  return value
-}
-
-function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[]): T {
-  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
-    throw new ConfigError(name, `'${String(value)}' is not one of ${allowed.join(', ')}`, { value })
-  }
-  return value as T
-}
-
-function bool(name: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw new ConfigError(name, `${String(value)} is not a boolean`, { value })
-  return value
-}
-
-function finite(name: string, value: unknown, min: number, max = Infinity, minExclusive = false): number {
-  if (
-    typeof value !== 'number' ||
-    !Number.isFinite(value) ||
-    value < min ||
-    (minExclusive && value === min) ||
-    value > max
-  ) {
-    const range = `${minExclusive ? '(' : '['}${min}, ${max}${max === Infinity ? ')' : ']'}`
-    throw new ConfigError(name, `${String(value)} is not a number in ${range}`, { value })
-  }
-  return value
 }
 
 /**
@@ -322,29 +303,18 @@ function derivedMlpWidth(dModel: number, gated: boolean): number {
  * @category Config
  */
 export function createConfig(input: TransformerConfigInput): TransformerConfig {
-  if (typeof input !== 'object' || input === null) {
-    throw new ConfigError('config', 'expected an object with at least { architecture }', { value: input })
-  }
-  for (const key of Object.keys(input)) {
-    if (!(KEYS as readonly string[]).includes(key)) {
-      throw new ConfigError(key, `unknown configuration field; known fields: ${KEYS.join(', ')}`)
-    }
-  }
-  const architecture = oneOf('architecture', input.architecture, ARCHITECTURES)
-  const defaults = base(architecture)
-  const merged: Record<string, unknown> = { ...defaults }
-  for (const [key, value] of Object.entries(input)) if (value !== undefined) merged[key] = value
+  const given = parseConfig(transformerConfigInputSchema, input, 'transformer')
+  const architecture = given.architecture
+  const merged: ConfigDraft = { ...base(architecture) }
+  for (const [key, value] of Object.entries(given)) if (value !== undefined) Object.assign(merged, { [key]: value })
   if (architecture === 'minimal') {
-    const dVocab = positiveInt('dVocab', merged.dVocab)
-    const nCtx = positiveInt('nCtx', merged.nCtx)
-    if (input.dModel === undefined) merged.dModel = dVocab + nCtx
-    if (input.dHead === undefined) merged.dHead = merged.dModel
-    if (input.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
+    if (given.dModel === undefined) merged.dModel = merged.dVocab + merged.nCtx
+    if (given.dHead === undefined) merged.dHead = merged.dModel
+    if (given.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
   } else {
-    if (input.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
-    if (input.dHead === undefined && (input.dModel !== undefined || input.nHeads !== undefined)) {
-      const dModel = positiveInt('dModel', merged.dModel)
-      const nHeads = positiveInt('nHeads', merged.nHeads)
+    if (given.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
+    if (given.dHead === undefined && (given.dModel !== undefined || given.nHeads !== undefined)) {
+      const { dModel, nHeads } = merged
       if (dModel % nHeads !== 0) {
         throw new ConfigError(
           'dHead',
@@ -353,57 +323,37 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       }
       merged.dHead = dModel / nHeads
     }
-    if (input.attnOnly === true && input.dMlp === undefined) merged.dMlp = 0
+    if (given.attnOnly === true && given.dMlp === undefined) merged.dMlp = 0
     // An attention-only model has no MLP to gate: the architecture's default gating is dropped.
-    if (input.attnOnly === true && input.gatedMlp === undefined) merged.gatedMlp = false
-    if (input.dMlp === undefined && input.dModel !== undefined && input.attnOnly !== true) {
-      merged.dMlp = derivedMlpWidth(positiveInt('dModel', merged.dModel), merged.gatedMlp === true)
+    if (given.attnOnly === true && given.gatedMlp === undefined) merged.gatedMlp = false
+    if (given.dMlp === undefined && given.dModel !== undefined && given.attnOnly !== true) {
+      merged.dMlp = derivedMlpWidth(merged.dModel, merged.gatedMlp)
     }
   }
-  const config = {
-    architecture,
-    dVocab: positiveInt('dVocab', merged.dVocab),
-    nCtx: positiveInt('nCtx', merged.nCtx),
-    dModel: positiveInt('dModel', merged.dModel),
-    nLayers: positiveInt('nLayers', merged.nLayers),
-    nHeads: positiveInt('nHeads', merged.nHeads),
-    nKvHeads: positiveInt('nKvHeads', merged.nKvHeads),
-    dHead: positiveInt('dHead', merged.dHead),
-    dMlp: 0,
-    attnOnly: bool('attnOnly', merged.attnOnly),
-    normalization: oneOf('normalization', merged.normalization, NORMALIZATIONS),
-    normEps: finite('normEps', merged.normEps, 0, 1, true),
-    positional: oneOf('positional', merged.positional, POSITIONALS),
-    ropeTheta: finite('ropeTheta', merged.ropeTheta, 1),
-    actFn: oneOf('actFn', merged.actFn, ACTIVATIONS),
-    gatedMlp: bool('gatedMlp', merged.gatedMlp),
-    bias: bool('bias', merged.bias),
-    tiedEmbeddings: bool('tiedEmbeddings', merged.tiedEmbeddings),
-    dropout: finite('dropout', merged.dropout, 0, 1),
-    attnScale: 0,
-    initRange: finite('initRange', merged.initRange, 0),
-    queryInit: merged.queryInit as QueryInit,
-    seed: merged.seed as number,
+  if (!merged.attnOnly && merged.dMlp < 1) {
+    throw new ConfigError('dMlp', `must be an integer >= 1 unless attnOnly is true, got ${merged.dMlp}`, {
+      value: merged.dMlp,
+    })
   }
-  if (config.dropout >= 1) throw new ConfigError('dropout', `${config.dropout} must be < 1`, { value: config.dropout })
-  if (!Number.isSafeInteger(config.seed)) {
-    throw new ConfigError('seed', `${String(config.seed)} is not an integer`, { value: config.seed })
-  }
-  config.dMlp = config.attnOnly ? 0 : positiveInt('dMlp', merged.dMlp)
-  if (config.attnOnly && merged.dMlp !== undefined && merged.dMlp !== 0 && input.dMlp !== undefined) {
+  if (merged.attnOnly && merged.dMlp !== 0 && given.dMlp !== undefined) {
     throw new ConfigError(
       'dMlp',
       `${String(merged.dMlp)} given with attnOnly: true; an attention-only model has no MLP (dMlp 0)`,
     )
   }
+  const resolved: TransformerConfig = {
+    ...merged,
+    dMlp: merged.attnOnly ? 0 : merged.dMlp,
+    attnScale: merged.attnScale ?? 1 / Math.sqrt(merged.dHead),
+  }
+  // The fields in the schema's order (what configToJSON writes).
+  const config = Object.fromEntries(FIELDS.map((key) => [key, resolved[key]])) as TransformerConfig
   const queryInit = config.queryInit
   if (!(queryInit === 'xavier' || (typeof queryInit === 'number' && Number.isFinite(queryInit) && queryInit >= 0))) {
     throw new ConfigError(
       'queryInit',
-      `${String(queryInit)} is neither a non-negative number (eps of U(-eps, eps)) nor 'xavier'`,
-      {
-        value: queryInit,
-      },
+      `${showValue(queryInit)} is neither a non-negative number (eps of U(-eps, eps)) nor 'xavier'`,
+      { value: queryInit },
     )
   }
   if (config.nHeads % config.nKvHeads !== 0) {
@@ -412,8 +362,6 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       `${config.nKvHeads} does not divide nHeads ${config.nHeads} (grouped-query attention needs whole groups)`,
     )
   }
-  const scale = merged.attnScale === undefined ? 1 / Math.sqrt(config.dHead) : merged.attnScale
-  config.attnScale = finite('attnScale', scale, 0, Infinity, true)
   // Architecture invariants.
   if (architecture === 'minimal') {
     const fixed: [keyof TransformerConfig, unknown][] = [
@@ -533,7 +481,7 @@ const PRESET_INPUTS: Readonly<Record<PresetName, TransformerConfigInput>> = {
  */
 export function configToJSON(config: TransformerConfig): Record<string, unknown> {
   const out: Record<string, unknown> = {}
-  for (const key of KEYS) out[key] = config[key]
+  for (const key of FIELDS) out[key] = config[key]
   return out
 }
 

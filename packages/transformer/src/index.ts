@@ -27,6 +27,7 @@ export {
   createConfig,
   defaultTransformerConfig,
   presetConfig,
+  transformerConfigSchema,
   type ActivationFunction,
   type Architecture,
   type Normalization,
