@@ -235,6 +235,10 @@ export class HuggingFaceTokenizer implements Tokenizer {
     let library: LibraryTokenizer
     try {
       library = new LibraryTokenizer(edited, tokenizerConfig)
+      // The library reads some components only when it first encodes or decodes (a post_processor
+      // without its "single" template fails with "type is not iterable"): try both here, so such a
+      // file is refused now, naming it, and not at the first prompt.
+      library.decode(library.encode('a b', { add_special_tokens: true }).ids)
     } catch (error) {
       throw new ModelFileError(
         'invalid-json',
