@@ -38,6 +38,16 @@ describe('node file helpers', () => {
     },
   )
 
+  it('makeDirectories called concurrently on one new path all succeed (two workers, one sweep directory)', async () => {
+    for (let round = 0; round < 20; round++) {
+      const base = await mkdtemp(join(tmpdir(), 'attnlab-mkdirs-race-'))
+      const dir = join(base, 'sweep', 'trials', 'id')
+      const created = await Promise.all(Array.from({ length: 8 }, () => makeDirectories(dir)))
+      expect((await stat(dir)).isDirectory()).toBe(true)
+      expect(created.filter((first) => first !== undefined).length).toBeGreaterThanOrEqual(1)
+    }
+  })
+
   it('writes files atomically, creating parents, leaving no temp files', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'attnlab-core-'))
     const path = join(dir, 'a', 'b', 'x.txt')

@@ -62,8 +62,18 @@ export async function makeDirectories(dir: string): Promise<string | undefined> 
   } catch {
     parentExisted = false
   }
-  // A parent that exists yet refused the name: this file system does not create it (/proc).
+  // The parent exists: another process may have created it since the first mkdir (two workers
+  // creating one sweep directory), so try once more; a parent that exists yet still refuses the
+  // name is a file system that does not create it (/proc).
   if (parentExisted) {
+    try {
+      await mkdir(dir)
+      return dir
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'EEXIST' && (await stat(dir)).isDirectory()) return undefined
+      if (code !== 'ENOENT') throw error
+    }
     throw Object.assign(new Error(`cannot create '${dir}' (ENOENT: the file system refuses it)`), { code: 'ENOENT' })
   }
   const first = await makeDirectories(parent)
