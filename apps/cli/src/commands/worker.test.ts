@@ -84,6 +84,20 @@ describe('attnlab worker / sweep submit: usage and connection errors', () => {
     expect(worker.stderr).toContain("has the scheme 'http'")
     expect(existsSync(out)).toBe(false)
   })
+  it('--artifacts naming a file, or an empty --name, exits 2 before connecting', async () => {
+    const file = join(root(), 'artifacts-file')
+    await writeFile(file, 'x')
+    const url = `redis://127.0.0.1:${await freePort()}/0`
+    const onFile = await runCli(['worker', '--queue', url, '--artifacts', file])
+    expect(onFile.code).toBe(2)
+    expect(onFile.stderr.trim()).toBe(`attnlab: error: --artifacts ${file} is not writable (ENOTDIR)`)
+    const under = await runCli(['worker', '--queue', url, '--artifacts', join(file, 'sub')])
+    expect(under.code).toBe(2)
+    expect(under.stderr).toContain('is not writable (ENOTDIR')
+    const unnamed = await runCli(['worker', '--queue', url, '--name', ' '])
+    expect(unnamed.code).toBe(2)
+    expect(unnamed.stderr.trim()).toBe("attnlab: error: --name must not be empty, got ' '")
+  })
 })
 
 describe.skipIf(!HAVE_REDIS)('attnlab sweep submit + 2 workers', () => {

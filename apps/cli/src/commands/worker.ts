@@ -7,7 +7,9 @@
 import { InterruptedError } from '@attnlab/core'
 import { SWEEPS_VERSION, startQueueWorker, type QueueWorkerEvent } from '@attnlab/sweeps/node'
 import type { Command } from 'commander'
+import { UsageError } from '../errors.ts'
 import { intParser, kernelFlagsGiven } from '../options.ts'
+import { checkWritable } from '../out-dir.ts'
 import { onStopSignal } from '../signals.ts'
 
 interface WorkerFlags {
@@ -48,6 +50,10 @@ function describe(event: QueueWorkerEvent): string {
 /** `attnlab worker`. */
 async function workerCommand(flags: WorkerFlags): Promise<void> {
   const log = (text: string): void => console.error(`[${new Date().toISOString()}] ${text}`)
+  // Before connecting: a worker whose run directories cannot be created would take every trial
+  // of the queue and fail it (ENOTDIR), and an empty name would be blank in 'sweep status'.
+  if (flags.name?.trim() === '') throw new UsageError(`--name must not be empty, got '${flags.name}'`)
+  await checkWritable(flags.artifacts, '--artifacts')
   const worker = await startQueueWorker({
     queue: flags.queue,
     artifacts: flags.artifacts,
