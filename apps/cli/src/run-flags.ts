@@ -7,16 +7,21 @@ import { type Command, Option } from 'commander'
 import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { TASK_KINDS, TASK_SCHEMAS, type AnyTask, type TaskKind } from '@attnlab/markov'
 import {
+  adamwOptionsSchema,
   DEFAULT_MINIMAL_QUERY_INIT,
   presetConfig,
+  resolveOptimizerOptions,
+  resolveScheduleOptions,
+  sgdOptionsSchema,
   transformerConfigSchema,
+  warmupCosineScheduleSchema,
   type OptimizerOptions,
   type ScheduleOptions,
   type TransformerConfig,
 } from '@attnlab/transformer'
 import { UsageError } from './errors.ts'
-import { intParser, numberParser } from './options.ts'
-import { fieldParser, rangeParser, showDefault } from './schema-flags.ts'
+import { intParser } from './options.ts'
+import { fieldParser, rangeParser, showDefault, unionRange } from './schema-flags.ts'
 import { MAX_EMERGENCE_SEQUENCES, trainingSettingsSchema } from '@attnlab/experiments'
 import { taskFromFlags } from './commands/markov.ts'
 
@@ -290,6 +295,32 @@ export function trainingOption(
   return new Option(spec, help).argParser(rangeParser(flag, range)).default(value ?? info.defaultValue)
 }
 
+/** The optimizers `--optimizer` chooses from (the kinds of `@attnlab/transformer`'s optimizer schemas). */
+const OPTIMIZER_KINDS = [adamwOptionsSchema, sgdOptionsSchema].flatMap(
+  (schema) => fieldInfo(schema.shape.kind).choices ?? [],
+)
+
+/**
+ * The defaults of the optimizer and schedule flags that are the CLI's own (the library's SGD momentum is
+ * PyTorch's 0; paper (b)'s SGD runs use 0.9); the other settings default as `@attnlab/transformer`'s schemas say.
+ */
+const OPTIMIZER_FLAG_DEFAULTS = { momentum: 0.9, warmup: 100 } as const
+
+/** A number flag whose help and range are those of one schema field. */
+function schemaOption(spec: string, field: z.ZodType): Option {
+  const info = fieldInfo(field)
+  return new Option(spec, info.help).argParser(rangeParser(spec.split(' ')[0] as string, info.range ?? {}))
+}
+
+/** `--weight-decay`: AdamW's decoupled decay or SGD's L2 term, each with its library default. */
+function weightDecayOption(): Option {
+  const infos = [adamwOptionsSchema, sgdOptionsSchema].map((schema) => fieldInfo(schema.shape.weightDecay))
+  const help = infos.map((info) => `${info.help} (default ${showDefault(info.defaultValue)})`).join(' / ')
+  return new Option('--weight-decay <x>', help).argParser(
+    rangeParser('--weight-decay', unionRange(infos.map((info) => info.range))),
+  )
+}
+
 /** Adds the optimisation flags (help, ranges and the defaults no command sets from the training schema). */
 export function addOptimizationFlags(command: Command, defaults: OptimizationDefaults): Command {
   const zero = defaults.allowZero === true ? 0 : undefined
@@ -297,20 +328,22 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
     .addOption(trainingOption('--batch <n>', 'batchSize', defaults.batch))
     .addOption(trainingOption('--lr <x>', 'lr', defaults.lr))
     .addOption(trainingOption('--steps <n>', 'steps', defaults.steps, zero))
-    .addOption(new Option('--optimizer <name>', 'optimizer').choices(['adamw', 'sgd']).default('adamw'))
-    .option(
-      '--weight-decay <x>',
-      'AdamW decoupled weight decay (default 0.01) / SGD L2 (default 0)',
-      numberParser('--weight-decay', 0, 100),
+    .addOption(new Option('--optimizer <name>', 'optimizer').choices(OPTIMIZER_KINDS).default('adamw'))
+    .addOption(weightDecayOption())
+    .addOption(
+      schemaOption('--momentum <x>', sgdOptionsSchema.shape.momentum).default(OPTIMIZER_FLAG_DEFAULTS.momentum),
     )
-    .option('--momentum <x>', 'SGD momentum', numberParser('--momentum', 0, 0.999), 0.9)
     .addOption(trainingOption('--grad-clip <x>', 'gradClip'))
     .addOption(
       new Option('--schedule <name>', 'learning-rate schedule')
         .choices(['constant', 'warmup-cosine', 'plateau'])
         .default('constant'),
     )
-    .option('--warmup <n>', 'warmup steps for warmup-cosine', intParser('--warmup', 0), 100)
+    .addOption(
+      schemaOption('--warmup <n>', warmupCosineScheduleSchema.shape.warmupSteps).default(
+        OPTIMIZER_FLAG_DEFAULTS.warmup,
+      ),
+    )
     .addOption(trainingOption('--eval-every <n>', 'evalEvery', defaults.evalEvery, zero))
     .addOption(trainingOption('--train-size <n>', 'trainSize'))
     .addOption(trainingOption('--validation-size <n>', 'validationSize'))
@@ -404,9 +437,14 @@ export function modelOverridesOf(flags: ModelFlags): Partial<Omit<TransformerCon
 
 /** The optimizer the flags describe. */
 export function optimizerOf(flags: OptimizationFlags): OptimizerOptions {
+  // weightDecay is always recorded (the library's default when not given), as in a run's config.json.
   return flags.optimizer === 'sgd'
-    ? { kind: 'sgd', momentum: flags.momentum, weightDecay: flags.weightDecay ?? 0 }
-    : { kind: 'adamw', weightDecay: flags.weightDecay ?? 0.01 }
+    ? {
+        kind: 'sgd',
+        momentum: flags.momentum,
+        weightDecay: flags.weightDecay ?? resolveOptimizerOptions({ kind: 'sgd' }).weightDecay,
+      }
+    : { kind: 'adamw', weightDecay: flags.weightDecay ?? resolveOptimizerOptions({ kind: 'adamw' }).weightDecay }
 }
 
 /** The learning-rate schedule the flags describe. */
@@ -416,8 +454,11 @@ export function scheduleOf(flags: OptimizationFlags): ScheduleOptions {
       return { kind: 'constant' }
     case 'warmup-cosine':
       return { kind: 'warmup-cosine', warmupSteps: flags.warmup }
-    case 'plateau':
-      return { kind: 'reduce-on-plateau', patience: 10, factor: 0.5 }
+    case 'plateau': {
+      // Paper (b)'s settings, the library's defaults (recorded in the run's configuration).
+      const { patience, factor } = resolveScheduleOptions({ kind: 'reduce-on-plateau' })
+      return { kind: 'reduce-on-plateau', patience, factor }
+    }
   }
 }
 

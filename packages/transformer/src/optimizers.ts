@@ -8,52 +8,86 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { checkOptionKeys, ConfigError, InvalidArgumentError, InvalidCheckpointError } from '@attnlab/core'
+import { ConfigError, InvalidArgumentError, InvalidCheckpointError } from '@attnlab/core'
+import { booleanField, configSchema, enumField, numberField, parseConfig, z } from '@attnlab/core/schema'
 import { adamwUpdate } from '@attnlab/core/kernels'
 
 /**
- * AdamW settings. Defaults are PyTorch's except `weightDecay` (0.01 is also PyTorch's AdamW default).
+ * AdamW settings, declared once: types, defaults (PyTorch's; 0.01 is also PyTorch's AdamW
+ * `weightDecay`), ranges and the CLI's help come from this schema.
  *
  * @category Training
  */
-export interface AdamWOptions {
-  readonly kind: 'adamw'
+export const adamwOptionsSchema = configSchema({
+  kind: enumField('optimizer', ['adamw']),
   /** beta1, default 0.9. */
-  readonly beta1?: number
+  beta1: numberField('AdamW beta1', { min: 0, max: 1, maxExclusive: true }).default(0.9),
   /** beta2, default 0.999. */
-  readonly beta2?: number
+  beta2: numberField('AdamW beta2', { min: 0, max: 1, maxExclusive: true }).default(0.999),
   /** Added to `sqrt(v_hat)`, default 1e-8. */
-  readonly epsilon?: number
+  epsilon: numberField('AdamW epsilon, added to sqrt(v_hat)', { min: 0 }).default(1e-8),
   /** Decoupled weight decay `lambda`: each step multiplies decayed parameters by `1 - lr * lambda`. Default 0.01. */
-  readonly weightDecay?: number
-}
+  weightDecay: numberField('AdamW decoupled weight decay', { min: 0, max: 100 }).default(0.01),
+})
 
 /**
- * SGD settings (PyTorch semantics: `buf = momentum * buf + (1 - dampening) * g`, first step
- * `buf = g`; Nesterov uses `g + momentum * buf`; weight decay is L2, added to the gradient).
+ * SGD settings, declared once (PyTorch semantics: `buf = momentum * buf + (1 - dampening) * g`,
+ * first step `buf = g`; Nesterov uses `g + momentum * buf`; weight decay is L2, added to the
+ * gradient).
  *
  * @category Training
  */
-export interface SgdOptions {
-  readonly kind: 'sgd'
+export const sgdOptionsSchema = configSchema({
+  kind: enumField('optimizer', ['sgd']),
   /** Momentum, default 0 (paper (b)'s SGD runs use 0.9). */
-  readonly momentum?: number
+  momentum: numberField('SGD momentum', { min: 0, max: 1, maxExclusive: true }).default(0),
   /** Dampening, default 0. */
-  readonly dampening?: number
+  dampening: numberField('SGD dampening', { min: 0, max: 1 }).default(0),
   /** Nesterov momentum, default false. */
-  readonly nesterov?: boolean
+  nesterov: booleanField('Nesterov momentum').default(false),
   /** L2 weight decay (coupled, added to the gradient), default 0. */
-  readonly weightDecay?: number
-}
+  weightDecay: numberField('SGD L2 weight decay', { min: 0, max: 100 }).default(0),
+})
 
-const ADAMW_KEYS = Object.keys({ kind: 1, beta1: 1, beta2: 1, epsilon: 1, weightDecay: 1 } satisfies Record<
-  keyof AdamWOptions,
-  1
->)
-const SGD_KEYS = Object.keys({ kind: 1, momentum: 1, dampening: 1, nesterov: 1, weightDecay: 1 } satisfies Record<
-  keyof SgdOptions,
-  1
->)
+/** AdamW settings as given (every field but `kind` optional; see {@link adamwOptionsSchema}). @category Training */
+export type AdamWOptions = Readonly<z.input<typeof adamwOptionsSchema>>
+
+/** SGD settings as given (every field but `kind` optional; see {@link sgdOptionsSchema}). @category Training */
+export type SgdOptions = Readonly<z.input<typeof sgdOptionsSchema>>
+
+/** The schema of each optimizer kind. */
+const OPTIMIZER_SCHEMAS = { adamw: adamwOptionsSchema, sgd: sgdOptionsSchema } as const
+
+/** The optimizer's kind, read first to choose the schema of its other settings. */
+const OPTIMIZER_KIND = z.looseObject({ kind: enumField('optimizer kind', ['adamw', 'sgd']) })
+
+/**
+ * Optimizer settings with every default filled in and validated.
+ *
+ * @category Training
+ */
+export type ResolvedOptimizerOptions =
+  | Readonly<z.output<typeof adamwOptionsSchema>>
+  | Readonly<z.output<typeof sgdOptionsSchema>>
+
+/**
+ * Validates optimizer settings and fills in the defaults (`{ kind: 'sgd' }` gives momentum 0,
+ * dampening 0, nesterov false, weightDecay 0).
+ *
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown kind or key (with a did-you-mean), an
+ *   out-of-range value, or Nesterov without momentum
+ * @category Training
+ */
+export function resolveOptimizerOptions<O extends OptimizerOptions>(
+  options: O,
+): Extract<ResolvedOptimizerOptions, { readonly kind: O['kind'] }> {
+  const { kind } = parseConfig(OPTIMIZER_KIND, options, 'optimizer')
+  const resolved = parseConfig(OPTIMIZER_SCHEMAS[kind], options, `${kind} optimizer`)
+  if (resolved.kind === 'sgd' && resolved.nesterov && (resolved.momentum === 0 || resolved.dampening !== 0)) {
+    throw new ConfigError('nesterov', 'Nesterov momentum needs momentum > 0 and dampening 0')
+  }
+  return resolved as Extract<ResolvedOptimizerOptions, { readonly kind: O['kind'] }>
+}
 
 /** Optimizer choice. @category Training */
 export type OptimizerOptions = AdamWOptions | SgdOptions
@@ -102,13 +136,6 @@ export interface Optimizer {
   setState(state: OptimizerState): void
   /** Frees the slot variables. */
   dispose(): void
-}
-
-function checkRange(name: string, value: number, min: number, max: number, maxInclusive = false): number {
-  if (!Number.isFinite(value) || value < min || (maxInclusive ? value > max : value >= max)) {
-    throw new ConfigError(name, `${value} is not in [${min}, ${max}${maxInclusive ? ']' : ')'}`, { value })
-  }
-  return value
 }
 
 function entriesOf(grads: ReadonlyMap<string, tf.Tensor> | Readonly<Record<string, tf.Tensor>>): [string, tf.Tensor][] {
@@ -223,14 +250,14 @@ class AdamW extends SlotOptimizer {
 
   constructor(
     variables: ReadonlyMap<string, tf.Variable>,
-    options: AdamWOptions,
+    options: Extract<ResolvedOptimizerOptions, { readonly kind: 'adamw' }>,
     decayed: (name: string, variable: tf.Variable) => boolean,
   ) {
     super(variables, decayed)
-    this.beta1 = checkRange('beta1', options.beta1 ?? 0.9, 0, 1)
-    this.beta2 = checkRange('beta2', options.beta2 ?? 0.999, 0, 1)
-    this.epsilon = checkRange('epsilon', options.epsilon ?? 1e-8, 0, Infinity)
-    this.weightDecay = checkRange('weightDecay', options.weightDecay ?? 0.01, 0, Infinity)
+    this.beta1 = options.beta1
+    this.beta2 = options.beta2
+    this.epsilon = options.epsilon
+    this.weightDecay = options.weightDecay
   }
 
   protected hyperparameters(): Record<string, number> {
@@ -268,17 +295,14 @@ class Sgd extends SlotOptimizer {
 
   constructor(
     variables: ReadonlyMap<string, tf.Variable>,
-    options: SgdOptions,
+    options: Extract<ResolvedOptimizerOptions, { readonly kind: 'sgd' }>,
     decayed: (name: string, variable: tf.Variable) => boolean,
   ) {
     super(variables, decayed)
-    this.momentum = checkRange('momentum', options.momentum ?? 0, 0, 1)
-    this.dampening = checkRange('dampening', options.dampening ?? 0, 0, 1, true)
-    this.nesterov = options.nesterov ?? false
-    this.weightDecay = checkRange('weightDecay', options.weightDecay ?? 0, 0, Infinity)
-    if (this.nesterov && (this.momentum === 0 || this.dampening !== 0)) {
-      throw new ConfigError('nesterov', 'Nesterov momentum needs momentum > 0 and dampening 0')
-    }
+    this.momentum = options.momentum
+    this.dampening = options.dampening
+    this.nesterov = options.nesterov
+    this.weightDecay = options.weightDecay
   }
 
   protected hyperparameters(): Record<string, number | boolean> {
@@ -336,7 +360,7 @@ export function decayMatrices(_name: string, variable: tf.Variable): boolean {
  * @param variables - the parameters by name (e.g. `model.getWeights()`)
  * @param options - AdamW or SGD settings
  * @param decayed - which parameters weight decay applies to (default {@link decayMatrices})
- * @throws `ConfigError` (`@attnlab/core`) for out-of-range hyperparameters
+ * @throws `ConfigError` (`@attnlab/core`) for out-of-range hyperparameters (see {@link resolveOptimizerOptions})
  * @example
  * ```ts
  * const optimizer = createOptimizer(model.getWeights(), { kind: 'adamw', weightDecay: 0.01 })
@@ -349,19 +373,10 @@ export function createOptimizer(
   options: OptimizerOptions,
   decayed: (name: string, variable: tf.Variable) => boolean = decayMatrices,
 ): Optimizer {
-  switch (options.kind) {
-    case 'adamw':
-      checkOptionKeys("'adamw' optimizer options", options, ADAMW_KEYS)
-      return new AdamW(variables, options, decayed)
-    case 'sgd':
-      checkOptionKeys("'sgd' optimizer options", options, SGD_KEYS)
-      return new Sgd(variables, options, decayed)
-    default:
-      throw new ConfigError(
-        'optimizer',
-        `'${String((options as { kind?: unknown }).kind)}' is not an optimizer; expected 'adamw' or 'sgd'`,
-      )
-  }
+  const resolved = resolveOptimizerOptions(options)
+  return resolved.kind === 'adamw'
+    ? new AdamW(variables, resolved, decayed)
+    : new Sgd(variables, resolved as Extract<ResolvedOptimizerOptions, { readonly kind: 'sgd' }>, decayed)
 }
 
 /**

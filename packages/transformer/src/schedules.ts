@@ -6,12 +6,11 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError, InvalidCheckpointError } from '@attnlab/core'
+import { ConfigError, InvalidCheckpointError } from '@attnlab/core'
+import { configSchema, enumField, integerField, numberField, parseConfig, z } from '@attnlab/core/schema'
 
-/** Constant learning rate. @category Training */
-export interface ConstantSchedule {
-  readonly kind: 'constant'
-}
+/** Constant learning rate (no settings). @category Training */
+export const constantScheduleSchema = configSchema({ kind: enumField('schedule', ['constant']) })
 
 /**
  * Linear warmup from `lr / warmupSteps` to `lr` over `warmupSteps` steps, then cosine decay to
@@ -19,15 +18,15 @@ export interface ConstantSchedule {
  *
  * @category Training
  */
-export interface WarmupCosineSchedule {
-  readonly kind: 'warmup-cosine'
+export const warmupCosineScheduleSchema = configSchema({
+  kind: enumField('schedule', ['warmup-cosine']),
   /** Warmup steps (>= 0). */
-  readonly warmupSteps: number
-  /** Step at which the cosine reaches `minLr` (default: the run's `steps`). */
-  readonly totalSteps?: number
-  /** Final learning rate, default 0. */
-  readonly minLr?: number
-}
+  warmupSteps: integerField('warmup steps for warmup-cosine', { min: 0 }),
+  /** Step at which the cosine reaches `minLr` (default: the run's `steps`; more than `warmupSteps`). */
+  totalSteps: integerField('step at which the cosine reaches minLr (default: the run length)', { min: 1 }).optional(),
+  /** Final learning rate, default 0 (at most the base learning rate). */
+  minLr: numberField('final learning rate of the cosine', { min: 0 }).default(0),
+})
 
 /**
  * Multiply the learning rate by `factor` when the validation loss has not improved by more than
@@ -35,37 +34,73 @@ export interface WarmupCosineSchedule {
  *
  * @category Training
  */
-export interface ReduceOnPlateauSchedule {
-  readonly kind: 'reduce-on-plateau'
+export const reduceOnPlateauScheduleSchema = configSchema({
+  kind: enumField('schedule', ['reduce-on-plateau']),
   /** Reduction factor in (0, 1), default 0.5. */
-  readonly factor?: number
+  factor: numberField('learning-rate reduction factor', {
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    maxExclusive: true,
+  }).default(0.5),
   /** Evaluations without improvement tolerated, default 10. */
-  readonly patience?: number
+  patience: integerField('evaluations without improvement tolerated', { min: 0 }).default(10),
   /** Relative improvement needed, default 1e-4. */
-  readonly threshold?: number
+  threshold: numberField('relative improvement needed', { min: 0 }).default(1e-4),
   /** Evaluations to wait after a reduction, default 0. */
-  readonly cooldown?: number
+  cooldown: integerField('evaluations to wait after a reduction', { min: 0 }).default(0),
   /** Lower bound, default 0. */
-  readonly minLr?: number
-}
+  minLr: numberField('lowest learning rate', { min: 0 }).default(0),
+})
+
+/** Constant learning rate. @category Training */
+export type ConstantSchedule = Readonly<z.input<typeof constantScheduleSchema>>
+/** Warmup + cosine settings as given (see {@link warmupCosineScheduleSchema}). @category Training */
+export type WarmupCosineSchedule = Readonly<z.input<typeof warmupCosineScheduleSchema>>
+/** Reduce-on-plateau settings as given (see {@link reduceOnPlateauScheduleSchema}). @category Training */
+export type ReduceOnPlateauSchedule = Readonly<z.input<typeof reduceOnPlateauScheduleSchema>>
 
 /** A schedule choice. @category Training */
 export type ScheduleOptions = ConstantSchedule | WarmupCosineSchedule | ReduceOnPlateauSchedule
 
-const SCHEDULE_KEYS = {
-  constant: Object.keys({ kind: 1 } satisfies Record<keyof ConstantSchedule, 1>),
-  'warmup-cosine': Object.keys({ kind: 1, warmupSteps: 1, totalSteps: 1, minLr: 1 } satisfies Record<
-    keyof WarmupCosineSchedule,
-    1
-  >),
-  'reduce-on-plateau': Object.keys({
-    kind: 1,
-    factor: 1,
-    patience: 1,
-    threshold: 1,
-    cooldown: 1,
-    minLr: 1,
-  } satisfies Record<keyof ReduceOnPlateauSchedule, 1>),
+/** The schema of each schedule kind. */
+const SCHEDULE_SCHEMAS = {
+  constant: constantScheduleSchema,
+  'warmup-cosine': warmupCosineScheduleSchema,
+  'reduce-on-plateau': reduceOnPlateauScheduleSchema,
+} as const
+
+/** The schedule's kind, read first to choose the schema of its other settings. */
+const SCHEDULE_KIND = z.looseObject({
+  kind: enumField('schedule kind', ['constant', 'warmup-cosine', 'reduce-on-plateau']),
+})
+
+/**
+ * Schedule settings with every default filled in and validated.
+ *
+ * @category Training
+ */
+export type ResolvedScheduleOptions =
+  | Readonly<z.output<typeof constantScheduleSchema>>
+  | Readonly<z.output<typeof warmupCosineScheduleSchema>>
+  | Readonly<z.output<typeof reduceOnPlateauScheduleSchema>>
+
+/**
+ * Validates schedule settings and fills in the defaults (`{ kind: 'reduce-on-plateau' }` gives
+ * factor 0.5, patience 10, threshold 1e-4, cooldown 0, minLr 0). The rules that need the run
+ * (`totalSteps > warmupSteps`, `minLr <= lr`) are checked by {@link createSchedule}.
+ *
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown kind or key (with a did-you-mean) or an out-of-range value
+ * @category Training
+ */
+export function resolveScheduleOptions<O extends ScheduleOptions>(
+  options: O,
+): Extract<ResolvedScheduleOptions, { readonly kind: O['kind'] }> {
+  const { kind } = parseConfig(SCHEDULE_KIND, options, 'schedule')
+  return parseConfig(SCHEDULE_SCHEMAS[kind], options, `${kind} schedule`) as Extract<
+    ResolvedScheduleOptions,
+    { readonly kind: O['kind'] }
+  >
 }
 
 /** The state a schedule carries between steps (JSON). @category Training */
@@ -120,21 +155,18 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
     badEvaluations: 0,
     cooldownLeft: 0,
   }
-  const kind = options.kind
-  const keys = SCHEDULE_KEYS[kind as keyof typeof SCHEDULE_KEYS]
-  if (keys !== undefined) checkOptionKeys(`'${kind}' schedule options`, options, keys)
+  const resolved: ResolvedScheduleOptions = resolveScheduleOptions(options)
+  const kind = resolved.kind
   let learningRate: (step: number) => number
   let onValidation: (loss: number) => boolean = () => false
-  switch (options.kind) {
+  switch (resolved.kind) {
     case 'constant':
       learningRate = () => state.currentLr
       break
     case 'warmup-cosine': {
-      const warmup = options.warmupSteps
-      const total = options.totalSteps ?? steps
-      const minLr = options.minLr ?? 0
-      if (!Number.isSafeInteger(warmup) || warmup < 0)
-        throw new ConfigError('warmupSteps', `${warmup} must be a non-negative integer`)
+      const warmup = resolved.warmupSteps
+      const total = resolved.totalSteps ?? steps
+      const minLr = resolved.minLr
       if (!Number.isSafeInteger(total) || total <= warmup)
         throw new ConfigError('totalSteps', `${total} must be an integer > warmupSteps ${warmup}`)
       if (!(minLr >= 0 && minLr <= baseLr)) throw new ConfigError('minLr', `${minLr} must be in [0, lr ${baseLr}]`)
@@ -147,17 +179,7 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
       break
     }
     case 'reduce-on-plateau': {
-      const factor = options.factor ?? 0.5
-      const patience = options.patience ?? 10
-      const threshold = options.threshold ?? 1e-4
-      const cooldown = options.cooldown ?? 0
-      const minLr = options.minLr ?? 0
-      if (!(factor > 0 && factor < 1)) throw new ConfigError('factor', `${factor} must be in (0, 1)`)
-      if (!Number.isSafeInteger(patience) || patience < 0)
-        throw new ConfigError('patience', `${patience} must be a non-negative integer`)
-      if (!(threshold >= 0)) throw new ConfigError('threshold', `${threshold} must be >= 0`)
-      if (!Number.isSafeInteger(cooldown) || cooldown < 0)
-        throw new ConfigError('cooldown', `${cooldown} must be a non-negative integer`)
+      const { factor, patience, threshold, cooldown, minLr } = resolved
       learningRate = () => state.currentLr
       onValidation = (loss) => {
         if (state.best === null || loss < state.best * (1 - threshold)) {
@@ -183,12 +205,6 @@ export function createSchedule(options: ScheduleOptions, baseLr: number, steps: 
       }
       break
     }
-    default:
-      throw new ConfigError(
-        'schedule',
-        `'${String((options as { kind?: unknown }).kind)}' is not a schedule; expected constant, warmup-cosine or ` +
-          'reduce-on-plateau',
-      )
   }
   return {
     learningRate,

@@ -360,7 +360,7 @@ export class Trainer {
     for (const [name, variable] of variables) this.variableNames.set(variable.name, name)
     this.optimizer = createOptimizer(
       variables,
-      options.optimizer ?? { kind: 'adamw', weightDecay: 0.01 },
+      options.optimizer ?? { kind: 'adamw' }, // the library's AdamW defaults
       options.weightDecayFilter ?? decayMatrices,
     )
     this.schedule = createSchedule(options.schedule ?? { kind: 'constant' }, lr, Math.max(steps, 1))

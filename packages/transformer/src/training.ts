@@ -17,18 +17,27 @@ export {
 } from './train.ts'
 export {
   clipByGlobalNorm,
+  adamwOptionsSchema,
   createOptimizer,
   decayMatrices,
+  resolveOptimizerOptions,
+  sgdOptionsSchema,
   type AdamWOptions,
   type Optimizer,
   type OptimizerOptions,
   type OptimizerState,
+  type ResolvedOptimizerOptions,
   type SgdOptions,
 } from './optimizers.ts'
 export {
+  constantScheduleSchema,
   createSchedule,
+  reduceOnPlateauScheduleSchema,
+  resolveScheduleOptions,
+  warmupCosineScheduleSchema,
   type ConstantSchedule,
   type ReduceOnPlateauSchedule,
+  type ResolvedScheduleOptions,
   type Schedule,
   type ScheduleOptions,
   type ScheduleState,
