@@ -167,6 +167,9 @@ function baseArgs(path: string): string[] | null {
     'sweep slurm': [SPEC, '--out', 'OUT'],
     'sweep submit': [SPEC, '--queue', 'http://127.0.0.1:9', '--out', 'OUT'],
     worker: ['--queue', 'http://127.0.0.1:9'],
+    'sweep collect': [join(dir(), 'no-sweep'), '--queue', 'http://127.0.0.1:9'],
+    'sweep report': [join(dir(), 'no-sweep')],
+    'sweep status': ['--queue', 'http://127.0.0.1:9'],
     'kernels build': [],
     'kernels status': [],
   }
