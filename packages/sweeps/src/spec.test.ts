@@ -108,6 +108,15 @@ describe('parseSweepSpec', () => {
     const typo = specError(`${HEAD}grid:\n  training.stps: [10]\n`)
     expect(typo.message).toContain("(did you mean 'steps'?)")
     expect(specError(`${HEAD}base:\n  training: { lr: -1 }\n`).path).toBe('base')
+    // A grid path under a parameter the experiment does not have (train has lr, not training.lr) is the grid's.
+    const nested = specError('name: s\nexperiment: train\ngrid:\n  training.lr: [0.1]\n')
+    expect(nested.path).toBe('grid.training.lr')
+    expect(nested.message).toMatch(/^sweep.yaml: grid.training.lr: value 0.1 refused by the train experiment/)
+  })
+
+  it('a YAML syntax error is one line ending in its position, not a dangling colon', () => {
+    const message = specError('this: is: not: [yaml\n').message
+    expect(message).toMatch(/^sweep.yaml: does not parse: .* at line 1, column \d+$/)
   })
 })
 

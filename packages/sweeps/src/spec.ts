@@ -250,7 +250,13 @@ function checkTrials(file: string, spec: SweepSpec): void {
     const paths = Object.keys(point.params)
     const culprit =
       typeof parameter === 'string'
-        ? paths.find((p) => p === parameter || p.endsWith(`.${parameter}`) || parameter.startsWith(`${p}.`))
+        ? paths.find(
+            (p) =>
+              p === parameter ||
+              p.endsWith(`.${parameter}`) ||
+              parameter.startsWith(`${p}.`) ||
+              p.startsWith(`${parameter}.`),
+          )
         : undefined
     if (paths.length === 0 || (culprit === undefined && point.index === 0)) {
       throw new SweepSpecError(file, 'base', `the experiment refuses these settings: ${error.message}`, {}, error)
@@ -390,7 +396,13 @@ export function parseSweepSpec(text: string, file: string): SweepSpec {
   try {
     value = file.toLowerCase().endsWith('.json') ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true })
   } catch (error) {
-    throw new SweepSpecError(file, '', `does not parse: ${(error as Error).message.split('\n')[0]}`, {}, error)
+    throw new SweepSpecError(
+      file,
+      '',
+      `does not parse: ${(error as Error).message.split('\n')[0]?.replace(/:\s*$/, '')}`,
+      {},
+      error,
+    )
   }
   if (!isJsonObject(value)) {
     throw new SweepSpecError(file, '', `expected an object of ${SPEC_KEYS.join(', ')}, got ${describeValue(value)}`)
