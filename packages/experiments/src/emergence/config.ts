@@ -21,6 +21,7 @@ import {
   configFromJSON,
   configToJSON,
   presetConfig,
+  resolveOptimizerOptions,
   type OptimizerOptions,
   type ScheduleOptions,
   type TransformerConfig,
@@ -145,7 +146,8 @@ export const trainingSettingsSchema = configSchema({
   lr: numberField('peak learning rate', { min: 0, minExclusive: true }).default(EMERGENCE_DEFAULTS.lr),
   /** The optimizer (`@attnlab/transformer`'s `OptimizerOptions`, checked by the trainer). */
   optimizer: customField<OptimizerOptions>('the optimizer').default(
-    (): OptimizerOptions => ({ kind: 'adamw', weightDecay: 0.01 }),
+    // AdamW with the library's weight decay, recorded in the run's configuration.
+    (): OptimizerOptions => ({ kind: 'adamw', weightDecay: resolveOptimizerOptions({ kind: 'adamw' }).weightDecay }),
   ),
   /** The learning-rate schedule (`@attnlab/transformer`'s `ScheduleOptions`, checked by the trainer). */
   schedule: customField<ScheduleOptions>('the learning-rate schedule').default(
