@@ -46,6 +46,41 @@ function records(dir: string): { id: string; index: number; status: string }[] {
 }
 
 describe('attnlab sweep: usage errors', () => {
+  it('sweep slurm refuses a bad --time, --partition or --command with exit 2, before writing sweep.json', async () => {
+    const spec = await specFile('slurm-flags.yaml', tinySpec(6))
+    const out = join(root(), 'never-slurm')
+    const cases: [string[], string][] = [
+      [['--time', 'abc'], "attnlab: error: --time 'abc' is not a SLURM time limit"],
+      [['--time', '30min'], "attnlab: error: --time '30min' is not a SLURM time limit"],
+      [['--partition', 'a b'], "attnlab: error: --partition 'a b' is not a SLURM partition list"],
+      [['--partition', 'a\nb'], 'attnlab: error: --partition "a\\nb" is not a SLURM partition list'],
+      [['--command', ' '], "attnlab: error: --command must name a program, got ' '"],
+    ]
+    for (const [flags, message] of cases) {
+      const result = await runCli(['sweep', 'slurm', spec, '--out', out, '--dry-run', '--backend', 'cpu', ...flags])
+      expect(result.code).toBe(2)
+      expect(result.stderr).toContain(message)
+      expect(existsSync(out)).toBe(false)
+    }
+    for (const time of ['30', '30:00', '01:30:00', '2-12', '2-12:30', '2-12:30:00', 'UNLIMITED']) {
+      const ok = join(root(), `slurm-time-${time.replace(/:/g, '')}`)
+      const result = await runCli([
+        'sweep',
+        'slurm',
+        spec,
+        '--out',
+        ok,
+        '--dry-run',
+        '--backend',
+        'cpu',
+        '--time',
+        time,
+      ])
+      expect(result.code).toBe(0)
+      expect(readFileSync(join(ok, 'sweep.sbatch'), 'utf8')).toContain(`#SBATCH --time=${time}\n`)
+    }
+  })
+
   it('refuses a bad spec with exit 2 before creating anything', async () => {
     const spec = await specFile('typo.yaml', tinySpec(6).replace('seeds: 1', 'seds: 1'))
     const out = join(root(), 'never')

@@ -280,8 +280,35 @@ function thisCommand(): string[] {
   return [process.execPath, ...process.execArgv, process.argv[1] ?? 'attnlab']
 }
 
+/** SLURM's time limits: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]. */
+const SLURM_TIME = /^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|unlimited|infinite)$/i
+
+/** A flag value for a message: quoted, or as JSON when it holds a line break (one line). */
+function quoted(value: string): string {
+  return /[\n\r]/.test(value) ? JSON.stringify(value) : `'${value}'`
+}
+
+/** The `#SBATCH` values and the command, checked before anything is written (sbatch would refuse the script). */
+function checkSlurmFlags(flags: SlurmFlags): void {
+  if (flags.time !== undefined && !SLURM_TIME.test(flags.time)) {
+    throw new UsageError(
+      `--time ${quoted(flags.time)} is not a SLURM time limit; expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, ` +
+        'D-HH:MM:SS or UNLIMITED (e.g. 00:30:00)',
+    )
+  }
+  if (flags.partition !== undefined && !/^[^\s,]+(,[^\s,]+)*$/.test(flags.partition)) {
+    throw new UsageError(
+      `--partition ${quoted(flags.partition)} is not a SLURM partition list; expected a name or names joined by commas`,
+    )
+  }
+  if (flags.command !== undefined && flags.command.trim() === '') {
+    throw new UsageError(`--command must name a program, got ${quoted(flags.command)}`)
+  }
+}
+
 /** `attnlab sweep slurm`. */
 async function slurmCommand(specPath: string, flags: SlurmFlags): Promise<void> {
+  checkSlurmFlags(flags)
   const spec = await readSpec(specPath)
   await checkWritable(flags.out)
   // The array tasks activate it on the cluster's nodes (which may have backends this machine lacks).
