@@ -84,6 +84,8 @@ describe('buildSweepReport', () => {
       "Invalid x: 'task.genlen' is not in these records; expected one of task.genLen, task.tau, seed",
     )
     await expect(buildSweepReport(RECORDS, { metrics: ['loss'] })).rejects.toBeInstanceOf(ConfigError)
-    await expect(buildSweepReport(RECORDS, { x: 'task.tau', facet: 'task.tau' })).rejects.toThrow(/Invalid facet/)
+    await expect(buildSweepReport(RECORDS, { x: 'task.tau', facet: 'task.tau' })).rejects.toThrow(
+      "Invalid facet: 'task.tau' is already the x axis; expected another parameter: task.genLen, seed",
+    )
   })
 })

@@ -263,12 +263,15 @@ export async function buildSweepReport(
   const x = options.x ?? varying[0] ?? 'seed'
   if (!values.has(x)) refuse('x', x, [...values.keys()])
   const facet = options.facet ?? varying.find((k) => k !== x) ?? null
-  if (facet !== null && (!values.has(facet) || facet === x))
-    refuse(
+  if (facet !== null && facet === x) {
+    const others = [...values.keys()].filter((k) => k !== x)
+    throw new ConfigError(
       'facet',
-      facet,
-      [...values.keys()].filter((k) => k !== x),
+      `'${facet}' is already the x axis; expected another parameter: ${others.length > 0 ? others.join(', ') : '(none)'}`,
+      { value: facet, allowed: others },
     )
+  }
+  if (facet !== null && !values.has(facet)) refuse('facet', facet, [...values.keys()])
   const metrics = options.metrics ?? allMetrics
   for (const metric of metrics) if (!allMetrics.includes(metric)) refuse('metrics', metric, allMetrics)
   const numericX = (values.get(x) ?? []).every((v) => typeof v === 'number')
