@@ -265,11 +265,11 @@ export async function buildSweepReport(
   const facet = options.facet ?? varying.find((k) => k !== x) ?? null
   if (facet !== null && facet === x) {
     const others = [...values.keys()].filter((k) => k !== x)
-    throw new ConfigError(
-      'facet',
-      `'${facet}' is already the x axis; expected another parameter: ${others.length > 0 ? others.join(', ') : '(none)'}`,
-      { value: facet, allowed: others },
-    )
+    const listed = others.length > 0 ? others.join(', ') : '(none)'
+    throw new ConfigError('facet', `'${facet}' is already the x axis; expected another parameter: ${listed}`, {
+      value: facet,
+      allowed: others,
+    })
   }
   if (facet !== null && !values.has(facet)) refuse('facet', facet, [...values.keys()])
   const metrics = options.metrics ?? allMetrics
