@@ -45,6 +45,13 @@ function records(dir: string): { id: string; index: number; status: string }[] {
     .map((line) => JSON.parse(line))
 }
 
+describe('attnlab sweep --help', () => {
+  it('names every experiment a spec can run', () => {
+    const help = execFileSync(launcher, ['sweep', 'run', '--help'], { encoding: 'utf8' })
+    expect(help.replace(/\s+/g, ' ')).toContain('experiment (emergence or train)')
+  })
+})
+
 describe('attnlab sweep: usage errors', () => {
   it('sweep slurm refuses a bad --time, --partition or --command with exit 2, before writing sweep.json', async () => {
     const spec = await specFile('slurm-flags.yaml', tinySpec(6))

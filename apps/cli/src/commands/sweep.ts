@@ -18,7 +18,14 @@ import cliProgress from 'cli-progress'
 import { Option, type Command } from 'commander'
 import { AttnlabError, BACKEND_NAMES, availableBackends, defaultBackend, type BackendName } from '@attnlab/core'
 import { writeFileAtomic, makeDirectories } from '@attnlab/core/node'
-import { SweepDirectoryError, buildSweepReport, parseSweepSpec, slurmScript, type SweepSpec } from '@attnlab/sweeps'
+import {
+  SWEEP_EXPERIMENT_NAMES,
+  SweepDirectoryError,
+  buildSweepReport,
+  parseSweepSpec,
+  slurmScript,
+  type SweepSpec,
+} from '@attnlab/sweeps'
 import {
   appendTrialRecord,
   initSweep,
@@ -399,8 +406,8 @@ Examples:
   attnlab sweep report runs/sweeps/genlen --metric emergenceStep --x task.genLen
   attnlab sweep slurm examples/sweeps/emergence-genlen.yaml --out /scratch/genlen --time 00:30:00 --dry-run
 
-The spec (YAML or JSON): name, experiment (emergence), base (settings over the experiment's
-defaults), grid (dotted path -> list of values; Cartesian product), zip (equally long lists that
+The spec (YAML or JSON): name, experiment (${SWEEP_EXPERIMENT_NAMES.join(' or ')}), base (settings over the
+experiment's defaults), grid (dotted path -> list of values; Cartesian product), zip (equally long lists that
 vary together), seeds (a count or a list). See packages/sweeps/README.md.`
 
 /** `attnlab sweep`. */
