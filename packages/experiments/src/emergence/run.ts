@@ -281,6 +281,9 @@ export async function runSeed(options: {
         await yieldToEventLoop()
       },
       onEval: async (evaluation) => {
+        // A run resumed from a checkpoint at its last step has nothing to train; the trainer still reports
+        // a validation loss, already logged at that step (it was appended a second time, without its train loss).
+        if (lines.at(-1)?.step === evaluation.step) return
         const state = await trainer.getState()
         await record(
           lineOf(
