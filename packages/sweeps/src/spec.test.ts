@@ -117,6 +117,10 @@ describe('parseSweepSpec', () => {
   it('a YAML syntax error is one line ending in its position, not a dangling colon', () => {
     const message = specError('this: is: not: [yaml\n').message
     expect(message).toMatch(/^sweep.yaml: does not parse: .* at line 1, column \d+$/)
+    // JSON.parse quotes the text around the error, line breaks included: kept, escaped, on one line.
+    const json = specError('name: s\nexperiment: emergence\n', 'sweep.json').message
+    expect(json).toMatch(/^sweep.json: does not parse: Unexpected token .*"name: s\\n.* is not valid JSON$/)
+    expect(json).not.toContain('\n')
   })
 })
 

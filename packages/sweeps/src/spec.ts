@@ -393,16 +393,15 @@ function deepFreeze<T>(value: T): T {
  */
 export function parseSweepSpec(text: string, file: string): SweepSpec {
   let value: unknown
+  const json = file.toLowerCase().endsWith('.json')
   try {
-    value = file.toLowerCase().endsWith('.json') ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true })
+    value = json ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true })
   } catch (error) {
-    throw new SweepSpecError(
-      file,
-      '',
-      `does not parse: ${(error as Error).message.split('\n')[0]?.replace(/:\s*$/, '')}`,
-      {},
-      error,
-    )
+    // One line: JSON.parse quotes the text around the error (line breaks and all), yaml's first
+    // line ends in a colon before its code frame.
+    const message = (error as Error).message
+    const line = json ? message.replace(/\r?\n/g, '\\n') : (message.split('\n')[0] ?? '').replace(/:\s*$/, '')
+    throw new SweepSpecError(file, '', `does not parse: ${line}`, {}, error)
   }
   if (!isJsonObject(value)) {
     throw new SweepSpecError(file, '', `expected an object of ${SPEC_KEYS.join(', ')}, got ${describeValue(value)}`)
