@@ -11,11 +11,10 @@
  * - {@link AttentionKernel}: the contract pluggable attention methods implement;
  *   {@link denseAttention}, the default and reference kernel.
  * - {@link parseSafetensors} / {@link serializeSafetensors}: the safetensors format.
- * - Fused ops ({@link linear}, {@link layerNorm}, {@link causalAttention}, {@link gatherRows},
- *   {@link softmaxCrossEntropy}, {@link oneHotAttention}, {@link adamwUpdate}): one kernel each
- *   when attnlab kernels are registered (by `useBackend`), an equivalent composite otherwise.
- * - Kernels ({@link registerAttnlabKernels}, {@link KernelProvider}): the `native`, `wasm` and
- *   `js` providers behind the fused ops (see [docs/performance.md](../../../docs/performance.md)).
+ * - `@attnlab/core/kernels`: the fused ops (`linear`, `layerNorm`, `causalAttention`, `gatherRows`,
+ *   `softmaxCrossEntropy`, `oneHotAttention`, `adamwUpdate`: one kernel each when attnlab kernels
+ *   are registered by `useBackend`, an equivalent composite otherwise) and the `native`, `wasm` and
+ *   `js` kernel providers behind them (see [docs/performance.md](../../../docs/performance.md)).
  *
  * Node-only file helpers are in `@attnlab/core/node`; configuration schemas (zod, one declaration
  * for types, defaults, validation and CLI help) in `@attnlab/core/schema`; test helpers in

@@ -62,7 +62,7 @@ export const dynamicsConfigSchema = configSchema({
   ]),
   /**
    * The paper's multiplicative constant `m`: span `j` has weight `c_j = m^(K-1-j)`, so span 0 is
-   * the most important when `m > 1`. Ignored when {@link DynamicsConfig.weights} is set.
+   * the most important when `m > 1`. Ignored when `weights` is set.
    */
   importanceRatio: numberField("importance base, the paper's m", { min: 0, minExclusive: true }).default(1.7),
   /** Explicit span weights `c_j` (one per span), overriding `importanceRatio`; or null. */
@@ -144,7 +144,7 @@ export const DYNAMICS_PRESETS: Readonly<
 })
 
 /** A {@link DynamicsConfig} after validation: frozen, with resolved span weights. @category Config */
-export interface ResolvedDynamicsConfig extends DynamicsConfig {
+export type ResolvedDynamicsConfig = DynamicsConfig & {
   /** The span weights `c_j` actually used (from `weights` or `m^(K-1-j)`), frozen. */
   readonly spanWeights: readonly number[]
 }

@@ -74,7 +74,7 @@ export function wasmInternalsProblems(backend: unknown): string[] {
 /**
  * The `WebAssembly.Memory` of an initialised tfjs wasm backend.
  *
- * @throws {@link AttnlabError} `UNSUPPORTED` when the backend lacks the internals attnlab uses
+ * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` when the backend lacks the internals attnlab uses
  * @category Kernels
  */
 export function wasmBackendMemory(backend: unknown): WasmMemory {
@@ -146,7 +146,7 @@ function cpuMemory(backend: CpuBackendInternals): BackendMemory {
  *
  * @param backendName - `'wasm'` or `'cpu'`
  * @param backend - the backend object a kernel function receives
- * @throws {@link AttnlabError} `UNSUPPORTED` for other backends
+ * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` for other backends
  * @category Kernels
  */
 export function backendMemory(backendName: string, backend: unknown): BackendMemory {

@@ -76,7 +76,7 @@ function outputsThenViews<T>(
  * @param backendName - the tfjs backend (must be initialised, e.g. by `useBackend`)
  * @param provider - the compute kernels
  * @returns a handle whose `dispose()` restores the stock kernels
- * @throws {@link AttnlabError} `UNSUPPORTED` for another backend, an uninitialised one, or a
+ * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` for another backend, an uninitialised one, or a
  *   wasm backend without the internals attnlab needs
  * @example
  * ```ts

@@ -187,7 +187,7 @@ const address = (view: FloatArray | IntArray | null): number => (view === null ?
  *
  * @param options - where the compiled module is (default: next to this file)
  * @returns the `wasm` provider, bound to the current wasm backend instance
- * @throws {@link AttnlabError} `UNSUPPORTED` when the wasm backend is not initialised or lacks the
+ * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` when the wasm backend is not initialised or lacks the
  *   internals attnlab uses; `IO_ERROR` when the module cannot be read
  * @category Kernels
  */

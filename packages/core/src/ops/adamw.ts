@@ -40,8 +40,8 @@ function checkHyper(hyper: AdamWHyper): void {
  * @param v - second-moment slot (same shape)
  * @param hyper - learning rate, betas, eps, weight decay and the step number (from 1)
  * @returns whether the in-place kernel path was taken
- * @throws {@link ShapeError} when shapes or dtypes differ
- * @throws {@link ConfigError} for out-of-range hyperparameters
+ * @throws `ShapeError` (from `@attnlab/core`) when shapes or dtypes differ
+ * @throws `ConfigError` (from `@attnlab/core`) for out-of-range hyperparameters
  * @category Ops
  */
 export function adamwUpdate(

@@ -62,8 +62,8 @@ function compositeAttention(nHeads: number, scale: number, causal: boolean): (qk
  * @param nHeads - number of heads (divides `qkv.shape[2] / 3`)
  * @param options - scale (default `1/sqrt(dHead)`) and causal masking (default on)
  * @returns `z`, `[batch, pos, nHeads * dHead]` (ready for `W_O`)
- * @throws {@link ShapeError} for a wrong rank, dtype or width
- * @throws {@link ConfigError} for `nHeads` not a positive integer or a non-finite scale
+ * @throws `ShapeError` (from `@attnlab/core`) for a wrong rank, dtype or width
+ * @throws `ConfigError` (from `@attnlab/core`) for `nHeads` not a positive integer or a non-finite scale
  * @example
  * ```ts
  * const qkv = tf.reshape(linear(x, wQkv, bQkv), [batch, pos, 3 * dModel])

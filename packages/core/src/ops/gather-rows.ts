@@ -40,8 +40,8 @@ function composite(rows: number): (table: tf.Tensor2D, indices: tf.Tensor2D) => 
  * @param table - `[rows, width]` float32
  * @param indices - `[n]` (k = 1) or `[n, k]` int32, each in `[0, rows)`
  * @returns `[n, width]`
- * @throws {@link ShapeError} for wrong ranks or dtypes
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for an index out of range (on `cpu`/`wasm`)
+ * @throws `ShapeError` (from `@attnlab/core`) for wrong ranks or dtypes
+ * @throws `AttnlabError` (from `@attnlab/core`) `INVALID_ARGUMENT` for an index out of range (on `cpu`/`wasm`)
  * @example
  * ```ts
  * const embedded = gatherRows(wE, tf.reshape(tokens, [-1])) // [batch * pos, dModel]

@@ -42,8 +42,8 @@ function compositeLayerNorm(eps: number, withBias: boolean): (...inputs: tf.Tens
  * @param bias - `[cols]` float32, or null/undefined for none
  * @param eps - added to the variance (default 1e-5), > 0
  * @returns `[rows, cols]`
- * @throws {@link ShapeError} for wrong ranks, dtypes or sizes
- * @throws {@link ConfigError} for `eps <= 0` or not finite
+ * @throws `ShapeError` (from `@attnlab/core`) for wrong ranks, dtypes or sizes
+ * @throws `ConfigError` (from `@attnlab/core`) for `eps <= 0` or not finite
  * @category Ops
  */
 export function layerNorm(x: tf.Tensor2D, gain: tf.Tensor1D, bias?: tf.Tensor1D | null, eps = 1e-5): tf.Tensor2D {

@@ -69,8 +69,8 @@ const composites = new Map<string, (...inputs: tf.Tensor[]) => tf.Tensor2D>()
  * @param bias - `[out]` float32, or null/undefined for none
  * @param activation - `none` (default) or `gelu_new`
  * @returns `[rows, out]`
- * @throws {@link ShapeError} for wrong ranks, dtypes or inner sizes
- * @throws {@link ConfigError} for an unknown activation
+ * @throws `ShapeError` (from `@attnlab/core`) for wrong ranks, dtypes or inner sizes
+ * @throws `ConfigError` (from `@attnlab/core`) for an unknown activation
  * @example
  * ```ts
  * const h = linear(x, wIn, bIn, 'gelu_new') // [batch * pos, dMlp]

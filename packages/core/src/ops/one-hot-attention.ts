@@ -121,9 +121,9 @@ function compositeOneHot(dVocab: number, outCols: number, scale: number, from: n
  * @param options - `dVocab` (required), `outCols` (default `dVocab`), `scale` (default 1),
  *   `from` (default 0)
  * @returns logits `[batch, pos - from, outCols]`
- * @throws {@link ShapeError} for wrong ranks or dtypes, `dVocab + pos > dModel`, or mismatched heads
- * @throws {@link ConfigError} for `dVocab`/`outCols`/`from` out of range or a non-finite scale
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a token outside `[0, dVocab)` (always with
+ * @throws `ShapeError` (from `@attnlab/core`) for wrong ranks or dtypes, `dVocab + pos > dModel`, or mismatched heads
+ * @throws `ConfigError` (from `@attnlab/core`) for `dVocab`/`outCols`/`from` out of range or a non-finite scale
+ * @throws `AttnlabError` (from `@attnlab/core`) `INVALID_ARGUMENT` for a token outside `[0, dVocab)` (always with
  *   the kernels; on `cpu`/`wasm` for the composite)
  * @category Ops
  */

@@ -42,8 +42,8 @@ const composite = withGradient((save, logits: tf.Tensor2D, labels: tf.Tensor1D, 
  * @param labels - `[rows]` int32 in `[0, cols)`
  * @param weights - `[rows]` float32 (a loss mask, 1 = scored); default all ones
  * @returns a scalar: the weighted mean loss (nats)
- * @throws {@link ShapeError} for wrong ranks, dtypes or row counts
- * @throws {@link AttnlabError} `INVALID_ARGUMENT` for a label outside `[0, cols)` (checked on the
+ * @throws `ShapeError` (from `@attnlab/core`) for wrong ranks, dtypes or row counts
+ * @throws `AttnlabError` (from `@attnlab/core`) `INVALID_ARGUMENT` for a label outside `[0, cols)` (checked on the
  *   `cpu` and `wasm` backends)
  * @category Ops
  */

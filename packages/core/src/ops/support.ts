@@ -11,7 +11,7 @@ export function hasKernel(name: string): boolean {
   return tf.getKernel(name, tf.getBackend()) !== undefined
 }
 
-/** Throws a {@link ShapeError} unless `t` is a tensor of `rank` and `dtype`. */
+/** Throws a `ShapeError` (from `@attnlab/core`) unless `t` is a tensor of `rank` and `dtype`. */
 export function checkTensor(
   t: unknown,
   name: string,

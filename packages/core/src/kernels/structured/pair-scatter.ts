@@ -68,7 +68,7 @@ export const pairScatterGradConfig: tf.GradConfig = {
  * @param width - length of the one-hot input (`dModel`)
  * @param offset - where the position one-hots start (`dVocab`)
  * @returns `[batch, pos, heads, width]`
- * @throws {@link ShapeError} for inconsistent shapes
+ * @throws `ShapeError` (from `@attnlab/core`) for inconsistent shapes
  * @throws `KernelsUnavailableError` when the active backend was not started by `useBackend`
  * @category Kernels
  */

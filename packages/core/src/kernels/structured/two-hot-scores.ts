@@ -76,7 +76,7 @@ export const twoHotScoresGradConfig: tf.GradConfig = {
  * @param offset - where the position one-hots start (`dVocab`); `offset + pos <= width`
  * @param maskValue - value above the diagonal (`-Infinity` for scores)
  * @returns `[batch, heads, pos, pos]`
- * @throws {@link ShapeError} for inconsistent shapes
+ * @throws `ShapeError` (from `@attnlab/core`) for inconsistent shapes
  * @throws `KernelsUnavailableError` when the active backend was not started by `useBackend`
  * @category Kernels
  */
