@@ -129,6 +129,11 @@ describe('attnlab sweep: usage errors', () => {
     const report = await runCli(['sweep', 'report', out])
     expect(report.code).toBe(2)
     expect(report.stderr).toContain('holds no trial records')
+    const missing = join(root(), 'no-such-sweep')
+    const absent = await runCli(['sweep', 'report', missing])
+    expect(absent.code).toBe(2)
+    expect(absent.stderr.trim()).toBe(`attnlab: error: ${missing}: no such directory (give a sweep's --out)`)
+    expect(existsSync(missing)).toBe(false)
   })
 })
 

@@ -11,6 +11,7 @@
  * - `sweep report DIR [--metric M --x PARAM --facet PARAM]`: `DIR/report.html` and `DIR/trials.csv`.
  */
 import { spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -373,6 +374,7 @@ interface ReportFlags {
 
 /** `attnlab sweep report`. */
 async function reportCommand(dir: string, flags: ReportFlags): Promise<void> {
+  if (!existsSync(dir)) throw new UsageError(`${dir}: no such directory (give a sweep's --out)`)
   const records = await readTrials(dir)
   if (records.length === 0) throw new UsageError(`${dir} holds no trial records (${join(dir, 'trials.jsonl')})`)
   const report = await buildSweepReport(records, {
