@@ -1,7 +1,8 @@
 /**
  * `@attnlab/core/kernels`: the kernel engines behind attnlab's ops, and the ops themselves.
  * Libraries call the ops; only `useBackend` (`@attnlab/core`) registers kernels and gradients, so a
- * library never touches a backend (see [docs/architecture/tensor-interface.md](../../../../docs/architecture/tensor-interface.md)).
+ * library never touches a backend (see
+ * [docs/architecture/tensor-interface.md](../../../../docs/architecture/tensor-interface.md)).
  *
  * - Fused ops ({@link linear}, {@link layerNorm}, {@link causalAttention}, {@link gatherRows},
  *   {@link softmaxCrossEntropy}, {@link oneHotAttention}, {@link adamwUpdate}): one kernel each
