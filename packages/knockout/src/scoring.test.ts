@@ -356,10 +356,10 @@ describeWithBackends('scoreMasks errors', () => {
     expect(() => inductionCapability({ vocabSize: 11, blockLenght: 3 } as never)).toThrow(/did you mean 'blockLength'/)
     const X = { rows: 4, columns: 2, data: new Uint8Array([1, 0, 0, 1, 1, 1, 0, 0]) }
     expect(() => lasso(X, [1, 2, 3, 4], { alhpa: 0.1 } as never)).toThrow(
-      /Invalid alhpa: not one of the lasso options \(did you mean 'alpha'\?\)/,
+      /Invalid alhpa: is not a lasso parameter \(did you mean 'alpha'\?\)/,
     )
     expect(() => lassoCV(X, [1, 2, 3, 4], { alpha: 0.1 } as never)).toThrow(
-      /Invalid alpha: not one of the lassoCV options \(did you mean 'alphas'\?\)/,
+      /Invalid alpha: is not a lassoCV parameter \(did you mean 'alphas'\?\)/,
     )
     expect(lassoCV(X, [1, 2, 3, 4], { folds: 2, maxIter: 100 }).fit.coefficients).toHaveLength(2)
   })
