@@ -8,7 +8,9 @@ const worker = await startQueueWorker({
   queue,
   artifacts,
   name,
-  timings: { lockDuration: 2000, stalledInterval: 1000 },
+  // Locks long enough that a loaded CI machine (training steps blocking the event loop) does not stall
+  // live jobs; the SIGKILLed worker's trial still comes back within about 20 s.
+  timings: { lockDuration: 15000, stalledInterval: 5000 },
   onEvent: (event) => {
     if (event.kind === 'trial-start') console.log(JSON.stringify({ kind: event.kind, id: event.trial.id }))
     else if (event.kind === 'trial-end') console.log(JSON.stringify({ kind: event.kind, id: event.record.id }))
