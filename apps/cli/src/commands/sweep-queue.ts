@@ -10,7 +10,7 @@
  */
 import { join } from 'node:path'
 import { InterruptedError, type BackendName, defaultBackend } from '@attnlab/core'
-import { SweepDirectoryError, parseSweepSpec, type SweepSpec } from '@attnlab/sweeps'
+import { SweepDirectoryError } from '@attnlab/sweeps'
 import {
   collectSweep,
   queueStatus,
@@ -19,22 +19,11 @@ import {
   type QueuedTrialRecord,
 } from '@attnlab/sweeps/node'
 import type { Command } from 'commander'
-import { readFile } from 'node:fs/promises'
 import { UsageError } from '../errors.ts'
 import { backendOption, intParser } from '../options.ts'
 import { checkWritable } from '../out-dir.ts'
 import { onStopSignal } from '../signals.ts'
-
-/** Reads and validates a spec file (a usage error when it cannot be read). */
-async function readSpec(path: string): Promise<SweepSpec> {
-  let text: string
-  try {
-    text = await readFile(path, 'utf8')
-  } catch (error) {
-    throw new UsageError(`cannot read the sweep spec ${path} (${(error as NodeJS.ErrnoException).code ?? error})`)
-  }
-  return parseSweepSpec(text, path)
-}
+import { readSpec } from './sweep.ts'
 
 /** A sweep directory error in the CLI's words. */
 function directoryUsage(error: unknown): never {

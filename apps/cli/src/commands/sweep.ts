@@ -42,7 +42,7 @@ import { activateBackend, backendOption, intParser, kernelFlagsGiven } from '../
 import { onStopSignal } from '../signals.ts'
 
 /** Reads and validates a spec file (a usage error when it cannot be read). */
-async function readSpec(path: string): Promise<SweepSpec> {
+export async function readSpec(path: string): Promise<SweepSpec> {
   let text: string
   try {
     text = await readFile(path, 'utf8')
