@@ -142,8 +142,13 @@ export const trainingSettingsSchema = configSchema({
   batchSize: integerField('sequences per step', { min: 1, max: MAX_EMERGENCE_SEQUENCES }).default(
     EMERGENCE_DEFAULTS.batch,
   ),
-  /** Peak learning rate. */
-  lr: numberField('peak learning rate', { min: 0, minExclusive: true }).default(EMERGENCE_DEFAULTS.lr),
+  /**
+   * Peak learning rate, in (0, 10]: AdamW moves each weight by about `lr` per step, so above 10 every model here
+   * diverges at once; a bound refuses a typo (`1e300`) as a usage error instead of a run of NaN losses.
+   */
+  lr: numberField('peak learning rate, at most 10', { min: 0, max: 10, minExclusive: true }).default(
+    EMERGENCE_DEFAULTS.lr,
+  ),
   /** The optimizer (`@attnlab/transformer`'s `OptimizerOptions`, checked by the trainer). */
   optimizer: customField<OptimizerOptions>('the optimizer').default(
     // AdamW with the library's weight decay, recorded in the run's configuration.
@@ -153,8 +158,15 @@ export const trainingSettingsSchema = configSchema({
   schedule: customField<ScheduleOptions>('the learning-rate schedule').default(
     (): ScheduleOptions => ({ kind: 'constant' }),
   ),
-  /** Global gradient-norm clip. */
-  gradClip: numberField('global gradient-norm clip', { min: 0, minExclusive: true }).default(1),
+  /**
+   * Global gradient-norm clip, in (0, 1e6]: 1e6 is far above any gradient norm these models reach, so it
+   * turns clipping off in effect; larger values (`1e300`) are refused as the typos they are.
+   */
+  gradClip: numberField('global gradient-norm clip, at most 1e6 (which in effect turns clipping off)', {
+    min: 0,
+    max: 1e6,
+    minExclusive: true,
+  }).default(1),
   /** 0: fresh sequences every step (online); else a fixed training set of this many sequences (at least a batch). */
   trainSize: integerField('train on a fixed dataset of N sequences (0: fresh sequences every step)', {
     min: 0,

@@ -148,6 +148,14 @@ describe('emergence config', () => {
       'Invalid training.analysisSize: must be an integer in [1, 64], got 128',
     )
     expect(bad({ ...TINY, training: { ...TINY.training, trainSize: 8 } })).toThrow(/smaller than training.batchSize 32/)
+    // Absurd learning rates and clips are refused, the largest allowed ones are not (both bounds inclusive).
+    expect(bad({ ...TINY, training: { ...TINY.training, lr: 1e300 } })).toThrow(
+      'Invalid training.lr: must be in (0, 10], got about 1.00e+300',
+    )
+    expect(bad({ ...TINY, training: { ...TINY.training, gradClip: 1e7 } })).toThrow(
+      'Invalid training.gradClip: must be in (0, 1000000], got 10000000',
+    )
+    expect(bad({ ...TINY, training: { ...TINY.training, lr: 10, gradClip: 1e6 } })).not.toThrow()
     expect(bad({ ...TINY, preset: 'bogus' })).toThrow(/Invalid preset: got 'bogus'; expected one of minimal, gpt/)
     expect(bad({ ...TINY, seeds: [] })).toThrow(/Invalid seeds: got \[\]; expected an array with at least 1 entries/)
     expect(bad({ ...TINY, seeds: [-1] })).toThrow(/Invalid seeds\[0\]: must be an integer >= 0, got -1/)
