@@ -55,7 +55,7 @@ export {
   type WasmPathMap,
 } from './backend.ts'
 export { Rng, type RngState } from './rng.ts'
-export type { OffsetGroup, Task, TaskDescription, TokenBatch } from './task.ts'
+export type { OffsetGroup, Task, TaskDescription, TokenBatch, TrueAttention, TrueAttentionMap } from './task.ts'
 export { TaskRegistry, taskRegistry, UnknownTaskKindError, type TaskFamily } from './task-registry.ts'
 export {
   causalMask,

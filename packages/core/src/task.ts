@@ -44,6 +44,41 @@ export interface OffsetGroup {
 }
 
 /**
+ * One ground-truth attention map of a task: which keys each query position should attend to.
+ *
+ * `weights` is `[size, size]` row-major, query x key, in the positions of the model's input
+ * (the tokens the model sees, `tokens[:, :-1]`): row `q` is the query that predicts token `q + 1`,
+ * and `weights[q * size + k]` is 1 when the token at key `k <= q` is one of the tokens that
+ * token depends on (its parents, see {@link Task.parentPositions}), else 0. Rows of positions
+ * whose token is not determined by a fixed pattern (the initial random state, burn-in tokens, the
+ * last position) are all 0. A 0/1 indicator, not a distribution: an attention bias adds
+ * `beta * weights` to the pre-softmax scores (Baherwani et al., arXiv 2606.25010, the
+ * attention-bias intervention).
+ *
+ * @category Tasks
+ */
+export interface TrueAttentionMap {
+  /** A short label, e.g. `'rows of M'` or `'span 2 (newest)'`. */
+  readonly name: string
+  /** `[size, size]` row-major, query x key, entries 0 or 1 (1 only at keys `<=` the query). */
+  readonly weights: Float32Array
+}
+
+/**
+ * The ground-truth attention of a task with a fixed sparse routing pattern: one map, or one per
+ * component the task's solution routes separately (the sparse Markov chain: one per span, most
+ * important first, as {@link Task.offsetGroups}).
+ *
+ * @category Tasks
+ */
+export interface TrueAttention {
+  /** Positions per side of each map: the task's `seqLength` (one more than the model's inputs). */
+  readonly size: number
+  /** At least one map. */
+  readonly maps: readonly TrueAttentionMap[]
+}
+
+/**
  * A task as plain JSON: `{ kind, ...configuration }`, the output of {@link Task.describe} (what a
  * checkpoint stores), from which the task's family rebuilds the identical task.
  *
@@ -87,6 +122,14 @@ export interface Task {
    * @param position - a position in `[0, seqLength)`
    */
   parentPositions?(position: number): readonly number[] | undefined
+  /**
+   * The task's ground-truth attention maps (see {@link TrueAttention}), when its routing pattern
+   * is fixed (linear map: the rows of `M`; cellular automaton: the neighbourhood window; sparse
+   * Markov chain: its spans); absent for tasks whose pattern must be inferred in context.
+   * Optional: what an attention-bias intervention (Baherwani et al., arXiv 2606.25010) adds to
+   * the attention scores. Each call returns fresh arrays.
+   */
+  trueAttention?(): TrueAttention
   /**
    * Draws `batchSize` fresh sequences.
    *

@@ -17,7 +17,8 @@ import {
 } from '@attnlab/core/schema'
 import { meanAndStandardError } from './entropy.ts'
 import { deepFreeze } from './sparse-markov.ts'
-import type { OffsetGroup, Task, TokenBatch } from './task.ts'
+import type { OffsetGroup, Task, TokenBatch, TrueAttention } from './task.ts'
+import { mapFromParents, trueAttentionOf } from './true-attention.ts'
 import { checkInteger, sampleBatch } from './validate.ts'
 
 /**
@@ -266,6 +267,19 @@ export class CellularAutomatonTask implements Task {
     const cell = index % S
     const previous = this.offset + (Math.floor(index / S) - 1) * S
     return [(cell + S - 1) % S, cell, (cell + 1) % S].map((j) => previous + j).sort((a, b) => a - b)
+  }
+
+  /**
+   * The ground-truth attention (Baherwani et al., arXiv 2606.25010: the rule reads a fixed local
+   * window of 3 cells): one 0/1 map `[seqLength, seqLength]` whose row `q` marks the left, centre
+   * and right cells of the previous state (periodic boundary) of the cell token `q + 1` is
+   * ({@link CellularAutomatonTask.parentPositions}); rows predicting the BOS or initial state are 0.
+   * The rule itself is inferred in context; the window is what is fixed.
+   */
+  trueAttention(): TrueAttention {
+    return trueAttentionOf(this.seqLength, [
+      mapFromParents('neighbourhood window', this.seqLength, (position) => this.parentPositions(position)),
+    ])
   }
 
   /** The configuration as plain JSON with `kind: 'cellular-automaton'` (feed it to {@link createTask}). */

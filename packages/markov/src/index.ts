@@ -20,7 +20,7 @@
  * @packageDocumentation
  */
 // The task contract is `@attnlab/core`'s, re-exported for compatibility.
-export type { OffsetGroup, Task, TaskKind, TokenBatch } from './task.ts'
+export type { OffsetGroup, Task, TaskKind, TokenBatch, TrueAttention, TrueAttentionMap } from './task.ts'
 export { OracleTooLargeError } from './errors.ts'
 export type { Estimate } from './entropy.ts'
 export { randomOrthogonalMatrix } from './orthogonal.ts'

@@ -8,7 +8,8 @@
 import { Rng } from '@attnlab/core'
 import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { deepFreeze } from './sparse-markov.ts'
-import type { Task, TokenBatch } from './task.ts'
+import type { Task, TokenBatch, TrueAttention } from './task.ts'
+import { mapFromParents, trueAttentionOf } from './true-attention.ts'
 import { checkInteger, sampleBatch } from './validate.ts'
 
 /**
@@ -180,6 +181,18 @@ export class LinearMapTask implements Task {
     const cell = index % S
     const previous = this.offset + (state - 1) * S
     return Array.from(this.rows[cell] as Int32Array, (j) => previous + j)
+  }
+
+  /**
+   * The ground-truth attention (Baherwani et al., arXiv 2606.25010: "M is also the optimal
+   * attention map"): one 0/1 map `[seqLength, seqLength]` whose row `q` marks the `s` cells of the
+   * previous state in row `i` of `M`, where token `q + 1` is cell `i` of a determined state
+   * ({@link LinearMapTask.parentPositions}); rows predicting the BOS or initial state are 0.
+   */
+  trueAttention(): TrueAttention {
+    return trueAttentionOf(this.seqLength, [
+      mapFromParents('rows of M', this.seqLength, (position) => this.parentPositions(position)),
+    ])
   }
 
   /** The configuration as plain JSON with `kind: 'linear-map'` (feed it to {@link createTask}). */

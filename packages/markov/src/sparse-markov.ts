@@ -18,7 +18,8 @@ import {
   type z,
 } from '@attnlab/core/schema'
 import { randomOrthogonalMatrix } from './orthogonal.ts'
-import type { OffsetGroup, Task, TokenBatch } from './task.ts'
+import type { OffsetGroup, Task, TokenBatch, TrueAttention } from './task.ts'
+import { mapFromOffsets, trueAttentionOf } from './true-attention.ts'
 import { checkArray, checkInteger, sampleBatch, show } from './validate.ts'
 
 /**
@@ -624,6 +625,23 @@ export class SparseMarkovTask implements Task {
     checkInteger('position', position, 0, this.seqLength - 1)
     if (position < this.contextLength) return undefined
     return Array.from({ length: this.contextLength }, (_, i) => position - this.contextLength + i)
+  }
+
+  /**
+   * The ground-truth attention of the minimal model's solution (Yüksel et al., arXiv 2602.19143:
+   * head `i` averages exactly the tokens of span `i`): one 0/1 map `[seqLength, seqLength]` per
+   * span, most important first (the order and names of {@link SparseMarkovTask.offsetGroups}),
+   * whose row `q` marks the span's tokens in the window of the generated token `q + 1`; rows
+   * predicting burn-in tokens are 0.
+   */
+  trueAttention(): TrueAttention {
+    const C = this.contextLength
+    return trueAttentionOf(
+      this.seqLength,
+      this.offsetGroups.map((group) =>
+        mapFromOffsets(group.name, this.seqLength, group.offsets, (position) => position >= C),
+      ),
+    )
   }
 
   /** The configuration as plain JSON, with `kind: 'sparse-markov'` (feed it to {@link createTask}). */

@@ -5,7 +5,7 @@
  *
  * @module
  */
-export type { OffsetGroup, Task, TokenBatch } from '@attnlab/core'
+export type { OffsetGroup, Task, TokenBatch, TrueAttention, TrueAttentionMap } from '@attnlab/core'
 
 /**
  * The task families this package implements (the kinds {@link createTask} builds). Other
