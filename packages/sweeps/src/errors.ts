@@ -59,3 +59,21 @@ export class SweepDirectoryError extends AttnlabError {
     this.directory = directory
   }
 }
+
+/**
+ * A sweep's worker processes could not start: the first worker to fail could not start the
+ * backend it was given (the message carries that worker's error). Code `BACKEND_UNAVAILABLE`;
+ * {@link SweepWorkersError.backend} names the backend.
+ *
+ * @category Errors
+ */
+export class SweepWorkersError extends AttnlabError {
+  /** The class name, spelled out so that minifying bundlers keep it. */
+  override readonly name: string = 'SweepWorkersError'
+  /** The backend the workers were to start. */
+  readonly backend: string
+  constructor(backend: string, message: string, details: Record<string, unknown> = {}) {
+    super('BACKEND_UNAVAILABLE', message, { backend, ...details })
+    this.backend = backend
+  }
+}

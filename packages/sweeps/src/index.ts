@@ -10,7 +10,7 @@
  *
  * @packageDocumentation
  */
-export { SweepDirectoryError, SweepSpecError } from './errors.ts'
+export { SweepDirectoryError, SweepSpecError, SweepWorkersError } from './errors.ts'
 export { SWEEP_EXPERIMENTS, SWEEP_EXPERIMENT_NAMES, type SweepExperiment } from './experiments.ts'
 export { canonicalJson, type JsonObject, type JsonValue } from './json.ts'
 export { parseSweepSpec, validateSweepSpec, type SweepSpec } from './spec.ts'

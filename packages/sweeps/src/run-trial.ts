@@ -9,7 +9,7 @@ import { readFile, stat } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError } from '@attnlab/core'
+import { AttnlabError, ConfigError } from '@attnlab/core'
 import { makeDirectories, removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import {
@@ -262,11 +262,9 @@ export async function runTrial(sweepDir: string, trial: Trial, options: RunTrial
   const experiment = SWEEP_EXPERIMENTS[trial.experiment] as SweepExperiment | undefined
   const runner = RUNNERS[trial.experiment]
   if (experiment === undefined || runner === undefined) {
-    throw new AttnlabError(
-      'INVALID_CONFIG',
-      `Invalid experiment: '${trial.experiment}' is not one of ${Object.keys(RUNNERS).join(', ')}`,
-      { experiment: trial.experiment },
-    )
+    throw new ConfigError('experiment', `'${trial.experiment}' is not one of ${Object.keys(RUNNERS).join(', ')}`, {
+      experiment: trial.experiment,
+    })
   }
   const finished = await readTrialRecord(sweepDir, trial.id)
   if (finished !== null && finished.status === 'done') return finished

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module'
 import { availableParallelism, hostname } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { AttnlabError, checkRange, type BackendName, type UseBackendOptions } from '@attnlab/core'
+import { checkRange, type BackendName, type UseBackendOptions } from '@attnlab/core'
 import {
   appendTrialRecord,
   lockSweepDirectory,
@@ -19,6 +19,7 @@ import {
   SWEEP_FILE_FORMAT,
   type SweepFile,
 } from './directory.ts'
+import { SweepWorkersError } from './errors.ts'
 import type { TrialError, TrialRecord } from './record.ts'
 import { SWEEPS_VERSION, type TrialProgress } from './run-trial.ts'
 import type { SweepSpec } from './spec.ts'
@@ -156,8 +157,8 @@ interface Job {
  * @returns the counts and the directory's records
  * @throws {@link SweepDirectoryError} for a directory that holds something else, or that another
  *   runner is running (before any work)
- * @throws `ConfigError` for `workers` or `retries` out of range; `AttnlabError`
- *   `BACKEND_UNAVAILABLE` when the workers cannot start the backend
+ * @throws `ConfigError` for `workers` or `retries` out of range; {@link SweepWorkersError}
+ *   (`BACKEND_UNAVAILABLE`) when the workers cannot start the backend
  * @example
  * ```ts
  * const spec = parseSweepSpec(await readFile('sweep.yaml', 'utf8'), 'sweep.yaml')
@@ -302,9 +303,7 @@ async function runTrials(
   await writes
   if (startFailure !== null) {
     const failure: TrialError = startFailure
-    throw new AttnlabError('BACKEND_UNAVAILABLE', `the sweep's workers could not start: ${failure.message}`, {
-      backend: file.backend,
-    })
+    throw new SweepWorkersError(file.backend, `the sweep's workers could not start: ${failure.message}`)
   }
   return {
     records: await readTrials(out),

@@ -27,6 +27,7 @@ import {
   AttnlabError,
   checkOptionKeys,
   ConfigError,
+  IoError,
   parseSafetensors,
   serializeSafetensors,
   type SafetensorsFile,
@@ -162,7 +163,7 @@ async function replaceRefusal(dir: string): Promise<string | null> {
  * @param state - the trainer state ({@link Trainer.getState}), or null/undefined for a model-only checkpoint
  * @param extra - JSON to store alongside (e.g. training options)
  * @param options - `overwrite: true` replaces whatever is at `dir`
- * @throws `AttnlabError` (`@attnlab/core`) `IO_ERROR` naming `dir` if it holds a file or a
+ * @throws `IoError` (`@attnlab/core`) naming `dir` if it holds a file or a
  *   directory that is not a checkpoint (without `overwrite`), or if the directory cannot be written
  * @throws `ConfigError` (`@attnlab/core`) for an unknown option name
  * @category Checkpoints
@@ -184,8 +185,7 @@ export async function saveCheckpoint(
   if (options.overwrite !== true) {
     const refusal = await replaceRefusal(dir)
     if (refusal !== null) {
-      throw new AttnlabError(
-        'IO_ERROR',
+      throw new IoError(
         `saveCheckpoint: refusing to replace '${dir}': it ${refusal}; pick another directory, or pass { ` +
           'overwrite: true } to replace it',
         { path: dir },

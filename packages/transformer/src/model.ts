@@ -25,9 +25,9 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
-  AttnlabError,
   checkOptionKeys,
   ConfigError,
+  InvalidArgumentError,
   Rng,
   ShapeError,
   denseAttention,
@@ -169,13 +169,12 @@ export class ActivationCache {
   /**
    * The activation recorded at `name` (owned by the cache: do not dispose it).
    *
-   * @throws `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` naming the available activations if absent
+   * @throws `InvalidArgumentError` (`@attnlab/core`) naming the available activations if absent
    */
   get(name: HookName): tf.Tensor {
     const tensor = this.entries.get(name)
     if (tensor === undefined || this.disposed) {
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         this.disposed
           ? `activation cache was disposed; cannot read '${name}'`
           : `'${name}' is not in the cache; cached: ${[...this.entries.keys()].join(', ') || 'nothing'}`,
@@ -763,7 +762,7 @@ export class Transformer {
   }
 
   private checkAlive(): void {
-    if (this.disposed) throw new AttnlabError('INVALID_ARGUMENT', 'this model was disposed')
+    if (this.disposed) throw new InvalidArgumentError('this model was disposed')
   }
 
   // ---------------------------------------------------------------- weights
@@ -809,7 +808,7 @@ export class Transformer {
    * @param weights - name -> tensor or `{ shape, data }` (float32)
    * @param options - `strict` (default true): every parameter must be given
    * @throws `ShapeError` (`@attnlab/core`) naming the tensor whose shape differs;
-   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for an unknown name or (strict) a missing one
+   *   `InvalidArgumentError` (`@attnlab/core`) for an unknown name or (strict) a missing one
    */
   setWeights(
     weights:
@@ -823,8 +822,7 @@ export class Transformer {
     for (const [name, value] of entries) {
       const variable = this.parameters.get(name)
       if (variable === undefined) {
-        throw new AttnlabError(
-          'INVALID_ARGUMENT',
+        throw new InvalidArgumentError(
           `unknown parameter '${name}'; this ${this.config.architecture} model has: ` +
             `${this.parameterNames().join(', ')}`,
           { name },
@@ -853,7 +851,7 @@ export class Transformer {
     if (options.strict ?? true) {
       const missing = this.parameterNames().filter((n) => !seen.has(n))
       if (missing.length > 0)
-        throw new AttnlabError('INVALID_ARGUMENT', `setWeights is missing parameters: ${missing.join(', ')}`, {
+        throw new InvalidArgumentError(`setWeights is missing parameters: ${missing.join(', ')}`, {
           missing,
         })
     }
@@ -904,7 +902,7 @@ export class Transformer {
    * @param tokens - `[batch, pos]` token ids, `pos <= nCtx`
    * @param options - hooks, head mask, kernel, training mode
    * @throws `ShapeError` (`@attnlab/core`) for a token array of the wrong rank/size or a bad head mask;
-   *   `AttnlabError` (`@attnlab/core`) `INVALID_ARGUMENT` for a token id outside `[0, dVocab)`
+   *   `InvalidArgumentError` (`@attnlab/core`) for a token id outside `[0, dVocab)`
    */
   forward(tokens: TokenInput, options: ForwardOptions = {}): tf.Tensor3D {
     checkOptionKeys('forward options', options, FORWARD_OPTION_KEYS)
@@ -1078,7 +1076,7 @@ export class Transformer {
         }
         row.forEach((t, p) => {
           if (!Number.isInteger(t))
-            throw new AttnlabError('INVALID_ARGUMENT', `token [${b}, ${p}] = ${t} is not an integer`, { value: t })
+            throw new InvalidArgumentError(`token [${b}, ${p}] = ${t} is not an integer`, { value: t })
           flat[b * pos + p] = t
         })
       })
@@ -1091,8 +1089,7 @@ export class Transformer {
       const t = values[i] as number
       if (t < 0 || t >= this.config.dVocab) {
         const pos = tensor.shape[1]
-        throw new AttnlabError(
-          'INVALID_ARGUMENT',
+        throw new InvalidArgumentError(
           `token [${Math.floor(i / pos)}, ${i % pos}] = ${t} is outside the vocabulary [0, ${this.config.dVocab})`,
           { value: t },
         )

@@ -12,7 +12,7 @@ import { readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { type Command, Help } from 'commander'
 import cliProgress from 'cli-progress'
-import { AttnlabError, InterruptedError } from '@attnlab/core'
+import { AttnlabError, InterruptedError, InvalidCheckpointError } from '@attnlab/core'
 import {
   EMERGENCE_DEFAULTS,
   EMERGENCE_TASK_DEFAULTS,
@@ -196,7 +196,7 @@ async function checkResumableFlags(out: string, record: EmergenceRecord): Promis
   } catch (error) {
     if (error instanceof ExperimentInputError && error.parameter === 'steps') throw new UsageError(`--${error.message}`)
     if (error instanceof AttnlabError && error.code === 'INVALID_CHECKPOINT')
-      throw new AttnlabError(error.code, `--resume ${error.message}`, { ...error.details }, { cause: error.cause })
+      throw new InvalidCheckpointError(`--resume ${error.message}`, { ...error.details }, { cause: error.cause })
     throw error
   }
 }

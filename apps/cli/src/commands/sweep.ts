@@ -17,7 +17,7 @@ import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
 import cliProgress from 'cli-progress'
 import { Option, type Command } from 'commander'
-import { AttnlabError, BACKEND_NAMES, availableBackends, defaultBackend, type BackendName } from '@attnlab/core'
+import { BACKEND_NAMES, InterruptedError, availableBackends, defaultBackend, type BackendName } from '@attnlab/core'
 import { writeFileAtomic, makeDirectories } from '@attnlab/core/node'
 import {
   SWEEP_EXPERIMENT_NAMES,
@@ -204,8 +204,7 @@ async function runCommand(specPath: string, flags: RunFlags): Promise<void> {
     console.log(`report: attnlab sweep report ${flags.out}`)
   }
   if (result.stopped) {
-    throw new AttnlabError(
-      'INTERRUPTED',
+    throw new InterruptedError(
       `interrupted; the stopped trials keep their state in ${join(flags.out, 'trials')} (continue with: ` +
         `attnlab sweep run ${specPath} --out ${flags.out} --resume)`,
     )
@@ -258,8 +257,7 @@ async function runTrialCommand(dir: string, flags: RunTrialFlags): Promise<void>
     removeSignalListeners()
   }
   if (record.status === 'interrupted') {
-    throw new AttnlabError(
-      'INTERRUPTED',
+    throw new InterruptedError(
       `interrupted; trial ${trial.index} keeps its state in ${join(dir, record.runDirectory)} ` +
         '(run it again to continue)',
     )

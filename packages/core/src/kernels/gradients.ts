@@ -17,7 +17,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError } from '../errors.ts'
+import { UnsupportedError } from '../errors.ts'
 import { kernelsActive } from './active.ts'
 
 type GradFunc = (
@@ -403,10 +403,7 @@ const GRADIENTS: ReadonlyArray<{
     gradFunc: (dy, [x, indices], attrs) => {
       const { axis: rawAxis, batchDims } = attrs as unknown as { axis: number; batchDims: number }
       if (batchDims !== 0) {
-        throw new AttnlabError(
-          'UNSUPPORTED',
-          `gradient of tf.gather with batchDims ${batchDims} is not supported (only 0)`,
-        )
+        throw new UnsupportedError(`gradient of tf.gather with batchDims ${batchDims} is not supported (only 0)`)
       }
       return {
         x: () => {

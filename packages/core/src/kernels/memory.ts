@@ -15,7 +15,7 @@
  * @module
  */
 import type * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError } from '../errors.ts'
+import { InvalidArgumentError, UnsupportedError } from '../errors.ts'
 import { isWasmMemory, type WasmMemory } from './webassembly.ts'
 
 /** Float32/int32 views of tensors plus output allocation, for one backend. @category Kernels */
@@ -74,14 +74,13 @@ export function wasmInternalsProblems(backend: unknown): string[] {
 /**
  * The `WebAssembly.Memory` of an initialised tfjs wasm backend.
  *
- * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` when the backend lacks the internals attnlab uses
+ * @throws `UnsupportedError` (from `@attnlab/core`) when the backend lacks the internals attnlab uses
  * @category Kernels
  */
 export function wasmBackendMemory(backend: unknown): WasmMemory {
   const problems = wasmInternalsProblems(backend)
   if (problems.length > 0) {
-    throw new AttnlabError(
-      'UNSUPPORTED',
+    throw new UnsupportedError(
       `the tfjs wasm backend does not expose what attnlab's kernels need (${problems.join('; ')}); ` +
         'tfjs-backend-wasm 4.22.x is supported',
       { problems },
@@ -94,8 +93,7 @@ function wasmMemory(backend: WasmBackendInternals): BackendMemory {
   const entry = (info: tf.TensorInfo): { memoryOffset: number; refCount: number } => {
     const found = backend.dataIdMap.get(info.dataId)
     if (found === undefined)
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         'a tensor passed to an attnlab kernel is not on the wasm backend (was it disposed?)',
       )
     return found
@@ -113,8 +111,7 @@ function cpuMemory(backend: CpuBackendInternals): BackendMemory {
   const values = (info: tf.TensorInfo): unknown => {
     const found = backend.data.get(info.dataId)
     if (found === undefined)
-      throw new AttnlabError(
-        'INVALID_ARGUMENT',
+      throw new InvalidArgumentError(
         'a tensor passed to an attnlab kernel is not on the cpu backend (was it disposed?)',
       )
     return found.values
@@ -123,12 +120,12 @@ function cpuMemory(backend: CpuBackendInternals): BackendMemory {
     floats: (info) => {
       const v = values(info)
       if (v instanceof Float32Array) return v
-      throw new AttnlabError('INVALID_ARGUMENT', `an attnlab kernel expected float32 values, got ${info.dtype}`)
+      throw new InvalidArgumentError(`an attnlab kernel expected float32 values, got ${info.dtype}`)
     },
     ints: (info) => {
       const v = values(info)
       if (v instanceof Int32Array) return v
-      throw new AttnlabError('INVALID_ARGUMENT', `an attnlab kernel expected int32 values, got ${info.dtype}`)
+      throw new InvalidArgumentError(`an attnlab kernel expected int32 values, got ${info.dtype}`)
     },
     output: (shape, dtype = 'float32') =>
       backend.makeTensorInfo(
@@ -146,13 +143,13 @@ function cpuMemory(backend: CpuBackendInternals): BackendMemory {
  *
  * @param backendName - `'wasm'` or `'cpu'`
  * @param backend - the backend object a kernel function receives
- * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` for other backends
+ * @throws `UnsupportedError` (from `@attnlab/core`) for other backends
  * @category Kernels
  */
 export function backendMemory(backendName: string, backend: unknown): BackendMemory {
   if (backendName === 'wasm') return wasmMemory(backend as WasmBackendInternals)
   if (backendName === 'cpu') return cpuMemory(backend as CpuBackendInternals)
-  throw new AttnlabError('UNSUPPORTED', `attnlab kernels run on the 'wasm' and 'cpu' backends, not '${backendName}'`, {
+  throw new UnsupportedError(`attnlab kernels run on the 'wasm' and 'cpu' backends, not '${backendName}'`, {
     backend: backendName,
   })
 }

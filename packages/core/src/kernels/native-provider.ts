@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { AttnlabError, KernelsUnavailableError } from '../errors.ts'
+import { ConfigError, InvalidArgumentError, KernelsUnavailableError } from '../errors.ts'
 import type { AdamWHyper, FloatArray, IntArray, KernelProvider, OneHotAttentionShape } from './provider.ts'
 
 /** The build script's exports (`native/build.mjs`). */
@@ -278,7 +278,7 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
   }
   const threads = options.threads ?? 1
   if (!(Number.isInteger(threads) && threads >= 1))
-    throw new AttnlabError('INVALID_CONFIG', `threads ${threads} must be an integer >= 1`, { value: threads })
+    throw new ConfigError('threads', `must be an integer >= 1, got ${threads}`, { value: threads })
   const k = loaded.addon
   k.setThreads(threads)
   const oneHot = (s: OneHotAttentionShape): number[] => [
@@ -315,13 +315,11 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
     attentionBackward: (qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal) =>
       k.attentionBackward(qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal),
     softmaxCrossEntropy: (logits, labels, weights, rows, cols) => {
-      if (weights === null)
-        throw new AttnlabError('INVALID_ARGUMENT', 'the native cross-entropy kernel needs explicit weights')
+      if (weights === null) throw new InvalidArgumentError('the native cross-entropy kernel needs explicit weights')
       return k.softmaxCrossEntropy(logits, labels, weights, rows, cols)
     },
     softmaxCrossEntropyBackward: (logits, labels, weights, rows, cols, dLoss, dLogits) => {
-      if (weights === null)
-        throw new AttnlabError('INVALID_ARGUMENT', 'the native cross-entropy kernel needs explicit weights')
+      if (weights === null) throw new InvalidArgumentError('the native cross-entropy kernel needs explicit weights')
       k.softmaxCrossEntropyBackward(logits, labels, weights, rows, cols, dLoss, dLogits)
     },
     oneHotAttentionForward: (tokens, wq, wv, logits, probs, s) =>

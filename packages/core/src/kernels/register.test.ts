@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { afterAll, expect, it } from 'vitest'
 import { useBackend } from '../backend.ts'
-import { AttnlabError } from '../errors.ts'
+import { UnsupportedError } from '../errors.ts'
 import { Rng } from '../rng.ts'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '../testing.ts'
 import { linear } from '../ops/linear.ts'
@@ -163,7 +163,7 @@ describeWithBackends(
     })
 
     it('refuses backends it cannot serve', () => {
-      expect(() => registerAttnlabKernels('webgl' as 'wasm', jsKernelProvider)).toThrow(AttnlabError)
+      expect(() => registerAttnlabKernels('webgl' as 'wasm', jsKernelProvider)).toThrow(UnsupportedError)
       if (backend === 'cpu') {
         expect(() => registerAttnlabKernels('cpu', { ...jsKernelProvider, name: 'wasm' })).toThrow(
           /wasm backend's heap/,

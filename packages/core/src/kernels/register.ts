@@ -19,7 +19,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError } from '../errors.ts'
+import { InvalidArgumentError, UnsupportedError } from '../errors.ts'
 import { backendMemory, wasmInternalsProblems, type BackendMemory } from './memory.ts'
 import { ATTNLAB_KERNELS, type REPLACED_STOCK_KERNELS } from './names.ts'
 import { active, type KernelRegistration } from './active.ts'
@@ -44,7 +44,7 @@ function checkTokens(values: Int32Array, limit: number, what: string): void {
   for (let i = 0; i < values.length; i++) {
     const v = values[i]!
     if (!(v >= 0 && v < limit)) {
-      throw new AttnlabError('INVALID_ARGUMENT', `${what} ${v} at flat index ${i} is out of range [0, ${limit})`, {
+      throw new InvalidArgumentError(`${what} ${v} at flat index ${i} is out of range [0, ${limit})`, {
         value: v,
         index: i,
         limit,
@@ -76,7 +76,7 @@ function outputsThenViews<T>(
  * @param backendName - the tfjs backend (must be initialised, e.g. by `useBackend`)
  * @param provider - the compute kernels
  * @returns a handle whose `dispose()` restores the stock kernels
- * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` for another backend, an uninitialised one, or a
+ * @throws `UnsupportedError` (from `@attnlab/core`) for another backend, an uninitialised one, or a
  *   wasm backend without the internals attnlab needs
  * @example
  * ```ts
@@ -93,14 +93,13 @@ export function registerAttnlabKernels(
   options: RegisterKernelsOptions = {},
 ): KernelRegistration {
   if (backendName !== 'wasm' && backendName !== 'cpu') {
-    throw new AttnlabError('UNSUPPORTED', `attnlab kernels register on 'wasm' or 'cpu', not '${String(backendName)}'`, {
+    throw new UnsupportedError(`attnlab kernels register on 'wasm' or 'cpu', not '${String(backendName)}'`, {
       backend: backendName,
     })
   }
   const backendObject = tf.findBackend(backendName)
   if (backendObject === null) {
-    throw new AttnlabError(
-      'UNSUPPORTED',
+    throw new UnsupportedError(
       `the '${backendName}' backend is not initialised; call useBackend('${backendName}') first`,
       { backend: backendName },
     )
@@ -108,8 +107,7 @@ export function registerAttnlabKernels(
   if (backendName === 'wasm') {
     const problems = wasmInternalsProblems(backendObject)
     if (problems.length > 0) {
-      throw new AttnlabError(
-        'UNSUPPORTED',
+      throw new UnsupportedError(
         `the tfjs wasm backend lacks what attnlab's kernels need (${problems.join('; ')}); tfjs-backend-wasm ` +
           '4.22.x is supported',
         { problems },
@@ -117,8 +115,7 @@ export function registerAttnlabKernels(
     }
   }
   if (provider.name === 'wasm' && backendName !== 'wasm') {
-    throw new AttnlabError(
-      'UNSUPPORTED',
+    throw new UnsupportedError(
       `the 'wasm' kernel provider computes on the wasm backend's heap and cannot serve '${backendName}'`,
       { backend: backendName },
     )
@@ -155,7 +152,7 @@ export function registerAttnlabKernels(
     args: KernelArgs,
     why: string,
   ): tf.TensorInfo | tf.TensorInfo[] => {
-    if (original === undefined) throw new AttnlabError('UNSUPPORTED', `no stock kernel to fall back to (${why})`)
+    if (original === undefined) throw new UnsupportedError(`no stock kernel to fall back to (${why})`)
     return original.kernelFunc(args as unknown as Parameters<tf.KernelFunc>[0]) as tf.TensorInfo | tf.TensorInfo[]
   }
 

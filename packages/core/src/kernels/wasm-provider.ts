@@ -11,7 +11,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError } from '../errors.ts'
+import { InvalidArgumentError, IoError, TooLargeError, UnsupportedError } from '../errors.ts'
 import { wasmBackendMemory, type WasmBackendInternals } from './memory.ts'
 import { webAssembly } from './webassembly.ts'
 import type { AdamWHyper, FloatArray, IntArray, KernelProvider, OneHotAttentionShape } from './provider.ts'
@@ -172,10 +172,7 @@ async function readModule(
   }
   const response = await fetch(url)
   if (!response.ok)
-    throw new AttnlabError(
-      'IO_ERROR',
-      `could not fetch the attnlab wasm kernels from ${url.href}: HTTP ${response.status}`,
-    )
+    throw new IoError(`could not fetch the attnlab wasm kernels from ${url.href}: HTTP ${response.status}`)
   return await response.arrayBuffer()
 }
 
@@ -187,7 +184,7 @@ const address = (view: FloatArray | IntArray | null): number => (view === null ?
  *
  * @param options - where the compiled module is (default: next to this file)
  * @returns the `wasm` provider, bound to the current wasm backend instance
- * @throws `AttnlabError` (from `@attnlab/core`) `UNSUPPORTED` when the wasm backend is not initialised or lacks the
+ * @throws `UnsupportedError` (from `@attnlab/core`) when the wasm backend is not initialised or lacks the
  *   internals attnlab uses; `IO_ERROR` when the module cannot be read
  * @category Kernels
  */
@@ -196,7 +193,7 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
   const memory = wasmBackendMemory(backend)
   const bytes = await readModule(options.source)
   const wa = webAssembly()
-  if (wa === undefined) throw new AttnlabError('UNSUPPORTED', 'this runtime has no WebAssembly')
+  if (wa === undefined) throw new UnsupportedError('this runtime has no WebAssembly')
   const { instance } = await wa.instantiate(bytes, { env: { memory } })
   const k = instance.exports as unknown as WasmKernelExports
   const heap = backend!.wasm
@@ -210,10 +207,7 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
       scratchBytes = Math.max(bytesNeeded, 2 * scratchBytes, 1 << 16)
       scratch = heap._malloc(scratchBytes) >>> 0
       if (scratch === 0)
-        throw new AttnlabError(
-          'TOO_LARGE',
-          `could not allocate ${scratchBytes} bytes of kernel scratch on the wasm heap`,
-        )
+        throw new TooLargeError(`could not allocate ${scratchBytes} bytes of kernel scratch on the wasm heap`)
     }
     return scratch
   }
@@ -290,13 +284,11 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
       )
     },
     softmaxCrossEntropy: (logits, labels, weights, rows, cols) => {
-      if (weights === null)
-        throw new AttnlabError('INVALID_ARGUMENT', 'the wasm cross-entropy kernel needs explicit weights')
+      if (weights === null) throw new InvalidArgumentError('the wasm cross-entropy kernel needs explicit weights')
       return k.softmaxCrossEntropy(address(logits), address(labels), address(weights), rows, cols)
     },
     softmaxCrossEntropyBackward: (logits, labels, weights, rows, cols, dLoss, dLogits) => {
-      if (weights === null)
-        throw new AttnlabError('INVALID_ARGUMENT', 'the wasm cross-entropy kernel needs explicit weights')
+      if (weights === null) throw new InvalidArgumentError('the wasm cross-entropy kernel needs explicit weights')
       k.softmaxCrossEntropyBackward(
         address(logits),
         address(labels),

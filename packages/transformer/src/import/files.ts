@@ -7,13 +7,14 @@
  * @module
  */
 import {
-  AttnlabError,
+  IoError,
   isNodeRuntime,
   parseSafetensors,
   safetensorsToFloat32,
   SafetensorsError,
   serializeSafetensors,
   type SafetensorsEntry,
+  UnsupportedError,
   type SafetensorsFile,
   type SafetensorsTensorInput,
 } from '@attnlab/core'
@@ -59,8 +60,7 @@ export const LLAMA2C_MODEL_FILE = 'model.bin'
  */
 export function requireNode(operation: string): void {
   if (isNodeRuntime()) return
-  throw new AttnlabError(
-    'UNSUPPORTED',
+  throw new UnsupportedError(
     `${operation} reads or writes files and needs Node.js; in a browser, fetch the bytes and use ` +
       'readLlama2cCheckpoint or parseSafetensors + modelFromCheckpoint, and Llama2cTokenizer.fromBytes',
     { operation },
@@ -82,8 +82,7 @@ export async function pathModule(operation: string): Promise<typeof import('node
 /**
  * Reads a whole file, mapping "not found" and other I/O failures to typed errors.
  *
- * @throws {@link ModelFileError} `missing-file` when it does not exist; `AttnlabError`
- *   `IO_ERROR` when it cannot be read
+ * @throws {@link ModelFileError} `missing-file` when it does not exist; `IoError` when it cannot be read
  */
 export async function readFileBytes(path: string, what = 'file', operation = 'reading a file'): Promise<Uint8Array> {
   const { readFile } = await fs(operation)
@@ -101,7 +100,7 @@ export async function readFileBytes(path: string, what = 'file', operation = 're
         { file: path },
         { cause: error },
       )
-    throw new AttnlabError('IO_ERROR', `cannot read '${path}': ${(error as Error).message}`, { path }, { cause: error })
+    throw new IoError(`cannot read '${path}': ${(error as Error).message}`, { path }, { cause: error })
   }
 }
 
@@ -137,7 +136,7 @@ async function exists(path: string): Promise<boolean> {
  * @param options - RoPE theta / epsilon overrides
  * @throws {@link ModelFileError} (`missing-file`, `truncated`, `oversized`, `invalid-header`,
  *   `non-finite`); {@link UnsupportedModelError} for int8 files
- * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
+ * @throws `UnsupportedError` (`@attnlab/core`) outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
 export async function readLlama2cFile(
@@ -292,7 +291,7 @@ export type HuggingFaceReadOptions = Omit<HuggingFaceConfigOptions, 'file'>
  *   header, offsets out of bounds or overlapping...), naming the file and tensor
  * @throws {@link UnsupportedModelError} for other architectures or features (see
  *   {@link configFromHuggingFace}) and pickle-only directories
- * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
+ * @throws `UnsupportedError` (`@attnlab/core`) outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
 export async function readHuggingFaceDirectory(
@@ -415,8 +414,8 @@ export interface SavedModel {
  * @throws {@link UnsupportedModelError} when `format: 'huggingface'` is asked for a model
  *   `LlamaForCausalLM` cannot express (the message says why)
  * @throws {@link ModelFileError} when the weights do not match the configuration;
- *   `AttnlabError` `IO_ERROR` when the directory cannot be written
- * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the bytes and parse them)
+ *   `IoError` when the directory cannot be written
+ * @throws `UnsupportedError` (`@attnlab/core`) outside Node.js (in a browser: fetch the bytes and parse them)
  * @category Import
  */
 export async function saveModelDirectory(

@@ -11,7 +11,7 @@
  * @module
  */
 import { Tokenizer as LibraryTokenizer } from '@huggingface/tokenizers'
-import { AttnlabError } from '@attnlab/core'
+import { InvalidArgumentError } from '@attnlab/core'
 import { ModelFileError } from './errors.ts'
 import type { DecodeOptions, EncodeOptions, Tokenizer } from './tokenizer.ts'
 
@@ -304,7 +304,7 @@ export class HuggingFaceTokenizer implements Tokenizer {
    *
    * @param ids - token ids
    * @param options - the token before `ids[0]`; whether to skip special tokens (default true)
-   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `InvalidArgumentError` for an id outside the vocabulary
    */
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     for (const id of ids) this.checkId(id)
@@ -326,7 +326,7 @@ export class HuggingFaceTokenizer implements Tokenizer {
    * id the vocabulary skips.
    *
    * @param id - a token id
-   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `InvalidArgumentError` for an id outside the vocabulary
    */
   tokenText(id: number): string | undefined {
     this.checkId(id)
@@ -344,7 +344,7 @@ export class HuggingFaceTokenizer implements Tokenizer {
 
   private checkId(id: number): void {
     if (!Number.isSafeInteger(id) || id < 0 || id >= this.vocabSize) {
-      throw new AttnlabError('INVALID_ARGUMENT', `token id ${id} is outside the vocabulary [0, ${this.vocabSize})`, {
+      throw new InvalidArgumentError(`token id ${id} is outside the vocabulary [0, ${this.vocabSize})`, {
         id,
       })
     }

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { AttnlabError, Rng } from '@attnlab/core'
+import { AttnlabError, InvalidArgumentError, Rng } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
 import { AIDREAMS, HAVE_AIDREAMS } from '../__fixtures__/import/aidreams.ts'
 import fixture from '../__fixtures__/import/aidreams-tokenizer.json' with { type: 'json' }
@@ -184,6 +184,7 @@ describe('Llama2cTokenizer (synthetic vocabulary)', () => {
   it('rejects out-of-range ids', () => {
     expect(() => tokenizer.decode([tokenizer.vocabSize])).toThrow(/outside the vocabulary/)
     expect(() => tokenizer.piece(-1)).toThrow(/outside the vocabulary/)
+    expect(() => tokenizer.piece(-1)).toThrow(InvalidArgumentError)
   })
 })
 

@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { AttnlabError } from '@attnlab/core'
+import { InvalidArgumentError, UnsupportedError } from '@attnlab/core'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
 
 /**
@@ -376,7 +376,7 @@ export class Llama2cTokenizer implements Tokenizer {
    *
    * @param pieces - each token's text (`▁` written as a space; byte fallbacks as `<0xNN>`)
    * @param scores - each token's merge score (higher merges first)
-   * @throws `AttnlabError` `INVALID_ARGUMENT` when the lengths differ or BOS/EOS are out of range
+   * @throws `InvalidArgumentError` when the lengths differ or BOS/EOS are out of range
    */
   static fromPieces(
     pieces: readonly (string | Uint8Array)[],
@@ -384,14 +384,14 @@ export class Llama2cTokenizer implements Tokenizer {
     options: Omit<Llama2cTokenizerOptions, 'file' | 'vocabSize'> = {},
   ): Llama2cTokenizer {
     if (pieces.length !== scores.length) {
-      throw new AttnlabError('INVALID_ARGUMENT', `${pieces.length} pieces but ${scores.length} scores`)
+      throw new InvalidArgumentError(`${pieces.length} pieces but ${scores.length} scores`)
     }
     const encoder = new TextEncoder()
     const bytes = pieces.map((p) => (typeof p === 'string' ? encoder.encode(p) : p.slice()))
     const bosId = options.bosId ?? 1
     const eosId = options.eosId ?? 2
     if (bosId >= pieces.length || eosId >= pieces.length || bosId < 0 || eosId < 0) {
-      throw new AttnlabError('INVALID_ARGUMENT', `BOS ${bosId} / EOS ${eosId} outside the ${pieces.length} pieces`)
+      throw new InvalidArgumentError(`BOS ${bosId} / EOS ${eosId} outside the ${pieces.length} pieces`)
     }
     const maxTokenLength = Math.max(1, ...bytes.map((b) => b.byteLength))
     return new Llama2cTokenizer(bytes, Float32Array.from(scores), maxTokenLength, bosId, eosId)
@@ -418,14 +418,14 @@ export class Llama2cTokenizer implements Tokenizer {
   /**
    * A token's piece as raw bytes (byte-fallback pieces as their `<0xNN>` text).
    *
-   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `InvalidArgumentError` for an id outside the vocabulary
    */
   piece(id: number): Uint8Array {
     this.checkId(id)
     return (this.pieces[id] as Uint8Array).slice()
   }
 
-  /** A token's merge score. @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary */
+  /** A token's merge score. @throws `InvalidArgumentError` for an id outside the vocabulary */
   score(id: number): number {
     this.checkId(id)
     return this.scores[id] as number
@@ -438,7 +438,7 @@ export class Llama2cTokenizer implements Tokenizer {
 
   private checkId(id: number): void {
     if (!Number.isSafeInteger(id) || id < 0 || id >= this.vocabSize) {
-      throw new AttnlabError('INVALID_ARGUMENT', `token id ${id} is outside the vocabulary [0, ${this.vocabSize})`, {
+      throw new InvalidArgumentError(`token id ${id} is outside the vocabulary [0, ${this.vocabSize})`, {
         id,
       })
     }
@@ -464,8 +464,7 @@ export class Llama2cTokenizer implements Tokenizer {
         if (byteId >= 0) tokens.push(byteId)
         else if (this.unkId >= 0) tokens.push(this.unkId)
         else {
-          throw new AttnlabError(
-            'UNSUPPORTED',
+          throw new UnsupportedError(
             `cannot encode ${JSON.stringify(char)}: no piece spells it and the vocabulary has neither byte piece ` +
               `<0x${byte.toString(16).toUpperCase().padStart(2, '0')}> nor <unk>`,
             { char },
@@ -483,7 +482,7 @@ export class Llama2cTokenizer implements Tokenizer {
    * @param text - any string (lone surrogates are encoded as U+FFFD, as UTF-8 requires)
    * @param options - `bos` (default true), `eos` (default false)
    * @returns token ids
-   * @throws `AttnlabError` `UNSUPPORTED` when a character cannot be represented (no
+   * @throws `UnsupportedError` when a character cannot be represented (no
    *   piece, no byte piece and no `<unk>`)
    */
   encode(text: string, options: EncodeOptions = {}): number[] {
@@ -559,7 +558,7 @@ export class Llama2cTokenizer implements Tokenizer {
    *
    * @param ids - token ids
    * @param options - the token before `ids[0]`; whether to skip BOS/EOS (default true)
-   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `InvalidArgumentError` for an id outside the vocabulary
    */
   decodeBytes(ids: readonly number[], options: DecodeOptions = {}): Uint8Array {
     const skip = options.skipSpecialTokens ?? true
@@ -591,7 +590,7 @@ export class Llama2cTokenizer implements Tokenizer {
    *
    * @param previous - the token before (or `undefined` at the start)
    * @param id - the token
-   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `InvalidArgumentError` for an id outside the vocabulary
    */
   pieceBytes(previous: number | undefined, id: number): Uint8Array {
     this.checkId(id)
@@ -607,7 +606,7 @@ export class Llama2cTokenizer implements Tokenizer {
    * as `<0xNN>`).
    *
    * @param id - a token id
-   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `InvalidArgumentError` for an id outside the vocabulary
    */
   tokenText(id: number): string {
     this.checkId(id)
@@ -629,7 +628,7 @@ export class Llama2cTokenizer implements Tokenizer {
    *
    * @param ids - token ids
    * @param options - the token before `ids[0]`; whether to skip BOS/EOS (default true)
-   * @throws `AttnlabError` `INVALID_ARGUMENT` for an id outside the vocabulary
+   * @throws `InvalidArgumentError` for an id outside the vocabulary
    */
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     return new TextDecoder('utf-8').decode(this.decodeBytes(ids, options))
