@@ -3,7 +3,7 @@
  * `attnlab emergence`): task flags (the task's fixed parameters), model flags, and training
  * flags, with their conversion into `@attnlab/markov` / `@attnlab/transformer` configurations.
  */
-import { type Command, Option } from 'commander'
+import { Command, Option } from 'commander'
 import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { TASK_KINDS, TASK_SCHEMAS, type AnyTask, type TaskKind } from '@attnlab/markov'
 import {
@@ -131,20 +131,6 @@ export const MODEL_KEYS: readonly ('preset' | ModelFlagKey)[] = [
   'preset',
   ...(Object.keys(MODEL_FLAG_FIELDS) as ModelFlagKey[]),
 ]
-/** Keys of the optimisation flags that define a run (not `steps` / `evalEvery`). */
-export const OPTIMIZATION_KEYS = [
-  'batch',
-  'lr',
-  'optimizer',
-  'weightDecay',
-  'momentum',
-  'gradClip',
-  'schedule',
-  'warmup',
-  'trainSize',
-  'validationSize',
-] as const
-
 /** `--foo-bar` for a camelCase key. */
 export function kebab(key: string): string {
   return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
@@ -348,6 +334,19 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
     .addOption(trainingOption('--train-size <n>', 'trainSize'))
     .addOption(trainingOption('--validation-size <n>', 'validationSize'))
 }
+
+/**
+ * Keys of the optimisation flags that define a run (what a resume compares): every flag
+ * {@link addOptimizationFlags} declares, in its order, but `steps` and `evalEvery`.
+ */
+export const OPTIMIZATION_KEYS: readonly (keyof OptimizationFlags)[] = addOptimizationFlags(new Command(), {
+  batch: 1,
+  lr: 1,
+  steps: 1,
+  evalEvery: 1,
+})
+  .options.map((option) => option.attributeName() as keyof OptimizationFlags)
+  .filter((key) => key !== 'steps' && key !== 'evalEvery')
 
 /** Checks the optimisation flags' sampling limit and cross-constraints (before any work). */
 export function checkOptimizationFlags(flags: OptimizationFlags, command: Command): void {
