@@ -16,7 +16,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { checkOptionKeys, InvalidArgumentError, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
-import { hookName, type HookName } from './hooks.ts'
+import { hookName, type ForwardHook, type HookName } from './hooks.ts'
 import type { Transformer } from './model.ts'
 
 /**
@@ -83,6 +83,8 @@ export interface AnalyzeOptions {
   readonly teacher?: TeacherSource
   /** Sequences per forward pass (default 512). */
   readonly chunkSize?: number
+  /** Hooks of every pass (e.g. a trainer's attention bias, so the metrics see the model as trained). */
+  readonly fwdHooks?: readonly ForwardHook[]
 }
 
 /** Mean entropy of each head's pattern rows, and mass on offset groups, over the chosen query rows. */
@@ -142,7 +144,7 @@ export async function analyze(
   checkOptionKeys(
     'analyze options',
     options,
-    Object.keys({ offsetGroups: 1, teacher: 1, chunkSize: 1 } satisfies Record<keyof AnalyzeOptions, 1>),
+    Object.keys({ offsetGroups: 1, teacher: 1, chunkSize: 1, fwdHooks: 1 } satisfies Record<keyof AnalyzeOptions, 1>),
   )
   const { nLayers, nHeads, dVocab } = model.config
   const { batchSize, seqLength, tokens, lossMask } = batch
@@ -169,7 +171,10 @@ export async function analyze(
     for (let b = 0; b < size; b++)
       inputs.set(tokens.subarray((start + b) * seqLength, (start + b) * seqLength + T), b * T)
     const input = tf.tensor2d(inputs, [size, T], 'int32')
-    const { logits, cache } = model.runWithCache(input, { namesFilter: patternNames })
+    const { logits, cache } = model.runWithCache(input, {
+      namesFilter: patternNames,
+      ...(options.fwdHooks === undefined ? {} : { fwdHooks: options.fwdHooks }),
+    })
     input.dispose()
     let logProbabilities: Float32Array
     const patterns: Float32Array[] = []

@@ -27,6 +27,8 @@ import {
   type Task,
   type TokenBatch,
 } from '@attnlab/core'
+import { attentionBias, type AttentionBias, type AttentionBiasOptions } from './attention-bias.ts'
+import type { ForwardHook } from './hooks.ts'
 import { analyze, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
 import type { Transformer } from './model.ts'
 import { maskedCrossEntropy } from './ops.ts'
@@ -128,6 +130,15 @@ export interface TrainOptions {
   readonly signal?: AbortSignal
   /** Continue from a saved state (see {@link Trainer.getState}); the model must hold that state's weights. */
   readonly resume?: TrainerState
+  /**
+   * The attention-bias intervention (Baherwani et al., arXiv 2606.25010; see `attentionBias`):
+   * `beta * G` added to `hook_attn_scores` of the targeted heads, `G` the task's ground-truth map
+   * (`task.trueAttention()`), or a bias built with `attentionBias` (needed for a finite dataset).
+   * Applied in every pass of the run: training steps, the validation loss and the analysis
+   * metrics (the model is evaluated as it is trained; {@link Trainer.forwardHooks} gives the hooks
+   * to other passes). Recorded in the trainer state: a resume must give the same bias.
+   */
+  readonly attentionBias?: AttentionBiasOptions | AttentionBias
 }
 
 /** Every key of {@link TrainOptions} (a misspelled one is rejected). */
@@ -150,6 +161,7 @@ const TRAIN_OPTION_KEYS = Object.keys({
   checkpointEvery: 1,
   signal: 1,
   resume: 1,
+  attentionBias: 1,
 } satisfies Record<keyof TrainOptions, 1>)
 
 const ANALYSIS_OPTION_KEYS = Object.keys({ size: 1, teacher: 1, offsetGroups: 1 } satisfies Record<
@@ -186,6 +198,12 @@ export interface TrainerState {
     readonly seed: number
     readonly lr: number
     readonly gradClip: number
+    /** The attention bias (`beta`, blocks, heads); absent or null: none. */
+    readonly attentionBias?: {
+      readonly beta: number
+      readonly layers: readonly number[]
+      readonly heads: readonly number[]
+    } | null
   }
   /** Training tokens processed. */
   readonly tokens: number
@@ -280,6 +298,7 @@ export class Trainer {
   private seconds: number
   private lastValidationLoss: number | null
   private dataset: { permutation: number[]; cursor: number; epoch: number } | null = null
+  private readonly bias: AttentionBias | null
 
   /**
    * @param model - the model to train (its weights change)
@@ -334,6 +353,7 @@ export class Trainer {
         'task',
         `sequences of ${seqLength} tokens need nCtx >= ${seqLength - 1} (the model has ${nCtx})`,
       )
+    this.bias = Trainer.resolveBias(model, source, options.attentionBias)
     // Validation set.
     const validation = options.validation ?? 1024
     if (typeof validation === 'number') {
@@ -380,6 +400,38 @@ export class Trainer {
     }
   }
 
+  private static resolveBias(
+    model: Transformer,
+    source: TrainingSource,
+    option: TrainOptions['attentionBias'],
+  ): AttentionBias | null {
+    if (option === undefined) return null
+    if ('hooks' in option) return option
+    if (!isTask(source) || typeof source.trueAttention !== 'function') {
+      const what = isTask(source) ? `the task '${source.kind}'` : 'a finite dataset'
+      throw new ConfigError(
+        'attentionBias',
+        `${what} has no ground-truth attention map (Task.trueAttention); expected a task with a fixed routing ` +
+          'pattern (linear-map, cellular-automaton, sparse-markov) or a bias built with attentionBias()',
+      )
+    }
+    return attentionBias(option, model.config, source.trueAttention())
+  }
+
+  /**
+   * The hooks every pass of this run applies (the attention bias's, else none): give them to a
+   * pass outside the trainer (`fwdHooks`) to see the model as it is trained.
+   */
+  get forwardHooks(): readonly ForwardHook[] {
+    return this.bias?.hooks ?? []
+  }
+
+  /** The attention bias of the run as the trainer state records it, or null. */
+  private biasSettings(): NonNullable<TrainerState['settings']['attentionBias']> | null {
+    const bias = this.bias
+    return bias === null ? null : { beta: bias.beta, layers: [...bias.layers], heads: [...bias.heads] }
+  }
+
   private checkTokens(batch: TokenBatch, what: string): void {
     const dVocab = this.model.config.dVocab
     for (let i = 0; i < batch.tokens.length; i++) {
@@ -411,6 +463,12 @@ export class Trainer {
     if (settings.batchSize !== this.options.batchSize)
       fail('settings.batchSize', `the run used batch size ${settings.batchSize}, this one ${this.options.batchSize}`)
     if (settings.seed !== this.seed) fail('settings.seed', `the run used seed ${settings.seed}, this one ${this.seed}`)
+    const bias = JSON.stringify(settings.attentionBias ?? null)
+    if (bias !== JSON.stringify(this.biasSettings()))
+      fail(
+        'settings.attentionBias',
+        `the run used attention bias ${bias}, this one ${JSON.stringify(this.biasSettings())}`,
+      )
     if (JSON.stringify(state.source) !== JSON.stringify(this.sourceDescription)) {
       fail(
         'source',
@@ -533,7 +591,7 @@ export class Trainer {
       const size = Math.min(chunk, this.validation.batchSize - start)
       const { inputs, targets, weights, from } = Trainer.tensors(this.validation, start, size)
       const [lossSum, scored] = tf.tidy(() => {
-        const logits = this.model.forwardTrusted(inputs, { logitsFrom: from })
+        const logits = this.model.forwardTrusted(inputs, { logitsFrom: from, fwdHooks: this.forwardHooks })
         const rows = tf.reshape(logits, [-1, this.model.config.dVocab]) as tf.Tensor2D
         const mean = maskedCrossEntropy(rows, targets, weights)
         const total = tf.sum(weights)
@@ -578,7 +636,12 @@ export class Trainer {
       const lr = this.schedule.learningRate(this.step)
       const { value, grads } = tf.variableGrads(() => {
         // [B, T - from, dVocab]
-        const logits = this.model.forwardTrusted(inputs, { training: true, rng: this.dropoutRng, logitsFrom: from })
+        const logits = this.model.forwardTrusted(inputs, {
+          training: true,
+          rng: this.dropoutRng,
+          logitsFrom: from,
+          fwdHooks: this.forwardHooks,
+        })
         return maskedCrossEntropy(tf.reshape(logits, [-1, dVocab]) as tf.Tensor2D, targets, weights)
       }, variables)
       const named = new Map<string, tf.Tensor>()
@@ -681,6 +744,7 @@ export class Trainer {
       metrics = await analyze(this.model, subset, {
         ...(groups === undefined ? {} : { offsetGroups: groups }),
         ...(teacher === undefined ? {} : { teacher }),
+        ...(this.bias === null ? {} : { fwdHooks: this.bias.hooks }),
       })
     }
     return {
@@ -706,7 +770,13 @@ export class Trainer {
           ? null
           : { permutation: [...this.dataset.permutation], cursor: this.dataset.cursor, epoch: this.dataset.epoch },
       source: this.sourceDescription,
-      settings: { batchSize: this.options.batchSize, seed: this.seed, lr: this.options.lr, gradClip: this.gradClip },
+      settings: {
+        batchSize: this.options.batchSize,
+        seed: this.seed,
+        lr: this.options.lr,
+        gradClip: this.gradClip,
+        ...(this.bias === null ? {} : { attentionBias: this.biasSettings() }),
+      },
       tokens: this.tokens,
       seconds: this.seconds,
       lastValidationLoss: this.lastValidationLoss,

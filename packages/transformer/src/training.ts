@@ -1,6 +1,7 @@
 /**
  * `@attnlab/transformer/train`: training on its own: {@link train} / {@link Trainer} (AdamW, SGD,
- * clipping, schedules, evaluation, exact resume), {@link createOptimizer}, {@link createSchedule},
+ * clipping, schedules, evaluation, exact resume, the attention-bias intervention {@link attentionBias}),
+ * {@link createOptimizer}, {@link createSchedule},
  * and the analysis metrics ({@link analyze}). The same names are also exported by the main entry.
  *
  * @packageDocumentation
@@ -15,6 +16,13 @@ export {
   type TrainerState,
   type TrainingSource,
 } from './train.ts'
+export {
+  MAX_ATTENTION_BIAS,
+  attentionBias,
+  attentionBiasSchema,
+  type AttentionBias,
+  type AttentionBiasOptions,
+} from './attention-bias.ts'
 export {
   clipByGlobalNorm,
   adamwOptionsSchema,
