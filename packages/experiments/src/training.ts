@@ -22,7 +22,13 @@ import {
   type TransformerConfig,
   type TrainerState,
 } from '@attnlab/transformer'
-import { EMERGENCE_PRESETS, trainingSettingsSchema, type EmergenceModelOverrides } from './emergence/config.ts'
+import {
+  EMERGENCE_PRESETS,
+  checkAttentionBias,
+  trainingSettingsSchema,
+  type EmergenceModelOverrides,
+  type TrainingSettings,
+} from './emergence/config.ts'
 
 /**
  * `attnlab train`'s documented defaults where they differ from the training schema's (the
@@ -64,6 +70,11 @@ export interface TrainingRunSettings {
   readonly trainSize: number
   /** Validation sequences. */
   readonly validationSize: number
+  /**
+   * The attention-bias intervention (`{ beta, layers, heads }`, see the training settings'
+   * `attentionBias`), applied in every pass of the run; absent or null: none.
+   */
+  readonly attentionBias?: TrainingSettings['attentionBias']
 }
 
 /**
@@ -176,6 +187,9 @@ export async function runTraining(
             },
           }),
       checkpointEvery: options.checkpointEvery,
+      ...(settings.attentionBias === undefined || settings.attentionBias === null
+        ? {}
+        : { attentionBias: settings.attentionBias }),
       ...(save === undefined ? {} : { onCheckpoint: (state: TrainerState) => save(model, state, evaluations) }),
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       ...(options.onStep === undefined ? {} : { onStep: options.onStep }),
@@ -236,6 +250,7 @@ export const trainingConfigSchema = configSchema({
   gradClip: training.gradClip,
   trainSize: training.trainSize,
   validationSize: training.validationSize,
+  attentionBias: training.attentionBias,
   evalEvery: integerField('evaluate every N steps (0: only at the end)', { min: 0 }).default(
     TRAINING_DEFAULTS.evalEvery,
   ),
@@ -295,6 +310,7 @@ export function resolveTrainingConfig(config: Partial<TrainingConfig>): {
       { value: parsed.trainSize },
     )
   }
+  checkAttentionBias(parsed.attentionBias, task, model, 'attentionBias')
   const settings: TrainingRunSettings = {
     batch: parsed.batchSize,
     lr: parsed.lr,
@@ -304,6 +320,7 @@ export function resolveTrainingConfig(config: Partial<TrainingConfig>): {
     seed: parsed.seed,
     trainSize: parsed.trainSize,
     validationSize: parsed.validationSize,
+    ...(parsed.attentionBias === null ? {} : { attentionBias: parsed.attentionBias }),
   }
   return Object.freeze({ task, model, settings, config: parsed })
 }

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { ConfigError, checkRange } from '@attnlab/core'
+import { ConfigError, checkRange, type Task } from '@attnlab/core'
 import {
   configSchema,
   customField,
@@ -18,6 +18,8 @@ import {
 } from '@attnlab/core/schema'
 import { createTask, type AnyTask, type MarkovTaskDescription, type TaskKind } from '@attnlab/markov'
 import {
+  attentionBias,
+  attentionBiasSchema,
   configFromJSON,
   configToJSON,
   presetConfig,
@@ -180,6 +182,13 @@ export const trainingSettingsSchema = configSchema({
   analysisSize: integerField('validation sequences for the attention metrics and patterns at each evaluation', {
     min: 1,
   }).default(EMERGENCE_DEFAULTS.analysisSize),
+  /**
+   * The attention-bias intervention (Baherwani et al., arXiv 2606.25010; `@attnlab/transformer`'s
+   * `attentionBias`): `{ beta, layers, heads }` adds `beta` nats to the pre-softmax score of every
+   * ground-truth key (`task.trueAttention()`) of the targeted heads, in every pass of the run
+   * (training, validation, metrics, attention snapshots); `null`: none.
+   */
+  attentionBias: attentionBiasSchema.nullable().default(null),
 })
 
 /**
@@ -314,6 +323,31 @@ function checkCrossFields(config: EmergenceConfig): void {
   }
 }
 
+/**
+ * Checks an attention bias against the task and model before any work: the task must expose its
+ * ground-truth attention, the layers and heads must exist (`@attnlab/transformer`'s `attentionBias`).
+ *
+ * @throws `ConfigError` (`@attnlab/core`) naming `training.attentionBias` for a task without a
+ *   ground-truth map, or the bias's own field
+ */
+export function checkAttentionBias(
+  bias: TrainingSettings['attentionBias'],
+  task: AnyTask,
+  model: TransformerConfig,
+  parameter = 'training.attentionBias',
+): void {
+  if (bias === null || bias === undefined) return
+  const source: Task = task
+  if (source.trueAttention === undefined) {
+    throw new ConfigError(
+      parameter,
+      `the task '${task.kind}' has no ground-truth attention map; expected a task with a fixed routing pattern ` +
+        '(linear-map, cellular-automaton, sparse-markov)',
+    )
+  }
+  attentionBias(bias, model, source.trueAttention())
+}
+
 /** Parses an experiment with the schema and checks its cross-field rules. */
 function parseEmergenceConfig(config: unknown): EmergenceConfig {
   const parsed = parseConfig(emergenceConfigSchema, config, 'emergence')
@@ -347,6 +381,7 @@ export function resolveEmergenceConfig(config: EmergenceConfig): ResolvedEmergen
     seed: parsed.seeds[0] as number,
     ...parsed.model,
   })
+  checkAttentionBias(parsed.training.attentionBias, task, model)
   const record: EmergenceRecord = {
     format: 'attnlab-emergence/1',
     task: task.describe() as MarkovTaskDescription,
@@ -392,5 +427,6 @@ export function resolveEmergenceRecord(
     training: resolved.training,
     seeds: resolved.seeds,
   })
+  checkAttentionBias(training.attentionBias, task, model)
   return Object.freeze({ task, model, record: Object.freeze({ ...resolved, training, seeds }) })
 }

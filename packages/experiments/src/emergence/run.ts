@@ -17,6 +17,7 @@ import {
   createTransformer,
   hookName,
   type AnalysisMetrics,
+  type ForwardHook,
   type HookName,
   type StepRecord,
   type TeacherSource,
@@ -146,8 +147,15 @@ function subset(batch: TokenBatch, count: number): TokenBatch {
   }
 }
 
-/** Mean attention pattern of every head (all layers) over a batch: `[head][query][key]`. */
-export function meanPatterns(model: Transformer, batch: TokenBatch): number[][][] {
+/**
+ * Mean attention pattern of every head (all layers) over a batch: `[head][query][key]`, in passes
+ * with `fwdHooks` (a run's attention bias) when given.
+ */
+export function meanPatterns(
+  model: Transformer,
+  batch: TokenBatch,
+  fwdHooks: readonly ForwardHook[] = [],
+): number[][][] {
   const { nLayers, nHeads } = model.config
   const L = batch.seqLength
   const T = L - 1
@@ -156,7 +164,7 @@ export function meanPatterns(model: Transformer, batch: TokenBatch): number[][][
   const names: HookName[] = Array.from({ length: nLayers }, (_, l) => hookName.pattern(l))
   const means = tf.tidy(() => {
     const tokens = tf.tensor2d(inputs, [batch.batchSize, T], 'int32')
-    const { cache } = model.runWithCache(tokens, { namesFilter: (name) => names.includes(name) })
+    const { cache } = model.runWithCache(tokens, { namesFilter: (name) => names.includes(name), fwdHooks })
     try {
       return names.map((name) => tf.mean(cache.get(name) as tf.Tensor4D, 0)) // [nHeads, T, T]
     } finally {
@@ -251,7 +259,8 @@ export async function runSeed(options: {
   }
   const record = async (line: MetricLine): Promise<void> => {
     lines.push(line)
-    snapshots.push({ seed, step: line.step, label: `step ${line.step}`, patterns: meanPatterns(model, patternBatch) })
+    const patterns = meanPatterns(model, patternBatch, trainer.forwardHooks)
+    snapshots.push({ seed, step: line.step, label: `step ${line.step}`, patterns })
     await store.appendMetric(line)
     callbacks.onEval?.(line)
   }
@@ -273,6 +282,7 @@ export async function runSeed(options: {
       validation,
       analysis: { size: training.analysisSize, ...(isTeacher(task) ? { teacher: task } : {}) },
       checkpointEvery: training.evalEvery * 4,
+      ...(training.attentionBias === null ? {} : { attentionBias: training.attentionBias }),
       ...(signal === undefined ? {} : { signal }),
       ...(resume === undefined ? {} : { resume }),
       onStep: async (record) => {
@@ -312,7 +322,7 @@ export async function runSeed(options: {
     if (lines.length === 0) {
       // The untrained model: step 0 of every curve.
       const validationLoss = await trainer.validationLoss()
-      const metrics = await analyze(model, analysisBatch, analysisOptions)
+      const metrics = await analyze(model, analysisBatch, { ...analysisOptions, fwdHooks: trainer.forwardHooks })
       await record(lineOf(seed, 0, 0, 0, null, validationLoss, training.lr, metrics))
       await store.saveCheckpoint(seed, model, await trainer.getState(), extra)
       await writeSnapshots()

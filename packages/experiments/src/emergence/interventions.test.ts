@@ -1,0 +1,97 @@
+// The interventions of Baherwani et al. (arXiv 2606.25010) in the emergence experiment: the
+// attention bias toward the task's ground-truth map.
+import { describe, expect, it } from 'vitest'
+import { ConfigError } from '@attnlab/core'
+import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
+import { LinearMapTask } from '@attnlab/markov'
+import {
+  defaultEmergenceConfig,
+  resolveEmergenceConfig,
+  resolveEmergenceRecord,
+  runEmergence,
+  type EmergenceConfig,
+} from '../index.ts'
+
+const linear = defaultEmergenceConfig('linear-map')
+// Linear map S = 4, s = 2 (8 tokens), one small gpt layer, a few steps.
+const SMALL: EmergenceConfig = {
+  ...linear,
+  task: { kind: 'linear-map', stateSize: 4, onesPerRow: 2 },
+  model: { nLayers: 1, dModel: 16, nHeads: 2 },
+  training: { ...linear.training, steps: 2, batchSize: 16, validationSize: 32, analysisSize: 16, evalEvery: 2 },
+}
+
+/** Mean attention mass of the snapshot's heads on the ground-truth keys of the queries that have some. */
+function trueMass(patterns: number[][][]): number {
+  const task = new LinearMapTask({ stateSize: 4, onesPerRow: 2 })
+  const { size, maps } = task.trueAttention()
+  const weights = (maps[0] as { weights: Float32Array }).weights
+  let sum = 0
+  let rows = 0
+  for (const head of patterns) {
+    head.forEach((row, q) => {
+      let mass = 0
+      let any = false
+      row.forEach((p, k) => {
+        if (weights[q * size + k] === 1) {
+          mass += p
+          any = true
+        }
+      })
+      if (any) {
+        sum += mass
+        rows++
+      }
+    })
+  }
+  return sum / rows
+}
+
+describeWithBackends('emergence with an attention bias', () => {
+  it('biases every pass of the run (the snapshots see it), and the record keeps it for a resume', async () => {
+    const biased: EmergenceConfig = { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: 30 } } }
+    const plain = await runEmergence(SMALL)
+    const result = await expectNoLeaks(() => runEmergence(biased))
+    const at0 = (run: typeof result) => trueMass(run.seeds[0]?.snapshots[0]?.patterns as number[][][])
+    // Two true keys per determined cell: e^30 puts all the attention there; unbiased it is spread out.
+    expect(at0(result)).toBeGreaterThan(0.999)
+    expect(at0(plain)).toBeLessThan(0.9)
+    expect(result.record.training.attentionBias).toEqual({ beta: 30, layers: null, heads: null })
+    expect(plain.record.training.attentionBias).toBeNull()
+    const again = resolveEmergenceRecord(JSON.parse(JSON.stringify(result.record)))
+    expect(again.record.training.attentionBias).toEqual({ beta: 30, layers: null, heads: null })
+    expect(result.seeds[0]?.lines.at(-1)?.validationLoss).not.toBe(plain.seeds[0]?.lines.at(-1)?.validationLoss)
+  })
+})
+
+describe('emergence attention-bias settings', () => {
+  it('is refused before any work for a task without a ground-truth map, and for heads the model lacks', () => {
+    const refuse = (config: EmergenceConfig, parameter: string, pattern: RegExp): void => {
+      let error: unknown
+      try {
+        resolveEmergenceConfig(config)
+      } catch (e) {
+        error = e
+      }
+      expect(error).toBeInstanceOf(ConfigError)
+      expect((error as ConfigError).parameter).toBe(parameter)
+      expect((error as Error).message).toMatch(pattern)
+    }
+    const icl = defaultEmergenceConfig('icl-markov')
+    refuse(
+      { ...icl, training: { ...icl.training, attentionBias: { beta: 1 } } },
+      'training.attentionBias',
+      /'icl-markov' has no ground-truth attention map/,
+    )
+    refuse(
+      { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: 1, heads: [2] } } },
+      'attentionBias.heads',
+      /2 is not a head of this model/,
+    )
+    refuse(
+      { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: -2 } } },
+      'training.attentionBias.beta',
+      /-2/,
+    )
+  })
+})
