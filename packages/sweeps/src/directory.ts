@@ -94,6 +94,7 @@ export async function prepareSweepDirectory(
   file: SweepFile,
   options: { readonly resume: boolean; readonly force: boolean },
 ): Promise<void> {
+  await removeWriteTemporaries(directory)
   const previous = (await exists(join(directory, 'sweep.json'))) ? await readSweepFile(directory) : null
   if (previous === null) {
     const entries = (await exists(directory)) ? await readdir(directory) : []
@@ -127,6 +128,18 @@ export async function prepareSweepDirectory(
   const created = previous?.created ?? file.created
   await writeFileAtomic(join(directory, 'sweep.json'), `${JSON.stringify({ ...file, created }, null, 2)}\n`)
   await repairTrialsLog(directory)
+}
+
+/** The temporaries of an atomic write of the sweep's own files (`sweep.json.<n>`) that a kill left behind. */
+const WRITE_TEMPORARY = /^(sweep\.json|trials\.jsonl|sweep\.lock)\.\d+$/
+
+/**
+ * Removes what a runner killed inside an atomic write of `sweep.json`, `trials.jsonl` or `sweep.lock`
+ * left beside it, so that a directory killed during its first `sweep.json` write is still an empty one.
+ */
+async function removeWriteTemporaries(directory: string): Promise<void> {
+  const entries = (await exists(directory)) ? await readdir(directory) : []
+  for (const name of entries) if (WRITE_TEMPORARY.test(name)) await rm(join(directory, name), { force: true })
 }
 
 /**
@@ -193,34 +206,80 @@ function alive(pid: number): boolean {
   }
 }
 
+/** How long a runner that takes over a dead runner's lock waits for that runner's workers to exit (ms). */
+const ORPHAN_WAIT_MS = 30_000
+
+/**
+ * The lock of a sweep directory held by this process ({@link lockSweepDirectory}): `DIR/sweep.lock` names
+ * this process and its live worker processes.
+ */
+export interface SweepLock {
+  /** Records a worker process in the lock (resolves once the lock file says so). */
+  addWorker(pid: number): Promise<void>
+  /** Drops an exited worker process from the lock. */
+  removeWorker(pid: number): Promise<void>
+  /** Removes the lock. */
+  release(): Promise<void>
+}
+
+/** What `DIR/sweep.lock` holds. */
+interface LockContents {
+  readonly pid?: number
+  readonly host?: string
+  readonly workers?: readonly number[]
+}
+
 /**
  * Takes `DIR/sweep.lock` for this process (one local runner per sweep directory at a time), and
- * returns the function that releases it. A lock left by a process that died (SIGKILL) on this
- * machine is taken over; one held by a live process, or by another machine, is refused.
+ * returns it. A lock left by a runner that died (SIGKILL) on this machine is taken over once the
+ * workers it names have exited (a worker whose runner died stops its trial at its next step and
+ * exits; until then it may still write its trial's directory); one held by a live process, or by
+ * another machine, is refused.
  *
- * @throws {@link SweepDirectoryError} (reason `running`) naming the process that holds it
+ * @throws {@link SweepDirectoryError} (reason `running`) naming the process that holds it, or the
+ *   dead runner's workers that are still running after 30 s
  */
-export async function lockSweepDirectory(directory: string): Promise<() => Promise<void>> {
+export async function lockSweepDirectory(directory: string): Promise<SweepLock> {
   const path = join(directory, 'sweep.lock')
-  const mine = { pid: process.pid, host: hostname() }
+  const host = hostname()
+  const workers = new Set<number>()
+  // Rewrites of the lock, one at a time (atomic: the file is never missing or torn while held).
+  let writes: Promise<void> = Promise.resolve()
+  const rewrite = (): Promise<void> => {
+    const contents = `${JSON.stringify({ pid: process.pid, host, workers: [...workers] })}\n`
+    writes = writes.then(() => writeFileAtomic(path, contents))
+    return writes
+  }
+  const lock: SweepLock = {
+    addWorker: (pid) => {
+      workers.add(pid)
+      return rewrite()
+    },
+    removeWorker: (pid) => {
+      workers.delete(pid)
+      return rewrite()
+    },
+    release: async () => {
+      await writes.catch(() => {})
+      await rm(path, { force: true })
+    },
+  }
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const handle = await open(path, 'wx')
-      await handle.writeFile(`${JSON.stringify(mine)}\n`)
+      await handle.writeFile(`${JSON.stringify({ pid: process.pid, host, workers: [] })}\n`)
       await handle.close()
-      return async () => {
-        await rm(path, { force: true })
-      }
+      return lock
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
     }
-    let holder: { pid?: number; host?: string } = {}
+    let holder: LockContents = {}
     try {
-      holder = JSON.parse(await readFile(path, 'utf8')) as typeof holder
+      holder = JSON.parse(await readFile(path, 'utf8')) as LockContents
     } catch {
       // A lock file cut by a kill while it was written: nobody holds it.
     }
-    const live = typeof holder.pid === 'number' && (holder.host !== mine.host || alive(holder.pid))
+    const live = typeof holder.pid === 'number' && (holder.host !== host || alive(holder.pid))
     if (live) {
       throw new SweepDirectoryError(
         directory,
@@ -229,7 +288,27 @@ export async function lockSweepDirectory(directory: string): Promise<() => Promi
         { reason: 'running', pid: holder.pid, host: holder.host },
       )
     }
+    await waitForOrphans(directory, holder)
     await rm(path, { force: true })
   }
   throw new SweepDirectoryError(directory, `cannot take the lock ${path}`, { reason: 'running' })
+}
+
+/** Waits until the workers a dead runner's lock names have exited (at most {@link ORPHAN_WAIT_MS}). */
+async function waitForOrphans(directory: string, holder: LockContents): Promise<void> {
+  const listed = Array.isArray(holder.workers) ? holder.workers.filter((pid) => Number.isSafeInteger(pid)) : []
+  const started = Date.now()
+  let running = listed.filter((pid) => pid > 0 && alive(pid))
+  while (running.length > 0) {
+    if (Date.now() - started > ORPHAN_WAIT_MS) {
+      throw new SweepDirectoryError(
+        directory,
+        `the worker processes ${running.join(', ')} of a sweep runner that died (process ${holder.pid}) are still ` +
+          'running; wait for them to exit or stop them',
+        { reason: 'running', pid: holder.pid, host: holder.host, workers: running },
+      )
+    }
+    await new Promise((wait) => setTimeout(wait, 50))
+    running = running.filter(alive)
+  }
 }

@@ -15,6 +15,7 @@ import {
   appendTrialRecord,
   lockSweepDirectory,
   prepareSweepDirectory,
+  type SweepLock,
   readTrials,
   SWEEP_FILE_FORMAT,
   type SweepFile,
@@ -146,8 +147,9 @@ interface Job {
  * trials with a `done` record are skipped and the others run (an interrupted one continues from
  * its run directory's state). When `signal` aborts, every running trial stops at its next step
  * (its state kept, no record appended), no new trial starts, and the result has `stopped: true`.
- * One runner per directory at a time: `DIR/sweep.lock` names the process that holds it (a lock
- * left by a process that died on this machine is taken over).
+ * One runner per directory at a time: `DIR/sweep.lock` names the process that holds it and its
+ * workers (a lock left by a process that died on this machine is taken over once the workers it
+ * names have exited: they stop their trials at their next step).
  *
  * Trials are handed out in index order; the records and the trial directories do not depend on
  * the number of workers (same seeds, same numbers on cpu).
@@ -174,13 +176,13 @@ export async function runSweep(spec: SweepSpec, options: RunSweepOptions): Promi
   // One local runner per sweep directory: a directory that already holds a sweep is locked before
   // its sweep.json is checked and rewritten; a new one right after it is written.
   const existing = existsSync(join(options.out, 'sweep.json'))
-  let release = existing ? await lockSweepDirectory(options.out) : null
+  let lock = existing ? await lockSweepDirectory(options.out) : null
   try {
     const file = await initSweep(spec, options)
-    release ??= await lockSweepDirectory(options.out)
-    return await runTrials(spec, file, options, { retries, requested, started })
+    lock ??= await lockSweepDirectory(options.out)
+    return await runTrials(spec, file, options, { retries, requested, started, lock })
   } finally {
-    await release?.()
+    await lock?.release()
   }
 }
 
@@ -189,9 +191,14 @@ async function runTrials(
   spec: SweepSpec,
   file: SweepFile,
   options: RunSweepOptions,
-  settings: { readonly retries: number; readonly requested: number; readonly started: number },
+  settings: {
+    readonly retries: number
+    readonly requested: number
+    readonly started: number
+    readonly lock: SweepLock
+  },
 ): Promise<SweepResult> {
-  const { retries, requested, started } = settings
+  const { retries, requested, started, lock } = settings
   const out = options.out
   const progress = options.onProgress ?? ((): void => {})
   const previous = new Map((await readTrials(out)).map((r) => [r.id, r]))
@@ -271,6 +278,7 @@ async function runTrials(
       })
       child.on('exit', (code, exitSignal) => {
         children.delete(child)
+        if (child.pid !== undefined) void lock.removeWorker(child.pid).catch(() => {})
         const current = job
         job = null
         if (current !== null) {
@@ -291,7 +299,16 @@ async function runTrials(
         }
         resolve()
       })
-      child.send({ type: 'init', backend: file.backend, backendOptions: options.backendOptions ?? {} })
+      // The lock names the worker before it can start a trial: a runner that takes over this one's lock after a
+      // SIGKILL waits for it (it stops its trial at its next step) instead of running the same trial beside it.
+      const init = { type: 'init', backend: file.backend, backendOptions: options.backendOptions ?? {} }
+      const registered = child.pid === undefined ? Promise.resolve() : lock.addWorker(child.pid)
+      registered.then(
+        () => {
+          if (child.connected) child.send(init)
+        },
+        () => child.kill('SIGKILL'),
+      )
     })
 
   try {
