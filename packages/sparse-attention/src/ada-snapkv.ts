@@ -16,22 +16,29 @@
  * @module
  */
 import type { AttentionPrefillInput, LayerKVCache } from '@attnlab/core'
-import { checkNumber, resolveConfig } from './config.ts'
+import { numberField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { checkAfterPrefill, compactCache, evictionDecodeStrategy, forceEnds, windowImportance } from './eviction.ts'
 import { defineKernel, type SparseAttentionKernel } from './kernel.ts'
 import { topK } from './select.ts'
-import { checkEvictionConfig, defaultSnapKVConfig, type SnapKVConfig } from './snapkv.ts'
+import { checkEvictionConfig, snapKVConfigSchema } from './snapkv.ts'
 import { adaSnapKVSparsity } from './sparsity.ts'
 
 /**
- * Ada-SnapKV parameters (SnapKV's plus the per-head floor).
+ * The schema of {@link AdaSnapKVConfig}: SnapKV's ({@link snapKVConfigSchema}) plus the per-head floor.
  *
  * @category Ada-SnapKV
  */
-export interface AdaSnapKVConfig extends SnapKVConfig {
+export const adaSnapKVConfigSchema = snapKVConfigSchema.extend({
   /** Per-head floor as a fraction of `C` (study: 0.2; 1 is uniform SnapKV-style allocation). */
-  readonly minHeadRatio: number
-}
+  minHeadRatio: numberField('per-head floor as a fraction of C (1: uniform)', { min: 0, max: 1 }).default(0.2),
+})
+
+/**
+ * Ada-SnapKV parameters (SnapKV's plus the per-head floor; see {@link adaSnapKVConfigSchema}).
+ *
+ * @category Ada-SnapKV
+ */
+export type AdaSnapKVConfig = Readonly<z.output<typeof adaSnapKVConfigSchema>>
 
 /**
  * The study's Ada-SnapKV defaults: SnapKV's (`C = 1024`, `W = 256`, kernel 21, local 128,
@@ -40,7 +47,7 @@ export interface AdaSnapKVConfig extends SnapKVConfig {
  * @category Ada-SnapKV
  */
 export function defaultAdaSnapKVConfig(): AdaSnapKVConfig {
-  return { ...defaultSnapKVConfig(), minHeadRatio: 0.2 }
+  return schemaDefaults(adaSnapKVConfigSchema, 'ada-snapkv')
 }
 
 /**
@@ -50,9 +57,8 @@ export function defaultAdaSnapKVConfig(): AdaSnapKVConfig {
  * @category Ada-SnapKV
  */
 export function resolveAdaSnapKVConfig(overrides?: Partial<AdaSnapKVConfig>): Readonly<AdaSnapKVConfig> {
-  const c = resolveConfig('ada-snapkv', defaultAdaSnapKVConfig(), overrides)
+  const c = parseConfig(adaSnapKVConfigSchema, overrides === undefined ? {} : overrides, 'ada-snapkv')
   checkEvictionConfig(c)
-  checkNumber('minHeadRatio', c.minHeadRatio, 0, 1)
   return Object.freeze(c)
 }
 

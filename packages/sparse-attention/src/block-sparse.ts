@@ -16,25 +16,33 @@
  * @module
  */
 import type { AttentionPrefillInput } from '@attnlab/core'
-import { checkInt, resolveConfig } from './config.ts'
+import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import { blockMeans, topK } from './select.ts'
 import { blockSparseSparsity } from './sparsity.ts'
 
 /**
- * Block-Sparse parameters.
+ * The schema of {@link BlockSparseConfig}: each parameter's meaning, range and study default,
+ * declared once.
  *
  * @category Block-Sparse
  */
-export interface BlockSparseConfig {
+export const blockSparseConfigSchema = configSchema({
   /** Block size `B` in tokens, for query and key blocks (study: 16; the reference needs `>= 8`). */
-  readonly blockSize: number
+  blockSize: integerField('block size B in tokens (query and key blocks)', { min: 8 }).default(16),
   /**
    * Key blocks per query block `K`, forced blocks included (study YAML: 64; Table 3 from the target sparsity;
-   * `>= 3`).
+   * `>= 3`: the three forced blocks count toward `K`).
    */
-  readonly topK: number
-}
+  topK: integerField('key blocks per query block K, the 3 forced blocks included', { min: 3 }).default(64),
+})
+
+/**
+ * Block-Sparse parameters (see {@link blockSparseConfigSchema} for each one).
+ *
+ * @category Block-Sparse
+ */
+export type BlockSparseConfig = Readonly<z.output<typeof blockSparseConfigSchema>>
 
 /**
  * The study's Block-Sparse defaults (`B = 16`, `K = 64`).
@@ -42,7 +50,7 @@ export interface BlockSparseConfig {
  * @category Block-Sparse
  */
 export function defaultBlockSparseConfig(): BlockSparseConfig {
-  return { blockSize: 16, topK: 64 }
+  return schemaDefaults(blockSparseConfigSchema, 'block-sparse')
 }
 
 /**
@@ -65,9 +73,7 @@ export const BLOCK_SPARSE_PRESETS: Readonly<Record<'study' | 'minference', Reado
  * @category Block-Sparse
  */
 export function resolveBlockSparseConfig(overrides?: Partial<BlockSparseConfig>): Readonly<BlockSparseConfig> {
-  const c = resolveConfig('block-sparse', defaultBlockSparseConfig(), overrides)
-  checkInt('blockSize', c.blockSize, 8)
-  checkInt('topK', c.topK, 3)
+  const c = parseConfig(blockSparseConfigSchema, overrides === undefined ? {} : overrides, 'block-sparse')
   return Object.freeze(c)
 }
 

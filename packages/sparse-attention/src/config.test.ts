@@ -3,6 +3,7 @@ import { ConfigError } from '@attnlab/core'
 import {
   BLOCK_SPARSE_PRESETS,
   FLEXPREFILL_PRESETS,
+  SPARSE_METHOD_SCHEMAS,
   SPARSE_METHODS,
   VERTICAL_SLASH_PRESETS,
   adaSnapKV,
@@ -72,10 +73,32 @@ describe('configurations', () => {
     expect(questMinimumPromptLength(quest().config)).toBe(1040)
   })
 
-  it('reject unknown and undefined parameters', () => {
-    expectConfigError(() => verticalSlash({ topK: 3 } as never), 'topK', /not a parameter of vertical-slash/)
-    expectConfigError(() => snapKV({ capacity: undefined } as never), 'capacity', /undefined/)
-    expectConfigError(() => quest('x' as never), 'quest', /must be an object/)
+  it('reject unknown parameters (with a did-you-mean) and non-objects; undefined means the default', () => {
+    expectConfigError(
+      () => verticalSlash({ topK: 3 } as never),
+      'topK',
+      /^Invalid topK: is not a vertical-slash parameter; expected one of verticalSize, slashSize, window, sinks, /,
+    )
+    expectConfigError(
+      () => snapKV({ capacty: 64 } as never),
+      'capacty',
+      /is not a snapkv parameter \(did you mean 'capacity'\?\)/,
+    )
+    expectConfigError(
+      () => quest('x' as never),
+      'config',
+      /^Invalid config: got 'x'; expected an object of quest parameters$/,
+    )
+    expectConfigError(() => quest(null as never), 'config', /got null; expected an object of quest parameters/)
+    // As every schema-checked configuration of attnlab: an undefined value is an absent one.
+    expect(snapKV({ capacity: undefined } as never).config.capacity).toBe(1024)
+  })
+
+  it('every method has a schema whose defaults are its default configuration', () => {
+    expect(Object.keys(SPARSE_METHOD_SCHEMAS)).toEqual(Object.keys(SPARSE_METHODS))
+    for (const method of Object.keys(SPARSE_METHODS) as (keyof typeof SPARSE_METHODS)[]) {
+      expect(SPARSE_METHOD_SCHEMAS[method].parse({}), method).toEqual(createKernel(method).config)
+    }
   })
 
   it('Vertical-Slash', () => {
@@ -85,7 +108,11 @@ describe('configurations', () => {
     expectConfigError(() => verticalSlash({ sinks: -1 }), 'sinks')
     expectConfigError(() => verticalSlash({ local: 0 }), 'local')
     expectConfigError(() => verticalSlash({ kernelBlockSize: 0 }), 'kernelBlockSize')
-    expectConfigError(() => verticalSlash({ maskMode: 'blocks' as never }), 'maskMode', /'kernel', 'exact'/)
+    expectConfigError(
+      () => verticalSlash({ maskMode: 'exakt' as never }),
+      'maskMode',
+      /^Invalid maskMode: got 'exakt' \(did you mean 'exact'\?\); expected one of kernel, exact$/,
+    )
     expectConfigError(() => verticalSlash({ verticalSize: 3 }), 'verticalSize', /sinks/)
     expectConfigError(() => verticalSlash({ slashSize: 63 }), 'slashSize', /local/)
   })
@@ -117,7 +144,7 @@ describe('configurations', () => {
     expectConfigError(() => blockSparse({ topK: Number.NaN }), 'topK', /must be an integer >= 3, got NaN$/)
     expectConfigError(() => blockSparse({ topK: Infinity }), 'topK', /got Infinity$/)
     expectConfigError(() => blockSparse({ topK: 3.5 }), 'topK', /got 3\.5$/)
-    expectConfigError(() => blockSparse({ topK: '4' as never }), 'topK', /got "4"$/)
+    expectConfigError(() => blockSparse({ topK: '4' as never }), 'topK', /got '4'$/)
   })
 
   it('SnapKV and Ada-SnapKV', () => {
@@ -141,7 +168,7 @@ describe('configurations', () => {
     expectConfigError(() => quest({ tokenBudget: 100 }), 'tokenBudget', /multiple of pageSize \(16\)/)
     expectConfigError(() => quest({ tokenBudget: 0 }), 'tokenBudget')
     expectConfigError(() => quest({ pageSize: 0 }), 'pageSize')
-    expectConfigError(() => quest({ sharePages: 'yes' as never }), 'sharePages')
+    expectConfigError(() => quest({ sharePages: 'yes' as never }), 'sharePages', /got 'yes'; expected true or false/)
   })
 
   it('createKernel builds every method by name', () => {

@@ -19,7 +19,15 @@
  * @module
  */
 import { ConfigError, causalPairs, type AttentionPrefillInput } from '@attnlab/core'
-import { checkChoice, checkInt, checkNumber, resolveConfig } from './config.ts'
+import {
+  configSchema,
+  enumField,
+  integerField,
+  numberField,
+  parseConfig,
+  schemaDefaults,
+  type z,
+} from '@attnlab/core/schema'
 import {
   defineKernel,
   densePlanner,
@@ -33,35 +41,49 @@ import type { VerticalSlashMaskMode } from './vertical-slash-index.ts'
 import { LinePlanBuilder, selectLines, windowLineScores } from './vertical-slash.ts'
 
 /**
- * FlexPrefill parameters.
+ * The schema of {@link FlexPrefillConfig}: each parameter's meaning, range and study default,
+ * declared once.
  *
  * @category FlexPrefill
  */
-export interface FlexPrefillConfig {
+export const flexPrefillConfigSchema = configSchema({
   /** Coverage `alpha` (the original's `gamma`): fraction of estimated mass to cover (study default 0.65). */
-  readonly alpha: number
+  alpha: numberField('coverage alpha: the fraction of the estimated attention mass to cover', {
+    min: 0,
+    max: 1,
+  }).default(0.65),
   /** Estimation window `W` for `tau = 0` (study: 512; 256 for non-retrieval tasks). Clamped to `n`. */
-  readonly window: number
+  window: integerField('estimation window: the last W queries', { min: 1 }).default(512),
   /** Minimum budget in tokens: lines for `tau = 0`, converted to blocks for `tau > 0` (study: 512). */
-  readonly minBudget: number
+  minBudget: integerField('minimum budget in tokens', { min: 1 }).default(512),
   /** Maximum budget in tokens for `tau > 0` (`null`: no cap). */
-  readonly maxBudget: number | null
+  maxBudget: integerField('maximum budget in tokens for tau > 0 (null: no cap)', { min: 1 }).nullable().default(null),
   /** Forced sink columns for `tau = 0` (study: 4). */
-  readonly sinks: number
+  sinks: integerField('forced sink columns', { min: 0 }).default(4),
   /** Forced local distances for `tau = 0` (study: 64). */
-  readonly local: number
+  local: integerField('forced local distances', { min: 1 }).default(64),
   /**
    * JS-divergence threshold: 0 disables the pattern switch (token-level mode, as evaluated); `> 0` selects the
    * original block-level algorithm.
    */
-  readonly tau: number
+  tau: numberField('JS-divergence threshold; 0 = token level, as evaluated', { min: 0 }).default(0),
   /** Block size of the original algorithm (`tau > 0`), default 128. */
-  readonly blockSize: number
+  blockSize: integerField('block size for tau > 0', { min: 1 }).default(128),
   /** Kernel tile size for the `tau = 0` index and accounting (study: 64). */
-  readonly kernelBlockSize: number
+  kernelBlockSize: integerField('kernel tile size of the tau = 0 index', { min: 1 }).default(64),
   /** For `tau = 0`: the kernel's blocks (`'kernel'`) or exact lines. */
-  readonly maskMode: VerticalSlashMaskMode
-}
+  maskMode: enumField("computed cells: the kernel's 64x64 blocks (as the study ran) or the exact lines", [
+    'kernel',
+    'exact',
+  ] as const satisfies readonly VerticalSlashMaskMode[]).default('kernel'),
+})
+
+/**
+ * FlexPrefill parameters (see {@link flexPrefillConfigSchema} for each one).
+ *
+ * @category FlexPrefill
+ */
+export type FlexPrefillConfig = Readonly<z.output<typeof flexPrefillConfigSchema>>
 
 /**
  * The study's FlexPrefill defaults (`flexprefill.yaml` with the paper's settings): `alpha = 0.65`,
@@ -70,18 +92,7 @@ export interface FlexPrefillConfig {
  * @category FlexPrefill
  */
 export function defaultFlexPrefillConfig(): FlexPrefillConfig {
-  return {
-    alpha: 0.65,
-    window: 512,
-    minBudget: 512,
-    maxBudget: null,
-    sinks: 4,
-    local: 64,
-    tau: 0,
-    blockSize: 128,
-    kernelBlockSize: 64,
-    maskMode: 'kernel',
-  }
+  return schemaDefaults(flexPrefillConfigSchema, 'flexprefill')
 }
 
 /**
@@ -104,21 +115,9 @@ export const FLEXPREFILL_PRESETS: Readonly<Record<'study' | 'original', Readonly
  * @category FlexPrefill
  */
 export function resolveFlexPrefillConfig(overrides?: Partial<FlexPrefillConfig>): Readonly<FlexPrefillConfig> {
-  const c = resolveConfig('flexprefill', defaultFlexPrefillConfig(), overrides)
-  checkNumber('alpha', c.alpha, 0, 1)
-  checkInt('window', c.window, 1)
-  checkInt('minBudget', c.minBudget, 1)
-  if (c.maxBudget !== null) {
-    checkInt('maxBudget', c.maxBudget, 1)
-    if (c.maxBudget < c.minBudget)
-      throw new ConfigError('maxBudget', `${c.maxBudget} must be >= minBudget (${c.minBudget})`)
-  }
-  checkInt('sinks', c.sinks, 0)
-  checkInt('local', c.local, 1)
-  checkNumber('tau', c.tau, 0, Infinity)
-  checkInt('blockSize', c.blockSize, 1)
-  checkInt('kernelBlockSize', c.kernelBlockSize, 1)
-  checkChoice('maskMode', c.maskMode, ['kernel', 'exact'] as const)
+  const c = parseConfig(flexPrefillConfigSchema, overrides === undefined ? {} : overrides, 'flexprefill')
+  if (c.maxBudget !== null && c.maxBudget < c.minBudget)
+    throw new ConfigError('maxBudget', `${c.maxBudget} must be >= minBudget (${c.minBudget})`)
   if (c.tau === 0 && c.minBudget < Math.max(c.sinks, c.local)) {
     throw new ConfigError(
       'minBudget',

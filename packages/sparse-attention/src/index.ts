@@ -55,6 +55,7 @@ export {
   defaultVerticalSlashConfig,
   resolveVerticalSlashConfig,
   verticalSlash,
+  verticalSlashConfigSchema,
   type VerticalSlashConfig,
 } from './vertical-slash.ts'
 export {
@@ -68,28 +69,43 @@ export {
   FLEXPREFILL_PRESETS,
   defaultFlexPrefillConfig,
   flexPrefill,
+  flexPrefillConfigSchema,
   resolveFlexPrefillConfig,
   type FlexPrefillConfig,
 } from './flexprefill.ts'
 export {
   BLOCK_SPARSE_PRESETS,
   blockSparse,
+  blockSparseConfigSchema,
   defaultBlockSparseConfig,
   resolveBlockSparseConfig,
   type BlockSparseConfig,
 } from './block-sparse.ts'
 export { EvictionState } from './eviction.ts'
-export { defaultSnapKVConfig, resolveSnapKVConfig, snapKV, type SnapKVConfig } from './snapkv.ts'
-export { adaSnapKV, defaultAdaSnapKVConfig, resolveAdaSnapKVConfig, type AdaSnapKVConfig } from './ada-snapkv.ts'
+export { defaultSnapKVConfig, resolveSnapKVConfig, snapKV, snapKVConfigSchema, type SnapKVConfig } from './snapkv.ts'
+export {
+  adaSnapKV,
+  adaSnapKVConfigSchema,
+  defaultAdaSnapKVConfig,
+  resolveAdaSnapKVConfig,
+  type AdaSnapKVConfig,
+} from './ada-snapkv.ts'
 export {
   QuestState,
   defaultQuestConfig,
   quest,
+  questConfigSchema,
   questMinimumPromptLength,
   resolveQuestConfig,
   type QuestConfig,
 } from './quest.ts'
-export { SPARSE_METHODS, createKernel, type SparseMethodConfigs, type SparseMethodInfo } from './methods.ts'
+export {
+  SPARSE_METHOD_SCHEMAS,
+  SPARSE_METHODS,
+  createKernel,
+  type SparseMethodConfigs,
+  type SparseMethodInfo,
+} from './methods.ts'
 export {
   applyDecode,
   applyPrefill,

@@ -5,14 +5,15 @@
  * @module
  */
 import { ConfigError } from '@attnlab/core'
-import { adaSnapKV, type AdaSnapKVConfig } from './ada-snapkv.ts'
-import { blockSparse, type BlockSparseConfig } from './block-sparse.ts'
+import { configSchema } from '@attnlab/core/schema'
+import { adaSnapKV, adaSnapKVConfigSchema, type AdaSnapKVConfig } from './ada-snapkv.ts'
+import { blockSparse, blockSparseConfigSchema, type BlockSparseConfig } from './block-sparse.ts'
 import { dense } from './dense.ts'
-import { flexPrefill, type FlexPrefillConfig } from './flexprefill.ts'
+import { flexPrefill, flexPrefillConfigSchema, type FlexPrefillConfig } from './flexprefill.ts'
 import type { AttentionPhase, SparseAttentionKernel, SparseMethodName } from './kernel.ts'
-import { quest, type QuestConfig } from './quest.ts'
-import { snapKV, type SnapKVConfig } from './snapkv.ts'
-import { verticalSlash, type VerticalSlashConfig } from './vertical-slash.ts'
+import { quest, questConfigSchema, type QuestConfig } from './quest.ts'
+import { snapKV, snapKVConfigSchema, type SnapKVConfig } from './snapkv.ts'
+import { verticalSlash, verticalSlashConfigSchema, type VerticalSlashConfig } from './vertical-slash.ts'
 
 /**
  * What {@link SPARSE_METHODS} says about a method.
@@ -46,6 +47,27 @@ export const SPARSE_METHODS: Readonly<Record<SparseMethodName, SparseMethodInfo>
   'ada-snapkv': { phase: 'decode', description: 'KV eviction with adaptive per-head budgets (max aggregation)' },
   quest: { phase: 'decode', description: 'full cache, top pages by the min/max upper bound of q.k' },
 })
+
+/**
+ * The configuration schema of each method (dense: an empty one): each parameter's meaning, range
+ * and study default, for programs that build a method's options at run time (the CLI derives its
+ * method flags, their help and their ranges from these).
+ *
+ * @example
+ * ```ts
+ * fieldInfo(SPARSE_METHOD_SCHEMAS.quest.shape.pageSize) // { kind: 'integer', help: 'page size P in tokens', ... }
+ * ```
+ * @category Kernels
+ */
+export const SPARSE_METHOD_SCHEMAS = Object.freeze({
+  dense: configSchema({}),
+  'vertical-slash': verticalSlashConfigSchema,
+  flexprefill: flexPrefillConfigSchema,
+  'block-sparse': blockSparseConfigSchema,
+  snapkv: snapKVConfigSchema,
+  'ada-snapkv': adaSnapKVConfigSchema,
+  quest: questConfigSchema,
+} satisfies Record<SparseMethodName, unknown>)
 
 /**
  * The configuration type of each method.

@@ -18,7 +18,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, ShapeError, type KernelState, type LayerKVCache } from '@attnlab/core'
 import { SequenceTooShortError } from './errors.ts'
-import { checkBoolean, checkInt, resolveConfig } from './config.ts'
+import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import {
   checkPrefillInput,
   defineKernel,
@@ -30,18 +30,25 @@ import { topK } from './select.ts'
 import { questSparsity } from './sparsity.ts'
 
 /**
- * Quest parameters.
+ * The schema of {@link QuestConfig}: each parameter's meaning, range and study default, declared once.
  *
  * @category Quest
  */
-export interface QuestConfig {
+export const questConfigSchema = configSchema({
   /** Tokens read per step besides the current page (study YAML: 1024; a multiple of `pageSize`). */
-  readonly tokenBudget: number
+  tokenBudget: integerField('tokens read per step besides the current page', { min: 1 }).default(1024),
   /** Page size `P` in tokens (study: 16). */
-  readonly pageSize: number
+  pageSize: integerField('page size P in tokens', { min: 1 }).default(16),
   /** Select pages per GQA group (summed scores) rather than per query head (study: true). */
-  readonly sharePages: boolean
-}
+  sharePages: booleanField('select pages per GQA group (summed scores), not per query head').default(true),
+})
+
+/**
+ * Quest parameters (see {@link questConfigSchema} for each one).
+ *
+ * @category Quest
+ */
+export type QuestConfig = Readonly<z.output<typeof questConfigSchema>>
 
 /**
  * The study's Quest defaults: budget 1024 tokens, pages of 16, pages shared within a GQA group.
@@ -49,7 +56,7 @@ export interface QuestConfig {
  * @category Quest
  */
 export function defaultQuestConfig(): QuestConfig {
-  return { tokenBudget: 1024, pageSize: 16, sharePages: true }
+  return schemaDefaults(questConfigSchema, 'quest')
 }
 
 /**
@@ -60,10 +67,7 @@ export function defaultQuestConfig(): QuestConfig {
  * @category Quest
  */
 export function resolveQuestConfig(overrides?: Partial<QuestConfig>): Readonly<QuestConfig> {
-  const c = resolveConfig('quest', defaultQuestConfig(), overrides)
-  checkInt('pageSize', c.pageSize, 1)
-  checkInt('tokenBudget', c.tokenBudget, 1)
-  checkBoolean('sharePages', c.sharePages)
+  const c = parseConfig(questConfigSchema, overrides === undefined ? {} : overrides, 'quest')
   if (c.tokenBudget % c.pageSize !== 0) {
     throw new ConfigError('tokenBudget', `${c.tokenBudget} must be a multiple of pageSize (${c.pageSize})`)
   }

@@ -14,29 +14,37 @@
  * @module
  */
 import { ConfigError, type AttentionPrefillInput, type LayerKVCache } from '@attnlab/core'
-import { checkInt, resolveConfig } from './config.ts'
+import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { checkAfterPrefill, compactCache, evictionDecodeStrategy, forceEnds, windowImportance } from './eviction.ts'
 import { defineKernel, type SparseAttentionKernel } from './kernel.ts'
 import { topK } from './select.ts'
 import { snapKVSparsity } from './sparsity.ts'
 
 /**
- * SnapKV parameters.
+ * The schema of {@link SnapKVConfig}: each parameter's meaning, range and study default, declared
+ * once (Ada-SnapKV's schema extends it).
  *
  * @category SnapKV
  */
-export interface SnapKVConfig {
+export const snapKVConfigSchema = configSchema({
   /** Prompt tokens kept per KV head `C` (study YAML: 1024; Table 3: `floor((1 - s) n)`). */
-  readonly capacity: number
+  capacity: integerField('prompt tokens kept per KV head C', { min: 1 }).default(1024),
   /** Observation window: last `W` prompt queries (study: 256). */
-  readonly window: number
+  window: integerField('observation window: the last W prompt queries', { min: 1 }).default(256),
   /** Average-pooling kernel (odd; study: 21). */
-  readonly kernelSize: number
+  kernelSize: integerField('average-pooling kernel, odd', { min: 1 }).default(21),
   /** Forced most recent tokens (study: 128). */
-  readonly local: number
+  local: integerField('forced most recent tokens', { min: 0 }).default(128),
   /** Forced first tokens (study: 4). */
-  readonly prefix: number
-}
+  prefix: integerField('forced first tokens', { min: 0 }).default(4),
+})
+
+/**
+ * SnapKV parameters (see {@link snapKVConfigSchema} for each one).
+ *
+ * @category SnapKV
+ */
+export type SnapKVConfig = Readonly<z.output<typeof snapKVConfigSchema>>
 
 /**
  * The study's SnapKV defaults: `C = 1024`, `W = 256`, kernel 21, local 128, prefix 4.
@@ -44,22 +52,18 @@ export interface SnapKVConfig {
  * @category SnapKV
  */
 export function defaultSnapKVConfig(): SnapKVConfig {
-  return { capacity: 1024, window: 256, kernelSize: 21, local: 128, prefix: 4 }
+  return schemaDefaults(snapKVConfigSchema, 'snapkv')
 }
 
 /**
- * Validates the fields SnapKV and Ada-SnapKV share.
+ * Checks the rules across the fields SnapKV and Ada-SnapKV share (after their schema): an odd
+ * pooling kernel, and a capacity above the forced tokens.
  *
  * @throws `ConfigError` (`@attnlab/core`) naming the parameter
  */
 export function checkEvictionConfig(c: SnapKVConfig): void {
-  checkInt('capacity', c.capacity, 1)
-  checkInt('window', c.window, 1)
-  checkInt('kernelSize', c.kernelSize, 1)
   if (c.kernelSize % 2 !== 1)
     throw new ConfigError('kernelSize', `must be odd (the pooling keeps the length), got ${c.kernelSize}`)
-  checkInt('local', c.local, 0)
-  checkInt('prefix', c.prefix, 0)
   if (c.capacity <= c.local + c.prefix) {
     throw new ConfigError(
       'capacity',
@@ -77,7 +81,7 @@ export function checkEvictionConfig(c: SnapKVConfig): void {
  * @category SnapKV
  */
 export function resolveSnapKVConfig(overrides?: Partial<SnapKVConfig>): Readonly<SnapKVConfig> {
-  const c = resolveConfig('snapkv', defaultSnapKVConfig(), overrides)
+  const c = parseConfig(snapKVConfigSchema, overrides === undefined ? {} : overrides, 'snapkv')
   checkEvictionConfig(c)
   return Object.freeze(c)
 }

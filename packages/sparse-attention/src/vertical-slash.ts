@@ -14,33 +14,44 @@
  * @module
  */
 import { ConfigError, type AttentionPrefillInput } from '@attnlab/core'
-import { checkChoice, checkInt, resolveConfig } from './config.ts'
+import { configSchema, enumField, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
 import { topK } from './select.ts'
 import { buildVerticalSlashIndex, fillVerticalSlashMask, type VerticalSlashMaskMode } from './vertical-slash-index.ts'
 
 /**
- * Vertical-Slash parameters.
+ * The schema of {@link VerticalSlashConfig}: each parameter's meaning, range and study default,
+ * declared once (the CLI's `--vertical-size`, `--window`, ... flags take their help and ranges from it).
  *
  * @category Vertical-Slash
  */
-export interface VerticalSlashConfig {
+export const verticalSlashConfigSchema = configSchema({
   /** Number of vertical lines (key columns) per head, `V` (study: 512; Table 3 sets `V = S`). */
-  readonly verticalSize: number
+  verticalSize: integerField('vertical lines (key columns) per head V', { min: 1 }).default(512),
   /** Number of slash lines (query-key distances) per head, `S` (study: 512). */
-  readonly slashSize: number
+  slashSize: integerField('slash lines (query-key distances) per head S', { min: 1 }).default(512),
   /** Estimation window: last `W` queries (study: 256; 512 for retrieval-heavy tasks). Clamped to `n`. */
-  readonly window: number
+  window: integerField('estimation window: the last W queries', { min: 1 }).default(256),
   /** Forced leading columns (attention sinks), counted in `verticalSize` (study: 4). */
-  readonly sinks: number
+  sinks: integerField('forced sink columns, counted in V', { min: 0 }).default(4),
   /** Forced distances `0..local-1`, counted in `slashSize` (study: 64). */
-  readonly local: number
+  local: integerField('forced local distances, counted in S', { min: 1 }).default(64),
   /** Kernel tile size `B` of the block index and accounting (study: 64). */
-  readonly kernelBlockSize: number
+  kernelBlockSize: integerField('kernel tile size B of the block index', { min: 1 }).default(64),
   /** Which cells are computed: the kernel's blocks (`'kernel'`, default) or exact lines. */
-  readonly maskMode: VerticalSlashMaskMode
-}
+  maskMode: enumField("computed cells: the kernel's 64x64 blocks (as the study ran) or the exact lines", [
+    'kernel',
+    'exact',
+  ] as const satisfies readonly VerticalSlashMaskMode[]).default('kernel'),
+})
+
+/**
+ * Vertical-Slash parameters (see {@link verticalSlashConfigSchema} for each one).
+ *
+ * @category Vertical-Slash
+ */
+export type VerticalSlashConfig = Readonly<z.output<typeof verticalSlashConfigSchema>>
 
 /**
  * The study's Vertical-Slash defaults (`configs/attention/vertical_and_slash.yaml` with the
@@ -49,15 +60,7 @@ export interface VerticalSlashConfig {
  * @category Vertical-Slash
  */
 export function defaultVerticalSlashConfig(): VerticalSlashConfig {
-  return {
-    verticalSize: 512,
-    slashSize: 512,
-    window: 256,
-    sinks: 4,
-    local: 64,
-    kernelBlockSize: 64,
-    maskMode: 'kernel',
-  }
+  return schemaDefaults(verticalSlashConfigSchema, 'vertical-slash')
 }
 
 /**
@@ -85,14 +88,7 @@ export const VERTICAL_SLASH_PRESETS: Readonly<
  * @category Vertical-Slash
  */
 export function resolveVerticalSlashConfig(overrides?: Partial<VerticalSlashConfig>): Readonly<VerticalSlashConfig> {
-  const c = resolveConfig('vertical-slash', defaultVerticalSlashConfig(), overrides)
-  checkInt('verticalSize', c.verticalSize, 1)
-  checkInt('slashSize', c.slashSize, 1)
-  checkInt('window', c.window, 1)
-  checkInt('sinks', c.sinks, 0)
-  checkInt('local', c.local, 1)
-  checkInt('kernelBlockSize', c.kernelBlockSize, 1)
-  checkChoice('maskMode', c.maskMode, ['kernel', 'exact'] as const)
+  const c = parseConfig(verticalSlashConfigSchema, overrides === undefined ? {} : overrides, 'vertical-slash')
   if (c.verticalSize < c.sinks) {
     throw new ConfigError(
       'verticalSize',

@@ -4,6 +4,8 @@ import { readFile, readdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
 import { readSafetensorsFile } from '@attnlab/core/node'
+import { fieldInfo } from '@attnlab/core/schema'
+import { SPARSE_METHOD_SCHEMAS } from '@attnlab/sparse-attention'
 import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 import type { CompareRow } from '@attnlab/experiments'
@@ -358,7 +360,7 @@ describe('attnlab sparse apply', () => {
       [
         'a bad mask mode',
         ['--method', 'vertical-slash', '--mask-mode', 'blocks'],
-        /--mask-mode must be 'kernel' or 'exact'/,
+        /--mask-mode.*'blocks'.*Allowed choices are kernel, exact/,
       ],
     ]
     it.each(cases)('%s', async (_name, args, pattern) => {
@@ -511,6 +513,28 @@ describe('attentionKernelFromFlags (for --attention METHOD on other commands)', 
       '--top-k': '--block-top-k',
     })
     expect(() => strict.parse(['--block-top-k', '2.5'], { from: 'user' })).toThrow(/--block-top-k must be an integer/)
+  })
+
+  it("derives the method flags from the methods' schemas: one per field, help with each default, ranges", async () => {
+    const { Command } = await import('commander')
+    const command = addMethodFlags(new Command('x').exitOverride().configureOutput({ writeErr: () => {} }))
+    const fields = new Set(Object.values(SPARSE_METHOD_SCHEMAS).flatMap((schema) => Object.keys(schema.shape)))
+    const expected = [...fields]
+      .filter((key) => key !== 'kernelBlockSize' && key !== 'maxBudget')
+      .map((key) =>
+        key === 'sharePages' ? '--per-head-pages' : `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+      )
+    expect(command.options.map((option) => option.long).sort()).toEqual(expected.sort())
+    const window = command.options.find((option) => option.long === '--window')?.description ?? ''
+    for (const method of ['vertical-slash', 'flexprefill', 'snapkv'] as const) {
+      const info = fieldInfo(SPARSE_METHOD_SCHEMAS[method].shape.window)
+      expect(window).toContain(`${info.help} (default ${String(info.defaultValue)})`)
+    }
+    expect(window).toContain('snapkv / ada-snapkv: ')
+    // The loosest range of the fields a flag sets: --local 0 is SnapKV's, --top-k >= 3 Block-Sparse's.
+    expect(() => command.parse(['--local', '0'], { from: 'user' })).not.toThrow()
+    expect(() => command.parse(['--top-k', '2'], { from: 'user' })).toThrow(/--top-k must be >= 3, got 2/)
+    expect(() => command.parse(['--alpha', '1.5'], { from: 'user' })).toThrow(/--alpha must be in \[0, 1\], got 1.5/)
   })
 
   it('rejects unknown methods, flags of other methods and impossible combinations', () => {

@@ -10,6 +10,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import * as tf from '@tensorflow/tfjs-core'
 import { SafetensorsError, safetensorsToFloat32, type SafetensorsFile } from '@attnlab/core'
+import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { readSafetensorsFile, writeFileAtomic, writeSafetensorsFile } from '@attnlab/core/node'
 import {
   DEFAULT_COMPARE_DECODE_STEPS,
@@ -22,6 +23,7 @@ import {
   type CompareRow,
 } from '@attnlab/experiments'
 import {
+  SPARSE_METHOD_SCHEMAS,
   SPARSE_METHODS,
   applyDecode,
   applyPrefill,
@@ -45,148 +47,74 @@ import {
   MODEL_PATH_HELP,
   numberParser,
 } from '../options.ts'
+import { kebab } from '../run-flags.ts'
+import { fieldParser, showDefault } from '../schema-flags.ts'
 import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
 
-/** A method flag: its commander spelling, the config key it sets, and the methods it applies to. */
+/**
+ * A method flag: its commander spelling, the configuration field it sets, the methods whose schema has that
+ * field, its help (each method's meaning and default, from the schemas) and its parser (the loosest of the
+ * fields' ranges; each method's own range is checked by the method) or choices.
+ */
 interface MethodFlag {
   readonly flag: string
   readonly key: string
   readonly methods: readonly SparseMethodName[]
   readonly description: string
   readonly parse?: (value: string) => unknown
+  readonly choices?: readonly string[]
 }
 
-const METHOD_FLAGS: readonly MethodFlag[] = [
-  {
-    flag: '--vertical-size <n>',
-    key: 'verticalSize',
-    methods: ['vertical-slash'],
-    description: 'vertical lines per head V (512)',
-    parse: intParser('--vertical-size', 1),
-  },
-  {
-    flag: '--slash-size <n>',
-    key: 'slashSize',
-    methods: ['vertical-slash'],
-    description: 'slash lines per head S (512)',
-    parse: intParser('--slash-size', 1),
-  },
-  {
-    flag: '--window <n>',
-    key: 'window',
-    methods: ['vertical-slash', 'flexprefill', 'snapkv', 'ada-snapkv'],
-    description: 'estimation window: last W queries (VS 256, FlexPrefill 512, SnapKV 256)',
-    parse: intParser('--window', 1),
-  },
-  {
-    flag: '--sinks <n>',
-    key: 'sinks',
-    methods: ['vertical-slash', 'flexprefill'],
-    description: 'forced sink columns (4)',
-    parse: intParser('--sinks', 0),
-  },
-  {
-    flag: '--local <n>',
-    key: 'local',
-    methods: ['vertical-slash', 'flexprefill', 'snapkv', 'ada-snapkv'],
-    description: 'forced local distances (VS/FlexPrefill 64) or recent tokens (SnapKV 128)',
-    parse: intParser('--local', 0),
-  },
-  {
-    flag: '--alpha <x>',
-    key: 'alpha',
-    methods: ['flexprefill'],
-    description: 'FlexPrefill coverage alpha in [0, 1] (0.65)',
-    parse: numberParser('--alpha', 0, 1),
-  },
-  {
-    flag: '--min-budget <n>',
-    key: 'minBudget',
-    methods: ['flexprefill'],
-    description: 'FlexPrefill minimum budget in tokens (512)',
-    parse: intParser('--min-budget', 1),
-  },
-  {
-    flag: '--block-size <n>',
-    key: 'blockSize',
-    methods: ['block-sparse', 'flexprefill'],
-    description: 'Block-Sparse block size B (16) or FlexPrefill block size for tau > 0 (128)',
-    parse: intParser('--block-size', 1),
-  },
-  {
-    flag: '--top-k <n>',
-    key: 'topK',
-    methods: ['block-sparse'],
-    description: 'Block-Sparse blocks per query block K (64)',
-    parse: intParser('--top-k', 1),
-  },
-  {
-    flag: '--capacity <n>',
-    key: 'capacity',
-    methods: ['snapkv', 'ada-snapkv'],
-    description: 'prompt tokens kept per KV head C (1024)',
-    parse: intParser('--capacity', 1),
-  },
-  {
-    flag: '--kernel-size <n>',
-    key: 'kernelSize',
-    methods: ['snapkv', 'ada-snapkv'],
-    description: 'pooling kernel, odd (21)',
-    parse: intParser('--kernel-size', 1),
-  },
-  {
-    flag: '--prefix <n>',
-    key: 'prefix',
-    methods: ['snapkv', 'ada-snapkv'],
-    description: 'forced first tokens (4)',
-    parse: intParser('--prefix', 0),
-  },
-  {
-    flag: '--min-head-ratio <x>',
-    key: 'minHeadRatio',
-    methods: ['ada-snapkv'],
-    description: 'Ada-SnapKV per-head floor ratio (0.2)',
-    parse: numberParser('--min-head-ratio', 0, 1),
-  },
-  {
-    flag: '--token-budget <n>',
-    key: 'tokenBudget',
-    methods: ['quest'],
-    description: 'Quest tokens read per step (1024)',
-    parse: intParser('--token-budget', 1),
-  },
-  {
-    flag: '--page-size <n>',
-    key: 'pageSize',
-    methods: ['quest'],
-    description: 'Quest page size (16)',
-    parse: intParser('--page-size', 1),
-  },
-  {
-    flag: '--tau <x>',
-    key: 'tau',
-    methods: ['flexprefill'],
-    description: 'FlexPrefill JS-divergence threshold; 0 = token level as evaluated (0)',
-    parse: numberParser('--tau', 0),
-  },
-  {
-    flag: '--mask-mode <mode>',
-    key: 'maskMode',
-    methods: ['vertical-slash', 'flexprefill'],
-    description: "'kernel' (64x64 blocks, as the study ran) or 'exact' lines",
-    parse: (value: string) => {
-      if (value !== 'kernel' && value !== 'exact')
-        throw new InvalidArgumentError(`--mask-mode must be 'kernel' or 'exact', got '${value}'`)
-      return value
-    },
-  },
-  {
-    flag: '--per-head-pages',
-    key: 'sharePages',
-    methods: ['quest'],
-    description: 'Quest: select pages per query head instead of per GQA group',
-  },
-]
+/** Configuration fields without a flag (`sparse compare` sizes them itself, or they have no command-line use). */
+const UNFLAGGED_FIELDS: ReadonlySet<string> = new Set(['kernelBlockSize', 'maxBudget'])
+
+/** The flag that sets `sharePages` to false (a Quest selection per query head). */
+const PER_HEAD_PAGES = '--per-head-pages'
+
+/**
+ * The method flags, one per configuration field of {@link SPARSE_METHOD_SCHEMAS} (but
+ * {@link UNFLAGGED_FIELDS}), in the methods' order: `--window` sets `window` of every method that has one.
+ */
+function methodFlags(): MethodFlag[] {
+  const fields = new Map<string, { method: SparseMethodName; info: FieldInfo }[]>()
+  for (const [method, schema] of Object.entries(SPARSE_METHOD_SCHEMAS) as [SparseMethodName, z.ZodObject][]) {
+    for (const [key, field] of Object.entries(schema.shape)) {
+      if (UNFLAGGED_FIELDS.has(key)) continue
+      const entry = fields.get(key) ?? []
+      entry.push({ method, info: fieldInfo(field as z.ZodType) })
+      fields.set(key, entry)
+    }
+  }
+  return [...fields].map(([key, users]) => {
+    const methods = users.map((u) => u.method)
+    const kind = users[0]?.info.kind
+    if (kind === 'boolean') {
+      // The one boolean, sharePages (default true), is turned off by its flag.
+      const texts = users.map((u) => `${u.method}: set ${key} to false (${key}: ${u.info.help})`)
+      return { flag: PER_HEAD_PAGES, key, methods, description: texts.join('; ') }
+    }
+    // Methods whose field reads the same, with the same default, share one entry ("snapkv / ada-snapkv: ...").
+    const groups = new Map<string, SparseMethodName[]>()
+    for (const { method, info } of users) {
+      const text = `${info.help} (default ${showDefault(info.defaultValue)})`
+      groups.set(text, [...(groups.get(text) ?? []), method])
+    }
+    const description = [...groups].map(([text, names]) => `${names.join(' / ')}: ${text}`).join('; ')
+    const long = kebab(key)
+    const infos = users.map((u) => u.info)
+    if (kind === 'enum') return { flag: `${long} <mode>`, key, methods, description, choices: infos[0]?.choices ?? [] }
+    const parse = fieldParser(long, infos)
+    return {
+      flag: `${long} <${kind === 'integer' ? 'n' : 'x'}>`,
+      key,
+      methods,
+      description,
+      ...(parse === undefined ? {} : { parse }),
+    }
+  })
+}
+
+const METHOD_FLAGS: readonly MethodFlag[] = methodFlags()
 
 /** The commander attribute name of a flag (`--vertical-size <n>` -> `verticalSize`). */
 function attributeOf(flag: string): string {
@@ -233,7 +161,9 @@ export function addMethodFlags(command: Command, renames: FlagRenames = {}): Com
   for (const f of METHOD_FLAGS) {
     const flag = spelled(f, renames)
     const name = flag.split(' ')[0] as string
-    if (f.parse) {
+    if (f.choices !== undefined) {
+      command.addOption(new Option(flag, f.description).choices(f.choices))
+    } else if (f.parse) {
       const parse = f.parse
       command.option(flag, f.description, ((value: string) => {
         try {
