@@ -52,6 +52,10 @@ const ACCEPTS: Readonly<Record<string, readonly Hostile[]>> = {
   // `train --steps 0` saves the initial model; `--eval-every 0` evaluates only at the end.
   'train --steps': ['0'],
   'train --eval-every': ['0'],
+  // An attention bias of 0 nats is the intervention's no-op control; blocks and heads count from 0.
+  '--attention-bias': ['0'],
+  '--bias-layers': ['0'],
+  '--bias-heads': ['0'],
   // Retries and trial indices count from 0.
   '--retries': ['0'],
   '--index': ['0'],

@@ -8,6 +8,7 @@ import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { TASK_KINDS, TASK_SCHEMAS, type AnyTask, type TaskKind } from '@attnlab/markov'
 import {
   adamwOptionsSchema,
+  attentionBiasSchema,
   DEFAULT_MINIMAL_QUERY_INIT,
   presetConfig,
   resolveOptimizerOptions,
@@ -20,9 +21,14 @@ import {
   type TransformerConfig,
 } from '@attnlab/transformer'
 import { UsageError } from './errors.ts'
-import { intParser } from './options.ts'
-import { fieldParser, rangeParser, showDefault, unionRange } from './schema-flags.ts'
-import { MAX_EMERGENCE_SEQUENCES, trainingSettingsSchema } from '@attnlab/experiments'
+import { intParser, withFlagNames } from './options.ts'
+import { fieldParser, rangeListParser, rangeParser, showDefault, unionRange } from './schema-flags.ts'
+import {
+  MAX_EMERGENCE_SEQUENCES,
+  checkAttentionBias,
+  trainingSettingsSchema,
+  type TrainingSettings,
+} from '@attnlab/experiments'
 import { taskFromFlags } from './commands/markov.ts'
 
 /** Model presets a training command accepts. */
@@ -122,6 +128,12 @@ export interface OptimizationFlags {
   evalEvery: number
   trainSize: number
   validationSize: number
+  /** `--attention-bias`: the bias's beta (nats); absent: no bias. */
+  attentionBias?: number
+  /** `--bias-layers`: the blocks the bias targets (default all). */
+  biasLayers?: number[]
+  /** `--bias-heads`: the heads the bias targets (default all). */
+  biasHeads?: number[]
 }
 
 /** Keys of the task flags (to detect flags given on the command line). */
@@ -333,6 +345,48 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
     .addOption(trainingOption('--eval-every <n>', 'evalEvery', defaults.evalEvery, zero))
     .addOption(trainingOption('--train-size <n>', 'trainSize'))
     .addOption(trainingOption('--validation-size <n>', 'validationSize'))
+    .addOption(
+      new Option(
+        '--attention-bias <beta>',
+        `${fieldInfo(attentionBiasSchema.shape.beta).help}, in every pass of the run: the attention-bias ` +
+          "intervention (Baherwani et al., arXiv 2606.25010), toward the task's ground-truth map (linear-map, " +
+          'cellular-automaton, sparse-markov)',
+      ).argParser(rangeParser('--attention-bias', fieldInfo(attentionBiasSchema.shape.beta).range ?? {})),
+    )
+    .addOption(
+      new Option('--bias-layers <list>', 'blocks whose heads get --attention-bias (default all), e.g. 0,1').argParser(
+        rangeListParser('--bias-layers', { min: 0, integer: true }),
+      ),
+    )
+    .addOption(
+      new Option('--bias-heads <list>', 'heads that get --attention-bias (default all), e.g. 0,2').argParser(
+        rangeListParser('--bias-heads', { min: 0, integer: true }),
+      ),
+    )
+}
+
+/** The attention bias the flags describe (`--attention-bias`, `--bias-layers`, `--bias-heads`), or null. */
+export function attentionBiasOf(flags: OptimizationFlags): TrainingSettings['attentionBias'] {
+  if (flags.attentionBias === undefined) return null
+  return { beta: flags.attentionBias, layers: flags.biasLayers ?? null, heads: flags.biasHeads ?? null }
+}
+
+/**
+ * Checks the attention bias of the flags against the task and model before any work, with the
+ * flags' names in the messages (`--bias-heads: 4 is not a head of this model; expected 0 .. 2`).
+ *
+ * @throws {@link UsageError} for a task without a ground-truth map, or targets the model lacks
+ */
+export function checkAttentionBiasFlags(flags: OptimizationFlags, task: AnyTask, config: TransformerConfig): void {
+  withFlagNames(
+    {
+      attentionBias: '--attention-bias',
+      'attentionBias.beta': '--attention-bias',
+      'attentionBias.layers': '--bias-layers',
+      'attentionBias.heads': '--bias-heads',
+    },
+    () => checkAttentionBias(attentionBiasOf(flags), task, config, 'attentionBias'),
+  )
 }
 
 /**
@@ -354,6 +408,10 @@ export function checkOptimizationFlags(flags: OptimizationFlags, command: Comman
     throw new UsageError('--warmup applies to --schedule warmup-cosine')
   if (flags.optimizer !== 'sgd' && command.getOptionValueSource('momentum') === 'cli')
     throw new UsageError('--momentum applies to --optimizer sgd')
+  for (const flag of ['biasLayers', 'biasHeads'] as const) {
+    if (flags[flag] !== undefined && flags.attentionBias === undefined)
+      throw new UsageError(`${kebab(flag)} applies to --attention-bias BETA (give the bias too)`)
+  }
   for (const [flag, value] of [
     ['--batch', flags.batch],
     ['--train-size', flags.trainSize],

@@ -39,7 +39,7 @@ import { defaultLinearMapConfig, defaultSparseMarkovConfig, type MarkovTaskDescr
 import { UsageError } from '../errors.ts'
 import { checkWritable, createDirectory, discardCreated, pathState } from '../out-dir.ts'
 import { onStopSignal } from '../signals.ts'
-import { activateBackend, backendOption, intParser } from '../options.ts'
+import { activateBackend, backendOption, intParser, withFlagNames } from '../options.ts'
 import {
   MODEL_KEYS,
   OPTIMIZATION_KEYS,
@@ -47,6 +47,7 @@ import {
   addModelFlags,
   addOptimizationFlags,
   addTaskFlags,
+  attentionBiasOf,
   checkOptimizationFlags,
   givenFlags,
   kebab,
@@ -183,10 +184,19 @@ async function settingsOf(flags: EmergenceFlags, command: Command): Promise<Reso
       validationSize: flags.validationSize,
       evalEvery: flags.evalEvery,
       analysisSize: flags.analysisSize,
+      attentionBias: attentionBiasOf(flags),
     },
     seeds: Array.from({ length: flags.seeds }, (_, i) => flags.seed + i),
   }
-  return resolveEmergenceConfig(config)
+  return withFlagNames(
+    {
+      'training.attentionBias': '--attention-bias',
+      'training.attentionBias.beta': '--attention-bias',
+      'attentionBias.layers': '--bias-layers',
+      'attentionBias.heads': '--bias-heads',
+    },
+    () => resolveEmergenceConfig(config),
+  )
 }
 
 /** `--resume`'s checks of every checkpoint, with the flags' names in the messages. */

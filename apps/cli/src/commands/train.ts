@@ -8,7 +8,7 @@
 import { basename, dirname, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { InterruptedError } from '@attnlab/core'
-import { TRAINING_DEFAULTS, runTraining, type TrainingRunResult } from '@attnlab/experiments'
+import { TRAINING_DEFAULTS, runTraining, type TrainingRunResult, type TrainingSettings } from '@attnlab/experiments'
 import { createTask, type AnyTask, type MarkovTaskDescription } from '@attnlab/markov'
 import type {
   EvalRecord,
@@ -30,6 +30,8 @@ import {
   addModelFlags,
   addOptimizationFlags,
   addTaskFlags,
+  attentionBiasOf,
+  checkAttentionBiasFlags,
   checkOptimizationFlags,
   givenFlags,
   kebab,
@@ -67,6 +69,8 @@ interface StoredRun {
     seed: number
     trainSize: number
     validationSize: number
+    /** The attention bias (absent in checkpoints of runs without one, or older than it). */
+    attentionBias?: TrainingSettings['attentionBias']
   }
   readonly evaluations: { step: number; trainLoss: number; validationLoss: number }[]
   /** The run's target steps, evaluation and checkpoint intervals (a resume without the flags keeps them). */
@@ -196,6 +200,8 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   } else {
     task = taskOf(flags, command)
     config = modelConfigOf(flags, task, flags.seed)
+    checkAttentionBiasFlags(flags, task, config)
+    const bias = attentionBiasOf(flags)
     run = {
       command: 'train',
       preset: flags.preset,
@@ -209,6 +215,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
         seed: flags.seed,
         trainSize: flags.trainSize,
         validationSize: flags.validationSize,
+        ...(bias === null ? {} : { attentionBias: bias }),
       },
       evaluations: [],
       steps: flags.steps,
