@@ -141,6 +141,22 @@ describe('runSweep', () => {
     expect(new Set(ids).size).toBe(4)
   })
 
+  it('fails with SweepWorkersError when the workers die before they are ready (no silent 0 of 4)', async () => {
+    const out = join(dir, 'dead-workers')
+    const saved = process.env.NODE_OPTIONS
+    // Every forked worker inherits this and exits at once (node cannot preload a missing module).
+    process.env.NODE_OPTIONS = `--require ${join(dir, 'no-such-module.cjs')}`
+    try {
+      await expect(runSweep(tinySpec(), { out, workers: 2, backend: 'cpu' })).rejects.toThrow(
+        /the sweep's workers could not start: a worker process exited \(code \d+\) before it was ready/,
+      )
+    } finally {
+      if (saved === undefined) delete process.env.NODE_OPTIONS
+      else process.env.NODE_OPTIONS = saved
+    }
+    expect(existsSync(join(out, 'trials.jsonl'))).toBe(false)
+  })
+
   it('stops at the next step on abort, keeps the state, and resumes', async () => {
     const spec = tinySpec((t) => t.replace('steps: 6', 'steps: 20'))
     const out = join(dir, 'stopped')

@@ -238,6 +238,7 @@ async function runTrials(
   const runWorker = (slot: number): Promise<void> =>
     new Promise<void>((resolve) => {
       let job: Job | null = null
+      let ready = false
       const child = fork(entry.path, [], { execArgv: entry.execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
       children.add(child)
       const next = (): void => {
@@ -252,6 +253,7 @@ async function runTrials(
       child.on('message', (message: WorkerMessage) => {
         switch (message.type) {
           case 'ready':
+            ready = true
             next()
             break
           case 'progress':
@@ -281,6 +283,15 @@ async function runTrials(
         if (child.pid !== undefined) void lock.removeWorker(child.pid).catch(() => {})
         const current = job
         job = null
+        if (!ready && signal?.aborted !== true) {
+          // It died before it could run anything (a module that fails to load, out of memory): no worker would
+          // do better, so the sweep stops with the error instead of ending with its trials silently not run.
+          startFailure ??= {
+            code: 'WORKER_EXIT',
+            name: 'WorkerExit',
+            message: `a worker process exited (${exitSignal ?? `code ${code}`}) before it was ready (its error output is above)`,
+          }
+        }
         if (current !== null) {
           // The worker died with a trial: fail this attempt, and go on in a new worker.
           const now = new Date().toISOString()
