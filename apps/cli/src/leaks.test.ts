@@ -1,10 +1,12 @@
 // Tensor leaks of every public flow as a user runs it: each command runs in-process twice on cpu and
 // tf.memory().numTensors is the same before and after each run (a command that keeps tensors alive
 // between runs, or loses track of one on any path, fails here). Tiny settings: a few seconds in all.
-import { existsSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Rng, serializeSafetensors, useBackend } from '@attnlab/core'
+import { expandTrials, parseSweepSpec, type Trial } from '@attnlab/sweeps'
+import { initSweep, runTrial, trialDirectory } from '@attnlab/sweeps/node'
 import * as tf from '@tensorflow/tfjs-core'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { runCli, TINY_RUN_FLAGS, useTempDir } from './cli.test-utils.ts'
@@ -92,6 +94,58 @@ describe('every public flow keeps tf.memory().numTensors flat (cpu)', () => {
         'cpu',
       ])
     }
+  })
+
+  it('in-process sweep trials: runTrial (train, emergence; done, stopped and resumed, failed), sweep run-trial', async () => {
+    const task = '  task: { kind: sparse-markov, vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 }'
+    const specs = {
+      train: ['name: leaks-train', 'experiment: train', 'base:', task, '  steps: 4', '  batchSize: 8']
+        .concat(['  validationSize: 16', '  evalEvery: 2', '  checkpointEvery: 1', 'grid:', '  lr: [0.05, 0.1]'])
+        .join('\n'),
+      emergence: ['name: leaks-emergence', 'experiment: emergence', 'base:', task]
+        .concat('  training: { steps: 4, batchSize: 8, validationSize: 16, analysisSize: 8, evalEvery: 1 }')
+        .concat(['grid:', '  training.lr: [0.05, 0.1]'])
+        .join('\n'),
+    }
+    /** Runs one trial in this process and checks the live tensor count is flat around it. */
+    const flat = async (name: string, sweepDir: string, trial: Trial, options: Parameters<typeof runTrial>[2] = {}) => {
+      const before = tf.memory().numTensors
+      const record = await runTrial(sweepDir, trial, options)
+      expect(tf.memory().numTensors - before, `${name}: tensors left by trial ${trial.index}`).toBe(0)
+      return record
+    }
+    for (const [experiment, text] of Object.entries(specs)) {
+      const trials = await expandTrials(parseSweepSpec(text, `${experiment}.yaml`))
+      const sweepDir = join(dir(), `sweep-${experiment}`)
+      for (const trial of trials) {
+        expect((await flat(`runTrial ${experiment}`, sweepDir, trial)).status).toBe('done')
+      }
+      audited.push(`runTrial ${experiment} x${trials.length}`)
+      // Stopped after its second step, then continued from its state.
+      const stoppedDir = join(dir(), `sweep-${experiment}-stopped`)
+      const controller = new AbortController()
+      const trial = trials[0] as Trial
+      const stopped = await flat(`runTrial ${experiment} stopped`, stoppedDir, trial, {
+        signal: controller.signal,
+        onProgress: (event) => {
+          if (event.kind === 'step' && event.step === 2) controller.abort()
+        },
+      })
+      expect(stopped.status).toBe('interrupted')
+      expect((await flat(`runTrial ${experiment} resumed`, stoppedDir, trial)).status).toBe('done')
+      audited.push(`runTrial ${experiment} stopped and resumed`)
+      // A run directory taken by a file: the trial fails.
+      const failedDir = join(dir(), `sweep-${experiment}-failed`)
+      mkdirSync(join(failedDir, 'trials'), { recursive: true })
+      writeFileSync(trialDirectory(failedDir, trial.id), 'in the way')
+      expect((await flat(`runTrial ${experiment} failed`, failedDir, trial)).status).toBe('failed')
+      audited.push(`runTrial ${experiment} failed`)
+    }
+    // `attnlab sweep run-trial DIR --index I`, what each SLURM array task runs, on every trial of a sweep.
+    const spec = parseSweepSpec(specs.emergence, 'emergence.yaml')
+    const sweepDir = join(dir(), 'sweep-run-trial')
+    await initSweep(spec, { out: sweepDir, backend: 'cpu' })
+    await expectFlat('sweep run-trial', (run) => ['sweep', 'run-trial', sweepDir, '--index', String(run)])
   })
 
   it.skipIf(!HAVE_MODEL)('generate with the KV cache (dense and sparse attention)', async () => {
