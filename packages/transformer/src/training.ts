@@ -16,7 +16,7 @@ export {
   type TrainerState,
   type TrainingSource,
 } from './train.ts'
-export { transferWeights, type WeightData, type WeightTransfer } from './transfer.ts'
+export { planWeightTransfer, transferWeights, type WeightData, type WeightTransfer } from './transfer.ts'
 export {
   MAX_ATTENTION_BIAS,
   attentionBias,

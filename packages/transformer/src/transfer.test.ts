@@ -5,7 +5,7 @@ import { expect, it } from 'vitest'
 import { createConfig, type TransformerConfig } from './config.ts'
 import { createTransformer } from './model.ts'
 import { randomTokens, randomizeWeights } from './test-utils.test-utils.ts'
-import { transferWeights } from './transfer.ts'
+import { planWeightTransfer, transferWeights } from './transfer.ts'
 
 const gpt = (dVocab: number, seed: number): TransformerConfig =>
   createConfig({ architecture: 'gpt', dVocab, nCtx: 8, dModel: 8, nLayers: 2, nHeads: 2, dHead: 4, dMlp: 16, seed })
@@ -52,6 +52,8 @@ describeWithBackends('transferWeights', () => {
     }
     for (const { name } of transfer.reinitialized) expect(got.get(name)!.data, name).toEqual(fresh.get(name)!.data)
     expect(transfer.copied.length).toBe(got.size - 1)
+    // The plan without a model is the same.
+    expect(planWeightTransfer(gpt(5, 9), from)).toEqual(transfer)
     source.dispose()
     target.dispose()
   })
