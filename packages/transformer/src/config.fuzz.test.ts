@@ -17,7 +17,7 @@ beforeAll(async () => {
 })
 afterAll(() => console.info(`model config fuzz: ${tried} inputs tried, ${built} models built and run`))
 
-const PRESETS: PresetName[] = ['minimal', 'gpt-nano', 'llama']
+const PRESETS: PresetName[] = ['minimal', 'gpt-nano', 'llama', 'mixer']
 const seeds = PRESETS.map((name) => configToJSON(presetConfig(name, { dVocab: 8, nCtx: 6 })))
 
 describe('model configurations from JSON (fuzz)', () => {

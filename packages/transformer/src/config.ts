@@ -1,6 +1,6 @@
 /**
- * Transformer configuration: one interface for the three architectures (`minimal`, `gpt`,
- * `llama`), validated at construction and frozen, with named presets.
+ * Transformer configuration: one interface for the four architectures (`minimal`, `gpt`,
+ * `llama`, `mixer`), validated at construction and frozen, with named presets.
  *
  * Field names follow TransformerLens' `HookedTransformerConfig` in camelCase (`dModel`,
  * `nHeads`, `nKvHeads`, `dHead`, `nLayers`, `nCtx`, `dVocab`, `dMlp`, `normalization`,
@@ -54,25 +54,33 @@ export const transformerConfigSchema = configSchema({
    * - `gpt`: pre-LN GPT-2 decoder (learned positions, GELU MLP or attention-only, final LN, tied or
    *   untied unembedding, dropout).
    * - `llama`: Llama 2 (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases).
+   * - `mixer`: a causal MLP-Mixer (Tolstikhin et al., arXiv 2105.01601, sec. 2; the architecture Baherwani et
+   *   al., arXiv 2606.25010, compare with the transformer): the GPT pass with each block's attention replaced by a
+   *   token-mixing MLP over positions whose weights are masked lower-triangular (position `p` mixes positions
+   *   `<= p` only), one per channel group of `dHead` channels (`nHeads` groups, `dModel = nHeads * dHead`),
+   *   `dTokenMlp` hidden units per position; no attention (see `mixer.ts`).
    */
-  architecture: enumField('model family', ['minimal', 'gpt', 'llama']),
+  architecture: enumField('model family', ['minimal', 'gpt', 'llama', 'mixer']),
   /** Vocabulary size (token ids `0 .. dVocab - 1`). */
   dVocab: integerField('vocabulary size', { min: 1 }),
   /** Maximum sequence length (positions `0 .. nCtx - 1`). */
   nCtx: integerField('maximum sequence length', { min: 1 }),
   /** Width of the residual stream. For `minimal` it is `dVocab + nCtx` (the one-hot input). */
   dModel: integerField('residual width (gpt/llama)', { min: 1 }),
-  /** Number of blocks (`minimal`: 1). */
-  nLayers: integerField('blocks (gpt/llama)', { min: 1 }),
+  /**
+   * Number of blocks (`minimal`: 1), at most 1024 (far above any real model's; a corrupt `config.json` with
+   * `nLayers` 2^31 would otherwise make the parameter list itself exhaust memory).
+   */
+  nLayers: integerField('blocks (gpt/llama/mixer)', { min: 1, max: 1024 }),
   /** Query heads per block. */
   nHeads: integerField('attention heads', { min: 1 }),
   /** Key/value heads (grouped-query attention); divides `nHeads`. `minimal`, `gpt`: `nHeads`. */
   nKvHeads: integerField('key/value heads (llama grouped-query attention)', { min: 1 }),
   /** Width of each head's queries and keys (`minimal`: `dModel`, full width). */
   dHead: integerField('width of each head (default dModel / nHeads; minimal: dModel)', { min: 1 }),
-  /** Hidden width of the MLP (0 when `attnOnly`). */
+  /** Hidden width of the MLP (0 when `attnOnly`; the mixer's channel-mixing MLP). */
   dMlp: integerField('MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = attention-only)', { min: 0 }),
-  /** Attention-only blocks (no MLP). Always true for `minimal`. */
+  /** Attention-only blocks (no MLP; the mixer: token mixing only). Always true for `minimal`. */
   attnOnly: booleanField('attention-only blocks, no MLP (gpt/llama)'),
   /** Normalisation layer kind: LayerNorm (gpt), RMSNorm (llama) or none (minimal). */
   normalization: enumField('normalisation layers', ['layernorm', 'rmsnorm', 'none']),
@@ -104,7 +112,12 @@ export const transformerConfigSchema = configSchema({
     min: 0,
     minExclusive: true,
   }),
-  /** Standard deviation of the normal initialisation of gpt/llama weight matrices. */
+  /**
+   * Hidden units per position of the mixer's causal token-mixing MLP (its hidden width is `dTokenMlp * nCtx` per
+   * channel group); 0 for the other architectures.
+   */
+  dTokenMlp: integerField('mixer: hidden units per position of the causal token-mixing MLP', { min: 0 }),
+  /** Standard deviation of the normal initialisation of gpt/llama/mixer weight matrices. */
   initRange: numberField('standard deviation of the initial gpt/llama weights', { min: 0 }),
   /** Initialisation of the minimal model's `W_Q` (see {@link QueryInit}; checked by {@link createConfig}). */
   queryInit: customField<QueryInit>("minimal: W_Q ~ U(-eps, eps) (0 = exactly zero) or 'xavier'"),
@@ -113,7 +126,7 @@ export const transformerConfigSchema = configSchema({
 })
 
 /**
- * The three model families one implementation covers (see {@link transformerConfigSchema}).
+ * The four model families one implementation covers (see {@link transformerConfigSchema}).
  *
  * @category Config
  */
@@ -165,7 +178,7 @@ export type TransformerConfigInput = { readonly architecture: Architecture } & P
 >
 
 /** Names of the built-in presets. @category Config */
-export type PresetName = 'minimal' | 'gpt' | 'gpt-nano' | 'llama' | 'llama-260k'
+export type PresetName = 'minimal' | 'gpt' | 'gpt-nano' | 'llama' | 'llama-260k' | 'mixer'
 
 /**
  * The minimal model's default query initialisation, `U(-1e-5, 1e-5)`: small enough that the
@@ -207,6 +220,7 @@ function base(architecture: Architecture): ConfigDraft {
         tiedEmbeddings: false,
         dropout: 0,
         attnScale: 1,
+        dTokenMlp: 0,
         initRange: 0.02,
         queryInit: DEFAULT_MINIMAL_QUERY_INIT,
         seed: 0,
@@ -232,6 +246,7 @@ function base(architecture: Architecture): ConfigDraft {
         bias: true,
         tiedEmbeddings: true,
         dropout: 0,
+        dTokenMlp: 0,
         initRange: 0.02,
         queryInit: 'xavier',
         seed: 0,
@@ -257,6 +272,34 @@ function base(architecture: Architecture): ConfigDraft {
         bias: false,
         tiedEmbeddings: true,
         dropout: 0,
+        dTokenMlp: 0,
+        initRange: 0.02,
+        queryInit: 'xavier',
+        seed: 0,
+      }
+    case 'mixer':
+      // The gpt default's shape, its attention replaced by token mixing (4 groups of 16 channels).
+      return {
+        architecture,
+        dVocab: 64,
+        nCtx: 64,
+        dModel: 64,
+        nLayers: 2,
+        nHeads: 4,
+        nKvHeads: 4,
+        dHead: 16,
+        dMlp: 256,
+        attnOnly: false,
+        normalization: 'layernorm',
+        normEps: 1e-5,
+        positional: 'learned',
+        ropeTheta: 10000,
+        actFn: 'gelu_new',
+        gatedMlp: false,
+        bias: true,
+        tiedEmbeddings: true,
+        dropout: 0,
+        dTokenMlp: 2,
         initRange: 0.02,
         queryInit: 'xavier',
         seed: 0,
@@ -313,6 +356,12 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
     if (given.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
   } else {
     if (given.nKvHeads === undefined) merged.nKvHeads = merged.nHeads
+    // The mixer's width is nHeads channel groups of dHead (free width: dModel follows them).
+    if (architecture === 'mixer' && given.dHead !== undefined && given.dModel === undefined) {
+      merged.dModel = merged.nHeads * merged.dHead
+      if (given.dMlp === undefined && given.attnOnly !== true)
+        merged.dMlp = derivedMlpWidth(merged.dModel, merged.gatedMlp)
+    }
     if (given.dHead === undefined && (given.dModel !== undefined || given.nHeads !== undefined)) {
       const { dModel, nHeads } = merged
       if (dModel % nHeads !== 0) {
@@ -416,7 +465,40 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       throw new ConfigError('gatedMlp', 'an attention-only model has no MLP to gate')
     }
   }
+  if (architecture === 'mixer') checkMixer(config)
+  else if (config.dTokenMlp !== 0) {
+    throw new ConfigError(
+      'dTokenMlp',
+      `${config.dTokenMlp} given for the ${architecture} model; only the mixer has a token-mixing MLP (expected 0)`,
+      { value: config.dTokenMlp },
+    )
+  }
   return Object.freeze(config)
+}
+
+/** The mixer's rules: channel groups tile the width, learned positions, no grouped keys, a token-mixing width. */
+function checkMixer(config: TransformerConfig): void {
+  if (config.nHeads * config.dHead !== config.dModel) {
+    throw new ConfigError(
+      'dHead',
+      `the mixer splits dModel ${config.dModel} into nHeads ${config.nHeads} channel groups of dHead channels, so ` +
+        `nHeads * dHead must equal dModel (got ${config.nHeads} * ${config.dHead} = ${config.nHeads * config.dHead})`,
+    )
+  }
+  if (config.positional !== 'learned') {
+    throw new ConfigError('positional', `the mixer uses 'learned' positions (got '${config.positional}')`)
+  }
+  if (config.nKvHeads !== config.nHeads) {
+    throw new ConfigError(
+      'nKvHeads',
+      `the mixer has no keys or values; nKvHeads must equal nHeads ${config.nHeads} (got ${config.nKvHeads})`,
+    )
+  }
+  if (config.dTokenMlp < 1) {
+    throw new ConfigError('dTokenMlp', `the mixer needs dTokenMlp >= 1 hidden units per position (got 0)`, {
+      value: config.dTokenMlp,
+    })
+  }
 }
 
 /**
@@ -428,6 +510,10 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
  * - `gpt-nano`: 1 layer, 2 heads, dModel 16, dMlp 32, nCtx 16, dVocab 16 (for tests).
  * - `llama`, `llama-260k`: the shape of the aidreams260K Llama 2 checkpoint (dModel 64, 4 layers,
  *   4 heads, dMlp 172, dVocab 512, nCtx 128, RMSNorm eps 1e-5, theta 10000, tied).
+ * - `mixer`: the causal MLP-Mixer (Tolstikhin et al., arXiv 2105.01601) with the `gpt` preset's shape: 2 blocks,
+ *   4 channel groups of 16 (`nHeads` x `dHead` = `dModel` 64), 2 token-mixing hidden units per position, channel
+ *   MLP 256, LayerNorm, GELU, biases, learned positions, tied embeddings. At a fixed total width give `dModel` and
+ *   `nHeads` (`dHead = dModel / nHeads`); with free width give `nHeads` and `dHead` (`dModel = nHeads * dHead`).
  *
  * The preset's fields are defaults, like the architecture's: what `createConfig` derives from
  * an overridden field is derived again unless the overrides give it too (`dHead` from `dModel` /
@@ -472,6 +558,18 @@ const PRESET_INPUTS: Readonly<Record<PresetName, TransformerConfigInput>> = {
   'gpt-nano': { architecture: 'gpt', dVocab: 16, nCtx: 16, dModel: 16, nLayers: 1, nHeads: 2, dHead: 8, dMlp: 32 },
   llama: { architecture: 'llama' },
   'llama-260k': { architecture: 'llama' },
+  mixer: { architecture: 'mixer' },
+}
+
+/**
+ * Whether models of this configuration have attention (hence `attn.*` hook points, attention patterns and their
+ * metrics): every architecture but the `mixer`, whose blocks mix positions by a token-mixing MLP instead.
+ *
+ * @param config - a resolved configuration
+ * @category Config
+ */
+export function hasAttention(config: Pick<TransformerConfig, 'architecture'>): boolean {
+  return config.architecture !== 'mixer'
 }
 
 /**

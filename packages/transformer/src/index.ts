@@ -26,6 +26,7 @@ export {
   configToJSON,
   createConfig,
   defaultTransformerConfig,
+  hasAttention,
   presetConfig,
   transformerConfigSchema,
   type ActivationFunction,

@@ -16,6 +16,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { checkOptionKeys, InvalidArgumentError, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
+import { hasAttention } from './config.ts'
 import { hookName, type ForwardHook, type HookName } from './hooks.ts'
 import type { Transformer } from './model.ts'
 
@@ -52,9 +53,12 @@ export interface AnalysisMetrics {
    * Mean loss (nats) per predicted position `1 .. seqLength - 1` (index 0 = token 1); `null` where nothing is scored.
    */
   readonly perPositionLoss: readonly (number | null)[]
-  /** Mean attention entropy (nats) per `[layer][head]` over scored query positions. */
+  /**
+   * Mean attention entropy (nats) per `[layer][head]` over scored query positions; empty for a model without
+   * attention (the mixer, see `hasAttention`).
+   */
   readonly attentionEntropy: readonly (readonly number[])[]
-  /** Mean attention mass per `[layer][head][group]` on each offset group (absent without groups). */
+  /** Mean attention mass per `[layer][head][group]` on each offset group (absent without groups or attention). */
   readonly offsetGroupMass?: readonly (readonly (readonly number[])[])[]
   /** Names of the offset groups, in the order of `offsetGroupMass`'s last axis. */
   readonly offsetGroupNames?: readonly string[]
@@ -146,14 +150,16 @@ export async function analyze(
     options,
     Object.keys({ offsetGroups: 1, teacher: 1, chunkSize: 1, fwdHooks: 1 } satisfies Record<keyof AnalyzeOptions, 1>),
   )
-  const { nLayers, nHeads, dVocab } = model.config
+  const { nHeads, dVocab } = model.config
+  // A model without attention (the mixer) has no patterns: no entropy, no offset-group mass.
+  const nLayers = hasAttention(model.config) ? model.config.nLayers : 0
   const { batchSize, seqLength, tokens, lossMask } = batch
   const T = seqLength - 1
   if (T < 1 || T > model.config.nCtx)
     throw new ShapeError(
       `sequences of ${seqLength} tokens give ${T} inputs; the model takes 1 .. nCtx = ${model.config.nCtx}`,
     )
-  const groups = options.offsetGroups ?? []
+  const groups = nLayers === 0 ? [] : (options.offsetGroups ?? [])
   const chunk = Math.max(1, options.chunkSize ?? 512)
   const entropy = Array.from({ length: nLayers }, () => new Float64Array(nHeads))
   const mass = Array.from({ length: nLayers }, () => new Float64Array(nHeads * groups.length))

@@ -38,7 +38,7 @@ import {
   type AttentionResult,
 } from '@attnlab/core'
 import { gatherRows, layerNorm, linear, requireAttnlabKernels } from '@attnlab/core/kernels'
-import { configToJSON, type TransformerConfig } from './config.ts'
+import { configToJSON, type Architecture, type TransformerConfig } from './config.ts'
 import {
   HookRunner,
   hookName,
@@ -50,6 +50,7 @@ import {
 } from './hooks.ts'
 import type { KVCache } from './kv-cache.ts'
 import { minimalArchitecture } from './minimal.ts'
+import { mixerParts } from './mixer.ts'
 import { activation, applyRotary, dropout, rmsNorm } from './ops.ts'
 import {
   fromPosition,
@@ -512,9 +513,12 @@ class Mlp {
 // Block
 // =====================================================================================
 
-/** A pre-norm block: `resid + attn(ln1(resid))`, then `+ mlp(ln2(.))`; minimal: attention only, no residual. */
+/**
+ * A pre-norm block: `resid + attn(ln1(resid))`, then `+ mlp(ln2(.))`; minimal: attention only, no residual; the
+ * mixer: its token mixing in the attention's place.
+ */
 class Block {
-  readonly attention: Attention
+  readonly attention: ModelBlock
   readonly mlp: Mlp | null
   /** Whether the attention output is added to the block input (false for the minimal model). */
   private readonly residual: boolean
@@ -525,7 +529,10 @@ class Block {
     readonly layer: number,
     architecture: ArchitectureParts,
   ) {
-    this.attention = new Attention(config, architecture.projections(parameters, config, layer), layer)
+    this.attention =
+      architecture.tokenMixing === undefined
+        ? new Attention(config, architecture.projections(parameters, config, layer), layer)
+        : architecture.tokenMixing(parameters, config, layer)
     this.mlp = config.attnOnly ? null : new Mlp(parameters, config, layer)
     this.residual = architecture.residual
   }
@@ -700,9 +707,18 @@ const standardArchitecture: ArchitectureParts = Object.freeze({
   forward: standardForward,
 })
 
-/** The parts of `config`'s architecture: the minimal model's (`minimal.ts`) or the standard ones. */
+/** Each architecture's parts: the minimal model's (`minimal.ts`), the standard ones, the mixer's (`mixer.ts`). */
+const ARCHITECTURES: Readonly<Record<Architecture, ArchitectureParts>> = Object.freeze({
+  minimal: minimalArchitecture,
+  gpt: standardArchitecture,
+  llama: standardArchitecture,
+  // The mixer's blocks in the standard pass (embeddings, final norm, unembedding).
+  mixer: Object.freeze({ ...mixerParts, forward: standardForward }),
+})
+
+/** The parts of `config`'s architecture. */
 function architectureOf(config: TransformerConfig): ArchitectureParts {
-  return config.architecture === 'minimal' ? minimalArchitecture : standardArchitecture
+  return ARCHITECTURES[config.architecture]
 }
 
 /**

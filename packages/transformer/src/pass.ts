@@ -145,18 +145,11 @@ export interface ModelBlock {
   forward(x: tf.Tensor2D, context: PassContext): tf.Tensor2D
 }
 
-/**
- * What differs between architectures at the model level, chosen once per model
- * ({@link architectureOf}): the parameters, a block's attention projections, whether blocks are
- * residual, and the pass around the blocks. GPT and Llama share the standard parts below (their
- * differences are configuration: norm, positions, MLP); the minimal model's are in `minimal.ts`.
- */
-export interface ArchitectureParts {
+/** What every architecture gives (see {@link ArchitectureParts}). */
+interface ArchitectureBase {
   /** The parameters in a fixed order, with TransformerLens names, shapes and initialisation. */
   parameterSpecs(config: TransformerConfig): ParameterSpec[]
-  /** Block `layer`'s attention projections. */
-  projections(parameters: Parameters, config: TransformerConfig, layer: number): AttentionProjections
-  /** Whether a block adds its attention (and MLP) output to its input. */
+  /** Whether a block adds its attention (or token-mixing) and MLP outputs to its input. */
   readonly residual: boolean
   /**
    * Input -> blocks -> logits `[batch * (pos - logitsFrom), dVocab]`.
@@ -165,3 +158,32 @@ export interface ArchitectureParts {
    */
   forward(parameters: Parameters, blocks: readonly ModelBlock[], context: PassContext, hook: ResidualHook): tf.Tensor2D
 }
+
+/** An architecture whose blocks move information between positions by attention, from its projections. */
+export interface AttentionArchitectureParts extends ArchitectureBase {
+  /** Block `layer`'s attention projections. */
+  projections(parameters: Parameters, config: TransformerConfig, layer: number): AttentionProjections
+  readonly tokenMixing?: undefined
+}
+
+/**
+ * An architecture without attention, whose blocks move information between positions by their own sublayer in
+ * the attention's place (the MLP-Mixer's causal token mixing, `mixer.ts`); the rest of the block is the same.
+ */
+export interface TokenMixingArchitectureParts extends ArchitectureBase {
+  /**
+   * Block `layer`'s token-mixing sublayer: `[batch * pos, dModel]` (the normalised block input) ->
+   * `[batch * pos, dModel]` (what `hook_attn_out` sees).
+   */
+  tokenMixing(parameters: Parameters, config: TransformerConfig, layer: number): ModelBlock
+  readonly projections?: undefined
+}
+
+/**
+ * What differs between architectures at the model level, chosen once per model
+ * ({@link architectureOf}): the parameters, a block's attention projections (or its token-mixing
+ * sublayer), whether blocks are residual, and the pass around the blocks. GPT and Llama share the
+ * standard parts (their differences are configuration: norm, positions, MLP); the minimal model's
+ * are in `minimal.ts`, the MLP-Mixer's in `mixer.ts`.
+ */
+export type ArchitectureParts = AttentionArchitectureParts | TokenMixingArchitectureParts
