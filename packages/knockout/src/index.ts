@@ -14,6 +14,9 @@
  *   (coordinate descent matching scikit-learn's `Lasso`).
  * - Reports: per-head heatmaps ({@link headHeatmap}, {@link heatmapSpec}) and knockout effects
  *   on the target and off-target controls ({@link knockoutEffects}).
+ * - Causal patching between checkpoints ({@link patchHeadsBetween}): one head's attention scores
+ *   copied from a donor model (a post-emergence checkpoint) into a recipient (a pre-emergence one),
+ *   and the change in p(target) per head (Baherwani et al., arXiv 2606.25010).
  * - {@link MixtureTask}: several tasks marked by prefix tokens, for planted-structure validation.
  *
  * @packageDocumentation
@@ -112,6 +115,15 @@ export {
   type MixtureComponent,
   type MixtureOptions,
 } from './mixture.ts'
+export {
+  PATCH_POINTS,
+  patchHeadsBetween,
+  patchingHeatmap,
+  type HeadPatch,
+  type PatchingResult,
+  type PatchOptions,
+  type PatchPoint,
+} from './patching.ts'
 export {
   headHeatmap,
   heatmapSpec,
