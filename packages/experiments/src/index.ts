@@ -77,6 +77,7 @@ export {
   meanPatterns,
   type EmergenceRecord,
   type EmergenceStore,
+  type EmergenceTransfer,
   type SeedCheckpoint,
   type SeedRun,
 } from './emergence/run.ts'

@@ -19,3 +19,4 @@ export {
   type EmergenceDirectoryOptions,
   type EmergenceFileSummary,
 } from './emergence/directory.ts'
+export { loadInitialWeights } from './init-from.ts'

@@ -21,7 +21,11 @@ import {
   type Transformer,
   type TransformerConfig,
   type TrainerState,
+  type WeightData,
+  transferWeights,
 } from '@attnlab/transformer'
+import { ExperimentInputError } from './errors.ts'
+import type { EmergenceTransfer } from './emergence/run.ts'
 import {
   EMERGENCE_PRESETS,
   checkAttentionBias,
@@ -75,6 +79,11 @@ export interface TrainingRunSettings {
    * `attentionBias`), applied in every pass of the run; absent or null: none.
    */
   readonly attentionBias?: TrainingSettings['attentionBias']
+  /**
+   * Pre-pretraining: the run directory or checkpoint whose weights a fresh run starts from (see
+   * the training settings' `initFrom`; read by {@link TrainingRunOptions.loadInitialWeights}); absent or null: none.
+   */
+  readonly initFrom?: string | null
 }
 
 /**
@@ -101,6 +110,11 @@ export interface TrainingRunOptions {
   readonly onStep?: (record: StepRecord) => void | Promise<void>
   /** Called with each evaluation, after it was added to the evaluations. */
   readonly onEval?: (record: EvalRecord) => void
+  /**
+   * Reads the weights of `settings.initFrom` (`@attnlab/experiments/node`'s `loadInitialWeights`);
+   * needed for a fresh run with `initFrom` (a resumed run starts from its checkpoint).
+   */
+  readonly loadInitialWeights?: (initFrom: string) => Promise<{ readonly source: string; readonly weights: WeightData }>
   /** Keeps a checkpoint: every `checkpointEvery` steps and at the end, with the evaluations so far. */
   readonly save?: (model: Transformer, state: TrainerState, evaluations: readonly TrainingEvaluation[]) => Promise<void>
 }
@@ -126,6 +140,8 @@ export interface TrainingRunResult {
   readonly seconds: number
   /** Every evaluation of the run, earlier sessions' included, one per step. */
   readonly evaluations: readonly TrainingEvaluation[]
+  /** A fresh run with `initFrom`: the checkpoint it started from and the parameters copied / re-initialised. */
+  readonly transfer: EmergenceTransfer | null
 }
 
 type OffsetGroups = readonly { readonly name: string; readonly offsets: readonly number[] }[]
@@ -162,8 +178,20 @@ export async function runTraining(
 ): Promise<TrainingRunResult> {
   const model = createTransformer(config)
   const evaluations: TrainingEvaluation[] = [...(options.resume?.evaluations ?? [])]
+  let transfer: EmergenceTransfer | null = null
   try {
     if (options.resume !== undefined) model.setWeights(options.resume.weights)
+    else if (settings.initFrom !== undefined && settings.initFrom !== null) {
+      if (options.loadInitialWeights === undefined) {
+        throw new ExperimentInputError(
+          'initFrom',
+          `cannot read ${settings.initFrom}: give options.loadInitialWeights (@attnlab/experiments/node's ` +
+            'loadInitialWeights)',
+        )
+      }
+      const loaded = await options.loadInitialWeights(settings.initFrom)
+      transfer = { source: loaded.source, ...transferWeights(model, loaded.weights) }
+    }
     const root = Rng.fromSeed(settings.seed)
     const source = settings.trainSize > 0 ? task.sample(settings.trainSize, root.split('dataset')) : task
     const validation = task.sample(settings.validationSize, root.split('validation'))
@@ -214,6 +242,7 @@ export async function runTraining(
       tokensPerSecond: result.tokensPerSecond,
       seconds: result.seconds,
       evaluations,
+      transfer,
     }
   } finally {
     model.dispose()
@@ -251,6 +280,7 @@ export const trainingConfigSchema = configSchema({
   trainSize: training.trainSize,
   validationSize: training.validationSize,
   attentionBias: training.attentionBias,
+  initFrom: training.initFrom,
   evalEvery: integerField('evaluate every N steps (0: only at the end)', { min: 0 }).default(
     TRAINING_DEFAULTS.evalEvery,
   ),
@@ -321,6 +351,7 @@ export function resolveTrainingConfig(config: Partial<TrainingConfig>): {
     trainSize: parsed.trainSize,
     validationSize: parsed.validationSize,
     ...(parsed.attentionBias === null ? {} : { attentionBias: parsed.attentionBias }),
+    ...(parsed.initFrom === null ? {} : { initFrom: parsed.initFrom }),
   }
   return Object.freeze({ task, model, settings, config: parsed })
 }

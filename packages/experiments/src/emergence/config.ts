@@ -189,6 +189,14 @@ export const trainingSettingsSchema = configSchema({
    * (training, validation, metrics, attention snapshots); `null`: none.
    */
   attentionBias: attentionBiasSchema.nullable().default(null),
+  /**
+   * Pre-pretraining (Baherwani et al., arXiv 2606.25010): start each seed from the weights of
+   * another run (a run directory of `attnlab emergence`, a checkpoint directory of `attnlab
+   * train` or an emergence seed's, or a file in one); parameters whose name and shape fit are
+   * copied, the others keep their fresh initialisation (`@attnlab/transformer`'s
+   * `transferWeights`). Read by the run's store (`@attnlab/experiments/node`); `null`: none.
+   */
+  initFrom: customField<string | null>('start from the weights of this run directory or checkpoint').default(null),
 })
 
 /**
@@ -308,6 +316,12 @@ function checkCrossFields(config: EmergenceConfig): void {
   }
   if (typeof config.task !== 'object' || config.task === null || Array.isArray(config.task)) {
     throw new ConfigError('task', `expected a task description { kind, ...overrides }, got ${showValue(config.task)}`)
+  }
+  if (training.initFrom !== null && (typeof training.initFrom !== 'string' || training.initFrom.trim() === '')) {
+    throw new ConfigError(
+      'training.initFrom',
+      `expected null or the path of a run directory or checkpoint, got ${showValue(training.initFrom)}`,
+    )
   }
   if (typeof training.optimizer !== 'object' || training.optimizer === null) {
     throw new ConfigError(

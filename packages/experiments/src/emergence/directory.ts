@@ -11,6 +11,7 @@ import { AttnlabError, InvalidCheckpointError } from '@attnlab/core'
 import { removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import { ExperimentInputError } from '../errors.ts'
+import { loadInitialWeights } from '../init-from.ts'
 import { resolveEmergenceRecord } from './config.ts'
 import type { EmergenceResult, EmergenceSummary } from './experiment.ts'
 import { buildEmergenceReport, type PatternSnapshot } from './report.ts'
@@ -98,6 +99,7 @@ export function emergenceDirectoryStore(out: string, options: EmergenceDirectory
     async writeSnapshots(seed, snapshots) {
       await writeFileAtomic(join(seedDirectory(out, seed), 'patterns.json'), JSON.stringify(snapshots))
     },
+    loadInitialWeights,
   }
 }
 

@@ -10,12 +10,20 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { InterruptedError, type Task } from '@attnlab/core'
 import { SparseMarkovTask } from '@attnlab/markov'
-import type { StepRecord } from '@attnlab/transformer'
+import { planWeightTransfer, type StepRecord, type WeightData } from '@attnlab/transformer'
+import { ExperimentInputError } from '../errors.ts'
 import { resolveEmergenceConfig, type EmergenceConfig, type ResolvedEmergenceConfig } from './config.ts'
 import { odeOverlay, type OdeOverlay } from './ode.ts'
 import { computeOracles, type OracleLine, type Oracles } from './oracles.ts'
 import type { PatternSnapshot, SeedReport } from './report.ts'
-import { runSeed, type EmergenceRecord, type EmergenceStore, type SeedCheckpoint, type SeedRun } from './run.ts'
+import {
+  runSeed,
+  type EmergenceRecord,
+  type EmergenceStore,
+  type EmergenceTransfer,
+  type SeedCheckpoint,
+  type SeedRun,
+} from './run.ts'
 import { analyzeRun, headNames, type MetricLine, type RunAnalysis, type RunStage } from './stages.ts'
 
 /**
@@ -125,6 +133,8 @@ export interface EmergenceSummary {
   readonly emergenceSteps: readonly (number | null)[]
   /** Per seed: every stage's step. */
   readonly stageSteps: readonly (readonly number[])[]
+  /** With `training.initFrom`: the checkpoint the seeds started from, and which parameters were copied. */
+  readonly transfer: EmergenceTransfer | null
   readonly wallSeconds: number
 }
 
@@ -254,8 +264,31 @@ export async function runEmergence(
   const signal = options.signal
   const aborted = (): boolean => signal?.aborted === true
   const progress = options.onProgress ?? ((): void => {})
+  // Pre-pretraining: the source's weights, read (and checked against the model) before anything is stored.
+  const initFrom = resolved.record.training.initFrom
+  let initial: { readonly source: string; readonly weights: WeightData } | null = null
+  const loadInitial = async (): Promise<{ readonly source: string; readonly weights: WeightData } | null> => {
+    if (initFrom === null) return null
+    if (initial === null) {
+      if (store.loadInitialWeights === undefined) {
+        throw new ExperimentInputError(
+          'training.initFrom',
+          `cannot read ${initFrom}: this run's store reads no files (use @attnlab/experiments/node's ` +
+            'emergenceDirectoryStore)',
+        )
+      }
+      initial = await store.loadInitialWeights(initFrom)
+    }
+    return initial
+  }
+  let transfer: EmergenceTransfer | undefined = resolved.record.transfer
+  if (initFrom !== null && !resume) {
+    const loaded = (await loadInitial()) as { readonly source: string; readonly weights: WeightData }
+    transfer = { source: loaded.source, ...planWeightTransfer(modelConfig, loaded.weights) }
+  }
   const record: EmergenceRecord = {
     ...resolved.record,
+    ...(transfer === undefined ? {} : { transfer }),
     backend: tf.getBackend(),
     created: resolved.record.created !== '' ? resolved.record.created : new Date().toISOString(),
   }
@@ -328,6 +361,7 @@ export async function runEmergence(
       config: modelConfig,
       training: record.training,
       previous,
+      initialWeights: previous === null ? ((await loadInitial())?.weights ?? null) : null,
       signal,
       callbacks: {
         onSaved: (step) => {
@@ -421,6 +455,7 @@ export async function runEmergence(
     seeds: seedSummaries,
     emergenceSteps: seedReports.map((s) => s.analysis.emergenceStep),
     stageSteps: seedReports.map((s) => s.analysis.stages.map((st) => st.step)),
+    transfer: record.transfer ?? null,
     wallSeconds: (performance.now() - started) / 1000,
   }
   return {

@@ -1,6 +1,10 @@
 // The interventions of Baherwani et al. (arXiv 2606.25010) in the emergence experiment: the
-// attention bias toward the task's ground-truth map.
-import { describe, expect, it } from 'vitest'
+// attention bias toward the task's ground-truth map, and pre-pretraining (initFrom).
+import { existsSync } from 'node:fs'
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
 import { ConfigError } from '@attnlab/core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
 import { LinearMapTask } from '@attnlab/markov'
@@ -11,6 +15,8 @@ import {
   runEmergence,
   type EmergenceConfig,
 } from '../index.ts'
+import { emergenceDirectoryStore, loadInitialWeights, writeEmergenceResult } from '../node.ts'
+import { ExperimentInputError } from '../errors.ts'
 
 const linear = defaultEmergenceConfig('linear-map')
 // Linear map S = 4, s = 2 (8 tokens), one small gpt layer, a few steps.
@@ -93,5 +99,72 @@ describe('emergence attention-bias settings', () => {
       'training.attentionBias.beta',
       /-2/,
     )
+  })
+})
+
+describe('emergence with initFrom (pre-pretraining)', () => {
+  let root = ''
+  afterAll(async () => {
+    if (root !== '') await rm(root, { recursive: true, force: true })
+  })
+  const runInto = async (dir: string, config: EmergenceConfig) => {
+    const result = await runEmergence(config, { store: emergenceDirectoryStore(dir, { prepare: async () => {} }) })
+    await writeEmergenceResult(dir, result)
+    return result
+  }
+
+  it('starts from the source run (the same loss at step 0); another vocabulary keeps a fresh embedding', async () => {
+    root = await mkdtemp(join(tmpdir(), 'attnlab-init-from-'))
+    for (const name of ['source', 'same', 'bos']) await mkdir(join(root, name))
+    const source = await runInto(join(root, 'source'), SMALL)
+    const same = await runInto(join(root, 'same'), {
+      ...SMALL,
+      training: { ...SMALL.training, initFrom: join(root, 'source') },
+    })
+    const checkpoint = join(root, 'source', 'seeds', '0', 'checkpoint')
+    expect(same.record.transfer?.source).toBe(checkpoint)
+    expect(same.record.transfer?.reinitialized).toEqual([])
+    // Step 0 of the new run is the source's last model, on the same validation set (same seed).
+    expect(same.seeds[0]?.lines[0]?.validationLoss).toBe(source.seeds[0]?.lines.at(-1)?.validationLoss)
+    const record = JSON.parse(await readFile(join(root, 'same', 'config.json'), 'utf8'))
+    expect(record.training.initFrom).toBe(join(root, 'source'))
+    expect(record.transfer.copied).toEqual(same.record.transfer?.copied)
+    const summary = JSON.parse(await readFile(join(root, 'same', 'summary.json'), 'utf8'))
+    expect(summary.transfer.source).toBe(checkpoint)
+    // With a BOS token: vocabulary 3 and one more position.
+    const bos = await runInto(join(root, 'bos'), {
+      ...SMALL,
+      task: { ...SMALL.task, bos: true },
+      training: { ...SMALL.training, initFrom: join(checkpoint, 'model.safetensors') },
+    })
+    const reinitialized = bos.record.transfer?.reinitialized.map((r) => r.name)
+    expect(reinitialized).toEqual(['embed.W_E', 'pos_embed.W_pos'])
+    expect(bos.record.transfer?.copied.every((name) => name.startsWith('blocks.') || name.startsWith('ln_final'))).toBe(
+      true,
+    )
+  })
+
+  it('refuses a missing or invalid source before writing anything, and a store that reads no files', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'attnlab-init-from-bad-'))
+    try {
+      await expect(loadInitialWeights(join(dir, 'nothing'))).rejects.toThrow(/does not exist/)
+      await expect(loadInitialWeights(dir)).rejects.toThrow(ExperimentInputError)
+      await expect(loadInitialWeights(dir)).rejects.toThrow(/neither a checkpoint .* nor an emergence run directory/)
+      const out = join(dir, 'out')
+      const config = { ...SMALL, training: { ...SMALL.training, initFrom: join(dir, 'nothing') } }
+      const store = emergenceDirectoryStore(out, {
+        prepare: async () => {
+          throw new Error('the store must not be prepared')
+        },
+      })
+      await expect(runEmergence(config, { store })).rejects.toThrow(/does not exist/)
+      expect(existsSync(out)).toBe(false)
+      await expect(runEmergence(config)).rejects.toThrow(/this run's store reads no files/)
+      expect(() =>
+        resolveEmergenceConfig({ ...SMALL, training: { ...SMALL.training, initFrom: '' as string } }),
+      ).toThrow(/training.initFrom/)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -25,6 +25,9 @@ import {
   type Transformer,
   type TransformerConfig,
   type TrainerState,
+  type WeightData,
+  type WeightTransfer,
+  transferWeights,
 } from '@attnlab/transformer'
 import type { TrainingSettings } from './config.ts'
 import type { PatternSnapshot } from './report.ts'
@@ -63,6 +66,24 @@ export interface EmergenceStore {
   ): Promise<void>
   /** Saves a seed's attention snapshots. */
   writeSnapshots(seed: number, snapshots: readonly PatternSnapshot[]): Promise<void>
+  /**
+   * The weights a run with `training.initFrom` starts from (`@attnlab/experiments/node`'s
+   * `loadInitialWeights`: a run directory, a checkpoint, or a file in one), with the checkpoint
+   * they came from. Optional: a store without it cannot run pre-pretraining.
+   */
+  loadInitialWeights?(initFrom: string): Promise<{ readonly source: string; readonly weights: WeightData }>
+}
+
+/**
+ * What a pre-pretrained run started from (`config.json`'s and `summary.json`'s `transfer`): the
+ * checkpoint read and, from `@attnlab/transformer`'s `planWeightTransfer`, the parameters copied,
+ * re-initialised (with why) and unused. The same for every seed.
+ *
+ * @category Emergence
+ */
+export interface EmergenceTransfer extends WeightTransfer {
+  /** The checkpoint directory the weights came from. */
+  readonly source: string
 }
 
 /**
@@ -97,6 +118,8 @@ export interface EmergenceRecord {
   readonly backend: string
   /** ISO date of the run's start. */
   readonly created: string
+  /** With `training.initFrom`: what the run started from (written when it starts). */
+  readonly transfer?: EmergenceTransfer
 }
 
 /**
@@ -230,6 +253,8 @@ export async function runSeed(options: {
     readonly snapshots: readonly PatternSnapshot[]
     readonly checkpoint: SeedCheckpoint
   } | null
+  /** The weights a fresh seed starts from (pre-pretraining), transferred where name and shape fit. */
+  readonly initialWeights?: WeightData | null
   readonly signal?: AbortSignal | undefined
   readonly callbacks: SeedCallbacks
 }): Promise<SeedRun> {
@@ -270,6 +295,8 @@ export async function runSeed(options: {
   let trainer: Trainer
   try {
     if (weights !== undefined) model.setWeights(weights)
+    else if (options.initialWeights !== undefined && options.initialWeights !== null)
+      transferWeights(model, options.initialWeights)
     trainer = new Trainer(model, source, {
       steps: training.steps,
       batchSize: training.batchSize,
