@@ -16,6 +16,7 @@ import { registerMarkov } from './commands/markov.ts'
 import { registerTrain } from './commands/train.ts'
 import { registerKnockout } from './commands/knockout.ts'
 import { registerKernels } from './commands/kernels.ts'
+import { registerStudy } from './commands/study.ts'
 import { registerSweep } from './commands/sweep.ts'
 import { registerSweepQueue } from './commands/sweep-queue.ts'
 import { registerWorker } from './commands/worker.ts'
@@ -47,6 +48,7 @@ export function buildProgram(): Command {
   registerKernels(program)
   registerSweep(program)
   registerSweepQueue(program)
+  registerStudy(program)
   registerWorker(program)
   // `--out ""`, `--plot ""`, ...: refused before any command's work.
   program.hook('preAction', (_root, action) => refuseEmptyOutputPaths(action))

@@ -46,6 +46,19 @@ export interface SweepExperiment {
   metrics(summary: unknown): Record<string, number | null>
 }
 
+/**
+ * How much of the gap between the first plateau (chance, for the linear map and the cellular
+ * automaton; the unigram loss for the sparse Markov chain) and the Bayes floor is left at the end:
+ * `(final - floor) / (plateau - floor)`, 0 when the task is solved, 1 when nothing was learned;
+ * null when either oracle is unknown or the gap is not positive.
+ */
+function normalizedResidual(run: EmergenceSummary, final: number | undefined): number | null {
+  const plateau = run.oracles.plateaus[0]
+  const floor = run.oracles.floor
+  if (final === undefined || plateau === null || plateau === undefined || floor === null) return null
+  return plateau - floor > 1e-9 ? (final - floor) / (plateau - floor) : null
+}
+
 /** Most stage steps a trial's metrics list (`stage1Step` .. `stage6Step`). */
 const MAX_STAGE_METRICS = 6
 
@@ -55,7 +68,9 @@ const MAX_STAGE_METRICS = 6
  * (`task`, `preset`, `model`, `training`), the defaults `defaultEmergenceConfig(task.kind)`,
  * `seeds` replaced by `[seed]` per trial. Metrics (one seed per trial): `finalValidationLoss`
  * and `finalMinusFloor` (nats), `emergenceStep` (the first stage's step), `stages` (how many),
- * `stage1Step` ..., `eachSpanOwnHead` (1 or 0), `completedSteps`, `odeScale` (steps per unit of
+ * `stage1Step` ..., `eachSpanOwnHead` (1 or 0), `normalizedResidual` (the share of the gap from the first
+ * plateau to the Bayes floor left at the end: 0 solved, 1 nothing learned), `positionsLearned` (how many
+ * scored output positions' losses fell to half their start: the linear map and the cellular automaton), `completedSteps`, `odeScale` (steps per unit of
  * ODE time), `odeRmse`, `tokensPerSecond`, `trainingSeconds`.
  */
 const emergence: SweepExperiment = {
@@ -84,6 +99,9 @@ const emergence: SweepExperiment = {
       if (stage !== undefined) metrics[`stage${k + 1}Step`] = stage.step
     }
     metrics.eachSpanOwnHead = seed === undefined ? null : seed.eachSpanOwnHead ? 1 : 0
+    metrics.normalizedResidual = normalizedResidual(run, seed?.finalValidationLoss ?? undefined)
+    const positions = seed?.positionEmergence ?? []
+    metrics.positionsLearned = positions.length === 0 ? null : positions.filter((p) => p !== null).length
     metrics.completedSteps = seed?.completedSteps ?? null
     metrics.odeScale = seed?.ode?.scale ?? null
     metrics.odeRmse = seed?.ode?.rmse ?? null

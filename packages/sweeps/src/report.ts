@@ -92,10 +92,12 @@ function groupsOf(
   })
 }
 
-const escapeHtml = (text: string): string =>
+/** Escapes text for HTML (the study report shares it). */
+export const escapeHtml = (text: string): string =>
   text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 
-const CSS = [
+/** The report pages' style sheet (the study report shares it). */
+export const CSS = [
   'body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;' +
     'color:#222;line-height:1.45;padding:0 1rem}',
   'h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}',

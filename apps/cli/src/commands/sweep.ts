@@ -85,7 +85,8 @@ async function backendName(flag: string | undefined): Promise<BackendName> {
   return flag as BackendName
 }
 
-interface RunFlags {
+/** The flags of `sweep run` (and of `study run`, which runs each part of a study through it). */
+export interface RunFlags {
   out: string
   workers?: number
   resume?: boolean
@@ -93,12 +94,24 @@ interface RunFlags {
   retries: number
   backend?: string
   json?: boolean
+  /** Print the `sweep report` line at the end (default true). */
+  reportHint?: boolean
+  /** Print the final counts on stderr instead of stdout (`study run --json` keeps stdout for its JSON). */
+  countsToStderr?: boolean
 }
 
 /** `attnlab sweep run`. */
 async function runCommand(specPath: string, flags: RunFlags): Promise<void> {
   const spec = await readSpec(specPath)
   await checkWritable(flags.out)
+  await runSpec(spec, flags, `attnlab sweep run ${specPath} --out ${flags.out} --resume`)
+}
+
+/**
+ * Runs a validated spec into `flags.out` with a progress bar, prints the counts, and fails like
+ * `sweep run` does (an interruption names `resumeCommand`).
+ */
+export async function runSpec(spec: SweepSpec, flags: RunFlags, resumeCommand: string): Promise<void> {
   const backend = await backendName(flags.backend)
   const controller = new AbortController()
   const log = (text: string): void => {
@@ -197,16 +210,16 @@ async function runCommand(specPath: string, flags: RunFlags): Promise<void> {
   }
   if (flags.json) console.log(JSON.stringify(summary, null, 2))
   else {
-    console.log(
+    ;(flags.countsToStderr === true ? console.error : console.log)(
       `${result.done} done, ${result.failed} failed, ${result.interrupted} interrupted, ${result.skipped} skipped ` +
         `in ${formatDuration(result.wallSeconds)}; records: ${join(flags.out, 'trials.jsonl')}`,
     )
-    console.log(`report: attnlab sweep report ${flags.out}`)
+    if (flags.reportHint !== false) console.log(`report: attnlab sweep report ${flags.out}`)
   }
   if (result.stopped) {
     throw new InterruptedError(
       `interrupted; the stopped trials keep their state in ${join(flags.out, 'trials')} (continue with: ` +
-        `attnlab sweep run ${specPath} --out ${flags.out} --resume)`,
+        `${resumeCommand})`,
     )
   }
   if (result.failed > 0) {

@@ -1,0 +1,180 @@
+/**
+ * The studies attnlab ships, by name, their validated sweeps, and the study report.
+ *
+ * @module
+ */
+import { ConfigError } from '@attnlab/core'
+import { renderSvg } from '@attnlab/experiments'
+import { closest } from 'fastest-levenshtein'
+import { CSS, escapeHtml } from '../report.ts'
+import type { TrialRecord } from '../record.ts'
+import type { JsonObject } from '../json.ts'
+import { validateSweepSpec, type SweepSpec } from '../spec.ts'
+import { emergenceTime } from './emergence-time.ts'
+import { linearMapSparsity } from './linear-map-sparsity.ts'
+import type { Study, StudyAssessment, StudySize } from './study.ts'
+import { width } from './width.ts'
+
+/**
+ * The shipped studies by name (Baherwani et al., arXiv 2606.25010): `linear-map-sparsity`,
+ * `emergence-time`, `width`.
+ *
+ * @category Studies
+ */
+export const STUDIES: Readonly<Record<string, Study>> = Object.freeze({
+  [linearMapSparsity.name]: linearMapSparsity,
+  [emergenceTime.name]: emergenceTime,
+  [width.name]: width,
+})
+
+/**
+ * The study of a name.
+ *
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown name, with the closest known one
+ * @category Studies
+ */
+export function getStudy(name: string): Study {
+  const study = Object.hasOwn(STUDIES, name) ? STUDIES[name] : undefined
+  if (study !== undefined) return study
+  const names = Object.keys(STUDIES)
+  throw new ConfigError(
+    'study',
+    `'${name}' is not a study; did you mean '${closest(name, names)}'? Expected one of ${names.join(', ')}`,
+    { value: name, allowed: names },
+  )
+}
+
+/**
+ * Changes to a study's budget, for a quick look before the real run (recorded in `study.json`
+ * and named in the report: findings on fewer seeds or steps are weaker evidence).
+ *
+ * @category Studies
+ */
+export interface StudyOverrides {
+  /** Seeds per setting (`0 .. seeds - 1`) instead of the study's. */
+  readonly seeds?: number
+  /** Training steps of every trial instead of the study's. */
+  readonly steps?: number
+}
+
+/**
+ * A study's sweeps at a size, each validated like a spec file (every trial's settings through the
+ * experiment's own validator).
+ *
+ * @param overrides - fewer (or more) seeds or steps than the study's
+ * @returns the part names and their frozen specs, in run order
+ * @throws `SweepSpecError` naming the part for overrides the experiment refuses (a shipped spec
+ *   itself is always accepted: the tests expand every study)
+ * @category Studies
+ */
+export function studySweeps(
+  study: Study,
+  size: StudySize,
+  overrides: StudyOverrides = {},
+): { readonly part: string; readonly spec: SweepSpec }[] {
+  return study.parts(size).map((part) => {
+    let spec = part.spec
+    if (overrides.seeds !== undefined) spec = { ...spec, seeds: overrides.seeds }
+    if (overrides.steps !== undefined) {
+      const base = (spec.base ?? {}) as JsonObject
+      const training = (base.training ?? {}) as JsonObject
+      const evalEvery = Math.max(1, Math.min(Number(training.evalEvery ?? 1), Math.floor(overrides.steps / 4)))
+      spec = { ...spec, base: { ...base, training: { ...training, steps: overrides.steps, evalEvery } } }
+    }
+    return { part: part.name, spec: validateSweepSpec(spec, `study ${study.name} (${size}), part ${part.name}`) }
+  })
+}
+
+/** The overrides in words, for reports (empty when none). */
+export function describeOverrides(overrides: StudyOverrides): string {
+  const words = [
+    overrides.seeds === undefined ? '' : `${overrides.seeds} seed(s) per setting`,
+    overrides.steps === undefined ? '' : `${overrides.steps} training steps per trial`,
+  ].filter((w) => w !== '')
+  return words.length === 0 ? '' : `Run with ${words.join(' and ')} instead of the study's budget.`
+}
+
+/**
+ * What {@link buildStudyReport} returns.
+ *
+ * @category Studies
+ */
+export interface StudyReport extends StudyAssessment {
+  /** The HTML page (inline SVG, opens offline). */
+  readonly html: string
+}
+
+/** A finding's verdict as a word. */
+export function verdictWord(holds: boolean | null): string {
+  return holds === null ? 'undetermined' : holds ? 'reproduced' : 'not reproduced'
+}
+
+/**
+ * The study's report: the paper's findings with their verdicts on these trials, the tables and
+ * the figures, as one self-contained HTML page.
+ *
+ * @param records - each part's trial records by part name
+ * @param overrides - the seeds or steps the run changed (named on the page)
+ * @category Studies
+ */
+export async function buildStudyReport(
+  study: Study,
+  size: StudySize,
+  records: Readonly<Record<string, readonly TrialRecord[]>>,
+  overrides: StudyOverrides = {},
+): Promise<StudyReport> {
+  const assessment = study.assess(records, size)
+  const counts = study.parts(size).map((part) => {
+    const list = records[part.name] ?? []
+    const done = list.filter((r) => r.status === 'done').length
+    return `<tr><td>${escapeHtml(part.name)}</td><td>${escapeHtml(part.description)}</td><td>${done} done of ${
+      list.length
+    } recorded</td></tr>`
+  })
+  const findings = assessment.findings
+    .map(
+      (f) =>
+        `<tr><td>${escapeHtml(f.claim)}</td><td><b>${verdictWord(f.holds)}</b></td><td>${escapeHtml(f.evidence)}</td></tr>`,
+    )
+    .join('')
+  const tables = assessment.tables
+    .map(
+      (t) =>
+        `<h2>${escapeHtml(t.title)}</h2><table><tr>${t.columns.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr>` +
+        t.rows
+          .map((row) => `<tr>${row.map((c) => `<td>${escapeHtml(String(c ?? 'n/a'))}</td>`).join('')}</tr>`)
+          .join('') +
+        '</table>',
+    )
+    .join('\n')
+  const figures: string[] = []
+  for (const chart of assessment.charts) figures.push(`<figure>${await renderSvg(chart)}</figure>`)
+  const title = `Study '${study.name}' (${size}): ${study.title}`
+  const html = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>
+${CSS}
+</style></head><body>
+<h1>${escapeHtml(title)}</h1>
+<p>${escapeHtml(study.source)}. ${escapeHtml(study.description)}</p>
+${overrides.seeds === undefined && overrides.steps === undefined ? '' : `<p><b>${escapeHtml(describeOverrides(overrides))}</b></p>`}
+<table><tr><th>part</th><th>what it varies</th><th>trials</th></tr>${counts.join('')}</table>
+<h2>The paper's findings on these trials</h2>
+<table><tr><th>finding</th><th>verdict</th><th>evidence</th></tr>${findings}</table>
+${tables}
+${figures.join('\n')}
+</body></html>
+`
+  return { ...assessment, html }
+}
+
+export { emergenceTime, linearMapSparsity, width }
+export type {
+  Study,
+  StudyAssessment,
+  StudyFinding,
+  StudyPart,
+  StudySize,
+  StudyTable,
+  SweepSpecInput,
+} from './study.ts'
