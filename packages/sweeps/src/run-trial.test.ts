@@ -43,6 +43,11 @@ describe('runTrial', () => {
     })
     expect(record.metrics.completedSteps).toBe(12)
     expect(record.metrics.finalValidationLoss).toBeGreaterThan(0)
+    // The share of the gap left, from the run's own summary: (final - floor) / (first plateau - floor).
+    const summary = JSON.parse(await readFile(join(trialDirectory(join(dir, 'a'), trial.id), 'summary.json'), 'utf8'))
+    const { plateaus, floor } = summary.oracles as { plateaus: number[]; floor: number }
+    const final = summary.seeds[0].finalValidationLoss as number
+    expect(record.metrics.normalizedResidual).toBeCloseTo((final - floor) / ((plateaus[0] as number) - floor), 12)
     const files = await readdir(trialDirectory(join(dir, 'a'), trial.id))
     expect(files).toEqual(
       expect.arrayContaining(['config.json', 'metrics.jsonl', 'seeds', 'summary.json', 'report.html', 'record.json']),
