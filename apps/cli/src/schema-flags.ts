@@ -6,9 +6,9 @@
  * loosest of their ranges; the library then checks the exact one and {@link withFlagNames}
  * (`options.ts`) names the flag in its message.
  */
-import { InvalidArgumentError } from 'commander'
+import { InvalidArgumentError, Option } from 'commander'
 import { describeRange, formatNumber, inRange, type NumberRange } from '@attnlab/core'
-import type { FieldInfo } from '@attnlab/core/schema'
+import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { intParser, numberParser } from './options.ts'
 
 /** The loosest range that holds every one of `ranges` (bounds widen, an open bound wins). */
@@ -79,4 +79,34 @@ export function fieldParser(flag: string, infos: readonly FieldInfo[]): ((value:
 export function showDefault(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined
   return Array.isArray(value) ? value.join(',') : String(value)
+}
+
+/**
+ * A flag that sets one schema field: its help (the field's, or `overrides.help`), its default (the
+ * field's, when it has one other than null) and its parser (the field's range) or choices (an enum
+ * field's). `overrides.max` bounds a range the field leaves open above, so that a value only a typo
+ * gives (`1e300`) is a usage error before any work.
+ *
+ * @param spec - commander's spelling, e.g. `--heads <n>` (`--fast-value` for a boolean field)
+ * @param field - the field's schema (e.g. `dynamicsConfigSchema.shape.nHeads`)
+ * @param overrides - help text and upper bound set by the command
+ * @throws `Error` for a field kind no flag can set
+ */
+export function schemaFieldOption(
+  spec: string,
+  field: z.ZodType,
+  overrides: { readonly help?: string; readonly max?: number } = {},
+): Option {
+  const info = fieldInfo(field)
+  const flag = spec.split(' ')[0] as string
+  const option = new Option(spec, overrides.help ?? info.help)
+  if (info.kind === 'enum') option.choices(info.choices ?? [])
+  else if (info.kind !== 'boolean') {
+    const range = { ...info.range, ...(overrides.max === undefined ? {} : { max: overrides.max }) }
+    const parser = fieldParser(flag, [{ ...info, range }])
+    if (parser !== undefined) option.argParser(parser)
+  }
+  if (info.hasDefault && info.defaultValue !== null && info.defaultValue !== undefined && info.kind !== 'boolean')
+    option.default(info.defaultValue)
+  return option
 }

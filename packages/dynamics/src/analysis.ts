@@ -4,10 +4,10 @@
  *
  * @module
  */
-import { checkOptionKeys } from '@attnlab/core'
+import { parseConfig } from '@attnlab/core/schema'
 import {
   simulate,
-  SIMULATE_OPTION_KEYS,
+  simulateOptionsSchema,
   trajectorySpanMass,
   type SimulateOptions,
   type Trajectory,
@@ -15,7 +15,7 @@ import {
 import {
   analyzeStages,
   pick,
-  STAGE_ANALYSIS_OPTION_KEYS,
+  stageAnalysisOptionsSchema,
   type StageAnalysis,
   type StageAnalysisOptions,
 } from './stages.ts'
@@ -58,6 +58,9 @@ export interface SimulationResult {
   readonly analysis: StageAnalysis
 }
 
+/** The options of {@link simulateAndAnalyze}: the simulation's and the stage analysis' in one object. */
+const simulateAndAnalyzeOptionsSchema = simulateOptionsSchema.extend(stageAnalysisOptionsSchema.shape)
+
 /**
  * {@link simulate} then {@link analyzeTrajectory}.
  *
@@ -76,7 +79,7 @@ export function simulateAndAnalyze(
   config: Partial<DynamicsConfig> = {},
   options: SimulateOptions & StageAnalysisOptions = {},
 ): SimulationResult {
-  checkOptionKeys('simulateAndAnalyze options', options, [...SIMULATE_OPTION_KEYS, ...STAGE_ANALYSIS_OPTION_KEYS])
-  const trajectory = simulate(config, pick(options, SIMULATE_OPTION_KEYS))
-  return { trajectory, analysis: analyzeTrajectory(trajectory, pick(options, STAGE_ANALYSIS_OPTION_KEYS)) }
+  parseConfig(simulateAndAnalyzeOptionsSchema, options, 'simulateAndAnalyze')
+  const trajectory = simulate(config, pick(options, simulateOptionsSchema))
+  return { trajectory, analysis: analyzeTrajectory(trajectory, pick(options, stageAnalysisOptionsSchema)) }
 }

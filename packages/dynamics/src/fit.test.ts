@@ -73,12 +73,12 @@ describe('fitTimeScale', () => {
     expect(() => fitTimeScale(ode, { ...run, plateaus: [3, 2, 1] })).toThrow(/same number of stages/)
     expect(() => fitTimeScale(ode, run, { methd: 'curve' } as never)).toThrow(
       new RegExp(
-        /Invalid methd: not one of the fitTimeScale options \(did you mean 'method'\?\); allowed: method, /.source +
-          /offset, runDetection, odeDetection/.source,
+        /Invalid methd: is not a fitTimeScale parameter \(did you mean 'method'\?\); expected one of method, /.source +
+          /offset, runDetection, odeDetection$/.source,
       ),
     )
     expect(() => fitTimeScale(ode, run, { runDetection: { smoothng: 5 } } as never)).toThrow(
-      /Invalid smoothng: not one of the transition detection options/,
+      /^Invalid runDetection\.smoothng: is not a fitTimeScale runDetection parameter \(did you mean 'smoothing'\?\); /,
     )
     expect(() => fitTimeScale(ode, { ...run, loss: run.loss.slice(1) })).toThrow(ShapeError)
     expect(() => fitTimeScale(ode, { time: [0], loss: [3], plateaus: cePlateaus })).toThrow(/at least two/)

@@ -14,8 +14,9 @@
  *
  * @module
  */
-import { checkOptionKeys, InvalidArgumentError, ShapeError } from '@attnlab/core'
-import { checkPlateaus, detectTransitions, type TransitionDetectionOptions } from './stages.ts'
+import { InvalidArgumentError, ShapeError } from '@attnlab/core'
+import { configSchema, enumField, numberField, parseConfig, type z } from '@attnlab/core/schema'
+import { checkPlateaus, detectTransitions, transitionDetectionOptionsSchema } from './stages.ts'
 
 /**
  * Stage progress of one loss value (see the module comment): `P_j -> j`, piecewise linear.
@@ -87,24 +88,34 @@ export interface LossCurve {
 }
 
 /**
- * Options of {@link fitTimeScale}.
+ * The schema of {@link TimeScaleFitOptions}: each option's meaning and default, declared once.
  *
  * @category Fitting
  */
-export interface TimeScaleFitOptions {
+export const timeScaleFitOptionsSchema = configSchema({
   /**
    * `'curve'` (default): least squares between the two progress curves over all run samples;
    * `'transitions'`: least squares on log transition times (needs at least one transition
    * detected in both curves).
    */
-  readonly method?: 'curve' | 'transitions'
-  /** Known step offset: `step = scale * t + offset` (e.g. pre-training steps). Default 0. */
-  readonly offset?: number
+  method: enumField('what is fitted: the progress curves or the transition times', [
+    'curve',
+    'transitions',
+  ] as const).default('curve'),
+  /** Known step offset: `step = scale * t + offset` (e.g. pre-training steps). */
+  offset: numberField('known step offset: step = scale * t + offset').default(0),
   /** Detection options for the run's (noisy) curve. Default `{ smoothing: 5, persistence: 3 }`. */
-  readonly runDetection?: TransitionDetectionOptions
+  runDetection: transitionDetectionOptionsSchema.optional(),
   /** Detection options for the ODE curve. Default none. */
-  readonly odeDetection?: TransitionDetectionOptions
-}
+  odeDetection: transitionDetectionOptionsSchema.optional(),
+})
+
+/**
+ * Options of {@link fitTimeScale} (see {@link timeScaleFitOptionsSchema}).
+ *
+ * @category Fitting
+ */
+export type TimeScaleFitOptions = Readonly<z.input<typeof timeScaleFitOptionsSchema>>
 
 /**
  * Predicted vs observed step of one transition.
@@ -175,6 +186,9 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
   }
 }
 
+/** The detection options for a run's curve when none are given: a 5-sample median, 3 samples of persistence. */
+const RUN_DETECTION = { smoothing: 5, persistence: 3 } as const
+
 /**
  * Finds the time scale `a` (steps per unit ODE time) that best maps the ODE's loss curve onto a
  * training run's, in stage-progress units (see the module comment), and compares the predicted
@@ -205,14 +219,7 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
  * @category Fitting
  */
 export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleFitOptions = {}): TimeScaleFit {
-  checkOptionKeys(
-    'fitTimeScale options',
-    options,
-    Object.keys({ method: 1, offset: 1, runDetection: 1, odeDetection: 1 } satisfies Record<
-      keyof TimeScaleFitOptions,
-      1
-    >),
-  )
+  const { method, offset, runDetection, odeDetection } = parseConfig(timeScaleFitOptionsSchema, options, 'fitTimeScale')
   checkCurve(ode, 'ode')
   checkCurve(run, 'run')
   if (ode.plateaus.length !== run.plateaus.length) {
@@ -221,20 +228,9 @@ export function fitTimeScale(ode: LossCurve, run: LossCurve, options: TimeScaleF
         'number of stages',
     )
   }
-  const method = options.method ?? 'curve'
-  if (method !== 'curve' && method !== 'transitions') {
-    throw new InvalidArgumentError(`method must be 'curve' or 'transitions', got '${String(method)}'`)
-  }
-  const offset = options.offset ?? 0
-  if (!Number.isFinite(offset)) throw new InvalidArgumentError(`offset must be finite, got ${offset}`)
   const K = ode.plateaus.length - 1
-  const odeTransitions = detectTransitions(ode.time, ode.loss, ode.plateaus, options.odeDetection ?? {})
-  const runTransitions = detectTransitions(
-    run.time,
-    run.loss,
-    run.plateaus,
-    options.runDetection ?? { smoothing: 5, persistence: 3 },
-  )
+  const odeTransitions = detectTransitions(ode.time, ode.loss, ode.plateaus, odeDetection ?? {})
+  const runTransitions = detectTransitions(run.time, run.loss, run.plateaus, runDetection ?? RUN_DETECTION)
   const odeProgress = progressInterpolator(ode)
   const clamp = (p: number): number => Math.min(K + 0.5, Math.max(-0.5, p))
   const runProgress = Float64Array.from({ length: run.time.length }, (_, i) =>

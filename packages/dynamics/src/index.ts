@@ -28,8 +28,15 @@ export {
 } from './config.ts'
 export { buildTarget, learningOrder, plateauLosses, type DynamicsTarget } from './target.ts'
 export { GradientFlowSystem, type DynamicsSnapshot } from './system.ts'
-export { integrateAt, type IntegrationStats, type IntegratorOptions } from './integrator.ts'
-export { sampleTimes, simulate, trajectorySpanMass, type SimulateOptions, type Trajectory } from './simulate.ts'
+export { integrateAt, integratorOptionsSchema, type IntegrationStats, type IntegratorOptions } from './integrator.ts'
+export {
+  sampleTimes,
+  simulate,
+  simulateOptionsSchema,
+  trajectorySpanMass,
+  type SimulateOptions,
+  type Trajectory,
+} from './simulate.ts'
 export { analyzeTrajectory, simulateAndAnalyze, type SimulationResult } from './analysis.ts'
 export {
   analyzeStages,
@@ -39,7 +46,11 @@ export {
   detectSpanStages,
   detectTransitions,
   headSimilarity,
+  phaseOptionsSchema,
   runningMedian,
+  spanStageOptionsSchema,
+  stageAnalysisOptionsSchema,
+  transitionDetectionOptionsSchema,
   type HeadAssignment,
   type HeadSpan,
   type Phase,
@@ -60,6 +71,7 @@ export {
   mapLossBetweenPlateaus,
   scaleOdeCurve,
   stageProgress,
+  timeScaleFitOptionsSchema,
   type LossCurve,
   type PredictedTransition,
   type ScaledCurve,

@@ -22,7 +22,8 @@
  * @module
  */
 import * as odexModule from '#odex'
-import { ConfigError, TooLargeError } from '@attnlab/core'
+import { TooLargeError } from '@attnlab/core'
+import { configSchema, integerField, numberField, parseConfig, type z } from '@attnlab/core/schema'
 
 /**
  * `odex` is CommonJS. Node's ESM loader exposes `module.exports` as the default export but does
@@ -31,19 +32,31 @@ import { ConfigError, TooLargeError } from '@attnlab/core'
  */
 const odex: typeof odexModule = (odexModule as unknown as { default?: typeof odexModule }).default ?? odexModule
 
+/** A tolerance per component, in (0, 1). */
+const TOLERANCE = { min: 0, max: 1, minExclusive: true, maxExclusive: true } as const
+
 /**
- * Error control and limits of the integration.
+ * The schema of {@link IntegratorOptions}: the integrator's error control and step budget, each
+ * with its meaning, range and default, declared once.
  *
  * @category Simulation
  */
-export interface IntegratorOptions {
-  /** Relative tolerance per component (> 0). Default 1e-8. */
-  readonly relativeTolerance?: number
-  /** Absolute tolerance per component (> 0). Default 1e-8. */
-  readonly absoluteTolerance?: number
-  /** Maximum number of solver steps over the whole run (>= 1). Default 1e6. */
-  readonly maxSteps?: number
-}
+export const integratorOptionsSchema = configSchema({
+  /** Relative tolerance per component, in (0, 1). */
+  relativeTolerance: numberField('relative tolerance per component', TOLERANCE).default(1e-8),
+  /** Absolute tolerance per component, in (0, 1). */
+  absoluteTolerance: numberField('absolute tolerance per component', TOLERANCE).default(1e-8),
+  /** Maximum number of solver steps over the whole run. */
+  maxSteps: integerField('maximum solver steps over the whole run', { min: 1 }).default(1_000_000),
+})
+
+/**
+ * Error control and limits of the integration (see {@link integratorOptionsSchema}: tolerances
+ * 1e-8, at most 1e6 steps by default).
+ *
+ * @category Simulation
+ */
+export type IntegratorOptions = Readonly<z.input<typeof integratorOptionsSchema>>
 
 /**
  * Work counters of one integration.
@@ -61,23 +74,13 @@ export interface IntegrationStats {
   readonly wallTimeMs: number
 }
 
-/** Resolved tolerances, validated. */
-export function resolveIntegratorOptions(options: IntegratorOptions = {}): Required<IntegratorOptions> {
-  const relativeTolerance = options.relativeTolerance ?? 1e-8
-  const absoluteTolerance = options.absoluteTolerance ?? 1e-8
-  const maxSteps = options.maxSteps ?? 1_000_000
-  for (const [name, value] of [
-    ['relativeTolerance', relativeTolerance],
-    ['absoluteTolerance', absoluteTolerance],
-  ] as const) {
-    if (!Number.isFinite(value) || value <= 0 || value >= 1) {
-      throw new ConfigError(name, `expected a number in (0, 1), got ${value}`, { value })
-    }
-  }
-  if (!Number.isSafeInteger(maxSteps) || maxSteps < 1) {
-    throw new ConfigError('maxSteps', `expected an integer >= 1, got ${maxSteps}`, { value: maxSteps })
-  }
-  return { relativeTolerance, absoluteTolerance, maxSteps }
+/**
+ * The integrator options with their defaults, checked against {@link integratorOptionsSchema}.
+ *
+ * @throws `ConfigError` (`@attnlab/core`) naming the option, for an unknown one (did you mean) or a bad value
+ */
+export function resolveIntegratorOptions(options: IntegratorOptions = {}): z.output<typeof integratorOptionsSchema> {
+  return parseConfig(integratorOptionsSchema, options, 'integrator')
 }
 
 /**
@@ -90,6 +93,7 @@ export function resolveIntegratorOptions(options: IntegratorOptions = {}): Requi
  * @param onSample - called with `(index, time, y)` for each requested time, in order
  * @param options - tolerances and step budget
  * @returns work counters
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option or a bad value
  * @throws `TooLargeError` (`@attnlab/core`) when the step budget runs out
  * @throws whatever `derivative` or `onSample` throw (for example a non-finite error)
  * @category Simulation

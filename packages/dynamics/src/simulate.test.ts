@@ -188,7 +188,7 @@ describe('simulate: options and failures', () => {
     [{ spacing: 'cubic' }, 'spacing'],
     [{ times: [] }, 'times'],
     [{ times: [0, 2, 1] }, 'times'],
-    [{ times: [-1, 2] }, 'times'],
+    [{ times: [-1, 2] }, 'times[0]'],
     [{ relativeTolerance: 0 }, 'relativeTolerance'],
     [{ absoluteTolerance: 2 }, 'absoluteTolerance'],
     [{ maxSteps: 0 }, 'maxSteps'],
@@ -224,21 +224,21 @@ describe('simulate: options and failures', () => {
     )
     expect(() => simulate({}, { tmax: 10 } as never)).toThrow(
       new RegExp(
-        /Invalid tmax: not one of the simulate options \(did you mean 'tMax'\?\); allowed: tMax, points, /.source +
-          /spacing, times, relativeTolerance, absoluteTolerance, maxSteps/.source,
+        /Invalid tmax: is not a simulate parameter \(did you mean 'tMax'\?\); expected one of tMax, points, /.source +
+          /spacing, times, relativeTolerance, absoluteTolerance, maxSteps$/.source,
       ),
     )
     expect(() => simulate({}, { point: 3 } as never)).toThrow(ConfigError)
     expect(() => sampleTimes({ variant: 'logit' }, { spaceing: 'linear' } as never)).toThrow(/did you mean 'spacing'/)
     expect(() => simulateAndAnalyze({}, { tMax: 10, points: 3, smoothin: 3 } as never)).toThrow(
-      /Invalid smoothin: not one of the simulateAndAnalyze options \(did you mean 'smoothing'\?\)/,
+      /Invalid smoothin: is not a simulateAndAnalyze parameter \(did you mean 'smoothing'\?\)/,
     )
     const run = simulate({ nHeads: 2, nCtx: 4, spans: [1, 1] }, { tMax: 20, points: 20 })
     expect(() => analyzeTrajectory(run, { persistance: 2 } as never)).toThrow(
-      /Invalid persistance: not one of the stage analysis options \(did you mean 'persistence'\?\)/,
+      /Invalid persistance: is not a stage analysis parameter \(did you mean 'persistence'\?\)/,
     )
     expect(() => detectTransitions(run.times, run.loss, run.plateaus, { smooth: 3 } as never)).toThrow(
-      /not one of the transition detection options/,
+      /is not a transition detection parameter/,
     )
     // A resolved config (with spanWeights) can be simulated again; stage and simulate options combine.
     expect(simulate(run.config, { tMax: 20, points: 20 }).loss).toEqual(run.loss)

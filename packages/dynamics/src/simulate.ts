@@ -4,34 +4,54 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError } from '@attnlab/core'
+import { ConfigError } from '@attnlab/core'
+import {
+  configSchema,
+  enumField,
+  integerField,
+  listField,
+  numberField,
+  parseConfig,
+  type z,
+} from '@attnlab/core/schema'
 import { resolveDynamicsConfig, type DynamicsConfig, type ResolvedDynamicsConfig } from './config.ts'
-import { integrateAt, resolveIntegratorOptions, type IntegrationStats, type IntegratorOptions } from './integrator.ts'
+import { integrateAt, integratorOptionsSchema, type IntegrationStats } from './integrator.ts'
 import { GradientFlowSystem } from './system.ts'
 import { learningOrder, plateauLosses } from './target.ts'
 
 /**
- * Where to sample the trajectory, and the integrator's error control.
+ * The schema of {@link SimulateOptions}: where to sample the trajectory (each option's meaning,
+ * range and default, declared once; the CLI's `dynamics simulate` flags take their help and ranges
+ * from it), then the integrator's error control ({@link integratorOptionsSchema}).
  *
  * @category Simulation
  */
-export interface SimulateOptions extends IntegratorOptions {
+export const simulateOptionsSchema = configSchema({
   /**
    * Final ODE time (dimensionless, > 0). Default 1000 for the replicator variant and 5000 for
    * the logit variant (long enough for all three stages of the reference configs).
    */
-  readonly tMax?: number
-  /** Number of sample times after `t = 0` (>= 1). Default 1000. */
-  readonly points?: number
+  tMax: numberField('final ODE time (default 1000 replicator, 5000 logit)', { min: 0, minExclusive: true }).optional(),
+  /** Number of sample times after `t = 0`. */
+  points: integerField('number of sample times after t = 0', { min: 1 }).default(1000),
   /**
    * `'log'` (default): `points` times log-spaced from `tMax * 1e-5` to `tMax`, which resolves the
    * early first transition and the late ones with the same relative precision; `'linear'`:
    * evenly spaced up to `tMax`. Both include `t = 0` first.
    */
-  readonly spacing?: 'log' | 'linear'
+  spacing: enumField('spacing of the sample times (both start at t = 0)', ['log', 'linear'] as const).default('log'),
   /** Explicit sample times (finite, >= 0, strictly increasing); overrides tMax/points/spacing. */
-  readonly times?: readonly number[]
-}
+  times: listField('explicit sample times, strictly increasing', numberField('a sample time', { min: 0 })).optional(),
+  ...integratorOptionsSchema.shape,
+})
+
+/**
+ * Where to sample the trajectory, and the integrator's error control (see
+ * {@link simulateOptionsSchema}).
+ *
+ * @category Simulation
+ */
+export type SimulateOptions = Readonly<z.input<typeof simulateOptionsSchema>>
 
 /**
  * A sampled trajectory of the reduced model. All arrays are row-major and indexed by sample
@@ -68,17 +88,6 @@ export interface Trajectory {
   readonly stats: IntegrationStats
 }
 
-/** Every key of {@link SimulateOptions} (a misspelled one is rejected). */
-export const SIMULATE_OPTION_KEYS: readonly string[] = Object.keys({
-  tMax: 1,
-  points: 1,
-  spacing: 1,
-  times: 1,
-  relativeTolerance: 1,
-  absoluteTolerance: 1,
-  maxSteps: 1,
-} satisfies Record<keyof SimulateOptions, 1>)
-
 /**
  * The sample times {@link simulate} uses for a config and options: `options.times` as given, or
  * `t = 0` followed by `points` log- or linearly spaced times up to `tMax`.
@@ -90,31 +99,17 @@ export const SIMULATE_OPTION_KEYS: readonly string[] = Object.keys({
  * @category Simulation
  */
 export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: SimulateOptions = {}): number[] {
-  checkOptionKeys('simulate options', options, SIMULATE_OPTION_KEYS)
-  if (options.times !== undefined) {
-    const times = [...options.times]
-    if (times.length === 0) throw new ConfigError('times', 'expected at least one sample time', { value: times })
+  const { times: given, tMax: maxTime, points, spacing } = parseConfig(simulateOptionsSchema, options, 'simulate')
+  if (given !== undefined) {
+    const times = [...given]
     for (const [i, t] of times.entries()) {
-      if (!Number.isFinite(t) || t < 0 || (i > 0 && t <= (times[i - 1] as number))) {
-        throw new ConfigError('times', `expected finite, non-negative, strictly increasing times; entry ${i} is ${t}`, {
-          index: i,
-          value: t,
-        })
+      if (i > 0 && t <= (times[i - 1] as number)) {
+        throw new ConfigError('times', `expected strictly increasing times; entry ${i} is ${t}`, { index: i, value: t })
       }
     }
     return times
   }
-  const tMax = options.tMax ?? (config.variant === 'logit' ? 5000 : 1000)
-  if (!Number.isFinite(tMax) || tMax <= 0)
-    throw new ConfigError('tMax', `expected a finite number > 0, got ${tMax}`, { value: tMax })
-  const points = options.points ?? 1000
-  if (!Number.isSafeInteger(points) || points < 1) {
-    throw new ConfigError('points', `expected an integer >= 1, got ${points}`, { value: points })
-  }
-  const spacing = options.spacing ?? 'log'
-  if (spacing !== 'log' && spacing !== 'linear') {
-    throw new ConfigError('spacing', `expected 'log' or 'linear', got '${String(spacing)}'`, { value: spacing })
-  }
+  const tMax = maxTime ?? (config.variant === 'logit' ? 5000 : 1000)
   const times = [0]
   for (let i = 1; i <= points; i++) {
     if (spacing === 'linear') times.push((tMax * i) / points)
@@ -137,7 +132,7 @@ export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: Si
  * @throws `ConfigError` (`@attnlab/core`) for an invalid config or options, an unknown field or
  *   option name included (`importanceRatios`, `tmax`: the message lists the allowed names)
  * @throws `NonFiniteError` (`@attnlab/core`) if the flow diverges
- * @throws `AttnlabError` (`@attnlab/core`) `TOO_LARGE` if the step budget runs out
+ * @throws `TooLargeError` (`@attnlab/core`) if the step budget runs out
  * @example
  * ```ts
  * const run = simulate({ nHeads: 3, nCtx: 40, importanceRatio: 1.7, initNoise: 1e-6 })
@@ -148,9 +143,8 @@ export function sampleTimes(config: Pick<DynamicsConfig, 'variant'>, options: Si
  */
 export function simulate(config: Partial<DynamicsConfig> = {}, options: SimulateOptions = {}): Trajectory {
   const resolved = resolveDynamicsConfig(config)
-  checkOptionKeys('simulate options', options, SIMULATE_OPTION_KEYS)
+  const { relativeTolerance, absoluteTolerance, maxSteps } = parseConfig(simulateOptionsSchema, options, 'simulate')
   const times = sampleTimes(resolved, options)
-  resolveIntegratorOptions(options)
   const system = new GradientFlowSystem(resolved)
   const { nHeads: h, nFeatures: F, nCtx: T } = system
   const K = resolved.spans.length
@@ -180,7 +174,7 @@ export function simulate(config: Partial<DynamicsConfig> = {}, options: Simulate
         }
       }
     },
-    options,
+    { relativeTolerance, absoluteTolerance, maxSteps },
   )
   return {
     config: resolved,

@@ -17,26 +17,37 @@
  *
  * @module
  */
-import { checkOptionKeys, InvalidArgumentError, ShapeError } from '@attnlab/core'
+import { InvalidArgumentError, ShapeError } from '@attnlab/core'
+import { configSchema, integerField, numberField, parseConfig, type z } from '@attnlab/core/schema'
 
 /**
- * Noise handling for {@link detectTransitions}.
+ * The schema of {@link TransitionDetectionOptions}: each option's meaning, range and default,
+ * declared once.
  *
  * @category Stages
  */
-export interface TransitionDetectionOptions {
+export const transitionDetectionOptionsSchema = configSchema({
   /**
    * Width of the running median applied to the loss first (odd, >= 1; 1 = none, the default).
    * Use 3-7 for noisy training curves.
    */
-  readonly smoothing?: number
+  smoothing: integerField('width of the running median applied to the loss first (odd; 1 = none)', {
+    min: 1,
+  }).default(1),
   /**
    * Number of consecutive (smoothed) samples that must stay at or below the midpoint for a
    * crossing to count (>= 1; default 1). A crossing in the last samples of the curve counts if
    * all remaining samples stay below.
    */
-  readonly persistence?: number
-}
+  persistence: integerField('consecutive samples that must stay at or below the midpoint', { min: 1 }).default(1),
+})
+
+/**
+ * Noise handling for {@link detectTransitions} (see {@link transitionDetectionOptionsSchema}).
+ *
+ * @category Stages
+ */
+export type TransitionDetectionOptions = Readonly<z.input<typeof transitionDetectionOptionsSchema>>
 
 /**
  * One stage transition: the loss falling from plateau `j - 1` to plateau `j`.
@@ -162,12 +173,10 @@ export function detectTransitions(
   plateaus: readonly number[],
   options: TransitionDetectionOptions = {},
 ): Transition[] {
-  checkOptionKeys('transition detection options', options, DETECTION_KEYS)
+  const { smoothing, persistence } = parseConfig(transitionDetectionOptionsSchema, options, 'transition detection')
   checkSeries(time, loss)
   checkPlateaus(plateaus)
-  const persistence = options.persistence ?? 1
-  checkPositiveInteger('persistence', persistence)
-  const smoothed = runningMedian(loss, options.smoothing ?? 1)
+  const smoothed = runningMedian(loss, smoothing)
   const transitions: Transition[] = []
   let from = 0
   for (let j = 1; j < plateaus.length; j++) {
@@ -275,22 +284,27 @@ export interface SpanStage {
   readonly heads: readonly number[]
 }
 
+/** A threshold on a share of attention mass or a similarity, in (0, 1]. */
+const UNIT_THRESHOLD = { min: 0, max: 1, minExclusive: true } as const
+
 /**
- * Options of {@link detectSpanStages}.
+ * The schema of {@link SpanStageOptions}: each option's meaning, range and default, declared once.
  *
  * @category Stages
  */
-export interface SpanStageOptions {
-  /** Mass above which a head holds a span (default 0.5). */
-  readonly focusThreshold?: number
-  /** Samples a new stage must persist (>= 1; default 2; fewer at the end of the series). */
-  readonly persistence?: number
-}
+export const spanStageOptionsSchema = configSchema({
+  /** Mass above which a head holds a span. */
+  focusThreshold: numberField('attention mass above which a head holds a span', UNIT_THRESHOLD).default(0.5),
+  /** Samples a new stage must persist (fewer at the end of the series). */
+  persistence: integerField('samples a new stage must persist', { min: 1 }).default(2),
+})
 
-const SPAN_STAGE_KEYS: readonly string[] = Object.keys({ focusThreshold: 1, persistence: 1 } satisfies Record<
-  keyof SpanStageOptions,
-  1
->)
+/**
+ * Options of {@link detectSpanStages} (see {@link spanStageOptionsSchema}).
+ *
+ * @category Stages
+ */
+export type SpanStageOptions = Readonly<z.input<typeof spanStageOptionsSchema>>
 
 /**
  * Stages of a training run from its heads' attention on the spans (Yüksel et al., arXiv
@@ -307,8 +321,8 @@ const SPAN_STAGE_KEYS: readonly string[] = Object.keys({ focusThreshold: 1, pers
  * @param options - the focus threshold and the persistence
  * @returns the stages found, in order (at most `nSpans`)
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `spanMass` differ in length
- * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (did you mean ...)
- * @throws `InvalidArgumentError` (`@attnlab/core`) for a threshold outside (0, 1] or a bad persistence
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (did you mean ...), a threshold outside
+ *   (0, 1] or a bad persistence
  * @example
  * ```ts
  * detectSpanStages([0, 10, 20], [[[0.3, 0.3]], [[0.9, 0.1]], [[0.9, 0.1]]])
@@ -321,11 +335,7 @@ export function detectSpanStages(
   spanMass: ArrayLike<ArrayLike<ArrayLike<number>>>,
   options: SpanStageOptions = {},
 ): SpanStage[] {
-  checkOptionKeys('span stage options', options, SPAN_STAGE_KEYS)
-  const focus = options.focusThreshold ?? 0.5
-  const persistence = options.persistence ?? 2
-  if (!(focus > 0 && focus <= 1)) throw invalid(`focusThreshold must be in (0, 1], got ${focus}`)
-  checkPositiveInteger('persistence', persistence)
+  const { focusThreshold: focus, persistence } = parseConfig(spanStageOptionsSchema, options, 'span stage')
   if (time.length !== spanMass.length) {
     throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`, {
       time: time.length,
@@ -507,18 +517,33 @@ export function assignHeads(heads: ArrayLike<ArrayLike<number>>): HeadAssignment
 export type Phase = 'initial' | 'competitive' | 'cooperative'
 
 /**
- * Thresholds of {@link classifyPhases}.
+ * The schema of {@link PhaseOptions}: each threshold's meaning, range and default, declared once.
  *
  * @category Stages
  */
-export interface PhaseOptions {
-  /** Mean pairwise cosine similarity of span-mass vectors above which heads count as identical. Default 0.95. */
-  readonly similarityThreshold?: number
-  /** Span mass at or above which a head counts as focused on its argmax span. Default 0.5. */
-  readonly focusThreshold?: number
-  /** Segments shorter than this many samples merge into the previous one (noise). Default 1. */
-  readonly minSamples?: number
-}
+export const phaseOptionsSchema = configSchema({
+  /** Mean pairwise cosine similarity of span-mass vectors above which heads count as identical. */
+  similarityThreshold: numberField(
+    'mean pairwise cosine similarity of span masses above which heads count as identical',
+    UNIT_THRESHOLD,
+  ).default(0.95),
+  /** Span mass at or above which a head counts as focused on its argmax span. */
+  focusThreshold: numberField(
+    'span mass at or above which a head is focused on its argmax span',
+    UNIT_THRESHOLD,
+  ).default(0.5),
+  /** Segments shorter than this many samples merge into the previous one (noise). */
+  minSamples: integerField('segments shorter than this many samples merge into the previous one', { min: 1 }).default(
+    1,
+  ),
+})
+
+/**
+ * Thresholds of {@link classifyPhases} (see {@link phaseOptionsSchema}).
+ *
+ * @category Stages
+ */
+export type PhaseOptions = Readonly<z.input<typeof phaseOptionsSchema>>
 
 /**
  * A maximal run of samples with the same phase.
@@ -542,19 +567,6 @@ export interface PhaseSegment {
   readonly meanSimilarity: number
 }
 
-function resolvePhaseOptions(options: PhaseOptions): Required<PhaseOptions> {
-  const similarityThreshold = options.similarityThreshold ?? 0.95
-  const focusThreshold = options.focusThreshold ?? 0.5
-  const minSamples = options.minSamples ?? 1
-  if (!(similarityThreshold > 0 && similarityThreshold <= 1)) {
-    throw invalid(`similarityThreshold must be in (0, 1], got ${similarityThreshold}`)
-  }
-  if (!(focusThreshold > 0 && focusThreshold <= 1))
-    throw invalid(`focusThreshold must be in (0, 1], got ${focusThreshold}`)
-  checkPositiveInteger('minSamples', minSamples)
-  return { similarityThreshold, focusThreshold, minSamples }
-}
-
 /**
  * Labels every sample with a {@link Phase} and groups the labels into segments.
  *
@@ -569,8 +581,9 @@ function resolvePhaseOptions(options: PhaseOptions): Required<PhaseOptions> {
  * @param options - thresholds
  * @returns segments in time order (at least one)
  * @throws `ShapeError` (`@attnlab/core`) when `time` and `spanMass` differ in length or the heads' shapes vary
- * @throws `InvalidArgumentError` (`@attnlab/core`) for an empty series or bad options
- * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (the message lists the allowed ones)
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for an empty series
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (did you mean; the message lists the allowed
+ *   ones) or a threshold out of range
  * @category Stages
  */
 export function classifyPhases(
@@ -578,8 +591,7 @@ export function classifyPhases(
   spanMass: ArrayLike<ArrayLike<ArrayLike<number>>>,
   options: PhaseOptions = {},
 ): PhaseSegment[] {
-  checkOptionKeys('phase options', options, PHASE_KEYS)
-  const { similarityThreshold, focusThreshold, minSamples } = resolvePhaseOptions(options)
+  const { similarityThreshold, focusThreshold, minSamples } = parseConfig(phaseOptionsSchema, options, 'phase')
   if (time.length !== spanMass.length) {
     throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`, {
       time: time.length,
@@ -682,26 +694,23 @@ export interface StageInput {
 }
 
 /**
- * Options of {@link analyzeStages}.
+ * The schema of {@link StageAnalysisOptions}: the transition detection options
+ * ({@link transitionDetectionOptionsSchema}) and the phase thresholds ({@link phaseOptionsSchema}).
  *
  * @category Stages
  */
-export interface StageAnalysisOptions extends TransitionDetectionOptions, PhaseOptions {}
+export const stageAnalysisOptionsSchema = transitionDetectionOptionsSchema.extend(phaseOptionsSchema.shape)
 
-const DETECTION_KEYS: readonly string[] = Object.keys({ smoothing: 1, persistence: 1 } satisfies Record<
-  keyof TransitionDetectionOptions,
-  1
->)
-const PHASE_KEYS: readonly string[] = Object.keys({
-  similarityThreshold: 1,
-  focusThreshold: 1,
-  minSamples: 1,
-} satisfies Record<keyof PhaseOptions, 1>)
-/** Every key of {@link StageAnalysisOptions}. */
-export const STAGE_ANALYSIS_OPTION_KEYS: readonly string[] = [...DETECTION_KEYS, ...PHASE_KEYS]
+/**
+ * Options of {@link analyzeStages} (see {@link stageAnalysisOptionsSchema}).
+ *
+ * @category Stages
+ */
+export type StageAnalysisOptions = Readonly<z.input<typeof stageAnalysisOptionsSchema>>
 
-/** The entries of `options` whose keys are in `keys`. */
-export function pick<T extends object>(options: T, keys: readonly string[]): T {
+/** The entries of `options` that are fields of `schema` (to pass one part of combined options on). */
+export function pick<T extends object>(options: T, schema: z.ZodObject): T {
+  const keys = Object.keys(schema.shape)
   return Object.fromEntries(Object.entries(options).filter(([key]) => keys.includes(key))) as T
 }
 
@@ -736,9 +745,9 @@ export interface StageAnalysis {
  * @category Stages
  */
 export function analyzeStages(input: StageInput, options: StageAnalysisOptions = {}): StageAnalysis {
-  checkOptionKeys('stage analysis options', options, STAGE_ANALYSIS_OPTION_KEYS)
+  const settings = parseConfig(stageAnalysisOptionsSchema, options, 'stage analysis')
   const { time, loss, plateaus, spanMass } = input
-  const transitions = detectTransitions(time, loss, plateaus, pick(options, DETECTION_KEYS))
+  const transitions = detectTransitions(time, loss, plateaus, pick(settings, transitionDetectionOptionsSchema))
   if (spanMass !== undefined && spanMass.length !== time.length) {
     throw new ShapeError(`time has ${time.length} samples but spanMass has ${spanMass.length}`)
   }
@@ -767,7 +776,7 @@ export function analyzeStages(input: StageInput, options: StageAnalysisOptions =
     previousHolders = assignment.holders
     result.push({ ...transition, assignmentIndex: index, assignment, takenSpans })
   }
-  const phases = spanMass === undefined ? [] : classifyPhases(time, spanMass, pick(options, PHASE_KEYS))
+  const phases = spanMass === undefined ? [] : classifyPhases(time, spanMass, pick(settings, phaseOptionsSchema))
   return {
     plateaus: [...plateaus],
     transitions: result,

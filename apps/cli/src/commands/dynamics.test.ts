@@ -1,7 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { fieldInfo } from '@attnlab/core/schema'
+import { dynamicsConfigSchema, simulateOptionsSchema } from '@attnlab/dynamics'
 import { runCli, useTempDir } from '../cli.test-utils.ts'
+import { buildProgram } from '../program.ts'
 
 const dir = useTempDir('attnlab-dynamics-')
 afterEach(() => {
@@ -26,6 +29,26 @@ const reference = [
 ]
 
 describe('attnlab dynamics simulate', () => {
+  it("takes each flag's help, default and range from the dynamics and simulate schemas", () => {
+    const simulate = buildProgram()
+      .commands.find((command) => command.name() === 'dynamics')
+      ?.commands.find((command) => command.name() === 'simulate')
+    const option = (long: string) => simulate?.options.find((o) => o.long === long)
+    for (const [long, field] of [
+      ['--heads', dynamicsConfigSchema.shape.nHeads],
+      ['--eps', dynamicsConfigSchema.shape.initNoise],
+      ['--points', simulateOptionsSchema.shape.points],
+    ] as const) {
+      const info = fieldInfo(field)
+      expect(option(long)?.description, long).toBe(info.help)
+      expect(option(long)?.defaultValue, long).toBe(info.defaultValue)
+    }
+    expect(option('--variant')?.argChoices).toEqual(fieldInfo(dynamicsConfigSchema.shape.variant).choices)
+    // The schema's minimum, and the CLI's cap on what only a typo gives.
+    expect(() => option('--points')?.parseArg?.('0', undefined)).toThrow(/--points must be in \[1, 1000000\], got 0/)
+    expect(() => option('--m')?.parseArg?.('1e300', undefined)).toThrow(/--m must be in \(0, 1000000\]/)
+  })
+
   it('--json prints plateaus, three transitions and the competitive -> cooperative phases', async () => {
     const { code, stdout } = await runCli([...reference, '--t-max', '600', '--points', '300', '--json'])
     expect(code).toBe(0)
@@ -134,7 +157,7 @@ describe('attnlab dynamics simulate', () => {
     [['--heads', '0'], /--heads must be in \[1, 64\]/],
     [['--T', 'forty'], /--T must be an integer/],
     [['--T', '2'], /^attnlab: error: --T: expected an integer >= 3 \(the sum of the spans\), got 2$/m],
-    [['--spans', '1,0'], /--spans values must be >= 1/],
+    [['--spans', '1,0'], /--spans values must be an integer >= 1, got 0/],
     [['--m', '-1'], /--m must be in/],
     [['--eps', 'tiny'], /--eps must be a number/],
     [['--variant', 'squared'], /Allowed choices are replicator, logit/],

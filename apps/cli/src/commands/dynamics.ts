@@ -5,20 +5,24 @@
  * - `dynamics simulate`: integrate the ODE, print plateaus, transitions (which head took which
  *   span), phases; `--plot FILE.svg` draws the loss and each head's attention mass per span.
  */
-import { Option, type Command } from 'commander'
+import type { Command } from 'commander'
 import { writeFileAtomic } from '@attnlab/core/node'
+import { fieldInfo, type z } from '@attnlab/core/schema'
 import {
-  DYNAMICS_VARIANTS,
   analyzeTrajectory,
+  dynamicsConfigSchema,
+  integratorOptionsSchema,
   resolveDynamicsConfig,
   sampleTimes,
   simulate,
+  simulateOptionsSchema,
   type DynamicsVariant,
   type StageAnalysis,
   type Trajectory,
 } from '@attnlab/dynamics'
-import { checkOutputFile, forceOption, intListParser, intParser, numberParser, withFlagNames } from '../options.ts'
+import { checkOutputFile, forceOption, numberParser, withFlagNames } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
+import { schemaFieldOption } from '../schema-flags.ts'
 
 interface SimulateFlags {
   heads: number
@@ -39,19 +43,55 @@ interface SimulateFlags {
   force?: boolean
 }
 
+/** A `dynamics simulate` flag: the schema field it sets, with the help and upper bound the CLI adds. */
+interface SimulateFlag {
+  readonly spec: string
+  /** The field's key in its schema (what the library's messages name). */
+  readonly key: string
+  readonly field: z.ZodType
+  readonly help?: string
+  /** An upper bound where the schema has none: a value only a typo gives is refused before any work. */
+  readonly max?: number
+}
+
+const configFields = dynamicsConfigSchema.shape
+const samplingFields = simulateOptionsSchema.shape
+
+/**
+ * The `dynamics simulate` flags, each setting one field of `dynamicsConfigSchema` or
+ * `simulateOptionsSchema` (help, default, range or choices from the field).
+ */
+const SIMULATE_FLAGS: readonly SimulateFlag[] = [
+  { spec: '--heads <n>', key: 'nHeads', field: configFields.nHeads, max: 64 },
+  { spec: '--T <n>', key: 'nCtx', field: configFields.nCtx, max: 100_000 },
+  {
+    spec: '--spans <list>',
+    key: 'spans',
+    field: configFields.spans,
+    help: 'span lengths, oldest first (as in train / markov / emergence)',
+  },
+  {
+    spec: '--m <x>',
+    key: 'importanceRatio',
+    field: configFields.importanceRatio,
+    help:
+      `${fieldInfo(configFields.importanceRatio).help}: span i (oldest first) has weight c_i = m^i, ` +
+      'the newest the most important',
+    max: 1e6,
+  },
+  { spec: '--eps <x>', key: 'initNoise', field: configFields.initNoise, max: 1e3 },
+  { spec: '--seed <n>', key: 'seed', field: configFields.seed },
+  { spec: '--variant <name>', key: 'variant', field: configFields.variant },
+  { spec: '--lambda <x>', key: 'weightDecay', field: configFields.weightDecay, max: 1e6 },
+  { spec: '--fast-value', key: 'fastValue', field: configFields.fastValue },
+  { spec: '--t-max <x>', key: 'tMax', field: samplingFields.tMax, max: 1e9 },
+  { spec: '--points <n>', key: 'points', field: samplingFields.points, max: 1_000_000 },
+  { spec: '--spacing <kind>', key: 'spacing', field: samplingFields.spacing },
+]
+
 /** The flag that sets each `resolveDynamicsConfig` / `sampleTimes` parameter, for their errors. */
 const DYNAMICS_FLAGS: Readonly<Record<string, string>> = {
-  nHeads: '--heads',
-  nCtx: '--T',
-  spans: '--spans',
-  importanceRatio: '--m',
-  initNoise: '--eps',
-  seed: '--seed',
-  variant: '--variant',
-  weightDecay: '--lambda',
-  tMax: '--t-max',
-  points: '--points',
-  spacing: '--spacing',
+  ...Object.fromEntries(SIMULATE_FLAGS.map((f) => [f.key, f.spec.split(' ')[0] as string])),
   relativeTolerance: '--tolerance',
   absoluteTolerance: '--tolerance',
 }
@@ -257,45 +297,25 @@ export function registerDynamics(program: Command): void {
   const dynamics = program
     .command('dynamics')
     .description('the reduced gradient-flow model of stage-wise sparse-attention learning (Yuksel et al.)')
-  dynamics
+  const simulateCommand = dynamics
     .command('simulate')
     .description('integrate L = 1/2 ||G - sum_k V_k s_k^T||^2 and report plateaus, transitions and phases')
-    .option('--heads <n>', 'number of heads h', intParser('--heads', 1, 64), 3)
-    .option('--T <n>', 'context length T (positions attended over)', intParser('--T', 1, 100_000), 40)
-    .option(
-      '--spans <list>',
-      'span lengths, oldest first (as in train / markov / emergence)',
-      intListParser('--spans', 1),
-      [1, 1, 1],
+  for (const f of SIMULATE_FLAGS) {
+    simulateCommand.addOption(
+      schemaFieldOption(f.spec, f.field, {
+        ...(f.help === undefined ? {} : { help: f.help }),
+        ...(f.max === undefined ? {} : { max: f.max }),
+      }),
     )
-    .option(
-      '--m <x>',
-      'importance base m: span i (oldest first) has weight c_i = m^i, the newest the most important',
-      numberParser('--m', Number.MIN_VALUE, 1e6),
-      1.7,
-    )
-    .option(
-      '--eps <x>',
-      'initial attention noise eps (0 keeps the heads identical)',
-      numberParser('--eps', 0, 1e3),
-      1e-6,
-    )
-    .option('--seed <n>', 'seed of the noise', intParser('--seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), 0)
-    .addOption(new Option('--variant <name>', 'attention flow').choices([...DYNAMICS_VARIANTS]).default('replicator'))
-    .option('--lambda <x>', 'weight decay', numberParser('--lambda', 0, 1e6), 0)
-    .option('--fast-value', 'fast-value limit: V at its (ridge) least-squares optimum at every instant')
-    .option(
-      '--t-max <x>',
-      'final ODE time (default 1000 replicator, 5000 logit)',
-      numberParser('--t-max', Number.MIN_VALUE, 1e9),
-    )
-    .option('--points <n>', 'sample times after t = 0', intParser('--points', 1, 1_000_000), 1000)
-    .addOption(new Option('--spacing <kind>', 'sample spacing').choices(['log', 'linear']).default('log'))
+  }
+  simulateCommand
+    // One flag for both tolerances (the same default); its range is the CLI's: tighter than 1e-14 or looser than
+    // 0.1 is not a useful integration of this flow.
     .option(
       '--tolerance <x>',
       'relative and absolute error tolerance of the integrator',
       numberParser('--tolerance', 1e-14, 0.1),
-      1e-8,
+      fieldInfo(integratorOptionsSchema.shape.relativeTolerance).defaultValue as number,
     )
     .option('--json', 'print the summary as JSON')
     .option('--plot <file.svg>', 'write an SVG plot of the loss and per-head span mass')
