@@ -32,6 +32,7 @@ export {
 } from './record.ts'
 export {
   STUDIES,
+  architecture,
   buildStudyReport,
   describeOverrides,
   emergenceTime,

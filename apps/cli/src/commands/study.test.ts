@@ -16,11 +16,11 @@ afterEach(() => {
 })
 
 describe('attnlab study list / spec', () => {
-  it('lists the three studies with their sources', async () => {
+  it('lists the studies with their sources', async () => {
     const result = await runCli(['study', 'list', '--json'])
     expect(result.code).toBe(0)
     const rows = JSON.parse(result.stdout) as { name: string; source: string }[]
-    expect(rows.map((r) => r.name)).toEqual(['linear-map-sparsity', 'emergence-time', 'width'])
+    expect(rows.map((r) => r.name)).toEqual(['linear-map-sparsity', 'emergence-time', 'width', 'architecture'])
     for (const row of rows) expect(row.source).toMatch(/arXiv 2606\.25010/)
   })
 

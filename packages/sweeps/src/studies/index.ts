@@ -10,6 +10,7 @@ import { CSS, escapeHtml } from '../report.ts'
 import type { TrialRecord } from '../record.ts'
 import type { JsonObject } from '../json.ts'
 import { validateSweepSpec, type SweepSpec } from '../spec.ts'
+import { architecture } from './architecture.ts'
 import { emergenceTime } from './emergence-time.ts'
 import { linearMapSparsity } from './linear-map-sparsity.ts'
 import type { Study, StudyAssessment, StudySize } from './study.ts'
@@ -17,7 +18,7 @@ import { width } from './width.ts'
 
 /**
  * The shipped studies by name (Baherwani et al., arXiv 2606.25010): `linear-map-sparsity`,
- * `emergence-time`, `width`.
+ * `emergence-time`, `width`, `architecture`.
  *
  * @category Studies
  */
@@ -25,6 +26,7 @@ export const STUDIES: Readonly<Record<string, Study>> = Object.freeze({
   [linearMapSparsity.name]: linearMapSparsity,
   [emergenceTime.name]: emergenceTime,
   [width.name]: width,
+  [architecture.name]: architecture,
 })
 
 /**
@@ -168,7 +170,7 @@ ${figures.join('\n')}
   return { ...assessment, html }
 }
 
-export { emergenceTime, linearMapSparsity, width }
+export { architecture, emergenceTime, linearMapSparsity, width }
 export type {
   Study,
   StudyAssessment,

@@ -57,7 +57,12 @@ describe('the shipped studies', () => {
         for (const { part } of sweeps) expect(part).toMatch(/^[a-z0-9-]+$/)
       }
     }
-    expect(counts).toEqual({ 'linear-map-sparsity': [24, 72], 'emergence-time': [80, 150], width: [20, 48] })
+    expect(counts).toEqual({
+      'linear-map-sparsity': [24, 72],
+      'emergence-time': [80, 150],
+      width: [20, 48],
+      architecture: [12, 18],
+    })
   })
 
   it('names an unknown study with the closest one', () => {
@@ -155,6 +160,40 @@ describe('width assessment', () => {
       [1, 64],
       [16, 4],
     ])
+  })
+})
+
+describe('architecture assessment', () => {
+  const study = getStudy('architecture')
+  const trial = (preset: string, s: number, loss: number, step: number | null, seed = 0): TrialRecord =>
+    record(
+      { preset, task: { kind: 'linear-map', stateSize: 16, onesPerRow: s } },
+      { finalValidationLoss: loss, emergenceStep: step },
+      seed,
+    )
+
+  it('reproduces when the mixer is lower and at least twice as fast at every s', () => {
+    const records = [
+      trial('gpt', 3, 0.5, 900),
+      trial('mixer', 3, 0.34, 300),
+      trial('gpt', 5, 0.69, null),
+      trial('mixer', 5, 0.45, 700),
+    ]
+    const { findings, tables } = study.assess({ 'linear-map': records }, 'default')
+    expect(findings.map((f) => f.holds)).toEqual([true, true])
+    expect(findings[1]?.evidence).toMatch(/s = 5: only the mixer emerged/)
+    expect(tables[0]?.rows.map((r) => r.slice(0, 2))).toEqual([
+      [3, 'transformer (gpt)'],
+      [3, 'MLP-Mixer'],
+      [5, 'transformer (gpt)'],
+      [5, 'MLP-Mixer'],
+    ])
+  })
+
+  it('does not reproduce when the transformer is as good and as fast', () => {
+    const records = [trial('gpt', 3, 0.34, 400), trial('mixer', 3, 0.35, 300)]
+    const { findings } = study.assess({ 'linear-map': records }, 'default')
+    expect(findings.map((f) => f.holds)).toEqual([false, false])
   })
 })
 
