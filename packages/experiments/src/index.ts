@@ -96,6 +96,15 @@ export {
   type RunStage,
 } from './emergence/stages.ts'
 export {
+  EMERGENCE_DEFINITIONS,
+  MIN_EMERGENCE_DROP,
+  curveDrop,
+  headEntropyDrops,
+  largestFall,
+  type CurveDrop,
+  type HeadEntropyDrop,
+} from './emergence/emergence-steps.ts'
+export {
   boundsInformative,
   computeOracles,
   describeOracleValue,

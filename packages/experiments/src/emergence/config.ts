@@ -35,7 +35,7 @@ import type { EmergenceRecord } from './run.ts'
  *
  * @category Emergence
  */
-export const EMERGENCE_PRESETS = Object.freeze(['minimal', 'gpt', 'gpt-nano', 'llama'] as const)
+export const EMERGENCE_PRESETS = Object.freeze(['minimal', 'gpt', 'gpt-nano', 'llama', 'mixer'] as const)
 
 /**
  * A model preset of {@link EMERGENCE_PRESETS}.

@@ -10,9 +10,10 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { InterruptedError, type Task } from '@attnlab/core'
 import { SparseMarkovTask } from '@attnlab/markov'
-import { planWeightTransfer, type StepRecord, type WeightData } from '@attnlab/transformer'
+import { hasAttention, planWeightTransfer, type StepRecord, type WeightData } from '@attnlab/transformer'
 import { ExperimentInputError } from '../errors.ts'
 import { resolveEmergenceConfig, type EmergenceConfig, type ResolvedEmergenceConfig } from './config.ts'
+import { EMERGENCE_DEFINITIONS, type HeadEntropyDrop } from './emergence-steps.ts'
 import { odeOverlay, type OdeOverlay } from './ode.ts'
 import { computeOracles, type OracleLine, type Oracles } from './oracles.ts'
 import type { PatternSnapshot, SeedReport } from './report.ts'
@@ -91,7 +92,10 @@ export interface EmergenceSeedSummary {
   readonly finalMinusFloor: number | null
   readonly stages: readonly RunStage[]
   readonly emergenceStep: number | null
+  /** Per predicted position (index 0 = token 1): its emergence step (`definitions.positionEmergence`), or null. */
   readonly positionEmergence: readonly (number | null)[]
+  /** Per head: its attention-entropy drop (`definitions.entropyDrop`); empty for a model without attention. */
+  readonly entropyDrops: readonly HeadEntropyDrop[]
   readonly phases: readonly {
     readonly phase: string
     readonly start: number
@@ -135,6 +139,8 @@ export interface EmergenceSummary {
   readonly stageSteps: readonly (readonly number[])[]
   /** With `training.initFrom`: the checkpoint the seeds started from, and which parameters were copied. */
   readonly transfer: EmergenceTransfer | null
+  /** How the emergence steps above are defined ({@link EMERGENCE_DEFINITIONS}). */
+  readonly definitions: typeof EMERGENCE_DEFINITIONS
   readonly wallSeconds: number
 }
 
@@ -293,7 +299,8 @@ export async function runEmergence(
     created: resolved.record.created !== '' ? resolved.record.created : new Date().toISOString(),
   }
   const groupNames = ((task as Task).offsetGroups ?? []).map((g) => g.name)
-  const heads = headNames(modelConfig.nLayers, modelConfig.nHeads)
+  // A model without attention (the mixer) has no heads to report.
+  const heads = hasAttention(modelConfig) ? headNames(modelConfig.nLayers, modelConfig.nHeads) : []
   const runs: SeedRun[] = []
   const keptLines: MetricLine[] = []
   let saved = false
@@ -428,6 +435,7 @@ export async function runEmergence(
       stages: analysis.stages,
       emergenceStep: analysis.emergenceStep,
       positionEmergence: analysis.positionEmergence,
+      entropyDrops: analysis.entropyDrops,
       phases: analysis.phases.map((p) => ({
         phase: p.phase,
         start: p.start,
@@ -455,6 +463,7 @@ export async function runEmergence(
     seeds: seedSummaries,
     emergenceSteps: seedReports.map((s) => s.analysis.emergenceStep),
     stageSteps: seedReports.map((s) => s.analysis.stages.map((st) => st.step)),
+    definitions: EMERGENCE_DEFINITIONS,
     transfer: record.transfer ?? null,
     wallSeconds: (performance.now() - started) / 1000,
   }

@@ -33,6 +33,7 @@ const analysis: RunAnalysis = {
   eachSpanOwnHead: false,
   emergenceStep: null,
   positionEmergence: [],
+  entropyDrops: [],
   headSimilarity: [],
 }
 

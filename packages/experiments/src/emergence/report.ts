@@ -6,6 +6,7 @@
  * @module
  */
 import { renderSvg, type PlotSpec } from '../plot.ts'
+import { EMERGENCE_DEFINITIONS } from './emergence-steps.ts'
 import type { EmergenceResult } from './experiment.ts'
 import type { OdeOverlay } from './ode.ts'
 import { describeOracleValue, type OracleLine } from './oracles.ts'
@@ -69,6 +70,7 @@ export interface ReportInput {
    * position), outlined on the attention-pattern heatmaps; empty for tasks without spans.
    */
   readonly groupOffsets: readonly (readonly number[])[]
+  /** Head names `L{layer}H{head}`; empty for a model without attention (the mixer). */
   readonly heads: readonly string[]
   readonly seeds: readonly SeedReport[]
   /** Final loss minus floor etc., for the headline. */
@@ -210,19 +212,70 @@ function perPositionSpec(seed: SeedReport): PlotSpec {
       if (loss !== null) rows.push({ step: line.step, loss, position: p + 1 })
     })
   }
+  // Each position's emergence step (EMERGENCE_DEFINITIONS.positionEmergence), in the position's colour.
+  const marks = seed.analysis.positionEmergence.flatMap((step, p) => (step === null ? [] : [{ step, position: p + 1 }]))
+  const color = { field: 'position', type: 'quantitative', title: 'position', scale: { scheme: 'viridis' } }
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     width: 640,
     height: 300,
-    data: { values: rows },
-    mark: { type: 'line', strokeWidth: 1 },
-    encoding: {
-      x: { field: 'step', type: 'quantitative' },
-      y: { field: 'loss', type: 'quantitative', title: 'loss at position (nats)' },
-      color: { field: 'position', type: 'quantitative', title: 'position', scale: { scheme: 'viridis' } },
-      detail: { field: 'position', type: 'nominal' },
-    },
+    layer: [
+      {
+        data: { values: rows },
+        mark: { type: 'line', strokeWidth: 1 },
+        encoding: {
+          x: { field: 'step', type: 'quantitative' },
+          y: { field: 'loss', type: 'quantitative', title: 'loss at position (nats)' },
+          color,
+          detail: { field: 'position', type: 'nominal' },
+        },
+      },
+      {
+        data: { values: marks },
+        mark: { type: 'rule', strokeDash: [2, 3], strokeWidth: 1 },
+        encoding: {
+          x: { field: 'step', type: 'quantitative' },
+          color,
+          tooltip: [{ field: 'position' }, { field: 'step', format: '.0f' }],
+        },
+      },
+    ],
   } as unknown as PlotSpec
+}
+
+/** Each position's emergence step and each head's entropy drop, per seed, with the definitions. */
+function emergenceStepsSection(input: ReportInput): string {
+  const step = (x: number | null | undefined): string => (x === null || x === undefined ? '-' : x.toFixed(0))
+  const seedTables = input.seeds
+    .map((seed) => {
+      const positions = seed.analysis.positionEmergence
+        .map((s, p) => ({ s, p }))
+        .filter(({ p }) => seed.lines.some((l) => l.perPositionLoss[p] !== null && l.perPositionLoss[p] !== undefined))
+      const positionRows = positions.map(({ s, p }) => `<tr><td>${p + 1}</td><td>${step(s)}</td></tr>`).join('')
+      const headRows = seed.analysis.entropyDrops
+        .map(
+          (d) =>
+            `<tr><td>${escapeHtml(d.head)}</td><td>${step(d.step)}</td><td>${fmt(d.plateau)}</td>` +
+            `<td>${fmt(d.final)}</td><td>${step(d.largestFall?.step)}</td><td>${fmt(d.largestFall?.fall)}</td></tr>`,
+        )
+        .join('')
+      const title = input.seeds.length > 1 ? `<h3>Seed ${seed.seed}</h3>` : ''
+      const heads =
+        input.heads.length === 0
+          ? '<p>This model has no attention (the MLP-Mixer): no attention-entropy drops.</p>'
+          : '<table><thead><tr><th>head</th><th>entropy drop step</th><th>plateau entropy</th>' +
+            '<th>final entropy</th><th>largest fall at</th><th>largest fall (nats)</th></tr></thead>' +
+            `<tbody>${headRows}</tbody></table>`
+      return (
+        `${title}<table><thead><tr><th>predicted position</th><th>emergence step</th></tr></thead>` +
+        `<tbody>${positionRows}</tbody></table>${heads}`
+      )
+    })
+    .join('')
+  const definitions = Object.entries(EMERGENCE_DEFINITIONS)
+    .map(([name, text]) => `<li><b>${escapeHtml(name)}</b>: ${escapeHtml(text)}</li>`)
+    .join('')
+  return `<h2>Emergence steps per position and per head</h2>${seedTables}<ul>${definitions}</ul>`
 }
 
 function patternsSpec(input: ReportInput, seed: SeedReport): PlotSpec {
@@ -436,11 +489,19 @@ export async function buildReport(input: ReportInput): Promise<string> {
     } else {
       await figure(
         '2. Loss at each output position',
-        'Each scored position is learned at its own time (Baherwani et al.).',
+        'Each scored position is learned at its own time (Baherwani et al.); dotted: its emergence step ' +
+          '(positionEmergence, defined below the stage tables)' +
+          (input.seeds.length > 1 ? ` (seed ${first.seed}).` : '.'),
         perPositionSpec(first),
       )
     }
-    if (first.snapshots.length > 0) {
+    if (input.heads.length === 0) {
+      figures.push(
+        '<section><h2>3. Attention patterns of every head</h2><p>This model has no attention (the MLP-Mixer mixes ' +
+          'positions with its causal token-mixing MLP): no attention patterns, span masses or attention entropy.' +
+          '</p></section>',
+      )
+    } else if (first.snapshots.length > 0) {
       await figure(
         '3. Attention patterns of every head',
         'Mean attention (query rows, key columns) over validation sequences at the start, at each stage and ' +
@@ -499,6 +560,7 @@ ${REPORT_CSS}
 ${interruptedNote}
 <ul>${input.headline.map((h) => `<li>${escapeHtml(h)}</li>`).join('')}</ul>
 ${tables}
+${emergenceStepsSection(input)}
 ${figures.join('\n')}
 <h2>Oracle lines</h2>
 ${oracleTable}

@@ -27,6 +27,7 @@ import {
   type TrainerState,
   type WeightData,
   type WeightTransfer,
+  hasAttention,
   transferWeights,
 } from '@attnlab/transformer'
 import type { TrainingSettings } from './config.ts'
@@ -172,14 +173,15 @@ function subset(batch: TokenBatch, count: number): TokenBatch {
 
 /**
  * Mean attention pattern of every head (all layers) over a batch: `[head][query][key]`, in passes
- * with `fwdHooks` (a run's attention bias) when given.
+ * with `fwdHooks` (a run's attention bias) when given; empty for a model without attention (the mixer).
  */
 export function meanPatterns(
   model: Transformer,
   batch: TokenBatch,
   fwdHooks: readonly ForwardHook[] = [],
 ): number[][][] {
-  const { nLayers, nHeads } = model.config
+  const { nHeads } = model.config
+  const nLayers = hasAttention(model.config) ? model.config.nLayers : 0
   const L = batch.seqLength
   const T = L - 1
   const inputs = new Int32Array(batch.batchSize * T)

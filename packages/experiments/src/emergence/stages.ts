@@ -13,10 +13,13 @@
  * For tasks without a fixed pattern (linear map, cellular automata, in-context chains) the
  * emergence step is where the validation loss first falls, persistently, below the midpoint
  * between chance and the Bayes floor (Baherwani et al.'s abrupt drop), and each scored output
- * position gets its own emergence step where its loss falls, persistently, below half its
- * initial value (the per-token drops of their Figure 3); each such drop is one stage, in order.
+ * position gets its own emergence step where its loss drops from its plateau to its final value
+ * (`positionEmergence` of {@link EMERGENCE_DEFINITIONS}: the per-token drops of their Figure 3); each
+ * such drop is one stage, in order. Every run also gets each position's emergence step and each head's
+ * attention-entropy drop by those definitions.
  */
 import { classifyPhases, detectCrossing, detectSpanStages, headSimilarity, type PhaseSegment } from '@attnlab/dynamics'
+import { curveDrop, EMERGENCE_DEFINITIONS, headEntropyDrops, type HeadEntropyDrop } from './emergence-steps.ts'
 import type { OracleLine } from './oracles.ts'
 
 /** One evaluation of a run, as stored in `metrics.jsonl`. */
@@ -98,8 +101,13 @@ export interface RunAnalysis {
   readonly eachSpanOwnHead: boolean
   /** Step of the (first) emergence: the first stage's step, or the loss-drop step. */
   readonly emergenceStep: number | null
-  /** Per scored output position: the step its loss dropped (loss method), else empty. */
+  /**
+   * Per predicted position (index 0 = token 1): the step its loss dropped, by {@link EMERGENCE_DEFINITIONS}'
+   * `positionEmergence` (null: unscored, or no drop).
+   */
   readonly positionEmergence: readonly (number | null)[]
+  /** Per head: its attention-entropy drop ({@link EMERGENCE_DEFINITIONS}); empty for a model without attention. */
+  readonly entropyDrops: readonly HeadEntropyDrop[]
   /** Mean pairwise similarity of the heads' span masses at each evaluation. */
   readonly headSimilarity: readonly number[]
 }
@@ -278,7 +286,7 @@ export function analyzeRun(
   const similarity = masses.map((m) => (m === null || m.length === 0 ? 1 : headSimilarity(m)))
   const withGroups =
     groupNames.length > 0 && masses.length > 0 && masses.every((m) => m !== null && m.length === heads.length)
-  if (!withGroups) return analyzeByLoss(lines, oracles, similarity, persistence)
+  if (!withGroups) return analyzeByLoss(lines, oracles, heads, similarity, persistence)
   // The span criterion (one implementation, in @attnlab/dynamics): stage j begins when j distinct
   // spans are held, persistently.
   const stages: RunStage[] = detectSpanStages(steps, masses as readonly (readonly (readonly number[])[])[], {
@@ -326,9 +334,33 @@ export function analyzeRun(
     finalHolders,
     eachSpanOwnHead,
     emergenceStep: withPlateaus[0]?.step ?? null,
-    positionEmergence: [],
+    positionEmergence: positionEmergence(lines),
+    entropyDrops: entropyDrops(lines, heads),
     headSimilarity: similarity,
   }
+}
+
+/** Each predicted position's emergence step ({@link EMERGENCE_DEFINITIONS}' `positionEmergence`). */
+function positionEmergence(lines: readonly MetricLine[]): (number | null)[] {
+  const steps = lines.map((l) => l.step)
+  const positions = Math.max(0, ...lines.map((l) => l.perPositionLoss.length))
+  return Array.from(
+    { length: positions },
+    (_, p) =>
+      curveDrop(
+        steps,
+        lines.map((l) => l.perPositionLoss[p] ?? null),
+      )?.step ?? null,
+  )
+}
+
+/** Each head's attention-entropy drop ({@link EMERGENCE_DEFINITIONS}' `entropyDrop`). */
+function entropyDrops(lines: readonly MetricLine[], heads: readonly string[]): HeadEntropyDrop[] {
+  return headEntropyDrops(
+    lines.map((l) => l.step),
+    lines.map((l) => l.attentionEntropy),
+    heads,
+  )
 }
 
 /** The loss method's crossing: `@attnlab/dynamics`' {@link detectCrossing}, as a step or null. */
@@ -344,6 +376,7 @@ function firstPersistentBelow(
 function analyzeByLoss(
   lines: readonly MetricLine[],
   oracles: readonly OracleLine[],
+  heads: readonly string[],
   similarity: readonly number[],
   persistence: number,
 ): RunAnalysis {
@@ -358,22 +391,10 @@ function analyzeByLoss(
     level,
     persistence,
   )
-  // Per position: from the position's own initial loss halfway down to zero (determined
-  // positions) or to its floor when it never gets below chance's half.
-  const positions = lines[0]?.perPositionLoss.length ?? 0
-  const positionEmergence: (number | null)[] = []
-  for (let p = 0; p < positions; p++) {
-    const series = lines.map((l) => l.perPositionLoss[p] ?? null)
-    const start = series.find((x) => x !== null) ?? null
-    if (start === null) {
-      positionEmergence.push(null)
-      continue
-    }
-    positionEmergence.push(firstPersistentBelow(steps, series, 0.5 * start, persistence))
-  }
+  const byPosition = positionEmergence(lines)
   // Each output position whose loss drops is one stage (Baherwani et al.: positions are learned
   // one at a time, each in an abrupt drop), in the order they were learned.
-  const learned = positionEmergence
+  const learned = byPosition
     .map((step, p) => ({ step, p }))
     .filter((x): x is { step: number; p: number } => x.step !== null)
     .sort((a, b) => a.step - b.step || a.p - b.p)
@@ -398,7 +419,8 @@ function analyzeByLoss(
     finalHolders: [],
     eachSpanOwnHead: false,
     emergenceStep,
-    positionEmergence,
+    positionEmergence: byPosition,
+    entropyDrops: entropyDrops(lines, heads),
     headSimilarity: similarity,
   }
 }
