@@ -34,6 +34,7 @@ export {
   STUDIES,
   architecture,
   buildStudyReport,
+  caContext,
   describeOverrides,
   emergenceTime,
   getStudy,

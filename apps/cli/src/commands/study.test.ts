@@ -20,7 +20,13 @@ describe('attnlab study list / spec', () => {
     const result = await runCli(['study', 'list', '--json'])
     expect(result.code).toBe(0)
     const rows = JSON.parse(result.stdout) as { name: string; source: string }[]
-    expect(rows.map((r) => r.name)).toEqual(['linear-map-sparsity', 'emergence-time', 'width', 'architecture'])
+    expect(rows.map((r) => r.name)).toEqual([
+      'linear-map-sparsity',
+      'emergence-time',
+      'width',
+      'architecture',
+      'ca-context',
+    ])
     for (const row of rows) expect(row.source).toMatch(/arXiv 2606\.25010/)
   })
 

@@ -11,6 +11,7 @@ import type { TrialRecord } from '../record.ts'
 import type { JsonObject } from '../json.ts'
 import { validateSweepSpec, type SweepSpec } from '../spec.ts'
 import { architecture } from './architecture.ts'
+import { caContext } from './ca-context.ts'
 import { emergenceTime } from './emergence-time.ts'
 import { linearMapSparsity } from './linear-map-sparsity.ts'
 import type { Study, StudyAssessment, StudySize } from './study.ts'
@@ -18,7 +19,7 @@ import { width } from './width.ts'
 
 /**
  * The shipped studies by name (Baherwani et al., arXiv 2606.25010): `linear-map-sparsity`,
- * `emergence-time`, `width`, `architecture`.
+ * `emergence-time`, `width`, `architecture`, `ca-context`.
  *
  * @category Studies
  */
@@ -27,6 +28,7 @@ export const STUDIES: Readonly<Record<string, Study>> = Object.freeze({
   [emergenceTime.name]: emergenceTime,
   [width.name]: width,
   [architecture.name]: architecture,
+  [caContext.name]: caContext,
 })
 
 /**
@@ -170,7 +172,7 @@ ${figures.join('\n')}
   return { ...assessment, html }
 }
 
-export { architecture, emergenceTime, linearMapSparsity, width }
+export { architecture, caContext, emergenceTime, linearMapSparsity, width }
 export type {
   Study,
   StudyAssessment,

@@ -62,6 +62,7 @@ describe('the shipped studies', () => {
       'emergence-time': [80, 150],
       width: [20, 48],
       architecture: [12, 18],
+      'ca-context': [12, 48],
     })
   })
 
@@ -194,6 +195,56 @@ describe('architecture assessment', () => {
     const records = [trial('gpt', 3, 0.34, 400), trial('mixer', 3, 0.35, 300)]
     const { findings } = study.assess({ 'linear-map': records }, 'default')
     expect(findings.map((f) => f.holds)).toEqual([false, false])
+  })
+})
+
+describe('ca-context assessment', () => {
+  const study = getStudy('ca-context')
+  const trial = (S: number, biased: boolean, step: number | null, seed = 0): TrialRecord =>
+    record(
+      {
+        task: { kind: 'cellular-automaton', cells: S },
+        training: { steps: 800, attentionBias: biased ? { beta: 3 } : null },
+      },
+      { emergenceStep: step },
+      seed,
+    )
+
+  it('reproduces a plateau that grows without the bias and stays flat and shorter with it', () => {
+    const records = [
+      trial(4, false, 60),
+      trial(8, false, 300),
+      trial(16, false, null),
+      trial(4, true, 60),
+      trial(8, true, 150),
+      trial(16, true, 170),
+    ]
+    const { findings, tables } = study.assess({ 'cellular-automaton': records }, 'default')
+    expect(findings.map((f) => f.holds)).toEqual([true, true, true])
+    // The seed that never emerged counts as the budget (800).
+    expect(findings[0]?.evidence).toMatch(/S = 16: 800 \(0\/1 emerged\)/)
+    expect(tables[0]?.rows.map((r) => r.slice(0, 2))).toEqual([
+      [4, 'none'],
+      [8, 'none'],
+      [16, 'none'],
+      [4, '3 nats'],
+      [8, '3 nats'],
+      [16, '3 nats'],
+    ])
+  })
+
+  it('does not reproduce when the bias does not help', () => {
+    const records = [trial(4, false, 60), trial(16, false, 200), trial(4, true, 60), trial(16, true, 400)]
+    const { findings } = study.assess({ 'cellular-automaton': records }, 'default')
+    expect(findings.map((f) => f.holds)).toEqual([true, false, false])
+  })
+
+  it('leaves the growth undetermined when no seed emerged without the bias', () => {
+    const records = [trial(4, false, null), trial(16, false, null), trial(4, true, 0), trial(16, true, 0)]
+    const { findings } = study.assess({ 'cellular-automaton': records }, 'default')
+    expect(findings[0]?.holds).toBeNull()
+    expect(findings[0]?.evidence).toMatch(/no seed emerged without the bias/)
+    expect(findings[1]?.holds).toBe(true)
   })
 })
 
