@@ -96,6 +96,13 @@ function flatFinding(rows: readonly Row[]): StudyFinding {
   const biased = rows.filter((r) => r.biased)
   const shared = biased.filter((b) => plain.some((p) => p.S === b.S)).map((b) => b.S)
   if (shared.length < 2) return { claim, holds: null, evidence: 'fewer than two state sizes finished both ways' }
+  if (plain.every((r) => r.emerged === 0)) {
+    return {
+      claim,
+      holds: null,
+      evidence: 'no seed emerged without the bias within the budget, so its growth is unknown',
+    }
+  }
   const at = (set: readonly Row[], S: number): number => (set.find((r) => r.S === S) as Row).median
   const first = shared[0] as number
   const last = shared[shared.length - 1] as number
