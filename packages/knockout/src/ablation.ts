@@ -20,7 +20,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { checkOptionKeys, ConfigError, InvalidArgumentError, Rng } from '@attnlab/core'
+import { ConfigError, InvalidArgumentError, Rng } from '@attnlab/core'
+import { booleanField, configSchema, customField, integerField, parseConfig, type z } from '@attnlab/core/schema'
 import { hookName, type ActivationCache, type ForwardHook, type HookName, type Transformer } from '@attnlab/transformer'
 
 /**
@@ -50,27 +51,35 @@ export interface ReferenceInputs {
 }
 
 /**
- * Options of {@link HeadAblation.create}.
+ * The schema of {@link AblationOptions}: each option's meaning, declared once (the reference is
+ * checked by {@link HeadAblation.create} itself, against the mode and the model).
  *
  * @category Ablation
  */
-export interface AblationOptions {
+export const ablationOptionsSchema = configSchema({
   /**
    * The reference sequences: their clean `hook_z` activations give the mean (mean mode) or the
    * substitute activations (resample mode). Required for `mean` and `resample`.
    */
-  readonly reference?: ReferenceInputs
+  reference: customField<ReferenceInputs>('reference sequences (required for mean and resample)').optional(),
   /** Mean mode: average per position (over sequences only) instead of over sequences and positions; default false. */
-  readonly perPosition?: boolean
+  perPosition: booleanField('mean mode: average per position (over sequences only)').optional(),
   /** Resample mode: seed of the pairing of evaluation sequences with reference sequences (default 0). */
-  readonly seed?: number
+  seed: integerField('resample mode: seed of the pairing with reference sequences').optional(),
   /**
    * Resample mode: the reference set is the evaluation set itself, so sequence i is paired with a
    * different sequence (a seeded derangement). Default: true when the reference has the same
    * count as the evaluated set, which the scorer checks.
    */
-  readonly derange?: boolean
-}
+  derange: booleanField('resample mode: pair each sequence with a different one (a seeded derangement)').optional(),
+})
+
+/**
+ * Options of {@link HeadAblation.create} (see {@link ablationOptionsSchema}).
+ *
+ * @category Ablation
+ */
+export type AblationOptions = Readonly<z.input<typeof ablationOptionsSchema>>
 
 /**
  * A prepared ablation: owns the recorded replacement activations (call {@link HeadAblation.dispose}).
@@ -134,11 +143,7 @@ export class HeadAblation {
    *   `InvalidArgumentError` (`@attnlab/core`) for reference tokens the model cannot read
    */
   static async create(model: Transformer, mode: AblationMode, options: AblationOptions = {}): Promise<HeadAblation> {
-    checkOptionKeys(
-      'HeadAblation options',
-      options,
-      Object.keys({ reference: 1, perPosition: 1, seed: 1, derange: 1 } satisfies Record<keyof AblationOptions, 1>),
-    )
+    parseConfig(ablationOptionsSchema, options, 'HeadAblation')
     if (!(ABLATION_MODES as readonly string[]).includes(mode)) {
       throw new ConfigError(
         'mode',

@@ -47,7 +47,9 @@ describe('capabilities', () => {
     expect([...a.data.inputs]).toEqual([...b.data.inputs])
     expect(a.data.scoredPositions.length).toBe(7 * 4)
     expect(a.name).toBe('sparse-markov')
-    expect(() => taskCapability(task, { metric: 'perplexity' as never })).toThrow(/'perplexity' is not a metric/)
+    expect(() => taskCapability(task, { metric: 'perplexity' as never })).toThrow(
+      /^Invalid metric: got 'perplexity'; expected one of loss, accuracy, logprob$/,
+    )
     expect(() => taskCapability(task, { count: 0 })).toThrow(ConfigError)
   })
 

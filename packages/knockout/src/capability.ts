@@ -11,15 +11,16 @@
  *
  * @module
  */
+import { checkRange, ConfigError, InvalidArgumentError, Rng, type Task, type TokenBatch } from '@attnlab/core'
 import {
-  checkOptionKeys,
-  checkRange,
-  ConfigError,
-  InvalidArgumentError,
-  Rng,
-  type Task,
-  type TokenBatch,
-} from '@attnlab/core'
+  booleanField,
+  configSchema,
+  customField,
+  enumField,
+  integerField,
+  parseConfig,
+  type z,
+} from '@attnlab/core/schema'
 import type { SparseMarkovTask } from '@attnlab/markov'
 
 /**
@@ -172,27 +173,28 @@ export function absentCapability(
 }
 
 /**
- * Options shared by the capability builders.
+ * The schema of {@link CapabilityOptions}: the options every capability builder takes, declared
+ * once (their defaults differ per builder, so the builders fill them in).
  *
  * @category Capabilities
  */
-export interface CapabilityOptions {
+export const capabilityOptionsSchema = configSchema({
   /** Name (defaults per builder). */
-  readonly name?: string
+  name: customField<string>('name (defaults per builder)').optional(),
   /** Metric (defaults per builder). */
-  readonly metric?: MetricName
-  /** Number of sequences in the evaluation set (default 128). */
-  readonly count?: number
+  metric: enumField('metric (defaults per builder)', METRIC_NAMES as [MetricName, ...MetricName[]]).optional(),
+  /** Number of sequences in the evaluation set (default 128; 64 for the induction probe). */
+  count: integerField('number of sequences in the evaluation set', { min: 1, max: 1 << 20 }).optional(),
   /** Seed of the evaluation set (default 0). */
-  readonly seed?: number
-}
+  seed: customField<number>('seed of the evaluation set').optional(),
+})
 
-const CAPABILITY_OPTION_KEYS: readonly string[] = Object.keys({
-  name: 1,
-  metric: 1,
-  count: 1,
-  seed: 1,
-} satisfies Record<keyof CapabilityOptions, 1>)
+/**
+ * Options shared by the capability builders (see {@link capabilityOptionsSchema}).
+ *
+ * @category Capabilities
+ */
+export type CapabilityOptions = Readonly<z.input<typeof capabilityOptionsSchema>>
 
 function checkMetric(metric: unknown): MetricName {
   if (!(METRIC_NAMES as readonly unknown[]).includes(metric)) {
@@ -265,7 +267,7 @@ export function evaluationSetFromBatch(batch: TokenBatch): EvaluationSet {
  * @category Capabilities
  */
 export function taskCapability(task: Task, options: CapabilityOptions = {}): Capability {
-  checkOptionKeys('taskCapability options', options, CAPABILITY_OPTION_KEYS)
+  parseConfig(capabilityOptionsSchema, options, 'taskCapability')
   const metric = checkMetric(options.metric ?? 'loss')
   const count = checkCount(options.count ?? 128)
   const batch = task.sample(count, Rng.fromSeed(options.seed ?? 0).split('knockout/capability'))
@@ -296,7 +298,7 @@ export function sparseMarkovSpanCapability(
   span: number,
   options: CapabilityOptions = {},
 ): Capability {
-  checkOptionKeys('sparseMarkovSpanCapability options', options, CAPABILITY_OPTION_KEYS)
+  parseConfig(capabilityOptionsSchema, options, 'sparseMarkovSpanCapability')
   const K = task.teacher.spans.length
   if (!Number.isSafeInteger(span) || span < 0 || span >= K)
     throw new ConfigError('span', `${String(span)} is not a span index in [0, ${K})`)
@@ -348,35 +350,43 @@ export function sparseMarkovSpanCapability(
 }
 
 /**
- * Options of {@link inductionCapability}.
+ * The schema of {@link InductionOptions}: the {@link capabilityOptionsSchema} options and the
+ * probe's own (checked by {@link inductionCapability} against each other).
  *
  * @category Capabilities
  */
-export interface InductionOptions extends CapabilityOptions {
+export const inductionOptionsSchema = capabilityOptionsSchema.extend({
   /** Length `L` of each random block that is repeated (default 16); a sequence has `prefix + 2L` tokens. */
-  readonly blockLength?: number
+  blockLength: customField<number>('length L of each repeated random block').optional(),
   /** Tokens put before the first copy (e.g. `[bos]`); default none. */
-  readonly prefix?: readonly number[]
+  prefix: customField<readonly number[]>('tokens put before the first copy').optional(),
   /**
    * The token ids random blocks are drawn from (uniformly, without repeats inside a block when
    * the pool allows). Give the ordinary word pieces of a tokenizer (no special or byte tokens).
    * Default `0 .. vocabSize - 1`.
    */
-  readonly tokens?: readonly number[]
+  tokens: customField<readonly number[]>('token ids random blocks are drawn from').optional(),
   /** Vocabulary size of the model (required when neither `tokens` nor `blocks` is given). */
-  readonly vocabSize?: number
+  vocabSize: customField<number>('vocabulary size of the model').optional(),
   /**
    * Repeat these token blocks (e.g. tokenized held-out sentences) instead of random ones; `count`,
    * `blockLength`, `tokens` and `seed` are then ignored. Blocks of different lengths are padded.
    */
-  readonly blocks?: readonly (readonly number[])[]
+  blocks: customField<readonly (readonly number[])[]>('token blocks to repeat instead of random ones').optional(),
   /**
    * Score the in-context gain instead of the second copy alone: the metric on the second copy
    * minus the metric on the first copy (the same tokens predicted without a copy to look at).
    * This separates copying from ordinary next-token prediction; default false.
    */
-  readonly contrast?: boolean
-}
+  contrast: booleanField('score the in-context gain: second copy minus first copy').optional(),
+})
+
+/**
+ * Options of {@link inductionCapability} (see {@link inductionOptionsSchema}).
+ *
+ * @category Capabilities
+ */
+export type InductionOptions = Readonly<z.input<typeof inductionOptionsSchema>>
 
 /**
  * The copying / induction probe for any language model: a block of `L` tokens (random by
@@ -397,13 +407,7 @@ export interface InductionOptions extends CapabilityOptions {
  * @category Capabilities
  */
 export function inductionCapability(options: InductionOptions): Capability {
-  checkOptionKeys('inductionCapability options', options, [
-    ...CAPABILITY_OPTION_KEYS,
-    ...Object.keys({ blockLength: 1, prefix: 1, tokens: 1, vocabSize: 1, blocks: 1, contrast: 1 } satisfies Record<
-      Exclude<keyof InductionOptions, keyof CapabilityOptions>,
-      1
-    >),
-  ])
+  parseConfig(inductionOptionsSchema, options, 'inductionCapability')
   const metric = checkMetric(options.metric ?? 'logprob')
   const prefix = [...(options.prefix ?? [])]
   if (prefix.some((t) => !Number.isSafeInteger(t) || t < 0))

@@ -24,6 +24,7 @@
 export {
   ABLATION_MODES,
   HeadAblation,
+  ablationOptionsSchema,
   type AblationMode,
   type AblationOptions,
   type ReferenceInputs,
@@ -31,11 +32,13 @@ export {
 export {
   METRIC_NAMES,
   absentCapability,
+  capabilityOptionsSchema,
   chanceLevel,
   checkCapability,
   evaluationSetFromBatch,
   higherIsBetter,
   inductionCapability,
+  inductionOptionsSchema,
   performance,
   sparseMarkovSpanCapability,
   taskCapability,
@@ -80,9 +83,11 @@ export {
 export {
   CONSTANT_SCORE_TOLERANCE,
   compressedSensing,
+  compressedSensingOptionsSchema,
   exhaustivePairBudget,
   exhaustiveSweep,
   greedySearch,
+  localizeOptionsSchema,
   type CompressedSensingOptions,
   type CompressedSensingResult,
   type ExhaustiveResult,
@@ -125,6 +130,7 @@ export {
   type PatchPoint,
 } from './patching.ts'
 export {
+  effectsOptionsSchema,
   headHeatmap,
   heatmapSpec,
   knockoutEffects,
@@ -143,4 +149,4 @@ export {
   type StoryCapabilityName,
   type StoryCapabilityOptions,
 } from './stories.ts'
-export { scoreMasks, type MaskScores, type ScoreOptions } from './scoring.ts'
+export { passOptionsSchema, scoreMasks, scoreOptionsSchema, type MaskScores, type ScoreOptions } from './scoring.ts'

@@ -14,12 +14,12 @@
  *
  * @module
  */
-import { checkOptionKeys, checkRange } from '@attnlab/core'
+import { customField, enumField, integerField, parseConfig, type z } from '@attnlab/core/schema'
 import type { Transformer } from '@attnlab/transformer'
-import { HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
+import { ABLATION_MODES, HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
 import { performance as performanceOf, type Capability, type MetricName } from './capability.ts'
 import { headAt, headCount, type HeadLayout, type HeadRef } from './heads.ts'
-import { lasso, lassoCV, type LassoFit } from './lasso.ts'
+import { lasso, lassoCV, lassoCVOptionsSchema, type LassoFit } from './lasso.ts'
 import {
   defaultHeadsPerMask,
   knockoutCounts,
@@ -30,7 +30,7 @@ import {
   type KnockoutMasks,
   type MaskDesign,
 } from './masks.ts'
-import { PASS_OPTION_KEYS, scoreMasks, type ScoreOptions } from './scoring.ts'
+import { passOptionsSchema, scoreMasks, type ScoreOptions } from './scoring.ts'
 
 /**
  * A head with its method-specific score.
@@ -49,20 +49,30 @@ export interface RankedHead extends HeadRef {
 }
 
 /**
- * Options every localization method takes.
+ * The schema of {@link LocalizeOptions}: the forward-pass options ({@link passOptionsSchema}) and
+ * the localization's own, each with its meaning and default, declared once.
  *
  * @category Localization
  */
-export interface LocalizeOptions extends Omit<ScoreOptions, 'ablation'> {
+export const localizeOptionsSchema = passOptionsSchema.extend({
   /** Number of heads to report as the capability's heads (default 5, the paper's choice). */
-  readonly top?: number
+  top: integerField("number of heads to report as the capability's heads", { min: 1 }).default(5),
   /** Ablation kind (default `zero`). */
-  readonly mode?: AblationMode
+  mode: enumField('ablation kind', ABLATION_MODES as [AblationMode, ...AblationMode[]]).optional(),
   /** Reference sequences for `mean`/`resample` (default: the capability's own sequences). */
-  readonly reference?: ReferenceInputs
+  reference: customField<ReferenceInputs>(
+    "reference sequences for mean/resample (default: the capability's own)",
+  ).optional(),
   /** Seed of the resample pairing (default 0). */
-  readonly resampleSeed?: number
-}
+  resampleSeed: integerField('seed of the resample pairing').optional(),
+})
+
+/**
+ * Options every localization method takes (see {@link localizeOptionsSchema}).
+ *
+ * @category Localization
+ */
+export type LocalizeOptions = Readonly<z.input<typeof localizeOptionsSchema>>
 
 /**
  * What every method returns.
@@ -172,32 +182,6 @@ export const CONSTANT_SCORE_TOLERANCE = 1e-6
 /** Any localization result. @category Localization */
 export type LocalizationResult = ExhaustiveResult | GreedyResult | CompressedSensingResult
 
-const LOCALIZE_OPTION_KEYS: readonly string[] = [
-  ...PASS_OPTION_KEYS,
-  ...Object.keys({ top: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<
-    Exclude<keyof LocalizeOptions, keyof ScoreOptions>,
-    1
-  >),
-]
-const COMPRESSED_SENSING_OPTION_KEYS: readonly string[] = [
-  ...LOCALIZE_OPTION_KEYS,
-  ...Object.keys({
-    masks: 1,
-    fraction: 1,
-    design: 1,
-    seed: 1,
-    alpha: 1,
-    crossValidate: 1,
-    maxIter: 1,
-    tol: 1,
-    customMasks: 1,
-  } satisfies Record<Exclude<keyof CompressedSensingOptions, keyof LocalizeOptions>, 1>),
-]
-
-function checkTop(top: unknown, n: number): number {
-  return Math.min(checkRange('top', top as number, { min: 1, integer: true }), n)
-}
-
 async function withAblation<T>(
   model: Transformer,
   capability: Capability,
@@ -254,10 +238,10 @@ export async function exhaustiveSweep(
   capability: Capability,
   options: LocalizeOptions = {},
 ): Promise<ExhaustiveResult> {
-  checkOptionKeys('exhaustiveSweep options', options, LOCALIZE_OPTION_KEYS)
+  const settings = parseConfig(localizeOptionsSchema, options, 'exhaustiveSweep')
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
-  const top = checkTop(options.top ?? 5, n)
+  const top = Math.min(settings.top, n)
   return withAblation(model, capability, options, async (ablation) => {
     const clean = masksFromHeadSets(layout, [[]])
     const singles = singleHeadMasks(layout)
@@ -309,10 +293,10 @@ export async function greedySearch(
   capability: Capability,
   options: LocalizeOptions = {},
 ): Promise<GreedyResult> {
-  checkOptionKeys('greedySearch options', options, LOCALIZE_OPTION_KEYS)
+  const settings = parseConfig(localizeOptionsSchema, options, 'greedySearch')
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
-  const k = checkTop(options.top ?? 5, n)
+  const k = Math.min(settings.top, n)
   return withAblation(model, capability, options, async (ablation) => {
     const started = performance.now()
     const clean = await scoreMasks(model, capability, masksFromHeadSets(layout, [[]]), scoreOptions(options, ablation))
@@ -370,36 +354,50 @@ export async function greedySearch(
 }
 
 /**
- * Options of {@link compressedSensing}.
+ * The schema of {@link CompressedSensingOptions}: the {@link localizeOptionsSchema} options and
+ * the measurement design and Lasso fit (validated where they are used: {@link randomMasks},
+ * {@link lasso}, {@link lassoCV}).
  *
  * @category Localization
  */
-export interface CompressedSensingOptions extends LocalizeOptions {
+export const compressedSensingOptionsSchema = localizeOptionsSchema.extend({
   /**
    * Number of masks M (default {@link measurementPlan}'s `ceil(2 k ln(1 + N / k))`, k = `top`:
    * 15 for 16 heads, 22 for 40, 54 for 1024; the paper's README uses 100).
    */
-  readonly masks?: number
+  masks: customField<number>('number of masks M (default: measurementPlan)').optional(),
   /**
    * Fraction of heads knocked out per mask (default: {@link defaultHeadsPerMask} of N and M, over
    * N, so each head is knocked out about 3 times; the paper's 0.02 once N is large).
    */
-  readonly fraction?: number
+  fraction: customField<number>('fraction of heads knocked out per mask').optional(),
   /** `balanced` (default) or `iid` (see {@link MaskDesign}). */
-  readonly design?: MaskDesign
+  design: customField<MaskDesign>('mask design: balanced or iid').optional(),
   /** Seed of the masks (default 0). */
-  readonly seed?: number
+  seed: customField<number>('seed of the masks').optional(),
   /** Lasso `alpha` (default 0.01); ignored with `crossValidate`. */
-  readonly alpha?: number
+  alpha: customField<number>('Lasso alpha (ignored with crossValidate)').optional(),
   /** Choose alpha by K-fold cross-validation (`true` = 5 folds, or `{ folds }`); default off. */
-  readonly crossValidate?: boolean | { readonly folds?: number }
+  crossValidate: customField<boolean | { readonly folds?: number }>(
+    'choose alpha by K-fold cross-validation (true: 5 folds, or { folds })',
+  ).optional(),
   /** Lasso iterations (default 5000, the `max_iter` of the authors' released code). */
-  readonly maxIter?: number
+  maxIter: customField<number>('Lasso iterations').optional(),
   /** Lasso tolerance (default 1e-4). */
-  readonly tol?: number
+  tol: customField<number>('Lasso tolerance').optional(),
   /** Evaluate these masks instead of drawing random ones (`[M, N]`). */
-  readonly customMasks?: KnockoutMasks
-}
+  customMasks: customField<KnockoutMasks>('masks to evaluate instead of random ones').optional(),
+})
+
+/**
+ * Options of {@link compressedSensing} (see {@link compressedSensingOptionsSchema}).
+ *
+ * @category Localization
+ */
+export type CompressedSensingOptions = Readonly<z.input<typeof compressedSensingOptionsSchema>>
+
+/** The keys an object `crossValidate` takes: lassoCV's `folds` (at least 2, default 5). */
+const crossValidateSchema = lassoCVOptionsSchema.pick({ folds: true })
 
 /**
  * Compressed-sensing localization (Bair et al., arXiv 2603.03335, as in the authors' released
@@ -437,12 +435,12 @@ export async function compressedSensing(
   capability: Capability,
   options: CompressedSensingOptions = {},
 ): Promise<CompressedSensingResult> {
-  checkOptionKeys('compressedSensing options', options, COMPRESSED_SENSING_OPTION_KEYS)
+  const settings = parseConfig(compressedSensingOptionsSchema, options, 'compressedSensing')
   if (typeof options.crossValidate === 'object' && options.crossValidate !== null)
-    checkOptionKeys('compressedSensing crossValidate options', options.crossValidate, ['folds'])
+    parseConfig(crossValidateSchema, options.crossValidate, 'compressedSensing crossValidate')
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
-  const top = checkTop(options.top ?? 5, n)
+  const top = Math.min(settings.top, n)
   // Defaults scale with the head count (measurementPlan): O(k log N) masks, ~3 knockouts per head.
   const count = options.masks ?? measurementPlan(layout, top).masks
   const fraction = options.fraction ?? (typeof count === 'number' ? defaultHeadsPerMask(n, count) / n : undefined)

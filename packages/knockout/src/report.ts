@@ -6,14 +6,15 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError } from '@attnlab/core'
+import { ConfigError } from '@attnlab/core'
+import { customField, enumField, integerField, parseConfig, type z } from '@attnlab/core/schema'
 import type { Transformer } from '@attnlab/transformer'
-import { HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
+import { ABLATION_MODES, HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
 import { performance as performanceOf, type Capability, type MetricName } from './capability.ts'
 import { formatHead, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 import type { LocalizationResult } from './localize.ts'
 import { masksFromHeadSets } from './masks.ts'
-import { PASS_OPTION_KEYS, scoreMasks, type ScoreOptions } from './scoring.ts'
+import { passOptionsSchema, scoreMasks } from './scoring.ts'
 
 /**
  * A per-head matrix, `values[layer][head]`.
@@ -176,23 +177,33 @@ export interface EffectsReport {
 }
 
 /**
- * Options of {@link knockoutEffects}.
+ * The schema of {@link EffectsOptions}: the forward-pass options ({@link passOptionsSchema}) and
+ * the report's own, each with its meaning and default, declared once.
  *
  * @category Reports
  */
-export interface EffectsOptions extends Omit<ScoreOptions, 'ablation'> {
+export const effectsOptionsSchema = passOptionsSchema.extend({
   /** Name of the target capability (the others are controls); default none (all are listed as controls). */
-  readonly target?: string
+  target: customField<string>('name of the target capability (the others are controls)').optional(),
   /** Ablation kind (default `zero`). */
-  readonly mode?: AblationMode
+  mode: enumField('ablation kind', ABLATION_MODES as [AblationMode, ...AblationMode[]]).optional(),
   /**
    * Reference sequences for mean/resample. Default: each capability's own sequences (so the
    * replacement activations come from the same distribution the capability is scored on).
    */
-  readonly reference?: ReferenceInputs
+  reference: customField<ReferenceInputs>(
+    "reference sequences for mean/resample (default: each capability's own)",
+  ).optional(),
   /** Seed of the resample pairing (default 0). */
-  readonly resampleSeed?: number
-}
+  resampleSeed: integerField('seed of the resample pairing').optional(),
+})
+
+/**
+ * Options of {@link knockoutEffects} (see {@link effectsOptionsSchema}).
+ *
+ * @category Reports
+ */
+export type EffectsOptions = Readonly<z.input<typeof effectsOptionsSchema>>
 
 /**
  * Knocks out `heads` and reports the metric of every capability before and after, with the
@@ -218,13 +229,7 @@ export async function knockoutEffects(
   capabilities: readonly Capability[],
   options: EffectsOptions = {},
 ): Promise<EffectsReport> {
-  checkOptionKeys('knockoutEffects options', options, [
-    ...PASS_OPTION_KEYS,
-    ...Object.keys({ target: 1, mode: 1, reference: 1, resampleSeed: 1 } satisfies Record<
-      Exclude<keyof EffectsOptions, keyof ScoreOptions>,
-      1
-    >),
-  ])
+  parseConfig(effectsOptionsSchema, options, 'knockoutEffects')
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   for (const head of heads) headIndex(head, layout)
   const names = capabilities.map((c) => c.name)

@@ -329,25 +329,25 @@ describeWithBackends('scoreMasks errors', () => {
     const masks = masksFromHeadSets(gptConfig, [[]])
     await expect(compressedSensing(gpt, ok, { mask: 5 } as never)).rejects.toThrow(
       new RegExp(
-        /Invalid mask: not one of the compressedSensing options \(did you mean 'masks'\?\); allowed: /.source +
+        /Invalid mask: is not a compressedSensing parameter \(did you mean 'masks'\?\); expected one of /.source +
           /maxTokensPerPass, batched, onProgress, top, mode, reference, resampleSeed, masks, fraction, /.source +
           /.*customMasks/.source,
       ),
     )
     await expect(compressedSensing(gpt, ok, { crossValidate: { fold: 3 } } as never)).rejects.toThrow(
-      /Invalid fold: not one of the compressedSensing crossValidate options/,
+      /Invalid fold: is not a compressedSensing crossValidate parameter \(did you mean 'folds'\?\); expected one of folds$/,
     )
     await expect(exhaustiveSweep(gpt, ok, { topk: 3 } as never)).rejects.toThrow(
-      /Invalid topk: not one of the exhaustiveSweep options \(did you mean 'top'\?\)/,
+      /Invalid topk: is not an exhaustiveSweep parameter \(did you mean 'top'\?\)/,
     )
     await expect(greedySearch(gpt, ok, { modes: 'mean' } as never)).rejects.toThrow(
-      /Invalid modes: not one of the greedySearch options \(did you mean 'mode'\?\)/,
+      /Invalid modes: is not a greedySearch parameter \(did you mean 'mode'\?\)/,
     )
     await expect(scoreMasks(gpt, ok, masks, { maxTokens: 10 } as never)).rejects.toThrow(
-      /Invalid maxTokens: not one of the scoreMasks options/,
+      /Invalid maxTokens: is not a scoreMasks parameter/,
     )
     await expect(knockoutEffects(gpt, [{ layer: 0, head: 0 }], [ok], { targt: 'x' } as never)).rejects.toThrow(
-      /Invalid targt: not one of the knockoutEffects options \(did you mean 'target'\?\)/,
+      /Invalid targt: is not a knockoutEffects parameter \(did you mean 'target'\?\)/,
     )
     await expect(HeadAblation.create(gpt, 'zero', { derang: true } as never)).rejects.toThrow(/did you mean 'derange'/)
     expect(() => randomMasks(gptConfig, { counts: 3 } as never)).toThrow(

@@ -7,7 +7,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { checkOptionKeys, checkRange, NonFiniteError } from '@attnlab/core'
+import { NonFiniteError } from '@attnlab/core'
+import { booleanField, configSchema, customField, integerField, parseConfig, type z } from '@attnlab/core/schema'
 import type { Transformer } from '@attnlab/transformer'
 import { oneHotFloat } from '@attnlab/transformer/internal'
 import { HeadAblation } from './ablation.ts'
@@ -15,40 +16,52 @@ import { checkCapability, type Capability } from './capability.ts'
 import { checkMasks, type KnockoutMasks } from './masks.ts'
 
 /**
- * Options of {@link scoreMasks}.
+ * The schema of the forward-pass options every scoring call takes (all of {@link ScoreOptions}
+ * but `ablation`): each option's meaning and default, declared once (localization and reports
+ * extend it).
  *
  * @category Scoring
  */
-export interface ScoreOptions {
-  /** The ablation (default: zero ablation). Create mean/resample ones with {@link HeadAblation.create}. */
-  readonly ablation?: HeadAblation
+export const passOptionsSchema = configSchema({
   /**
    * Upper bound on tokens (`rows * length`) per forward pass; default 16384. The logits of a pass
    * are also capped at 2^23 values. Lower it to save memory, raise it for speed on big machines.
    */
-  readonly maxTokensPerPass?: number
+  maxTokensPerPass: integerField('upper bound on tokens (rows x length) per forward pass', { min: 1 }).default(16384),
   /**
    * `true` (default): rows of different masks share forward passes. `false`: one mask per pass
    * (the one-evaluation-per-mask cost model of the authors' released code; used by the benchmark).
    */
-  readonly batched?: boolean
+  batched: booleanField('rows of different masks share forward passes').default(true),
   /** Called after each forward pass with the number of rows done and the total. */
-  readonly onProgress?: (done: number, total: number) => void
-}
+  onProgress: customField<(done: number, total: number) => void>(
+    'called after each forward pass with the rows done and the total',
+  ).optional(),
+})
+
+/**
+ * The schema of {@link ScoreOptions}: the ablation and the forward-pass options ({@link passOptionsSchema}).
+ *
+ * @category Scoring
+ */
+export const scoreOptionsSchema = configSchema({
+  /** The ablation (default: zero ablation). Create mean/resample ones with {@link HeadAblation.create}. */
+  ablation: customField<HeadAblation>('the ablation (default: zero ablation)').optional(),
+  ...passOptionsSchema.shape,
+})
+
+/**
+ * Options of {@link scoreMasks} (see {@link scoreOptionsSchema}).
+ *
+ * @category Scoring
+ */
+export type ScoreOptions = Readonly<z.input<typeof scoreOptionsSchema>>
 
 /**
  * Metric values of a capability under a set of masks, with the cost.
  *
  * @category Scoring
  */
-/** Every key of {@link ScoreOptions} but `ablation` (the keys localization functions pass on). */
-export const PASS_OPTION_KEYS: readonly string[] = Object.keys({
-  maxTokensPerPass: 1,
-  batched: 1,
-  onProgress: 1,
-} satisfies Record<Exclude<keyof ScoreOptions, 'ablation'>, 1>)
-const SCORE_OPTION_KEYS: readonly string[] = ['ablation', ...PASS_OPTION_KEYS]
-
 export interface MaskScores {
   /** The capability's metric under each mask, `[M]` (units of the metric: nats or a fraction). */
   readonly values: Float64Array
@@ -87,13 +100,12 @@ export async function scoreMasks(
   masks: KnockoutMasks,
   options: ScoreOptions = {},
 ): Promise<MaskScores> {
-  checkOptionKeys('scoreMasks options', options, SCORE_OPTION_KEYS)
+  const settings = parseConfig(scoreOptionsSchema, options, 'scoreMasks')
   const started = performance.now()
   const { nLayers, nHeads, dVocab } = model.config
   checkMasks(masks, { nLayers, nHeads })
   checkCapability(capability, model.config)
-  const maxTokens = options.maxTokensPerPass ?? 16384
-  checkRange('maxTokensPerPass', maxTokens, { min: 1, integer: true })
+  const maxTokens = settings.maxTokensPerPass
   const ownAblation = options.ablation === undefined
   const ablation = options.ablation ?? (await HeadAblation.create(model, 'zero'))
   try {
@@ -119,7 +131,7 @@ export async function scoreMasks(
     const width = data.targetWidth ?? 0
     let passes = 0
     let done = 0
-    const batched = options.batched ?? true
+    const batched = settings.batched
     // Rows are (mask j, sequence b) in mask-major order; a pass never straddles masks when unbatched.
     let row = 0
     while (row < totalRows) {
@@ -189,7 +201,7 @@ export async function scoreMasks(
       passes += 1
       done += rows
       row = end
-      options.onProgress?.(done, totalRows)
+      settings.onProgress?.(done, totalRows)
     }
     const values = sums
     for (let j = 0; j < M; j++) {
