@@ -71,6 +71,7 @@ const PENDING: Readonly<Record<string, readonly Hostile[]>> = {}
 const NOT_NUMERIC = new Set([
   '--out',
   '--resume',
+  '--init-from',
   '--plot',
   '--model',
   '--tokenizer',

@@ -16,14 +16,21 @@ import {
   sgdOptionsSchema,
   transformerConfigSchema,
   warmupCosineScheduleSchema,
+  planWeightTransfer,
   type OptimizerOptions,
   type ScheduleOptions,
   type TransformerConfig,
+  type WeightData,
+  type WeightTransfer,
 } from '@attnlab/transformer'
+import { resolve } from 'node:path'
+import { AttnlabError } from '@attnlab/core'
+import { loadInitialWeights } from '@attnlab/experiments/node'
 import { UsageError } from './errors.ts'
 import { intParser, withFlagNames } from './options.ts'
 import { fieldParser, rangeListParser, rangeParser, showDefault, unionRange } from './schema-flags.ts'
 import {
+  ExperimentInputError,
   MAX_EMERGENCE_SEQUENCES,
   checkAttentionBias,
   trainingSettingsSchema,
@@ -32,7 +39,7 @@ import {
 import { taskFromFlags } from './commands/markov.ts'
 
 /** Model presets a training command accepts. */
-export const TRAIN_PRESETS = ['minimal', 'gpt', 'gpt-nano', 'llama'] as const
+export const TRAIN_PRESETS = ['minimal', 'gpt', 'gpt-nano', 'llama', 'mixer'] as const
 
 /**
  * The task flags: for each (commander camelCase key), the configuration field it sets in each task
@@ -363,6 +370,48 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
         rangeListParser('--bias-heads', { min: 0, integer: true }),
       ),
     )
+}
+
+/**
+ * Adds `--init-from RUN_OR_CHECKPOINT` (pre-pretraining): a run directory of `attnlab emergence`, a
+ * checkpoint directory (`attnlab train --out`, `seeds/<seed>/checkpoint`) or a file in one.
+ */
+export function addInitFromFlag(command: Command): Command {
+  return command.option(
+    '--init-from <path>',
+    'start from the weights of another run (emergence run directory, checkpoint, or a file in one): parameters ' +
+      'whose name and shape fit are copied, the others initialised fresh (pre-pretraining); recorded in the run',
+  )
+}
+
+/**
+ * `--init-from RUN_OR_CHECKPOINT`'s path, absolute, checked before any work: its weights are read
+ * (`@attnlab/experiments/node`'s `loadInitialWeights`) and compared with the model
+ * (`planWeightTransfer`), so a missing or invalid source, or one with nothing in common with the
+ * model, is a usage error.
+ *
+ * @returns the absolute path and the loaded source (null without the flag)
+ * @throws {@link UsageError} naming `--init-from`; `CheckpointError` for a corrupt checkpoint (exit 2)
+ */
+export async function initFromOf(
+  path: string | undefined,
+  config: TransformerConfig,
+): Promise<{
+  readonly path: string
+  readonly source: string
+  readonly weights: WeightData
+  readonly plan: WeightTransfer
+} | null> {
+  if (path === undefined) return null
+  if (path.trim() === '') throw new UsageError('--init-from needs a run directory or checkpoint path')
+  try {
+    const { source, weights } = await loadInitialWeights(path)
+    return { path: resolve(path), source, weights, plan: planWeightTransfer(config, weights) }
+  } catch (error) {
+    if (error instanceof ExperimentInputError || (error instanceof AttnlabError && error.code === 'INVALID_ARGUMENT'))
+      throw new UsageError(`--init-from: ${error.message}`)
+    throw error
+  }
 }
 
 /** The attention bias the flags describe (`--attention-bias`, `--bias-layers`, `--bias-heads`), or null. */

@@ -46,8 +46,10 @@ import {
   TASK_KEYS,
   addModelFlags,
   addOptimizationFlags,
+  addInitFromFlag,
   addTaskFlags,
   attentionBiasOf,
+  initFromOf,
   checkOptimizationFlags,
   givenFlags,
   kebab,
@@ -65,6 +67,7 @@ import {
 interface EmergenceFlags extends TaskFlags, ModelFlags, OptimizationFlags {
   seeds: number
   seed: number
+  initFrom?: string
   out?: string
   resume?: string
   force?: boolean
@@ -147,6 +150,7 @@ async function settingsOf(flags: EmergenceFlags, command: Command): Promise<Reso
       'seeds',
       'seed',
       'analysisSize',
+      'initFrom',
     ])
     if (changed.length > 0) {
       throw new UsageError(
@@ -185,10 +189,11 @@ async function settingsOf(flags: EmergenceFlags, command: Command): Promise<Reso
       evalEvery: flags.evalEvery,
       analysisSize: flags.analysisSize,
       attentionBias: attentionBiasOf(flags),
+      initFrom: flags.initFrom === undefined ? null : resolve(flags.initFrom),
     },
     seeds: Array.from({ length: flags.seeds }, (_, i) => flags.seed + i),
   }
-  return withFlagNames(
+  const resolved = withFlagNames(
     {
       'training.attentionBias': '--attention-bias',
       'training.attentionBias.beta': '--attention-bias',
@@ -197,6 +202,9 @@ async function settingsOf(flags: EmergenceFlags, command: Command): Promise<Reso
     },
     () => resolveEmergenceConfig(config),
   )
+  // The source is read (and compared with the model) before any work; the run reads it again.
+  await initFromOf(flags.initFrom, resolved.model)
+  return resolved
 }
 
 /** `--resume`'s checks of every checkpoint, with the flags' names in the messages. */
@@ -397,6 +405,7 @@ export function registerEmergence(program: Command): void {
   // Its own per-task defaults (linear map S = 8, s = 2) are stated in the help.
   addTaskFlags(command, EMERGENCE_DEFAULTS.task, { m: EMERGENCE_DEFAULTS.m, taskDefaults: EMERGENCE_TASK_DEFAULTS })
   addModelFlags(command)
+  addInitFromFlag(command)
   addOptimizationFlags(command, {
     batch: EMERGENCE_DEFAULTS.batch,
     lr: EMERGENCE_DEFAULTS.lr,

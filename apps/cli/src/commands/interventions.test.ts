@@ -1,7 +1,7 @@
 // The interventions of Baherwani et al. (arXiv 2606.25010) on the command line: --attention-bias
-// (with --bias-layers / --bias-heads) on `attnlab train` and `attnlab emergence`.
+// (with --bias-layers / --bias-heads) and --init-from on `attnlab train` and `attnlab emergence`.
 import { existsSync } from 'node:fs'
-import { readFile } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -103,5 +103,78 @@ describe('--attention-bias', () => {
     const alone = await run(['train', ...TINY, '--bias-layers', '0', '--out', icl])
     expect(alone.err).toMatch(/--bias-layers applies to --attention-bias/)
     expect(existsSync(icl)).toBe(false)
+  })
+})
+
+describe('--init-from', () => {
+  it('train: copies what fits from a checkpoint, records it, and cannot change on resume', async () => {
+    const source = join(root(), 'init-source')
+    expect((await run(['train', ...TINY, '--steps', '4', '--out', source])).code).toBe(0)
+    const same = join(root(), 'init-same')
+    // One step of lr 1e-9 (a checkpoint is written after a step): the weights stay the source's within 1e-6.
+    const tiny = ['--steps', '1', '--lr', '1e-9']
+    const copy = await run(['train', ...TINY, ...tiny, '--init-from', source, '--out', same])
+    expect(copy.code).toBe(0)
+    const summary = JSON.parse(copy.out)
+    expect(summary.transfer.source).toBe(source)
+    expect(summary.transfer.reinitialized).toEqual([])
+    const a = await loadCheckpoint(source)
+    const b = await loadCheckpoint(same)
+    for (const [name, w] of a.weights) {
+      const got = b.weights.get(name)!.data
+      expect(Math.max(...w.data.map((x, i) => Math.abs(x - (got[i] as number)))), name).toBeLessThan(1e-6)
+    }
+    expect((b.extra as { transfer: { copied: string[] } }).transfer.copied).toEqual([...a.weights.keys()])
+    // Another vocabulary (d = 6): the blocks are the source's, the (tied) embedding is fresh.
+    const other = join(root(), 'init-other')
+    const vocab = TINY.map((x, i) => (TINY[i - 1] === '--vocab' ? '6' : x))
+    const fresh = await run([
+      'train',
+      ...vocab,
+      ...tiny,
+      '--init-from',
+      join(source, 'model.safetensors'),
+      '--out',
+      other,
+    ])
+    expect(fresh.code).toBe(0)
+    expect(JSON.parse(fresh.out).transfer.reinitialized.map((r: { name: string }) => r.name)).toEqual(['embed.W_E'])
+    const c = await loadCheckpoint(other)
+    for (const [name, w] of a.weights)
+      if (name.startsWith('blocks.')) {
+        const got = c.weights.get(name)!.data
+        expect(Math.max(...w.data.map((x, i) => Math.abs(x - (got[i] as number)))), name).toBeLessThan(1e-6)
+      }
+    expect(c.weights.get('embed.W_E')!.shape).toEqual([6, a.weights.get('embed.W_E')!.shape[1]])
+    // Repeating the run's own --init-from is no change; another source is.
+    const resumed = await run(['train', '--resume', same, '--steps', '2', '--init-from', other, '--backend', 'cpu'])
+    expect(resumed.code).toBe(2)
+    expect(resumed.err).toMatch(/--init-from cannot change when resuming/)
+  })
+
+  it('emergence: from an emergence run; a missing or invalid source is exit 2 before any work', async () => {
+    const flags = [...TINY_RUN_FLAGS, '--steps', '2', '--eval-every', '1', '--analysis-size', '8', '--json']
+    const first = join(root(), 'em-first')
+    expect((await run(['emergence', ...flags, '--out', first])).code).toBe(0)
+    const second = join(root(), 'em-second')
+    expect((await run(['emergence', ...flags, '--init-from', first, '--out', second])).code).toBe(0)
+    const record = JSON.parse(await readFile(join(second, 'config.json'), 'utf8'))
+    expect(record.training.initFrom).toBe(first)
+    expect(record.transfer.source).toBe(join(first, 'seeds', '0', 'checkpoint'))
+    const summary = JSON.parse(await readFile(join(second, 'summary.json'), 'utf8'))
+    expect(summary.transfer.copied.length).toBeGreaterThan(0)
+    const out = join(root(), 'em-bad')
+    const missing = await run(['emergence', ...flags, '--init-from', join(root(), 'nothing'), '--out', out])
+    expect(missing.code).toBe(2)
+    expect(missing.err).toMatch(/--init-from: .*nothing does not exist; expected a run directory or a checkpoint/)
+    const empty = join(root(), 'em-empty')
+    await mkdir(empty)
+    const invalid = await run(['emergence', ...flags, '--init-from', empty, '--out', out])
+    expect(invalid.code).toBe(2)
+    expect(invalid.err).toMatch(/--init-from: .* is neither a checkpoint/)
+    expect(existsSync(out)).toBe(false)
+    const again = await run(['emergence', '--resume', second, '--init-from', first])
+    expect(again.code).toBe(2)
+    expect(again.err).toMatch(/--init-from cannot change when resuming/)
   })
 })

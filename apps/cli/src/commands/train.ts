@@ -8,7 +8,13 @@
 import { basename, dirname, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { InterruptedError } from '@attnlab/core'
-import { TRAINING_DEFAULTS, runTraining, type TrainingRunResult, type TrainingSettings } from '@attnlab/experiments'
+import {
+  TRAINING_DEFAULTS,
+  runTraining,
+  type EmergenceTransfer,
+  type TrainingRunResult,
+  type TrainingSettings,
+} from '@attnlab/experiments'
 import { createTask, type AnyTask, type MarkovTaskDescription } from '@attnlab/markov'
 import type {
   EvalRecord,
@@ -29,8 +35,10 @@ import {
   TASK_KEYS,
   addModelFlags,
   addOptimizationFlags,
+  addInitFromFlag,
   addTaskFlags,
   attentionBiasOf,
+  initFromOf,
   checkAttentionBiasFlags,
   checkOptimizationFlags,
   givenFlags,
@@ -47,6 +55,7 @@ import {
 /** Flags of `attnlab train` (commander's camelCase keys). */
 interface TrainFlags extends TaskFlags, ModelFlags, OptimizationFlags {
   seed: number
+  initFrom?: string
   out?: string
   resume?: string
   force?: boolean
@@ -71,7 +80,11 @@ interface StoredRun {
     validationSize: number
     /** The attention bias (absent in checkpoints of runs without one, or older than it). */
     attentionBias?: TrainingSettings['attentionBias']
+    /** `--init-from`'s path (absolute), when given. */
+    initFrom?: string
   }
+  /** With `--init-from`: the checkpoint read and the parameters copied / re-initialised. */
+  readonly transfer?: EmergenceTransfer
   readonly evaluations: { step: number; trainLoss: number; validationLoss: number }[]
   /** The run's target steps, evaluation and checkpoint intervals (a resume without the flags keeps them). */
   readonly steps?: number
@@ -82,7 +95,7 @@ interface StoredRun {
 }
 
 /** The flags that define a run: fixed when resuming (repeating one with its value is fine). */
-const RUN_KEYS = [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seed'] as const
+const RUN_KEYS = [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seed', 'initFrom'] as const
 
 /** The values of the run-defining flags (what a resume compares given flags against). */
 function runFlagValues(flags: TrainFlags): Record<string, unknown> {
@@ -139,6 +152,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
   let run: StoredRun
   let resumeState: TrainerState | undefined
   let weights: Map<string, { shape: number[]; data: Float32Array }> | undefined
+  let initial: Awaited<ReturnType<typeof initFromOf>> = null
   if (flags.resume !== undefined) {
     const checkpoint = await loadCheckpoint(flags.resume)
     const stored = checkpoint.extra as Partial<StoredRun>
@@ -202,6 +216,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     config = modelConfigOf(flags, task, flags.seed)
     checkAttentionBiasFlags(flags, task, config)
     const bias = attentionBiasOf(flags)
+    initial = await initFromOf(flags.initFrom, config)
     run = {
       command: 'train',
       preset: flags.preset,
@@ -216,7 +231,9 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
         trainSize: flags.trainSize,
         validationSize: flags.validationSize,
         ...(bias === null ? {} : { attentionBias: bias }),
+        ...(initial === null ? {} : { initFrom: initial.path }),
       },
+      ...(initial === null ? {} : { transfer: { source: initial.source, ...initial.plan } }),
       evaluations: [],
       steps: flags.steps,
       evalEvery: flags.evalEvery,
@@ -253,6 +270,9 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
           { ...run, evaluations: [...evaluations] },
           { overwrite: flags.force === true },
         ),
+      ...(initial === null
+        ? {}
+        : { loadInitialWeights: async () => ({ source: initial.source, weights: initial.weights }) }),
       signal: controller.signal,
       // Lets a stop signal be seen after every step (see yieldToEventLoop).
       onStep: yieldToEventLoop,
@@ -291,6 +311,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     trainingSeconds: result.seconds,
     wallSeconds: (performance.now() - started) / 1000,
     evaluations: run.evaluations,
+    transfer: run.transfer ?? null,
   }
   if (flags.json) console.log(JSON.stringify(summary, null, 2))
   if (result.stopped) {
@@ -316,6 +337,7 @@ export function registerTrain(program: Command): void {
     .command('train')
     .description('train a minimal / gpt / llama model on a task; checkpoints in --out, exact --resume')
   addModelFlags(command)
+  addInitFromFlag(command)
   addTaskFlags(command)
   addOptimizationFlags(command, { ...TRAINING_DEFAULTS, allowZero: true })
   command
