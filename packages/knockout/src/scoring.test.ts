@@ -335,7 +335,10 @@ describeWithBackends('scoreMasks errors', () => {
       ),
     )
     await expect(compressedSensing(gpt, ok, { crossValidate: { fold: 3 } } as never)).rejects.toThrow(
-      /Invalid fold: is not a compressedSensing crossValidate parameter \(did you mean 'folds'\?\); expected one of folds$/,
+      new RegExp(
+        /Invalid fold: is not a compressedSensing crossValidate parameter /.source +
+          /\(did you mean 'folds'\?\); expected one of folds$/.source,
+      ),
     )
     await expect(exhaustiveSweep(gpt, ok, { topk: 3 } as never)).rejects.toThrow(
       /Invalid topk: is not an exhaustiveSweep parameter \(did you mean 'top'\?\)/,
