@@ -96,12 +96,18 @@ const NOT_NUMERIC = new Set([
   '--command',
   '--artifacts',
   '--name',
+  '--from',
+  '--into',
 ])
 
 const AIDREAMS = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../shared/models/aidreams260K')
 const HAVE_MODEL = existsSync(join(AIDREAMS, 'model.bin'))
 if (!HAVE_MODEL) console.warn(`[attnlab] ${AIDREAMS} is absent: flags of commands that need a model are skipped`)
 
+const PLANTED = resolve(
+  dirname(fileURLToPath(import.meta.url)),
+  '../../../packages/knockout/src/__fixtures__/planted-minimal',
+)
 const SPEC = resolve(dirname(fileURLToPath(import.meta.url)), '../../../examples/sweeps/emergence-genlen.yaml')
 const dir = useTempDir('attnlab-flags-')
 const counts = { flags: 0, rejected: 0, accepted: 0, pending: 0 }
@@ -160,6 +166,7 @@ function baseArgs(path: string): string[] | null {
           'cpu',
         ])
       : null,
+    'knockout patch': ['--from', PLANTED, '--into', PLANTED, '--count', '2', '--backend', 'cpu'],
     'knockout ablate': HAVE_MODEL ? ['--model', model, '--heads', 'L0H0', '--count', '2', '--backend', 'cpu'] : null,
     'sweep run': [SPEC, '--out', 'OUT', '--backend', 'cpu'],
     'sweep run-trial': [join(dir(), 'no-sweep'), '--backend', 'cpu'],

@@ -96,7 +96,7 @@ describe('every public flow keeps tf.memory().numTensors flat (cpu)', () => {
     }
   })
 
-  it('in-process sweep trials: runTrial (train, emergence; done, stopped and resumed, failed), sweep run-trial', async () => {
+  it('in-process sweep trials: runTrial (train, emergence; done, stopped, resumed, failed), run-trial', async () => {
     const task = '  task: { kind: sparse-markov, vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 }'
     const specs = {
       train: ['name: leaks-train', 'experiment: train', 'base:', task, '  steps: 4', '  batchSize: 8']
@@ -146,6 +146,22 @@ describe('every public flow keeps tf.memory().numTensors flat (cpu)', () => {
     const sweepDir = join(dir(), 'sweep-run-trial')
     await initSweep(spec, { out: sweepDir, backend: 'cpu' })
     await expectFlat('sweep run-trial', (run) => ['sweep', 'run-trial', sweepDir, '--index', String(run)])
+  })
+
+  it('knockout patch between two checkpoints', async () => {
+    const planted = resolve(dirname(fileURLToPath(import.meta.url)), '../../../packages/knockout/src/__fixtures__')
+    await expectFlat('knockout patch', () => [
+      'knockout',
+      'patch',
+      '--from',
+      join(planted, 'planted-minimal'),
+      '--into',
+      join(planted, 'planted-minimal'),
+      '--count',
+      '8',
+      '--backend',
+      'cpu',
+    ])
   })
 
   it.skipIf(!HAVE_MODEL)('generate with the KV cache (dense and sparse attention)', async () => {

@@ -7,6 +7,7 @@
  * attnlab knockout locate --model PATH --capability induction [--method cs|exhaustive|greedy] \
  *   [--masks M --fraction F --top 5 --seed 0] [--plot heads.svg] --json
  * attnlab knockout ablate --model PATH --heads L0H1,L2H3 --mode zero|mean|resample --capabilities induction,text --json
+ * attnlab knockout patch --from RUN_OR_CHECKPOINT --into RUN_OR_CHECKPOINT [--heads ...] [--plot patch.html]
  * ```
  *
  * PATH is an attnlab checkpoint directory (its training task gives `task`, `span-i` and mixture
@@ -47,6 +48,7 @@ import type { Task } from '@attnlab/markov'
 import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
+import { registerKnockoutPatch } from './knockout-patch.ts'
 import {
   activateBackend,
   backendOption,
@@ -582,4 +584,6 @@ export function registerKnockout(program: Command): void {
         model.dispose()
       }
     })
+
+  registerKnockoutPatch(knockout)
 }
