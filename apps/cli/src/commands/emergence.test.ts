@@ -142,6 +142,39 @@ describe('attnlab emergence', () => {
     expect(summary.seeds[0].positionEmergence.length).toBeGreaterThan(0)
   })
 
+  it('--preset mixer: a model without attention runs, and the report and summary say what it lacks', async () => {
+    const io = captureOutput()
+    const out = join(root(), 'mixer')
+    const flags = ['--task', 'linear-map', '--state-size', '4', '--ones-per-row', '1', '--preset', 'mixer']
+    const sizes = ['--n-layers', '1', '--d-model', '8', '--n-heads', '2', '--batch', '16', '--validation-size', '32']
+    const code = await main([
+      'emergence',
+      ...flags,
+      ...sizes,
+      '--analysis-size',
+      '16',
+      '--eval-every',
+      '2',
+      '--steps',
+      '4',
+      '--backend',
+      'cpu',
+      '--out',
+      out,
+      '--json',
+    ])
+    expect(io.err()).toBe('')
+    expect(code).toBe(0)
+    const summary = JSON.parse(io.out())
+    expect(summary.preset).toBe('mixer')
+    expect(summary.definitions.positionEmergence).toMatch(/midway from plateau to final value/)
+    expect(summary.seeds[0].positionEmergence).toHaveLength(7)
+    expect(summary.seeds[0].entropyDrops).toEqual([])
+    const config = JSON.parse(await readFile(join(out, 'config.json'), 'utf8'))
+    expect(config.model).toMatchObject({ architecture: 'mixer', nHeads: 2, dHead: 4, dModel: 8 })
+    expect(await readFile(join(out, 'report.html'), 'utf8')).toContain('This model has no attention')
+  })
+
   it('linear-map progress lines show the validation loss once and the positions learned', async () => {
     const io = captureOutput()
     const out = join(root(), 'linear-text')
