@@ -18,7 +18,7 @@ Run by hand (Debian python3-numpy):
 
   /usr/bin/python3 tools/import/greedy_reference.py fixture
       Writes packages/transformer/src/__fixtures__/import/greedy-reference.json: greedy ids for
-      the shared stories260K and tinystories656K models (../shared/models), the prompts below.
+      the stories260K and tinystories656K models (kept outside the repository), the prompts below.
 """
 import json
 import os

@@ -20,7 +20,7 @@ Run by hand (Debian python3-torch, python3-numpy):
   /usr/bin/python3 tools/import/hf_reference.py tokenizer [TOKENIZER_BIN]
       Encodes a fixed list of strings with run.c's algorithm; writes
       packages/transformer/src/__fixtures__/import/aidreams-tokenizer.json
-      (default tokenizer: ../shared/models/aidreams260K/tokenizer.bin).
+      (default tokenizer: aidreams260K's tokenizer.bin, where the tests keep the models).
 
   /usr/bin/python3 tools/import/hf_reference.py logits DIR TOKEN_IDS
       Loads a Hugging Face directory strictly (e.g. one exported by attnlab) and prints the

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """scikit-learn reference for @attnlab/knockout's Lasso (coordinate descent).
 
-The compressed-sensing localization of Bair, Xu, Sun & Kolter (arXiv 2603.03335; see
-shared/papers/llm-components.md section 2, step 4) fits
+The compressed-sensing localization of Bair, Xu, Sun & Kolter (arXiv 2603.03335: its Lasso step,
+scikit-learn's `Lasso(alpha=0.01, max_iter=5000)` in the authors' released code) fits
 
     min_{w, b}  1/(2n) ||y - X w - b||^2 + alpha ||w||_1
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer for packages/transformer/bench/train-throughput.ts (issue 4 / issue 9).
+"""PyTorch peer for packages/transformer/bench/train-throughput.ts.
 
 Trains the same models with the same optimizer as attnlab and prints training tokens/s as JSON:
 - `minimal`: Yuksel et al.'s minimal model (d = 50, spans [2,2,2]: 25 input positions, 3 heads,

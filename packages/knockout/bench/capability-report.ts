@@ -7,12 +7,12 @@
 // ablation, the paper's) and the damage on the target is set against the off-target controls (every other
 // capability of the suite). Bair, Xu, Sun & Kolter, arXiv 2603.03335, sections 3-4.
 //
-// Usage (from packages/knockout; a few minutes per model on 2 cores):
+// Usage (from packages/knockout; a few minutes per model on 2 cores; MODELS: the directory holding the models):
 //   node --conditions=@attnlab/source --import tsx bench/capability-report.ts \
-//     --model ../../../shared/models/stories260K/stories260K.bin \
-//     --tokenizer ../../../shared/models/stories260K/tok512.bin
+//     --model $MODELS/stories260K/stories260K.bin \
+//     --tokenizer $MODELS/stories260K/tok512.bin
 //   node --conditions=@attnlab/source --import tsx bench/capability-report.ts \
-//     --model ../../../shared/models/tinystories656K --no-dummy-prefix
+//     --model $MODELS/tinystories656K --no-dummy-prefix
 // --json FILE writes every number; the markdown tables go to stdout. --baselines-only: the clean scores alone.
 import { writeFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'

@@ -4,7 +4,7 @@
 //
 // Run with `pnpm bench` in packages/knockout (on shared machines under `flock /work/locks/bench`).
 // Usage: masks.bench.ts [backends=wasm] (cpu is slow: minutes for aidreams)
-//   [model=../../shared/models/aidreams260K/model.bin] [masks=100]
+//   [model=path of a model; default: aidreams260K where the tests keep it] [masks=100]
 import { fileURLToPath } from 'node:url'
 import { useBackend, type BackendName } from '@attnlab/core'
 import { loadModel, type Transformer } from '@attnlab/transformer'

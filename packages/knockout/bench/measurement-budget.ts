@@ -8,12 +8,12 @@
 // top-k of each compressed-sensing run (k = --top, as a user who does not know the truth runs it),
 // for seeds 0..S-1.
 //
-// Usage (from packages/knockout; one model per run, ~1-2 minutes on 2 cores):
+// Usage (from packages/knockout; one model per run, ~1-2 minutes on 2 cores; MODELS: the models' directory):
 //   node --conditions=@attnlab/source --import tsx bench/measurement-budget.ts --model planted-mixture
 //   node --conditions=@attnlab/source --import tsx bench/measurement-budget.ts \
-//     --model ../../../shared/models/aidreams260K/model.bin --capabilities text,repeat-text
-//   ... --model ../../../shared/models/stories260K/stories260K.bin \
-//     --tokenizer ../../../shared/models/stories260K/tok512.bin --capabilities text,induction
+//     --model $MODELS/aidreams260K/model.bin --capabilities text,repeat-text
+//   ... --model $MODELS/stories260K/stories260K.bin \
+//     --tokenizer $MODELS/stories260K/tok512.bin --capabilities text,induction
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { useBackend, type BackendName } from '@attnlab/core'

@@ -1,5 +1,5 @@
 /**
- * Training throughput of attnlab next to PyTorch, in one run (issues 4 and 9).
+ * Training throughput of attnlab next to PyTorch, in one run.
  *
  * Configurations:
  * - `minimal`: the minimal preset (d = 50, spans [2,2,2]: 25 input positions, 3 heads), batch

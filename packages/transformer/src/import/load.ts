@@ -256,7 +256,7 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
  * checkpoints (a `manifest.json` of format `attnlab-checkpoint/1`, validated by
  * `loadCheckpoint`). A path to a directory's `config.json` or `model.safetensors` means the
  * directory; a folder holding a llama2.c `model.bin` and no `config.json` (like
- * `shared/models/aidreams260K`) means that `model.bin` (its `tokenizer.bin` is found beside it).
+ * the aidreams260K model's) means that `model.bin` (its `tokenizer.bin` is found beside it).
  * A directory's `tokenizer.json` (with its `tokenizer_config.json`) is found and read through
  * `@huggingface/tokenizers`; `dummyPrefix: false` drops its leading `▁`.
  *
