@@ -53,6 +53,7 @@ export {
   EMERGENCE_PRESETS,
   EMERGENCE_TASK_DEFAULTS,
   MAX_EMERGENCE_SEQUENCES,
+  batchFromTokens,
   checkAttentionBias,
   defaultEmergenceConfig,
   resolveEmergenceConfig,

@@ -28,6 +28,7 @@ import { ExperimentInputError } from './errors.ts'
 import type { EmergenceTransfer } from './emergence/run.ts'
 import {
   EMERGENCE_PRESETS,
+  batchFromTokens,
   checkAttentionBias,
   trainingSettingsSchema,
   type EmergenceModelOverrides,
@@ -281,6 +282,7 @@ export const trainingConfigSchema = configSchema({
   validationSize: training.validationSize,
   attentionBias: training.attentionBias,
   initFrom: training.initFrom,
+  batchTokens: training.batchTokens,
   evalEvery: integerField('evaluate every N steps (0: only at the end)', { min: 0 }).default(
     TRAINING_DEFAULTS.evalEvery,
   ),
@@ -332,17 +334,19 @@ export function resolveTrainingConfig(config: Partial<TrainingConfig>): {
     seed: parsed.seed,
     ...parsed.model,
   })
-  if (parsed.trainSize > 0 && parsed.trainSize < parsed.batchSize) {
+  checkAttentionBias(parsed.attentionBias, task, model, 'attentionBias')
+  const batch =
+    parsed.batchTokens === null ? parsed.batchSize : batchFromTokens(parsed.batchTokens, task.seqLength, 'batchTokens')
+  if (parsed.trainSize > 0 && parsed.trainSize < batch) {
     throw new ConfigError(
       'trainSize',
-      `${parsed.trainSize} is smaller than batchSize ${parsed.batchSize}; expected 0 (fresh sequences) or at least ` +
+      `${parsed.trainSize} is smaller than batchSize ${batch}; expected 0 (fresh sequences) or at least ` +
         'one batch',
       { value: parsed.trainSize },
     )
   }
-  checkAttentionBias(parsed.attentionBias, task, model, 'attentionBias')
   const settings: TrainingRunSettings = {
-    batch: parsed.batchSize,
+    batch,
     lr: parsed.lr,
     optimizer: parsed.optimizer,
     schedule: parsed.schedule,

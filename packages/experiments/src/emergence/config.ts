@@ -145,6 +145,18 @@ export const trainingSettingsSchema = configSchema({
     EMERGENCE_DEFAULTS.batch,
   ),
   /**
+   * Tokens per step, fixed across context sizes (Baherwani et al., arXiv 2606.25010, the
+   * cellular-automaton study): when set, `batchSize` is derived as `batchTokens / seqLength` (the
+   * task's tokens per sequence), which must divide exactly and give at least one sequence; `null`:
+   * `batchSize` as given.
+   */
+  batchTokens: integerField('tokens per step (batch = N / sequence length), fixed across context sizes', {
+    min: 1,
+    max: Number.MAX_SAFE_INTEGER,
+  })
+    .nullable()
+    .default(null),
+  /**
    * Peak learning rate, in (0, 10]: AdamW moves each weight by about `lr` per step, so above 10 every model here
    * diverges at once; a bound refuses a typo (`1e300`) as a usage error instead of a run of NaN losses.
    */
@@ -306,7 +318,8 @@ function checkCrossFields(config: EmergenceConfig): void {
     throw new ConfigError('seeds', `lists a seed twice (${seeds.join(', ')}); expected distinct seeds`)
   }
   checkRange('training.analysisSize', training.analysisSize, { integer: true, min: 1, max: training.validationSize })
-  if (training.trainSize > 0 && training.trainSize < training.batchSize) {
+  // With batchTokens the batch is derived from the task (checked by withBatchTokens).
+  if (training.batchTokens === null && training.trainSize > 0 && training.trainSize < training.batchSize) {
     throw new ConfigError(
       'training.trainSize',
       `${training.trainSize} is smaller than training.batchSize ${training.batchSize}; ` +
@@ -362,6 +375,54 @@ export function checkAttentionBias(
   attentionBias(bias, model, source.trueAttention())
 }
 
+/**
+ * The batch of a tokens-per-step budget: `batchTokens / seqLength` sequences.
+ *
+ * @param batchTokens - tokens per step
+ * @param seqLength - the task's tokens per sequence
+ * @param parameter - the setting's name in messages
+ * @returns sequences per step
+ * @throws `ConfigError` (`@attnlab/core`) naming `parameter` when `seqLength` does not divide
+ *   `batchTokens`, or the batch is below 1 or above {@link MAX_EMERGENCE_SEQUENCES}
+ * @category Emergence
+ */
+export function batchFromTokens(batchTokens: number, seqLength: number, parameter = 'training.batchTokens'): number {
+  const batch = batchTokens / seqLength
+  if (batchTokens < seqLength)
+    throw new ConfigError(
+      parameter,
+      `${batchTokens} tokens give less than one sequence of ${seqLength} tokens; expected a multiple of ${seqLength}`,
+      { value: batchTokens },
+    )
+  if (!Number.isInteger(batch))
+    throw new ConfigError(
+      parameter,
+      `${batchTokens} is not a multiple of the sequence length ${seqLength} (${Math.floor(batch)} sequences would ` +
+        `be ${Math.floor(batch) * seqLength} tokens); expected a multiple of ${seqLength}`,
+      { value: batchTokens },
+    )
+  if (batch > MAX_EMERGENCE_SEQUENCES)
+    throw new ConfigError(parameter, `${batchTokens} tokens are ${batch} sequences, above ${MAX_EMERGENCE_SEQUENCES}`, {
+      value: batchTokens,
+    })
+  return batch
+}
+
+/** The training settings with `batchSize` derived from `batchTokens` (when set), checked again. */
+function withBatchTokens(training: TrainingSettings, seqLength: number): TrainingSettings {
+  if (training.batchTokens === null) return training
+  const resolved = { ...training, batchSize: batchFromTokens(training.batchTokens, seqLength) }
+  if (resolved.trainSize > 0 && resolved.trainSize < resolved.batchSize) {
+    throw new ConfigError(
+      'training.trainSize',
+      `${resolved.trainSize} is smaller than the ${resolved.batchSize} sequences of training.batchTokens ` +
+        `${resolved.batchTokens}; expected 0 (fresh sequences) or at least one batch`,
+      { value: resolved.trainSize },
+    )
+  }
+  return resolved
+}
+
 /** Parses an experiment with the schema and checks its cross-field rules. */
 function parseEmergenceConfig(config: unknown): EmergenceConfig {
   const parsed = parseConfig(emergenceConfigSchema, config, 'emergence')
@@ -396,12 +457,13 @@ export function resolveEmergenceConfig(config: EmergenceConfig): ResolvedEmergen
     ...parsed.model,
   })
   checkAttentionBias(parsed.training.attentionBias, task, model)
+  const training = withBatchTokens(parsed.training, task.seqLength)
   const record: EmergenceRecord = {
     format: 'attnlab-emergence/1',
     task: task.describe() as MarkovTaskDescription,
     model: configToJSON(model),
     preset: parsed.preset,
-    training: parsed.training,
+    training,
     seeds: [...parsed.seeds],
     backend: '',
     created: '',
@@ -442,5 +504,6 @@ export function resolveEmergenceRecord(
     seeds: resolved.seeds,
   })
   checkAttentionBias(training.attentionBias, task, model)
-  return Object.freeze({ task, model, record: Object.freeze({ ...resolved, training, seeds }) })
+  const derived = withBatchTokens(training, task.seqLength)
+  return Object.freeze({ task, model, record: Object.freeze({ ...resolved, training: derived, seeds }) })
 }

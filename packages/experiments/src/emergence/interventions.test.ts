@@ -9,9 +9,11 @@ import { ConfigError } from '@attnlab/core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
 import { LinearMapTask } from '@attnlab/markov'
 import {
+  batchFromTokens,
   defaultEmergenceConfig,
   resolveEmergenceConfig,
   resolveEmergenceRecord,
+  resolveTrainingConfig,
   runEmergence,
   type EmergenceConfig,
 } from '../index.ts'
@@ -166,5 +168,41 @@ describe('emergence with initFrom (pre-pretraining)', () => {
     } finally {
       await rm(dir, { recursive: true, force: true })
     }
+  })
+})
+
+describe('batchTokens: tokens per step fixed across context sizes', () => {
+  it('derives the batch from the sequence length, in emergence and training runs', () => {
+    // Linear map S = 4 (8 tokens) and S = 8 (16 tokens): 128 tokens are 16 and 8 sequences.
+    for (const [stateSize, batch] of [
+      [4, 16],
+      [8, 8],
+    ] as const) {
+      const config = { ...SMALL, task: { kind: 'linear-map', stateSize, onesPerRow: 2 } as const }
+      const resolved = resolveEmergenceConfig({ ...config, training: { ...config.training, batchTokens: 128 } })
+      expect(resolved.record.training.batchSize).toBe(batch)
+      expect(resolved.record.training.batchTokens).toBe(128)
+      expect(resolveEmergenceRecord(JSON.parse(JSON.stringify(resolved.record))).record.training.batchSize).toBe(batch)
+      const run = resolveTrainingConfig({ task: config.task, preset: 'gpt', batchTokens: 128 })
+      expect(run.settings.batch).toBe(batch)
+    }
+    expect(batchFromTokens(96, 32)).toBe(3)
+  })
+
+  it('refuses a budget the sequence length does not divide, or below one sequence', () => {
+    const refuse = (batchTokens: number, pattern: RegExp): void => {
+      let error: unknown
+      try {
+        resolveEmergenceConfig({ ...SMALL, training: { ...SMALL.training, batchTokens } })
+      } catch (e) {
+        error = e
+      }
+      expect(error).toBeInstanceOf(ConfigError)
+      expect((error as ConfigError).parameter).toBe('training.batchTokens')
+      expect((error as Error).message).toMatch(pattern)
+    }
+    refuse(100, /100 is not a multiple of the sequence length 8 \(12 sequences would be 96 tokens\)/)
+    refuse(4, /4 tokens give less than one sequence of 8 tokens/)
+    expect(() => resolveTrainingConfig({ task: SMALL.task, preset: 'gpt', batchTokens: 12 })).toThrow(/batchTokens/)
   })
 })
