@@ -5,7 +5,7 @@
  * @module
  */
 import { ConfigError } from '@attnlab/core'
-import { configSchema } from '@attnlab/core/schema'
+import { configSchema, type z } from '@attnlab/core/schema'
 import { adaSnapKV, adaSnapKVConfigSchema, type AdaSnapKVConfig } from './ada-snapkv.ts'
 import { blockSparse, blockSparseConfigSchema, type BlockSparseConfig } from './block-sparse.ts'
 import { dense } from './dense.ts'
@@ -59,7 +59,15 @@ export const SPARSE_METHODS: Readonly<Record<SparseMethodName, SparseMethodInfo>
  * ```
  * @category Kernels
  */
-export const SPARSE_METHOD_SCHEMAS = Object.freeze({
+export const SPARSE_METHOD_SCHEMAS: Readonly<{
+  dense: z.ZodObject<Record<string, never>, z.core.$strict>
+  'vertical-slash': typeof verticalSlashConfigSchema
+  flexprefill: typeof flexPrefillConfigSchema
+  'block-sparse': typeof blockSparseConfigSchema
+  snapkv: typeof snapKVConfigSchema
+  'ada-snapkv': typeof adaSnapKVConfigSchema
+  quest: typeof questConfigSchema
+}> = Object.freeze({
   dense: configSchema({}),
   'vertical-slash': verticalSlashConfigSchema,
   flexprefill: flexPrefillConfigSchema,
