@@ -4,7 +4,7 @@ import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab
 import { IclMarkovTask, LinearMapTask, SparseMarkovTask } from '@attnlab/markov'
 import { describe, expect, it } from 'vitest'
 import { attentionBias } from './attention-bias.ts'
-import { createConfig } from './config.ts'
+import { createConfig, presetConfig } from './config.ts'
 import { hookName, type HookName } from './hooks.ts'
 import { createTransformer, type Transformer } from './model.ts'
 import { Trainer, train, type TrainerState } from './train.ts'
@@ -167,6 +167,9 @@ describe('attention bias options', () => {
     refuse({ beta: 1, size: 3 } as never, /size/)
     refuse({ beta: 1 }, /no ground-truth/, { size: 8, maps: [] })
     refuse({ beta: 1 }, /8 x 8/, { size: 8, maps: [{ name: 'x', weights: new Float32Array(10) }] })
+    expect(() => attentionBias({ beta: 1 }, presetConfig('mixer', { nCtx: 7 }), attention)).toThrow(
+      /mixer model has no attention scores/,
+    )
   })
 
   it('throws a ShapeError in a pass longer than the maps', () => {

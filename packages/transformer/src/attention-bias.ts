@@ -21,7 +21,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, ShapeError, type TrueAttention } from '@attnlab/core'
 import { configSchema, integerField, listField, numberField, parseConfig, type z } from '@attnlab/core/schema'
-import type { TransformerConfig } from './config.ts'
+import { hasAttention, type TransformerConfig } from './config.ts'
 import { hookName, type ForwardHook, type HookName } from './hooks.ts'
 
 /**
@@ -124,7 +124,7 @@ function checkIndices(parameter: string, values: readonly number[], count: numbe
  * @returns the resolved bias with its hooks
  * @throws `ConfigError` (`@attnlab/core`) naming `attentionBias.beta` (NaN, negative, above
  *   {@link MAX_ATTENTION_BIAS}), a layer or head outside the model or listed twice, or maps that
- *   are empty or not `[size, size]`; the hooks throw `ShapeError` (`@attnlab/core`) in a pass longer
+ *   are empty or not `[size, size]`, or a model without attention (the mixer); the hooks throw `ShapeError` (`@attnlab/core`) in a pass longer
  *   than the maps
  * @example
  * ```ts
@@ -140,6 +140,12 @@ export function attentionBias(
   attention: TrueAttention,
 ): AttentionBias {
   const parsed = parseConfig(attentionBiasSchema, options, 'attentionBias')
+  if (!hasAttention(config)) {
+    throw new ConfigError(
+      'attentionBias',
+      `the ${config.architecture} model has no attention scores to bias (it mixes positions without attention)`,
+    )
+  }
   const { nLayers, nHeads } = config
   const layers = checkIndices(
     'attentionBias.layers',
