@@ -32,6 +32,7 @@ import { fieldParser, rangeListParser, rangeParser, showDefault, unionRange } fr
 import {
   ExperimentInputError,
   MAX_EMERGENCE_SEQUENCES,
+  batchFromTokens,
   checkAttentionBias,
   trainingSettingsSchema,
   type TrainingSettings,
@@ -135,6 +136,8 @@ export interface OptimizationFlags {
   evalEvery: number
   trainSize: number
   validationSize: number
+  /** `--batch-tokens`: tokens per step (the batch is derived from the sequence length); absent: `--batch`. */
+  batchTokens?: number
   /** `--attention-bias`: the bias's beta (nats); absent: no bias. */
   attentionBias?: number
   /** `--bias-layers`: the blocks the bias targets (default all). */
@@ -331,6 +334,12 @@ export function addOptimizationFlags(command: Command, defaults: OptimizationDef
   const zero = defaults.allowZero === true ? 0 : undefined
   return command
     .addOption(trainingOption('--batch <n>', 'batchSize', defaults.batch))
+    .addOption(
+      new Option(
+        '--batch-tokens <n>',
+        'tokens per step, fixed across context sizes: the batch is N / sequence length (instead of --batch)',
+      ).argParser(rangeParser('--batch-tokens', { min: 1, integer: true })),
+    )
     .addOption(trainingOption('--lr <x>', 'lr', defaults.lr))
     .addOption(trainingOption('--steps <n>', 'steps', defaults.steps, zero))
     .addOption(new Option('--optimizer <name>', 'optimizer').choices(OPTIMIZER_KINDS).default('adamw'))
@@ -414,6 +423,25 @@ export async function initFromOf(
   }
 }
 
+/**
+ * The batch the flags give for a task: `--batch`, or `--batch-tokens N` / the task's sequence length.
+ *
+ * @throws {@link UsageError} naming `--batch-tokens` when the sequence length does not divide it, or it
+ *   gives less than one sequence, or a `--train-size` below the batch
+ */
+export function batchOf(flags: OptimizationFlags, task: AnyTask): number {
+  if (flags.batchTokens === undefined) return flags.batch
+  const tokens = flags.batchTokens
+  const batch = withFlagNames({ batchTokens: '--batch-tokens' }, () =>
+    batchFromTokens(tokens, task.seqLength, 'batchTokens'),
+  )
+  if (flags.trainSize > 0 && flags.trainSize < batch)
+    throw new UsageError(
+      `--train-size ${flags.trainSize} is smaller than the batch of --batch-tokens ${tokens} (${batch})`,
+    )
+  return batch
+}
+
 /** The attention bias the flags describe (`--attention-bias`, `--bias-layers`, `--bias-heads`), or null. */
 export function attentionBiasOf(flags: OptimizationFlags): TrainingSettings['attentionBias'] {
   if (flags.attentionBias === undefined) return null
@@ -457,6 +485,10 @@ export function checkOptimizationFlags(flags: OptimizationFlags, command: Comman
     throw new UsageError('--warmup applies to --schedule warmup-cosine')
   if (flags.optimizer !== 'sgd' && command.getOptionValueSource('momentum') === 'cli')
     throw new UsageError('--momentum applies to --optimizer sgd')
+  if (flags.batchTokens !== undefined && command.getOptionValueSource('batch') === 'cli')
+    throw new UsageError(
+      '--batch-tokens fixes the batch (N / sequence length); give --batch or --batch-tokens, not both',
+    )
   for (const flag of ['biasLayers', 'biasHeads'] as const) {
     if (flags[flag] !== undefined && flags.attentionBias === undefined)
       throw new UsageError(`${kebab(flag)} applies to --attention-bias BETA (give the bias too)`)

@@ -190,11 +190,13 @@ async function settingsOf(flags: EmergenceFlags, command: Command): Promise<Reso
       analysisSize: flags.analysisSize,
       attentionBias: attentionBiasOf(flags),
       initFrom: flags.initFrom === undefined ? null : resolve(flags.initFrom),
+      batchTokens: flags.batchTokens ?? null,
     },
     seeds: Array.from({ length: flags.seeds }, (_, i) => flags.seed + i),
   }
   const resolved = withFlagNames(
     {
+      'training.batchTokens': '--batch-tokens',
       'training.attentionBias': '--attention-bias',
       'training.attentionBias.beta': '--attention-bias',
       'attentionBias.layers': '--bias-layers',

@@ -178,3 +178,41 @@ describe('--init-from', () => {
     expect(again.err).toMatch(/--init-from cannot change when resuming/)
   })
 })
+
+describe('--batch-tokens', () => {
+  it('derives the batch from the sequence length (emergence and train); refuses what does not divide', async () => {
+    // The tiny chain has sequences of 8 tokens: 64 tokens are 8 sequences.
+    const emergence = join(root(), 'tokens-emergence')
+    const flags = TINY_RUN_FLAGS.filter((x, i) => x !== '--batch' && TINY_RUN_FLAGS[i - 1] !== '--batch')
+    const args = [...flags, '--steps', '2', '--eval-every', '1', '--analysis-size', '8', '--json']
+    expect((await run(['emergence', ...args, '--batch-tokens', '64', '--out', emergence])).code).toBe(0)
+    const record = JSON.parse(await readFile(join(emergence, 'config.json'), 'utf8'))
+    expect(record.training).toMatchObject({ batchTokens: 64, batchSize: 8 })
+    const plain = TINY.filter((x, i) => x !== '--batch' && TINY[i - 1] !== '--batch')
+    const train = await run([
+      'train',
+      ...plain,
+      '--batch-tokens',
+      '32',
+      '--steps',
+      '2',
+      '--out',
+      join(root(), 'tokens'),
+    ])
+    expect(train.code).toBe(0)
+    expect(JSON.parse(train.out).trainingTokens).toBe(2 * 4 * 7)
+    const out = join(root(), 'tokens-bad')
+    for (const [extra, message] of [
+      [['--batch-tokens', '60'], /--batch-tokens: 60 is not a multiple of the sequence length 8/],
+      [['--batch-tokens', '4'], /--batch-tokens: 4 tokens give less than one sequence of 8 tokens/],
+      [['--batch-tokens', '64', '--batch', '8'], /give --batch or --batch-tokens, not both/],
+    ] as const) {
+      for (const command of ['emergence', 'train']) {
+        const refused = await run([command, ...(command === 'train' ? plain : args), ...extra, '--out', out])
+        expect(refused.code).toBe(2)
+        expect(refused.err).toMatch(message)
+      }
+    }
+    expect(existsSync(out)).toBe(false)
+  })
+})

@@ -38,6 +38,7 @@ import {
   addInitFromFlag,
   addTaskFlags,
   attentionBiasOf,
+  batchOf,
   initFromOf,
   checkAttentionBiasFlags,
   checkOptimizationFlags,
@@ -222,7 +223,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       preset: flags.preset,
       task: task.describe() as MarkovTaskDescription,
       train: {
-        batch: flags.batch,
+        batch: batchOf(flags, task),
         lr: flags.lr,
         optimizer: optimizerOf(flags),
         schedule: scheduleOf(flags),
