@@ -139,7 +139,7 @@ function shortenFinding(rows: readonly Row[]): StudyFinding {
 /**
  * The cellular-automaton context study: the default two-layer `gpt` of the task (dModel 64, 8
  * heads) on binary automata with a rule drawn per sequence from all 256 elementary rules, 4 states
- * per sequence, a fixed number of tokens per batch (sequences = tokens / 4 S), without and with an
+ * per sequence, a fixed number of tokens per batch (`batchTokens`: sequences = tokens / 4 S), without and with an
  * attention bias of 3 nats on every head's ground-truth keys (the three-cell neighbourhood of the
  * previous state). The plateau is the emergence step (the first evaluation from which the
  * validation loss stays below the midpoint of chance and floor). Default: S in {4, 8, 16}, 4,096
@@ -168,13 +168,15 @@ export const caContext: Study = {
         experiment: 'emergence',
         base: {
           task: { kind: 'cellular-automaton', states: STATES },
-          training: { steps, evalEvery: Math.max(10, steps / 80), validationSize: 256, analysisSize: 64 },
+          training: {
+            steps,
+            batchTokens: tokens,
+            evalEvery: Math.max(10, steps / 80),
+            validationSize: 256,
+            analysisSize: 64,
+          },
         },
-        grid: { 'training.attentionBias': [null, { beta: BETA }] },
-        zip: {
-          'task.cells': cells,
-          'training.batchSize': cells.map((S) => Math.max(1, Math.floor(tokens / (STATES * S)))),
-        },
+        grid: { 'task.cells': cells, 'training.attentionBias': [null, { beta: BETA }] },
         seeds,
       },
     }
