@@ -11,6 +11,7 @@ import { LinearMapTask } from '@attnlab/markov'
 import {
   batchFromTokens,
   defaultEmergenceConfig,
+  emergenceSummaryLines,
   resolveEmergenceConfig,
   resolveEmergenceRecord,
   resolveTrainingConfig,
@@ -69,6 +70,10 @@ describeWithBackends('emergence with an attention bias', () => {
     const again = resolveEmergenceRecord(JSON.parse(JSON.stringify(result.record)))
     expect(again.record.training.attentionBias).toEqual({ beta: 30, layers: null, heads: null })
     expect(result.seeds[0]?.lines.at(-1)?.validationLoss).not.toBe(plain.seeds[0]?.lines.at(-1)?.validationLoss)
+    expect(emergenceSummaryLines(result)).toContain(
+      'attention bias: 30 nats toward the ground-truth map (every block, every head), in every pass',
+    )
+    expect(emergenceSummaryLines(plain).some((line) => line.startsWith('attention bias'))).toBe(false)
   })
 })
 
@@ -141,6 +146,11 @@ describe('emergence with initFrom (pre-pretraining)', () => {
     })
     const reinitialized = bos.record.transfer?.reinitialized.map((r) => r.name)
     expect(reinitialized).toEqual(['embed.W_E', 'pos_embed.W_pos'])
+    expect(emergenceSummaryLines(bos)).toContainEqual(
+      expect.stringMatching(
+        /^started from .*checkpoint: \d+ parameters copied, 2 initialised fresh \(embed.W_E, pos_embed.W_pos\)$/,
+      ),
+    )
     expect(bos.record.transfer?.copied.every((name) => name.startsWith('blocks.') || name.startsWith('ln_final'))).toBe(
       true,
     )

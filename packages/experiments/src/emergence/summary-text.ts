@@ -94,5 +94,21 @@ export function emergenceSummaryLines(result: EmergenceResult): string[] {
       lines.push(`emergence step per seed: ${steps.map((x) => (x === null ? 'none' : Math.round(x))).join(', ')}`)
     }
   }
+  // The interventions the run was trained with (Baherwani et al., arXiv 2606.25010).
+  const bias = result.record.training.attentionBias
+  if (bias !== null && bias !== undefined) {
+    const where = `${bias.layers === null ? 'every block' : `blocks ${bias.layers.join(',')}`}, ${
+      bias.heads === null ? 'every head' : `heads ${bias.heads.join(',')}`
+    }`
+    lines.push(`attention bias: ${bias.beta} nats toward the ground-truth map (${where}), in every pass`)
+  }
+  const transfer = result.record.transfer
+  if (transfer !== undefined) {
+    lines.push(
+      `started from ${transfer.source}: ${transfer.copied.length} parameters copied, ` +
+        `${transfer.reinitialized.length} initialised fresh` +
+        (transfer.reinitialized.length > 0 ? ` (${transfer.reinitialized.map((r) => r.name).join(', ')})` : ''),
+    )
+  }
   return lines
 }
