@@ -7,7 +7,7 @@
  *
  * - the width is `nHeads` channel groups of `dHead` channels (`dModel = nHeads * dHead`); group `g` has its own
  *   token-mixing MLP, shared by its `dHead` channels (as a head's attention pattern is shared by its `dHead`
- *   value channels), so `nHeads = 1` is the paper's Mixer, one token-mixing MLP for every channel;
+ *   value channels), so `nHeads = 1` is Tolstikhin et al.'s Mixer, one token-mixing MLP shared by every channel;
  * - group `g`'s MLP maps the column of positions `x[0..pos-1, c]` of each channel `c` of the group through
  *   `dTokenMlp * nCtx` hidden units, `dTokenMlp` per position: `h[q, k] = act(sum_{r <= q} W_in[g, q k, r]
  *   x[r, c] + b_in[g, q k])`, `y[p, c] = sum_{q <= p, k} W_out[g, p, q k] h[q, k] + b_out[g, p]`. Both weight
