@@ -52,10 +52,16 @@ describeWithBackends('patchHeadsBetween (planted minimal model)', () => {
     for (const head of result.heads) expect(Math.abs(head.delta)).toBeLessThan(1e-6)
     expect(result.scored).toBe(data.scoredPositions.length)
     expect(result.forwardPasses).toBe(2 + 3)
+    expect(result.together).toBeNull()
+    const together = await patchHeadsBetween(intact, intact, data, { together: true })
+    expect(Math.abs(together.together?.delta as number)).toBeLessThan(1e-6)
   })
 
   it("restores the broken head from the intact donor, and only that head's patch moves p(target)", async () => {
-    const result = await patchHeadsBetween(broken, intact, data)
+    const result = await patchHeadsBetween(broken, intact, data, { together: true })
+    expect(result.forwardPasses).toBe(2 + 3 + 1)
+    // Every head at once: the recipient becomes the donor.
+    expect(result.together?.after).toBeCloseTo(result.donor, 5)
     // Zeroing a span owner's queries makes it attend uniformly: the broken model is worse.
     expect(result.donor - result.recipient).toBeGreaterThan(0.02)
     const byHead = result.heads.map((h) => h.delta)
@@ -90,7 +96,7 @@ describeWithBackends('patchHeadsBetween (planted minimal model)', () => {
 
   it('leaks no tensors', async () => {
     await expectNoLeaks(async () => {
-      await patchHeadsBetween(broken, intact, data, { maxTokensPerPass: 7 * data.length })
+      await patchHeadsBetween(broken, intact, data, { maxTokensPerPass: 7 * data.length, together: true })
       await patchHeadsBetween(broken, intact, data, { at: 'pattern', heads: [{ layer: 0, head: 2 }] })
     })
   })
@@ -120,6 +126,9 @@ describeWithBackends('patchHeadsBetween (planted minimal model)', () => {
       /'hook_z' is not a patch point; expected one of attn_scores, pattern/,
     )
     await expect(patchHeadsBetween(intact, intact, data, { heds: [] } as never)).rejects.toThrow(/did you mean/)
+    await expect(patchHeadsBetween(intact, intact, data, { together: 'yes' as never })).rejects.toThrow(
+      /Invalid together: must be true or false, got "yes"|together.*must be true or false/,
+    )
     const outside = { ...data, inputs: Int32Array.from(data.inputs, (t, i) => (i === 3 ? 99 : t)) }
     await expect(patchHeadsBetween(intact, intact, outside)).rejects.toThrow(/input token 99 .* vocabulary \[0, 8\)/)
     const long = { ...data, count: 1, length: 11, inputs: new Int32Array(11), scoredPositions: Int32Array.of(10) }

@@ -44,12 +44,18 @@ export interface PatchOptions {
    * recorded scores of a pass are also capped at 2^24 values.
    */
   readonly maxTokensPerPass?: number
+  /**
+   * Also patch all of `heads` at once, in one more pass per chunk (default false): whether the routing of
+   * those heads together carries what none carries alone.
+   */
+  readonly together?: boolean
 }
 
 const PATCH_OPTION_KEYS: readonly string[] = Object.keys({
   heads: 1,
   at: 1,
   maxTokensPerPass: 1,
+  together: 1,
 } satisfies Record<keyof PatchOptions, 1>)
 
 /**
@@ -80,6 +86,11 @@ export interface PatchingResult {
   readonly donor: number
   /** One entry per patched head, in the order asked. */
   readonly heads: readonly HeadPatch[]
+  /**
+   * With `together`: the recipient's mean p(target) with every head of `heads` patched at once, and the change
+   * (null otherwise).
+   */
+  readonly together: { readonly before: number; readonly after: number; readonly delta: number } | null
   /** The head grid (of both models). */
   readonly layout: HeadLayout
   /** Scored positions averaged over. */
@@ -187,7 +198,7 @@ function sum(values: Float32Array): number {
  * @param donor - the model whose heads are copied (e.g. a post-emergence checkpoint of the same run)
  * @param batch - the sequences and their scored positions (a capability's `data`, or
  *   `evaluationSetFromBatch(task.sample(...))`), inputs `[count, length]` with `length <= nCtx` of both
- * @param options - heads, patch point, pass size
+ * @param options - heads, patch point, pass size, whether to also patch the heads together
  * @returns per head: mean p(target) before and after and the change; the donor's and the
  *   recipient's unpatched p(target)
  * @throws `InvalidArgumentError` (`@attnlab/core`) for models with different layers, heads or
@@ -235,7 +246,13 @@ export async function patchHeadsBetween(
   const order = Int32Array.from(scoredPositions.keys()).sort(
     (a, b) => (scoredPositions[a] as number) - (scoredPositions[b] as number),
   )
-  const sums = { recipient: 0, donor: 0, patched: new Float64Array(heads.length) }
+  if (options.together !== undefined && typeof options.together !== 'boolean') {
+    throw new ConfigError('together', `must be true or false, got ${JSON.stringify(options.together)}`)
+  }
+  // One pass per group of heads patched at once: each head alone, then (together) all of them.
+  const groups: HeadRef[][] = heads.map((head) => [head])
+  if (options.together === true) groups.push(heads)
+  const sums = { recipient: 0, donor: 0, patched: new Float64Array(groups.length) }
   let passes = 0
   let next = 0
   for (let first = 0; first < count; first += rowsPerPass) {
@@ -259,28 +276,26 @@ export async function patchHeadsBetween(
         sums.donor += sum(await targetProbabilities(recorded.logits, gather, chunkTargets))
         sums.recipient += sum(await targetProbabilities(recipient.forward(input), gather, chunkTargets))
         passes += 2
-        for (let i = 0; i < heads.length; i++) {
-          const { layer, head } = heads[i] as HeadRef
-          const name = pointName(at, layer)
-          const source = recorded.cache.get(name)
-          let applied = false
-          const logits = recipient.runWithHooks(input, {
-            fwdHooks: [
-              [
-                name,
-                (activation) => {
-                  applied = true
-                  return withDonorHead(activation, source, head)
-                },
-              ],
-            ],
+        for (const [i, group] of groups.entries()) {
+          const applied = new Set<HookName>()
+          const fwdHooks = [...new Set(group.map((h) => h.layer))].map((layer) => {
+            const name = pointName(at, layer)
+            const source = recorded.cache.get(name)
+            const inLayer = group.filter((h) => h.layer === layer).map((h) => h.head)
+            const hook = (activation: tf.Tensor): tf.Tensor => {
+              applied.add(name)
+              return inLayer.reduce((patched, head) => withDonorHead(patched, source, head), activation)
+            }
+            return [name, hook] as const
           })
-          if (!applied) {
+          const logits = recipient.runWithHooks(input, { fwdHooks })
+          const missed = fwdHooks.map(([name]) => name).find((name) => !applied.has(name))
+          if (missed !== undefined) {
             logits.dispose()
             throw new InvalidArgumentError(
-              `the recipient's forward pass never reached '${name}'; it cannot be patched there (its attention ` +
+              `the recipient's forward pass never reached '${missed}'; it cannot be patched there (its attention ` +
                 'kernel or architecture has no such hook point)',
-              { hook: name },
+              { hook: missed },
             )
           }
           sums.patched[i] = (sums.patched[i] as number) + sum(await targetProbabilities(logits, gather, chunkTargets))
@@ -300,10 +315,16 @@ export async function patchHeadsBetween(
     const after = (sums.patched[i] as number) / scored
     return { layer: head.layer, head: head.head, before: recipientMean, after, delta: after - recipientMean }
   })
+  const togetherAfter = options.together === true ? (sums.patched[heads.length] as number) / scored : null
+  const together =
+    togetherAfter === null
+      ? null
+      : { before: recipientMean, after: togetherAfter, delta: togetherAfter - recipientMean }
   for (const [what, value] of [
     ['recipient', recipientMean],
     ['donor', donorMean],
     ...patched.map((h) => [`recipient with ${formatHead(h)} patched`, h.after] as const),
+    ...(together === null ? [] : [['recipient with every head patched', together.after] as const]),
   ] as const) {
     if (!Number.isFinite(value)) {
       throw new NonFiniteError(`patching: the ${what}'s mean p(target) is ${value} (non-finite logits)`)
@@ -315,6 +336,7 @@ export async function patchHeadsBetween(
     recipient: recipientMean,
     donor: donorMean,
     heads: patched,
+    together,
     layout: { nLayers, nHeads },
     scored,
     forwardPasses: passes,

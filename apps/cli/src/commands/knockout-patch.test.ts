@@ -45,6 +45,7 @@ async function plantedCopy(
 }
 
 interface PatchJson {
+  together: { after: number } | null
   recipient: number
   donor: number
   scored: number
@@ -89,6 +90,7 @@ describe('attnlab knockout patch', () => {
     expect(result.heads.map((h) => h.head)).toEqual(['L0H0', 'L0H1', 'L0H2'])
     expect(result.heads[1]?.delta).toBeGreaterThan(0.02)
     expect(result.heads[1]?.after).toBeCloseTo(result.donor, 5)
+    expect(result.together).toBeNull()
     for (const i of [0, 2]) expect(Math.abs(result.heads[i]?.delta as number)).toBeLessThan(1e-6)
     expect(result.plot).toBe(plot)
     const html = readFileSync(plot, 'utf8')
@@ -110,6 +112,8 @@ describe('attnlab knockout patch', () => {
       'pattern',
     ])
     expect(one.code).toBe(0)
+    const all = await runCli([...base, '--from', planted, '--into', broken, '--together'])
+    expect(all.stdout).toMatch(/^ {2}all +\d\.\d{4} +\d\.\d{4} +\+0\.\d{4}$/m)
     expect((JSON.parse(one.stdout) as PatchJson).heads).toHaveLength(1)
     expect((JSON.parse(pattern.stdout) as PatchJson).heads[0]?.delta).toBeCloseTo(result.heads[1]?.delta as number, 5)
   })

@@ -45,6 +45,7 @@ interface PatchFlags {
   evalSeed: number
   heads?: string
   at: PatchPoint
+  together?: boolean
   plot?: string
   force?: boolean
   json?: boolean
@@ -123,13 +124,11 @@ const escapeHtml = (text: string): string =>
 /** The table the command prints, one line per patched head. */
 function tableLines(result: PatchingResult): string[] {
   const lines = [`  ${'head'.padEnd(6)} ${'before'.padStart(9)} ${'after'.padStart(9)} ${'change'.padStart(9)}`]
-  for (const head of result.heads) {
-    const change = `${head.delta >= 0 ? '+' : ''}${head.delta.toFixed(4)}`
-    lines.push(
-      `  ${formatHead(head).padEnd(6)} ${head.before.toFixed(4).padStart(9)} ${head.after.toFixed(4).padStart(9)} ` +
-        change.padStart(9),
-    )
-  }
+  const row = (name: string, patch: { before: number; after: number; delta: number }): string =>
+    `  ${name.padEnd(6)} ${patch.before.toFixed(4).padStart(9)} ${patch.after.toFixed(4).padStart(9)} ` +
+    `${patch.delta >= 0 ? '+' : ''}${patch.delta.toFixed(4)}`.padStart(9)
+  for (const head of result.heads) lines.push(row(formatHead(head), head))
+  if (result.together !== null) lines.push(row('all', result.together))
   return lines
 }
 
@@ -175,6 +174,7 @@ export function registerKnockoutPatch(knockout: Command): void {
         .choices([...PATCH_POINTS])
         .default('attn_scores'),
     )
+    .option('--together', 'also patch every listed head at once (the row "all")')
     .option('--plot <file.html>', 'write the table and a per-head heatmap of the change as an HTML page')
     .addOption(forceOption('an existing --plot file'))
     .option('--json', 'print JSON to stdout')
@@ -212,6 +212,7 @@ export function registerKnockoutPatch(knockout: Command): void {
         const heads = flags.heads === undefined ? undefined : parseHeads(flags.heads, config)
         const result = await patchHeadsBetween(recipient.model, donor.model, capability.data, {
           at: flags.at,
+          together: flags.together === true,
           ...(heads === undefined ? {} : { heads }),
         })
         const stepText = (loaded: Loaded): string => (loaded.step === null ? '' : ` (step ${loaded.step})`)
@@ -247,6 +248,7 @@ export function registerKnockoutPatch(knockout: Command): void {
                   after: h.after,
                   delta: h.delta,
                 })),
+                together: result.together,
                 forwardPasses: result.forwardPasses,
                 seconds: result.seconds,
                 plot: plotPath,
