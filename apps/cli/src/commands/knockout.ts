@@ -20,8 +20,8 @@ import { dirname } from 'node:path'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { writeFileAtomic } from '@attnlab/core/node'
 import {
-  ABLATION_MODES,
   builtinCapability,
+  capabilityOptionsSchema,
   builtinCapabilityNames,
   compressedSensing,
   exhaustivePairBudget,
@@ -33,6 +33,7 @@ import {
   headHeatmap,
   heatmapSpec,
   knockoutEffects,
+  localizeOptionsSchema,
   measurementPlan,
   parseCapabilityName,
   parseHeads,
@@ -59,6 +60,7 @@ import {
   numberParser,
 } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
+import { schemaFieldOption } from '../schema-flags.ts'
 import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
@@ -203,19 +205,16 @@ function commonOptions(command: Command): Command {
       'sentences (one per line) for the text, repeat-text and repeat-gain capabilities (default: the built-in ' +
         'held-out set)',
     )
-    .option(
-      '--count <n>',
-      'sequences per generated evaluation set (default 64 for probes, 128 for tasks)',
-      intParser('--count', 1, 1 << 20),
+    .addOption(
+      schemaFieldOption('--count <n>', capabilityOptionsSchema.shape.count, {
+        help: 'sequences per generated evaluation set (default 64 for probes, 128 for tasks)',
+      }),
     )
     .option('--eval-seed <n>', 'seed of the evaluation sets', intParser('--eval-seed', 0, Number.MAX_SAFE_INTEGER), 0)
     .addOption(
-      new Option(
-        '--mode <mode>',
-        'ablation: zero (the paper), mean (over the evaluation set) or resample (from other sequences)',
-      )
-        .choices([...ABLATION_MODES])
-        .default('zero'),
+      schemaFieldOption('--mode <mode>', localizeOptionsSchema.shape.mode, {
+        help: 'ablation: zero (the paper), mean (over the evaluation set) or resample (from other sequences)',
+      }).default('zero'),
     )
     .option('--json', 'print JSON to stdout')
     .addOption(backendOption())
@@ -389,11 +388,11 @@ export function registerKnockout(program: Command): void {
         .choices(['balanced', 'iid'])
         .default('balanced'),
     )
-    .option(
-      '--top <k>',
-      'number of heads to report and knock out for the effect table',
-      intParser('--top', 1, 100_000),
-      5,
+    .addOption(
+      schemaFieldOption('--top <k>', localizeOptionsSchema.shape.top, {
+        help: 'number of heads to report and knock out for the effect table',
+        max: 100_000,
+      }),
     )
     .option('--seed <n>', 'cs: seed of the masks', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
     .option('--alpha <a>', 'cs: Lasso alpha', numberParser('--alpha', 0, 1e3, { minExclusive: true }), 0.01)
