@@ -26,6 +26,7 @@ describe('attnlab study list / spec', () => {
       'width',
       'architecture',
       'ca-context',
+      'pre-pretraining',
     ])
     for (const row of rows) expect(row.source).toMatch(/arXiv 2606\.25010/)
   })

@@ -11,7 +11,7 @@
  */
 import { existsSync } from 'node:fs'
 import { readdir, readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
 import { stringify } from 'yaml'
 import { InterruptedError, defaultBackend, type BackendName } from '@attnlab/core'
@@ -22,7 +22,7 @@ import {
   buildStudyReport,
   describeOverrides,
   getStudy,
-  studySweeps,
+  resolveStudySweeps,
   verdictWord,
   type Study,
   type StudyOverrides,
@@ -148,9 +148,10 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
     ...(flags.seeds === undefined ? {} : { seeds: flags.seeds }),
     ...(flags.steps === undefined ? {} : { steps: flags.steps }),
   }
-  let sweeps: ReturnType<typeof studySweeps>
+  let sweeps: Awaited<ReturnType<typeof resolveStudySweeps>>
   try {
-    sweeps = studySweeps(study, size, overrides)
+    // Absolute: a part that starts from an earlier part's weights names their directory.
+    sweeps = await resolveStudySweeps(study, size, overrides, resolve(flags.out))
   } catch (error) {
     throw new UsageError((error as Error).message)
   }
@@ -233,7 +234,7 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
 
 /** Submits every part to the queue, then (unless `--no-wait`) collects them in turn; returns the parts with failures. */
 async function runOnQueue(
-  sweeps: ReturnType<typeof studySweeps>,
+  sweeps: Awaited<ReturnType<typeof resolveStudySweeps>>,
   flags: RunFlags,
   log: (text: string) => void,
 ): Promise<number> {

@@ -10,16 +10,18 @@ import { CSS, escapeHtml } from '../report.ts'
 import type { TrialRecord } from '../record.ts'
 import type { JsonObject } from '../json.ts'
 import { validateSweepSpec, type SweepSpec } from '../spec.ts'
+import { expandTrials } from '../trial.ts'
 import { architecture } from './architecture.ts'
 import { caContext } from './ca-context.ts'
 import { emergenceTime } from './emergence-time.ts'
 import { linearMapSparsity } from './linear-map-sparsity.ts'
-import type { Study, StudyAssessment, StudySize } from './study.ts'
+import { prePretraining } from './pre-pretraining.ts'
+import type { Study, StudyAssessment, StudyContext, StudySize } from './study.ts'
 import { width } from './width.ts'
 
 /**
  * The shipped studies by name (Baherwani et al., arXiv 2606.25010): `linear-map-sparsity`,
- * `emergence-time`, `width`, `architecture`, `ca-context`.
+ * `emergence-time`, `width`, `architecture`, `ca-context`, `pre-pretraining`.
  *
  * @category Studies
  */
@@ -29,6 +31,7 @@ export const STUDIES: Readonly<Record<string, Study>> = Object.freeze({
   [width.name]: width,
   [architecture.name]: architecture,
   [caContext.name]: caContext,
+  [prePretraining.name]: prePretraining,
 })
 
 /**
@@ -66,6 +69,7 @@ export interface StudyOverrides {
  * experiment's own validator).
  *
  * @param overrides - fewer (or more) seeds or steps than the study's
+ * @param context - where earlier parts' trials run (see {@link resolveStudySweeps}); placeholders without it
  * @returns the part names and their frozen specs, in run order
  * @throws `SweepSpecError` naming the part for overrides the experiment refuses (a shipped spec
  *   itself is always accepted: the tests expand every study)
@@ -75,8 +79,9 @@ export function studySweeps(
   study: Study,
   size: StudySize,
   overrides: StudyOverrides = {},
+  context?: StudyContext,
 ): { readonly part: string; readonly spec: SweepSpec }[] {
-  return study.parts(size).map((part) => {
+  return study.parts(size, context).map((part) => {
     let spec = part.spec
     if (overrides.seeds !== undefined) spec = { ...spec, seeds: overrides.seeds }
     if (overrides.steps !== undefined) {
@@ -87,6 +92,40 @@ export function studySweeps(
     }
     return { part: part.name, spec: validateSweepSpec(spec, `study ${study.name} (${size}), part ${part.name}`) }
   })
+}
+
+/**
+ * A study's sweeps for a run into `out`: like {@link studySweeps}, with the paths of earlier
+ * parts' trials (a part that starts from their weights) resolved to `out/<part>/trials/<id>`.
+ *
+ * @param out - the study directory (absolute, so that worker processes anywhere find it); trial ids of
+ *   a part that names these paths depend on it
+ * @category Studies
+ */
+export async function resolveStudySweeps(
+  study: Study,
+  size: StudySize,
+  overrides: StudyOverrides,
+  out: string,
+): Promise<{ readonly part: string; readonly spec: SweepSpec }[]> {
+  const ids = new Map<string, string[]>()
+  const context: StudyContext = {
+    trialDirectory(part, index) {
+      const id = ids.get(part)?.[index]
+      return `${out.replace(/\/+$/, '')}/${part}/trials/${id ?? `trial-${index}`}`
+    },
+  }
+  // Each pass resolves the parts whose sources the previous pass expanded (parts name earlier ones only).
+  let sweeps = studySweeps(study, size, overrides, context)
+  for (let pass = 0; pass < sweeps.length; pass++) {
+    for (const { part, spec } of sweeps)
+      ids.set(
+        part,
+        (await expandTrials(spec)).map((t) => t.id),
+      )
+    sweeps = studySweeps(study, size, overrides, context)
+  }
+  return sweeps
 }
 
 /** The overrides in words, for reports (empty when none). */
@@ -172,10 +211,11 @@ ${figures.join('\n')}
   return { ...assessment, html }
 }
 
-export { architecture, caContext, emergenceTime, linearMapSparsity, width }
+export { architecture, caContext, emergenceTime, linearMapSparsity, prePretraining, width }
 export type {
   Study,
   StudyAssessment,
+  StudyContext,
   StudyFinding,
   StudyPart,
   StudySize,

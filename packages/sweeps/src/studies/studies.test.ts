@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { ConfigError } from '@attnlab/core'
 import { TRIAL_RECORD_FORMAT, type TrialRecord } from '../record.ts'
 import { expandTrials } from '../trial.ts'
-import { STUDIES, buildStudyReport, getStudy, studySweeps } from './index.ts'
+import { STUDIES, buildStudyReport, getStudy, resolveStudySweeps, studySweeps } from './index.ts'
 import type { JsonObject } from '../json.ts'
 
 /** A done (or failed) trial record with the given settings and metrics. */
@@ -63,6 +63,7 @@ describe('the shipped studies', () => {
       width: [20, 48],
       architecture: [12, 18],
       'ca-context': [12, 48],
+      'pre-pretraining': [21, 41],
     })
   })
 
@@ -247,6 +248,36 @@ describe('ca-context assessment', () => {
     expect(findings[1]?.holds).toBeNull()
     // Shorter with the bias still holds: 0 steps against at least the budget.
     expect(findings[2]?.holds).toBe(true)
+  })
+})
+
+describe('pre-pretraining', () => {
+  const study = getStudy('pre-pretraining')
+  const trial = (initFrom: string | null, step: number | null, seed: number): TrialRecord =>
+    record({ task: { kind: 'linear-map' }, training: { steps: 600, initFrom } }, { emergenceStep: step }, seed)
+
+  it("resolves the target's initFrom to the source trial's run directory in the study directory", async () => {
+    const sweeps = await resolveStudySweeps(study, 'default', {}, '/runs/ppt/')
+    const [source, target] = sweeps
+    const [sourceTrial] = await expandTrials(source?.spec as never)
+    const targets = await expandTrials(target?.spec as never)
+    const starts = [...new Set(targets.map((t) => (t.settings.training as { initFrom: unknown }).initFrom))]
+    expect(starts).toEqual([null, `/runs/ppt/source/trials/${sourceTrial?.id}`])
+    // Without a study directory the path is a placeholder (for validation and printing).
+    expect(JSON.stringify(study.parts('default')[1]?.spec)).toContain('<study directory>/source/trials/<trial 0>')
+  })
+
+  it('reproduces when the pre-pretrained seeds emerge sooner, counting seeds that never did as the budget', () => {
+    const records = [
+      ...[300, 400, null].map((step, seed) => trial(null, step, seed)),
+      ...[100, 150, 500].map((step, seed) => trial('/runs/ppt/source/trials/x', step, seed)),
+    ]
+    const { findings, tables } = study.assess({ target: records }, 'default')
+    expect(findings[0]?.holds).toBe(true)
+    expect(findings[0]?.evidence).toMatch(/median emergence step 150 pre-pretrained \(3\/3 emerged\) against 400/)
+    expect(tables[0]?.rows.map((r) => r[0])).toEqual(['scratch', 'cellular-automaton weights'])
+    const slower = study.assess({ target: [trial(null, 100, 0), trial('/x', 300, 0)] }, 'default')
+    expect(slower.findings[0]?.holds).toBe(false)
   })
 })
 

@@ -42,6 +42,17 @@ export interface StudyPart {
 export type SweepSpecInput = { readonly [key: string]: JsonValue }
 
 /**
+ * Where a running study's trials are, for a part that starts from an earlier part's weights
+ * (`training.initFrom`).
+ *
+ * @category Studies
+ */
+export interface StudyContext {
+  /** The run directory of trial `index` (expansion order) of an earlier part. */
+  trialDirectory(part: string, index: number): string
+}
+
+/**
  * One claim of the paper and whether the trials bear it out.
  *
  * @category Studies
@@ -92,8 +103,13 @@ export interface Study {
   readonly source: string
   /** What it measures and how its default size differs from the paper's, a few sentences. */
   readonly description: string
-  /** Its sweeps at a size. */
-  parts(size: StudySize): readonly StudyPart[]
+  /**
+   * Its sweeps at a size, in run order.
+   *
+   * @param context - where earlier parts' trials run (for a part that starts from their weights); without it
+   *   those paths are placeholders (fine for validating and printing the specs)
+   */
+  parts(size: StudySize, context?: StudyContext): readonly StudyPart[]
   /**
    * Tests the paper's findings on the trials.
    *
