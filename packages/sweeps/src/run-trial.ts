@@ -28,6 +28,7 @@ import {
   emergenceDirectoryStore,
   readEmergenceRecord,
   writeEmergenceResult,
+  loadInitialWeights,
 } from '@attnlab/experiments/node'
 import { SWEEP_EXPERIMENTS, type SweepExperiment } from './experiments.ts'
 import type { JsonObject } from './json.ts'
@@ -179,6 +180,8 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
     checkpointEvery: config.checkpointEvery,
     ...(resume === undefined ? {} : { resume }),
     ...(options.signal === undefined ? {} : { signal: options.signal }),
+    // A trial with initFrom (pre-pretraining) reads its source here (an emergence trial's store does).
+    loadInitialWeights,
     save: (model, state, evaluations) =>
       saveCheckpoint(checkpointDir, model, state, { ...stored, evaluations: [...evaluations] }, { overwrite: true }),
     onStep: async (record) => {
