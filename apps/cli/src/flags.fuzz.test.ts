@@ -98,6 +98,7 @@ const NOT_NUMERIC = new Set([
   '--name',
   '--from',
   '--into',
+  '--part',
 ])
 
 const AIDREAMS = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../shared/models/aidreams260K')
@@ -176,6 +177,7 @@ function baseArgs(path: string): string[] | null {
     'sweep collect': [join(dir(), 'no-sweep'), '--queue', 'http://127.0.0.1:9'],
     'sweep report': [join(dir(), 'no-sweep')],
     'sweep status': ['--queue', 'http://127.0.0.1:9'],
+    'study run': ['emergence-time', '--out', 'OUT', '--backend', 'cpu'],
     'kernels build': [],
     'kernels status': [],
   }
