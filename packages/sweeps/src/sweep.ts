@@ -289,7 +289,9 @@ async function runTrials(
           startFailure ??= {
             code: 'WORKER_EXIT',
             name: 'WorkerExit',
-            message: `a worker process exited (${exitSignal ?? `code ${code}`}) before it was ready (its error output is above)`,
+            message:
+              `a worker process exited (${exitSignal ?? `code ${code}`}) before it was ready ` +
+              '(its error output is above)',
           }
         }
         if (current !== null) {
