@@ -120,6 +120,13 @@ describeWithBackends('attention bias', () => {
     model.dispose()
   })
 
+  it('throws a ShapeError in a pass longer than the maps', () => {
+    const model = createTransformer(createConfig({ ...gptConfig, nCtx: 12 }))
+    const bias = attentionBias({ beta: 1 }, model.config, task.trueAttention())
+    expect(() => model.forward(randomTokens(1, 10, 2), { fwdHooks: bias.hooks })).toThrow(ShapeError)
+    model.dispose()
+  })
+
   it('lets gradients flow: they stay finite and change with the bias', () => {
     const model = createTransformer(minimalConfig)
     randomizeWeights(model) // the minimal model starts with zero values: zero gradients
@@ -170,13 +177,6 @@ describe('attention bias options', () => {
     expect(() => attentionBias({ beta: 1 }, presetConfig('mixer', { nCtx: 7 }), attention)).toThrow(
       /mixer model has no attention scores/,
     )
-  })
-
-  it('throws a ShapeError in a pass longer than the maps', () => {
-    const model = createTransformer(createConfig({ ...gptConfig, nCtx: 12 }))
-    const bias = attentionBias({ beta: 1 }, model.config, attention)
-    expect(() => model.forward(randomTokens(1, 10, 2), { fwdHooks: bias.hooks })).toThrow(ShapeError)
-    model.dispose()
   })
 })
 
