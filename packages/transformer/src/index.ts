@@ -1,8 +1,9 @@
 /**
  * `@attnlab/transformer`: the model every attnlab experiment works on.
  *
- * - {@link createTransformer} / {@link Transformer}: three architectures from one implementation
- *   (`minimal` = Yüksel et al.'s minimal model, `gpt`, `llama`), configured by
+ * - {@link createTransformer} / {@link Transformer}: four architectures from one implementation
+ *   (`minimal` = Yüksel et al.'s minimal model, `gpt`, `llama`, and `mixer`, a causal MLP-Mixer
+ *   without attention; {@link hasAttention}), configured by
  *   {@link createConfig} / {@link presetConfig}, with TransformerLens parameter names.
  * - Hooks: {@link Transformer.runWithHooks}, {@link Transformer.runWithCache}, batched head
  *   masks, {@link getActName}; see [docs/architecture/hooks.md](../../../docs/architecture/hooks.md).

@@ -1,6 +1,6 @@
 /**
- * The transformer: one readable implementation of three architectures (`minimal`, `gpt`,
- * `llama`; see {@link Architecture}), in dependency order Attention -> Mlp -> Block ->
+ * The transformer: one readable implementation of four architectures (`minimal`, `gpt`,
+ * `llama`, `mixer`; see {@link Architecture}), in dependency order Attention -> Mlp -> Block ->
  * Transformer, built from tfjs-core ops and `tf.variable`s, with TransformerLens hook points,
  * batched head masks, and pluggable attention through `@attnlab/core`'s `AttentionKernel`.
  *
@@ -18,7 +18,8 @@
  *   (`ArchitectureParts` in `pass.ts`): GPT and Llama share the standard parts here (their
  *   differences are configuration); the minimal model (Yüksel et al., arXiv 2602.19143: one-hot
  *   input, no key projection, heads summed, no residual, its structured path) has its parts in
- *   `minimal.ts`. Fast paths are the kernels' (`denseAttention` runs the fused attention op on
+ *   `minimal.ts`; the MLP-Mixer (no attention: a causal token-mixing MLP in its place) has its
+ *   block's token mixing in `mixer.ts`. Fast paths are the kernels' (`denseAttention` runs the fused attention op on
  *   the packed projections), never a branch here.
  *
  * @module
