@@ -19,10 +19,12 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError, type Task } from '@attnlab/core'
+import { ConfigError, type Task } from '@attnlab/core'
+import { parseConfig, type z } from '@attnlab/core/schema'
 import { SparseMarkovTask } from '@attnlab/markov'
 import {
   METRIC_NAMES,
+  capabilityOptionsSchema,
   chanceLevel,
   inductionCapability,
   sparseMarkovSpanCapability,
@@ -64,12 +66,15 @@ export interface BuiltinContext {
  *
  * @category Capabilities
  */
-export interface BuiltinOptions {
-  /** Sequences in generated evaluation sets (default: 64 for probes, 128 for tasks). */
-  readonly count?: number
-  /** Seed of generated evaluation sets (default 0). */
-  readonly seed?: number
-}
+export type BuiltinOptions = Readonly<z.input<typeof builtinOptionsSchema>>
+
+/**
+ * The schema of {@link BuiltinOptions}: the count (sequences in generated evaluation sets; default
+ * 64 for probes, 128 for tasks) and seed (default 0) of {@link capabilityOptionsSchema}.
+ *
+ * @category Capabilities
+ */
+export const builtinOptionsSchema = capabilityOptionsSchema.pick({ count: true, seed: true })
 
 /**
  * The built-in capability names available for a context, in a stable order.
@@ -127,11 +132,7 @@ export function parseCapabilityName(spec: string): { name: string; metric: Metri
  * @category Capabilities
  */
 export function builtinCapability(spec: string, context: BuiltinContext, options: BuiltinOptions = {}): Capability {
-  checkOptionKeys(
-    'builtinCapability options',
-    options,
-    Object.keys({ count: 1, seed: 1 } satisfies Record<keyof BuiltinOptions, 1>),
-  )
+  parseConfig(builtinOptionsSchema, options, 'builtinCapability')
   const { name, metric } = parseCapabilityName(spec)
   const available = builtinCapabilityNames(context)
   if (!available.includes(name)) {

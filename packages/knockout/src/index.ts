@@ -52,6 +52,7 @@ export {
 export {
   builtinCapability,
   builtinCapabilityNames,
+  builtinOptionsSchema,
   parseCapabilityName,
   type BuiltinContext,
   type BuiltinOptions,
@@ -105,6 +106,7 @@ export {
   knockoutCounts,
   masksFromHeadSets,
   measurementPlan,
+  randomMaskOptionsSchema,
   randomMasks,
   singleHeadMasks,
   type KnockoutMasks,
@@ -114,6 +116,7 @@ export {
 } from './masks.ts'
 export {
   MixtureTask,
+  mixtureOptionsSchema,
   mixtureTaskFamily,
   registerMixtureTask,
   taskFromDescription,

@@ -105,7 +105,9 @@ describe('masks', () => {
     expect(() => randomMasks(layout, { fraction: 0 })).toThrow(/fraction/)
     expect(() => randomMasks(layout, { fraction: 1.5 })).toThrow('Invalid fraction: must be in (0, 1], got 1.5')
     expect(() => randomMasks(layout, { count: 2.5 })).toThrow('Invalid masks: must be an integer >= 1, got 2.5')
-    expect(() => randomMasks(layout, { design: 'random' as never })).toThrow(/'random' is not 'iid' or 'balanced'/)
+    expect(() => randomMasks(layout, { design: 'random' as never })).toThrow(
+      /^Invalid design: got 'random'; expected one of balanced, iid$/,
+    )
     expect(() => singleHeadMasks(layout, { candidates: [40] })).toThrow(/outside \[0, 32\)/)
     expect(() => checkMasks({ count: 1, heads: 31, data: new Uint8Array(31) }, layout)).toThrow(
       /masks cover 31 heads; the model has 32/,

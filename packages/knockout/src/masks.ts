@@ -9,7 +9,8 @@
  *
  * @module
  */
-import { checkOptionKeys, checkRange, ConfigError, InvalidArgumentError, Rng } from '@attnlab/core'
+import { checkRange, InvalidArgumentError, Rng } from '@attnlab/core'
+import { configSchema, customField, enumField, numberField, parseConfig, type z } from '@attnlab/core/schema'
 import { headCount, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 
 /**
@@ -40,16 +41,23 @@ export type MaskDesign = 'iid' | 'balanced'
  *
  * @category Masks
  */
-export interface RandomMaskOptions {
-  /** Number of masks `M` (default 100, the paper's README setting). */
-  readonly count?: number
+export type RandomMaskOptions = Readonly<z.input<typeof randomMaskOptionsSchema>>
+
+/**
+ * The schema of {@link RandomMaskOptions}: each option's meaning, range and default, declared once.
+ *
+ * @category Masks
+ */
+export const randomMaskOptionsSchema = configSchema({
+  /** Number of masks `M` (default 100, the paper's README setting); checked as `masks`, an integer >= 1. */
+  count: customField<number>('number of masks M (default 100)').optional(),
   /** Fraction of heads knocked out per mask (default 0.02, at least one head). In (0, 1]. */
-  readonly fraction?: number
+  fraction: numberField('fraction of heads knocked out per mask', { min: 0, max: 1, minExclusive: true }).default(0.02),
   /** `balanced` (default; the paper recommends `--stratified`) or `iid`. */
-  readonly design?: MaskDesign
+  design: enumField('mask design', ['balanced', 'iid'] as const satisfies readonly MaskDesign[]).default('balanced'),
   /** Seed of the draw (default 0). */
-  readonly seed?: number
-}
+  seed: customField<number>('seed of the draw').optional(),
+})
 
 /**
  * Number of heads a balanced mask knocks out: `max(1, floor(fraction * N))` (the authors' released code's
@@ -75,18 +83,9 @@ export function headsPerMask(fraction: number, heads: number): number {
  * @category Masks
  */
 export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {}): KnockoutMasks {
-  checkOptionKeys(
-    'randomMasks options',
-    options,
-    Object.keys({ count: 1, fraction: 1, design: 1, seed: 1 } satisfies Record<keyof RandomMaskOptions, 1>),
-  )
+  const { fraction, design } = parseConfig(randomMaskOptionsSchema, options, 'randomMasks')
   const count = options.count ?? 100
-  const fraction = options.fraction ?? 0.02
-  const design = options.design ?? 'balanced'
   checkRange('masks', count, { min: 1, integer: true })
-  checkRange('fraction', fraction, { min: 0, max: 1, minExclusive: true })
-  if (design !== 'iid' && design !== 'balanced')
-    throw new ConfigError('design', `'${String(design)}' is not 'iid' or 'balanced'`)
   const n = headCount(layout)
   const rng = Rng.fromSeed(options.seed ?? 0).split(`knockout/masks/${design}`)
   const data = new Uint8Array(count * n)

@@ -11,8 +11,8 @@
  *
  * @module
  */
+import { configSchema, enumField, parseConfig, type z } from '@attnlab/core/schema'
 import {
-  checkOptionKeys,
   checkRange,
   ConfigError,
   InvalidArgumentError,
@@ -44,10 +44,20 @@ export interface MixtureComponent {
  *
  * @category Mixture
  */
-export interface MixtureOptions {
+export type MixtureOptions = Readonly<z.input<typeof mixtureOptionsSchema>>
+
+/**
+ * The schema of {@link MixtureOptions}, declared once.
+ *
+ * @category Mixture
+ */
+export const mixtureOptionsSchema = configSchema({
   /** `shared` (default): component tokens keep their ids; `disjoint`: each component gets its own id range. */
-  readonly vocabulary?: 'shared' | 'disjoint'
-}
+  vocabulary: enumField('token ids: shared by the components, or a disjoint range each', [
+    'shared',
+    'disjoint',
+  ] as const).default('shared'),
+})
 
 /**
  * A task that draws each sequence from one of its components (by weight) and marks it with the
@@ -88,7 +98,7 @@ export class MixtureTask implements Task {
    *   weight, or a component that is not a task
    */
   constructor(components: readonly MixtureComponent[], options: MixtureOptions = {}) {
-    checkOptionKeys('MixtureTask options', options, ['vocabulary'] satisfies (keyof MixtureOptions)[])
+    const { vocabulary } = parseConfig(mixtureOptionsSchema, options, 'MixtureTask')
     if (!Array.isArray(components) || components.length === 0)
       throw new ConfigError('components', 'a mixture needs at least one task')
     const names = new Set<string>()
@@ -102,9 +112,6 @@ export class MixtureTask implements Task {
       const weight = c.weight ?? 1
       checkRange(`components[${i}].weight`, weight as number, { min: 0, minExclusive: true })
     }
-    const vocabulary = options.vocabulary ?? 'shared'
-    if (vocabulary !== 'shared' && vocabulary !== 'disjoint')
-      throw new ConfigError('vocabulary', `'${String(vocabulary)}' is not 'shared' or 'disjoint'`)
     this.vocabulary = vocabulary
     this.components = Object.freeze(components.map((c) => Object.freeze({ ...c, weight: c.weight ?? 1 })))
     const offsets: number[] = []

@@ -354,7 +354,7 @@ describeWithBackends('scoreMasks errors', () => {
     )
     await expect(HeadAblation.create(gpt, 'zero', { derang: true } as never)).rejects.toThrow(/did you mean 'derange'/)
     expect(() => randomMasks(gptConfig, { counts: 3 } as never)).toThrow(
-      /Invalid counts: not one of the randomMasks options \(did you mean 'count'\?\)/,
+      /Invalid counts: is not a randomMasks parameter \(did you mean 'count'\?\)/,
     )
     expect(() => inductionCapability({ vocabSize: 11, blockLenght: 3 } as never)).toThrow(/did you mean 'blockLength'/)
     const X = { rows: 4, columns: 2, data: new Uint8Array([1, 0, 0, 1, 1, 1, 0, 0]) }
