@@ -68,10 +68,11 @@ const MAX_STAGE_METRICS = 6
  * (`task`, `preset`, `model`, `training`), the defaults `defaultEmergenceConfig(task.kind)`,
  * `seeds` replaced by `[seed]` per trial. Metrics (one seed per trial): `finalValidationLoss`
  * and `finalMinusFloor` (nats), `emergenceStep` (the first stage's step), `stages` (how many),
- * `stage1Step` ..., `eachSpanOwnHead` (1 or 0), `normalizedResidual` (the share of the gap from the first
- * plateau to the Bayes floor left at the end: 0 solved, 1 nothing learned), `positionsLearned` (how many
- * scored output positions' losses fell to half their start: the linear map and the cellular automaton), `completedSteps`, `odeScale` (steps per unit of
- * ODE time), `odeRmse`, `tokensPerSecond`, `trainingSeconds`.
+ * `stage1Step` ..., `eachSpanOwnHead` (1 or 0), `normalizedResidual` (the share of the gap from the
+ * first plateau to the Bayes floor left at the end: 0 solved, 1 nothing learned), `positionsLearned`
+ * (how many scored output positions emerged: the linear map and the cellular automaton),
+ * `completedSteps`, `odeScale` (steps per unit of ODE time), `odeRmse`, `tokensPerSecond`,
+ * `trainingSeconds`.
  */
 const emergence: SweepExperiment = {
   name: 'emergence',

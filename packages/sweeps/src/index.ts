@@ -5,9 +5,9 @@
  * ({@link TrialRecord}) and the experiments a sweep runs ({@link SWEEP_EXPERIMENTS}: `emergence`,
  * the experiment of Yüksel et al., arXiv 2602.19143, and Baherwani et al., arXiv 2606.25010).
  * {@link buildSweepReport} turns records into an HTML report (Vega-Lite) and a CSV;
- * {@link slurmScript} writes a SLURM job-array script. {@link STUDIES} are the papers' figures as shipped
- * sweeps with a test of each finding on the trials' own numbers ({@link buildStudyReport}). Running trials (in this process, in worker
- * processes) lives in `@attnlab/sweeps/node`.
+ * {@link slurmScript} writes a SLURM job-array script. {@link STUDIES} are the papers' figures as
+ * shipped sweeps with a test of each finding on the trials' own numbers ({@link buildStudyReport}).
+ * Running trials (in this process, in worker processes) lives in `@attnlab/sweeps/node`.
  *
  * @packageDocumentation
  */

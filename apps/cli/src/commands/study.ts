@@ -232,7 +232,7 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
   if (failed > 0) throw new Error(`trials failed in ${failed} part(s); their errors are in ${flags.out}/*/trials.jsonl`)
 }
 
-/** Submits every part to the queue, then (unless `--no-wait`) collects them in turn; returns the parts with failures. */
+/** Submits every part to the queue, then (unless `--no-wait`) collects them in turn; returns the failed parts. */
 async function runOnQueue(
   sweeps: Awaited<ReturnType<typeof resolveStudySweeps>>,
   flags: RunFlags,

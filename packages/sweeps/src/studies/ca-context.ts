@@ -85,7 +85,9 @@ function growthFinding(rows: readonly Row[]): StudyFinding {
   return {
     claim,
     holds: rho > 0 && rising,
-    evidence: `median plateau without the bias: ${list(plain)}; Spearman rank correlation of the medians ${formatNumber(rho, 3)}`,
+    evidence:
+      `median plateau without the bias: ${list(plain)}; ` +
+      `Spearman rank correlation of the medians ${formatNumber(rho, 3)}`,
   }
 }
 
@@ -161,7 +163,9 @@ export const caContext: Study = {
     const { cells, tokens, steps, seeds } = SIZES[size]
     const part: StudyPart = {
       name: 'cellular-automaton',
-      description: `S in ${cells.join(', ')}, ${tokens} tokens per batch, bias 0 or ${BETA} nats, ${seeds} seeds, ${steps} steps`,
+      description:
+        `S in ${cells.join(', ')}, ${tokens} tokens per batch, bias 0 or ${BETA} nats, ` +
+        `${seeds} seeds, ${steps} steps`,
       spec: {
         name: `ca-context${size === 'full' ? '-full' : ''}`,
         description: 'plateau length of the cellular automaton against S, with and without the attention bias',

@@ -162,7 +162,8 @@ export const emergenceTime: Study = {
     }
     const linearPart: StudyPart = {
       name: 'linear-map',
-      description: `S = ${linear.stateSizes.join(', ')}, s = ${linear.onesPerRow}, ${seeds} seeds, ${linear.steps} steps`,
+      description:
+        `S = ${linear.stateSizes.join(', ')}, s = ${linear.onesPerRow}, ${seeds} seeds, ` + `${linear.steps} steps`,
       spec: {
         name: `emergence-time-linear-map${size === 'full' ? '-full' : ''}`,
         description: 'emergence steps of the linear map over seeds and state sizes',

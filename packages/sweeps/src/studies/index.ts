@@ -177,7 +177,8 @@ export async function buildStudyReport(
   const findings = assessment.findings
     .map(
       (f) =>
-        `<tr><td>${escapeHtml(f.claim)}</td><td><b>${verdictWord(f.holds)}</b></td><td>${escapeHtml(f.evidence)}</td></tr>`,
+        `<tr><td>${escapeHtml(f.claim)}</td><td><b>${verdictWord(f.holds)}</b></td>` +
+        `<td>${escapeHtml(f.evidence)}</td></tr>`,
     )
     .join('')
   const tables = assessment.tables
@@ -193,6 +194,7 @@ export async function buildStudyReport(
   const figures: string[] = []
   for (const chart of assessment.charts) figures.push(`<figure>${await renderSvg(chart)}</figure>`)
   const title = `Study '${study.name}' (${size}): ${study.title}`
+  const changed = describeOverrides(overrides)
   const html = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
 <style>
@@ -200,7 +202,7 @@ ${CSS}
 </style></head><body>
 <h1>${escapeHtml(title)}</h1>
 <p>${escapeHtml(study.source)}. ${escapeHtml(study.description)}</p>
-${overrides.seeds === undefined && overrides.steps === undefined ? '' : `<p><b>${escapeHtml(describeOverrides(overrides))}</b></p>`}
+${changed === '' ? '' : `<p><b>${escapeHtml(changed)}</b></p>`}
 <table><tr><th>part</th><th>what it varies</th><th>trials</th></tr>${counts.join('')}</table>
 <h2>The paper's findings on these trials</h2>
 <table><tr><th>finding</th><th>verdict</th><th>evidence</th></tr>${findings}</table>

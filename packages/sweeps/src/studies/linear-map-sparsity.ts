@@ -112,7 +112,8 @@ export const linearMapSparsity: Study = {
     'largest at s = S/2. The paper trains 10,000 steps: S = 8 is solved at every s, S = 16 stays at a loss ' +
     'of 0.60-0.67 for s/S of about 0.3 to 0.75, S = 32 stays at chance for 0.1 < s/S < 0.9. The default ' +
     `size trains 1,000 steps (full: 10,000). A configuration is solved when its seeds' median share of the ` +
-    `gap from chance to the Bayes floor left at the end is below ${SOLVED_RESIDUAL}, unlearnt above ${UNLEARNT_RESIDUAL}.`,
+    `gap from chance to the Bayes floor left at the end is below ${SOLVED_RESIDUAL}, ` +
+    `unlearnt above ${UNLEARNT_RESIDUAL}.`,
   parts(size) {
     const { pairs, steps, seeds } = SIZES[size]
     const part: StudyPart = {

@@ -119,7 +119,9 @@ export const prePretraining: Study = {
     }
     const target: StudyPart = {
       name: 'target',
-      description: `the linear map S = ${s.stateSize}, s = ${s.onesPerRow}, from scratch and pre-pretrained, ${s.seeds} seeds`,
+      description:
+        `the linear map S = ${s.stateSize}, s = ${s.onesPerRow}, from scratch and pre-pretrained, ` +
+        `${s.seeds} seeds`,
       spec: {
         name: `pre-pretraining-target${size === 'full' ? '-full' : ''}`,
         description: 'the linear map from scratch and from the cellular-automaton weights',

@@ -91,8 +91,10 @@ function headsFinding(claim: string, rows: readonly Row[], requireSolved: boolea
     claim,
     holds: gain && (!requireSolved || solved),
     evidence:
-      `median share of the gap left: ${measured.map((row) => `H = ${row.heads}: ${formatNumber(row.residual, 2)}`).join(', ')}` +
-      `; final loss at H = ${fewest.heads}: ${formatNumber(fewest.loss?.mean)}, at H = ${most.heads}: ${formatNumber(most.loss?.mean)} nats`,
+      `median share of the gap left: ` +
+      `${measured.map((row) => `H = ${row.heads}: ${formatNumber(row.residual, 2)}`).join(', ')}; ` +
+      `final loss at H = ${fewest.heads}: ${formatNumber(fewest.loss?.mean)}, ` +
+      `at H = ${most.heads}: ${formatNumber(most.loss?.mean)} nats`,
   }
 }
 
