@@ -156,11 +156,19 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
   await makeDirectories(directory)
   await removeStaleTemporaries(directory, 'checkpoint')
   let resume: Parameters<typeof runTraining>[3]['resume']
+  // The losses of the last FINAL_LOSS_STEPS steps of the whole run (earlier sessions' too, kept in the checkpoint),
+  // so that a resumed trial's finalTrainLoss is the uninterrupted run's (the trainer's covers one session).
+  let recentLosses: number[] = []
   if (await exists(checkpointDir)) {
     const checkpoint = await loadCheckpoint(checkpointDir)
-    const evaluations = (checkpoint.extra as { evaluations?: TrainingEvaluation[] }).evaluations ?? []
+    const extra = checkpoint.extra as { evaluations?: TrainingEvaluation[]; recentLosses?: unknown }
+    const evaluations = extra.evaluations ?? []
     if (checkpoint.trainerState !== null) {
       resume = { state: checkpoint.trainerState, weights: checkpoint.weights, evaluations }
+      const kept = extra.recentLosses
+      if (Array.isArray(kept) && kept.every((loss) => typeof loss === 'number' && Number.isFinite(loss))) {
+        recentLosses = (kept as number[]).slice(-FINAL_LOSS_STEPS)
+      }
     }
   }
   // What an `attnlab train` checkpoint stores, so that the CLI can resume a trial's run.
@@ -183,8 +191,15 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
     // A trial with initFrom (pre-pretraining) reads its source here (an emergence trial's store does).
     loadInitialWeights,
     save: (model, state, evaluations) =>
-      saveCheckpoint(checkpointDir, model, state, { ...stored, evaluations: [...evaluations] }, { overwrite: true }),
+      saveCheckpoint(
+        checkpointDir,
+        model,
+        state,
+        { ...stored, evaluations: [...evaluations], recentLosses: [...recentLosses] },
+        { overwrite: true },
+      ),
     onStep: async (record) => {
+      recentLosses = [...recentLosses, record.loss].slice(-FINAL_LOSS_STEPS)
       options.onProgress({ kind: 'step', step: record.step, totalSteps, loss: record.loss })
       // Lets a stop message be seen after every step (the training loop awaits only settled promises).
       await new Promise((resolve) => setImmediate(resolve))
@@ -201,7 +216,9 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
   const summary = {
     steps: result.steps,
     stopped: result.stopped,
-    finalTrainLoss: result.finalTrainLoss,
+    // The trainer's definition (the mean of the last 10 steps' losses, summed in order), over the whole run.
+    finalTrainLoss:
+      recentLosses.length > 0 ? recentLosses.reduce((a, b) => a + b, 0) / recentLosses.length : result.finalTrainLoss,
     finalValidationLoss: result.finalValidationLoss,
     tokensPerSecond: result.tokensPerSecond,
     trainingSeconds: result.seconds,
@@ -210,6 +227,9 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
   if (!result.stopped) await writeFileAtomic(join(directory, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
   return { interrupted: result.stopped, summary }
 }
+
+/** Steps whose mean loss is a training run's `finalTrainLoss` (`@attnlab/transformer`'s `train`: the last 10). */
+const FINAL_LOSS_STEPS = 10
 
 const RUNNERS: Readonly<Record<string, Runner>> = { emergence: runEmergenceTrial, train: runTrainingTrial }
 
