@@ -164,5 +164,19 @@ describe('runTrial: the train experiment', () => {
     const validation = (summary: { evaluations: { step: number; validationLoss: number }[] }) =>
       summary.evaluations.map(({ step, validationLoss }) => [step, validationLoss])
     expect(validation(b)).toEqual(validation(a))
+    // Finished, then killed before its summary and record were written: run again, it trains nothing and
+    // writes the uninterrupted summary (the last evaluation keeps its training loss).
+    await rm(join(trialDirectory(join(dir, 't1'), trial.id), 'summary.json'))
+    await rm(join(trialDirectory(join(dir, 't1'), trial.id), 'record.json'))
+    const steps: number[] = []
+    const again = await runTrial(join(dir, 't1'), trial, {
+      onProgress: (event) => {
+        if (event.kind === 'step') steps.push(event.step)
+      },
+    })
+    expect(steps).toEqual([])
+    expect(again.metrics.finalValidationLoss).toBe(whole.metrics.finalValidationLoss)
+    const c = await summary(join(dir, 't1'))
+    expect([c.finalTrainLoss, c.evaluations, c.steps]).toEqual([a.finalTrainLoss, a.evaluations, a.steps])
   })
 })

@@ -182,6 +182,23 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
     checkpointEvery: config.checkpointEvery,
   }
   const totalSteps = config.steps
+  const lastEvaluation = resume?.evaluations[resume.evaluations.length - 1]
+  if (resume !== undefined && resume.state.step >= totalSteps && lastEvaluation?.step === resume.state.step) {
+    // Finished, then killed before its summary was written: the run's numbers are all in its checkpoint. (Training
+    // "on" from its last step would evaluate that step again, with no training loss since the previous evaluation.)
+    const { state } = resume
+    const summary = {
+      steps: state.step,
+      stopped: false,
+      finalTrainLoss: recentLosses.length > 0 ? recentLosses.reduce((a, b) => a + b, 0) / recentLosses.length : null,
+      finalValidationLoss: lastEvaluation.validationLoss,
+      tokensPerSecond: state.seconds > 0 ? state.tokens / state.seconds : 0,
+      trainingSeconds: state.seconds,
+      evaluations: resume.evaluations,
+    }
+    await writeFileAtomic(join(directory, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
+    return { interrupted: false, summary }
+  }
   const result = await runTraining(resolved.task, resolved.model, resolved.settings, {
     steps: config.steps,
     evalEvery: config.evalEvery,
