@@ -58,7 +58,10 @@ function trueMass(patterns: number[][][]): number {
 
 describeWithBackends('emergence with an attention bias', () => {
   it('biases every pass of the run (the snapshots see it), and the record keeps it for a resume', async () => {
-    const biased: EmergenceConfig = { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: 30 } } }
+    const biased: EmergenceConfig = {
+      ...SMALL,
+      training: { ...SMALL.training, attentionBias: { beta: 30, layers: null, heads: null } },
+    }
     const plain = await runEmergence(SMALL)
     const result = await expectNoLeaks(() => runEmergence(biased))
     const at0 = (run: typeof result) => trueMass(run.seeds[0]?.snapshots[0]?.patterns as number[][][])
@@ -92,17 +95,17 @@ describe('emergence attention-bias settings', () => {
     }
     const icl = defaultEmergenceConfig('icl-markov')
     refuse(
-      { ...icl, training: { ...icl.training, attentionBias: { beta: 1 } } },
+      { ...icl, training: { ...icl.training, attentionBias: { beta: 1, layers: null, heads: null } } },
       'training.attentionBias',
       /'icl-markov' has no ground-truth attention map/,
     )
     refuse(
-      { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: 1, heads: [2] } } },
+      { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: 1, layers: null, heads: [2] } } },
       'attentionBias.heads',
       /2 is not a head of this model/,
     )
     refuse(
-      { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: -2 } } },
+      { ...SMALL, training: { ...SMALL.training, attentionBias: { beta: -2, layers: null, heads: null } } },
       'training.attentionBias.beta',
       /-2/,
     )
@@ -141,7 +144,7 @@ describe('emergence with initFrom (pre-pretraining)', () => {
     // With a BOS token: vocabulary 3 and one more position.
     const bos = await runInto(join(root, 'bos'), {
       ...SMALL,
-      task: { ...SMALL.task, bos: true },
+      task: { kind: 'linear-map', stateSize: 4, onesPerRow: 2, bos: true },
       training: { ...SMALL.training, initFrom: join(checkpoint, 'model.safetensors') },
     })
     const reinitialized = bos.record.transfer?.reinitialized.map((r) => r.name)
