@@ -19,9 +19,18 @@ import {
   type StudyTable,
 } from './study.ts'
 
-const SIZES: Record<StudySize, { readonly s: number[]; readonly steps: number; readonly seeds: number }> = {
-  default: { s: [3, 5, 7], steps: 1000, seeds: 2 },
-  full: { s: [3, 5, 7], steps: 10_000, seeds: 3 },
+interface Size {
+  readonly S: number
+  readonly s: number[]
+  readonly steps: number
+  readonly seeds: number
+}
+
+const SIZES: Record<StudySize, Size> = {
+  // At S = 16 neither model left the plateau within 2,000 steps here (docs/experiments/mixer.md), so the default
+  // size runs S = 8, where both learn within a CPU budget.
+  default: { S: 8, s: [2, 3, 4], steps: 1000, seeds: 2 },
+  full: { S: 16, s: [3, 5, 7], steps: 10_000, seeds: 3 },
 }
 
 /** The two models: the linear map's default one-layer `gpt` (dModel 64, 8 heads) and a one-layer mixer as wide. */
@@ -57,7 +66,7 @@ function rowsOf(records: readonly TrialRecord[]): Row[] {
 
 /** The mixer's final loss is below the transformer's at every s. */
 function lossFinding(rows: readonly Row[]): StudyFinding {
-  const claim = 'The MLP-Mixer reaches a lower final loss than the transformer at every s (S = 16)'
+  const claim = 'The MLP-Mixer reaches a lower final loss than the transformer at every s'
   const pairs = [...new Set(rows.map((r) => r.s))].flatMap((s) => {
     const gpt = rows.find((r) => r.s === s && r.preset === 'gpt')
     const mixer = rows.find((r) => r.s === s && r.preset === 'mixer')
@@ -109,32 +118,35 @@ function speedFinding(rows: readonly Row[]): StudyFinding {
 }
 
 /**
- * The architecture study: the linear map at S = 16 with s in {3, 5, 7}, a one-layer transformer
- * (`gpt`, dModel 64, 8 heads) against a one-layer causal MLP-Mixer of the same width (8 channel
- * groups of 8). Default: 1,000 steps, 2 seeds (the paper: 10,000 steps).
+ * The architecture study: the linear map, a one-layer transformer (`gpt`, dModel 64, 8 heads)
+ * against a one-layer causal MLP-Mixer of the same width (8 channel groups of 8). Full: the paper's
+ * S = 16 with s in {3, 5, 7}, 10,000 steps, 3 seeds. Default: S = 8 with s in {2, 3, 4}, 1,000 steps,
+ * 2 seeds (at S = 16 neither model leaves the plateau within a CPU budget here).
  *
  * @category Studies
  */
 export const architecture: Study = {
   name: 'architecture',
-  title: 'MLP-Mixer against the transformer on the linear map (S = 16)',
+  title: 'MLP-Mixer against the transformer on the linear map',
   source: 'Baherwani et al., arXiv 2606.25010, Figure 6',
   description:
     'The paper: at S = 16 the MLP-Mixer reaches the floor (0.34) by about 2k steps at s = 3 where the transformer ' +
     'needs about 5k, and at s = 5 and 7 it reaches 0.40-0.46 where the transformer stays at 0.59 after 10k steps: ' +
     '"almost an order of magnitude" in sample efficiency. Both models are one block of width 64; the mixer mixes ' +
-    "tokens per channel group with a causal (lower-triangular) MLP in the attention's place.",
+    "tokens per channel group with a causal (lower-triangular) MLP in the attention's place. The full size is the " +
+    "paper's S = 16; the default runs S = 8, because at S = 16 neither model left the plateau within 2,000 steps " +
+    'on a CPU here.',
   parts(size) {
-    const { s, steps, seeds } = SIZES[size]
+    const { S, s, steps, seeds } = SIZES[size]
     const part: StudyPart = {
       name: 'linear-map',
-      description: `gpt and mixer, s in ${s.join(', ')}, ${seeds} seeds, ${steps} steps`,
+      description: `gpt and mixer, S = ${S}, s in ${s.join(', ')}, ${seeds} seeds, ${steps} steps`,
       spec: {
         name: `architecture${size === 'full' ? '-full' : ''}`,
-        description: 'MLP-Mixer against the transformer on the linear map at S = 16 (Baherwani et al., Figure 6)',
+        description: 'MLP-Mixer against the transformer on the linear map (Baherwani et al., Figure 6)',
         experiment: 'emergence',
         base: {
-          task: { kind: 'linear-map', stateSize: 16 },
+          task: { kind: 'linear-map', stateSize: S },
           training: { steps, evalEvery: Math.max(10, steps / 40), validationSize: 512, analysisSize: 128 },
         },
         zip: { preset: MODELS.map((m) => m.preset), model: MODELS.map((m) => m.model) },

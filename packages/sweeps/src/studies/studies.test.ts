@@ -169,7 +169,7 @@ describe('architecture assessment', () => {
   const study = getStudy('architecture')
   const trial = (preset: string, s: number, loss: number, step: number | null, seed = 0): TrialRecord =>
     record(
-      { preset, task: { kind: 'linear-map', stateSize: 16, onesPerRow: s } },
+      { preset, task: { kind: 'linear-map', stateSize: 8, onesPerRow: s } },
       { finalValidationLoss: loss, emergenceStep: step },
       seed,
     )
