@@ -71,6 +71,7 @@ const MAX_STAGE_METRICS = 6
  * `stage1Step` ..., `eachSpanOwnHead` (1 or 0), `normalizedResidual` (the share of the gap from the
  * first plateau to the Bayes floor left at the end: 0 solved, 1 nothing learned), `positionsLearned`
  * (how many scored output positions emerged: the linear map and the cellular automaton),
+ * `firstPositionStep` (the earliest of those positions' emergence steps: where the loss plateau ends),
  * `completedSteps`, `odeScale` (steps per unit of ODE time), `odeRmse`, `tokensPerSecond`,
  * `trainingSeconds`.
  */
@@ -103,6 +104,8 @@ const emergence: SweepExperiment = {
     metrics.normalizedResidual = normalizedResidual(run, seed?.finalValidationLoss ?? undefined)
     const positions = seed?.positionEmergence ?? []
     metrics.positionsLearned = positions.length === 0 ? null : positions.filter((p) => p !== null).length
+    const learned = positions.filter((p): p is number => p !== null)
+    metrics.firstPositionStep = learned.length === 0 ? null : Math.min(...learned)
     metrics.completedSteps = seed?.completedSteps ?? null
     metrics.odeScale = seed?.ode?.scale ?? null
     metrics.odeRmse = seed?.ode?.rmse ?? null

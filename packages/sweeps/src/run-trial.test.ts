@@ -48,6 +48,9 @@ describe('runTrial', () => {
     const { plateaus, floor } = summary.oracles as { plateaus: number[]; floor: number }
     const final = summary.seeds[0].finalValidationLoss as number
     expect(record.metrics.normalizedResidual).toBeCloseTo((final - floor) / ((plateaus[0] as number) - floor), 12)
+    const learned = (summary.seeds[0].positionEmergence as (number | null)[]).filter((p) => p !== null) as number[]
+    expect(record.metrics.positionsLearned ?? 0).toBe(learned.length)
+    expect(record.metrics.firstPositionStep).toBe(learned.length === 0 ? null : Math.min(...learned))
     const files = await readdir(trialDirectory(join(dir, 'a'), trial.id))
     expect(files).toEqual(
       expect.arrayContaining(['config.json', 'metrics.jsonl', 'seeds', 'summary.json', 'report.html', 'record.json']),

@@ -52,7 +52,7 @@ function rowsOf(records: readonly TrialRecord[]): Row[] {
     .map((group) => {
       const first = group[0] as TrialRecord
       const budget = Math.max(...group.map((r) => numberOf(r, 'training.steps')))
-      const steps = group.map((r) => metricOf(r, 'emergenceStep'))
+      const steps = group.map((r) => metricOf(r, 'firstPositionStep'))
       const emerged = steps.filter((v): v is number => v !== null)
       return {
         S: numberOf(first, 'task.cells'),
@@ -143,8 +143,10 @@ function shortenFinding(rows: readonly Row[]): StudyFinding {
  * heads) on binary automata with a rule drawn per sequence from all 256 elementary rules, 4 states
  * per sequence, a fixed number of tokens per batch (`batchTokens`: sequences = tokens / 4 S), without and with an
  * attention bias of 3 nats on every head's ground-truth keys (the three-cell neighbourhood of the
- * previous state). The plateau is the emergence step (the first evaluation from which the
- * validation loss stays below the midpoint of chance and floor). Default: S in {4, 8, 16}, 4,096
+ * previous state). The plateau ends at the first output position's emergence step (its loss drops
+ * from its plateau to its final value, crossing the midpoint for the last time: the trial metric
+ * `firstPositionStep`), a loss criterion: the run's span criterion (a head with more than half its
+ * attention on the window) would be met by the bias itself at small S. Default: S in {4, 8, 16}, 4,096
  * tokens per batch, 800 steps, 2 seeds (the paper: S up to 512, 10,000 steps).
  *
  * @category Studies
@@ -158,7 +160,9 @@ export const caContext: Study = {
     'S = 32, 1,400 at S = 64, 3,300 at S = 128 and 8,700 at S = 256 (no progress in 10k steps at S = 512); with ' +
     'the attention bias toward the ground-truth map it is about 170 steps from S = 32 on. The bias here adds ' +
     `${BETA} nats to the pre-softmax score of each head's ground-truth keys (the paper's exact form is not ` +
-    `public). Sequences are ${STATES} states of S cells; seeds that never emerge count as the budget.`,
+    `public). The plateau ends where the first output position's loss drops (a loss criterion; the bias alone ` +
+    `puts half of a head's attention on the window at small S). Sequences are ${STATES} states of S cells; seeds ` +
+    'with no position learned count as the budget.',
   parts(size) {
     const { cells, tokens, steps, seeds } = SIZES[size]
     const part: StudyPart = {

@@ -207,7 +207,7 @@ describe('ca-context assessment', () => {
         task: { kind: 'cellular-automaton', cells: S },
         training: { steps: 800, attentionBias: biased ? { beta: 3 } : null },
       },
-      { emergenceStep: step },
+      { firstPositionStep: step, emergenceStep: 0 },
       seed,
     )
 
