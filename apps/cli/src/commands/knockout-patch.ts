@@ -56,7 +56,7 @@ interface PatchFlags {
  * The checkpoint directory a `--from` / `--into` path names: a checkpoint (its `manifest.json`), an emergence run
  * with one seed (`seeds/<seed>/checkpoint`), or a directory holding `checkpoint/` (a sweep's train trial).
  */
-export function checkpointDirectory(flag: string, path: string): string {
+function checkpointDirectory(flag: string, path: string): string {
   if (!existsSync(path) || !statSync(path).isDirectory()) {
     throw new UsageError(`${flag} ${path}: no such directory (give a checkpoint or run directory)`)
   }
