@@ -60,6 +60,8 @@ describe('attnlab study run', () => {
       ['--steps', '-1'],
       ['--seeds', 'NaN'],
       ['--workers', '2', '--queue', 'redis://127.0.0.1:1/0'],
+      ['--no-wait'],
+      ['--queue', 'notaurl'],
     ]) {
       const result = await runCli(['study', 'run', 'width', '--out', out, ...flags])
       expect(result.code, flags.join(' ')).toBe(2)
@@ -118,8 +120,22 @@ describe('attnlab study run', () => {
     expect(resumed.code, resumed.stderr).toBe(0)
     expect(resumed.stderr).toMatch(/3 already done/)
     expect([lines('sparse-markov'), lines('linear-map')]).toEqual([3, 1])
+    // A record that is not one of this study's trials (left by another budget before --force) is not counted.
+    const first = readFileSync(join(out, 'sparse-markov', 'trials.jsonl'), 'utf8').split('\n')[0] as string
+    const foreign = { ...JSON.parse(first), id: '0000000000000000', seed: 7 }
+    await writeFile(join(out, 'sparse-markov', 'trials.jsonl'), `${JSON.stringify(foreign)}\n`, { flag: 'a' })
     const report = await runCli(['study', 'report', out])
     expect(report.code).toBe(0)
     expect(report.stdout).toMatch(/\[(reproduced|not reproduced|undetermined)\] Emergence time spreads over seeds/)
+    const counted = JSON.parse(readFileSync(join(out, 'findings.json'), 'utf8')) as { tables: { rows: unknown[][] }[] }
+    expect(counted.tables[0]?.rows[0]?.slice(0, 3)).toEqual(['sparse-markov', 'generated length 8', 1])
+    // A study directory whose records are all unreadable is refused, like sweep report.
+    const torn = join(root(), 'torn')
+    await mkdir(join(torn, 'sparse-markov'), { recursive: true })
+    await writeFile(join(torn, 'study.json'), readFileSync(join(out, 'study.json')))
+    await writeFile(join(torn, 'sparse-markov', 'trials.jsonl'), first.slice(0, 40))
+    const refused = await runCli(['study', 'report', torn])
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toMatch(/holds no trial records of this study/)
   }, 180_000)
 })

@@ -21,6 +21,7 @@ import {
   SweepDirectoryError,
   buildStudyReport,
   describeOverrides,
+  expandTrials,
   getStudy,
   resolveStudySweeps,
   verdictWord,
@@ -28,7 +29,7 @@ import {
   type StudyOverrides,
   type StudySize,
 } from '@attnlab/sweeps'
-import { collectSweep, readTrials, submitSweep } from '@attnlab/sweeps/node'
+import { checkQueueConnection, collectSweep, parseQueueUrl, readTrials, submitSweep } from '@attnlab/sweeps/node'
 import { UsageError } from '../errors.ts'
 import { backendOption, intParser } from '../options.ts'
 import { checkWritable } from '../out-dir.ts'
@@ -84,13 +85,20 @@ async function readStudyFile(dir: string): Promise<StudyFile | null> {
 }
 
 /** Each part's trial records by part name. */
+/**
+ * Each part's trial records by part name: only the trials of this study's specs (a directory that
+ * held another size or budget before `--force` keeps those records; they are not this study's).
+ */
 async function partRecords(
   dir: string,
-  study: Study,
-  size: StudySize,
+  file: StudyFile,
 ): Promise<Record<string, Awaited<ReturnType<typeof readTrials>>>> {
+  const sweeps = await resolveStudySweeps(getStudy(file.study), file.size, file.overrides, resolve(dir))
   const records: Record<string, Awaited<ReturnType<typeof readTrials>>> = {}
-  for (const part of study.parts(size)) records[part.name] = await readTrials(join(dir, part.name))
+  for (const { part, spec } of sweeps) {
+    const ids = new Set((await expandTrials(spec)).map((t) => t.id))
+    records[part] = (await readTrials(join(dir, part))).filter((r) => ids.has(r.id))
+  }
   return records
 }
 
@@ -98,7 +106,7 @@ async function partRecords(
 async function report(dir: string, file: StudyFile, json: boolean): Promise<void> {
   const study = getStudy(file.study)
   const size = file.size
-  const records = await partRecords(dir, study, size)
+  const records = await partRecords(dir, file)
   const built = await buildStudyReport(study, size, records, file.overrides)
   const findings = built.findings.map((f) => ({ ...f, verdict: verdictWord(f.holds) }))
   await writeFileAtomic(join(dir, 'report.html'), built.html)
@@ -144,6 +152,19 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
   if (flags.queue !== undefined && flags.workers !== undefined) {
     throw new UsageError('--workers is for a local run; with --queue the attnlab workers on the queue run the trials')
   }
+  if (flags.queue === undefined && !flags.wait) {
+    throw new UsageError('--no-wait is for --queue (a local run always waits for its trials)')
+  }
+  if (flags.queue !== undefined) {
+    // The URL and the server, before anything is written.
+    let url: ReturnType<typeof parseQueueUrl>
+    try {
+      url = parseQueueUrl(flags.queue)
+    } catch (error) {
+      throw new UsageError(`--queue: ${(error as Error).message}`)
+    }
+    await checkQueueConnection(url)
+  }
   const overrides: StudyOverrides = {
     ...(flags.seeds === undefined ? {} : { seeds: flags.seeds }),
     ...(flags.steps === undefined ? {} : { steps: flags.steps }),
@@ -164,9 +185,12 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
     flags.force !== true
   ) {
     const changed = describeOverrides(existing.overrides ?? {})
+    const fix =
+      existing.study === study.name
+        ? 'give the same size, --seeds and --steps, pick another --out, or pass --force'
+        : `not '${study.name}'; pick another --out, or pass --force`
     throw new UsageError(
-      `${flags.out} holds the study '${existing.study}' (${existing.size}${changed === '' ? '' : `; ${changed}`}); ` +
-        'give the same size, --seeds and --steps, pick another --out, or pass --force',
+      `${flags.out} holds the study '${existing.study}' (${existing.size}${changed === '' ? '' : `; ${changed}`}); ${fix}`,
     )
   }
   if (existing === null && existsSync(flags.out) && (await readdir(flags.out)).length > 0 && flags.force !== true) {
@@ -324,7 +348,14 @@ async function reportCommand(dir: string, flags: { json?: boolean }): Promise<vo
   if (!existsSync(dir)) throw new UsageError(`${dir}: no such directory (give a study's --out)`)
   const file = await readStudyFile(dir)
   if (file === null) throw new UsageError(`${dir} holds no study.json (give the --out of attnlab study run)`)
-  await report(dir, { ...file, overrides: file.overrides ?? {} }, flags.json === true)
+  const complete = { ...file, overrides: file.overrides ?? {} }
+  const records = await partRecords(dir, complete)
+  if (Object.values(records).every((list) => list.length === 0)) {
+    throw new UsageError(
+      `${dir} holds no trial records of this study (${file.parts.map((p) => join(dir, p, 'trials.jsonl')).join(', ')})`,
+    )
+  }
+  await report(dir, complete, flags.json === true)
 }
 
 const EXAMPLES = `
@@ -365,7 +396,7 @@ export function registerStudy(program: Command): void {
     .command('run <name>')
     .description("run a study's sweeps into DIR/<part>/, then write DIR/report.html and DIR/findings.json")
     .requiredOption('--out <dir>', 'the study directory')
-    .option('--full', "the paper's grid and budget instead of the default size (about 20 minutes on 2 cores)")
+    .option('--full', "the paper's grid and 10,000-step budget (default: a size of about 20 minutes on 2 cores)")
     .option(
       '--seeds <n>',
       "seeds per setting instead of the study's (a quick look: weaker evidence)",

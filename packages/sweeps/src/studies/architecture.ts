@@ -10,6 +10,7 @@ import {
   formatNumber,
   groupBy,
   metricOf,
+  nothingLearned,
   numberOf,
   paramOf,
   type Study,
@@ -65,8 +66,9 @@ function rowsOf(records: readonly TrialRecord[]): Row[] {
 }
 
 /** The mixer's final loss is below the transformer's at every s. */
-function lossFinding(rows: readonly Row[]): StudyFinding {
+function lossFinding(rows: readonly Row[], none: string | null): StudyFinding {
   const claim = 'The MLP-Mixer reaches a lower final loss than the transformer at every s'
+  if (none !== null) return { claim, holds: null, evidence: none }
   const pairs = [...new Set(rows.map((r) => r.s))].flatMap((s) => {
     const gpt = rows.find((r) => r.s === s && r.preset === 'gpt')
     const mixer = rows.find((r) => r.s === s && r.preset === 'mixer')
@@ -197,7 +199,10 @@ export const architecture: Study = {
       ],
     }
     return {
-      findings: [lossFinding(rows), speedFinding(rows)],
+      findings: [
+        lossFinding(rows, nothingLearned((records['linear-map'] ?? []).filter((r) => r.status === 'done'))),
+        speedFinding(rows),
+      ],
       tables: [table],
       charts: values.length === 0 ? [] : [chart as never],
     }

@@ -10,7 +10,9 @@ import {
   formatNumber,
   groupBy,
   metricOf,
+  nothingLearned,
   numberOf,
+  undetermined,
   type Study,
   type StudyFinding,
   type StudyPart,
@@ -161,6 +163,7 @@ export const linearMapSparsity: Study = {
         (row) => row.verdict === 'unlearnt',
       ),
     ]
+    const none = nothingLearned((records['linear-map'] ?? []).filter((r) => r.status === 'done'))
     const table: StudyTable = {
       title: 'Final validation loss (nats) per configuration',
       columns: ['S', 's', 's/S', 'seeds', 'mean loss', 'sd', 'median share of gap left', 'verdict'],
@@ -198,6 +201,10 @@ export const linearMapSparsity: Study = {
         },
       ],
     }
-    return { findings, tables: [table], charts: points.length === 0 ? [] : [chart as never] }
+    return {
+      findings: none === null ? findings : undetermined(findings, none),
+      tables: [table],
+      charts: points.length === 0 ? [] : [chart as never],
+    }
   },
 }

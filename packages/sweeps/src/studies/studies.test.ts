@@ -108,6 +108,13 @@ describe('linear-map-sparsity assessment', () => {
     expect(findings[1]?.holds).toBe(false)
   })
 
+  it('leaves every finding undetermined when no configuration learned anything (a budget too small)', () => {
+    const records = [linear(8, 1, 0.99), linear(8, 3, 1.01), linear(16, 8, 0.97), linear(16, 1, 0.95)]
+    const { findings } = study.assess({ 'linear-map': records }, 'default')
+    expect(findings.map((f) => f.holds)).toEqual([null, null, null, null])
+    expect(findings[1]?.evidence).toMatch(/no trial learned anything within 1000 steps/)
+  })
+
   it('leaves every finding undetermined without finished trials, and failed trials do not count', () => {
     const failed = record({ task: { stateSize: 8, onesPerRow: 1 } }, {}, 0, 'failed')
     const { findings } = study.assess({ 'linear-map': [failed] }, 'default')
@@ -152,6 +159,13 @@ describe('width assessment', () => {
       { task: { kind: 'linear-map' }, model: { nHeads: heads, dModel } },
       { finalValidationLoss: 0.3 + residual * 0.4, normalizedResidual: residual },
     )
+
+  it('leaves both findings undetermined when no head count learned anything', () => {
+    const head = [trial(1, 8, 0.99), trial(16, 128, 0.95)]
+    const fixed = [trial(1, 64, 1.02), trial(16, 64, 0.93)]
+    const { findings } = study.assess({ 'fixed-head-size': head, 'fixed-width': fixed }, 'default')
+    expect(findings.map((f) => f.holds)).toEqual([null, null])
+  })
 
   it('compares the fewest and the most heads in each part', () => {
     const head = [trial(1, 8, 0.9), trial(4, 32, 0.4), trial(16, 128, 0.05)]

@@ -162,6 +162,28 @@ export function describe(
   }
 }
 
+/**
+ * Whether a part learned nothing at all: every finished trial still has more than 90% of the gap
+ * from the first plateau to the Bayes floor left (`normalizedResidual` > 0.9). A budget that small
+ * cannot test a finding either way, so the studies call their findings undetermined then.
+ *
+ * @returns an evidence sentence when nothing was learned, else null
+ */
+export function nothingLearned(records: readonly TrialRecord[]): string | null {
+  const residuals = records.map((r) => metricOf(r, 'normalizedResidual'))
+  if (residuals.length === 0 || residuals.some((v) => v === null || v <= 0.9)) return null
+  const steps = Math.max(...records.map((r) => numberOf(r, 'training.steps')))
+  return (
+    `no trial learned anything within ${steps} steps (each still has more than 90% of the gap from chance ` +
+    'to the floor left): the budget is too small to test this finding'
+  )
+}
+
+/** Every finding undetermined, with the same evidence. */
+export function undetermined(findings: readonly StudyFinding[], evidence: string): StudyFinding[] {
+  return findings.map((f) => ({ ...f, holds: null, evidence }))
+}
+
 /** Groups records by a key, in first-seen order. */
 export function groupBy<K>(records: readonly TrialRecord[], key: (record: TrialRecord) => K): Map<K, TrialRecord[]> {
   const groups = new Map<K, TrialRecord[]>()

@@ -10,7 +10,9 @@ import {
   formatNumber,
   groupBy,
   metricOf,
+  nothingLearned,
   numberOf,
+  undetermined,
   type Study,
   type StudyFinding,
   type StudyPart,
@@ -148,10 +150,13 @@ export const width: Study = {
   assess(records) {
     const head = rowsOf('fixed-head-size', records['fixed-head-size'] ?? [])
     const total = rowsOf('fixed-width', records['fixed-width'] ?? [])
-    const findings = [
+    const all = [...(records['fixed-head-size'] ?? []), ...(records['fixed-width'] ?? [])]
+    const none = nothingLearned(all.filter((r) => r.status === 'done'))
+    const measured = [
       headsFinding('At a fixed head size, more heads reach the floor (the widest setting solves the task)', head, true),
       headsFinding('At a fixed total width, many small heads beat a few large ones', total, false),
     ]
+    const findings = none === null ? measured : undetermined(measured, none)
     const table = (title: string, rows: readonly Row[]): StudyTable => ({
       title,
       columns: ['H', 'dHead', 'seeds', 'mean loss', 'sd', 'median share of gap left'],
