@@ -110,6 +110,14 @@ describeWithBackends('patchHeadsBetween (planted minimal model)', () => {
     } finally {
       other.dispose()
     }
+    const mixer = createTransformer(presetConfig('mixer', { dVocab: 8, nCtx: 10, nLayers: 1, dModel: 12, nHeads: 3 }))
+    try {
+      await expect(patchHeadsBetween(mixer, intact, data)).rejects.toThrow(
+        /the recipient is a mixer model, which has no attention heads to patch/,
+      )
+    } finally {
+      mixer.dispose()
+    }
     await expect(patchHeadsBetween(intact, intact, data, { heads: [{ layer: 0, head: 3 }] })).rejects.toThrow(
       /head L0H3: head 3 is outside \[0, 3\)/,
     )

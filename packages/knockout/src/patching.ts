@@ -11,7 +11,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { checkOptionKeys, checkRange, ConfigError, InvalidArgumentError, NonFiniteError } from '@attnlab/core'
-import { hookName, type HookName, type Transformer } from '@attnlab/transformer'
+import { hasAttention, hookName, type HookName, type Transformer } from '@attnlab/transformer'
 import { checkCapability, type Capability, type EvaluationSet } from './capability.ts'
 import { checkHead, formatHead, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 import type { HeadHeatmap } from './report.ts'
@@ -110,6 +110,18 @@ function pointName(at: PatchPoint, layer: number): HookName {
 function checkCompatible(recipient: Transformer, donor: Transformer): HeadLayout {
   const a = recipient.config
   const b = donor.config
+  for (const [name, config] of [
+    ['recipient', a],
+    ['donor', b],
+  ] as const) {
+    if (!hasAttention(config)) {
+      throw new InvalidArgumentError(
+        `the ${name} is a ${config.architecture} model, which has no attention heads to patch ` +
+          '(no blocks.{l}.attn.hook_attn_scores)',
+        { architecture: config.architecture },
+      )
+    }
+  }
   for (const key of ['nLayers', 'nHeads', 'dVocab'] as const) {
     if (a[key] !== b[key]) {
       throw new InvalidArgumentError(
