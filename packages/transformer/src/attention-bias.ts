@@ -124,8 +124,8 @@ function checkIndices(parameter: string, values: readonly number[], count: numbe
  * @returns the resolved bias with its hooks
  * @throws `ConfigError` (`@attnlab/core`) naming `attentionBias.beta` (NaN, negative, above
  *   {@link MAX_ATTENTION_BIAS}), a layer or head outside the model or listed twice, or maps that
- *   are empty or not `[size, size]`, or a model without attention (the mixer); the hooks throw `ShapeError` (`@attnlab/core`) in a pass longer
- *   than the maps
+ *   are empty or not `[size, size]`, or a model without attention (the mixer); the hooks throw
+ *   `ShapeError` (`@attnlab/core`) in a pass longer than the maps
  * @example
  * ```ts
  * const task = new LinearMapTask({ stateSize: 8, onesPerRow: 2 })

@@ -190,7 +190,8 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
         ? 'give the same size, --seeds and --steps, pick another --out, or pass --force'
         : `not '${study.name}'; pick another --out, or pass --force`
     throw new UsageError(
-      `${flags.out} holds the study '${existing.study}' (${existing.size}${changed === '' ? '' : `; ${changed}`}); ${fix}`,
+      `${flags.out} holds the study '${existing.study}' ` +
+        `(${existing.size}${changed === '' ? '' : `; ${changed}`}); ${fix}`,
     )
   }
   if (existing === null && existsSync(flags.out) && (await readdir(flags.out)).length > 0 && flags.force !== true) {
