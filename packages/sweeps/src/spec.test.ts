@@ -163,6 +163,14 @@ describe('expandTrials', () => {
     expect(await trialId(trials[0] as (typeof trials)[number])).toBe(GOLDEN_IDS[0])
   })
 
+  it('leaves null settings out of the id (null means none, like an absent optional setting)', async () => {
+    const plain = await trialId({ experiment: 'emergence', settings: { a: 1, b: { c: [null, 2] } } })
+    const withNulls = { a: 1, b: { c: [null, 2], d: null }, e: null }
+    expect(await trialId({ experiment: 'emergence', settings: withNulls })).toBe(plain)
+    // A null list entry is data, not an absent setting.
+    expect(await trialId({ experiment: 'emergence', settings: { a: 1, b: { c: [2] } } })).not.toBe(plain)
+  })
+
   it('hashes the canonical JSON it documents (checked against Python hashlib)', async () => {
     // python3: hashlib.sha256(b'{"experiment":"emergence","format":"attnlab-sweep-trial/1",'
     //   b'"settings":{"a":"x","b":[1,{"c":1,"d":2.5}]}}').hexdigest()[:16]

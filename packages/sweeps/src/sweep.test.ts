@@ -56,7 +56,9 @@ function runSweepProcess(specPath: string, out: string, workers: number) {
   return { child, exited, output: () => ({ stdout, stderr }) }
 }
 
-async function waitFor(condition: () => boolean, timeoutMs = 120_000): Promise<void> {
+// Generous: under `pnpm test` the workers start alongside the CLI's kill suites on 2 cores (a 20-step trial's
+// worker took over 120 s to record its first trial in one CI run).
+async function waitFor(condition: () => boolean, timeoutMs = 280_000): Promise<void> {
   const start = Date.now()
   while (!condition()) {
     if (Date.now() - start > timeoutMs) throw new Error('timed out waiting')
@@ -139,7 +141,7 @@ describe('runSweep', () => {
     const ids = lines(out).map((r) => r.id)
     expect(ids).toHaveLength(4)
     expect(new Set(ids).size).toBe(4)
-  })
+  }, 600_000)
 
   it('fails with SweepWorkersError when the workers die before they are ready (no silent 0 of 4)', async () => {
     const out = join(dir, 'dead-workers')

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { canonicalJson, type JsonObject } from './json.ts'
+import { canonicalJson, type JsonObject, type JsonValue } from './json.ts'
 import { trialPoints, trialSettings, type SweepSpec } from './spec.ts'
 
 /**
@@ -35,6 +35,22 @@ export interface Trial {
 export const TRIAL_ID_FORMAT = 'attnlab-sweep-trial/1'
 
 /**
+ * A value with every object key whose value is `null` left out, at any depth (list entries stay):
+ * in the experiments' settings `null` means "none", the same as an absent optional setting, so a
+ * version that adds an optional setting with a null default (`attentionBias`, `initFrom`,
+ * `batchTokens`) keeps every earlier trial's id.
+ */
+function withoutNulls(value: JsonValue): JsonValue {
+  if (Array.isArray(value)) return value.map(withoutNulls)
+  if (value === null || typeof value !== 'object') return value
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, v]) => v !== null)
+      .map(([k, v]) => [k, withoutNulls(v)]),
+  )
+}
+
+/**
  * A trial's stable id: the first 16 hex digits (64 bits) of the SHA-256 of the canonical JSON
  * (sorted keys, no whitespace) of `{ format: TRIAL_ID_FORMAT, experiment, settings }`, where
  * `settings` are the resolved settings with the seed in place. The sweep's name, the trial's
@@ -53,7 +69,8 @@ export const TRIAL_ID_FORMAT = 'attnlab-sweep-trial/1'
  * @category Sweeps
  */
 export async function trialId(trial: Pick<Trial, 'experiment' | 'settings'>): Promise<string> {
-  const text = canonicalJson({ format: TRIAL_ID_FORMAT, experiment: trial.experiment, settings: trial.settings })
+  const settings = withoutNulls(trial.settings) as JsonObject
+  const text = canonicalJson({ format: TRIAL_ID_FORMAT, experiment: trial.experiment, settings })
   const digest = await globalThis.crypto.subtle.digest('SHA-256', new TextEncoder().encode(text))
   return Array.from(new Uint8Array(digest).subarray(0, 8), (b) => b.toString(16).padStart(2, '0')).join('')
 }
