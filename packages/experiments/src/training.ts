@@ -340,8 +340,7 @@ export function resolveTrainingConfig(config: Partial<TrainingConfig>): {
   if (parsed.trainSize > 0 && parsed.trainSize < batch) {
     throw new ConfigError(
       'trainSize',
-      `${parsed.trainSize} is smaller than batchSize ${batch}; expected 0 (fresh sequences) or at least ` +
-        'one batch',
+      `${parsed.trainSize} is smaller than batchSize ${batch}; expected 0 (fresh sequences) or at least ` + 'one batch',
       { value: parsed.trainSize },
     )
   }
