@@ -48,9 +48,9 @@ export const EMERGENCE_DEFINITIONS = Object.freeze({
 export interface CurveDrop {
   /** The interpolated step of the last downward crossing of `threshold`. */
   readonly step: number
-  /** The plateau: median of the first {@link WINDOW} values after step 0. */
+  /** The plateau: median of the first 3 (`WINDOW`) values after step 0. */
   readonly plateau: number
-  /** The final value: median of the last {@link WINDOW} values. */
+  /** The final value: median of the last 3 (`WINDOW`) values. */
   readonly final: number
   /** `final + (plateau - final) / 2`. */
   readonly threshold: number
