@@ -152,7 +152,7 @@ try {
     check(errors.configError.startsWith('ConfigError INVALID_CONFIG: '), `useBackend('gpu'): ${errors.configError}`)
     for (const name of ['loadModel', 'saveModelDirectory']) {
       check(
-        /^AttnlabError UNSUPPORTED: .*needs Node\.js/.test(errors[name]),
+        /^UnsupportedError UNSUPPORTED: .*needs Node\.js/.test(errors[name]),
         `${name} in a browser: expected UNSUPPORTED naming Node.js, got ${errors[name]}`,
       )
     }
