@@ -51,7 +51,7 @@ async function killDuring(argv: string[], ready: string, delay: number, out: str
   })
   const started = Date.now()
   while (!existsSync(ready) && !finished) {
-    if (Date.now() - started > 120_000) throw new Error(`${ready} never appeared: ${stderr}`)
+    if (Date.now() - started > 300_000) throw new Error(`${ready} never appeared: ${stderr}`)
     await new Promise((wait) => setTimeout(wait, 5))
   }
   if (finished) throw new Error(`the child exited before ${ready} appeared: ${stderr}`)

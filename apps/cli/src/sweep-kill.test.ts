@@ -12,7 +12,7 @@
 // The killed runners are the repository's launcher (`./attnlab`, which execs node on the sources); the
 // reference runs run in-process. The two sweeps' kill chains run at the same time. ATTNLAB_KILL_TRIALS sets
 // the total number of kills (default 20, half per sweep).
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -214,6 +214,42 @@ function trialWrittenSince(out: string, since: number): boolean {
   }
 }
 
+/** How long {@link killDuring} waits for the moment a kill is timed from (ms). */
+const READY_TIMEOUT_MS = 300_000
+
+/**
+ * What a runner that never reached its moment left behind, for the failure message: the processes of its group
+ * (state, age, command), its lock and the files of its directory with their ages.
+ */
+function diagnose(out: string, pid: number): string {
+  const lines: string[] = []
+  try {
+    const table = execFileSync('ps', ['-eo', 'pid,ppid,pgid,stat,etimes,args'], { encoding: 'utf8' })
+    lines.push(
+      'processes of the group:',
+      ...table.split('\n').filter((line) => line.trim().split(/\s+/)[2] === String(pid) || line.includes(out)),
+    )
+  } catch (error) {
+    lines.push(`ps failed: ${(error as Error).message}`)
+  }
+  try {
+    lines.push(`sweep.lock: ${readText(join(out, 'sweep.lock')).trim()}`)
+  } catch {
+    lines.push('sweep.lock: none')
+  }
+  if (existsSync(out)) {
+    const now = Date.now()
+    for (const name of readdirSync(out, { recursive: true }).map(String)) {
+      try {
+        lines.push(`${name} (${((now - statSync(join(out, name)).mtimeMs) / 1000).toFixed(1)} s old)`)
+      } catch {
+        lines.push(`${name} (gone)`)
+      }
+    }
+  }
+  return lines.join('\n')
+}
+
 /** When a kill's delay starts: at the runner's start, once it holds the lock, or once a trial writes. */
 type KillFrom = 'start' | 'lock' | 'trial'
 
@@ -250,7 +286,10 @@ async function killDuring(
   const ready = (): boolean =>
     from === 'start' || (from === 'lock' ? locksBy(out, pid) : trialWrittenSince(out, started))
   while (!ready() && !finished) {
-    if (Date.now() - started > 120_000) throw new Error(`the runner never reached '${from}' in ${out}: ${stderr}`)
+    // Generous: a cold start of the runner and its workers under a loaded CI machine takes tens of seconds.
+    if (Date.now() - started > READY_TIMEOUT_MS) {
+      throw new Error(`the runner never reached '${from}' in ${out}: ${stderr}\n${diagnose(out, pid)}`)
+    }
     await new Promise((wait) => setTimeout(wait, 5))
   }
   if (!finished) await new Promise((wait) => setTimeout(wait, delay))
@@ -355,5 +394,5 @@ describe('SIGKILL of attnlab sweep run at random moments, then --resume: the uni
       ])),
       `${((performance.now() - started) / 1000).toFixed(0)} s in all`,
     )
-  }, 900_000)
+  }, 1_500_000)
 })
