@@ -127,6 +127,7 @@ export {
   PATCH_POINTS,
   patchHeadsBetween,
   patchingHeatmap,
+  patchOptionsSchema,
   type HeadPatch,
   type PatchingResult,
   type PatchOptions,

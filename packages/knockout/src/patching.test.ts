@@ -131,11 +131,16 @@ describeWithBackends('patchHeadsBetween (planted minimal model)', () => {
     await expect(patchHeadsBetween(intact, intact, data, { heads: twice })).rejects.toThrow(/lists L0H1 twice/)
     await expect(patchHeadsBetween(intact, intact, data, { heads: [] })).rejects.toThrow(/at least one head/)
     await expect(patchHeadsBetween(intact, intact, data, { at: 'hook_z' as never })).rejects.toThrow(
-      /'hook_z' is not a patch point; expected one of attn_scores, pattern/,
+      /^Invalid at: got 'hook_z'; expected one of attn_scores, pattern$/,
     )
-    await expect(patchHeadsBetween(intact, intact, data, { heds: [] } as never)).rejects.toThrow(/did you mean/)
+    await expect(patchHeadsBetween(intact, intact, data, { heds: [] } as never)).rejects.toThrow(
+      /^Invalid heds: is not a patchHeadsBetween parameter \(did you mean 'heads'\?\); expected one of heads, at, /,
+    )
+    await expect(patchHeadsBetween(intact, intact, data, { maxTokensPerPass: 0 })).rejects.toThrow(
+      /^Invalid maxTokensPerPass: must be an integer >= 1, got 0$/,
+    )
     await expect(patchHeadsBetween(intact, intact, data, { together: 'yes' as never })).rejects.toThrow(
-      /Invalid together: must be true or false, got "yes"|together.*must be true or false/,
+      /^Invalid together: got 'yes'; expected true or false$/,
     )
     const outside = { ...data, inputs: Int32Array.from(data.inputs, (t, i) => (i === 3 ? 99 : t)) }
     await expect(patchHeadsBetween(intact, intact, outside)).rejects.toThrow(/input token 99 .* vocabulary \[0, 8\)/)

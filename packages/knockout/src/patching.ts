@@ -10,7 +10,16 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { checkOptionKeys, checkRange, ConfigError, InvalidArgumentError, NonFiniteError } from '@attnlab/core'
+import { InvalidArgumentError, NonFiniteError } from '@attnlab/core'
+import {
+  booleanField,
+  configSchema,
+  customField,
+  enumField,
+  integerField,
+  parseConfig,
+  type z,
+} from '@attnlab/core/schema'
 import { hasAttention, hookName, type HookName, type Transformer } from '@attnlab/transformer'
 import { checkCapability, type Capability, type EvaluationSet } from './capability.ts'
 import { checkHead, formatHead, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
@@ -30,33 +39,35 @@ export type PatchPoint = 'attn_scores' | 'pattern'
 export const PATCH_POINTS: readonly PatchPoint[] = Object.freeze(['attn_scores', 'pattern'])
 
 /**
- * Options of {@link patchHeadsBetween}.
+ * The schema of {@link PatchOptions}: each option's meaning, range and default, declared once.
  *
  * @category Patching
  */
-export interface PatchOptions {
-  /** The heads to patch, one at a time (default: every head, layer-major). */
-  readonly heads?: readonly HeadRef[]
-  /** Where to patch (default `attn_scores`). */
-  readonly at?: PatchPoint
+export const patchOptionsSchema = configSchema({
+  /** The heads to patch, one at a time (default: every head, layer-major); checked against the head grid. */
+  heads: customField<readonly HeadRef[]>('the heads to patch, one at a time (default: every head)').optional(),
+  /** Where to patch (default `attn_scores`; see {@link PatchPoint}). */
+  at: enumField('patch point', PATCH_POINTS as [PatchPoint, ...PatchPoint[]]).default('attn_scores'),
   /**
    * Upper bound on tokens (`sequences * length`) per forward pass (default 16384); the donor's
    * recorded scores of a pass are also capped at 2^24 values.
    */
-  readonly maxTokensPerPass?: number
+  maxTokensPerPass: integerField('upper bound on tokens (sequences x length) per forward pass', { min: 1 }).default(
+    16384,
+  ),
   /**
    * Also patch all of `heads` at once, in one more pass per chunk (default false): whether the routing of
    * those heads together carries what none carries alone.
    */
-  readonly together?: boolean
-}
+  together: booleanField('also patch all of the heads at once').default(false),
+})
 
-const PATCH_OPTION_KEYS: readonly string[] = Object.keys({
-  heads: 1,
-  at: 1,
-  maxTokensPerPass: 1,
-  together: 1,
-} satisfies Record<keyof PatchOptions, 1>)
+/**
+ * Options of {@link patchHeadsBetween} (see {@link patchOptionsSchema}).
+ *
+ * @category Patching
+ */
+export type PatchOptions = Readonly<z.input<typeof patchOptionsSchema>>
 
 /**
  * The effect of patching one head: the recipient's mean p(target) on the scored positions without
@@ -216,7 +227,8 @@ function sum(values: Float32Array): number {
  * @throws `InvalidArgumentError` (`@attnlab/core`) for models with different layers, heads or
  *   vocabulary, a head outside the grid or listed twice, an evaluation set that does not fit
  *   either model, or a model whose forward pass never reached the hook point; `ConfigError` for
- *   an unknown `at` or a bad pass size; `NonFiniteError` when a model's probabilities are not finite
+ *   an unknown option name (with a did-you-mean), an unknown `at`, a bad pass size or a `together` that is not a
+ *   boolean; `NonFiniteError` when a model's probabilities are not finite
  * @example
  * ```ts
  * const { data } = taskCapability(task, { count: 128 })
@@ -231,18 +243,15 @@ export async function patchHeadsBetween(
   batch: EvaluationSet,
   options: PatchOptions = {},
 ): Promise<PatchingResult> {
-  checkOptionKeys('patchHeadsBetween options', options, PATCH_OPTION_KEYS)
+  const settings = parseConfig(patchOptionsSchema, options, 'patchHeadsBetween')
   const started = performance.now()
   const layout = checkCompatible(recipient, donor)
   const set: Capability = { name: 'patching set', description: '', metric: 'logprob', data: batch }
   checkCapability(set, recipient.config)
   checkCapability(set, donor.config)
-  const at = options.at ?? 'attn_scores'
-  if (!PATCH_POINTS.includes(at)) {
-    throw new ConfigError('at', `'${String(at)}' is not a patch point; expected one of ${PATCH_POINTS.join(', ')}`)
-  }
-  const heads = resolveHeads(options.heads, layout)
-  const maxTokens = checkRange('maxTokensPerPass', options.maxTokensPerPass ?? 16384, { min: 1, integer: true })
+  const { at } = settings
+  const heads = resolveHeads(settings.heads, layout)
+  const maxTokens = settings.maxTokensPerPass
   const { count, length, scoredPositions, targets } = batch
   const { nLayers, nHeads, dVocab } = recipient.config
   const layers = [...new Set(heads.map((h) => h.layer))]
@@ -258,12 +267,9 @@ export async function patchHeadsBetween(
   const order = Int32Array.from(scoredPositions.keys()).sort(
     (a, b) => (scoredPositions[a] as number) - (scoredPositions[b] as number),
   )
-  if (options.together !== undefined && typeof options.together !== 'boolean') {
-    throw new ConfigError('together', `must be true or false, got ${JSON.stringify(options.together)}`)
-  }
   // One pass per group of heads patched at once: each head alone, then (together) all of them.
   const groups: HeadRef[][] = heads.map((head) => [head])
-  if (options.together === true) groups.push(heads)
+  if (settings.together) groups.push(heads)
   const sums = { recipient: 0, donor: 0, patched: new Float64Array(groups.length) }
   let passes = 0
   let next = 0
@@ -327,7 +333,7 @@ export async function patchHeadsBetween(
     const after = (sums.patched[i] as number) / scored
     return { layer: head.layer, head: head.head, before: recipientMean, after, delta: after - recipientMean }
   })
-  const togetherAfter = options.together === true ? (sums.patched[heads.length] as number) / scored : null
+  const togetherAfter = settings.together ? (sums.patched[heads.length] as number) / scored : null
   const together =
     togetherAfter === null
       ? null
