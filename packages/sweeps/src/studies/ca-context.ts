@@ -9,7 +9,7 @@ import { sampleRankCorrelation } from 'simple-statistics'
 import type { JsonValue } from '../json.ts'
 import type { TrialRecord } from '../record.ts'
 import {
-  describe,
+  censoredMedian,
   formatNumber,
   groupBy,
   metricOf,
@@ -59,7 +59,7 @@ function rowsOf(records: readonly TrialRecord[]): Row[] {
         biased: biasOf(first),
         seeds: group.length,
         emerged: emerged.length,
-        median: describe(steps.map((v) => v ?? budget))?.median ?? Number.NaN,
+        median: censoredMedian(emerged, group.length, budget),
         budget,
       }
     })

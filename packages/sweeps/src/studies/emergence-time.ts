@@ -8,6 +8,9 @@
 import { sampleRankCorrelation } from 'simple-statistics'
 import type { TrialRecord } from '../record.ts'
 import {
+  censoredMedian,
+  censoredSteps,
+  emergenceEcdfChart,
   describe,
   formatNumber,
   groupBy,
@@ -100,17 +103,13 @@ function contextFinding(part: string, rows: readonly Row[]): StudyFinding {
   const xs: number[] = []
   const ys: number[] = []
   for (const row of rows) {
-    const censored = row.seeds - row.emerged.length
-    for (const step of [...row.emerged, ...Array<number>(censored).fill(row.budget)]) {
+    for (const step of censoredSteps(row.emerged, row.seeds, row.budget)) {
       xs.push(row.context)
       ys.push(step)
     }
   }
   const rho = sampleRankCorrelation(xs, ys)
-  const medians = rows.map((row) => {
-    const censored = row.seeds - row.emerged.length
-    return describe([...row.emerged, ...Array<number>(censored).fill(row.budget)])?.median ?? Number.NaN
-  })
+  const medians = rows.map((row) => censoredMedian(row.emerged, row.seeds, row.budget))
   const rising = medians.every((m, k) => k === 0 || m >= (medians[k - 1] as number))
   return {
     claim,
@@ -228,26 +227,11 @@ export const emergenceTime: Study = {
       },
       resolve: { scale: { x: 'independent' } },
     }
-    const ecdf = {
-      $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-      title: 'Empirical CDF of the emergence step (share of the seeds that emerged)',
-      width: 480,
-      height: 260,
-      data: { values },
-      transform: [
-        {
-          window: [{ op: 'cume_dist', as: 'share' }],
-          sort: [{ field: 'step' }],
-          groupby: ['context'],
-        },
-      ],
-      mark: { type: 'line', interpolate: 'step-after', point: true },
-      encoding: {
-        x: { field: 'step', type: 'quantitative', title: 'emergence step' },
-        y: { field: 'share', type: 'quantitative', title: 'cumulative share' },
-        color: { field: 'context', type: 'nominal' },
-      },
-    }
-    return { findings, tables: [table], charts: values.length === 0 ? [] : [histogram as never, ecdf as never] }
+    const ecdf = emergenceEcdfChart(
+      values,
+      'context',
+      'Empirical CDF of the emergence step (share of the seeds that emerged)',
+    )
+    return { findings, tables: [table], charts: values.length === 0 ? [] : [histogram as never, ecdf] }
   },
 }

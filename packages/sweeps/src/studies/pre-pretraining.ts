@@ -7,6 +7,8 @@
  */
 import type { TrialRecord } from '../record.ts'
 import {
+  censoredMedian,
+  emergenceEcdfChart,
   describe,
   formatNumber,
   groupBy,
@@ -54,8 +56,7 @@ function rowsOf(records: readonly TrialRecord[]): Row[] {
 }
 
 /** The median emergence step, a seed that did not emerge counting as the budget. */
-const censoredMedian = (row: Row): number =>
-  describe([...row.emerged, ...Array<number>(row.seeds - row.emerged.length).fill(row.budget)])?.median ?? Number.NaN
+const rowMedian = (row: Row): number => censoredMedian(row.emerged, row.seeds, row.budget)
 
 function speedFinding(rows: readonly Row[]): StudyFinding {
   const claim = 'Pre-pretraining on cellular automata makes the linear map emerge sooner (median over seeds)'
@@ -67,8 +68,8 @@ function speedFinding(rows: readonly Row[]): StudyFinding {
   if (scratch.emerged.length === 0 && pretrained.emerged.length === 0) {
     return { claim, holds: null, evidence: `no seed emerged within ${scratch.budget} steps either way` }
   }
-  const a = censoredMedian(scratch)
-  const b = censoredMedian(pretrained)
+  const a = rowMedian(scratch)
+  const b = rowMedian(pretrained)
   return {
     claim,
     holds: b < a,
@@ -149,7 +150,7 @@ export const prePretraining: Study = {
           row.pretrained ? 'cellular-automaton weights' : 'scratch',
           row.seeds,
           row.emerged.length,
-          formatNumber(censoredMedian(row)),
+          formatNumber(rowMedian(row)),
           formatNumber(d?.min),
           formatNumber(d?.max),
           formatNumber(row.loss?.mean),
@@ -161,20 +162,7 @@ export const prePretraining: Study = {
       const start = typeof paramOf(r, 'training.initFrom') === 'string' ? 'pre-pretrained' : 'scratch'
       return step === null ? [] : [{ start, step }]
     })
-    const chart = {
-      $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-      title: 'Empirical CDF of the emergence step (seeds that emerged)',
-      width: 460,
-      height: 260,
-      data: { values },
-      transform: [{ window: [{ op: 'cume_dist', as: 'share' }], sort: [{ field: 'step' }], groupby: ['start'] }],
-      mark: { type: 'line', interpolate: 'step-after', point: true },
-      encoding: {
-        x: { field: 'step', type: 'quantitative', title: 'emergence step' },
-        y: { field: 'share', type: 'quantitative', title: 'cumulative share' },
-        color: { field: 'start', type: 'nominal', title: null },
-      },
-    }
-    return { findings: [speedFinding(rows)], tables: [table], charts: values.length === 0 ? [] : [chart as never] }
+    const chart = emergenceEcdfChart(values, 'start', 'Empirical CDF of the emergence step (seeds that emerged)')
+    return { findings: [speedFinding(rows)], tables: [table], charts: values.length === 0 ? [] : [chart] }
   },
 }

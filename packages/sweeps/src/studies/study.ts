@@ -163,6 +163,55 @@ export function describe(
 }
 
 /**
+ * Emergence steps with the seeds that did not emerge counted as the step budget (right-censored:
+ * a lower bound on their emergence step), for medians and rank correlations over all seeds.
+ *
+ * @param emerged - the emergence steps of the seeds that emerged
+ * @param seeds - how many seeds ran (at least `emerged.length`)
+ * @param budget - the steps each seed trained
+ */
+export function censoredSteps(emerged: readonly number[], seeds: number, budget: number): number[] {
+  return [...emerged, ...Array<number>(Math.max(0, seeds - emerged.length)).fill(budget)]
+}
+
+/**
+ * The median emergence step over all seeds, a seed that did not emerge counting as the budget
+ * ({@link censoredSteps}); NaN when no seed ran.
+ */
+export function censoredMedian(emerged: readonly number[], seeds: number, budget: number): number {
+  return describe(censoredSteps(emerged, seeds, budget))?.median ?? Number.NaN
+}
+
+/**
+ * A vega-lite chart of the empirical CDF of the emergence step per group: for each value of
+ * `group`, the share of its points at or below each step (a step line).
+ *
+ * @param values - one point per seed that emerged: `{ step, [group]: label }`
+ * @param group - the field that names a point's group (one line each)
+ * @param title - the chart's title
+ */
+export function emergenceEcdfChart(
+  values: readonly Readonly<Record<string, JsonValue>>[],
+  group: string,
+  title: string,
+): PlotSpec {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title,
+    width: 480,
+    height: 260,
+    data: { values: [...values] },
+    transform: [{ window: [{ op: 'cume_dist', as: 'share' }], sort: [{ field: 'step' }], groupby: [group] }],
+    mark: { type: 'line', interpolate: 'step-after', point: true },
+    encoding: {
+      x: { field: 'step', type: 'quantitative', title: 'emergence step' },
+      y: { field: 'share', type: 'quantitative', title: 'cumulative share' },
+      color: { field: group, type: 'nominal', title: null },
+    },
+  } as never
+}
+
+/**
  * Whether a part learned nothing at all: every finished trial still has more than 90% of the gap
  * from the first plateau to the Bayes floor left (`normalizedResidual` > 0.9). A budget that small
  * cannot test a finding either way, so the studies call their findings undetermined then.
