@@ -133,6 +133,12 @@ describe('config', () => {
     ['llama no norm', { architecture: 'llama', normalization: 'none' }, /rmsnorm/],
     ['gated attn-only', { architecture: 'gpt', attnOnly: true, gatedMlp: true }, /no MLP to gate/],
     ['attn-only with dMlp', { architecture: 'gpt', attnOnly: true, dMlp: 12 }, /attention-only model has no MLP/],
+    ['rotaryDims odd', { architecture: 'llama', rotaryDims: 3 }, /rotaryDims.*3 is not an even number/],
+    ['rotaryDims > dHead', { architecture: 'llama', rotaryDims: 18 }, /18 is not an even number .* dHead 16/],
+    ['rotaryDims learned', { architecture: 'gpt', rotaryDims: 4 }, /only rotary positions rotate/],
+    ['rotaryDims minimal', { architecture: 'minimal', rotaryDims: 2 }, /requires rotaryDims = 0/],
+    ['parallel minimal', { architecture: 'minimal', parallelResidual: true }, /requires parallelResidual = false/],
+    ['parallel mixer', { architecture: 'mixer', parallelResidual: true }, /parallelResidual.*expected false/],
   ]
   for (const [name, input, pattern] of bad) {
     it(`rejects ${name}`, () => {
@@ -140,6 +146,18 @@ describe('config', () => {
       expect(() => createConfig(input as never)).toThrow(pattern)
     })
   }
+
+  it('defaults to a whole-head rotary and sequential blocks; a config JSON without the fields reads the same', () => {
+    for (const name of ['minimal', 'gpt', 'gpt-nano', 'llama', 'mixer'] as const) {
+      const config = presetConfig(name)
+      expect(config).toMatchObject({ rotaryDims: 0, parallelResidual: false })
+      const { rotaryDims: _r, parallelResidual: _p, ...older } = configToJSON(config)
+      expect(configFromJSON(older)).toEqual(config)
+    }
+    const neox = createConfig({ architecture: 'gpt', positional: 'rotary', rotaryDims: 4, parallelResidual: true })
+    expect(neox).toMatchObject({ dHead: 16, rotaryDims: 4, parallelResidual: true })
+    expect(configFromJSON(JSON.parse(JSON.stringify(configToJSON(neox))))).toEqual(neox)
+  })
 
   it('rejects unknown presets and non-objects', () => {
     expect(() => presetConfig('gpt-9' as never)).toThrow(/not a preset/)

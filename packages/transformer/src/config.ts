@@ -95,12 +95,31 @@ export const transformerConfigSchema = configSchema({
   /** RoPE base (`theta`), used when `positional === 'rotary'`. */
   ropeTheta: numberField('RoPE base theta (rotary positions)', { min: 1 }),
   /**
+   * How many dimensions of each query and key head RoPE rotates, when `positional === 'rotary'`: the first
+   * `rotaryDims` of the `dHead` (rotate-half over those, frequencies `theta^(-2i / rotaryDims)`), the rest pass
+   * through unchanged: GPT-NeoX's partial rotary embedding (Black et al., "GPT-NeoX-20B", arXiv 2204.06745,
+   * sec. 2.1.1: `rotary_pct` 0.25 of each head; Pythia, Biderman et al., arXiv 2304.01373, uses the same). `0`
+   * (the default) rotates the whole head, as Llama does (Su et al., RoFormer, arXiv 2104.09864, sec. 3.4); else an
+   * even number in `2 .. dHead`. Must be 0 without rotary positions.
+   */
+  rotaryDims: integerField('rotary: dimensions of each head RoPE rotates (0 = all of dHead; GPT-NeoX rotary_pct)', {
+    min: 0,
+  }),
+  /**
    * MLP activation (`llama`: `silu` on the gate of a gated MLP). `gelu_new` is GPT-2's tanh
    * approximation (TransformerLens' name); `gelu` the exact erf form; `silu`; `relu`.
    */
   actFn: enumField('MLP activation', ['gelu_new', 'gelu', 'relu', 'silu']),
   /** Gated MLP (`W_gate`, SwiGLU when `actFn === 'silu'`). */
   gatedMlp: booleanField('gated MLP (SwiGLU with silu)'),
+  /**
+   * Parallel attention and MLP (GPT-NeoX's `use_parallel_residual`, Black et al., arXiv 2204.06745, sec. 2.1.2; GPT-J):
+   * each block computes `x + attn(ln1(x)) + mlp(ln2(x))`, both branches reading the block input, instead of
+   * `h = x + attn(ln1(x))`, `h + mlp(ln2(h))`. There is then no residual stream between the branches, so
+   * `blocks.{l}.hook_resid_mid` does not fire (as in TransformerLens' `parallel_attn_mlp`); `hook_resid_pre`,
+   * `hook_attn_out`, `hook_mlp_out` and `hook_resid_post` do. Default false; `gpt` and `llama` only.
+   */
+  parallelResidual: booleanField('attention and MLP both read the block input: x + attn(ln1(x)) + mlp(ln2(x))'),
   /** Linear layers have biases (`b_Q, b_K, b_V, b_O, b_in, b_out`) and LayerNorms a bias `b`. */
   bias: booleanField('linear layers and LayerNorms have biases'),
   /** The unembedding is the transposed token embedding (`unembed.W_U` is then not a parameter). */
@@ -214,8 +233,10 @@ function base(architecture: Architecture): ConfigDraft {
         normEps: 1e-5,
         positional: 'onehot',
         ropeTheta: 10000,
+        rotaryDims: 0,
         actFn: 'gelu_new',
         gatedMlp: false,
+        parallelResidual: false,
         bias: false,
         tiedEmbeddings: false,
         dropout: 0,
@@ -241,8 +262,10 @@ function base(architecture: Architecture): ConfigDraft {
         normEps: 1e-5,
         positional: 'learned',
         ropeTheta: 10000,
+        rotaryDims: 0,
         actFn: 'gelu_new',
         gatedMlp: false,
+        parallelResidual: false,
         bias: true,
         tiedEmbeddings: true,
         dropout: 0,
@@ -267,8 +290,10 @@ function base(architecture: Architecture): ConfigDraft {
         normEps: 1e-5,
         positional: 'rotary',
         ropeTheta: 10000,
+        rotaryDims: 0,
         actFn: 'silu',
         gatedMlp: true,
+        parallelResidual: false,
         bias: false,
         tiedEmbeddings: true,
         dropout: 0,
@@ -294,8 +319,10 @@ function base(architecture: Architecture): ConfigDraft {
         normEps: 1e-5,
         positional: 'learned',
         ropeTheta: 10000,
+        rotaryDims: 0,
         actFn: 'gelu_new',
         gatedMlp: false,
+        parallelResidual: false,
         bias: true,
         tiedEmbeddings: true,
         dropout: 0,
@@ -420,6 +447,8 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       ['positional', 'onehot'],
       ['bias', false],
       ['tiedEmbeddings', false],
+      ['rotaryDims', 0],
+      ['parallelResidual', false],
     ]
     for (const [key, value] of fixed) {
       if (config[key] !== value) {
@@ -461,6 +490,7 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
         `rotary embeddings rotate pairs of dimensions: dHead must be even (got ${config.dHead})`,
       )
     }
+    if (config.rotaryDims !== 0) checkRotaryDims(config)
     if (config.gatedMlp && config.attnOnly) {
       throw new ConfigError('gatedMlp', 'an attention-only model has no MLP to gate')
     }
@@ -474,6 +504,25 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
     )
   }
   return Object.freeze(config)
+}
+
+/** A partial rotary embedding's width: rotary positions, an even number of dimensions, at most `dHead`. */
+function checkRotaryDims(config: TransformerConfig): void {
+  const { rotaryDims, dHead } = config
+  if (config.positional !== 'rotary') {
+    throw new ConfigError(
+      'rotaryDims',
+      `${rotaryDims} given with positional '${config.positional}'; only rotary positions rotate (expected 0)`,
+      { value: rotaryDims },
+    )
+  }
+  if (rotaryDims % 2 !== 0 || rotaryDims > dHead) {
+    throw new ConfigError(
+      'rotaryDims',
+      `${rotaryDims} is not an even number of dimensions in 2 .. dHead ${dHead} (RoPE rotates pairs; 0 = all)`,
+      { value: rotaryDims },
+    )
+  }
 }
 
 /** The mixer's rules: channel groups tile the width, learned positions, no grouped keys, a token-mixing width. */
@@ -492,6 +541,12 @@ function checkMixer(config: TransformerConfig): void {
     throw new ConfigError(
       'nKvHeads',
       `the mixer has no keys or values; nKvHeads must equal nHeads ${config.nHeads} (got ${config.nKvHeads})`,
+    )
+  }
+  if (config.parallelResidual) {
+    throw new ConfigError(
+      'parallelResidual',
+      'the mixer has no attention branch to run beside its MLP (expected false)',
     )
   }
   if (config.dTokenMlp < 1) {

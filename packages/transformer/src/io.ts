@@ -2,7 +2,8 @@
  * `@attnlab/transformer/io`: model files in and out, without the file system where possible:
  * llama2.c checkpoints and tokenizers ({@link parseLlama2cCheckpoint}, {@link Llama2cTokenizer}), Hugging Face
  * `tokenizer.json` tokenizers ({@link HuggingFaceTokenizer}; both are a {@link Tokenizer}),
- * Hugging Face Llama weights and configs ({@link llamaFromHuggingFace}, {@link configFromHuggingFace}),
+ * Hugging Face Llama weights and configs ({@link llamaFromHuggingFace}, {@link configFromHuggingFace}), GPT-2 and
+ * GPT-NeoX weights and configs ({@link gptFamilyFromHuggingFace}, {@link gptFamilyConfigFromHuggingFace}),
  * directories ({@link readHuggingFaceDirectory}, {@link saveModelDirectory}) and {@link loadModel}.
  * The same names are also exported by the main entry.
  *
@@ -56,11 +57,22 @@ export {
   attnlabConfigFor,
   configFromHuggingFace,
   huggingFaceConfigFor,
+  huggingFaceConfigOptionsSchema,
   huggingFaceIncompatibility,
   type HuggingFaceConfigOptions,
   type HuggingFaceModelInfo,
   type HuggingFaceModelType,
 } from './import/huggingface.ts'
+export {
+  gptFamilyConfigFor,
+  gptFamilyConfigFromHuggingFace,
+  gptFamilyFromHuggingFace,
+  gptFamilyModelTypeFor,
+  gptFamilyToHuggingFace,
+  huggingFaceGptShapes,
+  type GptFamilyConfigOptions,
+  type GptFamilyModelType,
+} from './import/gpt-family.ts'
 export {
   HF_CONFIG_FILE,
   HF_INDEX_FILE,
@@ -78,6 +90,7 @@ export {
   HF_TOKENIZER_CONFIG_FILE,
   HF_TOKENIZER_FILE,
   loadModel,
+  loadModelOptionsSchema,
   loadTokenizer,
   modelFromCheckpoint,
   type LoadModelOptions,

@@ -353,8 +353,9 @@ class Attention {
       let k = hooks.run(hookName.k(layer), projected.k) // [batch, pos, nKvHeads, dHead]
       const v = hooks.run(hookName.v(layer), projected.v) // [batch, pos, nKvHeads, dValue]
       if (this.config.positional === 'rotary') {
-        q = hooks.run(hookName.rotQ(layer), applyRotary(q, context.start, this.config.ropeTheta))
-        k = hooks.run(hookName.rotK(layer), applyRotary(k, context.start, this.config.ropeTheta))
+        const { ropeTheta, rotaryDims } = this.config
+        q = hooks.run(hookName.rotQ(layer), applyRotary(q, context.start, ropeTheta, rotaryDims))
+        k = hooks.run(hookName.rotK(layer), applyRotary(k, context.start, ropeTheta, rotaryDims))
       }
       return {
         q: tf.transpose(q, [0, 2, 1, 3]), // [batch, nHeads, pos, dHead]
@@ -515,8 +516,9 @@ class Mlp {
 // =====================================================================================
 
 /**
- * A pre-norm block: `resid + attn(ln1(resid))`, then `+ mlp(ln2(.))`; minimal: attention only, no residual; the
- * mixer: its token mixing in the attention's place.
+ * A pre-norm block: `resid + attn(ln1(resid))`, then `+ mlp(ln2(.))`; with `parallelResidual`
+ * `resid + attn(ln1(resid)) + mlp(ln2(resid))`; minimal: attention only, no residual; the mixer: its token mixing in
+ * the attention's place.
  */
 class Block {
   readonly attention: ModelBlock
@@ -567,6 +569,7 @@ class Block {
   forward(residual: tf.Tensor2D, context: PassContext): tf.Tensor2D {
     const { dModel } = this.config
     const residPre = this.hook(hookName.residPre(this.layer), residual, context, dModel) // [batch * pos, dModel]
+    if (this.config.parallelResidual && this.mlp !== null) return this.parallelForward(residPre, this.mlp, context)
     const attnOut = this.hook(
       hookName.attnOut(this.layer),
       this.drop(this.attention.forward(this.normalize(residPre, 'ln1', context), context), context),
@@ -585,6 +588,31 @@ class Block {
     )
     // [batch * pos, dModel]
     return this.hook(hookName.residPost(this.layer), tf.add(residMidHooked, mlpOut) as tf.Tensor2D, context, dModel)
+  }
+
+  /**
+   * GPT-NeoX's parallel block (Black et al., arXiv 2204.06745, sec. 2.1.2): `x + attn(ln1(x)) + mlp(ln2(x))`, both
+   * branches reading the block input; no residual stream between them, so no `hook_resid_mid`.
+   *
+   * @param residPre - the (hooked) block input, `[batch * pos, dModel]`
+   * @returns the block output `[batch * pos, dModel]`
+   */
+  private parallelForward(residPre: tf.Tensor2D, mlp: Mlp, context: PassContext): tf.Tensor2D {
+    const { dModel } = this.config
+    const attnOut = this.hook(
+      hookName.attnOut(this.layer),
+      this.drop(this.attention.forward(this.normalize(residPre, 'ln1', context), context), context),
+      context,
+      dModel,
+    ) // [batch * pos, dModel]
+    const mlpOut = this.hook(
+      hookName.mlpOut(this.layer),
+      this.drop(mlp.forward(this.normalize(residPre, 'ln2', context), context), context),
+      context,
+      dModel,
+    ) // [batch * pos, dModel]
+    const residPost = tf.add(residPre, tf.add(attnOut, mlpOut)) as tf.Tensor2D // [batch * pos, dModel]
+    return this.hook(hookName.residPost(this.layer), residPost, context, dModel)
   }
 }
 

@@ -8,7 +8,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { ConfigError, type Rng } from '@attnlab/core'
+import { ConfigError, InvalidArgumentError, type Rng } from '@attnlab/core'
 import { softmaxCrossEntropy } from '@attnlab/core/kernels'
 import type { ActivationFunction } from './config.ts'
 
@@ -97,15 +97,37 @@ export function ropeTables(
 
 /**
  * Applies rotary position embeddings (rotate-half): `x cos + rotate_half(x) sin` with
- * `rotate_half([x1, x2]) = [-x2, x1]` along the head axis.
+ * `rotate_half([x1, x2]) = [-x2, x1]` along the head axis (Su et al., RoFormer, arXiv 2104.09864, sec. 3.4).
+ * With `rotaryDims` below `dHead` only the first `rotaryDims` dimensions of each head are rotated (with the
+ * frequencies of a `rotaryDims`-wide head) and the rest pass through: GPT-NeoX's partial rotary embedding
+ * (Black et al., arXiv 2204.06745, sec. 2.1.1).
  *
  * @param x - queries or keys, `[batch, pos, heads, dHead]`
  * @param start - absolute position of `x`'s first position
  * @param theta - RoPE base
+ * @param rotaryDims - dimensions rotated, even, at most `dHead` (default 0 = all of `dHead`)
  * @returns `[batch, pos, heads, dHead]`
+ * @throws `InvalidArgumentError` (`@attnlab/core`) for a `rotaryDims` that is odd, negative or above `dHead`
  * @category Ops
  */
-export function applyRotary(x: tf.Tensor4D, start: number, theta: number): tf.Tensor4D {
+export function applyRotary(x: tf.Tensor4D, start: number, theta: number, rotaryDims = 0): tf.Tensor4D {
+  const width = x.shape[3]
+  if (!(Number.isInteger(rotaryDims) && rotaryDims >= 0 && rotaryDims % 2 === 0 && rotaryDims <= width)) {
+    throw new InvalidArgumentError(
+      `rotaryDims ${rotaryDims} is not an even number of dimensions in 0 .. ${width} (the head width; 0 = all)`,
+      { rotaryDims },
+    )
+  }
+  if (rotaryDims !== 0 && rotaryDims < width) {
+    const rotated = rotateHalf(tf.slice(x, [0, 0, 0, 0], [-1, -1, -1, rotaryDims]), start, theta) // [b, pos, h, r]
+    const passed = tf.slice(x, [0, 0, 0, rotaryDims], [-1, -1, -1, width - rotaryDims]) // [b, pos, h, dHead - r]
+    return tf.concat([rotated, passed], 3) as tf.Tensor4D // [b, pos, h, dHead]
+  }
+  return rotateHalf(x, start, theta)
+}
+
+/** Rotate-half RoPE over the whole last axis of `x`, `[batch, pos, heads, d]`. */
+function rotateHalf(x: tf.Tensor4D, start: number, theta: number): tf.Tensor4D {
   const [, pos, , dHead] = x.shape
   const half = dHead / 2
   const { cos, sin } = ropeTables(start, pos, dHead, theta)

@@ -12,10 +12,10 @@ import type { TensorMap } from './layout.ts'
  *
  * - `llama2c`: llama2.c's `.bin` (legacy version 0, or version 1 float32).
  * - `huggingface`: a Hugging Face model directory (`config.json` + safetensors), `model_type`
- *   `llama`, `mistral` or `qwen2`.
+ *   `llama`, `mistral`, `qwen2`, `gpt2` or `gpt_neox`.
  * - `attnlab`: an attnlab-native directory (`config.json` with `model_type: "attnlab"` +
  *   `model.safetensors` under attnlab parameter names), for models Hugging Face has no class
- *   for (`minimal`, `gpt`, non-standard `llama` variants).
+ *   for (`minimal`, `mixer`, `gpt` variants other than GPT-2 / GPT-NeoX, non-standard `llama` variants).
  * - `checkpoint`: an attnlab training checkpoint (`saveCheckpoint`, `manifest.json`).
  *
  * @category Import

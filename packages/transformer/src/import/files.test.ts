@@ -155,7 +155,10 @@ describe('Hugging Face directories: export and import round trips', () => {
     await expect(
       saveModelDirectory(
         fresh(),
-        { config: presetConfig('gpt-nano'), weights: randomWeights(presetConfig('gpt-nano'), 1) },
+        {
+          config: presetConfig('gpt-nano', { bias: false }),
+          weights: randomWeights(presetConfig('gpt-nano', { bias: false }), 1),
+        },
         { format: 'huggingface' },
       ),
     ).rejects.toThrow(UnsupportedModelError)
@@ -295,12 +298,14 @@ describe('Hugging Face directories: bad input', () => {
     await expectRejects(readHuggingFaceDirectory(dir), fileError('invalid-json', /config\.json is not valid JSON/))
     await writeFile(
       join(dir, 'config.json'),
-      JSON.stringify({ model_type: 'gpt_neox', architectures: ['GPTNeoXForCausalLM'] }),
+      JSON.stringify({ model_type: 'gptj', architectures: ['GPTJForCausalLM'] }),
     )
     await expectRejects(readHuggingFaceDirectory(dir), (error) => {
       expect(error).toBeInstanceOf(UnsupportedModelError)
       expect((error as AttnlabError).code).toBe('UNSUPPORTED')
-      expect((error as Error).message).toMatch(/"gpt_neox".*is not supported.*'llama', 'mistral', 'qwen2'/)
+      expect((error as Error).message).toMatch(
+        /"gptj".*is not supported.*'llama', 'mistral', 'qwen2'.*'gpt2', 'gpt_neox'/,
+      )
     })
   })
 

@@ -23,6 +23,13 @@ import { parameterShapes } from '../model.ts'
 import type { ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
 import {
+  gptFamilyConfigFor,
+  gptFamilyFromHuggingFace,
+  gptFamilyModelTypeFor,
+  gptFamilyToHuggingFace,
+  type GptFamilyModelType,
+} from './gpt-family.ts'
+import {
   attnlabConfigFor,
   ATTNLAB_MODEL_TYPE,
   configFromHuggingFace,
@@ -336,7 +343,8 @@ export async function readHuggingFaceDirectory(
     }
   }
   const notes = [...info.notes]
-  if (info.modelType !== ATTNLAB_MODEL_TYPE) {
+  const gptFamily = info.modelType === 'gpt2' || info.modelType === 'gpt_neox' ? info.modelType : undefined
+  if (info.modelType !== ATTNLAB_MODEL_TYPE && gptFamily === undefined) {
     // Tied embeddings stored once (only lm_head.weight, or a __metadata__ alias): read the stored tensor twice.
     const tied = tiedEmbeddingAliases(info.config, new Set(entries.keys()), metadata)
     for (const [absent, stored] of tied.aliases) entries.set(absent, entries.get(stored) as SafetensorsEntry)
@@ -361,6 +369,8 @@ export async function readHuggingFaceDirectory(
       }
       weights.set(name, { shape, data })
     }
+  } else if (gptFamily !== undefined) {
+    weights = gptFamilyFromHuggingFace(info.config, gptFamily, shapes, read, { file: dir })
   } else {
     weights = llamaFromHuggingFace(info.config, shapes, read, { file: dir, biases: info.biases })
   }
@@ -375,9 +385,10 @@ export async function readHuggingFaceDirectory(
  */
 export interface SaveModelOptions {
   /**
-   * `huggingface`: a `LlamaForCausalLM` directory (`llama` models only); `attnlab`: the
-   * attnlab-native directory (any model); `auto` (default): Hugging Face when the model can be
-   * expressed exactly, else attnlab.
+   * `huggingface`: a `LlamaForCausalLM` directory for `llama` models, a `GPT2LMHeadModel` (learned positions) or
+   * `GPTNeoXForCausalLM` (rotary positions) directory for `gpt` models; `attnlab`: the attnlab-native directory
+   * (any model); `auto` (default): `LlamaForCausalLM` when a `llama` model can be expressed exactly, else attnlab
+   * (a `gpt` model is written as GPT-2 / GPT-NeoX only when asked for).
    */
   readonly format?: 'auto' | 'huggingface' | 'attnlab'
   /** A tokenizer to store as `tokenizer.bin` beside the weights. */
@@ -402,9 +413,9 @@ export interface SavedModel {
  * Writes a model as a directory, atomically (a temporary sibling renamed into place; an
  * existing directory is replaced only once everything is written): `config.json`,
  * `model.safetensors` (float32, metadata `format: pt`, as `transformers` expects), and
- * `tokenizer.bin` when a tokenizer is given. The Hugging Face form uses `LlamaForCausalLM`'s
- * exact tensor names (tied models store no `lm_head.weight`, as `save_pretrained` does) and
- * loads back bit-identically with {@link readHuggingFaceDirectory}.
+ * `tokenizer.bin` when a tokenizer is given. The Hugging Face form uses `LlamaForCausalLM`'s,
+ * `GPT2LMHeadModel`'s or `GPTNeoXForCausalLM`'s exact tensor names (tied models store no unembedding, as
+ * `save_pretrained` does) and loads back bit-identically with {@link readHuggingFaceDirectory}.
  *
  * @param dir - the directory to create or replace
  * @param model - the configuration and every parameter (e.g. `{ config: model.config,
@@ -412,7 +423,7 @@ export interface SavedModel {
  * @param options - format, tokenizer, special tokens
  * @returns the format and files written
  * @throws {@link UnsupportedModelError} when `format: 'huggingface'` is asked for a model
- *   `LlamaForCausalLM` cannot express (the message says why)
+ *   the Hugging Face classes cannot express (the message says why)
  * @throws {@link ModelFileError} when the weights do not match the configuration;
  *   `IoError` when the directory cannot be written
  * @throws `UnsupportedError` (`@attnlab/core`) outside Node.js (in a browser: fetch the bytes and parse them)
@@ -429,19 +440,26 @@ export async function saveModelDirectory(
   const reason = huggingFaceIncompatibility(config)
   const biases = reason === undefined ? huggingFaceBiasLayout(config, weights) : undefined
   const canHuggingFace = reason === undefined && biases !== undefined
-  if (requested === 'huggingface' && !canHuggingFace) {
-    throw new UnsupportedModelError(
-      `LlamaForCausalLM cannot express ${reason ?? 'non-zero MLP biases'}; save with format 'attnlab' (or 'auto')`,
-      { file: dir },
-    )
+  // gpt models are written as GPT-2 / GPT-NeoX only when asked for (auto keeps the attnlab format for them).
+  const gpt = config.architecture === 'gpt' && requested === 'huggingface' ? gptFamilyModelTypeFor(config) : undefined
+  const gptFamily: GptFamilyModelType | undefined = gpt !== undefined && 'modelType' in gpt ? gpt.modelType : undefined
+  if (requested === 'huggingface' && !canHuggingFace && gptFamily === undefined) {
+    const cannot =
+      gpt !== undefined && 'reason' in gpt
+        ? `GPT2LMHeadModel / GPTNeoXForCausalLM cannot express ${gpt.reason}`
+        : `LlamaForCausalLM cannot express ${reason ?? 'non-zero MLP biases'}`
+    throw new UnsupportedModelError(`${cannot}; save with format 'attnlab' (or 'auto')`, { file: dir })
   }
-  const format = requested === 'attnlab' || !canHuggingFace ? 'attnlab' : 'huggingface'
+  const format = requested === 'attnlab' || (!canHuggingFace && gptFamily === undefined) ? 'attnlab' : 'huggingface'
   const specialTokens: SpecialTokens =
     options.specialTokens ??
     (options.tokenizer === undefined ? {} : { bos: options.tokenizer.bosId, eos: [options.tokenizer.eosId] })
   let json: Record<string, unknown>
   let tensors: TensorMap
-  if (format === 'huggingface') {
+  if (gptFamily !== undefined) {
+    json = gptFamilyConfigFor(config, specialTokens)
+    tensors = gptFamilyToHuggingFace(config, weights).tensors
+  } else if (format === 'huggingface') {
     json = huggingFaceConfigFor(config, biases, specialTokens)
     tensors = llamaToHuggingFace(config, weights, biases)
   } else {

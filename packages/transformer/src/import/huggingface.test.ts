@@ -87,19 +87,29 @@ describe('configFromHuggingFace', () => {
     expect(configFromHuggingFace({ ...base, model_type: 'mistral' }, { maxContext: 64 }).config.nCtx).toBe(64)
   })
 
+  it('rejects a bad maxContext or an unknown option with a ConfigError naming it', () => {
+    expect(() => configFromHuggingFace(base, { maxContext: 0 })).toThrow(
+      /^Invalid maxContext: 0 must be a positive integer \(the number of positions to keep\)$/,
+    )
+    expect(() => configFromHuggingFace(base, { fille: 'x' } as never)).toThrow(
+      /^Invalid fille: is not a configFromHuggingFace parameter \(did you mean 'file'\?\); expected one of file, maxContext$/,
+    )
+  })
+
   it('rejects other architectures, naming what is supported', () => {
-    expect(() => configFromHuggingFace({ ...base, model_type: 'gpt2', architectures: ['GPT2LMHeadModel'] })).toThrow(
+    expect(() => configFromHuggingFace({ ...base, model_type: 'gptj', architectures: ['GPTJForCausalLM'] })).toThrow(
       UnsupportedModelError,
     )
     expect(() =>
       configFromHuggingFace(
-        { ...base, model_type: 'gpt2', architectures: ['GPT2LMHeadModel'] },
+        { ...base, model_type: 'gptj', architectures: ['GPTJForCausalLM'] },
         { file: 'x/config.json' },
       ),
     ).toThrow(
       new RegExp(
-        /^x\/config\.json: model_type "gpt2" \(architectures: GPT2LMHeadModel\) is not supported; /.source +
-          /attnlab loads Hugging Face model_type 'llama', 'mistral', 'qwen2'/.source,
+        /^x\/config\.json: model_type "gptj" \(architectures: GPTJForCausalLM\) is not supported; /.source +
+          /attnlab loads Hugging Face model_type 'llama', 'mistral', 'qwen2' \(into its llama architecture\), /.source +
+          /'gpt2', 'gpt_neox' \(into its gpt architecture\)/.source,
       ),
     )
     expect(() => configFromHuggingFace({ hidden_size: 4 })).toThrow(/model_type undefined/)

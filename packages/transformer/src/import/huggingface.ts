@@ -13,15 +13,18 @@
  * - `qwen2` (`Qwen2ForCausalLM`): a Llama with q/k/v biases; a sliding window in use
  *   (`use_sliding_window: true`) is rejected.
  *
- * Everything else is rejected with {@link UnsupportedModelError}, naming what was found and
+ * `gpt2` (`GPT2LMHeadModel`) and `gpt_neox` (`GPTNeoXForCausalLM`, Pythia) run on attnlab's `gpt` architecture
+ * (see `gpt-family.ts`). Everything else is rejected with {@link UnsupportedModelError}, naming what was found and
  * what is supported.
  *
  * @module
  */
-import { checkOptionKeys, ConfigError } from '@attnlab/core'
+import { ConfigError } from '@attnlab/core'
+import { configSchema, customField, parseConfig, showValue, z } from '@attnlab/core/schema'
 import { configFromJSON, configToJSON, createConfig, type TransformerConfig } from '../config.ts'
 import type { SpecialTokens } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
+import { gptFamilyConfigFromHuggingFace, isGptFamily, type GptFamilyModelType } from './gpt-family.ts'
 import { NO_BIASES, type LlamaBiasLayout } from './llama-weights.ts'
 
 /**
@@ -56,38 +59,31 @@ const DEFAULTS: Readonly<Record<HuggingFaceModelType, { maxPositions: number; no
 }
 
 /**
- * Options of {@link configFromHuggingFace}.
+ * The schema of {@link HuggingFaceConfigOptions} (its `maxContext` is also `loadModel`'s).
  *
  * @category Import
  */
-export interface HuggingFaceConfigOptions {
+export const huggingFaceConfigOptionsSchema = configSchema({
   /** The file, for messages. */
-  readonly file?: string
+  file: customField<string>('the file, for messages').optional(),
   /**
    * Cap the context (`nCtx`) at this many positions (models declare up to 131072 positions;
    * attnlab precomputes nothing per position, but a smaller cap rejects longer inputs early).
+   * A positive integer.
    */
-  readonly maxContext?: number
-}
+  maxContext: z
+    .custom<number>((value) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1, {
+      error: (issue) => `${showValue(issue.input)} must be a positive integer (the number of positions to keep)`,
+    })
+    .optional(),
+})
 
 /**
- * Checks the `maxContext` option (a positive integer, or undefined).
+ * Options of {@link configFromHuggingFace} (see {@link huggingFaceConfigOptionsSchema}).
  *
- * @throws `ConfigError` (`@attnlab/core`) naming `maxContext`
+ * @category Import
  */
-export function checkMaxContext(maxContext: unknown): void {
-  if (
-    maxContext !== undefined &&
-    !(typeof maxContext === 'number' && Number.isSafeInteger(maxContext) && maxContext >= 1)
-  ) {
-    throw new ConfigError(
-      'maxContext',
-      `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive ` +
-        'integer (the number of positions to keep)',
-      { value: maxContext },
-    )
-  }
-}
+export type HuggingFaceConfigOptions = Readonly<z.input<typeof huggingFaceConfigOptionsSchema>>
 
 /**
  * A Hugging Face configuration, understood.
@@ -96,10 +92,10 @@ export function checkMaxContext(maxContext: unknown): void {
  */
 export interface HuggingFaceModelInfo {
   /** The `model_type` (or `attnlab` for attnlab-native directories). */
-  readonly modelType: HuggingFaceModelType | typeof ATTNLAB_MODEL_TYPE
+  readonly modelType: HuggingFaceModelType | GptFamilyModelType | typeof ATTNLAB_MODEL_TYPE
   /** The attnlab configuration. */
   readonly config: TransformerConfig
-  /** Which biases the checkpoint stores. */
+  /** Which biases the checkpoint stores (llama family; GPT-2 and GPT-NeoX store them all: `NO_BIASES` here). */
   readonly biases: LlamaBiasLayout
   /** `bos_token_id` / `eos_token_id`, when the config declares them. */
   readonly specialTokens: SpecialTokens
@@ -119,7 +115,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * @returns the attnlab configuration, the bias layout, special tokens and notes
  * @throws {@link UnsupportedModelError} for another `model_type` (the message lists the
  *   supported ones), RoPE scaling, partial rotary, an activation other than `silu`, MLP biases,
- *   an active Qwen2 sliding window
+ *   an active Qwen2 sliding window; for `gpt2` / `gpt_neox` the options `gptFamilyConfigFromHuggingFace` refuses
  * @throws {@link ModelFileError} `invalid-json` when the JSON is not an object or
  *   `invalid-header` when a required field is missing or out of range (named)
  * @throws `ConfigError` (`@attnlab/core`) naming the option for an unknown option or a
@@ -127,18 +123,24 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * @category Import
  */
 export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigOptions = {}): HuggingFaceModelInfo {
-  checkOptionKeys('configFromHuggingFace options', options, ['file', 'maxContext'])
-  checkMaxContext(options.maxContext)
+  parseConfig(huggingFaceConfigOptionsSchema, options, 'configFromHuggingFace')
   const file = options.file
   if (!isRecord(json)) throw new ModelFileError('invalid-json', 'config.json is not a JSON object', { file })
   const modelType = json.model_type
   if (modelType === ATTNLAB_MODEL_TYPE) return attnlabNativeConfig(json, options)
+  if (isGptFamily(json)) {
+    const { maxContext } = options
+    const extras = nativeExtras(json)
+    const { config, notes } = gptFamilyConfigFromHuggingFace(json, json.model_type, { file, maxContext, extras })
+    return { modelType: json.model_type, config, biases: NO_BIASES, specialTokens: specialTokens(json), notes }
+  }
   if (typeof modelType !== 'string' || !(SUPPORTED as readonly string[]).includes(modelType)) {
     const architectures = Array.isArray(json.architectures) ? ` (architectures: ${json.architectures.join(', ')})` : ''
     throw new UnsupportedModelError(
       `model_type ${JSON.stringify(modelType)}${architectures} is not supported; attnlab loads Hugging Face ` +
         `model_type ${SUPPORTED.map((t) => `'${t}'`).join(', ')} ` +
-        `(into its llama architecture) and attnlab-native directories (model_type '${ATTNLAB_MODEL_TYPE}')`,
+        `(into its llama architecture), 'gpt2', 'gpt_neox' (into its gpt architecture) and attnlab-native ` +
+        `directories (model_type '${ATTNLAB_MODEL_TYPE}')`,
       { file, modelType },
     )
   }
@@ -366,6 +368,9 @@ export function huggingFaceIncompatibility(config: TransformerConfig): string | 
   if (config.normalization !== 'rmsnorm') return `normalization '${config.normalization}'`
   if (config.positional !== 'rotary') return `positional '${config.positional}'`
   if (config.attnOnly || !config.gatedMlp || config.actFn !== 'silu') return 'an MLP other than SwiGLU'
+  if (config.parallelResidual) return 'parallel attention and MLP (parallelResidual)'
+  if (config.rotaryDims !== 0 && config.rotaryDims !== config.dHead)
+    return `a partial rotary (rotaryDims ${config.rotaryDims})`
   if (Math.abs(config.attnScale * Math.sqrt(config.dHead) - 1) > 1e-6)
     return `attnScale ${config.attnScale} (LlamaForCausalLM uses 1/sqrt(dHead))`
   return undefined
