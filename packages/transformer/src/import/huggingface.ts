@@ -19,8 +19,7 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
-import { configSchema, customField, parseConfig, showValue, z } from '@attnlab/core/schema'
+import { checkOptionKeys, ConfigError } from '@attnlab/core'
 import { configFromJSON, configToJSON, createConfig, type TransformerConfig } from '../config.ts'
 import type { SpecialTokens } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
@@ -59,31 +58,38 @@ const DEFAULTS: Readonly<Record<HuggingFaceModelType, { maxPositions: number; no
 }
 
 /**
- * The schema of {@link HuggingFaceConfigOptions} (its `maxContext` is also `loadModel`'s).
+ * Options of {@link configFromHuggingFace}.
  *
  * @category Import
  */
-export const huggingFaceConfigOptionsSchema = configSchema({
+export interface HuggingFaceConfigOptions {
   /** The file, for messages. */
-  file: customField<string>('the file, for messages').optional(),
+  readonly file?: string
   /**
    * Cap the context (`nCtx`) at this many positions (models declare up to 131072 positions;
    * attnlab precomputes nothing per position, but a smaller cap rejects longer inputs early).
-   * A positive integer.
    */
-  maxContext: z
-    .custom<number>((value) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1, {
-      error: (issue) => `${showValue(issue.input)} must be a positive integer (the number of positions to keep)`,
-    })
-    .optional(),
-})
+  readonly maxContext?: number
+}
 
 /**
- * Options of {@link configFromHuggingFace} (see {@link huggingFaceConfigOptionsSchema}).
+ * Checks the `maxContext` option (a positive integer, or undefined).
  *
- * @category Import
+ * @throws `ConfigError` (`@attnlab/core`) naming `maxContext`
  */
-export type HuggingFaceConfigOptions = Readonly<z.input<typeof huggingFaceConfigOptionsSchema>>
+export function checkMaxContext(maxContext: unknown): void {
+  if (
+    maxContext !== undefined &&
+    !(typeof maxContext === 'number' && Number.isSafeInteger(maxContext) && maxContext >= 1)
+  ) {
+    throw new ConfigError(
+      'maxContext',
+      `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive ` +
+        'integer (the number of positions to keep)',
+      { value: maxContext },
+    )
+  }
+}
 
 /**
  * A Hugging Face configuration, understood.
@@ -123,7 +129,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * @category Import
  */
 export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigOptions = {}): HuggingFaceModelInfo {
-  parseConfig(huggingFaceConfigOptionsSchema, options, 'configFromHuggingFace')
+  checkOptionKeys('configFromHuggingFace options', options, ['file', 'maxContext'])
+  checkMaxContext(options.maxContext)
   const file = options.file
   if (!isRecord(json)) throw new ModelFileError('invalid-json', 'config.json is not a JSON object', { file })
   const modelType = json.model_type
