@@ -9,7 +9,8 @@
  *    blocks are excluded.
  * 4. Keep the top `K` blocks per query block (`K` capped at the number of blocks; query block `m`
  *    keeps `min(m + 1, K)`), ties to the lower block index.
- * 5. Attend exactly over the kept blocks with the causal mask inside diagonal blocks.
+ * 5. Attend exactly over the kept blocks with the causal mask inside diagonal blocks, tile by tile
+ *    from this compact block index (never a `[nHeads, T, T]` mask).
  *
  * Reported sparsity: the analytic block formula ({@link blockSparseSparsity}).
  *
@@ -18,6 +19,7 @@
 import type { AttentionPrefillInput } from '@attnlab/core'
 import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
+import { blockSelectionTile, type TileSource } from './tiled-attention.ts'
 import { blockMeans, topK } from './select.ts'
 import { blockSparseSparsity } from './sparsity.ts'
 
@@ -91,17 +93,17 @@ function blockSparsePlan(
   // zero padding counts in the mean
   const pool = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, B, true)
   const group = nHeads / nKvHeads
-  const allowed = new Uint8Array(batch * nHeads * n * n)
+  // The compact index: per head, the kept key blocks of query block m (ascending) at [m * K, m * K + count[m]).
+  const kept = Array.from({ length: batch * nHeads }, () => new Int32Array(blocks * K))
+  const keptCount = Array.from({ length: batch * nHeads }, () => new Int32Array(blocks))
   const reported = new Float64Array(batch * nHeads).fill(blockSparseSparsity(n, B, config.topK))
   const scores = new Float64Array(blocks)
-  const selected = new Uint8Array(blocks)
   for (let b = 0; b < batch; b++) {
     const kBars = Array.from({ length: nKvHeads }, (_, kv) => pool(kData, b * nKvHeads + kv))
     for (let h = 0; h < nHeads; h++) {
       const head = b * nHeads + h
       const qBar = pool(qData, head)
       const kBar = kBars[Math.floor(h / group)] as Float64Array
-      const offset = head * n * n
       for (let m = 0; m < blocks; m++) {
         for (let j = 0; j <= m; j++) {
           let dot = 0
@@ -111,17 +113,31 @@ function blockSparsePlan(
         scores[0] = Infinity
         scores[m] = Infinity
         if (m >= 1) scores[m - 1] = Infinity
-        selected.fill(0)
-        for (const j of topK(scores, Math.min(m + 1, K), m + 1)) selected[j] = 1
-        const stop = Math.min(n, (m + 1) * B)
-        for (let i = m * B; i < stop; i++) {
-          const row = offset + i * n
-          for (let j = 0; j <= i; j++) if (selected[Math.floor(j / B)]) allowed[row + j] = 1
-        }
+        const chosen = topK(scores, Math.min(m + 1, K), m + 1).sort((x, y) => x - y)
+        ;(kept[head] as Int32Array).set(chosen, m * K)
+        ;(keptCount[head] as Int32Array)[m] = chosen.length
       }
     }
   }
-  return { allowed, reported, extra: { topK: K, blocks, blockSize: B } }
+  // Tiles of whole query blocks (about 64 rows): the union of their kept key blocks.
+  const blocksPerTile = Math.max(1, Math.floor(64 / B))
+  const tiles: TileSource = (head, start, stop) => {
+    const headKept = kept[head] as Int32Array
+    const headCount = keptCount[head] as Int32Array
+    const marks = new Uint8Array(blocks)
+    let marked = -1
+    const isKept = (m: number, j: number): boolean => {
+      if (m !== marked) {
+        if (marked >= 0)
+          for (let c = 0; c < (headCount[marked] as number); c++) marks[headKept[marked * K + c] as number] = 0
+        for (let c = 0; c < (headCount[m] as number); c++) marks[headKept[m * K + c] as number] = 1
+        marked = m
+      }
+      return marks[j] === 1
+    }
+    return blockSelectionTile(isKept, B, n, start, stop)
+  }
+  return { tiles, tileRows: blocksPerTile * B, reported, extra: { topK: K, blocks, blockSize: B } }
 }
 
 /**

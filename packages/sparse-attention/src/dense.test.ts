@@ -1,5 +1,5 @@
-// dense() is attnlab's one dense kernel (@attnlab/core's denseAttention) with the mask
-// accounting of this package: every causal pair, both sparsities 0.
+// dense() computes every causal pair (tiles of 256 query rows, or @attnlab/core's denseAttention
+// under hooks) with the mask accounting of this package: both sparsities 0.
 import { expect, it } from 'vitest'
 import * as tf from '@tensorflow/tfjs-core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'

@@ -1,7 +1,7 @@
 /**
- * Dense causal attention, the reference every sparse method is compared with: `@attnlab/core`'s
- * `denseAttention` (attnlab's one dense kernel) with this package's accounting (the mask of every
- * causal pair, both sparsities 0).
+ * Dense causal attention, the reference every sparse method is compared with: every causal pair,
+ * computed over tiles of 256 query rows (memory linear in `T`), with this package's accounting
+ * (both sparsities 0); with hooks on the scores or pattern, `@attnlab/core`'s `denseAttention`.
  *
  * @module
  */
@@ -16,8 +16,11 @@ export type DenseConfig = Readonly<Record<string, never>>
 
 /**
  * The dense kernel: causal softmax attention over every pair in prefill and over the whole cache
- * in decode, computed by `@attnlab/core`'s `denseAttention` (the same numbers as a model's default
- * attention). Both sparsities are 0.
+ * in decode. Prefill runs over tiles of 256 query rows (`attendByTiles`, never a `[nHeads, T, T]`
+ * tensor), or through `@attnlab/core`'s `denseAttention` when hooks need the dense scores or
+ * pattern; decode runs `denseAttention`. The same numbers as a model's default attention up to
+ * float32 rounding (FlashAttention's tiling, Dao et al. 2022, arXiv 2205.14135, section 3.1). Both
+ * sparsities are 0.
  *
  * @returns a kernel named `'dense'`
  * @example

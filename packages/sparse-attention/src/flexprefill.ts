@@ -37,6 +37,7 @@ import {
 } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
 import { blockMeans, coverCount, topK } from './select.ts'
+import { blockSelectionTile } from './tiled-attention.ts'
 import type { VerticalSlashMaskMode } from './vertical-slash-index.ts'
 import { LinePlanBuilder, selectLines, windowLineScores } from './vertical-slash.ts'
 
@@ -197,7 +198,7 @@ function blockLevelPlan(
   const kData = input.k.dataSync() as Float32Array
   const pooled = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, block, false)
   const group = nHeads / nKvHeads
-  const allowed = new Uint8Array(batch * nHeads * n * n)
+  const selectedOf: Uint8Array[] = [] // per head, [query block, key block]
   const reported = new Float64Array(batch * nHeads)
   let queryAwareHeads = 0
   let verticalBlocksTotal = 0
@@ -279,16 +280,16 @@ function blockLevelPlan(
       let chosen = 0
       for (let m = 0; m < blocks; m++) for (let j = 0; j <= m; j++) chosen += selected[m * blocks + j] as number
       reported[head] = 1 - chosen / causalBlocks
-      const offset = head * n * n
-      for (let i = 0; i < n; i++) {
-        const m = Math.floor(i / block)
-        for (let j = 0; j <= i; j++) if (selected[m * blocks + Math.floor(j / block)]) allowed[offset + i * n + j] = 1
-      }
+      selectedOf[head] = selected
     }
   }
   const heads = batch * nHeads
   return {
-    allowed,
+    tiles: (head, start, stop) => {
+      const selected = selectedOf[head] as Uint8Array
+      return blockSelectionTile((m, j) => selected[m * blocks + j] === 1, block, n, start, stop)
+    },
+    tileRows: block,
     reported,
     extra: {
       denseFallback: 0,

@@ -15,15 +15,18 @@
  *
  * Every method runs per query head and is grouped-query aware (query head `h` reads KV head
  * `floor(h / (nHeads / nKvHeads))`), computes in float32, breaks top-k ties toward the lower
- * index, and attends with exact softmax over its own mask (selection in JavaScript, attention as
- * tfjs ops). These are mask-based reference implementations for studying the methods, not fast
- * kernels: cost is that of dense attention.
+ * index, and attends with exact softmax over its own selection (selection in JavaScript, attention as
+ * tfjs ops over tiles of query rows from the method's compact index, {@link attendByTiles}: memory
+ * linear in the sequence length, work proportional to the pairs the tiles read). They are
+ * reference implementations for studying the methods, not fast kernels.
  *
  * @packageDocumentation
  */
 export { SequenceTooShortError } from './errors.ts'
 export {
+  backendBytesAvailable,
   checkDecodeInput,
+  checkPrefillFits,
   checkPrefillInput,
   combine,
   defineKernel,
@@ -32,6 +35,7 @@ export {
   runDecode,
   runPrefill,
   type AttentionPhase,
+  type AttentionTiming,
   type CombinedConfig,
   type DecodeSelection,
   type DecodeShape,
@@ -48,6 +52,18 @@ export {
   type SparsityReport,
 } from './kernel.ts'
 export { attendWithMask, causalPairMask, lastWindowProbabilities, repeatKvHeads } from './masked-attention.ts'
+export {
+  MAX_TYPED_ARRAY_LENGTH,
+  attendByTiles,
+  blockSelectionTile,
+  causalTile,
+  maskFromTiles,
+  tiledAttentionBytes,
+  tilesFromMask,
+  type QueryTile,
+  type TiledAttentionCounts,
+  type TileSource,
+} from './tiled-attention.ts'
 export { argsortDescending, averagePool, coverCount, topK } from './select.ts'
 export { dense, type DenseConfig } from './dense.ts'
 export {
@@ -111,6 +127,7 @@ export {
   applyPrefill,
   type DecodeStepQKV,
   type SequenceDecodeResult,
+  type SequenceDecodeTiming,
   type SequenceOptions,
   type SequencePrefillResult,
   type SequenceQKV,

@@ -5,7 +5,8 @@
  * (the exact one from the mask and the figure the study reports).
  *
  * A prefill method is a *planner* (selection in JavaScript from scores read back from tfjs)
- * followed by softmax attention restricted to the planned mask; a decode method is a *strategy*
+ * followed by softmax attention restricted to the planned pairs, computed tile by tile of query
+ * rows from the plan's compact form (memory linear in `T`); a decode method is a *strategy*
  * that may compact the KV cache after the prefill (eviction) and picks, at every step, which
  * cache slots each query head reads.
  *
@@ -25,8 +26,18 @@ import {
   InvalidArgumentError,
   type LayerKVCache,
   ShapeError,
+  TooLargeError,
 } from '@attnlab/core'
-import { attendWithMask, causalPairMask } from './masked-attention.ts'
+import { attendWithMask } from './masked-attention.ts'
+import {
+  attendByTiles,
+  causalTile,
+  MAX_TYPED_ARRAY_LENGTH,
+  maskFromTiles,
+  tiledAttentionBytes,
+  tilesFromMask,
+  type TileSource,
+} from './tiled-attention.ts'
 
 /**
  * The method names of this package (`dense` is the reference).
@@ -81,12 +92,34 @@ export interface HeadSparsity {
 }
 
 /**
+ * Wall-clock seconds (`performance.now()`) of a kernel call's two parts: the method's importance
+ * estimation and selection (Vertical-Slash's and FlexPrefill's last-window estimate, Block-Sparse's
+ * block pooling, Quest's page scores; SnapKV's observation-window scores run in `afterPrefill`,
+ * timed by the sequence API) and the attention itself. Reading results back from tfjs (`dataSync`)
+ * counts in the part that reads them.
+ *
+ * @category Kernels
+ */
+export interface AttentionTiming {
+  /** Seconds of the estimation and selection (the planner or decode strategy). */
+  readonly estimationSeconds: number
+  /** Seconds of the attention over the selected pairs (output tensor ready, `dataSync` not included). */
+  readonly attentionSeconds: number
+}
+
+/**
  * A prefill's result with its mask and sparsities.
  *
  * @category Kernels
  */
 export interface MaskedPrefillResult extends AttentionResult {
-  /** 1 where the pair was computed, `[batch, nHeads, T, T]` row-major (query-major). */
+  /**
+   * 1 where the pair was computed, `[batch, nHeads, T, T]` row-major (query-major). Built on first
+   * read from the method's compact selection (512 MB at 8 heads and T = 8192): leave it unread at
+   * long contexts.
+   *
+   * @throws `TooLargeError` (`@attnlab/core`) on read when `batch * nHeads * T * T` exceeds 2^32 entries
+   */
   readonly mask: Uint8Array
   /** `[batch, nHeads, T, T]`. */
   readonly maskShape: readonly [number, number, number, number]
@@ -94,6 +127,8 @@ export interface MaskedPrefillResult extends AttentionResult {
   readonly sparsity: SparsityReport
   /** Both sparsities per head. */
   readonly headSparsity: HeadSparsity
+  /** Seconds of the estimation and of the attention. */
+  readonly timing: AttentionTiming
 }
 
 /**
@@ -110,6 +145,8 @@ export interface MaskedDecodeResult extends AttentionResult {
   readonly sparsity: SparsityReport
   /** Both sparsities per head. */
   readonly headSparsity: HeadSparsity
+  /** Seconds of the slot selection (estimation) and of the attention. */
+  readonly timing: AttentionTiming
 }
 
 /**
@@ -147,15 +184,25 @@ export interface SparseAttentionKernel<C = unknown> extends AttentionKernel {
  * @category Kernels
  */
 export interface PrefillPlan {
-  /** 1 where the pair is computed, `[batch, nHeads, T, T]`; must be causal and cover every row. */
-  readonly allowed: Uint8Array
+  /**
+   * 1 where the pair is computed, `[batch, nHeads, T, T]`; must be causal and cover every row.
+   * Give this or {@link PrefillPlan.tiles} (the compact form, needed for long contexts).
+   */
+  readonly allowed?: Uint8Array
+  /**
+   * The computed pairs tile by tile, from the method's compact index (see `QueryTile`): what the
+   * attention reads when given; `allowed` is then built only if a caller reads the result's mask.
+   */
+  readonly tiles?: TileSource
+  /** Query rows per tile (default 64; the dense planner 256). */
+  readonly tileRows?: number
   /** The study's sparsity per head, `[batch * nHeads]`. */
   readonly reported: Float64Array
   /** Method-specific numbers (averages over batch and heads). */
   readonly extra?: Readonly<Record<string, number>>
   /**
-   * True only when `allowed` is every causal pair (the {@link densePlanner}): the output then
-   * comes from `@attnlab/core`'s `denseAttention`, attnlab's one dense kernel, instead of
+   * True only when the plan is every causal pair (the {@link densePlanner}): under hooks the output
+   * then comes from `@attnlab/core`'s `denseAttention`, attnlab's one dense kernel, instead of
    * the masked attention.
    */
   readonly everyCausalPair?: boolean
@@ -163,7 +210,7 @@ export interface PrefillPlan {
 
 /**
  * A prefill method's selection step: reads the input (it may run tfjs ops and read them back)
- * and returns the mask to compute.
+ * and returns the pairs to compute (as tiles, or a full mask).
  *
  * @category Kernels
  */
@@ -329,9 +376,75 @@ function mean(values: Float64Array): number {
   return values.length === 0 ? 0 : sum / values.length
 }
 
+/** Seconds since `start` (a `performance.now()` reading). */
+function secondsSince(start: number): number {
+  return (performance.now() - start) / 1000
+}
+
+/** Default query rows per tile of a plan without `tileRows`. */
+const DEFAULT_TILE_ROWS = 64
+
 /**
- * Runs a prefill planner and the masked attention; counts pairs and sparsities.
+ * Bytes the tfjs backend may still allocate: the wasm backend's heap is capped at 4 GiB (2^32
+ * bytes) and holds every tensor; other backends report no cap here (`Infinity`).
  *
+ * @returns free bytes of the backend, or `Infinity` when it has no known cap
+ * @category Kernels
+ */
+export function backendBytesAvailable(): number {
+  if (tf.getBackend() !== 'wasm') return Number.POSITIVE_INFINITY
+  return 2 ** 32 - tf.memory().numBytes
+}
+
+/**
+ * Checks, before any work, that a prefill fits: the tiled attention's work space (memory linear in
+ * `T`, see `tiledAttentionBytes`) or, when hooks or `needsPattern` need the dense scores and
+ * pattern, three `[batch, nHeads, T, T]` float32 tensors (scores, mask bias, probabilities), each
+ * at most 2^32 elements, against {@link backendBytesAvailable}.
+ *
+ * @param shape - the validated input shape
+ * @param materialised - true when the dense `[batch, nHeads, T, T]` tensors will be built
+ * @param tileRows - query rows per tile of the tiled path
+ * @throws `TooLargeError` (`@attnlab/core`) naming the bytes needed, the bytes available and the dimension
+ * @category Kernels
+ */
+export function checkPrefillFits(shape: PrefillShape, materialised: boolean, tileRows = 256): void {
+  const { batch, nHeads, length } = shape
+  const available = backendBytesAvailable()
+  const dims = `[batch, nHeads, T, T] = [${batch}, ${nHeads}, ${length}, ${length}]`
+  if (materialised) {
+    const elements = batch * nHeads * length * length
+    const bytes = 3 * 4 * elements
+    if (elements > MAX_TYPED_ARRAY_LENGTH || bytes > available) {
+      const limit =
+        elements > MAX_TYPED_ARRAY_LENGTH ? `one tensor holds at most ${MAX_TYPED_ARRAY_LENGTH} elements` : ''
+      throw new TooLargeError(
+        `attention hooks (hook_attn_scores / hook_pattern) need the dense scores, bias and pattern ${dims}: ` +
+          `${bytes} bytes, but ${limit || `the ${tf.getBackend()} backend has ${available} bytes free`}; ` +
+          'run without those hooks (the tiled path needs memory linear in T) or on a shorter T',
+        { bytes, available, dimension: 'T', T: length },
+      )
+    }
+    return
+  }
+  const bytes = tiledAttentionBytes(shape, tileRows)
+  if (bytes > available) {
+    throw new TooLargeError(
+      `tiled attention over T = ${length} (${batch} x ${nHeads} heads, dHead ${shape.dHead}) needs about ${bytes} ` +
+        `bytes but the ${tf.getBackend()} backend has ${available} bytes free; use a shorter T`,
+      { bytes, available, dimension: 'T', T: length },
+    )
+  }
+}
+
+/**
+ * Runs a prefill planner and the attention over its selection; counts pairs and sparsities.
+ * Without hooks (and `needsPattern` false) the output comes from the tiled attention
+ * (`attendByTiles`, memory linear in `T`, never an `[nHeads, T, T]` tensor); with them, the dense
+ * scores and pattern are built for the hooks (`attendWithMask`, or `denseAttention` for a dense plan).
+ *
+ * @throws `TooLargeError` (`@attnlab/core`) before the planner runs when the request cannot fit
+ *   ({@link checkPrefillFits}); `ShapeError` (`@attnlab/core`) on inconsistent input shapes
  * @category Kernels
  */
 export function runPrefill(
@@ -341,46 +454,75 @@ export function runPrefill(
 ): MaskedPrefillResult {
   const shape = checkPrefillInput(input)
   const { batch, nHeads, length } = shape
+  const hooked = context.needsPattern || context.hooks.attnScores !== undefined || context.hooks.pattern !== undefined
+  checkPrefillFits(shape, hooked)
+  const estimationStart = performance.now()
   const plan = planner(input, shape)
+  const estimationSeconds = secondsSince(estimationStart)
   const rowSize = length * length
-  if (plan.allowed.length !== batch * nHeads * rowSize) {
+  if (plan.allowed !== undefined && plan.allowed.length !== batch * nHeads * rowSize) {
     throw new InvalidArgumentError(
       `planner returned a mask of ${plan.allowed.length} entries, expected ${batch * nHeads * rowSize}`,
     )
   }
+  if (plan.allowed === undefined && plan.tiles === undefined)
+    throw new InvalidArgumentError('internal: the planner returned neither allowed nor tiles')
+  const tileRows = plan.tileRows ?? DEFAULT_TILE_ROWS
+  const tiles = plan.tiles ?? tilesFromMask(plan.allowed as Uint8Array, length)
+  let built: Uint8Array | undefined = plan.allowed
+  const maskOf = (): Uint8Array => {
+    built ??= maskFromTiles(tiles, batch * nHeads, length, tileRows)
+    return built
+  }
   const causal = causalPairs(length, length)
   const exact = new Float64Array(batch * nHeads)
   let computedPairs = 0
-  for (let bh = 0; bh < batch * nHeads; bh++) {
-    let count = 0
-    const base = bh * rowSize
-    for (let i = 0; i < length; i++) {
-      const row = base + i * length
-      for (let j = 0; j <= i; j++) count += plan.allowed[row + j] as number
-      for (let j = i + 1; j < length; j++) {
-        if (plan.allowed[row + j]) throw new InvalidArgumentError(`internal: non-causal pair (${i}, ${j}) in the plan`)
+  const attentionStart = performance.now()
+  let z: tf.Tensor4D
+  if (hooked) {
+    const allowed = maskOf()
+    for (let bh = 0; bh < batch * nHeads; bh++) {
+      let count = 0
+      const base = bh * rowSize
+      for (let i = 0; i < length; i++) {
+        const row = base + i * length
+        for (let j = 0; j <= i; j++) count += allowed[row + j] as number
+        for (let j = i + 1; j < length; j++) {
+          if (allowed[row + j]) throw new InvalidArgumentError(`internal: non-causal pair (${i}, ${j}) in the plan`)
+        }
       }
+      exact[bh] = 1 - count / causal
+      computedPairs += count
     }
-    exact[bh] = 1 - count / causal
-    computedPairs += count
+    // q, k, v without the packed projections: dense() stays the stock-op computation of the masked path.
+    const unpacked = { q: input.q, k: input.k, v: input.v, scale: input.scale, layer: input.layer }
+    z =
+      plan.everyCausalPair === true
+        ? denseAttention.prefill(unpacked, context).z
+        : attendWithMask(input.q, input.k, input.v, allowed, input.scale, context)
+  } else {
+    const tiled = attendByTiles(input.q, input.k, input.v, input.scale, tiles, tileRows)
+    z = tiled.z
+    for (let bh = 0; bh < batch * nHeads; bh++) {
+      const count = tiled.counts.computed[bh] as number
+      exact[bh] = 1 - count / causal
+      computedPairs += count
+    }
   }
-  // q, k, v without the packed projections: dense() stays the stock-op computation of the masked path.
-  const unpacked = { q: input.q, k: input.k, v: input.v, scale: input.scale, layer: input.layer }
-  const z =
-    plan.everyCausalPair === true
-      ? denseAttention.prefill(unpacked, context).z
-      : attendWithMask(input.q, input.k, input.v, plan.allowed, input.scale, context)
+  const attentionSeconds = secondsSince(attentionStart)
   const sparsity = { exact: mean(exact), reported: mean(plan.reported) }
-  return {
+  const result = {
     z,
     computedPairs,
     totalPairs: batch * nHeads * causal,
     extra: { exactSparsity: sparsity.exact, reportedSparsity: sparsity.reported, ...plan.extra },
-    mask: plan.allowed,
-    maskShape: [batch, nHeads, length, length],
+    maskShape: [batch, nHeads, length, length] as const,
     sparsity,
     headSparsity: { exact, reported: plan.reported },
+    timing: { estimationSeconds, attentionSeconds },
   }
+  Object.defineProperty(result, 'mask', { enumerable: true, get: maskOf })
+  return result as typeof result & { readonly mask: Uint8Array }
 }
 
 /**
@@ -398,7 +540,10 @@ export function runDecode(
 ): MaskedDecodeResult {
   const shape = checkDecodeInput(input)
   const { batch, nHeads, nKvHeads, stored, position } = shape
+  const estimationStart = performance.now()
   const selection = strategy.select(input, shape)
+  const estimationSeconds = secondsSince(estimationStart)
+  const attentionStart = performance.now()
   const group = nHeads / nKvHeads
   const keyCount = position + 1
   const mask = new Uint8Array(batch * nHeads * keyCount)
@@ -469,6 +614,7 @@ export function runDecode(
       valuesAbs.dispose()
     }
   }
+  const attentionSeconds = secondsSince(attentionStart)
   const sparsity = { exact: mean(exact), reported: mean(selection.reported) }
   return {
     z,
@@ -479,17 +625,20 @@ export function runDecode(
     maskShape: [batch, nHeads, keyCount],
     sparsity,
     headSparsity: { exact, reported: selection.reported },
+    timing: { estimationSeconds, attentionSeconds },
   }
 }
 
 /**
- * The dense prefill planner: every causal pair, reported sparsity 0 (the output comes from
- * `@attnlab/core`'s `denseAttention`, see {@link PrefillPlan.everyCausalPair}).
+ * The dense prefill planner: every causal pair as tiles of 256 query rows (`causalTile`), reported
+ * sparsity 0 (with hooks the output comes from `@attnlab/core`'s `denseAttention`, see
+ * {@link PrefillPlan.everyCausalPair}).
  *
  * @category Kernels
  */
 export const densePlanner: PrefillPlanner = (_input, shape) => ({
-  allowed: causalPairMask(shape.batch, shape.nHeads, shape.length),
+  tiles: (_head, start, stop) => causalTile(start, stop),
+  tileRows: 256,
   reported: new Float64Array(shape.batch * shape.nHeads),
   everyCausalPair: true,
 })

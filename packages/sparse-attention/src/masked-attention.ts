@@ -1,7 +1,8 @@
 /**
- * Softmax attention restricted to a boolean mask of computed query-key pairs, as tfjs ops. Every
- * method in this package reduces to this after its (JavaScript) selection step, which is how the
- * study's kernels behave too: exact softmax over the selected cells, nothing outside them.
+ * Softmax attention restricted to a boolean mask of computed query-key pairs, as tfjs ops: the
+ * reference every method's output is tested against, and the path a prefill takes when hooks need
+ * the dense scores or pattern (otherwise prefill runs tile by tile, `tiled-attention.ts`). As the
+ * study's kernels: exact softmax over the selected cells, nothing outside them.
  *
  * @module
  */

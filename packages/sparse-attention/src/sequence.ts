@@ -8,7 +8,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { assertShape, type LayerKVCache } from '@attnlab/core'
-import type { HeadSparsity, SparseAttentionKernel, SparsityReport } from './kernel.ts'
+import type { AttentionTiming, HeadSparsity, SparseAttentionKernel, SparsityReport } from './kernel.ts'
 
 /**
  * One sequence's projections, after any positional transform.
@@ -56,7 +56,12 @@ export interface SequenceOptions {
 export interface SequencePrefillResult {
   /** Attention output, `[nHeads, T, dValue]` (owned by the caller: dispose it). */
   readonly output: tf.Tensor3D
-  /** 1 where the pair was computed, `[nHeads, T, T]` row-major. */
+  /**
+   * 1 where the pair was computed, `[nHeads, T, T]` row-major; built on first read from the
+   * method's compact selection (512 MB at 8 heads and T = 8192).
+   *
+   * @throws `TooLargeError` (`@attnlab/core`) on read when `nHeads * T * T` exceeds 2^32 entries
+   */
   readonly mask: Uint8Array
   /** `[nHeads, T, T]`. */
   readonly maskShape: readonly [number, number, number]
@@ -66,6 +71,8 @@ export interface SequencePrefillResult {
   readonly headSparsity: HeadSparsity
   /** Method-specific numbers (see each factory). */
   readonly extra: Readonly<Record<string, number>>
+  /** Wall-clock seconds of the estimation (planner) and of the attention. */
+  readonly timing: AttentionTiming
 }
 
 /**
@@ -86,6 +93,21 @@ export interface SequenceDecodeResult {
   readonly headSparsity: HeadSparsity
   /** Method-specific numbers. */
   readonly extra: Readonly<Record<string, number>>
+  /** Wall-clock seconds: the estimation (`afterPrefill` and the step's selection) and the attention. */
+  readonly timing: SequenceDecodeTiming
+}
+
+/**
+ * Timing of one decode step on one sequence.
+ *
+ * @category Sequence API
+ */
+export interface SequenceDecodeTiming extends AttentionTiming {
+  /**
+   * Seconds of `afterPrefill` (SnapKV's and Ada-SnapKV's observation-window scores and eviction,
+   * Quest's page bounds), included in `estimationSeconds`; 0 for kernels without one.
+   */
+  readonly afterPrefillSeconds: number
 }
 
 function checkSequence(qkv: SequenceQKV): Record<string, number> {
@@ -101,8 +123,9 @@ function checkSequence(qkv: SequenceQKV): Record<string, number> {
  * @param kernel - any kernel of this package (a decode method prefills densely)
  * @param qkv - `q [nHeads, T, dHead]`, `k`/`v [nKvHeads, T, d]`
  * @param options - `scale` (default `1 / sqrt(dHead)`)
- * @returns output, mask `[nHeads, T, T]`, sparsities
- * @throws `ShapeError` (`@attnlab/core`) on inconsistent shapes (naming the tensor); the kernel's own errors
+ * @returns output, mask `[nHeads, T, T]` (built on first read), sparsities, timing
+ * @throws `ShapeError` (`@attnlab/core`) on inconsistent shapes (naming the tensor); `TooLargeError`
+ *   (`@attnlab/core`) before any work when the request cannot fit the backend; the kernel's own errors
  * @example
  * ```ts
  * const kernel = verticalSlash({ verticalSize: 8, slashSize: 8, local: 4, window: 8 })
@@ -127,14 +150,17 @@ export function applyPrefill(
     const output = tf.squeeze(result.z, [0]) as tf.Tensor3D
     result.z.dispose()
     const [, nHeads, T] = result.maskShape
-    return {
+    const sequence = {
       output,
-      mask: result.mask,
-      maskShape: [nHeads, T, T],
+      maskShape: [nHeads, T, T] as const,
       sparsity: result.sparsity,
       headSparsity: result.headSparsity,
       extra: result.extra ?? {},
+      timing: result.timing,
     }
+    // the kernel's mask is built on first read: forward the read
+    Object.defineProperty(sequence, 'mask', { enumerable: true, get: () => result.mask })
+    return sequence as typeof sequence & { readonly mask: Uint8Array }
   } finally {
     tf.dispose([q, k, v])
   }
@@ -180,7 +206,9 @@ export function applyDecode(
   }
   const qNew = tf.reshape(step.qNew, [1, dims.nHeads as number, 1, dims.dHead as number]) as tf.Tensor4D
   try {
+    const afterPrefillStart = performance.now()
     kernel.afterPrefill?.({ q, k, v, scale, layer: 0 }, cache)
+    const afterPrefillSeconds = (performance.now() - afterPrefillStart) / 1000
     const append = (stored: tf.Tensor4D, x: tf.Tensor2D): tf.Tensor4D =>
       tf.keep(tf.tidy(() => tf.concat([stored, tf.reshape(x, [1, x.shape[0], 1, x.shape[1]])], 2) as tf.Tensor4D))
     const keys = append(cache.keys as tf.Tensor4D, step.kNew)
@@ -201,6 +229,11 @@ export function applyDecode(
       sparsity: result.sparsity,
       headSparsity: result.headSparsity,
       extra: result.extra ?? {},
+      timing: {
+        estimationSeconds: afterPrefillSeconds + result.timing.estimationSeconds,
+        attentionSeconds: result.timing.attentionSeconds,
+        afterPrefillSeconds,
+      },
     }
   } finally {
     tf.dispose([q, k, v, qNew])

@@ -9,7 +9,8 @@
  * 3. Slash scores `sl[delta] = sum_i A[i, (n - W + i) - delta]` (sum along each query-key
  *    distance); distances `< local` are forced; take the top `slashSize`.
  * 4. Build the 64x64 block index (see `vertical-slash-index.ts`) and attend exactly over its
- *    cells (`maskMode: 'kernel'`, what the study ran) or over the exact lines (`'exact'`).
+ *    cells (`maskMode: 'kernel'`, what the study ran) or over the exact lines (`'exact'`), tile by
+ *    tile of query rows from that index (never a `[nHeads, T, T]` mask).
  *
  * @module
  */
@@ -18,7 +19,13 @@ import { configSchema, enumField, integerField, parseConfig, schemaDefaults, typ
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
 import { topK } from './select.ts'
-import { buildVerticalSlashIndex, fillVerticalSlashMask, type VerticalSlashMaskMode } from './vertical-slash-index.ts'
+import type { QueryTile } from './tiled-attention.ts'
+import {
+  buildVerticalSlashIndex,
+  type VerticalSlashIndex,
+  type VerticalSlashMaskMode,
+  type VerticalSlashRowBlock,
+} from './vertical-slash-index.ts'
 
 /**
  * The schema of {@link VerticalSlashConfig}: each parameter's meaning, range and study default,
@@ -149,38 +156,112 @@ export function selectLines(
   return { verticals: topK(v, Math.min(verticalCount, length)), slashes: topK(s, Math.min(slashCount, length)) }
 }
 
-/** Accumulates one head's lines into a plan under construction. */
+/** One head's selection, kept compactly: its lines and their block index. */
+interface HeadLines {
+  readonly verticals: readonly number[]
+  readonly slashes: readonly number[]
+  readonly index: VerticalSlashIndex
+}
+
+/**
+ * Query tiles of one head's lines: in `'kernel'` mode the index's key blocks and columns of each
+ * query block (row `i` computes those `<= i`); in `'exact'` mode the selected columns and
+ * diagonals themselves.
+ */
+function lineTile(lines: HeadLines, mode: VerticalSlashMaskMode, start: number, stop: number): QueryTile {
+  const n = lines.index.length
+  const used = new Uint8Array(n)
+  const rows = stop - start
+  if (mode === 'exact') {
+    const isVertical = new Uint8Array(n)
+    const isSlash = new Uint8Array(n)
+    for (const j of lines.verticals) if (j < stop) used[j] = isVertical[j] = 1
+    for (const d of lines.slashes) {
+      isSlash[d] = 1
+      for (let i = Math.max(start, d); i < stop; i++) used[i - d] = 1
+    }
+    const keys = keysOf(used)
+    const allowed = new Uint8Array(rows * keys.length)
+    for (let i = start; i < stop; i++) {
+      for (let c = 0; c < keys.length; c++) {
+        const j = keys[c] as number
+        if (j <= i && (isVertical[j] || isSlash[i - j])) allowed[(i - start) * keys.length + c] = 1
+      }
+    }
+    return { keys, allowed }
+  }
+  const B = lines.index.blockSize
+  const first = Math.floor(start / B)
+  const last = Math.floor((stop - 1) / B)
+  const member = new Uint8Array((last - first + 1) * n) // [query block - first, key]
+  for (let m = first; m <= last; m++) {
+    const rowBlock = lines.index.rowBlocks[m] as VerticalSlashRowBlock
+    const rowStop = Math.min(n, stop, (m + 1) * B)
+    for (const blockStart of rowBlock.blockStarts) {
+      for (let j = Math.max(0, blockStart); j < Math.min(blockStart + B, rowStop); j++) {
+        member[(m - first) * n + j] = 1
+        used[j] = 1
+      }
+    }
+    for (const c of rowBlock.columns) {
+      if (c >= rowStop) continue
+      member[(m - first) * n + c] = 1
+      used[c] = 1
+    }
+  }
+  const keys = keysOf(used)
+  const allowed = new Uint8Array(rows * keys.length)
+  for (let i = start; i < stop; i++) {
+    const m = Math.floor(i / B) - first
+    for (let c = 0; c < keys.length; c++) {
+      const j = keys[c] as number
+      if (j <= i && member[m * n + j]) allowed[(i - start) * keys.length + c] = 1
+    }
+  }
+  return { keys, allowed }
+}
+
+function keysOf(used: Uint8Array): Int32Array {
+  let count = 0
+  for (const u of used) count += u
+  const keys = new Int32Array(count)
+  let c = 0
+  for (let j = 0; j < used.length; j++) if (used[j]) keys[c++] = j
+  return keys
+}
+
+/** Accumulates one head's lines into a plan under construction (compactly: lines and block index per head). */
 export class LinePlanBuilder {
-  readonly allowed: Uint8Array
   readonly reported: Float64Array
+  private readonly heads: HeadLines[] = []
   private verticalTotal = 0
   private slashTotal = 0
   private blockTotal = 0
   private columnTotal = 0
-  private heads = 0
   constructor(
     private readonly shape: PrefillShape,
     private readonly kernelBlockSize: number,
     private readonly maskMode: VerticalSlashMaskMode,
   ) {
-    this.allowed = new Uint8Array(shape.batch * shape.nHeads * shape.length * shape.length)
     this.reported = new Float64Array(shape.batch * shape.nHeads)
   }
   add(head: number, verticals: number[], slashes: number[]): void {
     const n = this.shape.length
     const index = buildVerticalSlashIndex(verticals, slashes, n, this.kernelBlockSize)
-    fillVerticalSlashMask(this.allowed, head * n * n, verticals, slashes, index, this.maskMode)
+    this.heads[head] = { verticals, slashes, index }
     this.reported[head] = index.reportedSparsity
     this.verticalTotal += verticals.length
     this.slashTotal += slashes.length
     this.blockTotal += index.blockCount
     this.columnTotal += index.columnCount
-    this.heads++
   }
   plan(extra: Record<string, number> = {}): PrefillPlan {
-    const heads = Math.max(1, this.heads)
+    const heads = Math.max(1, this.heads.length)
+    const mode = this.maskMode
+    const lines = this.heads
     return {
-      allowed: this.allowed,
+      tiles: (head, start, stop) => lineTile(lines[head] as HeadLines, mode, start, stop),
+      tileRows: mode === 'kernel' ? this.kernelBlockSize : 32,
       reported: this.reported,
       extra: {
         verticals: this.verticalTotal / heads,
