@@ -9,7 +9,7 @@ import { SPARSE_METHOD_SCHEMAS } from '@attnlab/sparse-attention'
 import { captureOutput, useTempDir } from '../cli.test-utils.ts'
 import { main } from '../program.ts'
 import type { CompareRow } from '@attnlab/experiments'
-import { addMethodFlags, attentionKernelFromFlags, compareSvg } from './sparse.ts'
+import { addMethodFlags, attentionKernelFromFlags, checkMaskFits, compareSvg } from './sparse.ts'
 
 const H = 4
 const Hkv = 2
@@ -259,6 +259,48 @@ describe('attnlab sparse apply', () => {
     const got = safetensorsToFloat32(file.tensors.get('out')!)
     for (let n = 0; n < got.length; n++)
       expect(Math.abs((got[n] as number) - (expected[n] as number))).toBeLessThan(1e-5)
+  })
+
+  it('--no-mask leaves the mask out; --json reports estimation and attention seconds and the peak RSS', async () => {
+    const out = join(dir(), 'bs-no-mask.safetensors')
+    const args = ['sparse', 'apply', '--method', 'block-sparse', '--qkv', join(dir(), 'prefill.safetensors')]
+    const flags = ['--block-size', '8', '--top-k', '3', '--backend', 'cpu', '--json']
+    expect(await run([...args, '--out', out, '--no-mask', ...flags])).toBe(0)
+    const report = JSON.parse(logs.join('\n'))
+    expect(report.maskShape).toBeNull()
+    const file = await readSafetensorsFile(out)
+    expect([...file.tensors.keys()]).toEqual(['out'])
+    expect(report.backend).toBe('cpu')
+    for (const key of ['estimationSeconds', 'attentionSeconds', 'callSeconds']) {
+      expect(report.timing[key], key).toBeGreaterThan(0)
+      expect(report.timing[key], key).toBeLessThan(60)
+    }
+    expect(report.timing.callSeconds).toBeGreaterThanOrEqual(report.timing.attentionSeconds)
+    expect(report.memory.peakRssBytes).toBeGreaterThanOrEqual(report.memory.rssBytes / 2)
+    expect(report.memory.peakRssBytes).toBeGreaterThan(1e6)
+    // the same run with the mask: the same sparsity, counted from the mask written
+    logs.length = 0
+    const withMask = join(dir(), 'bs-mask.safetensors')
+    expect(await run([...args, '--out', withMask, ...flags])).toBe(0)
+    const masked = JSON.parse(logs.join('\n'))
+    expect(masked.sparsity.exact).toBe(report.sparsity.exact)
+    const mask = (await readSafetensorsFile(withMask)).tensors.get('mask')!
+    let computed = 0
+    for (const m of mask.bytes) computed += m
+    expect(report.sparsity.exact).toBeCloseTo(1 - computed / (H * ((T * (T + 1)) / 2)), 12)
+    expect(safetensorsToFloat32(file.tensors.get('out')!)).toEqual(
+      safetensorsToFloat32((await readSafetensorsFile(withMask)).tensors.get('out')!),
+    )
+  })
+
+  it('a mask that cannot be held is refused with its size, before any work', () => {
+    expect(() => checkMaskFits([8, 8192, 8192], 1000)).toThrow(
+      /pairs \[8, 8192, 8192\] \(dimension T = 8192\) needs 536870912 bytes but 1000 are free; pass --no-mask/,
+    )
+    expect(() => checkMaskFits([8, 32768, 32768], 2 ** 40)).toThrow(
+      /8589934592 bytes but one typed array holds at most/,
+    )
+    expect(() => checkMaskFits([8, 8192, 8192], 2 ** 30)).not.toThrow()
   })
 
   it('dense picks the decode phase when the file has q_new, unless --phase says otherwise', async () => {

@@ -9,7 +9,8 @@
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import * as tf from '@tensorflow/tfjs-core'
-import { SafetensorsError, safetensorsToFloat32, type SafetensorsFile } from '@attnlab/core'
+import { freemem } from 'node:os'
+import { SafetensorsError, TooLargeError, safetensorsToFloat32, type SafetensorsFile } from '@attnlab/core'
 import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { readSafetensorsFile, writeFileAtomic, writeSafetensorsFile } from '@attnlab/core/node'
 import {
@@ -23,6 +24,7 @@ import {
   type CompareRow,
 } from '@attnlab/experiments'
 import {
+  MAX_TYPED_ARRAY_LENGTH,
   SPARSE_METHOD_SCHEMAS,
   SPARSE_METHODS,
   applyDecode,
@@ -131,7 +133,29 @@ interface ApplyOptions {
   scale?: number
   backend?: string
   json?: boolean
+  /** False with `--no-mask`: the mask of computed pairs is neither built nor written. */
+  mask?: boolean
   [flag: string]: unknown
+}
+
+/**
+ * Refuses, before any work, a mask of computed pairs that cannot be held: `entries` bytes (one per
+ * pair, `[H, T, T]` or `[H, T + 1]`) against one typed array's limit and the free memory.
+ *
+ * @throws TooLargeError naming the bytes, the limit and the dimension (T), pointing to --no-mask
+ */
+export function checkMaskFits(shape: readonly number[], free: number = freemem()): void {
+  const bytes = shape.reduce((a, b) => a * b, 1)
+  const limit = Math.min(MAX_TYPED_ARRAY_LENGTH, free)
+  if (bytes > limit) {
+    const available =
+      bytes > MAX_TYPED_ARRAY_LENGTH ? `one typed array holds at most ${MAX_TYPED_ARRAY_LENGTH}` : `${free} are free`
+    throw new TooLargeError(
+      `the mask of computed pairs [${shape.join(', ')}] (dimension T = ${shape[1]}) needs ${bytes} bytes but ` +
+        `${available}; pass --no-mask to leave it out`,
+      { bytes, limit, dimension: 'T' },
+    )
+  }
 }
 
 /** Builds the kernel from the method and its flags; a flag of another method is a usage error. */
@@ -349,6 +373,9 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
   const file = await readSafetensorsFile(options.qkv)
   const phase = phaseFor(kernel, options.phase, file)
   const input = readQkv(file, phase === 'decode')
+  const writeMask = options.mask !== false
+  const maskShape = phase === 'decode' ? [input.nHeads, input.length + 1] : [input.nHeads, input.length, input.length]
+  if (writeMask) checkMaskFits(maskShape)
   const scale = options.scale ?? 1 / Math.sqrt(input.dHead)
   await activateBackend(options.backend)
   const qkv = {
@@ -365,17 +392,21 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
           vNew: tf.tensor2d(input.step.vNew, [input.nKvHeads, input.dValue]),
         }
   let result: SequencePrefillResult | SequenceDecodeResult
+  const callStart = performance.now()
   try {
     result = step === null ? applyPrefill(kernel, qkv, { scale }) : applyDecode(kernel, qkv, step, { scale })
   } finally {
     tf.dispose([qkv.q, qkv.k, qkv.v, ...(step === null ? [] : [step.qNew, step.kNew, step.vNew])])
   }
   const out = result.output.dataSync() as Float32Array
+  const callSeconds = (performance.now() - callStart) / 1000
   const outShape = result.output.shape
   result.output.dispose()
+  const mask = writeMask ? result.mask : null
   const report = {
     method: kernel.method,
     phase,
+    backend: tf.getBackend(),
     config: kernel.config,
     shape: {
       nHeads: input.nHeads,
@@ -392,15 +423,17 @@ export async function runApply(options: ApplyOptions): Promise<Record<string, un
     },
     headSparsity: { exact: Array.from(result.headSparsity.exact), reported: Array.from(result.headSparsity.reported) },
     extra: result.extra,
+    timing: { ...result.timing, callSeconds },
+    memory: { rssBytes: process.memoryUsage().rss, peakRssBytes: process.resourceUsage().maxRSS * 1024 },
     out: options.out,
     outShape,
-    maskShape: result.maskShape,
+    maskShape: mask === null ? null : result.maskShape,
   }
   await writeSafetensorsFile(
     options.out,
     {
       out: { dtype: 'F32', shape: outShape, data: out },
-      mask: { dtype: 'U8', shape: result.maskShape, data: result.mask },
+      ...(mask === null ? {} : { mask: { dtype: 'U8' as const, shape: result.maskShape, data: mask } }),
     },
     {
       method: kernel.method,
@@ -530,6 +563,18 @@ const SPARSITY_HELP = `Sparsities (fraction of causal query-key pairs not comput
             exceeds a short prompt's causal pairs it goes below 0, meaning the method keeps everything: the
             text shows 0 with a note (0.000* in the compare table); --json keeps the raw value.`
 
+const TIMING_HELP = `Timing and memory (--json; wall clock, performance.now()):
+  timing.estimationSeconds  the method's importance estimation and selection (Vertical-Slash / FlexPrefill:
+                            last-window estimate; Block-Sparse: block pooling; SnapKV / Ada-SnapKV:
+                            observation-window scores; Quest: page bounds and scores).
+  timing.attentionSeconds   the attention over the selected pairs (prefill: tiles of query rows, memory
+                            linear in T; no [H, T, T] tensor unless hooks need it).
+  timing.afterPrefillSeconds  decode only: the afterPrefill part of estimationSeconds.
+  timing.callSeconds        the whole kernel call, output read back included.
+  memory.rssBytes / memory.peakRssBytes  the process's resident memory now and at its peak.
+  A request that cannot fit (the mask beyond one typed array or the free memory, the backend's heap)
+  fails before any work, naming the bytes needed and available.`
+
 /** Registers `attnlab sparse` and its subcommands. */
 export function registerSparse(program: Command): void {
   const sparse = program
@@ -547,6 +592,11 @@ export function registerSparse(program: Command): void {
     .requiredOption(
       '--out <file>',
       'output safetensors: out ([H, T, dValue] or [H, dValue]) and mask (uint8, [H, T, T] or [H, T + 1])',
+    )
+    .option(
+      '--no-mask',
+      'leave the mask of computed pairs out of --out (prefill: H x T x T bytes, 512 MB at 8 heads and T = 8192); ' +
+        'sparsities are counted either way',
     )
     .addOption(forceOption('an existing --out file'))
     .addOption(
@@ -567,7 +617,7 @@ export function registerSparse(program: Command): void {
     .addHelpText(
       'after',
       `\n${SPARSITY_HELP}\n  --json: sparsity.exact, sparsity.reported (raw, may be < 0), sparsity.reportedClamped, ` +
-        `sparsity.budgetExceedsPrompt.`,
+        `sparsity.budgetExceedsPrompt.\n${TIMING_HELP}`,
     )
     .action(async (options: ApplyOptions) => {
       const report = await runApply(options)
@@ -580,9 +630,11 @@ export function registerSparse(program: Command): void {
         ? `0 (budget exceeds the prompt: the study's accounting gives ${sparsity.reported.toFixed(4)} < 0, i.e. the ` +
           `method keeps every causal pair)`
         : sparsity.reported.toFixed(4)
+      const timing = report.timing as { estimationSeconds: number; attentionSeconds: number }
       console.log(
         `${report.method} (${report.phase}): exact sparsity ${sparsity.exact.toFixed(4)}, reported (study) ` +
-          `sparsity ${reported}; wrote ${options.out}`,
+          `sparsity ${reported}; estimation ${timing.estimationSeconds.toFixed(3)} s, attention ` +
+          `${timing.attentionSeconds.toFixed(3)} s; wrote ${options.out}`,
       )
     })
 
