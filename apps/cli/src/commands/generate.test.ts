@@ -395,6 +395,13 @@ describe('attnlab generate', () => {
       const half = await run(['--attention', 'snapkv', '--sparsity', '0.5', '--json'])
       expect(half.summary.attentionConfig).toMatchObject({ capacity: 24 }) // floor((1 - 0.5) 48)
       expect(half.summary.warnings).toEqual([])
+      // A small capacity fits the prompt-scaled local window and prefix, as in `sparse compare`; one below them not.
+      const small = await run(['--attention', 'snapkv', '--capacity', '8', '--json'])
+      expect(small.code, small.errors).toBe(0)
+      expect(small.summary.attentionConfig).toMatchObject({ capacity: 8, local: 1, prefix: 4 })
+      const tooSmall = await run(['--attention', 'snapkv', '--capacity', '6', '--local', '4'])
+      expect(tooSmall.code).toBe(2)
+      expect(tooSmall.errors).toMatch(/capacity: 6 must be greater than local \+ prefix \(4 \+ 4 = 8\)/)
       const given = await run(['--attention', 'quest', '--token-budget', '16', '--page-size', '8', '--json'])
       expect(given.summary.attentionConfig).toMatchObject({ tokenBudget: 16, pageSize: 8 })
       const high = await run(['--attention', 'vertical-slash', '--sparsity', '0.97'])
@@ -462,10 +469,10 @@ describe('attnlab generate', () => {
     })
 
     it('an unsupported architecture', async () => {
-      const dir = join(root(), 'gpt2')
+      const dir = join(root(), 'bert')
       await mkdir(dir, { recursive: true })
-      await writeFile(join(dir, 'config.json'), JSON.stringify({ model_type: 'gpt2' }))
-      await expectFailure(['--model', dir, '--backend', 'cpu'], /\[UNSUPPORTED\]: .*model_type "gpt2"/)
+      await writeFile(join(dir, 'config.json'), JSON.stringify({ model_type: 'bert' }))
+      await expectFailure(['--model', dir, '--backend', 'cpu'], /\[UNSUPPORTED\]: .*model_type "bert"/)
     })
 
     it('a tokenizer that does not match the model', async () => {

@@ -12,7 +12,7 @@
  */
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { clampReportedSparsity, meanExtra, sizedConfig, targetReached, targetWarning } from '@attnlab/experiments'
-import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
+import { budgetFor, SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
 import { generate, loadModel, type AttentionReport, type LoadedModel, type Tokenizer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, MODEL_PATH_HELP, numberParser } from '../options.ts'
@@ -185,8 +185,6 @@ export function registerGenerate(program: Command): void {
     if (flags.topP !== undefined && flags.topP <= 0)
       throw new UsageError(`--top-p must be in (0, 1], got ${flags.topP}`)
     const methodFlags = flags as unknown as Record<string, unknown>
-    // Built once now so that flag errors stop before the model loads; sized for the prompt below.
-    if (flags.attention !== undefined) attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES)
     if (flags.sparsity !== undefined && flags.attention === undefined) {
       throw new UsageError('--sparsity needs --attention METHOD')
     }
@@ -194,6 +192,15 @@ export function registerGenerate(program: Command): void {
       throw new UsageError(`--sparsity must be in [0, 1), got ${flags.sparsity}`)
     }
     const target = flags.sparsity ?? DEFAULT_GENERATE_SPARSITY
+    // Built once now so that flag errors stop before the model loads, with the sizes a one-token prompt gets (the
+    // budget rules scale local windows and prefixes with the prompt, as `sparse compare` does): only the values the
+    // user gave can conflict here. Sized for the real prompt below.
+    if (flags.attention !== undefined) {
+      attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES, (method, given) => ({
+        ...budgetFor(method, 1, target, given).config,
+        ...given,
+      }))
+    }
     if (flags.attention === undefined) {
       const stray = Object.keys(flags).filter(
         (key) => command.getOptionValueSource(key) === 'cli' && !KNOWN_GENERATE_KEYS.has(key),
