@@ -17,6 +17,7 @@ import { createTransformer, type Transformer } from '../model.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
 import { readHuggingFaceDirectory, saveModelDirectory } from './files.ts'
 import { gptFamilyConfigFromHuggingFace, gptFamilyModelTypeFor } from './gpt-family.ts'
+import { serializeLlama2cCheckpoint } from './llama2c.ts'
 import { loadModel } from './load.ts'
 
 // Reference logits and greedy ids: tools/import/gpt_reference.py (PyTorch, GPT2LMHeadModel / GPTNeoXForCausalLM
@@ -322,6 +323,9 @@ describe('exporting gpt models as GPT-2 and GPT-NeoX directories', () => {
         { format: 'huggingface' },
       ),
     ).rejects.toThrow(/LlamaForCausalLM cannot express a partial rotary \(rotaryDims 4\)/)
+    expect(() => serializeLlama2cCheckpoint(llamaPartial, randomWeights(llamaPartial, 1))).toThrow(
+      /llama2.c checkpoint cannot express a partial rotary \(rotaryDims 4\)/,
+    )
   })
 
   const torch = existsSync(PYTHON) && hasTorch()

@@ -504,6 +504,9 @@ export function serializeLlama2cCheckpoint(
     problems.push(`nHeads * dHead = ${config.nHeads * config.dHead} != dModel ${config.dModel}`)
   if (Math.abs(config.attnScale * Math.sqrt(config.dHead) - 1) > 1e-6)
     problems.push(`attnScale ${config.attnScale} (llama2.c uses 1/sqrt(dHead))`)
+  if (config.parallelResidual) problems.push('parallel attention and MLP (parallelResidual)')
+  if (config.rotaryDims !== 0 && config.rotaryDims !== config.dHead)
+    problems.push(`a partial rotary (rotaryDims ${config.rotaryDims})`)
   if (problems.length > 0) {
     throw new UnsupportedModelError(`a llama2.c checkpoint cannot express ${problems.join(', ')}`)
   }
