@@ -282,10 +282,14 @@ describe('checkpoints', () => {
     await loadCheckpoint(file)
     // Misspelled or mistyped options.
     await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwite: true } as never)).rejects.toThrow(
-      /Invalid overwite: not one of the saveCheckpoint options \(did you mean 'overwrite'\?\); allowed: overwrite/,
+      /^Invalid overwite: is not a saveCheckpoint parameter \(did you mean 'overwrite'\?\); expected one of overwrite$/,
     )
     await expect(saveCheckpoint(join(root, 'x'), model, null, {}, { overwrite: 'yes' } as never)).rejects.toMatchObject(
-      { code: 'INVALID_CONFIG', parameter: 'overwrite' },
+      {
+        code: 'INVALID_CONFIG',
+        parameter: 'overwrite',
+        message: "Invalid overwrite: got 'yes'; expected true or false",
+      },
     )
     model.dispose()
   })

@@ -25,8 +25,6 @@ import { readFile, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import {
   AttnlabError,
-  checkOptionKeys,
-  ConfigError,
   IoError,
   parseSafetensors,
   serializeSafetensors,
@@ -34,6 +32,7 @@ import {
   type SafetensorsTensorInput,
 } from '@attnlab/core'
 import { recoverDirectoryWrite, writeDirectoryAtomic, writeFileAtomic } from '@attnlab/core/node'
+import { booleanField, configSchema, parseConfig, type z } from '@attnlab/core/schema'
 import { configFromJSON, configToJSON, type TransformerConfig } from './config.ts'
 import { createTransformer, parameterShapes, type Transformer, type TransformerOptions } from './model.ts'
 import type { OptimizerState } from './optimizers.ts'
@@ -86,16 +85,23 @@ function tensorInputs(
   return out
 }
 
-/** Options of {@link saveCheckpoint}. @category Checkpoints */
-export interface SaveCheckpointOptions {
+/**
+ * The schema of {@link SaveCheckpointOptions}.
+ *
+ * @category Checkpoints
+ */
+export const saveCheckpointOptionsSchema = configSchema({
   /**
    * Replace whatever is at `dir` (a file, or a directory with any content). Default false: only
    * a missing path, an empty directory or an earlier attnlab checkpoint directory is replaced.
    */
-  readonly overwrite?: boolean
-}
+  overwrite: booleanField(
+    'replace whatever is at the directory (default: only a missing path, an empty directory or a checkpoint)',
+  ).default(false),
+})
 
-const SAVE_CHECKPOINT_KEYS = ['overwrite'] as const
+/** Options of {@link saveCheckpoint} (see {@link saveCheckpointOptionsSchema}). @category Checkpoints */
+export type SaveCheckpointOptions = Readonly<z.input<typeof saveCheckpointOptionsSchema>>
 
 /** The names of the files a checkpoint directory may hold. */
 const CHECKPOINT_FILES = new Set([
@@ -165,7 +171,8 @@ async function replaceRefusal(dir: string): Promise<string | null> {
  * @param options - `overwrite: true` replaces whatever is at `dir`
  * @throws `IoError` (`@attnlab/core`) naming `dir` if it holds a file or a
  *   directory that is not a checkpoint (without `overwrite`), or if the directory cannot be written
- * @throws `ConfigError` (`@attnlab/core`) for an unknown option name
+ * @throws `ConfigError` (`@attnlab/core`) for an unknown option name (with a did-you-mean) or an `overwrite`
+ *   that is not a boolean
  * @category Checkpoints
  */
 export async function saveCheckpoint(
@@ -175,14 +182,8 @@ export async function saveCheckpoint(
   extra: Readonly<Record<string, unknown>> = {},
   options: SaveCheckpointOptions = {},
 ): Promise<void> {
-  checkOptionKeys('saveCheckpoint options', options, SAVE_CHECKPOINT_KEYS)
-  if (options.overwrite !== undefined && typeof options.overwrite !== 'boolean') {
-    throw new ConfigError(
-      'overwrite',
-      `saveCheckpoint: must be true or false, got ${JSON.stringify(options.overwrite)}`,
-    )
-  }
-  if (options.overwrite !== true) {
+  const { overwrite } = parseConfig(saveCheckpointOptionsSchema, options, 'saveCheckpoint')
+  if (!overwrite) {
     const refusal = await replaceRefusal(dir)
     if (refusal !== null) {
       throw new IoError(

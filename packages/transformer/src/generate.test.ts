@@ -132,16 +132,34 @@ describeWithBackends('generate', () => {
     await expect(generate(model, [[1], [1, 2]], { maxTokens: 1 })).rejects.toThrow(/equal lengths/)
     await expect(generate(model, new Array(13).fill(1), { maxTokens: 1 })).rejects.toThrow(/nCtx is 12/)
     await expect(generate(model, [1], { maxTokens: -1 })).rejects.toThrow(ConfigError)
-    await expect(generate(model, [1], { maxTokens: 1, temperature: -1 })).rejects.toThrow(/temperature/)
-    await expect(generate(model, [1], { maxTokens: 1, topK: 0 })).rejects.toThrow(/topK/)
-    await expect(generate(model, [1], { maxTokens: 1, topP: 1.5 })).rejects.toThrow(/topP/)
+    await expect(generate(model, [1], { maxTokens: -1 })).rejects.toThrow(
+      /^Invalid maxTokens: must be an integer >= 0, got -1$/,
+    )
+    await expect(generate(model, [1], {} as never)).rejects.toThrow(
+      /^Invalid maxTokens: must be an integer >= 0, got undefined$/,
+    )
+    await expect(generate(model, [1], { maxTokens: 1, temperature: -1 })).rejects.toThrow(
+      /^Invalid temperature: must be >= 0, got -1$/,
+    )
+    await expect(generate(model, [1], { maxTokens: 1, topK: 0 })).rejects.toThrow(
+      /^Invalid topK: must be an integer >= 1, got 0$/,
+    )
+    await expect(generate(model, [1], { maxTokens: 1, topP: 1.5 })).rejects.toThrow(
+      /^Invalid topP: must be in \(0, 1\], got 1.5$/,
+    )
+    await expect(generate(model, [1], { maxTokens: 1, seed: 0.5 })).rejects.toThrow(
+      /^Invalid seed: must be an integer, got 0.5$/,
+    )
     await expect(generate(model, [1], { maxTokens: 1, eosToken: 99 })).rejects.toThrow(/eosToken/)
     await expect(generate(model, [99], { maxTokens: 1 })).rejects.toThrow(/outside the vocabulary/)
     await expect(generate(model, [1], { maxTokens: 1, temprature: 0 } as never)).rejects.toThrow(
       new RegExp(
-        /Invalid temprature: not one of the generate options \(did you mean 'temperature'\?\); allowed: /.source +
+        /Invalid temprature: is not a generate parameter \(did you mean 'temperature'\?\); expected one of /.source +
           /maxTokens, temperature, topK, topP, seed, eosToken, attention, onToken/.source,
       ),
+    )
+    expect(() => sampleToken([0, 1], { temperature: -1 }, Rng.fromSeed(0))).toThrow(
+      /^Invalid temperature: must be >= 0, got -1$/,
     )
     model.dispose()
   })

@@ -6,33 +6,58 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { checkOptionKeys, ConfigError, Rng, ShapeError, type AttentionKernel } from '@attnlab/core'
+import { ConfigError, Rng, ShapeError, type AttentionKernel } from '@attnlab/core'
+import { configSchema, customField, integerField, numberField, parseConfig, type z } from '@attnlab/core/schema'
 import { KVCache } from './kv-cache.ts'
 import type { AttentionReport, Transformer } from './model.ts'
 
 /**
- * Options of {@link generate}.
+ * The schema of {@link GenerateOptions}: each option's meaning, range and default, declared once.
  *
  * @category Generation
  */
-export interface GenerateOptions {
-  /** Maximum number of new tokens per sequence (>= 0). */
-  readonly maxTokens: number
+export const generateOptionsSchema = configSchema({
+  /** Maximum number of new tokens per sequence (>= 0; required). */
+  maxTokens: integerField('maximum number of new tokens per sequence', { min: 0 }),
   /** Softmax temperature; 0 means greedy (argmax, ties to the lowest id). Default 1. */
-  readonly temperature?: number
+  temperature: numberField('softmax temperature; 0 is greedy (argmax)', { min: 0 }).default(1),
   /** Keep only the `topK` most likely tokens before sampling (default: all). */
-  readonly topK?: number
+  topK: integerField('keep only the topK most likely tokens before sampling (default: all)', { min: 1 }).optional(),
   /** Keep the smallest set of most likely tokens whose probability reaches `topP` (default 1: all). */
-  readonly topP?: number
+  topP: numberField('keep the most likely tokens whose probability reaches topP (nucleus sampling)', {
+    min: 0,
+    max: 1,
+    minExclusive: true,
+  }).default(1),
   /** Sampling seed (default 0); the same seed gives the same tokens on `cpu`. */
-  readonly seed?: number
-  /** Token id(s) that end a sequence (the EOS token is included in the output). */
-  readonly eosToken?: number | readonly number[]
+  seed: integerField('sampling seed').default(0),
+  /** Token id(s) that end a sequence (the EOS token is included in the output); checked against `dVocab`. */
+  eosToken: customField<number | readonly number[]>('token id(s) that end a sequence').optional(),
   /** Attention kernel for this run (default: the model's). */
-  readonly attention?: AttentionKernel
+  attention: customField<AttentionKernel>("attention kernel for this run (default: the model's)").optional(),
   /** Called with each sequence's new token after every decoding step. */
-  readonly onToken?: (tokens: readonly number[], step: number) => void
-}
+  onToken: customField<(tokens: readonly number[], step: number) => void>(
+    "called with each sequence's new token after every decoding step",
+  ).optional(),
+})
+
+/**
+ * Options of {@link generate} (see {@link generateOptionsSchema}).
+ *
+ * @category Generation
+ */
+export type GenerateOptions = Readonly<z.input<typeof generateOptionsSchema>>
+
+/**
+ * The schema of the sampling options of {@link sampleToken}: `temperature`, `topK` and `topP` of
+ * {@link generateOptionsSchema}.
+ *
+ * @category Generation
+ */
+export const samplingOptionsSchema = generateOptionsSchema.pick({ temperature: true, topK: true, topP: true })
+
+/** Sampling options with their defaults (see {@link samplingOptionsSchema}). */
+type Sampling = z.output<typeof samplingOptionsSchema>
 
 /** Why a sequence stopped. @category Generation */
 export type StopReason = 'eos' | 'max-tokens' | 'context'
@@ -55,17 +80,23 @@ export interface GenerateResult {
  * Picks the next token from one row of logits.
  *
  * @param logits - `dVocab` values
- * @param options - temperature, top-k, top-p
+ * @param options - temperature (default 1; 0 is greedy), top-k (default: all), top-p (default 1)
  * @param rng - the sampling stream (not used when greedy)
  * @returns the token id
+ * @throws `ConfigError` (`@attnlab/core`) for an option out of range or an unknown option name
  * @category Generation
  */
 export function sampleToken(
   logits: ArrayLike<number>,
-  options: { temperature?: number; topK?: number; topP?: number },
+  options: Readonly<z.input<typeof samplingOptionsSchema>>,
   rng: Rng,
 ): number {
-  const temperature = options.temperature ?? 1
+  return sampleWith(logits, parseConfig(samplingOptionsSchema, options, 'sampleToken'), rng)
+}
+
+/** {@link sampleToken} with validated options. */
+function sampleWith(logits: ArrayLike<number>, options: Sampling, rng: Rng): number {
+  const { temperature, topP } = options
   const n = logits.length
   if (temperature === 0) {
     let best = 0
@@ -81,7 +112,6 @@ export function sampleToken(
   const weights = kept.map((i) => Math.exp(((logits[i] as number) - max) / temperature))
   const total = weights.reduce((a, b) => a + b, 0)
   let count = kept.length
-  const topP = options.topP ?? 1
   if (topP < 1) {
     let cumulative = 0
     for (let i = 0; i < kept.length; i++) {
@@ -96,33 +126,19 @@ export function sampleToken(
   return kept[index] as number
 }
 
-const GENERATE_OPTION_KEYS = Object.keys({
-  maxTokens: 1,
-  temperature: 1,
-  topK: 1,
-  topP: 1,
-  seed: 1,
-  eosToken: 1,
-  attention: 1,
-  onToken: 1,
-} satisfies Record<keyof GenerateOptions, 1>)
-
-function checkOptions(options: GenerateOptions, dVocab: number): void {
-  checkOptionKeys('generate options', options, GENERATE_OPTION_KEYS)
-  if (!Number.isSafeInteger(options.maxTokens) || options.maxTokens < 0)
-    throw new ConfigError('maxTokens', `${options.maxTokens} must be a non-negative integer`)
-  const temperature = options.temperature ?? 1
-  if (!(Number.isFinite(temperature) && temperature >= 0))
-    throw new ConfigError('temperature', `${temperature} must be a finite number >= 0`)
-  if (options.topK !== undefined && (!Number.isSafeInteger(options.topK) || options.topK < 1))
-    throw new ConfigError('topK', `${options.topK} must be a positive integer`)
-  if (options.topP !== undefined && !(options.topP > 0 && options.topP <= 1))
-    throw new ConfigError('topP', `${options.topP} must be in (0, 1]`)
+/** The options with their defaults, checked (the EOS ids against the vocabulary). */
+function checkOptions(options: GenerateOptions, dVocab: number): z.output<typeof generateOptionsSchema> {
+  const settings = parseConfig(generateOptionsSchema, options, 'generate')
   const eos =
-    options.eosToken === undefined ? [] : typeof options.eosToken === 'number' ? [options.eosToken] : options.eosToken
+    settings.eosToken === undefined
+      ? []
+      : typeof settings.eosToken === 'number'
+        ? [settings.eosToken]
+        : settings.eosToken
   for (const t of eos)
     if (!Number.isInteger(t) || t < 0 || t >= dVocab)
       throw new ConfigError('eosToken', `${t} is not a token id in [0, ${dVocab})`)
+  return settings
 }
 
 /**
@@ -149,7 +165,7 @@ export async function generate(
   options: GenerateOptions,
 ): Promise<GenerateResult> {
   const { dVocab, nCtx, nLayers } = model.config
-  checkOptions(options, dVocab)
+  const settings = checkOptions(options, dVocab)
   const batch: number[][] = (
     Array.isArray(prompts[0]) ? (prompts as readonly (readonly number[])[]) : [prompts as readonly number[]]
   ).map((p) => [...p])
@@ -160,16 +176,20 @@ export async function generate(
   if (promptLength > nCtx)
     throw new ShapeError(`the prompt has ${promptLength} tokens but the context length nCtx is ${nCtx}`)
   const eos = new Set(
-    options.eosToken === undefined ? [] : typeof options.eosToken === 'number' ? [options.eosToken] : options.eosToken,
+    settings.eosToken === undefined
+      ? []
+      : typeof settings.eosToken === 'number'
+        ? [settings.eosToken]
+        : settings.eosToken,
   )
-  const rng = Rng.fromSeed(options.seed ?? 0).split('sampling')
+  const rng = Rng.fromSeed(settings.seed).split('sampling')
   const generated: number[][] = batch.map(() => [])
-  const reasons: (StopReason | null)[] = batch.map(() => (options.maxTokens === 0 ? 'max-tokens' : null))
+  const reasons: (StopReason | null)[] = batch.map(() => (settings.maxTokens === 0 ? 'max-tokens' : null))
   const reports: AttentionReport[] = []
   const cache = new KVCache(nLayers)
   const forwardOptions = {
     attentionReports: reports,
-    ...(options.attention === undefined ? {} : { attention: options.attention }),
+    ...(settings.attention === undefined ? {} : { attention: settings.attention }),
   }
   try {
     let input: number[][] = batch
@@ -184,15 +204,15 @@ export async function generate(
       for (let b = 0; b < batch.length; b++) {
         const row = values.subarray(b * dVocab, (b + 1) * dVocab)
         const token =
-          reasons[b] === null ? sampleToken(row, options, rng) : (generated[b]?.[generated[b]!.length - 1] ?? 0)
+          reasons[b] === null ? sampleWith(row, settings, rng) : (generated[b]?.[generated[b]!.length - 1] ?? 0)
         next.push(token)
         if (reasons[b] !== null) continue
         generated[b]!.push(token)
         if (eos.has(token)) reasons[b] = 'eos'
-        else if (generated[b]!.length >= options.maxTokens) reasons[b] = 'max-tokens'
+        else if (generated[b]!.length >= settings.maxTokens) reasons[b] = 'max-tokens'
         else if (cache.positions + 1 > nCtx) reasons[b] = 'context'
       }
-      options.onToken?.(next, step)
+      settings.onToken?.(next, step)
       step += 1
       input = next.map((t) => [t])
     }

@@ -43,7 +43,10 @@ export {
   ActivationCache,
   Transformer,
   createTransformer,
+  forwardOptionsSchema,
   parameterShapes,
+  runWithCacheOptionsSchema,
+  transformerOptionsSchema,
   type AttentionReport,
   type ForwardOptions,
   type HookHandle,
@@ -69,7 +72,15 @@ export {
 } from './hooks.ts'
 export { denseAttention } from '@attnlab/core'
 export { KVCache } from './kv-cache.ts'
-export { generate, sampleToken, type GenerateOptions, type GenerateResult, type StopReason } from './generate.ts'
+export {
+  generate,
+  generateOptionsSchema,
+  sampleToken,
+  samplingOptionsSchema,
+  type GenerateOptions,
+  type GenerateResult,
+  type StopReason,
+} from './generate.ts'
 // Training (also the `./train` entry): Trainer, train, optimizers, schedules, analysis metrics.
 export * from './training.ts'
 

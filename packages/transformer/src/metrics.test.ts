@@ -119,10 +119,16 @@ describeWithBackends('analysis metrics', () => {
     different.dispose()
   })
 
-  it('rejects batches that do not fit or are not scored', async () => {
+  it('rejects batches that do not fit or are not scored, and bad options', async () => {
     const model = offsetModel()
     await expect(analyze(model, batchOf([[0, 1, 2, 3, 0, 1, 2, 3]], 0))).rejects.toThrow(/nCtx = 6/)
     await expect(analyze(model, batchOf([[0, 1, 2]], 9))).rejects.toThrow(/no position of the batch is scored/)
+    await expect(analyze(model, batchOf([[0, 1, 2]], 0), { chunksize: 4 } as never)).rejects.toThrow(
+      /^Invalid chunksize: is not an analyze parameter \(did you mean 'chunkSize'\?\); expected one of offsetGroups, /,
+    )
+    await expect(analyze(model, batchOf([[0, 1, 2]], 0), { chunkSize: 0 })).rejects.toThrow(
+      /^Invalid chunkSize: must be an integer >= 1, got 0$/,
+    )
     model.dispose()
     void tf
   })

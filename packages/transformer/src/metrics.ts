@@ -15,7 +15,8 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { checkOptionKeys, InvalidArgumentError, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
+import { InvalidArgumentError, type OffsetGroup, ShapeError, type TokenBatch } from '@attnlab/core'
+import { configSchema, customField, integerField, parseConfig, type z } from '@attnlab/core/schema'
 import { hasAttention } from './config.ts'
 import { hookName, type ForwardHook, type HookName } from './hooks.ts'
 import type { Transformer } from './model.ts'
@@ -76,20 +77,27 @@ export interface AnalysisMetrics {
 }
 
 /**
- * Options of {@link analyze}.
+ * The schema of {@link AnalyzeOptions}: each option's meaning and default, declared once.
  *
  * @category Metrics
  */
-export interface AnalyzeOptions {
+export const analyzeOptionsSchema = configSchema({
   /** Offset groups for attention mass (e.g. `task.offsetGroups`). */
-  readonly offsetGroups?: readonly OffsetGroup[]
+  offsetGroups: customField<readonly OffsetGroup[]>('offset groups for the attention mass').optional(),
   /** The teacher (for KL and value alignment). */
-  readonly teacher?: TeacherSource
+  teacher: customField<TeacherSource>('the teacher, for KL and value alignment').optional(),
   /** Sequences per forward pass (default 512). */
-  readonly chunkSize?: number
+  chunkSize: integerField('sequences per forward pass', { min: 1 }).default(512),
   /** Hooks of every pass (e.g. a trainer's attention bias, so the metrics see the model as trained). */
-  readonly fwdHooks?: readonly ForwardHook[]
-}
+  fwdHooks: customField<readonly ForwardHook[]>('hooks of every pass').optional(),
+})
+
+/**
+ * Options of {@link analyze} (see {@link analyzeOptionsSchema}).
+ *
+ * @category Metrics
+ */
+export type AnalyzeOptions = Readonly<z.input<typeof analyzeOptionsSchema>>
 
 /** Mean entropy of each head's pattern rows, and mass on offset groups, over the chosen query rows. */
 function patternStatistics(
@@ -145,11 +153,7 @@ export async function analyze(
   batch: TokenBatch,
   options: AnalyzeOptions = {},
 ): Promise<AnalysisMetrics> {
-  checkOptionKeys(
-    'analyze options',
-    options,
-    Object.keys({ offsetGroups: 1, teacher: 1, chunkSize: 1, fwdHooks: 1 } satisfies Record<keyof AnalyzeOptions, 1>),
-  )
+  const settings = parseConfig(analyzeOptionsSchema, options, 'analyze')
   const { nHeads, dVocab } = model.config
   // A model without attention (the mixer) has no patterns: no entropy, no offset-group mass.
   const nLayers = hasAttention(model.config) ? model.config.nLayers : 0
@@ -159,13 +163,13 @@ export async function analyze(
     throw new ShapeError(
       `sequences of ${seqLength} tokens give ${T} inputs; the model takes 1 .. nCtx = ${model.config.nCtx}`,
     )
-  const groups = nLayers === 0 ? [] : (options.offsetGroups ?? [])
-  const chunk = Math.max(1, options.chunkSize ?? 512)
+  const groups = nLayers === 0 ? [] : (settings.offsetGroups ?? [])
+  const chunk = settings.chunkSize
   const entropy = Array.from({ length: nLayers }, () => new Float64Array(nHeads))
   const mass = Array.from({ length: nLayers }, () => new Float64Array(nHeads * groups.length))
   const positionLoss = new Float64Array(T)
   const positionCount = new Float64Array(T)
-  const K = options.teacher?.teacher.matrices.length ?? 0
+  const K = settings.teacher?.teacher.matrices.length ?? 0
   const kl = new Float64Array(K)
   let teacherEntropy = 0
   let lossSum = 0
@@ -179,7 +183,7 @@ export async function analyze(
     const input = tf.tensor2d(inputs, [size, T], 'int32')
     const { logits, cache } = model.runWithCache(input, {
       namesFilter: patternNames,
-      ...(options.fwdHooks === undefined ? {} : { fwdHooks: options.fwdHooks }),
+      ...(settings.fwdHooks === undefined ? {} : { fwdHooks: settings.fwdHooks }),
     })
     input.dispose()
     let logProbabilities: Float32Array
@@ -214,9 +218,9 @@ export async function analyze(
     patterns.forEach((pattern, l) => {
       patternStatistics(pattern, size, nHeads, T, weight, groups, entropy[l] as Float64Array, mass[l] as Float64Array)
     })
-    if (options.teacher !== undefined) {
+    if (settings.teacher !== undefined) {
       for (let k = 1; k <= K; k++) {
-        const probabilities = options.teacher.teacherProbabilities(sub, { keepSpans: k })
+        const probabilities = settings.teacher.teacherProbabilities(sub, { keepSpans: k })
         const d = probabilities.length / (size * seqLength)
         if (d > dVocab) throw new ShapeError(`the teacher has ${d} tokens but the model only ${dVocab}`)
         for (let b = 0; b < size; b++) {
@@ -258,10 +262,10 @@ export async function analyze(
     )
     result.offsetGroupNames = groups.map((g) => g.name)
   }
-  if (options.teacher !== undefined) {
+  if (settings.teacher !== undefined) {
     result.teacherKL = Array.from(kl, (v) => v / scored)
     result.teacherEntropy = teacherEntropy / scored
-    if (model.config.architecture === 'minimal') result.valueAlignment = await valueAlignment(model, options.teacher)
+    if (model.config.architecture === 'minimal') result.valueAlignment = await valueAlignment(model, settings.teacher)
   }
   return result
 }

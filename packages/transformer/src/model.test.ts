@@ -310,15 +310,23 @@ describe('transformer parameters', () => {
 
   it('rejects misspelled option names of createTransformer, forward and runWithCache', () => {
     expect(() => createTransformer(presetConfig('gpt-nano'), { atention: undefined } as never)).toThrow(
-      /Invalid atention: not one of the createTransformer options \(did you mean 'attention'\?\)/,
+      /^Invalid atention: is not a createTransformer parameter \(did you mean 'attention'\?\); expected one of /,
     )
     const model = createTransformer(presetConfig('gpt-nano'))
+    const before = tf.memory().numTensors
     expect(() => model.forward([[1, 2]], { headmask: undefined } as never)).toThrow(
-      /Invalid headmask: not one of the forward options \(did you mean 'headMask'\?\)/,
+      /^Invalid headmask: is not a forward parameter \(did you mean 'headMask'\?\); expected one of fwdHooks, /,
+    )
+    expect(() => model.forward([[1, 2]], { training: 'yes' } as never)).toThrow(
+      /^Invalid training: got 'yes'; expected true or false$/,
+    )
+    expect(() => model.forward([[1, 2]], null as never)).toThrow(
+      /^Invalid config: got null; expected an object of forward parameters$/,
     )
     expect(() => model.runWithCache([[1, 2]], { names: ['hook_embed'] } as never)).toThrow(
-      /Invalid names: not one of the runWithCache options/,
+      /^Invalid names: is not a runWithCache parameter; expected one of namesFilter, headMask, fwdHooks, attention$/,
     )
+    expect(tf.memory().numTensors).toBe(before)
     model.dispose()
   })
 })

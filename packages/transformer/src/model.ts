@@ -26,7 +26,6 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
-  checkOptionKeys,
   ConfigError,
   InvalidArgumentError,
   Rng,
@@ -39,6 +38,7 @@ import {
   type AttentionResult,
 } from '@attnlab/core'
 import { gatherRows, layerNorm, linear, requireAttnlabKernels } from '@attnlab/core/kernels'
+import { booleanField, configSchema, customField, parseConfig, type z } from '@attnlab/core/schema'
 import { configToJSON, type Architecture, type TransformerConfig } from './config.ts'
 import {
   HookRunner,
@@ -95,61 +95,73 @@ export interface AttentionReport {
 }
 
 /**
- * Options of a forward pass.
+ * The schema of {@link ForwardOptions}: each option's meaning and default, declared once (the
+ * values a schema cannot check, such as a head mask's shape or `logitsFrom` against the
+ * sequence, are checked by the pass itself).
  *
  * @category Model
  */
-export interface ForwardOptions {
+export const forwardOptionsSchema = configSchema({
   /** Temporary hooks for this pass only (never stored on the model). */
-  readonly fwdHooks?: readonly ForwardHook[]
+  fwdHooks: customField<readonly ForwardHook[]>('temporary hooks for this pass only').optional(),
   /**
    * Per-head multipliers of `hook_z` (1 keeps a head, 0 knocks it out): `[nLayers, nHeads]`
    * (same for every sequence) or `[batch, nLayers, nHeads]` (one pattern per sequence, so many
    * knockout patterns run in one batched pass). Applied before `hook_z` runs, so the hook and a
    * cache see the masked values.
    */
-  readonly headMask?: tf.Tensor
+  headMask: customField<tf.Tensor>(
+    'per-head multipliers of hook_z, [nLayers, nHeads] or [batch, nLayers, nHeads] (0 knocks a head out)',
+  ).optional(),
   /** Attention kernel for this pass (default: the model's {@link Transformer.attention}). */
-  readonly attention?: AttentionKernel
-  /** Training mode: dropout is applied (when `config.dropout > 0`) with masks drawn from `rng`. */
-  readonly training?: boolean
+  attention: customField<AttentionKernel>("attention kernel for this pass (default: the model's)").optional(),
+  /** Training mode: dropout is applied (when `config.dropout > 0`) with masks drawn from `rng`. Default false. */
+  training: booleanField('training mode: dropout is applied with masks drawn from rng').default(false),
   /** Random stream for dropout (required when training with dropout > 0). */
-  readonly rng?: Rng
+  rng: customField<Rng>('random stream for dropout (required when training with dropout > 0)').optional(),
   /** If given, each attention call's accounting is pushed here. */
-  readonly attentionReports?: AttentionReport[]
+  attentionReports: customField<AttentionReport[]>("each attention call's accounting is pushed here").optional(),
   /**
    * Compute logits only for positions `logitsFrom .. pos - 1` (default 0: all); the result is then
    * `[batch, pos - logitsFrom, dVocab]`. Trainers use it to skip positions no loss scores (the
-   * minimal model saves that share of its largest matmuls).
+   * minimal model saves that share of its largest matmuls). Checked against the sequence: an
+   * integer in `[0, pos - 1]`, else a `ShapeError`.
    */
-  readonly logitsFrom?: number
-}
-
-const FORWARD_OPTION_KEYS = Object.keys({
-  fwdHooks: 1,
-  headMask: 1,
-  attention: 1,
-  training: 1,
-  rng: 1,
-  attentionReports: 1,
-  logitsFrom: 1,
-} satisfies Record<keyof ForwardOptions, 1>)
+  logitsFrom: customField<number>('compute logits only from this position on (default 0: all)').optional(),
+})
 
 /**
- * Options of {@link Transformer.runWithCache}.
+ * Options of a forward pass (see {@link forwardOptionsSchema}).
  *
  * @category Model
  */
-export interface RunWithCacheOptions {
+export type ForwardOptions = Readonly<z.input<typeof forwardOptionsSchema>>
+
+/**
+ * The schema of {@link RunWithCacheOptions}: what to record, and the forward options a cached
+ * pass takes ({@link forwardOptionsSchema}'s `headMask`, `fwdHooks`, `attention`).
+ *
+ * @category Model
+ */
+export const runWithCacheOptionsSchema = configSchema({
   /** Which activations to keep: a name, a list of names, or a predicate (default: all). */
-  readonly namesFilter?: HookName | readonly HookName[] | ((name: HookName) => boolean)
-  /** As {@link ForwardOptions.headMask}. */
-  readonly headMask?: tf.Tensor
+  namesFilter: customField<HookName | readonly HookName[] | ((name: HookName) => boolean)>(
+    'which activations to keep: a name, a list of names or a predicate (default: all)',
+  ).optional(),
+  /** As the forward pass's `headMask`. */
+  headMask: forwardOptionsSchema.shape.headMask,
   /** Extra hooks that run before caching (e.g. an intervention). */
-  readonly fwdHooks?: readonly ForwardHook[]
-  /** As {@link ForwardOptions.attention}. */
-  readonly attention?: AttentionKernel
-}
+  fwdHooks: customField<readonly ForwardHook[]>('extra hooks that run before caching').optional(),
+  /** As the forward pass's `attention`. */
+  attention: forwardOptionsSchema.shape.attention,
+})
+
+/**
+ * Options of {@link Transformer.runWithCache} (see {@link runWithCacheOptionsSchema}).
+ *
+ * @category Model
+ */
+export type RunWithCacheOptions = Readonly<z.input<typeof runWithCacheOptionsSchema>>
 
 /**
  * Activations recorded by {@link Transformer.runWithCache}. Owns its tensors: call
@@ -216,11 +228,18 @@ export interface HookHandle {
   remove(): void
 }
 
-/** Options of {@link createTransformer}. @category Model */
-export interface TransformerOptions {
-  /** The attention kernel (default {@link denseAttention}). */
-  readonly attention?: AttentionKernel
-}
+/**
+ * The schema of {@link TransformerOptions}.
+ *
+ * @category Model
+ */
+export const transformerOptionsSchema = configSchema({
+  /** The attention kernel (default `denseAttention` of `@attnlab/core`). */
+  attention: customField<AttentionKernel>('the attention kernel (default dense)').optional(),
+})
+
+/** Options of {@link createTransformer} (see {@link transformerOptionsSchema}). @category Model */
+export type TransformerOptions = Readonly<z.input<typeof transformerOptionsSchema>>
 
 // =====================================================================================
 // Attention
@@ -786,9 +805,9 @@ export class Transformer {
         'config',
         'pass a configuration from createConfig() or presetConfig() (it must be resolved and frozen)',
       )
-    checkOptionKeys('createTransformer options', options, ['attention'] satisfies (keyof TransformerOptions)[])
+    const settings = parseConfig(transformerOptionsSchema, options, 'createTransformer')
     this.config = config
-    this.attention = options.attention ?? denseAttention
+    this.attention = settings.attention ?? denseAttention
     const root = Rng.fromSeed(config.seed).split('init')
     for (const spec of parameterSpecs(config)) {
       const size = spec.shape.reduce((n, d) => n * d, 1)
@@ -947,11 +966,11 @@ export class Transformer {
    * @param tokens - `[batch, pos]` token ids, `pos <= nCtx`
    * @param options - hooks, head mask, kernel, training mode
    * @throws `ShapeError` (`@attnlab/core`) for a token array of the wrong rank/size or a bad head mask;
-   *   `InvalidArgumentError` (`@attnlab/core`) for a token id outside `[0, dVocab)`
+   *   `InvalidArgumentError` (`@attnlab/core`) for a token id outside `[0, dVocab)`; `ConfigError`
+   *   (`@attnlab/core`) for an unknown option name (with a did-you-mean) or a `training` that is not a boolean
    */
   forward(tokens: TokenInput, options: ForwardOptions = {}): tf.Tensor3D {
-    checkOptionKeys('forward options', options, FORWARD_OPTION_KEYS)
-    return this.forwardInternal(tokens, options, null, false)
+    return this.forwardInternal(tokens, parseConfig(forwardOptionsSchema, options, 'forward'), null, false)
   }
 
   /**
@@ -978,13 +997,8 @@ export class Transformer {
    * ```
    */
   runWithCache(tokens: TokenInput, options: RunWithCacheOptions = {}): { logits: tf.Tensor3D; cache: ActivationCache } {
-    checkOptionKeys('runWithCache options', options, [
-      'namesFilter',
-      'headMask',
-      'fwdHooks',
-      'attention',
-    ] satisfies (keyof RunWithCacheOptions)[])
-    const filter = options.namesFilter
+    const settings = parseConfig(runWithCacheOptionsSchema, options, 'runWithCache')
+    const filter = settings.namesFilter
     const wanted: (name: HookName) => boolean =
       filter === undefined
         ? () => true
@@ -999,9 +1013,9 @@ export class Transformer {
     }
     try {
       const logits = this.forward(tokens, {
-        fwdHooks: [...(options.fwdHooks ?? []), [wanted, record]],
-        ...(options.headMask === undefined ? {} : { headMask: options.headMask }),
-        ...(options.attention === undefined ? {} : { attention: options.attention }),
+        fwdHooks: [...(settings.fwdHooks ?? []), [wanted, record]],
+        ...(settings.headMask === undefined ? {} : { headMask: settings.headMask }),
+        ...(settings.attention === undefined ? {} : { attention: settings.attention }),
       })
       return { logits, cache }
     } catch (error) {

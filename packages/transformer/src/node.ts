@@ -10,6 +10,7 @@ export {
   loadCheckpoint,
   loadCheckpointModel,
   saveCheckpoint,
+  saveCheckpointOptionsSchema,
   type LoadedCheckpoint,
   type SaveCheckpointOptions,
 } from './checkpoint.ts'

@@ -172,6 +172,24 @@ describeWithBackends('train', (backend) => {
     expect(() => new Trainer(model, task, { ...base, lr: 0 })).toThrow(/lr/)
     expect(() => new Trainer(model, task, { ...base, gradClip: 0 })).toThrow(/gradClip/)
     expect(() => new Trainer(model, task, { ...base, evalEvery: 1.5 })).toThrow(/evalEvery/)
+    // The schema's messages: the value and what was expected.
+    expect(() => new Trainer(model, task, { ...base, steps: -1 })).toThrow(
+      /^Invalid steps: must be an integer >= 0, got -1$/,
+    )
+    expect(() => new Trainer(model, task, { ...base, lr: 0 })).toThrow(/^Invalid lr: must be > 0, got 0$/)
+    expect(() => new Trainer(model, task, { ...base, gradClip: Number.NaN })).toThrow(
+      /^Invalid gradClip: must be > 0 \(Infinity disables clipping\), got NaN$/,
+    )
+    expect(() => new Trainer(model, task, { ...base, evalBatchSize: 0 })).toThrow(
+      /^Invalid evalBatchSize: must be an integer >= 1, got 0$/,
+    )
+    expect(() => new Trainer(model, task, { ...base, analysis: { size: 0 } })).toThrow(
+      /^Invalid size: must be an integer >= 1, got 0$/,
+    )
+    expect(() => new Trainer(model, task, { ...base, steps: undefined } as never)).toThrow(
+      /^Invalid steps: must be an integer >= 0, got undefined$/,
+    )
+    new Trainer(model, task, { ...base, gradClip: Infinity }).dispose()
     expect(() => new Trainer(model, new SparseMarkovTask({ vocabSize: 9, spans: [1, 1], genLen: 6 }), base)).toThrow(
       /9 tokens but the model's dVocab is 8/,
     )
@@ -213,7 +231,7 @@ describeWithBackends('train', (backend) => {
       const base = { steps: 2, batchSize: 4, lr: 0.1, validation: 4 }
       await expect(train(model, task, { ...base, evalEvey: 1 } as never)).rejects.toThrow(
         new RegExp(
-          /Invalid evalEvey: not one of the train options \(did you mean 'evalEvery'\?\); allowed: steps, /.source +
+          /Invalid evalEvey: is not a train parameter \(did you mean 'evalEvery'\?\); expected one of steps, /.source +
             /batchSize, lr, optimizer, .*resume/.source,
         ),
       )
@@ -222,10 +240,10 @@ describeWithBackends('train', (backend) => {
         parameter: 'optimiser',
       })
       await expect(train(model, task, { ...base, learningRate: 0.1 } as never)).rejects.toThrow(
-        /Invalid learningRate: not one of the train options; allowed:/,
+        /Invalid learningRate: is not a train parameter; expected one of /,
       )
       expect(() => new Trainer(model, task, { ...base, analysis: { sise: 4 } } as never)).toThrow(
-        /Invalid sise: not one of the train analysis options \(did you mean 'size'\?\)/,
+        /^Invalid sise: is not a train analysis parameter \(did you mean 'size'\?\); expected one of size, teacher, /,
       )
       expect(() => new Trainer(model, task, { ...base, optimizer: { kind: 'sgd', momentun: 0.9 } } as never)).toThrow(
         /Invalid momentun: is not a sgd optimizer parameter \(did you mean 'momentum'\?\)/,

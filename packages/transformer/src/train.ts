@@ -16,20 +16,19 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import {
-  checkOptionKeys,
   ConfigError,
   InvalidArgumentError,
   InvalidCheckpointError,
   NonFiniteError,
-  type OffsetGroup,
   Rng,
   type RngState,
   type Task,
   type TokenBatch,
 } from '@attnlab/core'
+import { configSchema, customField, integerField, numberField, parseConfig, showValue, z } from '@attnlab/core/schema'
 import { attentionBias, type AttentionBias, type AttentionBiasOptions } from './attention-bias.ts'
 import type { ForwardHook } from './hooks.ts'
-import { analyze, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
+import { analyze, analyzeOptionsSchema, type AnalysisMetrics, type TeacherSource } from './metrics.ts'
 import type { Transformer } from './model.ts'
 import { maskedCrossEntropy } from './ops.ts'
 import {
@@ -50,7 +49,7 @@ import { createSchedule, type Schedule, type ScheduleOptions, type ScheduleState
  */
 export type TrainingSource = Task | TokenBatch
 
-/** One training step, reported to {@link TrainOptions.onStep}. @category Training */
+/** One training step, reported to the `onStep` callback of {@link TrainOptions}. @category Training */
 export interface StepRecord {
   /** Steps completed (1 after the first update). */
   readonly step: number
@@ -68,7 +67,7 @@ export interface StepRecord {
   readonly tokensPerSecond: number
 }
 
-/** One evaluation, reported to {@link TrainOptions.onEval}. @category Training */
+/** One evaluation, reported to the `onEval` callback of {@link TrainOptions}. @category Training */
 export interface EvalRecord {
   /** Steps completed at evaluation time. */
   readonly step: number
@@ -83,53 +82,85 @@ export interface EvalRecord {
 }
 
 /**
- * Training options. Required: `steps`, `batchSize`, `lr`.
+ * The schema of the `analysis` option of {@link TrainOptions} (when it is not `false`): each
+ * option's meaning and default, declared once.
  *
  * @category Training
  */
-export interface TrainOptions {
+export const trainAnalysisOptionsSchema = configSchema({
+  /** Validation sequences the analysis metrics are computed on (default 512, at most the validation set). */
+  size: integerField('validation sequences the analysis metrics are computed on', { min: 1 }).default(512),
+  /** The teacher, for value alignment and KL (default: the task, when it is a {@link TeacherSource}). */
+  teacher: analyzeOptionsSchema.shape.teacher,
+  /** Offset groups for the attention-mass metrics (default: the task's). */
+  offsetGroups: analyzeOptionsSchema.shape.offsetGroups,
+})
+
+/** `> 0`, `Infinity` included (a clip of `Infinity` disables clipping). */
+const positiveOrInfinity = z.custom<number>((value) => typeof value === 'number' && value > 0, {
+  error: (issue) => `must be > 0 (Infinity disables clipping), got ${showValue(issue.input)}`,
+})
+
+/**
+ * The schema of {@link TrainOptions}: each option's meaning, range and default, declared once.
+ * Required: `steps`, `batchSize`, `lr`.
+ *
+ * @category Training
+ */
+export const trainOptionsSchema = configSchema({
   /** Total optimizer steps of the run (a resumed run continues up to this). */
-  readonly steps: number
+  steps: integerField('total optimizer steps of the run', { min: 0 }),
   /** Sequences per step. */
-  readonly batchSize: number
+  batchSize: integerField('sequences per step', { min: 1 }),
   /** Peak learning rate. */
-  readonly lr: number
-  /** Optimizer (default AdamW, weight decay 0.01). */
-  readonly optimizer?: OptimizerOptions
+  lr: numberField('peak learning rate', { min: 0, minExclusive: true }),
+  /** Optimizer (default AdamW, weight decay 0.01; checked by `resolveOptimizerOptions`). */
+  optimizer: customField<OptimizerOptions>('optimizer (default AdamW, weight decay 0.01)').optional(),
   /** Which parameters weight decay applies to (default: rank >= 2). */
-  readonly weightDecayFilter?: (name: string, variable: tf.Variable) => boolean
-  /** Schedule (default constant). */
-  readonly schedule?: ScheduleOptions
+  weightDecayFilter: customField<(name: string, variable: tf.Variable) => boolean>(
+    'which parameters weight decay applies to (default: rank >= 2)',
+  ).optional(),
+  /** Schedule (default constant; checked by `resolveScheduleOptions`). */
+  schedule: customField<ScheduleOptions>('learning-rate schedule (default constant)').optional(),
   /** Global gradient-norm clip (default 1.0, paper (b)); `Infinity` disables. */
-  readonly gradClip?: number
+  gradClip: positiveOrInfinity.default(1),
   /** Seed of data, dropout and validation streams (default 0). */
-  readonly seed?: number
+  seed: integerField('seed of data, dropout and validation streams').default(0),
   /** Evaluate every N steps (0: only at the end; default 0). */
-  readonly evalEvery?: number
-  /** Validation data: a dataset, or (for a task source) the number of sequences to draw once (default 1024). */
-  readonly validation?: TokenBatch | number
+  evalEvery: integerField('evaluate every N steps (0: only at the end)', { min: 0 }).default(0),
+  /**
+   * Validation data: a dataset, or (for a task source) the number of sequences to draw once
+   * (default 1024; a positive integer).
+   */
+  validation: customField<TokenBatch | number>(
+    'validation data: a dataset, or the number of sequences to draw once from the task',
+  ).default(1024),
   /** Sequences per evaluation forward pass (default 1024). */
-  readonly evalBatchSize?: number
+  evalBatchSize: integerField('sequences per evaluation forward pass', { min: 1 }).default(1024),
   /**
    * Analysis metrics at each evaluation: `false` disables; default on, on 512 validation
    * sequences, with the task's offset groups and teacher when the source is a task (pass them
-   * here for a finite dataset).
+   * here for a finite dataset). See {@link trainAnalysisOptionsSchema}.
    */
-  readonly analysis?:
-    | false
-    | { readonly size?: number; readonly teacher?: TeacherSource; readonly offsetGroups?: readonly OffsetGroup[] }
+  analysis: customField<false | Readonly<z.input<typeof trainAnalysisOptionsSchema>>>(
+    'analysis metrics at each evaluation (false disables)',
+  ).optional(),
   /** Called after every step (awaited). */
-  readonly onStep?: (record: StepRecord) => void | Promise<void>
+  onStep: customField<(record: StepRecord) => void | Promise<void>>('called after every step (awaited)').optional(),
   /** Called after every evaluation (awaited). */
-  readonly onEval?: (record: EvalRecord) => void | Promise<void>
+  onEval: customField<(record: EvalRecord) => void | Promise<void>>(
+    'called after every evaluation (awaited)',
+  ).optional(),
   /** Called with the full state every `checkpointEvery` steps and at the end (awaited), e.g. to save a checkpoint. */
-  readonly onCheckpoint?: (state: TrainerState) => void | Promise<void>
+  onCheckpoint: customField<(state: TrainerState) => void | Promise<void>>(
+    'called with the full state every checkpointEvery steps and at the end (awaited)',
+  ).optional(),
   /** Steps between `onCheckpoint` calls (default 0: only at the end). */
-  readonly checkpointEvery?: number
+  checkpointEvery: integerField('steps between onCheckpoint calls (0: only at the end)', { min: 0 }).default(0),
   /** Stop early (after the current step) when aborted; the result has `stopped: true`. */
-  readonly signal?: AbortSignal
+  signal: customField<AbortSignal>('stop early (after the current step) when aborted').optional(),
   /** Continue from a saved state (see {@link Trainer.getState}); the model must hold that state's weights. */
-  readonly resume?: TrainerState
+  resume: customField<TrainerState>('continue from a saved trainer state').optional(),
   /**
    * The attention-bias intervention (Baherwani et al., arXiv 2606.25010; see `attentionBias`):
    * `beta * G` added to `hook_attn_scores` of the targeted heads, `G` the task's ground-truth map
@@ -138,36 +169,20 @@ export interface TrainOptions {
    * metrics (the model is evaluated as it is trained; {@link Trainer.forwardHooks} gives the hooks
    * to other passes). Recorded in the trainer state: a resume must give the same bias.
    */
-  readonly attentionBias?: AttentionBiasOptions | AttentionBias
-}
+  attentionBias: customField<AttentionBiasOptions | AttentionBias>(
+    'the attention-bias intervention: options of attentionBias, or a bias it built',
+  ).optional(),
+})
 
-/** Every key of {@link TrainOptions} (a misspelled one is rejected). */
-const TRAIN_OPTION_KEYS = Object.keys({
-  steps: 1,
-  batchSize: 1,
-  lr: 1,
-  optimizer: 1,
-  weightDecayFilter: 1,
-  schedule: 1,
-  gradClip: 1,
-  seed: 1,
-  evalEvery: 1,
-  validation: 1,
-  evalBatchSize: 1,
-  analysis: 1,
-  onStep: 1,
-  onEval: 1,
-  onCheckpoint: 1,
-  checkpointEvery: 1,
-  signal: 1,
-  resume: 1,
-  attentionBias: 1,
-} satisfies Record<keyof TrainOptions, 1>)
+/**
+ * Training options (see {@link trainOptionsSchema}). Required: `steps`, `batchSize`, `lr`.
+ *
+ * @category Training
+ */
+export type TrainOptions = Readonly<z.input<typeof trainOptionsSchema>>
 
-const ANALYSIS_OPTION_KEYS = Object.keys({ size: 1, teacher: 1, offsetGroups: 1 } satisfies Record<
-  keyof Exclude<TrainOptions['analysis'], false | undefined>,
-  1
->)
+/** Training options with their defaults, checked. */
+type TrainSettings = z.output<typeof trainOptionsSchema>
 
 /**
  * Everything needed to continue a run exactly (besides the model weights): JSON-serialisable
@@ -299,6 +314,8 @@ export class Trainer {
   private lastValidationLoss: number | null
   private dataset: { permutation: number[]; cursor: number; epoch: number } | null = null
   private readonly bias: AttentionBias | null
+  private readonly options: TrainSettings
+  private readonly analysis: z.output<typeof trainAnalysisOptionsSchema> | null
 
   /**
    * @param model - the model to train (its weights change)
@@ -311,28 +328,17 @@ export class Trainer {
   constructor(
     private readonly model: Transformer,
     private readonly source: TrainingSource,
-    private readonly options: TrainOptions,
+    given: TrainOptions,
   ) {
-    checkOptionKeys('train options', options, TRAIN_OPTION_KEYS)
-    if (options.analysis !== undefined && options.analysis !== false)
-      checkOptionKeys('train analysis options', options.analysis, ANALYSIS_OPTION_KEYS)
+    const options = parseConfig(trainOptionsSchema, given, 'train')
+    this.options = options
+    this.analysis =
+      options.analysis === false
+        ? null
+        : parseConfig(trainAnalysisOptionsSchema, options.analysis ?? {}, 'train analysis')
     const { steps, batchSize, lr } = options
-    if (!Number.isSafeInteger(steps) || steps < 0)
-      throw new ConfigError('steps', `${steps} must be a non-negative integer`, { value: steps })
-    if (!Number.isSafeInteger(batchSize) || batchSize < 1)
-      throw new ConfigError('batchSize', `${batchSize} must be a positive integer`, { value: batchSize })
-    if (!(Number.isFinite(lr) && lr > 0)) throw new ConfigError('lr', `${lr} must be a positive number`, { value: lr })
-    this.gradClip = options.gradClip ?? 1
-    if (!(this.gradClip > 0))
-      throw new ConfigError('gradClip', `${this.gradClip} must be > 0 (Infinity disables clipping)`)
-    for (const [name, value] of [
-      ['evalEvery', options.evalEvery ?? 0],
-      ['checkpointEvery', options.checkpointEvery ?? 0],
-    ] as const) {
-      if (!Number.isSafeInteger(value) || value < 0)
-        throw new ConfigError(name, `${value} must be a non-negative integer`, { value })
-    }
-    this.seed = options.seed ?? 0
+    this.gradClip = options.gradClip
+    this.seed = options.seed
     const root = Rng.fromSeed(this.seed)
     const { dVocab, nCtx } = model.config
     let seqLength: number
@@ -355,7 +361,7 @@ export class Trainer {
       )
     this.bias = Trainer.resolveBias(model, source, options.attentionBias)
     // Validation set.
-    const validation = options.validation ?? 1024
+    const validation = options.validation
     if (typeof validation === 'number') {
       if (!isTask(source))
         throw new ConfigError(
@@ -584,7 +590,7 @@ export class Trainer {
 
   /** Mean validation loss over the whole validation set (nats, weighted by scored positions). */
   async validationLoss(): Promise<number> {
-    const chunk = Math.max(1, this.options.evalBatchSize ?? 1024)
+    const chunk = this.options.evalBatchSize
     let sum = 0
     let count = 0
     for (let start = 0; start < this.validation.batchSize; start += chunk) {
@@ -614,8 +620,7 @@ export class Trainer {
    */
   async run(): Promise<TrainResult> {
     const { steps, batchSize, onStep, onEval, onCheckpoint, signal } = this.options
-    const evalEvery = this.options.evalEvery ?? 0
-    const checkpointEvery = this.options.checkpointEvery ?? 0
+    const { evalEvery, checkpointEvery } = this.options
     const names = [...this.model.getWeights().keys()]
     const variables = names.map((n) => this.model.getWeights().get(n) as tf.Variable)
     const losses: number[] = []
@@ -724,10 +729,10 @@ export class Trainer {
     const validationLoss = await this.validationLoss()
     this.lastValidationLoss = validationLoss
     this.schedule.onValidation(validationLoss)
-    const analysis = this.options.analysis
+    const analysis = this.analysis
     let metrics: AnalysisMetrics | undefined
-    if (analysis !== false) {
-      const size = Math.min(analysis?.size ?? 512, this.validation.batchSize)
+    if (analysis !== null) {
+      const size = Math.min(analysis.size, this.validation.batchSize)
       const L = this.validation.seqLength
       const subset: TokenBatch = {
         tokens: this.validation.tokens.subarray(0, size * L),
@@ -735,9 +740,9 @@ export class Trainer {
         batchSize: size,
         seqLength: L,
       }
-      const groups = analysis?.offsetGroups ?? (isTask(this.source) ? this.source.offsetGroups : undefined)
+      const groups = analysis.offsetGroups ?? (isTask(this.source) ? this.source.offsetGroups : undefined)
       const teacher =
-        analysis?.teacher ??
+        analysis.teacher ??
         (isTask(this.source) && typeof (this.source as unknown as TeacherSource).teacherProbabilities === 'function'
           ? (this.source as unknown as TeacherSource)
           : undefined)

@@ -9,6 +9,8 @@
 export {
   Trainer,
   train,
+  trainAnalysisOptionsSchema,
+  trainOptionsSchema,
   type EvalRecord,
   type StepRecord,
   type TrainOptions,
@@ -54,6 +56,7 @@ export {
 } from './schedules.ts'
 export {
   analyze,
+  analyzeOptionsSchema,
   headSeparation,
   valueAlignment,
   type AnalysisMetrics,
