@@ -87,6 +87,15 @@ describe('configFromHuggingFace', () => {
     expect(configFromHuggingFace({ ...base, model_type: 'mistral' }, { maxContext: 64 }).config.nCtx).toBe(64)
   })
 
+  it('rejects a bad maxContext or an unknown option with a ConfigError naming it', () => {
+    expect(() => configFromHuggingFace(base, { maxContext: 0 })).toThrow(
+      /^Invalid maxContext: 0 must be a positive integer \(the number of positions to keep\)$/,
+    )
+    expect(() => configFromHuggingFace(base, { fille: 'x' } as never)).toThrow(
+      /^Invalid fille: is not a configFromHuggingFace parameter \(did you mean 'file'\?\); expected one of file, /,
+    )
+  })
+
   it('rejects other architectures, naming what is supported', () => {
     expect(() => configFromHuggingFace({ ...base, model_type: 'gptj', architectures: ['GPTJForCausalLM'] })).toThrow(
       UnsupportedModelError,

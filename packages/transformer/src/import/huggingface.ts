@@ -19,7 +19,8 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError } from '@attnlab/core'
+import { ConfigError } from '@attnlab/core'
+import { configSchema, customField, parseConfig, showValue, z } from '@attnlab/core/schema'
 import { configFromJSON, configToJSON, createConfig, type TransformerConfig } from '../config.ts'
 import type { SpecialTokens } from './checkpoint.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
@@ -58,38 +59,31 @@ const DEFAULTS: Readonly<Record<HuggingFaceModelType, { maxPositions: number; no
 }
 
 /**
- * Options of {@link configFromHuggingFace}.
+ * The schema of {@link HuggingFaceConfigOptions} (its `maxContext` is also `loadModel`'s).
  *
  * @category Import
  */
-export interface HuggingFaceConfigOptions {
+export const huggingFaceConfigOptionsSchema = configSchema({
   /** The file, for messages. */
-  readonly file?: string
+  file: customField<string>('the file, for messages').optional(),
   /**
    * Cap the context (`nCtx`) at this many positions (models declare up to 131072 positions;
    * attnlab precomputes nothing per position, but a smaller cap rejects longer inputs early).
+   * A positive integer.
    */
-  readonly maxContext?: number
-}
+  maxContext: z
+    .custom<number>((value) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1, {
+      error: (issue) => `${showValue(issue.input)} must be a positive integer (the number of positions to keep)`,
+    })
+    .optional(),
+})
 
 /**
- * Checks the `maxContext` option (a positive integer, or undefined).
+ * Options of {@link configFromHuggingFace} (see {@link huggingFaceConfigOptionsSchema}).
  *
- * @throws `ConfigError` (`@attnlab/core`) naming `maxContext`
+ * @category Import
  */
-export function checkMaxContext(maxContext: unknown): void {
-  if (
-    maxContext !== undefined &&
-    !(typeof maxContext === 'number' && Number.isSafeInteger(maxContext) && maxContext >= 1)
-  ) {
-    throw new ConfigError(
-      'maxContext',
-      `${typeof maxContext === 'number' ? String(maxContext) : JSON.stringify(maxContext)} must be a positive ` +
-        'integer (the number of positions to keep)',
-      { value: maxContext },
-    )
-  }
-}
+export type HuggingFaceConfigOptions = Readonly<z.input<typeof huggingFaceConfigOptionsSchema>>
 
 /**
  * A Hugging Face configuration, understood.
@@ -129,8 +123,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * @category Import
  */
 export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigOptions = {}): HuggingFaceModelInfo {
-  checkOptionKeys('configFromHuggingFace options', options, ['file', 'maxContext'])
-  checkMaxContext(options.maxContext)
+  parseConfig(huggingFaceConfigOptionsSchema, options, 'configFromHuggingFace')
   const file = options.file
   if (!isRecord(json)) throw new ModelFileError('invalid-json', 'config.json is not a JSON object', { file })
   const modelType = json.model_type

@@ -75,7 +75,13 @@ describeWithBackends('Hugging Face checkpoints against the PyTorch reference (to
       /Invalid ropeTheta: -1 must be a positive finite number/,
     )
     await expect(loadModel(dir, { maxContex: 4 } as never)).rejects.toThrow(
-      /Invalid maxContex: not one of the loadModel options \(did you mean 'maxContext'\?\)/,
+      /^Invalid maxContex: is not a loadModel parameter \(did you mean 'maxContext'\?\); expected one of tokenizer, /,
+    )
+    await expect(loadModel(dir, { tokenizer: 5 } as never)).rejects.toThrow(
+      /^Invalid tokenizer: must be a path or false, got 5$/,
+    )
+    await expect(loadModel(dir, { dummyPrefix: 'no' } as never)).rejects.toThrow(
+      /^Invalid dummyPrefix: got 'no'; expected true or false$/,
     )
   })
 

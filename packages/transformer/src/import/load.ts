@@ -5,11 +5,12 @@
  *
  * @module
  */
-import { checkOptionKeys, ConfigError, type AttentionKernel } from '@attnlab/core'
-import { createTransformer, type Transformer } from '../model.ts'
+import type { AttentionKernel } from '@attnlab/core'
+import { booleanField, configSchema, parseConfig, showValue, z } from '@attnlab/core/schema'
+import { createTransformer, transformerOptionsSchema, type Transformer } from '../model.ts'
 import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError } from './errors.ts'
-import { checkMaxContext } from './huggingface.ts'
+import { huggingFaceConfigOptionsSchema } from './huggingface.ts'
 import {
   fs,
   HF_CONFIG_FILE,
@@ -29,39 +30,46 @@ export const HF_TOKENIZER_FILE = 'tokenizer.json'
 export const HF_TOKENIZER_CONFIG_FILE = 'tokenizer_config.json'
 
 /**
- * Options of {@link loadModel}.
+ * The schema of {@link LoadModelOptions}: each option's meaning, range and default, declared once.
  *
  * @category Import
  */
-export interface LoadModelOptions {
+export const loadModelOptionsSchema = configSchema({
   /**
    * A tokenizer to load with the model: a llama2.c `tokenizer.bin` or a Hugging Face
    * `tokenizer.json` (told apart by content; see {@link loadTokenizer}). Default: the one found
    * beside a `.bin` checkpoint (`tokenizer.bin`, else `tokenizer.json`) or inside a model
    * directory (`tokenizer.json`, else `tokenizer.bin`). `false`: no tokenizer.
    */
-  readonly tokenizer?: string | false
+  tokenizer: z
+    .custom<string | false>((value) => typeof value === 'string' || value === false, {
+      error: (issue) => `must be a path or false, got ${showValue(issue.input)}`,
+    })
+    .optional(),
   /**
    * For a `tokenizer.json`: keep the leading `▁` its normalizer prepends (default `true`);
    * `false` for models trained without it (see `HuggingFaceTokenizerOptions.dummyPrefix`).
    * A llama2.c tokenizer always prepends its space, as `run.c` does.
    */
-  readonly dummyPrefix?: boolean
+  dummyPrefix: booleanField("for a tokenizer.json: keep the leading '▁' its normalizer prepends").optional(),
   /** Attention kernel of the model (default dense). */
-  readonly attention?: AttentionKernel
-  /** Cap the context of Hugging Face models at this many positions. */
-  readonly maxContext?: number
-  /** RoPE theta for llama2.c checkpoints (default: read from the file, else 10000). */
-  readonly ropeTheta?: number
-}
+  attention: transformerOptionsSchema.shape.attention,
+  /** Cap the context of Hugging Face models at this many positions (a positive integer). */
+  maxContext: huggingFaceConfigOptionsSchema.shape.maxContext,
+  /** RoPE theta for llama2.c checkpoints (default: read from the file, else 10000); a positive finite number. */
+  ropeTheta: z
+    .custom<number>((value) => typeof value === 'number' && Number.isFinite(value) && value > 0, {
+      error: (issue) => `${showValue(issue.input)} must be a positive finite number`,
+    })
+    .optional(),
+})
 
-const LOAD_MODEL_OPTION_KEYS = Object.keys({
-  tokenizer: 1,
-  dummyPrefix: 1,
-  attention: 1,
-  maxContext: 1,
-  ropeTheta: 1,
-} satisfies Record<keyof LoadModelOptions, 1>)
+/**
+ * Options of {@link loadModel} (see {@link loadModelOptionsSchema}).
+ *
+ * @category Import
+ */
+export type LoadModelOptions = Readonly<z.input<typeof loadModelOptionsSchema>>
 
 /**
  * A loaded model and what came with it. The caller owns `model` (call `model.dispose()`).
@@ -280,19 +288,7 @@ async function kindOf(path: string): Promise<'directory' | 'file'> {
  * @category Import
  */
 export async function loadModel(path: string, options: LoadModelOptions = {}): Promise<LoadedModel> {
-  checkOptionKeys('loadModel options', options, LOAD_MODEL_OPTION_KEYS)
-  checkMaxContext(options.maxContext)
-  if (
-    options.ropeTheta !== undefined &&
-    !(typeof options.ropeTheta === 'number' && Number.isFinite(options.ropeTheta) && options.ropeTheta > 0)
-  ) {
-    throw new ConfigError('ropeTheta', `${String(options.ropeTheta)} must be a positive finite number`, {
-      value: options.ropeTheta,
-    })
-  }
-  if (options.tokenizer !== undefined && options.tokenizer !== false && typeof options.tokenizer !== 'string') {
-    throw new ConfigError('tokenizer', `must be a path or false, got ${JSON.stringify(options.tokenizer)}`)
-  }
+  parseConfig(loadModelOptionsSchema, options, 'loadModel')
   const { basename, dirname, join } = await pathModule('loadModel')
   let target = path
   let kind = await kindOf(path)
