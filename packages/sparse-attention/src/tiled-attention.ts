@@ -3,9 +3,11 @@
  * the sequence length. Queries are taken a tile of rows at a time (per query head); each tile
  * reads only the keys its plan names (a {@link QueryTile}: the union of the tile's keys and which
  * of them each row computes), so no `[nHeads, T, T]` score, probability or mask tensor is ever
- * built. Within a tile the softmax is exact over the row's computed keys, as in the block-sparse
- * kernels of MInference and in FlashAttention's tiling (Dao et al. 2022, arXiv 2205.14135,
- * section 3.1), which attnlab reproduces with whole-row tiles instead of an online softmax.
+ * built; each tile's queries, keys and values are copied from the inputs read back once. Within
+ * a tile the softmax is exact over the row's computed keys, as in the block-sparse kernels of
+ * MInference and in FlashAttention's tiling (Dao et al. 2022, arXiv 2205.14135, section 3.1),
+ * which attnlab reproduces with whole-row tiles (every key of a row in one tile) instead of an
+ * online softmax over key blocks.
  *
  * @module
  */
@@ -176,17 +178,14 @@ export interface TiledAttentionCounts {
   readonly computed: Float64Array
 }
 
-function isRange(keys: Int32Array): boolean {
-  return keys.length > 0 && (keys[keys.length - 1] as number) - (keys[0] as number) + 1 === keys.length
-}
-
 /**
  * Softmax attention computed a tile of query rows at a time from a {@link TileSource}: for each
- * query head and tile, the tile's keys and values are gathered (sliced when contiguous), scores
- * `scale * q . k` get `-Infinity` outside the tile's `allowed`, softmax over the row, weighted sum
- * of the values. The work space of one tile is `[tileRows, keys]` floats: memory linear in `T`.
- * The same numbers as `attendWithMask` on the full mask, up to float32 rounding. Grouped-query
- * attention: query head `h` reads KV head `floor(h / (nHeads / nKvHeads))`.
+ * query head and tile, the tile's queries, its keys (transposed) and values are copied from the
+ * inputs (read back once) into small tensors, scores `scale * q . k` get `-Infinity` outside the
+ * tile's `allowed`, softmax over the row, weighted sum of the values, read back into the output.
+ * The work space of one tile is `[tileRows, keys]` floats: memory linear in `T`. The same numbers
+ * as `attendWithMask` on the full mask, up to float32 rounding. Grouped-query attention: query
+ * head `h` reads KV head `floor(h / (nHeads / nKvHeads))`.
  *
  * @param q - queries, `[batch, nHeads, T, dHead]`
  * @param k - keys, `[batch, nKvHeads, T, dHead]`
@@ -212,34 +211,56 @@ export function attendByTiles(
   const dValue = v.shape[3]
   const group = nHeads / nKvHeads
   const computed = new Float64Array(batch * nHeads)
-  const z = tf.tidy(() => {
-    const headOutputs: tf.Tensor2D[] = []
-    for (let b = 0; b < batch; b++) {
-      const keysOf: tf.Tensor2D[] = []
-      const valuesOf: tf.Tensor2D[] = []
-      for (let kv = 0; kv < nKvHeads; kv++) {
-        keysOf.push(tf.reshape(tf.slice(k, [b, kv, 0, 0], [1, 1, length, dHead]), [length, dHead]))
-        valuesOf.push(tf.reshape(tf.slice(v, [b, kv, 0, 0], [1, 1, length, dValue]), [length, dValue]))
-      }
-      for (let h = 0; h < nHeads; h++) {
-        const head = b * nHeads + h
-        const kv = Math.floor(h / group)
-        const keysAll = keysOf[kv] as tf.Tensor2D
-        const valuesAll = valuesOf[kv] as tf.Tensor2D
-        const queries = tf.mul(tf.reshape(tf.slice(q, [b, h, 0, 0], [1, 1, length, dHead]), [length, dHead]), scale)
-        const parts: tf.Tensor2D[] = []
-        for (let start = 0; start < length; start += tileRows) {
-          const stop = Math.min(length, start + tileRows)
-          const tile = tiles(head, start, stop)
-          computed[head] = (computed[head] as number) + checkTile(tile, head, start, stop, length)
-          parts.push(attendTile(queries as tf.Tensor2D, keysAll, valuesAll, tile, start, stop))
+  // Read back once: per-tile slices of backend tensors copy the whole tensor on the wasm backend.
+  const qData = q.dataSync() as Float32Array
+  const kData = k.dataSync() as Float32Array
+  const vData = v.dataSync() as Float32Array
+  const out = new Float32Array(batch * nHeads * length * dValue)
+  for (let b = 0; b < batch; b++) {
+    for (let h = 0; h < nHeads; h++) {
+      const head = b * nHeads + h
+      const kvHead = b * nKvHeads + Math.floor(h / group)
+      const kBase = kvHead * length * dHead
+      const vBase = kvHead * length * dValue
+      for (let start = 0; start < length; start += tileRows) {
+        const stop = Math.min(length, start + tileRows)
+        const tile = tiles(head, start, stop)
+        computed[head] = (computed[head] as number) + checkTile(tile, head, start, stop, length)
+        const { keys, allowed } = tile
+        const rows = stop - start
+        const width = keys.length
+        const qTile = qData.subarray((head * length + start) * dHead, (head * length + stop) * dHead)
+        const kTransposed = new Float32Array(dHead * width) // [dHead, width]
+        const vRows = new Float32Array(width * dValue) // [width, dValue]
+        for (let c = 0; c < width; c++) {
+          const key = keys[c] as number
+          const kRow = kBase + key * dHead
+          for (let e = 0; e < dHead; e++) kTransposed[e * width + c] = kData[kRow + e] as number
+          vRows.set(vData.subarray(vBase + key * dValue, vBase + (key + 1) * dValue), c * dValue)
         }
-        headOutputs.push(parts.length === 1 ? (parts[0] as tf.Tensor2D) : (tf.concat(parts, 0) as tf.Tensor2D))
+        let full = true
+        const bias = new Float32Array(rows * width)
+        for (let e = 0; e < bias.length; e++) {
+          if (!allowed[e]) {
+            bias[e] = -Infinity
+            full = false
+          }
+        }
+        const result = tf.tidy(() => {
+          // scaled queries times transposed keys: a plain 2-D matmul, the fast one of the wasm backend
+          let scores = tf.matMul(
+            tf.mul(tf.tensor2d(qTile, [rows, dHead]), scale),
+            tf.tensor2d(kTransposed, [dHead, width]),
+          )
+          if (!full) scores = tf.add(scores, tf.tensor2d(bias, [rows, width]))
+          return tf.matMul(tf.softmax(scores, -1), tf.tensor2d(vRows, [width, dValue])) // [rows, dValue]
+        })
+        out.set(result.dataSync() as Float32Array, (head * length + start) * dValue)
+        result.dispose()
       }
     }
-    return tf.reshape(tf.stack(headOutputs), [batch, nHeads, length, dValue]) as tf.Tensor4D
-  })
-  return { z, counts: { computed } }
+  }
+  return { z: tf.tensor4d(out, [batch, nHeads, length, dValue]), counts: { computed } }
 }
 
 /** Validates a tile and returns its computed pairs. */
@@ -277,53 +298,13 @@ function checkTile(tile: QueryTile, head: number, start: number, stop: number, l
   return count
 }
 
-/** One tile's output, `[rows, dValue]`. */
-function attendTile(
-  queries: tf.Tensor2D,
-  keysAll: tf.Tensor2D,
-  valuesAll: tf.Tensor2D,
-  tile: QueryTile,
-  start: number,
-  stop: number,
-): tf.Tensor2D {
-  const { keys, allowed } = tile
-  const rows = stop - start
-  const width = keys.length
-  let full = true
-  const bias = new Float32Array(rows * width)
-  for (let e = 0; e < bias.length; e++) {
-    if (!allowed[e]) {
-      bias[e] = -Infinity
-      full = false
-    }
-  }
-  return tf.tidy(() => {
-    const qTile = tf.slice(queries, [start, 0], [rows, queries.shape[1]])
-    let keyRows: tf.Tensor2D
-    let valueRows: tf.Tensor2D
-    if (isRange(keys)) {
-      const first = keys[0] as number
-      keyRows = tf.slice(keysAll, [first, 0], [width, keysAll.shape[1]])
-      valueRows = tf.slice(valuesAll, [first, 0], [width, valuesAll.shape[1]])
-    } else {
-      const index = tf.tensor1d(keys, 'int32')
-      keyRows = tf.gather(keysAll, index, 0) as tf.Tensor2D
-      valueRows = tf.gather(valuesAll, index, 0) as tf.Tensor2D
-    }
-    // an explicit transpose and a plain 2-D matmul: the fast matmul of the wasm backend
-    let scores = tf.matMul(qTile, tf.transpose(keyRows)) as tf.Tensor2D // [rows, width]
-    if (!full) scores = tf.add(scores, tf.tensor2d(bias, [rows, width]))
-    return tf.matMul(tf.softmax(scores, -1), valueRows) as tf.Tensor2D // [rows, dValue]
-  })
-}
-
 /**
- * Bytes the backend needs for {@link attendByTiles} beyond its inputs: the output and per-head
- * copies (`[T, dHead]` queries, keys, values) plus one tile's work space (scores, bias,
- * probabilities and their temporaries, about 6 floats per pair of `tileRows x width`), where
- * `width` is at most `T`.
+ * Bytes the backend needs for {@link attendByTiles} beyond its inputs: the output plus one
+ * tile's tensors (queries, transposed keys, values, and scores, bias, probabilities and their
+ * temporaries, about 6 floats per pair of `tileRows x width`, where `width` is at most `T`).
+ * The JavaScript side holds the inputs read back, the output and one tile's copies besides.
  *
- * @param shape - `batch`, `nHeads`, `nKvHeads`, `length` (`T`), `dHead`, `dValue`
+ * @param shape - `batch`, `nHeads`, `length` (`T`), `dHead`, `dValue`
  * @param tileRows - query rows per tile
  * @returns bytes (float32 elements x 4)
  * @category Attention
@@ -332,16 +313,15 @@ export function tiledAttentionBytes(
   shape: {
     readonly batch: number
     readonly nHeads: number
-    readonly nKvHeads: number
     readonly length: number
     readonly dHead: number
     readonly dValue: number
   },
   tileRows: number,
 ): number {
-  const { batch, nHeads, nKvHeads, length, dHead, dValue } = shape
-  const output = 2 * batch * nHeads * length * dValue // the per-head parts and their stack
-  const perHead = nKvHeads * length * (dHead + dValue) + 2 * length * dHead
-  const tile = 6 * Math.min(tileRows, length) * length + 2 * length * (dHead + dValue)
-  return 4 * (output + perHead + tile)
+  const { batch, nHeads, length, dHead, dValue } = shape
+  const rows = Math.min(tileRows, length)
+  const output = batch * nHeads * length * dValue
+  const tile = 6 * rows * length + rows * (dHead + dValue) + length * (dHead + dValue)
+  return 4 * (output + tile)
 }
