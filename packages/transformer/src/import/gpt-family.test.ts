@@ -163,6 +163,8 @@ describe('GPT-2 and GPT-NeoX configurations', () => {
     const gpt2 = gptFamilyConfigFromHuggingFace(gpt2Base, 'gpt2')
     expect(gpt2.config).toMatchObject({ nCtx: 1024, dMlp: 128, tiedEmbeddings: true, actFn: 'gelu_new' })
     expect(gptFamilyConfigFromHuggingFace({ ...gpt2Base, scale_attn_weights: false }, 'gpt2').config.attnScale).toBe(1)
+    const unscaled = { ...neoxBase, rope_scaling: { rope_type: 'default' } }
+    expect(gptFamilyConfigFromHuggingFace(unscaled, 'gpt_neox').config.ropeTheta).toBe(10000)
   })
 
   it('refuses options the gpt architecture would compute differently, naming the key', () => {

@@ -201,7 +201,10 @@ export function gptFamilyConfigFromHuggingFace(
   } else {
     if (!flag('attention_bias', true))
       unsupported('attention without biases (attnlab biases all or none)', 'attention_bias')
-    if (json.rope_scaling !== undefined && json.rope_scaling !== null) unsupported('RoPE scaling', 'rope_scaling')
+    const scaling = json.rope_scaling
+    const scalingType = isRecord(scaling) ? (scaling.rope_type ?? scaling.type) : scaling
+    if (scaling !== undefined && scaling !== null && scalingType !== 'default')
+      unsupported('RoPE scaling', 'rope_scaling')
     const { dModel, nHeads, dHead } = headsOf('hidden_size', 'num_attention_heads')
     const parallelResidual = flag('use_parallel_residual', undefined)
     const pctKey =
