@@ -85,24 +85,29 @@ export function showDefault(value: unknown): string | undefined {
  * A flag that sets one schema field: its help (the field's, or `overrides.help`), its default (the
  * field's, when it has one other than null) and its parser (the field's range) or choices (an enum
  * field's). `overrides.max` bounds a range the field leaves open above, so that a value only a typo
- * gives (`1e300`) is a usage error before any work.
+ * gives (`1e300`) is a usage error before any work; `overrides.min` bounds one the field leaves open
+ * below (a seed flag takes 0 and up, as every seed flag of the CLI).
  *
  * @param spec - commander's spelling, e.g. `--heads <n>` (`--fast-value` for a boolean field)
  * @param field - the field's schema (e.g. `dynamicsConfigSchema.shape.nHeads`)
- * @param overrides - help text and upper bound set by the command
+ * @param overrides - help text and bounds set by the command
  * @throws `Error` for a field kind no flag can set
  */
 export function schemaFieldOption(
   spec: string,
   field: z.ZodType,
-  overrides: { readonly help?: string; readonly max?: number } = {},
+  overrides: { readonly help?: string; readonly min?: number; readonly max?: number } = {},
 ): Option {
   const info = fieldInfo(field)
   const flag = spec.split(' ')[0] as string
   const option = new Option(spec, overrides.help ?? info.help)
   if (info.kind === 'enum') option.choices(info.choices ?? [])
   else if (info.kind !== 'boolean') {
-    const range = { ...info.range, ...(overrides.max === undefined ? {} : { max: overrides.max }) }
+    const range = {
+      ...info.range,
+      ...(overrides.min === undefined ? {} : { min: overrides.min }),
+      ...(overrides.max === undefined ? {} : { max: overrides.max }),
+    }
     const parser = fieldParser(flag, [{ ...info, range }])
     if (parser !== undefined) option.argParser(parser)
   }

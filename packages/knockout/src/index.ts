@@ -85,6 +85,7 @@ export {
   CONSTANT_SCORE_TOLERANCE,
   compressedSensing,
   compressedSensingOptionsSchema,
+  crossValidateOptionsSchema,
   exhaustivePairBudget,
   exhaustiveSweep,
   greedySearch,

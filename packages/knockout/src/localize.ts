@@ -14,21 +14,29 @@
  *
  * @module
  */
-import { customField, enumField, integerField, parseConfig, type z } from '@attnlab/core/schema'
+import {
+  customField,
+  enumField,
+  integerField,
+  numberField,
+  parseConfig,
+  schemaDefaults,
+  type z,
+} from '@attnlab/core/schema'
 import type { Transformer } from '@attnlab/transformer'
 import { ABLATION_MODES, HeadAblation, type AblationMode, type ReferenceInputs } from './ablation.ts'
 import { performance as performanceOf, type Capability, type MetricName } from './capability.ts'
 import { headAt, headCount, type HeadLayout, type HeadRef } from './heads.ts'
-import { lasso, lassoCV, lassoCVOptionsSchema, type LassoFit } from './lasso.ts'
+import { lasso, lassoCV, lassoCVOptionsSchema, lassoOptionsSchema, type LassoFit } from './lasso.ts'
 import {
   defaultHeadsPerMask,
   knockoutCounts,
   masksFromHeadSets,
   measurementPlan,
+  randomMaskOptionsSchema,
   randomMasks,
   singleHeadMasks,
   type KnockoutMasks,
-  type MaskDesign,
 } from './masks.ts'
 import { passOptionsSchema, scoreMasks, type ScoreOptions } from './scoring.ts'
 
@@ -354,9 +362,10 @@ export async function greedySearch(
 }
 
 /**
- * The schema of {@link CompressedSensingOptions}: the {@link localizeOptionsSchema} options and
- * the measurement design and Lasso fit (validated where they are used: {@link randomMasks},
- * {@link lasso}, {@link lassoCV}).
+ * The schema of {@link CompressedSensingOptions}: the {@link localizeOptionsSchema} options, the
+ * measurement design (the fields of {@link randomMaskOptionsSchema}) and the Lasso fit (those of
+ * {@link lassoOptionsSchema}), each with its meaning, range and default, declared once (the CLI's
+ * `knockout locate` flags are made from them).
  *
  * @category Localization
  */
@@ -365,26 +374,34 @@ export const compressedSensingOptionsSchema = localizeOptionsSchema.extend({
    * Number of masks M (default {@link measurementPlan}'s `ceil(2 k ln(1 + N / k))`, k = `top`:
    * 15 for 16 heads, 22 for 40, 54 for 1024; the paper's README uses 100).
    */
-  masks: customField<number>('number of masks M (default: measurementPlan)').optional(),
+  masks: integerField('number of random masks M (default ceil(2 k ln(1 + N/k)) for k = top of N heads)', {
+    min: 1,
+  }).optional(),
   /**
-   * Fraction of heads knocked out per mask (default: {@link defaultHeadsPerMask} of N and M, over
-   * N, so each head is knocked out about 3 times; the paper's 0.02 once N is large).
+   * Fraction of heads knocked out per mask, at least one head (default: {@link defaultHeadsPerMask}
+   * of N and M, over N, so each head is knocked out about 3 times; the paper's 0.02 once N is large).
    */
-  fraction: customField<number>('fraction of heads knocked out per mask').optional(),
-  /** `balanced` (default) or `iid` (see {@link MaskDesign}). */
-  design: customField<MaskDesign>('mask design: balanced or iid').optional(),
+  fraction: randomMaskOptionsSchema.shape.fraction.unwrap().optional(),
+  /** `balanced` (default) or `iid` (see `MaskDesign`). */
+  design: randomMaskOptionsSchema.shape.design,
   /** Seed of the masks (default 0). */
-  seed: customField<number>('seed of the masks').optional(),
-  /** Lasso `alpha` (default 0.01); ignored with `crossValidate`. */
-  alpha: customField<number>('Lasso alpha (ignored with crossValidate)').optional(),
+  seed: randomMaskOptionsSchema.shape.seed,
+  /**
+   * Lasso `alpha` (default 0.01, {@link lassoOptionsSchema}'s); ignored with `crossValidate`. Positive: the L1
+   * penalty is what singles out a few heads from M < N + 1 masks (without it the fit has no unique solution).
+   */
+  alpha: numberField('Lasso alpha, the L1 weight (ignored with cross-validation)', {
+    min: 0,
+    minExclusive: true,
+  }).default(schemaDefaults(lassoOptionsSchema, 'lasso').alpha),
   /** Choose alpha by K-fold cross-validation (`true` = 5 folds, or `{ folds }`); default off. */
   crossValidate: customField<boolean | { readonly folds?: number }>(
     'choose alpha by K-fold cross-validation (true: 5 folds, or { folds })',
   ).optional(),
   /** Lasso iterations (default 5000, the `max_iter` of the authors' released code). */
-  maxIter: customField<number>('Lasso iterations').optional(),
+  maxIter: lassoOptionsSchema.shape.maxIter,
   /** Lasso tolerance (default 1e-4). */
-  tol: customField<number>('Lasso tolerance').optional(),
+  tol: lassoOptionsSchema.shape.tol,
   /** Evaluate these masks instead of drawing random ones (`[M, N]`). */
   customMasks: customField<KnockoutMasks>('masks to evaluate instead of random ones').optional(),
 })
@@ -396,8 +413,13 @@ export const compressedSensingOptionsSchema = localizeOptionsSchema.extend({
  */
 export type CompressedSensingOptions = Readonly<z.input<typeof compressedSensingOptionsSchema>>
 
-/** The keys an object `crossValidate` takes: lassoCV's `folds` (at least 2, default 5). */
-const crossValidateSchema = lassoCVOptionsSchema.pick({ folds: true })
+/**
+ * The keys an object `crossValidate` of {@link CompressedSensingOptions} takes: {@link lassoCVOptionsSchema}'s
+ * `folds` (at least 2, default 5; `crossValidate: true` takes the default).
+ *
+ * @category Localization
+ */
+export const crossValidateOptionsSchema = lassoCVOptionsSchema.pick({ folds: true })
 
 /**
  * Compressed-sensing localization (Bair et al., arXiv 2603.03335, as in the authors' released
@@ -436,21 +458,27 @@ export async function compressedSensing(
   options: CompressedSensingOptions = {},
 ): Promise<CompressedSensingResult> {
   const settings = parseConfig(compressedSensingOptionsSchema, options, 'compressedSensing')
-  if (typeof options.crossValidate === 'object' && options.crossValidate !== null)
-    parseConfig(crossValidateSchema, options.crossValidate, 'compressedSensing crossValidate')
+  const crossValidate =
+    settings.crossValidate === undefined || settings.crossValidate === false
+      ? null
+      : parseConfig(
+          crossValidateOptionsSchema,
+          settings.crossValidate === true ? {} : settings.crossValidate,
+          'compressedSensing crossValidate',
+        )
   const layout: HeadLayout = { nLayers: model.config.nLayers, nHeads: model.config.nHeads }
   const n = headCount(layout)
   const top = Math.min(settings.top, n)
   // Defaults scale with the head count (measurementPlan): O(k log N) masks, ~3 knockouts per head.
-  const count = options.masks ?? measurementPlan(layout, top).masks
-  const fraction = options.fraction ?? (typeof count === 'number' ? defaultHeadsPerMask(n, count) / n : undefined)
+  const count = settings.masks ?? measurementPlan(layout, top).masks
+  const fraction = settings.fraction ?? defaultHeadsPerMask(n, count) / n
   const masks =
-    options.customMasks ??
+    settings.customMasks ??
     randomMasks(layout, {
       count,
-      ...(fraction === undefined ? {} : { fraction }),
-      ...(options.design === undefined ? {} : { design: options.design }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
+      fraction,
+      design: settings.design,
+      seed: settings.seed,
     })
   return withAblation(model, capability, options, async (ablation) => {
     const result = await scoreMasks(model, capability, masks, scoreOptions(options, ablation))
@@ -467,19 +495,15 @@ export async function compressedSensing(
     const constantScores = !(sd > CONSTANT_SCORE_TOLERANCE * Math.max(1, Math.abs(mean)))
     const standardized = Float64Array.from(performance, (v) => (constantScores ? 0 : (v - mean) / sd))
     const design = { rows: M, columns: n, data: masks.data }
-    const lassoOptions = {
-      ...(options.maxIter === undefined ? {} : { maxIter: options.maxIter }),
-      ...(options.tol === undefined ? {} : { tol: options.tol }),
-    }
+    const lassoOptions = { maxIter: settings.maxIter, tol: settings.tol }
     let fit: LassoFit
     let crossValidation: CompressedSensingResult['crossValidation']
-    if (options.crossValidate !== undefined && options.crossValidate !== false && !constantScores) {
-      const folds = typeof options.crossValidate === 'object' ? (options.crossValidate.folds ?? 5) : 5
-      const cv = lassoCV(design, standardized, { ...lassoOptions, folds })
+    if (crossValidate !== null && !constantScores) {
+      const cv = lassoCV(design, standardized, { ...lassoOptions, folds: crossValidate.folds })
       fit = cv.fit
       crossValidation = { alphas: cv.alphas, meanMse: cv.meanMse }
     } else {
-      fit = lasso(design, standardized, { ...lassoOptions, alpha: options.alpha ?? 0.01 })
+      fit = lasso(design, standardized, { ...lassoOptions, alpha: settings.alpha })
     }
     const scores = Float64Array.from(fit.coefficients)
     const ranking = rank(scores, layout, false)

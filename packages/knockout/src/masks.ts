@@ -10,7 +10,15 @@
  * @module
  */
 import { checkRange, InvalidArgumentError, Rng } from '@attnlab/core'
-import { configSchema, customField, enumField, numberField, parseConfig, type z } from '@attnlab/core/schema'
+import {
+  configSchema,
+  customField,
+  enumField,
+  integerField,
+  numberField,
+  parseConfig,
+  type z,
+} from '@attnlab/core/schema'
 import { headCount, headIndex, type HeadLayout, type HeadRef } from './heads.ts'
 
 /**
@@ -56,7 +64,7 @@ export const randomMaskOptionsSchema = configSchema({
   /** `balanced` (default; the paper recommends `--stratified`) or `iid`. */
   design: enumField('mask design', ['balanced', 'iid'] as const satisfies readonly MaskDesign[]).default('balanced'),
   /** Seed of the draw (default 0). */
-  seed: customField<number>('seed of the draw').optional(),
+  seed: integerField('seed of the masks').default(0),
 })
 
 /**
@@ -83,11 +91,11 @@ export function headsPerMask(fraction: number, heads: number): number {
  * @category Masks
  */
 export function randomMasks(layout: HeadLayout, options: RandomMaskOptions = {}): KnockoutMasks {
-  const { fraction, design } = parseConfig(randomMaskOptionsSchema, options, 'randomMasks')
+  const { fraction, design, seed } = parseConfig(randomMaskOptionsSchema, options, 'randomMasks')
   const count = options.count ?? 100
   checkRange('masks', count, { min: 1, integer: true })
   const n = headCount(layout)
-  const rng = Rng.fromSeed(options.seed ?? 0).split(`knockout/masks/${design}`)
+  const rng = Rng.fromSeed(seed).split(`knockout/masks/${design}`)
   const data = new Uint8Array(count * n)
   if (design === 'iid') {
     for (let j = 0; j < count; j++) {

@@ -340,6 +340,18 @@ describeWithBackends('scoreMasks errors', () => {
           /\(did you mean 'folds'\?\); expected one of folds$/.source,
       ),
     )
+    // The measurement design and the Lasso fit are checked by the schema before any evaluation.
+    for (const [options, message] of [
+      [{ masks: 0 }, /^Invalid masks: must be an integer >= 1, got 0$/],
+      [{ fraction: 0 }, /^Invalid fraction: must be in \(0, 1\], got 0$/],
+      [{ design: 'stratified' }, /^Invalid design: got 'stratified'; expected one of balanced, iid$/],
+      [{ seed: 1.5 }, /^Invalid seed: must be an integer, got 1.5$/],
+      [{ alpha: 0 }, /^Invalid alpha: must be > 0, got 0$/],
+      [{ maxIter: 0 }, /^Invalid maxIter: must be an integer >= 1, got 0$/],
+      [{ crossValidate: { folds: 1 } }, /^Invalid folds: must be an integer >= 2, got 1$/],
+    ] as const) {
+      await expect(compressedSensing(gpt, ok, options as never)).rejects.toThrow(message)
+    }
     await expect(exhaustiveSweep(gpt, ok, { topk: 3 } as never)).rejects.toThrow(
       /Invalid topk: is not an exhaustiveSweep parameter \(did you mean 'top'\?\)/,
     )

@@ -3,7 +3,10 @@ import { readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { fieldInfo } from '@attnlab/core/schema'
+import { compressedSensingOptionsSchema, crossValidateOptionsSchema } from '@attnlab/knockout'
 import { runCli, useTempDir } from '../cli.test-utils.ts'
+import { buildProgram } from '../program.ts'
 
 const planted = fileURLToPath(
   new URL('../../../../packages/knockout/src/__fixtures__/planted-minimal', import.meta.url),
@@ -353,6 +356,33 @@ describe('attnlab knockout locate on a real model (aidreams260K, 16 heads)', () 
   }, 300_000)
 })
 
+describe('attnlab knockout locate: the cs flags are the compressedSensing options', () => {
+  it('take their meaning, default and choices from compressedSensingOptionsSchema', () => {
+    const locate = buildProgram()
+      .commands.find((c) => c.name() === 'knockout')
+      ?.commands.find((c) => c.name() === 'locate')
+    const option = (flag: string) => locate?.options.find((o) => o.long === flag)
+    const cs = compressedSensingOptionsSchema.shape
+    for (const [flag, field] of [
+      ['--masks', cs.masks],
+      ['--fraction', cs.fraction],
+      ['--design', cs.design],
+      ['--seed', cs.seed],
+      ['--alpha', cs.alpha],
+    ] as const) {
+      const info = fieldInfo(field)
+      expect(option(flag)?.description).toContain(`cs: ${info.help}`)
+      expect(option(flag)?.defaultValue).toBe(info.hasDefault ? info.defaultValue : undefined)
+    }
+    expect(option('--design')?.argChoices).toEqual(fieldInfo(cs.design).choices)
+    expect(option('--alpha')?.defaultValue).toBe(0.01)
+    expect(option('--cv')?.description).toContain(
+      `(default ${String(fieldInfo(crossValidateOptionsSchema.shape.folds).defaultValue)} folds)`,
+    )
+    expect(option('--cv')?.defaultValue).toBeUndefined()
+  })
+})
+
 describe('attnlab knockout: bad input stops with one clear line and a non-zero exit', () => {
   const cases: [string, string[], RegExp][] = [
     [
@@ -392,6 +422,22 @@ describe('attnlab knockout: bad input stops with one clear line and a non-zero e
       /--masks must be in \[1, 1000000\], got 0$/m,
     ],
     ['bad top', ['locate', '--model', planted, '--capability', 'span-0', '--top', 'x'], /--top must be an integer/],
+    [
+      'alpha 0 (no L1 penalty)',
+      ['locate', '--model', planted, '--capability', 'span-0', '--alpha', '0'],
+      /--alpha must be in \(0, 1000\], got 0$/m,
+    ],
+    [
+      'one fold',
+      ['locate', '--model', planted, '--capability', 'span-0', '--cv', '1'],
+      /--cv must be in \[2, 1000\], got 1$/m,
+    ],
+    ['negative seed', ['locate', '--model', planted, '--capability', 'span-0', '--seed', '-1'], /--seed must be >= 0/],
+    [
+      'bad design',
+      ['locate', '--model', planted, '--capability', 'span-0', '--design', 'stratified'],
+      /Allowed choices are balanced, iid/,
+    ],
     [
       'unknown capability',
       ['locate', '--model', planted, '--capability', 'math', '--backend', 'cpu'],

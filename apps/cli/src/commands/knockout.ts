@@ -19,11 +19,14 @@ import { readFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { writeFileAtomic } from '@attnlab/core/node'
+import { fieldInfo, type z } from '@attnlab/core/schema'
 import {
   builtinCapability,
   capabilityOptionsSchema,
   builtinCapabilityNames,
   compressedSensing,
+  compressedSensingOptionsSchema,
+  crossValidateOptionsSchema,
   exhaustivePairBudget,
   exhaustiveSweep,
   absentCapability,
@@ -50,20 +53,32 @@ import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
 import { registerKnockoutPatch } from './knockout-patch.ts'
-import {
-  activateBackend,
-  backendOption,
-  checkOutputFile,
-  forceOption,
-  intParser,
-  MODEL_PATH_HELP,
-  numberParser,
-} from '../options.ts'
+import { activateBackend, backendOption, checkOutputFile, forceOption, intParser, MODEL_PATH_HELP } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
-import { schemaFieldOption } from '../schema-flags.ts'
+import { rangeParser, schemaFieldOption } from '../schema-flags.ts'
 import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
+
+/** The fields of `compressedSensing`'s options the cs flags set (their help, ranges and defaults). */
+const CS = compressedSensingOptionsSchema.shape
+
+/** The help of a cs-only flag: `cs: ` and the field's meaning, then what the CLI adds. */
+function csHelp(field: z.ZodType, more = ''): string {
+  return `cs: ${fieldInfo(field).help}${more}`
+}
+
+/**
+ * `--cv [folds]`: cross-validation on (`--cv`, the schema's default folds) or with K folds (the schema's range,
+ * at most 1000: more folds than that is a typo, not a fit).
+ */
+function crossValidateOption(): Option {
+  const folds = fieldInfo(crossValidateOptionsSchema.shape.folds)
+  return new Option(
+    '--cv [folds]',
+    `cs: choose alpha by K-fold cross-validation (default ${String(folds.defaultValue)} folds)`,
+  ).argParser(rangeParser('--cv', { ...folds.range, max: 1000 }))
+}
 
 /** Flags shared by the subcommands. */
 interface CommonFlags {
@@ -372,21 +387,24 @@ export function registerKnockout(program: Command): void {
         .choices([...METHODS])
         .default('cs'),
     )
-    .option(
-      '--masks <n>',
-      'cs: number of random masks (default ceil(2 k ln(1 + N/k)) for k = --top of N heads; ' +
-        'when that would not save half of the N + 1 of an exhaustive sweep, the exact sweep runs instead)',
-      intParser('--masks', 1, 1_000_000),
-    )
-    .option(
-      '--fraction <f>',
-      'cs: fraction of heads knocked out per mask, at least one head (default: each head knocked out in about 3 masks)',
-      numberParser('--fraction', 0, 1, { minExclusive: true }),
+    .addOption(
+      schemaFieldOption('--masks <n>', CS.masks, {
+        help: csHelp(
+          CS.masks,
+          '; when that would not save half of the N + 1 of an exhaustive sweep, the exact sweep runs instead',
+        ),
+        max: 1_000_000,
+      }),
     )
     .addOption(
-      new Option('--design <design>', 'cs: balanced (each head knocked out about equally often) or iid')
-        .choices(['balanced', 'iid'])
-        .default('balanced'),
+      schemaFieldOption('--fraction <f>', CS.fraction, {
+        help: csHelp(CS.fraction, ', at least one head (default: each head knocked out in about 3 masks)'),
+      }),
+    )
+    .addOption(
+      schemaFieldOption('--design <design>', CS.design, {
+        help: csHelp(CS.design, ': balanced (each head knocked out about equally often) or iid'),
+      }),
     )
     .addOption(
       schemaFieldOption('--top <k>', localizeOptionsSchema.shape.top, {
@@ -394,9 +412,10 @@ export function registerKnockout(program: Command): void {
         max: 100_000,
       }),
     )
-    .option('--seed <n>', 'cs: seed of the masks', intParser('--seed', 0, Number.MAX_SAFE_INTEGER), 0)
-    .option('--alpha <a>', 'cs: Lasso alpha', numberParser('--alpha', 0, 1e3, { minExclusive: true }), 0.01)
-    .option('--cv [folds]', 'cs: choose alpha by K-fold cross-validation (default 5 folds)', intParser('--cv', 2, 1000))
+    .addOption(schemaFieldOption('--seed <n>', CS.seed, { help: csHelp(CS.seed), min: 0 }))
+    // On standardized scores and 0/1 masks any alpha >= 0.5 already zeroes every coefficient: 1000 only refuses typos.
+    .addOption(schemaFieldOption('--alpha <a>', CS.alpha, { help: csHelp(CS.alpha), max: 1e3 }))
+    .addOption(crossValidateOption())
     .option(
       '--controls <list>',
       "off-target capabilities for the effect table (default: every other built-in; 'none' for none)",
@@ -450,7 +469,7 @@ export function registerKnockout(program: Command): void {
             alpha: flags.alpha,
             ...(flags.cv === undefined
               ? {}
-              : { crossValidate: { folds: typeof flags.cv === 'number' ? flags.cv : 5 } }),
+              : { crossValidate: typeof flags.cv === 'number' ? { folds: flags.cv } : true }),
           })
         }
         const effects = await knockoutEffects(model, result.top, [target, ...controls], {
