@@ -1,6 +1,6 @@
 /**
  * Build any task of this package from its kind or from a `describe()` output, through the task
- * registry of `@attnlab/core` (this package's four families are registered by
+ * registry of `@attnlab/core` (this package's families are registered by
  * {@link registerMarkovTasks}, which {@link createTask} calls).
  *
  * @module
@@ -12,6 +12,10 @@ import { LinearMapTask, linearMapSchema, type LinearMapConfig } from './linear-m
 import { SparseMarkovTask, sparseMarkovSchema, type SparseMarkovConfig } from './sparse-markov.ts'
 import type { TaskKind } from './task.ts'
 import { show } from './validate.ts'
+import { CweTokensTask, cweTokensSchema, type CweTokensConfig } from './cwe-tokens.ts'
+import { MultihopTokensTask, multihopTokensSchema, type MultihopTokensConfig } from './multihop-tokens.ts'
+import { NiahTokensTask, niahTokensSchema, type NiahTokensConfig } from './niah-tokens.ts'
+import { VtTokensTask, vtTokensSchema, type VtTokensConfig } from './vt-tokens.ts'
 
 /**
  * The description of a task of this package: `{ kind, ...configuration overrides }`, e.g. the
@@ -25,6 +29,10 @@ export type MarkovTaskDescription =
   | ({ readonly kind: 'linear-map' } & Partial<LinearMapConfig>)
   | ({ readonly kind: 'cellular-automaton' } & Partial<CellularAutomatonConfig>)
   | ({ readonly kind: 'icl-markov' } & Partial<IclMarkovConfig>)
+  | ({ readonly kind: 'niah-tokens' } & Partial<NiahTokensConfig>)
+  | ({ readonly kind: 'vt-tokens' } & Partial<VtTokensConfig>)
+  | ({ readonly kind: 'cwe-tokens' } & Partial<CweTokensConfig>)
+  | ({ readonly kind: 'multihop-tokens' } & Partial<MultihopTokensConfig>)
 
 /**
  * The former name of {@link MarkovTaskDescription}, kept for compatibility.
@@ -39,7 +47,15 @@ export type TaskDescription = MarkovTaskDescription
  *
  * @category Tasks
  */
-export type AnyTask = SparseMarkovTask | LinearMapTask | CellularAutomatonTask | IclMarkovTask
+export type AnyTask =
+  | SparseMarkovTask
+  | LinearMapTask
+  | CellularAutomatonTask
+  | IclMarkovTask
+  | NiahTokensTask
+  | VtTokensTask
+  | CweTokensTask
+  | MultihopTokensTask
 
 /**
  * The task kinds {@link createTask} accepts.
@@ -51,6 +67,10 @@ export const TASK_KINDS: readonly TaskKind[] = Object.freeze([
   'linear-map',
   'cellular-automaton',
   'icl-markov',
+  'niah-tokens',
+  'vt-tokens',
+  'cwe-tokens',
+  'multihop-tokens',
 ])
 
 /**
@@ -68,6 +88,10 @@ export const TASK_SCHEMAS = Object.freeze({
   'linear-map': linearMapSchema,
   'cellular-automaton': cellularAutomatonSchema,
   'icl-markov': iclMarkovSchema,
+  'niah-tokens': niahTokensSchema,
+  'vt-tokens': vtTokensSchema,
+  'cwe-tokens': cweTokensSchema,
+  'multihop-tokens': multihopTokensSchema,
 }) satisfies Readonly<Record<TaskKind, unknown>>
 
 /**
@@ -84,11 +108,16 @@ export const MARKOV_TASK_FAMILIES: readonly TaskFamily<AnyTask>[] = Object.freez
     create: (config) => new CellularAutomatonTask(config as Partial<CellularAutomatonConfig>),
   },
   { kind: 'icl-markov', create: (config) => new IclMarkovTask(config as Partial<IclMarkovConfig>) },
+  { kind: 'niah-tokens', create: (config) => new NiahTokensTask(config as Partial<NiahTokensConfig>) },
+  { kind: 'vt-tokens', create: (config) => new VtTokensTask(config as Partial<VtTokensConfig>) },
+  { kind: 'cwe-tokens', create: (config) => new CweTokensTask(config as Partial<CweTokensConfig>) },
+  { kind: 'multihop-tokens', create: (config) => new MultihopTokensTask(config as Partial<MultihopTokensConfig>) },
 ] satisfies TaskFamily<AnyTask>[])
 
 /**
- * Registers this package's four task families (idempotent: a family already registered is
- * skipped). An explicit call rather than an import side effect, so a bundler cannot drop it.
+ * Registers this package's task families (the emergence tasks and the retrieval tasks; idempotent:
+ * a family already registered is skipped). An explicit call rather than an import side effect, so a
+ * bundler cannot drop it.
  *
  * @param registry - where to register (default: `@attnlab/core`'s shared `taskRegistry`)
  * @returns `registry`
@@ -133,6 +162,9 @@ export function createTask(
 export function createTask(
   kindOrDescription: 'icl-markov' | ({ readonly kind: 'icl-markov' } & Partial<IclMarkovConfig>),
 ): IclMarkovTask
+export function createTask(
+  kindOrDescription: 'niah-tokens' | ({ readonly kind: 'niah-tokens' } & Partial<NiahTokensConfig>),
+): NiahTokensTask
 export function createTask(
   kindOrDescription: TaskKind | MarkovTaskDescription | Readonly<Record<string, unknown>>,
 ): AnyTask

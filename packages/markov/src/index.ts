@@ -69,6 +69,35 @@ export {
   type IclMarkovConfig,
 } from './icl-markov.ts'
 export {
+  isRetrievalTask,
+  scoreAnswer,
+  type AnswerKind,
+  type AnswerScore,
+  type RetrievalTask,
+} from './retrieval.ts'
+export {
+  NIAH_FILL_TOKEN,
+  NIAH_QUERY_TOKEN,
+  NiahTokensTask,
+  defaultNiahTokensConfig,
+  niahTokensSchema,
+  type NiahTokensConfig,
+} from './niah-tokens.ts'
+export {
+  VT_ASSIGN_TOKEN,
+  VtTokensTask,
+  defaultVtTokensConfig,
+  vtTokensSchema,
+  type VtTokensConfig,
+} from './vt-tokens.ts'
+export { CweTokensTask, cweTokensSchema, defaultCweTokensConfig, type CweTokensConfig } from './cwe-tokens.ts'
+export {
+  MultihopTokensTask,
+  defaultMultihopTokensConfig,
+  multihopTokensSchema,
+  type MultihopTokensConfig,
+} from './multihop-tokens.ts'
+export {
   MARKOV_TASK_FAMILIES,
   TASK_KINDS,
   TASK_SCHEMAS,

@@ -14,4 +14,12 @@ export type { OffsetGroup, Task, TokenBatch, TrueAttention, TrueAttentionMap } f
  *
  * @category Tasks
  */
-export type TaskKind = 'sparse-markov' | 'linear-map' | 'cellular-automaton' | 'icl-markov'
+export type TaskKind =
+  | 'sparse-markov'
+  | 'linear-map'
+  | 'cellular-automaton'
+  | 'icl-markov'
+  | 'niah-tokens'
+  | 'vt-tokens'
+  | 'cwe-tokens'
+  | 'multihop-tokens'

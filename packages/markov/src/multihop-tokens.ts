@@ -1,0 +1,150 @@
+/**
+ * `multihop-tokens`: two-hop lookup over a synthetic vocabulary (key -> intermediate -> value),
+ * the token version of the study's Story Multi-hop (Nawrot et al., arXiv 2504.17768 [v2],
+ * section 4, A.2: a low-scope, high-dispersion task scored by exact match).
+ *
+ * @module
+ */
+import type { Rng } from '@attnlab/core'
+import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
+import {
+  type AnswerKind,
+  type AnswerScore,
+  type RetrievalTask,
+  distinct,
+  scoreAnswer,
+  tooFewTokens,
+  tooLong,
+} from './retrieval.ts'
+import { deepFreeze } from './sparse-markov.ts'
+import type { TokenBatch } from './task.ts'
+import { sampleBatch } from './validate.ts'
+
+/**
+ * The schema of a {@link MultihopTokensConfig}.
+ *
+ * @category Retrieval tasks
+ */
+export const multihopTokensSchema = configSchema({
+  /** The model's context: each sequence has `nCtx + 1` tokens. */
+  nCtx: integerField('context tokens (sequence = nCtx + 1 tokens)', { min: 8, max: 1 << 20 }).default(256),
+  /** Queried chains (one answer value each). */
+  queries: integerField('queried chains', { min: 1, max: 64 }).default(1),
+  /** Name tokens (keys and intermediates share them): at least twice the chain count. */
+  nameTokens: integerField('distinct name tokens (keys and intermediates)', { min: 2, max: 1 << 20 }).default(512),
+  /** Value tokens, drawn uniformly (with repetition) per chain. */
+  valueTokens: integerField('distinct value tokens', { min: 2, max: 1 << 20 }).default(64),
+})
+
+/**
+ * Configuration of a {@link MultihopTokensTask}.
+ *
+ * @category Retrieval tasks
+ */
+export type MultihopTokensConfig = Readonly<z.output<typeof multihopTokensSchema>>
+
+/**
+ * Default: nCtx 256 (63 chains), 1 query, 512 name tokens, 64 value tokens.
+ *
+ * @category Retrieval tasks
+ */
+export function defaultMultihopTokensConfig(): MultihopTokensConfig {
+  return schemaDefaults(multihopTokensSchema, 'multihop-tokens')
+}
+
+/**
+ * Two-hop lookup. `P = floor((nCtx - 2 queries) / 4)` chains `a_i -> b_i -> v_i`, each written
+ * as two pair statements `a_i b_i` and `b_i v_i` (2 tokens each); the `2P` statements are shuffled
+ * together (a chain's second hop may come first), preceded by fill tokens (id 0) to the exact
+ * length, then the query marker (id 1) and, per query, a chain's first name `a` followed by the
+ * answer `v` (found only through `b`). Names `a_i, b_i` are `2P` distinct tokens (ids
+ * `2 .. nameTokens + 1`), values follow. The loss mask marks only the answers. Scored by exact
+ * match (strict: every query right).
+ *
+ * @category Retrieval tasks
+ */
+export class MultihopTokensTask implements RetrievalTask {
+  /** Always `'multihop-tokens'`. */
+  readonly kind = 'multihop-tokens' as const
+  /** The resolved, frozen configuration. */
+  readonly config: MultihopTokensConfig
+  /** `2 + nameTokens + valueTokens`. */
+  readonly vocabSize: number
+  /** `nCtx + 1`. */
+  readonly seqLength: number
+  /** `'sequence'`. */
+  readonly answerKind: AnswerKind = 'sequence'
+  /** The answer positions after the marker. */
+  readonly answerPositions: readonly number[]
+  /** Chains per sequence. */
+  readonly chains: number
+
+  /**
+   * @param config - overrides of {@link defaultMultihopTokensConfig}
+   * @throws `ConfigError` (`@attnlab/core`) for invalid parameters, a context too short for one
+   *   chain per query, or fewer name tokens than `2P`
+   */
+  constructor(config: Partial<MultihopTokensConfig> = {}) {
+    const resolved = parseConfig(multihopTokensSchema, config, 'multihop-tokens')
+    const { nCtx, queries, nameTokens, valueTokens } = resolved
+    this.seqLength = nCtx + 1
+    this.chains = Math.floor((nCtx - 2 * queries) / 4)
+    if (this.chains < queries) {
+      throw tooLong('multihop-tokens', 6 * queries + 1, this.seqLength, `${queries} queried chains and the question`)
+    }
+    if (nameTokens < 2 * this.chains) {
+      throw tooFewTokens('multihop-tokens', 'nameTokens', nameTokens, 2 * this.chains, `${this.chains} chains`)
+    }
+    this.config = deepFreeze(resolved)
+    this.vocabSize = 2 + nameTokens + valueTokens
+    const first = this.seqLength - 2 * queries + 1
+    this.answerPositions = Object.freeze(Array.from({ length: queries }, (_, i) => first + 2 * i))
+  }
+
+  /**
+   * Draws `batchSize` sequences (see the class comment).
+   *
+   * @returns tokens and loss mask, `[batchSize, nCtx + 1]`
+   * @throws `ConfigError` (`@attnlab/core`) for a bad `batchSize`
+   */
+  sample(batchSize: number, rng: Rng): TokenBatch {
+    const { queries, nameTokens, valueTokens } = this.config
+    const L = this.seqLength
+    const P = this.chains
+    const start = L - 1 - 2 * queries - 4 * P
+    return sampleBatch(batchSize, L, (tokens, lossMask, base) => {
+      const names = distinct(rng, nameTokens, 2 * P)
+      const values = Array.from({ length: P }, () => 2 + nameTokens + rng.int(valueTokens))
+      const order = distinct(rng, 2 * P, 2 * P)
+      for (let p = 0; p < start; p++) tokens[base + p] = 0
+      order.forEach((statement, slot) => {
+        const chain = statement >> 1
+        const at = base + start + 2 * slot
+        if ((statement & 1) === 0) {
+          tokens[at] = 2 + (names[2 * chain] as number)
+          tokens[at + 1] = 2 + (names[2 * chain + 1] as number)
+        } else {
+          tokens[at] = 2 + (names[2 * chain + 1] as number)
+          tokens[at + 1] = values[chain] as number
+        }
+      })
+      let p = L - 2 * queries - 1
+      tokens[base + p++] = 1
+      for (const chain of distinct(rng, P, queries)) {
+        tokens[base + p++] = 2 + (names[2 * chain] as number)
+        tokens[base + p] = values[chain] as number
+        lossMask[base + p++] = 1
+      }
+    })
+  }
+
+  /** Exact match per query, strict all-right (see {@link AnswerScore}). */
+  scoreAnswer(gold: ArrayLike<number>, predicted: ArrayLike<number>): AnswerScore {
+    return scoreAnswer(this.answerKind, gold, predicted, this.answerPositions.length)
+  }
+
+  /** The configuration as plain JSON with `kind: 'multihop-tokens'`. */
+  describe(): Readonly<Record<string, unknown>> {
+    return { kind: this.kind, ...structuredClone(this.config) }
+  }
+}

@@ -1,0 +1,180 @@
+import { ConfigError, InvalidArgumentError, Rng } from '@attnlab/core'
+import { describe, expect, it } from 'vitest'
+import { createTask, registerMarkovTasks } from './create-task.ts'
+import { CweTokensTask } from './cwe-tokens.ts'
+import { MultihopTokensTask } from './multihop-tokens.ts'
+import { NIAH_QUERY_TOKEN, NiahTokensTask } from './niah-tokens.ts'
+import { isRetrievalTask, scoreAnswer, type RetrievalTask } from './retrieval.ts'
+import { VT_ASSIGN_TOKEN, VtTokensTask } from './vt-tokens.ts'
+import { TaskRegistry } from '@attnlab/core'
+
+function row(task: RetrievalTask, tokens: Int32Array, b: number): number[] {
+  return Array.from(tokens.subarray(b * task.seqLength, (b + 1) * task.seqLength))
+}
+
+function maskPositions(task: RetrievalTask, mask: Uint8Array, b: number): number[] {
+  const out: number[] = []
+  for (let p = 0; p < task.seqLength; p++) if (mask[b * task.seqLength + p] === 1) out.push(p)
+  return out
+}
+
+const TASKS: readonly (() => RetrievalTask)[] = [
+  () => new NiahTokensTask({ nCtx: 101, needles: 3, keyTokens: 60 }),
+  () => new VtTokensTask({ nCtx: 100, chains: 3, hops: 2 }),
+  () => new CweTokensTask({ nCtx: 100, frequentWords: 3, frequentCount: 8, rareCount: 2, wordTokens: 64 }),
+  () => new MultihopTokensTask({ nCtx: 103, queries: 2, nameTokens: 60 }),
+]
+
+describe('retrieval tasks: shared contract', () => {
+  for (const make of TASKS) {
+    const task = make()
+    it(`${task.kind}: exact length, mask only on the answers, ids in range, deterministic`, () => {
+      expect(isRetrievalTask(task)).toBe(true)
+      const batch = task.sample(6, Rng.fromSeed(3))
+      expect(batch.tokens.length).toBe(6 * task.seqLength)
+      expect(task.seqLength).toBe((task.describe().nCtx as number) + 1)
+      for (let b = 0; b < 6; b++) expect(maskPositions(task, batch.lossMask, b)).toEqual(task.answerPositions)
+      for (const t of batch.tokens) expect(t >= 0 && t < task.vocabSize).toBe(true)
+      const again = task.sample(6, Rng.fromSeed(3))
+      expect(Array.from(again.tokens)).toEqual(Array.from(batch.tokens))
+      const other = task.sample(6, Rng.fromSeed(4))
+      expect(Array.from(other.tokens)).not.toEqual(Array.from(batch.tokens))
+      const rebuilt = registerMarkovTasks(new TaskRegistry()).create(JSON.parse(JSON.stringify(task.describe())))
+      expect(Array.from(rebuilt.sample(6, Rng.fromSeed(3)).tokens)).toEqual(Array.from(batch.tokens))
+    })
+  }
+})
+
+describe('niah-tokens', () => {
+  it('keys are distinct, the answer is the value after the queried key in the haystack', () => {
+    const task = new NiahTokensTask({ nCtx: 101, needles: 3, keyTokens: 60 })
+    const batch = task.sample(20, Rng.fromSeed(1))
+    for (let b = 0; b < 20; b++) {
+      const seq = row(task, batch.tokens, b)
+      const query = seq.indexOf(NIAH_QUERY_TOKEN)
+      expect(query).toBe((task.answerPositions[0] as number) - 2)
+      const haystack = seq.slice(0, query)
+      const keys = haystack.filter((_, p) => (p - (haystack.length % 2)) % 2 === 0 && p >= haystack.length % 2)
+      expect(keys.length).toBe(task.pairs)
+      expect(new Set(keys).size).toBe(task.pairs)
+      for (const p of task.answerPositions) {
+        const key = seq[p - 1] as number
+        const at = haystack.indexOf(key)
+        expect(at).toBeGreaterThanOrEqual(0)
+        expect(seq[p]).toBe(haystack[at + 1])
+      }
+    }
+  })
+
+  it('refuses impossible configurations with ConfigError naming the parameter', () => {
+    expect(() => new NiahTokensTask({ nCtx: 8, needles: 4 })).toThrow(/nCtx/)
+    expect(() => new NiahTokensTask({ nCtx: 256, keyTokens: 50 })).toThrow(/keyTokens = 50 but 124 pairs/)
+    expect(() => new NiahTokensTask({ nCtx: 256, keyTokens: 50 })).toThrow(ConfigError)
+    expect(() => new NiahTokensTask({ needles: 0 })).toThrow(/needles/)
+    expect(() => createTask({ kind: 'niah-tokens', bogus: 1 } as never)).toThrow(ConfigError)
+  })
+})
+
+describe('vt-tokens', () => {
+  it('the answer set is recovered by following assignments from the queried value', () => {
+    const task = new VtTokensTask({ nCtx: 120, chains: 3, hops: 3 })
+    const batch = task.sample(20, Rng.fromSeed(2))
+    for (let b = 0; b < 20; b++) {
+      const seq = row(task, batch.tokens, b)
+      const first = task.answerPositions[0] as number
+      const value = seq[first - 1] as number
+      expect(seq[first - 2]).toBe(1)
+      const context = seq.slice(0, first - 2)
+      const resolved = new Set<number>([value])
+      // reference solver: fixed point of "dst = src with src resolved"
+      for (let changed = true; changed; ) {
+        changed = false
+        for (let p = 1; p + 1 < context.length; p++) {
+          if (context[p] !== VT_ASSIGN_TOKEN) continue
+          const dst = context[p - 1] as number
+          if (resolved.has(context[p + 1] as number) && !resolved.has(dst)) {
+            resolved.add(dst)
+            changed = true
+          }
+        }
+      }
+      resolved.delete(value)
+      const gold = task.answerPositions.map((p) => seq[p] as number)
+      expect([...resolved].sort((x, y) => x - y)).toEqual([...gold].sort((x, y) => x - y))
+    }
+  })
+
+  it('refuses impossible configurations', () => {
+    expect(() => new VtTokensTask({ nCtx: 20, chains: 4, hops: 2 })).toThrow(/needs 41 tokens/)
+    expect(() => new VtTokensTask({ chains: 10, hops: 9, nCtx: 1000 })).toThrow(/variableTokens/)
+    expect(() => new VtTokensTask({ chains: 40, hops: 0, valueTokens: 8 })).toThrow(/valueTokens/)
+  })
+})
+
+describe('cwe-tokens', () => {
+  it('the answer is the set of the most frequent context tokens, ascending', () => {
+    const task = new CweTokensTask({ nCtx: 100, frequentWords: 3, frequentCount: 8, rareCount: 2, wordTokens: 64 })
+    const batch = task.sample(20, Rng.fromSeed(5))
+    for (let b = 0; b < 20; b++) {
+      const seq = row(task, batch.tokens, b)
+      const first = task.answerPositions[0] as number
+      const counts = new Map<number, number>()
+      for (const t of seq.slice(0, first - 1)) if (t >= 2) counts.set(t, (counts.get(t) ?? 0) + 1)
+      const top = [...counts.entries()].filter(([, c]) => c === 8).map(([t]) => t)
+      expect(top.sort((x, y) => x - y)).toEqual(task.answerPositions.map((p) => seq[p]))
+      expect([...counts.values()].filter((c) => c === 2).length).toBe(task.rareWords)
+    }
+  })
+
+  it('refuses impossible configurations', () => {
+    expect(() => new CweTokensTask({ rareCount: 10, frequentCount: 10 })).toThrow(/rareCount/)
+    expect(() => new CweTokensTask({ nCtx: 30, frequentWords: 4, frequentCount: 10 })).toThrow(/nCtx/)
+    expect(() => new CweTokensTask({ nCtx: 1024, wordTokens: 100 })).toThrow(/wordTokens = 100/)
+  })
+})
+
+describe('multihop-tokens', () => {
+  it('the answer is found through the intermediate name', () => {
+    const task = new MultihopTokensTask({ nCtx: 103, queries: 2, nameTokens: 60 })
+    const batch = task.sample(20, Rng.fromSeed(6))
+    for (let b = 0; b < 20; b++) {
+      const seq = row(task, batch.tokens, b)
+      const first = task.answerPositions[0] as number
+      const context = seq.slice(0, first - 2)
+      const offset = context.length - 4 * task.chains
+      const map = new Map<number, number>()
+      for (let p = offset; p + 1 < context.length; p += 2) map.set(context[p] as number, context[p + 1] as number)
+      expect(map.size).toBe(2 * task.chains)
+      for (const p of task.answerPositions) {
+        const middle = map.get(seq[p - 1] as number) as number
+        expect(middle).toBeDefined()
+        expect(map.get(middle)).toBe(seq[p])
+      }
+    }
+  })
+
+  it('refuses impossible configurations', () => {
+    expect(() => new MultihopTokensTask({ nCtx: 10, queries: 2 })).toThrow(/nCtx/)
+    expect(() => new MultihopTokensTask({ nCtx: 1024, nameTokens: 100 })).toThrow(/nameTokens/)
+  })
+})
+
+describe('scoreAnswer', () => {
+  it('sequence: per-token exact match and strict', () => {
+    expect(scoreAnswer('sequence', [1, 2, 3, 4], [1, 2, 0, 4])).toEqual({ score: 0.75, strict: 0, iou: 0.6 })
+    expect(scoreAnswer('sequence', [1, 2], [1, 2]).strict).toBe(1)
+    expect(scoreAnswer('sequence', [1, 2], [2, 1])).toEqual({ score: 0, strict: 0, iou: 1 })
+  })
+  it('set: recall, strict equality, IoU; order and duplicates', () => {
+    expect(scoreAnswer('set', [4, 7, 9], [9, 4, 7])).toEqual({ score: 1, strict: 1, iou: 1 })
+    const partial = scoreAnswer('set', [4, 7, 9], [9, 4, 4])
+    expect(partial.score).toBeCloseTo(2 / 3)
+    expect(partial.strict).toBe(0)
+    expect(partial.iou).toBeCloseTo(2 / 3)
+    expect(scoreAnswer('set', [4, 7], [4, 5]).iou).toBeCloseTo(1 / 3)
+  })
+  it('throws InvalidArgumentError for a length mismatch', () => {
+    expect(() => scoreAnswer('set', [1, 2], [1])).toThrow(InvalidArgumentError)
+    expect(() => new NiahTokensTask({ nCtx: 64 }).scoreAnswer([1], [1])).toThrow(/expected one per answer token \(4\)/)
+  })
+})
