@@ -328,17 +328,17 @@ export class Trainer {
   constructor(
     private readonly model: Transformer,
     private readonly source: TrainingSource,
-    given: TrainOptions,
+    options: TrainOptions,
   ) {
-    const options = parseConfig(trainOptionsSchema, given, 'train')
-    this.options = options
+    const settings = parseConfig(trainOptionsSchema, options, 'train')
+    this.options = settings
     this.analysis =
-      options.analysis === false
+      settings.analysis === false
         ? null
-        : parseConfig(trainAnalysisOptionsSchema, options.analysis ?? {}, 'train analysis')
-    const { steps, batchSize, lr } = options
-    this.gradClip = options.gradClip
-    this.seed = options.seed
+        : parseConfig(trainAnalysisOptionsSchema, settings.analysis ?? {}, 'train analysis')
+    const { steps, batchSize, lr } = settings
+    this.gradClip = settings.gradClip
+    this.seed = settings.seed
     const root = Rng.fromSeed(this.seed)
     const { dVocab, nCtx } = model.config
     let seqLength: number
@@ -359,9 +359,9 @@ export class Trainer {
         'task',
         `sequences of ${seqLength} tokens need nCtx >= ${seqLength - 1} (the model has ${nCtx})`,
       )
-    this.bias = Trainer.resolveBias(model, source, options.attentionBias)
+    this.bias = Trainer.resolveBias(model, source, settings.attentionBias)
     // Validation set.
-    const validation = options.validation
+    const validation = settings.validation
     if (typeof validation === 'number') {
       if (!isTask(source))
         throw new ConfigError(
@@ -386,19 +386,19 @@ export class Trainer {
     for (const [name, variable] of variables) this.variableNames.set(variable.name, name)
     this.optimizer = createOptimizer(
       variables,
-      options.optimizer ?? { kind: 'adamw' }, // the library's AdamW defaults
-      options.weightDecayFilter ?? decayMatrices,
+      settings.optimizer ?? { kind: 'adamw' }, // the library's AdamW defaults
+      settings.weightDecayFilter ?? decayMatrices,
     )
-    this.schedule = createSchedule(options.schedule ?? { kind: 'constant' }, lr, Math.max(steps, 1))
+    this.schedule = createSchedule(settings.schedule ?? { kind: 'constant' }, lr, Math.max(steps, 1))
     this.dataRng = root.split('data')
     this.dropoutRng = root.split('dropout')
     this.step = 0
     this.tokens = 0
     this.seconds = 0
     this.lastValidationLoss = null
-    if (options.resume !== undefined) {
+    if (settings.resume !== undefined) {
       try {
-        this.restore(options.resume)
+        this.restore(settings.resume)
       } catch (error) {
         this.optimizer.dispose()
         throw error
