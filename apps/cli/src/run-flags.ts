@@ -70,6 +70,16 @@ export const TASK_FLAG_FIELDS = {
   order: { placeholder: 'n', fields: { 'icl-markov': 'order' } },
   alpha: { placeholder: 'x', fields: { 'icl-markov': 'alpha' } },
   length: { placeholder: 'n', fields: { 'icl-markov': 'seqLength' } },
+  nCtx: {
+    placeholder: 'n',
+    fields: { 'niah-tokens': 'nCtx', 'vt-tokens': 'nCtx', 'cwe-tokens': 'nCtx', 'multihop-tokens': 'nCtx' },
+  },
+  needles: { placeholder: 'n', fields: { 'niah-tokens': 'needles', 'multihop-tokens': 'queries' } },
+  keyTokens: { placeholder: 'n', fields: { 'niah-tokens': 'keyTokens', 'multihop-tokens': 'nameTokens' } },
+  valueTokens: {
+    placeholder: 'n',
+    fields: { 'niah-tokens': 'valueTokens', 'vt-tokens': 'valueTokens', 'multihop-tokens': 'valueTokens' },
+  },
 } as const satisfies Record<
   string,
   { readonly placeholder?: string; readonly negate?: true; readonly fields: Partial<Record<TaskKind, string>> }
@@ -192,10 +202,10 @@ export function taskFlagDescriptions(
       const stated = value === undefined || commanderDefaults.includes(key) ? '' : ` (default ${value})`
       return { kind, text: `${negate ? 'do not ' : ''}${info.help}${stated}` }
     })
-    // Two kinds with the same meaning and default share one entry ("linear-map / cellular-automaton: ...").
+    // Kinds with the same meaning and default share one entry ("linear-map / cellular-automaton: ...").
     descriptions[key] =
-      parts.length === 2 && parts[0]?.text === parts[1]?.text
-        ? `${parts[0]?.kind} / ${parts[1]?.kind}: ${parts[0]?.text}`
+      parts.length >= 2 && parts.every((p) => p.text === parts[0]?.text)
+        ? `${parts.map((p) => p.kind).join(' / ')}: ${parts[0]?.text}`
         : parts.map((p) => `${p.kind}: ${p.text}`).join('; ')
   }
   return descriptions

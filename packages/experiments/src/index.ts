@@ -42,6 +42,17 @@ export {
   type CompareWithDenseResult,
 } from './compare-with-dense.ts'
 export {
+  DEFAULT_EVAL_SPARSITIES,
+  greedyAnswers,
+  modelShapeOf,
+  runSparseEval,
+  type SparseEvalCost,
+  type SparseEvalOptions,
+  type SparseEvalResult,
+  type SparseEvalRow,
+} from './sparse-eval.ts'
+export { sparseEvalReportHtml, sparseEvalSpec, sparseEvalTable } from './sparse-eval-report.ts'
+export {
   compareNotes,
   compareSpec,
   type CompareSpec,

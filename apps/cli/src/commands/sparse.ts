@@ -52,6 +52,7 @@ import {
 import { kebab } from '../run-flags.ts'
 import { fieldParser, showDefault } from '../schema-flags.ts'
 import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
+import { registerSparseEval } from './sparse-eval.ts'
 
 /**
  * A method flag: its commander spelling, the configuration field it sets, the methods whose schema has that
@@ -579,7 +580,7 @@ const TIMING_HELP = `Timing and memory (--json; wall clock, performance.now()):
 export function registerSparse(program: Command): void {
   const sparse = program
     .command('sparse')
-    .description('training-free sparse attention (Sparse Frontier): apply methods, compare them')
+    .description('training-free sparse attention (Sparse Frontier): apply methods, compare them, evaluate tasks')
   const apply = sparse
     .command('apply')
     .description('run one method on q/k/v from a safetensors file and write its output and mask of computed pairs')
@@ -697,4 +698,5 @@ export function registerSparse(program: Command): void {
       for (const line of compareNotes(rows, report.promptTokens as number)) console.log(line)
       if (report.plot !== null) console.log(`plot: ${report.plot}`)
     })
+  registerSparseEval(sparse)
 }

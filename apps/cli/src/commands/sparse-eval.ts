@@ -1,0 +1,175 @@
+/**
+ * `attnlab sparse eval`: the Sparse Frontier evaluation on a model trained here with
+ * `attnlab train --task niah-tokens|vt-tokens|cwe-tokens|multihop-tokens`: score against sparsity
+ * per task, method and length (`@attnlab/experiments`' `runSparseEval`; this file parses flags,
+ * calls it, prints and writes the report).
+ */
+import { join } from 'node:path'
+import { readFile } from 'node:fs/promises'
+import { InvalidArgumentError, type Command } from 'commander'
+import { writeFileAtomic } from '@attnlab/core/node'
+import {
+  DEFAULT_EVAL_SPARSITIES,
+  runSparseEval,
+  sparseEvalReportHtml,
+  sparseEvalTable,
+  type SparseEvalResult,
+} from '@attnlab/experiments'
+import { TASK_KINDS } from '@attnlab/markov'
+import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
+import { loadModel } from '@attnlab/transformer'
+import { UsageError } from '../errors.ts'
+import { activateBackend, backendOption, forceOption, intParser, MODEL_PATH_HELP } from '../options.ts'
+import { createDirectory, pathState } from '../out-dir.ts'
+
+/** The task kinds `sparse eval` scores. */
+const EVAL_TASKS = ['niah-tokens', 'vt-tokens', 'cwe-tokens', 'multihop-tokens'] as const
+
+interface EvalFlags {
+  model: string
+  tasks: string[]
+  methods: SparseMethodName[]
+  sparsity: number[]
+  lengths: number[]
+  samples: number
+  seed: number
+  out?: string
+  force?: boolean
+  backend?: string
+  json?: boolean
+}
+
+function listParser<T extends string>(flag: string, choices: readonly string[]): (value: string) => T[] {
+  return (value) => {
+    const items = value.split(',').map((s) => s.trim())
+    const bad = items.find((s) => !choices.includes(s))
+    if (items.length === 0 || bad !== undefined)
+      throw new InvalidArgumentError(`${flag} takes comma-separated values of ${choices.join(', ')}, got '${bad}'`)
+    return items as T[]
+  }
+}
+
+function numberListParser(flag: string, check: (x: number) => boolean, what: string): (value: string) => number[] {
+  return (value) => {
+    const items = value.split(',').map((s) => s.trim())
+    const bad = items.find((s) => s === '' || !check(Number(s)))
+    if (bad !== undefined) throw new InvalidArgumentError(`${flag} must be comma-separated ${what}, got '${bad}'`)
+    return items.map(Number)
+  }
+}
+
+/** The task description a checkpoint of `attnlab train` stores (`trainer.json`'s `extra.task`), if any. */
+async function storedTask(model: string): Promise<Record<string, unknown> | null> {
+  try {
+    const trainer = JSON.parse(await readFile(join(model, 'trainer.json'), 'utf8')) as { extra?: { task?: unknown } }
+    const task = trainer.extra?.task
+    return typeof task === 'object' && task !== null ? (task as Record<string, unknown>) : null
+  } catch {
+    return null
+  }
+}
+
+/** Runs `sparse eval`; returns the result with the model path and the report written (or null). */
+export async function runEvalCommand(
+  flags: EvalFlags,
+): Promise<SparseEvalResult & { model: string; report: string | null; tasks: unknown[] }> {
+  let created: string | undefined
+  if (flags.out !== undefined) {
+    const state = await pathState(flags.out)
+    if (state.kind === 'file') throw new UsageError(`--out ${flags.out} is a file; expected a directory`)
+    if (state.kind === 'directory' && state.entries.length > 0 && flags.force !== true)
+      throw new UsageError(`--out ${flags.out} is not empty; pass --force to overwrite its report`)
+  }
+  await activateBackend(flags.backend)
+  const stored = await storedTask(flags.model)
+  // A task the model was trained on keeps its stored configuration (its token ranges); others use defaults.
+  const tasks = flags.tasks.map((kind) => {
+    if (stored !== null && stored.kind === kind) {
+      const { nCtx: _nCtx, ...rest } = stored
+      return rest
+    }
+    return { kind }
+  })
+  const loaded = await loadModel(flags.model)
+  try {
+    const result = await runSparseEval(loaded.model, {
+      tasks,
+      methods: flags.methods,
+      sparsities: flags.sparsity,
+      lengths: flags.lengths,
+      samples: flags.samples,
+      seed: flags.seed,
+      onRow: (row, done, total) => {
+        if (flags.json !== true)
+          process.stderr.write(`\r${done}/${total} ${row.task} ${row.length} ${row.method} ${row.targetSparsity}      `)
+      },
+    })
+    if (flags.json !== true) process.stderr.write('\n')
+    let report: string | null = null
+    if (flags.out !== undefined) {
+      created = await createDirectory(flags.out)
+      void created
+      const title = `${flags.model}: sparse attention on ${flags.tasks.join(', ')}`
+      report = join(flags.out, 'report.html')
+      await writeFileAtomic(report, await sparseEvalReportHtml(result, title))
+      await writeFileAtomic(
+        join(flags.out, 'results.json'),
+        `${JSON.stringify({ model: flags.model, tasks, ...result }, null, 2)}\n`,
+      )
+    }
+    return { model: flags.model, tasks, report, ...result }
+  } finally {
+    loaded.model.dispose()
+  }
+}
+
+/** Registers `sparse eval` under the `sparse` command. */
+export function registerSparseEval(sparse: Command): void {
+  sparse
+    .command('eval')
+    .description(
+      'score a model trained on retrieval tasks (niah-tokens, ...) against sparsity per task, method and length: ' +
+        'greedy answers, score +- sample std, both sparsities, budget, cost model',
+    )
+    .requiredOption('--model <path>', MODEL_PATH_HELP)
+    .requiredOption(
+      '--tasks <list>',
+      `comma-separated tasks (${EVAL_TASKS.join(', ')}); the one the model was trained on keeps its configuration`,
+      listParser(
+        '--tasks',
+        EVAL_TASKS.filter((k) => TASK_KINDS.includes(k)),
+      ),
+    )
+    .requiredOption(
+      '--methods <list>',
+      `comma-separated methods (${Object.keys(SPARSE_METHODS).join(', ')}), each run alone; dense is always run`,
+      listParser<SparseMethodName>('--methods', Object.keys(SPARSE_METHODS)),
+    )
+    .option(
+      '--sparsity <list>',
+      'target sparsities in [0, 1) (0 is dense for every method)',
+      numberListParser('--sparsity', (x) => Number.isFinite(x) && x >= 0 && x < 1, 'numbers in [0, 1)'),
+      [...DEFAULT_EVAL_SPARSITIES],
+    )
+    .requiredOption(
+      '--lengths <list>',
+      "context lengths (tokens), each at most the model's nCtx",
+      numberListParser('--lengths', (x) => Number.isInteger(x) && x >= 1, 'integers >= 1'),
+    )
+    .option('--samples <n>', 'sequences per task and length (the same for every method)', intParser('--samples', 1), 20)
+    .option('--seed <n>', 'seed of the evaluation sequences', intParser('--seed', 0), 0)
+    .option('--out <dir>', 'write report.html (score against sparsity per task) and results.json here')
+    .addOption(forceOption('a non-empty --out directory'))
+    .addOption(backendOption())
+    .option('--json', 'print the result as JSON')
+    .action(async (flags: EvalFlags) => {
+      const result = await runEvalCommand(flags)
+      if (flags.json === true) {
+        console.log(JSON.stringify(result, null, 2))
+        return
+      }
+      console.log(`${flags.model}: nCtx ${result.context}, greedy answers, seed ${result.seed}`)
+      for (const line of sparseEvalTable(result.rows)) console.log(line)
+      if (result.report !== null) console.log(`report: ${result.report}`)
+    })
+}

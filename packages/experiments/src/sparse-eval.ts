@@ -1,0 +1,428 @@
+/**
+ * The Sparse Frontier's evaluation on a model trained here: for each retrieval task, method,
+ * target sparsity and context length, the task score of greedy answers with its sample standard
+ * deviation, both sparsities, the budget used and the cost model's price (Nawrot et al., arXiv
+ * 2504.17768 [v2]: methods in section 2, sparsity and budgets A.1 / Table 3, tasks and metrics
+ * section 4 / A.2, costs appendix B).
+ *
+ * @module
+ */
+import { Rng } from '@attnlab/core'
+import { createTask, isRetrievalTask, type RetrievalTask } from '@attnlab/markov'
+import {
+  SPARSE_METHODS,
+  createKernel,
+  decodeMemory,
+  dense,
+  prefillFlops,
+  questIndexingMemory,
+  verticalSlashIndexingFlops,
+  type ModelShape,
+  type SparseAttentionKernel,
+  type SparseMethodName,
+} from '@attnlab/sparse-attention'
+import { KVCache, type AttentionReport, type Transformer } from '@attnlab/transformer'
+import { meanExtra, sizedConfig } from './compare-with-dense.ts'
+import { ExperimentInputError } from './errors.ts'
+import { clampReportedSparsity, targetReached } from './targets.ts'
+
+/** The target sparsities {@link runSparseEval} sweeps when none are given (the CLI's default too). */
+export const DEFAULT_EVAL_SPARSITIES: readonly number[] = Object.freeze([0, 0.5, 0.7, 0.8, 0.9, 0.95])
+
+/** The configuration keys {@link SparseEvalRow.budget} reports: each method's size for its target. */
+const BUDGET_KEYS = ['verticalSize', 'slashSize', 'alpha', 'topK', 'capacity', 'tokenBudget'] as const
+
+/** Options of {@link runSparseEval}. */
+export interface SparseEvalOptions {
+  /**
+   * The tasks, as descriptions (`{ kind: 'niah-tokens', needles: 4 }`, a checkpoint's task): each
+   * is rebuilt at every length with `nCtx` set to it. They must be retrieval tasks of
+   * `@attnlab/markov` (niah-tokens, vt-tokens, cwe-tokens, multihop-tokens).
+   */
+  readonly tasks: readonly Readonly<Record<string, unknown>>[]
+  /** The methods (`dense` is always run as the reference and need not be listed). */
+  readonly methods: readonly SparseMethodName[]
+  /** Target sparsities in [0, 1) (default {@link DEFAULT_EVAL_SPARSITIES}); 0 is dense for every method. */
+  readonly sparsities?: readonly number[]
+  /** Context lengths (the tasks' `nCtx`, tokens), each at most the model's `nCtx`. */
+  readonly lengths: readonly number[]
+  /** Sequences per (task, length), an integer >= 1 (the same ones for every method and sparsity). */
+  readonly samples: number
+  /** Seed of the evaluation sequences (default 0). */
+  readonly seed?: number
+  /** User method sizes by config key (they win over the budget rules and are not calibrated). */
+  readonly flags?: Readonly<Record<string, unknown>>
+  /** Called after each (task, length, method, sparsity) row. */
+  readonly onRow?: (row: SparseEvalRow, done: number, total: number) => void
+}
+
+/** The cost model's price of one row ([v2] appendix B). */
+export interface SparseEvalCost {
+  /** `'prefill-flops'` (prefill methods and dense) or `'decode-memory'` (decode methods: elements read per step). */
+  readonly metric: 'prefill-flops' | 'decode-memory'
+  /** The price at the row's reported sparsity (clamped at 0), with the method's indexing term. */
+  readonly value: number
+  /** The dense price of the same length. */
+  readonly dense: number
+  /** `value / dense`. */
+  readonly relative: number
+}
+
+/** One (task, length, method, target sparsity) of {@link runSparseEval}. */
+export interface SparseEvalRow {
+  /** The task's kind, e.g. `'niah-tokens'`. */
+  readonly task: string
+  /** The context length (the task's `nCtx`, tokens). */
+  readonly length: number
+  /** The prompt length (tokens before the first answer token). */
+  readonly promptTokens: number
+  /** The method (`'dense'` for the reference row). */
+  readonly method: SparseMethodName
+  /** The phase it sparsifies (`null` for dense and for every method at sparsity 0). */
+  readonly phase: 'prefill' | 'decode' | null
+  /** The sparsity asked for. */
+  readonly targetSparsity: number
+  /** Sequences scored. */
+  readonly samples: number
+  /** Mean task score (NIAH / multi-hop: per-token exact match; VT / CWE: set recall). */
+  readonly score: number
+  /** Sample standard deviation of the score over sequences (ddof 1; 0 for one sample). */
+  readonly scoreStd: number
+  /** Mean strict score (every answer token right / the exact set). */
+  readonly strict: number
+  /** Sample standard deviation of the strict score. */
+  readonly strictStd: number
+  /** Mean IoU of the answer and gold sets. */
+  readonly iou: number
+  /** Exact sparsity from the masks, mean over layers and sequences (of the sparsified phase). */
+  readonly exactSparsity: number
+  /** The study's reported sparsity, mean over layers and sequences (may be below 0, see `clampReportedSparsity`). */
+  readonly reportedSparsity: number
+  /** Whether the exact or clamped reported sparsity comes within tolerance of the target. */
+  readonly targetReached: boolean
+  /** The method's size for the target (`verticalSize`, `alpha`, `topK`, `capacity`, `tokenBudget`). */
+  readonly budget: Readonly<Record<string, number>>
+  /** The full configuration that ran. */
+  readonly config: unknown
+  /** The cost model's price; `null` for an attention-only model (the cost model needs an MLP). */
+  readonly cost: SparseEvalCost | null
+}
+
+/** What {@link runSparseEval} measured. */
+export interface SparseEvalResult {
+  /** The model's context `nCtx` (tokens). */
+  readonly context: number
+  /** How answers were produced: greedy decoding of the answer positions after a (sparse) prefill. */
+  readonly decoding: 'greedy'
+  /** The evaluation seed. */
+  readonly seed: number
+  /** Rows by task, length, then method (dense first), then target sparsity. */
+  readonly rows: readonly SparseEvalRow[]
+}
+
+/** The model's shape as `@attnlab/sparse-attention`'s cost model reads it; `null` without an MLP. */
+export function modelShapeOf(model: Transformer): ModelShape | null {
+  const c = model.config
+  if (!(c.dMlp > 0)) return null
+  return {
+    name: 'model',
+    layers: c.nLayers,
+    dModel: c.dModel,
+    nHeads: c.nHeads,
+    nKvHeads: c.nKvHeads,
+    dHead: c.dHead,
+    dMlp: c.dMlp,
+    dVocab: c.dVocab,
+    slidingWindow: null,
+  }
+}
+
+/**
+ * The cost of running `method` with `config` at reported sparsity `sparsity` on an `n`-token
+ * prompt: prefill FLOPs ([v2] B.1 Eq. 3, plus Vertical-Slash's indexing FLOPs for Vertical-Slash
+ * and FlexPrefill) or, for decode methods, the memory read per decode step (plus Quest's page
+ * min/max loads); `indexing: false` leaves the indexing terms out (sparsity 0 runs dense).
+ */
+function costOf(
+  shape: ModelShape | null,
+  method: SparseMethodName,
+  config: Readonly<Record<string, unknown>>,
+  n: number,
+  sparsity: number,
+  indexing = true,
+): SparseEvalCost | null {
+  if (shape === null) return null
+  const density = 1 - Math.min(1, Math.max(0, sparsity))
+  if (SPARSE_METHODS[method].phase === 'decode') {
+    const denseValue = decodeMemory(shape, n).total
+    let value = decodeMemory(shape, n, { density }).total
+    if (indexing && method === 'quest') value += questIndexingMemory(shape, n, { pageSize: config.pageSize as number })
+    return { metric: 'decode-memory', value, dense: denseValue, relative: value / denseValue }
+  }
+  const denseValue = prefillFlops(shape, n).total
+  let value = prefillFlops(shape, n, { density }).total
+  if (indexing && (method === 'vertical-slash' || method === 'flexprefill')) {
+    const size = (key: string): number => Math.round(Number(config[key] ?? 0))
+    value += verticalSlashIndexingFlops(shape, n, {
+      queries: Math.max(1, Math.min(n, size('window'))),
+      verticals: size('verticalSize'),
+      slashes: size('slashSize'),
+    })
+  }
+  return { metric: 'prefill-flops', value, dense: denseValue, relative: value / denseValue }
+}
+
+/** Mean and sample standard deviation (ddof 1; 0 for one value). */
+function meanStd(values: readonly number[]): { mean: number; std: number } {
+  const mean = values.reduce((a, b) => a + b, 0) / values.length
+  if (values.length < 2) return { mean, std: 0 }
+  const variance = values.reduce((a, b) => a + (b - mean) ** 2, 0) / (values.length - 1)
+  return { mean, std: Math.sqrt(variance) }
+}
+
+function argmax(row: Float32Array): number {
+  let best = 0
+  for (let v = 1; v < row.length; v++) if ((row[v] as number) > (row[best] as number)) best = v
+  return best
+}
+
+/**
+ * Greedy answers of one sequence: the first `prefillLength` tokens (default: every token before
+ * the first answer position) prefilled through `kernel`, then one position at a time through the
+ * KV cache: at an answer position the argmax token is taken (and fed back), at any other position
+ * (the rest of the question, the next queried key) the sequence's own token is fed.
+ *
+ * @param model - the model
+ * @param task - the retrieval task the sequence is from
+ * @param sequence - one sequence of the task, `seqLength` tokens
+ * @param kernel - the attention kernel of every pass (prefill and decode)
+ * @param prefillLength - tokens prefilled at once, in `[1, answerPositions[0]]`
+ * @returns the predicted answer tokens (in answer-position order) and the prefill and decode reports
+ */
+export function greedyAnswers(
+  model: Transformer,
+  task: RetrievalTask,
+  sequence: ArrayLike<number>,
+  kernel: SparseAttentionKernel,
+  prefillLength: number = task.answerPositions[0] as number,
+): { predicted: number[]; prefillReports: AttentionReport[]; decodeReports: AttentionReport[] } {
+  const answers = new Set(task.answerPositions)
+  const first = prefillLength
+  const last = task.answerPositions[task.answerPositions.length - 1] as number
+  const cache = new KVCache(model.config.nLayers)
+  const prefillReports: AttentionReport[] = []
+  const decodeReports: AttentionReport[] = []
+  const predicted: number[] = []
+  try {
+    const prompt = Array.from({ length: first }, (_, i) => sequence[i] as number)
+    let out = model.forwardCached([prompt], cache, { attention: kernel, attentionReports: prefillReports })
+    for (let p = first; p <= last; p++) {
+      const logits = out.dataSync() as Float32Array
+      const vocab = model.config.dVocab
+      const rowStart = logits.length - vocab
+      out.dispose()
+      const token = answers.has(p) ? argmax(logits.subarray(rowStart)) : (sequence[p] as number)
+      if (answers.has(p)) predicted.push(token)
+      if (p === last) return { predicted, prefillReports, decodeReports }
+      out = model.forwardCached([[token]], cache, { attention: kernel, attentionReports: decodeReports })
+    }
+    out.dispose()
+    return { predicted, prefillReports, decodeReports }
+  } finally {
+    cache.dispose()
+  }
+}
+
+function checkOptions(model: Transformer, options: SparseEvalOptions): readonly number[] {
+  const known = Object.keys(SPARSE_METHODS)
+  const unknown = options.methods.find((m) => !known.includes(m))
+  if (unknown !== undefined || options.methods.length === 0) {
+    throw new ExperimentInputError(
+      'methods',
+      `methods must be a non-empty list of ${known.join(', ')}; got ${unknown === undefined ? 'none' : `'${unknown}'`}`,
+      { value: unknown ?? null },
+    )
+  }
+  const sparsities = options.sparsities ?? DEFAULT_EVAL_SPARSITIES
+  const bad = sparsities.find((s) => !(Number.isFinite(s) && s >= 0 && s < 1))
+  if (sparsities.length === 0 || bad !== undefined) {
+    throw new ExperimentInputError(
+      'sparsities',
+      `sparsities must be a non-empty list of numbers in [0, 1); got ${bad === undefined ? 'none' : bad}`,
+      { value: bad ?? null },
+    )
+  }
+  if (!Number.isInteger(options.samples) || options.samples < 1) {
+    throw new ExperimentInputError('samples', `samples must be an integer >= 1; got ${options.samples}`, {
+      value: options.samples,
+    })
+  }
+  const { nCtx } = model.config
+  if (options.lengths.length === 0)
+    throw new ExperimentInputError('lengths', 'lengths must be a non-empty list of context lengths', {})
+  for (const length of options.lengths) {
+    if (!Number.isInteger(length) || length < 1 || length > nCtx) {
+      throw new ExperimentInputError(
+        'lengths',
+        `length ${length} is not an integer in [1, ${nCtx}]: the model's context (nCtx) is ${nCtx} tokens`,
+        { value: length, nCtx },
+      )
+    }
+  }
+  if (options.tasks.length === 0)
+    throw new ExperimentInputError('tasks', 'tasks must be a non-empty list of task descriptions', {})
+  return sparsities
+}
+
+/** The task kinds {@link runSparseEval} scores (`@attnlab/markov`'s retrieval tasks). */
+const RETRIEVAL_KINDS: readonly string[] = ['niah-tokens', 'vt-tokens', 'cwe-tokens', 'multihop-tokens']
+
+/** Builds a task at a length, checked to be a retrieval task within the model's vocabulary. */
+function taskAt(model: Transformer, description: Readonly<Record<string, unknown>>, length: number): RetrievalTask {
+  const kind = description.kind
+  if (typeof kind !== 'string' || !RETRIEVAL_KINDS.includes(kind)) {
+    throw new ExperimentInputError(
+      'tasks',
+      `task '${String(kind)}' has no answer positions; expected one of ${RETRIEVAL_KINDS.join(', ')}`,
+      { kind },
+    )
+  }
+  const task = createTask({ ...description, nCtx: length })
+  if (!isRetrievalTask(task)) {
+    throw new ExperimentInputError(
+      'tasks',
+      `task '${task.kind}' has no answer positions; expected niah-tokens, vt-tokens, cwe-tokens or multihop-tokens`,
+      { kind: task.kind },
+    )
+  }
+  if (task.vocabSize > model.config.dVocab) {
+    throw new ExperimentInputError(
+      'tasks',
+      `task '${task.kind}' uses ${task.vocabSize} token ids but the model's vocabulary is ${model.config.dVocab}`,
+      { vocabSize: task.vocabSize, dVocab: model.config.dVocab },
+    )
+  }
+  return task
+}
+
+/**
+ * Runs the Sparse Frontier evaluation on `model`: for each task (rebuilt at each length), dense
+ * first, then each method at each target sparsity, alone (one prefill method or one decode method
+ * at a time, as in the study), on the same `samples` sequences (drawn from
+ * `Rng.fromSeed(seed).split('sparse-eval/<kind>/<length>')`). Answers are greedy: the prompt is
+ * prefilled through the method's kernel (prefill methods sparsify it and decode densely; decode
+ * methods prefill densely, evict or index, and sparsify each decode step), then the answer
+ * positions are decoded one at a time ({@link greedyAnswers}). For decode methods the prompt's
+ * last token is fed as the first decode step, so that every answer token comes from a decode step
+ * over the compressed cache (a prefill's last position is dense for them: in the study the first
+ * generated tokens are the answer's preamble). The question follows the context (as in the task
+ * layouts): SnapKV's observation window sees the query marker but not the queried keys, which
+ * arrive after eviction. A method's size for a target is
+ * chosen once per (method, target, length), on the first sequence's prompt (`sizedConfig`: the
+ * study fixes `V = S` per length, [v2] A.1 / Table 3), and kept for every sequence. Target 0 is the
+ * dense run for every method (the study's baseline; Quest sized for 0 would still skip a page).
+ * Scores per task ([v2] A.2): NIAH and multi-hop per-token exact match, VT and CWE set recall;
+ * each with its strict variant and IoU. Costs: appendix B's prefill FLOPs or decode memory at the
+ * reported sparsity. Leaves no tensors behind; deterministic for a seed on one backend.
+ *
+ * @param model - a model trained on the tasks' vocabulary; its `nCtx` bounds the lengths
+ * @param options - tasks, methods, sparsities, lengths, samples, seed
+ * @returns the rows and what the run used
+ * @throws ExperimentInputError (`INVALID_ARGUMENT`) for an unknown method, a sparsity outside
+ *   [0, 1), samples below 1, no length or a length above the model's `nCtx`, no task, a task that
+ *   is not a retrieval task or uses more token ids than the model has
+ * @throws ConfigError (`@attnlab/core`) for a task description the task rejects at a length
+ *   (too short for its items) or invalid user method sizes
+ * @example
+ * ```ts
+ * const { rows } = await runSparseEval(model, {
+ *   tasks: [{ kind: 'niah-tokens' }], methods: ['snapkv'], lengths: [256], samples: 20,
+ * })
+ * ```
+ */
+export async function runSparseEval(model: Transformer, options: SparseEvalOptions): Promise<SparseEvalResult> {
+  const sparsities = checkOptions(model, options)
+  const seed = options.seed ?? 0
+  const flags = options.flags ?? {}
+  const shape = modelShapeOf(model)
+  const methods = options.methods.filter((m) => m !== 'dense')
+  const tasks = options.lengths.flatMap((length) =>
+    options.tasks.map((description) => ({ length, task: taskAt(model, description, length) })),
+  )
+  const total = tasks.length * (1 + methods.length * sparsities.length)
+  const rows: SparseEvalRow[] = []
+  const push = (row: SparseEvalRow): void => {
+    rows.push(row)
+    options.onRow?.(row, rows.length, total)
+  }
+  for (const { length, task } of tasks) {
+    const batch = task.sample(options.samples, Rng.fromSeed(seed).split(`sparse-eval/${task.kind}/${length}`))
+    const L = task.seqLength
+    const sequences = Array.from({ length: options.samples }, (_, b) => batch.tokens.subarray(b * L, (b + 1) * L))
+    const promptTokens = task.answerPositions[0] as number
+    const evaluate = (method: SparseMethodName, target: number, kernel: SparseAttentionKernel): SparseEvalRow => {
+      const phase = method === 'dense' ? null : (SPARSE_METHODS[method].phase as 'prefill' | 'decode')
+      const scores: number[] = []
+      const stricts: number[] = []
+      const ious: number[] = []
+      const exact: number[] = []
+      const reported: number[] = []
+      for (const sequence of sequences) {
+        const run = greedyAnswers(model, task, sequence, kernel, phase === 'decode' ? promptTokens - 1 : promptTokens)
+        const gold = task.answerPositions.map((p) => sequence[p] as number)
+        const s = task.scoreAnswer(gold, run.predicted)
+        scores.push(s.score)
+        stricts.push(s.strict)
+        ious.push(s.iou)
+        const reports = phase === 'decode' ? run.decodeReports : run.prefillReports
+        exact.push(meanExtra(reports, 'exactSparsity'))
+        reported.push(meanExtra(reports, 'reportedSparsity'))
+      }
+      const score = meanStd(scores)
+      const strict = meanStd(stricts)
+      const exactSparsity = meanStd(exact).mean
+      const reportedSparsity = meanStd(reported).mean
+      const config = (kernel.config ?? {}) as Record<string, unknown>
+      const budget: Record<string, number> = {}
+      for (const key of BUDGET_KEYS) if (typeof config[key] === 'number') budget[key] = config[key] as number
+      const { clamped } = clampReportedSparsity(reportedSparsity)
+      return {
+        task: task.kind,
+        length,
+        promptTokens,
+        method,
+        phase,
+        targetSparsity: target,
+        samples: sequences.length,
+        score: score.mean,
+        scoreStd: score.std,
+        strict: strict.mean,
+        strictStd: strict.std,
+        iou: meanStd(ious).mean,
+        exactSparsity,
+        reportedSparsity,
+        targetReached: targetReached(target, exactSparsity, clamped),
+        budget,
+        config: kernel.config,
+        cost: costOf(shape, method, config, phase === 'decode' ? promptTokens - 1 : promptTokens, clamped),
+      }
+    }
+    const denseRow = evaluate('dense', 0, dense())
+    push(denseRow)
+    const firstPrompt = Array.from((sequences[0] as Int32Array).subarray(0, promptTokens))
+    for (const method of methods) {
+      for (const target of sparsities) {
+        if (target === 0) {
+          const n = SPARSE_METHODS[method].phase === 'decode' ? promptTokens - 1 : promptTokens
+          const cost = costOf(shape, method, {}, n, 0, false)
+          push({ ...denseRow, method, config: {}, budget: {}, cost })
+          continue
+        }
+        const decode = SPARSE_METHODS[method].phase === 'decode'
+        const config = sizedConfig(model, decode ? firstPrompt.slice(0, -1) : firstPrompt, method, target, flags)
+        push(evaluate(method, target, createKernel(method, config as never)))
+      }
+    }
+  }
+  return { context: model.config.nCtx, decoding: 'greedy', seed, rows }
+}
