@@ -206,9 +206,12 @@ export function applyDecode(
   }
   const qNew = tf.reshape(step.qNew, [1, dims.nHeads as number, 1, dims.dHead as number]) as tf.Tensor4D
   try {
-    const afterPrefillStart = performance.now()
-    kernel.afterPrefill?.({ q, k, v, scale, layer: 0 }, cache)
-    const afterPrefillSeconds = (performance.now() - afterPrefillStart) / 1000
+    let afterPrefillSeconds = 0
+    if (kernel.afterPrefill !== undefined) {
+      const afterPrefillStart = performance.now()
+      kernel.afterPrefill({ q, k, v, scale, layer: 0 }, cache)
+      afterPrefillSeconds = (performance.now() - afterPrefillStart) / 1000
+    }
     const append = (stored: tf.Tensor4D, x: tf.Tensor2D): tf.Tensor4D =>
       tf.keep(tf.tidy(() => tf.concat([stored, tf.reshape(x, [1, x.shape[0], 1, x.shape[1]])], 2) as tf.Tensor4D))
     const keys = append(cache.keys as tf.Tensor4D, step.kNew)
