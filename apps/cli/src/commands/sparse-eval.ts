@@ -70,7 +70,7 @@ async function storedTask(model: string): Promise<Record<string, unknown> | null
 }
 
 /** Runs `sparse eval`; returns the result with the model path and the report written (or null). */
-export async function runEvalCommand(
+async function runEvalCommand(
   flags: EvalFlags,
 ): Promise<SparseEvalResult & { model: string; report: string | null; tasks: unknown[] }> {
   let created: string | undefined
