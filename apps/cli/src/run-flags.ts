@@ -69,7 +69,7 @@ export const TASK_FLAG_FIELDS = {
   },
   order: { placeholder: 'n', fields: { 'icl-markov': 'order' } },
   alpha: { placeholder: 'x', fields: { 'icl-markov': 'alpha' } },
-  length: { placeholder: 'n', fields: { 'icl-markov': 'seqLength' } },
+  length: { placeholder: 'n', fields: { 'icl-markov': 'seqLength', 'text-chars': 'seqLength' } },
   nCtx: {
     placeholder: 'n',
     fields: { 'niah-tokens': 'nCtx', 'vt-tokens': 'nCtx', 'cwe-tokens': 'nCtx', 'multihop-tokens': 'nCtx' },

@@ -16,6 +16,7 @@ import { CweTokensTask, cweTokensSchema, type CweTokensConfig } from './cwe-toke
 import { MultihopTokensTask, multihopTokensSchema, type MultihopTokensConfig } from './multihop-tokens.ts'
 import { NiahTokensTask, niahTokensSchema, type NiahTokensConfig } from './niah-tokens.ts'
 import { VtTokensTask, vtTokensSchema, type VtTokensConfig } from './vt-tokens.ts'
+import { TextCharsTask, textCharsSchema, type TextCharsConfig } from './text-corpus.ts'
 
 /**
  * The description of a task of this package: `{ kind, ...configuration overrides }`, e.g. the
@@ -33,6 +34,7 @@ export type MarkovTaskDescription =
   | ({ readonly kind: 'vt-tokens' } & Partial<VtTokensConfig>)
   | ({ readonly kind: 'cwe-tokens' } & Partial<CweTokensConfig>)
   | ({ readonly kind: 'multihop-tokens' } & Partial<MultihopTokensConfig>)
+  | ({ readonly kind: 'text-chars' } & Partial<TextCharsConfig>)
 
 /**
  * The former name of {@link MarkovTaskDescription}, kept for compatibility.
@@ -56,6 +58,7 @@ export type AnyTask =
   | VtTokensTask
   | CweTokensTask
   | MultihopTokensTask
+  | TextCharsTask
 
 /**
  * The task kinds {@link createTask} accepts.
@@ -71,6 +74,7 @@ export const TASK_KINDS: readonly TaskKind[] = Object.freeze([
   'vt-tokens',
   'cwe-tokens',
   'multihop-tokens',
+  'text-chars',
 ])
 
 /**
@@ -92,6 +96,7 @@ export const TASK_SCHEMAS = Object.freeze({
   'vt-tokens': vtTokensSchema,
   'cwe-tokens': cweTokensSchema,
   'multihop-tokens': multihopTokensSchema,
+  'text-chars': textCharsSchema,
 }) satisfies Readonly<Record<TaskKind, unknown>>
 
 /**
@@ -112,10 +117,11 @@ export const MARKOV_TASK_FAMILIES: readonly TaskFamily<AnyTask>[] = Object.freez
   { kind: 'vt-tokens', create: (config) => new VtTokensTask(config as Partial<VtTokensConfig>) },
   { kind: 'cwe-tokens', create: (config) => new CweTokensTask(config as Partial<CweTokensConfig>) },
   { kind: 'multihop-tokens', create: (config) => new MultihopTokensTask(config as Partial<MultihopTokensConfig>) },
+  { kind: 'text-chars', create: (config) => new TextCharsTask(config as Partial<TextCharsConfig>) },
 ] satisfies TaskFamily<AnyTask>[])
 
 /**
- * Registers this package's task families (the emergence tasks and the retrieval tasks; idempotent:
+ * Registers this package's task families (the emergence, retrieval and text tasks; idempotent:
  * a family already registered is skipped). An explicit call rather than an import side effect, so a
  * bundler cannot drop it.
  *

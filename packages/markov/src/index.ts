@@ -98,6 +98,16 @@ export {
   type MultihopTokensConfig,
 } from './multihop-tokens.ts'
 export {
+  TEXT_ALPHABET,
+  TEXT_UNKNOWN_ID,
+  TextCharsTask,
+  decodeText,
+  defaultTextCharsConfig,
+  encodeText,
+  textCharsSchema,
+  type TextCharsConfig,
+} from './text-corpus.ts'
+export {
   MARKOV_TASK_FAMILIES,
   TASK_KINDS,
   TASK_SCHEMAS,

@@ -23,3 +23,4 @@ export type TaskKind =
   | 'vt-tokens'
   | 'cwe-tokens'
   | 'multihop-tokens'
+  | 'text-chars'
