@@ -145,4 +145,11 @@ export {
   type TrainingRunResult,
   type TrainingRunSettings,
 } from './training.ts'
+export {
+  INDUCTION_THRESHOLD,
+  inductionHeadDamage,
+  inductionProbes,
+  inductionStep,
+  scoreInduction,
+} from './induction-probe.ts'
 export { renderSvg, type PlotSpec } from './plot.ts'

@@ -8,6 +8,7 @@
  */
 import { ConfigError, Rng } from '@attnlab/core'
 import { configSchema, customField, enumField, integerField, parseConfig } from '@attnlab/core/schema'
+import { TEXT_UNKNOWN_ID } from '@attnlab/markov'
 import { createTask, type AnyTask, type MarkovTaskDescription } from '@attnlab/markov'
 import {
   createTransformer,
@@ -25,6 +26,7 @@ import {
   transferWeights,
 } from '@attnlab/transformer'
 import { ExperimentInputError } from './errors.ts'
+import { inductionHeadDamage, inductionProbes, inductionStep, scoreInduction } from './induction-probe.ts'
 import type { EmergenceTransfer } from './emergence/run.ts'
 import {
   EMERGENCE_PRESETS,
@@ -53,6 +55,13 @@ export interface TrainingEvaluation {
   readonly step: number
   readonly trainLoss: number
   readonly validationLoss: number
+  /**
+   * With the induction probe ({@link TrainingRunOptions.inductionProbe}): mean log-probability of the second
+   * copy of repeated random blocks (nats).
+   */
+  readonly inductionLogprob?: number
+  /** With the induction probe: the second copy's log-probability minus the first copy's (nats). */
+  readonly inductionGain?: number
 }
 
 /**
@@ -116,6 +125,12 @@ export interface TrainingRunOptions {
    * needed for a fresh run with `initFrom` (a resumed run starts from its checkpoint).
    */
   readonly loadInitialWeights?: (initFrom: string) => Promise<{ readonly source: string; readonly weights: WeightData }>
+  /**
+   * Score `@attnlab/knockout`'s induction probe at every evaluation (into the evaluations'
+   * `inductionLogprob` and `inductionGain`) and knock out each head on it at the end (the result's
+   * `induction`); default false.
+   */
+  readonly inductionProbe?: boolean
   /** Keeps a checkpoint: every `checkpointEvery` steps and at the end, with the evaluations so far. */
   readonly save?: (model: Transformer, state: TrainerState, evaluations: readonly TrainingEvaluation[]) => Promise<void>
 }
@@ -143,6 +158,15 @@ export interface TrainingRunResult {
   readonly evaluations: readonly TrainingEvaluation[]
   /** A fresh run with `initFrom`: the checkpoint it started from and the parameters copied / re-initialised. */
   readonly transfer: EmergenceTransfer | null
+  /**
+   * With the induction probe: the step induction appeared ({@link inductionStep}, null when it did not),
+   * the final gain (nats) and each head's damage to it (single-head zero ablation, largest first); else null.
+   */
+  readonly induction: {
+    readonly step: number | null
+    readonly finalGain: number | null
+    readonly heads: readonly { readonly head: string; readonly damage: number }[]
+  } | null
 }
 
 type OffsetGroups = readonly { readonly name: string; readonly offsets: readonly number[] }[]
@@ -195,7 +219,17 @@ export async function runTraining(
     }
     const root = Rng.fromSeed(settings.seed)
     const source = settings.trainSize > 0 ? task.sample(settings.trainSize, root.split('dataset')) : task
-    const validation = task.sample(settings.validationSize, root.split('validation'))
+    // A task with a held-out split (a text's validation chapters) validates on it.
+    const held = task as { sampleValidation?: AnyTask['sample'] }
+    const validation =
+      typeof held.sampleValidation === 'function'
+        ? held.sampleValidation.call(task, settings.validationSize, root.split('validation'))
+        : task.sample(settings.validationSize, root.split('validation'))
+    // Random blocks of the probe: the task's tokens (a text's characters without the unknown id).
+    const pool = Array.from({ length: task.vocabSize }, (_, i) => i).filter(
+      (t) => task.kind !== 'text-chars' || t !== TEXT_UNKNOWN_ID,
+    )
+    const probes = options.inductionProbe === true ? inductionProbes(model.config, pool) : null
     const save = options.save
     const result = await train(model, source, {
       steps: options.steps,
@@ -223,18 +257,34 @@ export async function runTraining(
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       ...(options.onStep === undefined ? {} : { onStep: options.onStep }),
       ...(options.resume === undefined ? {} : { resume: options.resume.state }),
-      onEval: (record: EvalRecord) => {
+      onEval: async (record: EvalRecord) => {
         // One row per step (a run stopped right after resuming evaluates its checkpoint's step again).
         while (
           evaluations.length > 0 &&
           (evaluations[evaluations.length - 1] as TrainingEvaluation).step >= record.step
         )
           evaluations.pop()
-        evaluations.push({ step: record.step, trainLoss: record.trainLoss, validationLoss: record.validationLoss })
+        const scores = probes === null ? null : await scoreInduction(model, probes)
+        evaluations.push({
+          step: record.step,
+          trainLoss: record.trainLoss,
+          validationLoss: record.validationLoss,
+          ...(scores === null ? {} : { inductionLogprob: scores.logprob, inductionGain: scores.gain }),
+        })
         options.onEval?.(record)
       },
     })
+    const last = evaluations[evaluations.length - 1]
+    const induction =
+      probes === null
+        ? null
+        : {
+            step: inductionStep(evaluations),
+            finalGain: last?.inductionGain ?? null,
+            heads: await inductionHeadDamage(model, probes),
+          }
     return {
+      induction,
       steps: result.steps,
       stopped: result.stopped,
       finalTrainLoss: result.finalTrainLoss,
@@ -287,6 +337,11 @@ export const trainingConfigSchema = configSchema({
     TRAINING_DEFAULTS.evalEvery,
   ),
   checkpointEvery: integerField('also write the checkpoint every N steps (0: only at the end)', { min: 0 }).default(0),
+  /**
+   * `'induction'`: score `@attnlab/knockout`'s induction probe at every evaluation and knock out each head on it at
+   * the end (Baherwani et al., arXiv 2606.25010, the language-model observation); null (default): no probe.
+   */
+  probe: enumField('a probe scored at every evaluation', ['induction']).nullable().default(null),
 })
 
 /**

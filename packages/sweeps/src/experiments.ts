@@ -145,8 +145,37 @@ const train: SweepExperiment = {
       steps: run.steps,
       tokensPerSecond: run.tokensPerSecond,
       trainingSeconds: run.trainingSeconds,
+      ...inductionMetrics(summary as InductionSummary),
     }
   },
+}
+
+/** What a train trial's summary holds with `probe: 'induction'`. */
+interface InductionSummary {
+  readonly evaluations?: readonly { readonly step: number; readonly inductionGain?: number }[]
+  readonly induction?: {
+    readonly step: number | null
+    readonly finalGain: number | null
+    readonly heads: readonly { readonly head: string; readonly damage: number }[]
+  }
+}
+
+/**
+ * The induction probe's trial metrics (none without the probe): `inductionStep` (null when induction never
+ * appeared), `finalInductionGain` (nats), `inductionGainStep<N>` per evaluation step N and `headDamage<L1H2>` per
+ * head (nats the gain falls when that head is zero-ablated on the final model).
+ */
+function inductionMetrics(summary: InductionSummary): Record<string, number | null> {
+  const induction = summary.induction
+  if (induction === undefined) return {}
+  const metrics: Record<string, number | null> = {
+    inductionStep: induction.step,
+    finalInductionGain: induction.finalGain,
+  }
+  for (const e of summary.evaluations ?? [])
+    if (typeof e.inductionGain === 'number') metrics[`inductionGainStep${e.step}`] = e.inductionGain
+  for (const h of induction.heads) metrics[`headDamage${h.head}`] = h.damage
+  return metrics
 }
 
 /**

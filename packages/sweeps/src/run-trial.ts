@@ -203,6 +203,7 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
     steps: config.steps,
     evalEvery: config.evalEvery,
     checkpointEvery: config.checkpointEvery,
+    inductionProbe: config.probe === 'induction',
     ...(resume === undefined ? {} : { resume }),
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     // A trial with initFrom (pre-pretraining) reads its source here (an emergence trial's store does).
@@ -240,6 +241,7 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
     tokensPerSecond: result.tokensPerSecond,
     trainingSeconds: result.seconds,
     evaluations: result.evaluations,
+    ...(result.induction === null ? {} : { induction: result.induction }),
   }
   if (!result.stopped) await writeFileAtomic(join(directory, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`)
   return { interrupted: result.stopped, summary }

@@ -15,13 +15,14 @@ import { architecture } from './architecture.ts'
 import { caContext } from './ca-context.ts'
 import { emergenceTime } from './emergence-time.ts'
 import { linearMapSparsity } from './linear-map-sparsity.ts'
+import { lmInduction } from './lm-induction.ts'
 import { prePretraining } from './pre-pretraining.ts'
 import type { Study, StudyAssessment, StudyContext, StudySize } from './study.ts'
 import { width } from './width.ts'
 
 /**
  * The shipped studies by name (Baherwani et al., arXiv 2606.25010): `linear-map-sparsity`,
- * `emergence-time`, `width`, `architecture`, `ca-context`, `pre-pretraining`.
+ * `emergence-time`, `width`, `architecture`, `ca-context`, `pre-pretraining`, `lm-induction`.
  *
  * @category Studies
  */
@@ -32,6 +33,7 @@ export const STUDIES: Readonly<Record<string, Study>> = Object.freeze({
   [architecture.name]: architecture,
   [caContext.name]: caContext,
   [prePretraining.name]: prePretraining,
+  [lmInduction.name]: lmInduction,
 })
 
 /**
@@ -86,6 +88,12 @@ export function studySweeps(
     if (overrides.seeds !== undefined) spec = { ...spec, seeds: overrides.seeds }
     if (overrides.steps !== undefined) {
       const base = (spec.base ?? {}) as JsonObject
+      if (spec.experiment === 'train') {
+        // A train trial's settings are a TrainingConfig: steps and evalEvery at the top.
+        const evalEvery = Math.max(1, Math.min(Number(base.evalEvery ?? 1), Math.floor(overrides.steps / 4)))
+        spec = { ...spec, base: { ...base, steps: overrides.steps, evalEvery } }
+        return { part: part.name, spec: validateSweepSpec(spec, `study ${study.name} (${size}), part ${part.name}`) }
+      }
       const training = (base.training ?? {}) as JsonObject
       const evalEvery = Math.max(1, Math.min(Number(training.evalEvery ?? 1), Math.floor(overrides.steps / 4)))
       spec = { ...spec, base: { ...base, training: { ...training, steps: overrides.steps, evalEvery } } }
@@ -213,7 +221,7 @@ ${figures.join('\n')}
   return { ...assessment, html }
 }
 
-export { architecture, caContext, emergenceTime, linearMapSparsity, prePretraining, width }
+export { architecture, caContext, emergenceTime, linearMapSparsity, lmInduction, prePretraining, width }
 export type {
   Study,
   StudyAssessment,

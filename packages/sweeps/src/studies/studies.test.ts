@@ -64,6 +64,7 @@ describe('the shipped studies', () => {
       architecture: [12, 18],
       'ca-context': [12, 48],
       'pre-pretraining': [21, 41],
+      'lm-induction': [4, 10],
     })
   })
 
