@@ -119,10 +119,11 @@ const emergence: SweepExperiment = {
  * The training experiment (`@attnlab/experiments`' `runTraining`, what `attnlab train` runs):
  * settings are a `TrainingConfig` (`task`, `preset`, `model`, `seed`, `steps`, `batchSize`, `lr`,
  * `optimizer`, `schedule`, `gradClip`, `trainSize`, `validationSize`, `evalEvery`,
- * `checkpointEvery`), the defaults `defaultTrainingConfig()`, `seed` replaced per trial. Metrics:
+ * `checkpointEvery`, `probe`), the defaults `defaultTrainingConfig()`, `seed` replaced per trial. Metrics:
  * `finalValidationLoss` (nats), `steps`, `tokensPerSecond`, `trainingSeconds` (the trainer's final
  * train loss is a mean over the last session's steps, so a resumed trial's would differ: it is in
- * the trial's `summary.json`, not in the metrics).
+ * the trial's `summary.json`, not in the metrics); with `probe: 'induction'` also the induction
+ * probe's metrics (`inductionStep`, `finalInductionGain`, `inductionGainStep<N>`, `headDamage<LlHh>`).
  */
 const train: SweepExperiment = {
   name: 'train',
