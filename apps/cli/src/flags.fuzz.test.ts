@@ -85,6 +85,7 @@ const NOT_NUMERIC = new Set([
   '--target',
   '--heads',
   '--methods',
+  '--tasks',
   '--attention',
   '--mask-mode',
   '--metric',
@@ -154,6 +155,13 @@ function baseArgs(path: string): string[] | null {
           '1',
         ].concat(['--backend', 'cpu'])
       : null,
+    // Every hostile value is refused while parsing, before the model is read.
+    'sparse eval': ['--model', join(dir(), 'no-model'), '--tasks', 'niah-tokens', '--methods', 'dense'].concat([
+      '--lengths',
+      '8',
+      '--backend',
+      'cpu',
+    ]),
     'dynamics simulate': ['--T', '4', '--points', '10'],
     generate: HAVE_MODEL ? ['--model', model, '--prompt-ids', '1,2', '--max-tokens', '1', '--backend', 'cpu'] : null,
     'markov sample': ['--sequences', '2', '--out', 'OUT.safetensors'],

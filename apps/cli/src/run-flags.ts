@@ -224,15 +224,21 @@ function taskFlagSpec(key: TaskFlagKey): string {
  * with the field's range). `--task-seed` (the seed of the task's fixed parameters) is added unless
  * `options.taskSeed` is false (`attnlab markov` uses one `--seed` for both). `options.m` makes
  * `--m` default to that value; `options.taskDefaults` are the per-task defaults the command
- * applies itself, restated in the help.
+ * applies itself, restated in the help; `options.kinds` limits `--task` (default every kind).
  */
 export function addTaskFlags(
   command: Command,
   defaultTask = 'sparse-markov',
-  options: { readonly taskSeed?: boolean; readonly m?: number; readonly taskDefaults?: TaskFlagDefaults } = {},
+  options: {
+    readonly taskSeed?: boolean
+    readonly m?: number
+    readonly taskDefaults?: TaskFlagDefaults
+    readonly kinds?: readonly string[]
+  } = {},
 ): Command {
   const help = taskFlagDescriptions(options.taskDefaults, options.m === undefined ? [] : ['m'])
-  command.addOption(new Option('--task <kind>', 'task family').choices([...TASK_KINDS]).default(defaultTask))
+  const kinds = options.kinds ?? TASK_KINDS
+  command.addOption(new Option('--task <kind>', 'task family').choices([...kinds]).default(defaultTask))
   if (options.taskSeed !== false)
     command.option(
       '--task-seed <n>',

@@ -405,7 +405,12 @@ export function registerEmergence(program: Command): void {
         'emerge, stage by stage; writes a report',
     )
   // Its own per-task defaults (linear map S = 8, s = 2) are stated in the help.
-  addTaskFlags(command, EMERGENCE_DEFAULTS.task, { m: EMERGENCE_DEFAULTS.m, taskDefaults: EMERGENCE_TASK_DEFAULTS })
+  // The emergence tasks only: the retrieval tasks (niah-tokens, ...) have no loss oracle to compare against.
+  addTaskFlags(command, EMERGENCE_DEFAULTS.task, {
+    m: EMERGENCE_DEFAULTS.m,
+    taskDefaults: EMERGENCE_TASK_DEFAULTS,
+    kinds: ['sparse-markov', ...Object.keys(EMERGENCE_TASK_DEFAULTS).filter((k) => k !== 'sparse-markov')],
+  })
   addModelFlags(command)
   addInitFromFlag(command)
   addOptimizationFlags(command, {

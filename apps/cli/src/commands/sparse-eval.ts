@@ -154,7 +154,7 @@ export function registerSparseEval(sparse: Command): void {
     .requiredOption(
       '--lengths <list>',
       "context lengths (tokens), each at most the model's nCtx",
-      numberListParser('--lengths', (x) => Number.isInteger(x) && x >= 1, 'integers >= 1'),
+      numberListParser('--lengths', (x) => Number.isInteger(x) && x >= 1 && x <= 1 << 20, 'integers in [1, 1048576]'),
     )
     .option('--samples <n>', 'sequences per task and length (the same for every method)', intParser('--samples', 1), 20)
     .option('--seed <n>', 'seed of the evaluation sequences', intParser('--seed', 0), 0)
