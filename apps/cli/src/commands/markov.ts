@@ -13,6 +13,7 @@ import {
   SparseMarkovTask,
   TASK_KINDS,
   createTask,
+  isRetrievalTask,
   restrictedContextEntropy,
   restrictedContextEntropyMonteCarlo,
   type AnyTask,
@@ -217,6 +218,12 @@ export function registerMarkov(program: Command): void {
       ),
   ).action(async (options: OracleOptions, command: Command) => {
     const task = taskFromFlags(options, command)
+    if (isRetrievalTask(task)) {
+      throw new UsageError(
+        `markov oracle has no loss oracle for --task ${task.kind} (a retrieval task: its answers are determined ` +
+          'by the context); score a model on it with attnlab sparse eval',
+      )
+    }
     if (task.kind !== 'sparse-markov') {
       for (const key of ['method', 'maxStates', 'mcSequences', 'contexts', 'sweeps', 'positionSpecific'] as const) {
         if (command.getOptionValueSource(key) === 'cli') {

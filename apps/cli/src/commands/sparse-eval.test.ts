@@ -83,5 +83,9 @@ describe('attnlab sparse eval', () => {
     expect(task.stderr).toMatch(/--tasks takes comma-separated values of niah-tokens/)
     const method = await runCli([...base, '--tasks', 'niah-tokens', '--methods', 'snap', '--lengths', '40'])
     expect(method.stderr).toMatch(/--methods takes comma-separated values of dense/)
+    // markov oracle has nothing to say about a retrieval task, and says so
+    const oracle = await runCli(['markov', 'oracle', ...TASK])
+    expect(oracle.code).not.toBe(0)
+    expect(oracle.stderr).toMatch(/no loss oracle for --task niah-tokens .* attnlab sparse eval/)
   })
 })
