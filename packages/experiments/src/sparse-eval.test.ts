@@ -40,7 +40,7 @@ beforeAll(async () => {
       model.setWeights(weights)
     },
   })
-}, 120_000)
+}, 600_000) // seconds idle; minutes when every package's tests share 2 cores in CI
 
 /** Teacher-forced dense accuracy: argmax of one forward pass at the answer position (1 needle: the same as greedy). */
 function teacherForcedAccuracy(samples: number, seed: number, length: number): number[] {

@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { AttnlabError, InvalidCheckpointError } from '@attnlab/core'
 import { removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
 import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
+import { z } from 'zod'
 import { ExperimentInputError } from '../errors.ts'
 import { loadInitialWeights } from '../init-from.ts'
 import { resolveEmergenceRecord } from './config.ts'
@@ -119,16 +120,48 @@ export async function readMetricLines(out: string): Promise<MetricLine[]> {
     return []
   }
   const lines: MetricLine[] = []
-  for (const raw of text.split('\n')) {
+  for (const [index, raw] of text.split('\n').entries()) {
     if (raw.trim() === '') continue
+    let parsed: unknown
     try {
-      lines.push(JSON.parse(raw) as MetricLine)
+      parsed = JSON.parse(raw)
     } catch {
       // A line cut by a crash mid-write: ignore it (a resume rewrites the log).
+      continue
     }
+    // A line that parses but is not an evaluation (a corrupted key or value) is refused, never analysed.
+    const line = metricLineSchema.safeParse(parsed)
+    if (!line.success) {
+      const issue = line.error.issues[0]
+      const where = issue === undefined || issue.path.length === 0 ? '' : ` (${issue.path.join('.')})`
+      throw new ExperimentInputError(
+        'out',
+        `${join(out, 'metrics.jsonl')}: line ${index + 1} is not an evaluation${where}: ${issue?.message ?? 'invalid'}`,
+        { out, line: index + 1 },
+      )
+    }
+    lines.push(line.data as MetricLine)
   }
   return lines
 }
+
+// Measurements may be null: JSON writes a NaN (a diverged run) as null.
+const measure = z.number().nullable()
+/** One `metrics.jsonl` line ({@link MetricLine}): its fields and their shapes; unknown keys are kept. */
+const metricLineSchema = z.looseObject({
+  seed: z.number().int(),
+  step: z.number().int().min(0),
+  tokens: z.number().min(0),
+  seconds: z.number().min(0),
+  trainLoss: measure,
+  validationLoss: measure,
+  lr: measure,
+  spanMass: z.array(z.array(measure)).nullable(),
+  attentionEntropy: z.array(measure),
+  teacherKL: z.array(measure).nullable(),
+  valueAlignment: z.array(z.array(measure)).nullable(),
+  perPositionLoss: z.array(measure),
+})
 
 /**
  * Reads a run directory's `config.json` (to resume it: `resolveEmergenceRecord`).
