@@ -27,6 +27,7 @@ describe('attnlab study list / spec', () => {
       'architecture',
       'ca-context',
       'pre-pretraining',
+      'lm-induction',
     ])
     for (const row of rows) expect(row.source).toMatch(/arXiv 2606\.25010/)
   })
