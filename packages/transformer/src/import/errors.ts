@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { AttnlabError } from '@attnlab/core'
+import { AttnlabError, ConfigError } from '@attnlab/core'
 
 /**
  * Why a model file was rejected (stable strings, for programs):
@@ -96,5 +96,31 @@ export class UnsupportedModelError extends AttnlabError {
     const prefix = details.file === undefined ? '' : `${details.file}: `
     super('UNSUPPORTED', `${prefix}${message}`, details)
     this.file = details.file
+  }
+}
+
+/**
+ * Builds a model configuration read from a checkpoint's `config.json`: a `ConfigError` of the
+ * build (an impossible combination of sizes) becomes a {@link ModelFileError} (`invalid-header`)
+ * naming the file and the offending field.
+ *
+ * @param file - the `config.json` path, for the error (undefined when the configuration came without a file)
+ * @param build - builds the configuration (`createConfig(...)`)
+ * @returns what `build` returns
+ * @throws {@link ModelFileError} for a `ConfigError`; any other error as it is
+ */
+export function configFromFile<T>(file: string | undefined, build: () => T): T {
+  try {
+    return build()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      throw new ModelFileError(
+        'invalid-header',
+        `config.json describes an impossible model: ${error.message}`,
+        { file, tensor: error.parameter },
+        { cause: error },
+      )
+    }
+    throw error
   }
 }

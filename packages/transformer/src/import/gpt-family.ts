@@ -35,10 +35,9 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
 import { configToJSON, createConfig, type ActivationFunction, type TransformerConfig } from '../config.ts'
 import type { SpecialTokens } from './checkpoint.ts'
-import { ModelFileError, UnsupportedModelError } from './errors.ts'
+import { configFromFile, ModelFileError, UnsupportedModelError } from './errors.ts'
 import { checkTensorSet } from './llama-weights.ts'
 import { headsToOutLinear, numel, outLinearToHeads, transpose2d, type Float32Tensor, type TensorMap } from './layout.ts'
 
@@ -244,19 +243,7 @@ export function gptFamilyConfigFromHuggingFace(
       tiedEmbeddings: flag('tie_word_embeddings', false),
     }
   }
-  try {
-    return { config: createConfig({ ...options.extras, ...input, bias: true }), notes }
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      throw new ModelFileError(
-        'invalid-header',
-        `config.json describes an impossible model: ${error.message}`,
-        { file, tensor: error.parameter },
-        { cause: error },
-      )
-    }
-    throw error
-  }
+  return { config: configFromFile(file, () => createConfig({ ...options.extras, ...input, bias: true })), notes }
 }
 
 /**

@@ -23,7 +23,7 @@ import { ConfigError } from '@attnlab/core'
 import { configSchema, customField, parseConfig, showValue, z } from '@attnlab/core/schema'
 import { configFromJSON, configToJSON, createConfig, type TransformerConfig } from '../config.ts'
 import type { SpecialTokens } from './checkpoint.ts'
-import { ModelFileError, UnsupportedModelError } from './errors.ts'
+import { configFromFile, ModelFileError, UnsupportedModelError } from './errors.ts'
 import { gptFamilyConfigFromHuggingFace, isGptFamily, type GptFamilyModelType } from './gpt-family.ts'
 import { NO_BIASES, type LlamaBiasLayout } from './llama-weights.ts'
 
@@ -260,9 +260,8 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
   const normEps = num('rms_norm_eps', defaults.normEps)
   const ropeTheta = num('rope_theta', defaults.ropeTheta)
   const tied = flag('tie_word_embeddings', false)
-  let config: TransformerConfig
-  try {
-    config = createConfig({
+  const config = configFromFile(file, () =>
+    createConfig({
       ...nativeExtras(json),
       architecture: 'llama',
       dVocab,
@@ -277,18 +276,8 @@ export function configFromHuggingFace(json: unknown, options: HuggingFaceConfigO
       ropeTheta,
       tiedEmbeddings: tied,
       bias: biases.qkv || biases.o,
-    })
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      throw new ModelFileError(
-        'invalid-header',
-        `config.json describes an impossible model: ${error.message}`,
-        { file, tensor: error.parameter },
-        { cause: error },
-      )
-    }
-    throw error
-  }
+    }),
+  )
   return { modelType: type, config, biases, specialTokens: specialTokens(json), notes }
 }
 
