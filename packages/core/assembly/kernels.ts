@@ -530,3 +530,126 @@ export function oneHotAttentionBackward(tokens: usize, wq: usize, wv: usize, pro
     }
   }
 }
+
+// ---- sparse attention over key spans (provider.ts: KernelProvider.sparseAttention) ----------
+// q [heads, rows, dh], k [heads / group, keys, dh], v [.., keys, dv], out [heads, rows, dv]. Per
+// (head, tile): keys in ascending chunks of up to SCHUNK gathered from the tile's spans, an online
+// softmax per row (FlashAttention, arXiv 2205.14135, Algorithm 1). scratch: sparseScratchFloats.
+
+const SCHUNK: i32 = 64
+
+export function sparseScratchFloats(dh: i32, dv: i32, tileRows: i32): i32 {
+  const dp = (dh + 3) & ~3, dvp = (dv + 3) & ~3
+  return dp * SCHUNK + tileRows * dp + SCHUNK + 2 * tileRows + tileRows * dvp + SCHUNK
+}
+
+function sparseTile(q: usize, k: usize, v: usize, out: usize, spans: usize, s0: i32, s1: i32, r0: i32, r1: i32,
+  dh: i32, dv: i32, scale: f32, causalOffset: i32, scratch: usize): void {
+  const n = r1 - r0
+  const dp = (dh + 3) & ~3, dvp = (dv + 3) & ~3
+  const Kt = scratch, Q = at(Kt, <i64>dp * SCHUNK), S = at(Q, <i64>n * dp), M = at(S, SCHUNK), L = at(M, n)
+  const A = at(L, n), I = at(A, <i64>n * dvp)
+  const packed = n >= 4
+  for (let r = 0; r < n; r++) {
+    const qr = at(Q, <i64>r * dp)
+    for (let d = 0; d < dp; d++) st(at(qr, d), d < dh ? ld(at(q, <i64>(r0 + r) * dh + d)) * scale : 0)
+    st(at(M, r), -Infinity)
+    st(at(L, r), 0)
+    for (let d = 0; d < dvp; d++) st(at(A, <i64>r * dvp + d), 0)
+  }
+  const lastKey = <i64>r1 - 1 + causalOffset
+  let span = s0
+  let next: i64 = s0 < s1 ? <i64>ldi(spans, 2 * s0) : 0
+  for (;;) {
+    let c = 0
+    while (c < SCHUNK && span < s1) {
+      let stop = <i64>ldi(spans, 2 * span + 1)
+      if (stop > lastKey + 1) stop = lastKey + 1
+      if (next >= stop) {
+        span++
+        if (span < s1) next = <i64>ldi(spans, 2 * span)
+        continue
+      }
+      store<i32>(at(I, c), <i32>next)
+      next++
+      c++
+    }
+    if (c == 0) break
+    if (packed) {
+      for (let j = 0; j < c; j++) {
+        const kr = at(k, <i64>ldi(I, j) * dh)
+        for (let d = 0; d < dh; d++) st(at(Kt, <i64>d * SCHUNK + j), ld(at(kr, d)))
+      }
+      for (let j = c; j < ((c + 3) & ~3); j++) for (let d = 0; d < dh; d++) st(at(Kt, <i64>d * SCHUNK + j), 0)
+    }
+    for (let r = 0; r < n; r++) {
+      const limit = <i64>(r0 + r) + causalOffset
+      let cn = c
+      while (cn > 0 && <i64>ldi(I, cn - 1) > limit) cn--
+      if (cn == 0) continue
+      const qr = at(Q, <i64>r * dp)
+      if (packed) {
+        rowTimesMatrix(qr, Kt, dh, SCHUNK, (cn + 3) & ~3, S)
+      } else {
+        for (let j = 0; j < cn; j++) {
+          const kr = at(k, <i64>ldi(I, j) * dh)
+          let acc = f32x4.splat(0)
+          let d = 0
+          for (; d + 4 <= dh; d += 4) acc = f32x4.add(acc, f32x4.mul(v128.load(at(qr, d)), v128.load(at(kr, d))))
+          let dot = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) +
+            f32x4.extract_lane(acc, 3)
+          for (; d < dh; d++) dot += ld(at(qr, d)) * ld(at(kr, d))
+          st(at(S, j), dot)
+        }
+      }
+      const m0 = ld(at(M, r))
+      let mx = m0
+      for (let j = 0; j < cn; j++) mx = max(mx, ld(at(S, j)))
+      const ar = at(A, <i64>r * dvp)
+      if (mx != m0) {
+        const correction: f32 = m0 == -Infinity ? 0 : expf(m0 - mx)
+        st(at(L, r), ld(at(L, r)) * correction)
+        const cv = f32x4.splat(correction)
+        for (let d = 0; d < dvp; d += 4) v128.store(at(ar, d), f32x4.mul(v128.load(at(ar, d)), cv))
+        st(at(M, r), mx)
+      }
+      let sum: f32 = 0
+      for (let j = 0; j < cn; j++) { const e = expf(ld(at(S, j)) - mx); st(at(S, j), e); sum += e }
+      st(at(L, r), ld(at(L, r)) + sum)
+      let d = 0
+      for (; d + 4 <= dv; d += 4) {
+        let acc = v128.load(at(ar, d))
+        for (let j = 0; j < cn; j++)
+          acc = f32x4.add(acc, f32x4.mul(f32x4.splat(ld(at(S, j))), v128.load(at(v, <i64>ldi(I, j) * dv + d))))
+        v128.store(at(ar, d), acc)
+      }
+      for (; d < dv; d++) {
+        let acc = ld(at(ar, d))
+        for (let j = 0; j < cn; j++) acc += ld(at(S, j)) * ld(at(v, <i64>ldi(I, j) * dv + d))
+        st(at(ar, d), acc)
+      }
+    }
+  }
+  for (let r = 0; r < n; r++) {
+    const l = ld(at(L, r))
+    const inv: f32 = l > 0 ? 1 / l : 0
+    const o = at(out, <i64>(r0 + r) * dv)
+    for (let d = 0; d < dv; d++) st(at(o, d), ld(at(A, <i64>r * dvp + d)) * inv)
+  }
+}
+
+export function sparseAttention(q: usize, k: usize, v: usize, out: usize, tileStarts: usize, spans: usize,
+  heads: i32, group: i32, rows: i32, keys: i32, dh: i32, dv: i32, tileRows: i32, scale: f32, causalOffset: i32,
+  scratch: usize): void {
+  const tiles = (rows + tileRows - 1) / tileRows
+  for (let head = 0; head < heads; head++) {
+    const kv = head / group
+    for (let t = 0; t < tiles; t++) {
+      const u = head * tiles + t
+      const r0 = t * tileRows, r1 = min(rows, r0 + tileRows)
+      sparseTile(at(q, <i64>head * rows * dh), at(k, <i64>kv * keys * dh), at(v, <i64>kv * keys * dv),
+        at(out, <i64>head * rows * dv), spans, ldi(tileStarts, u), ldi(tileStarts, u + 1), r0, r1, dh, dv, scale,
+        causalOffset, scratch)
+    }
+  }
+}

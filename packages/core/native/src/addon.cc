@@ -251,6 +251,44 @@ KERNEL(AttentionBackward) {
   });
 }
 
+// sparseAttention(q, k, v, out, tileStarts, spans, heads, group, rows, keys, dHead, dValue, tileRows,
+// scale, causalOffset): spans are checked (in range, ascending) before any work.
+KERNEL(SparseAttention) {
+  return guarded(env, [&] {
+    Args a(env, info);
+    attn::SparseShape s{};
+    s.heads = a.integer(6);
+    s.group = a.integer(7);
+    s.rows = a.integer(8);
+    s.keys = a.integer(9);
+    s.dh = a.integer(10);
+    s.dv = a.integer(11);
+    s.tileRows = a.integer(12);
+    s.scale = (float)a.num(13);
+    s.causalOffset = (int64_t)a.integer(14);
+    if (s.group < 1 || s.tileRows < 1 || s.heads % s.group != 0)
+      throw ArgError{"group and tileRows must be >= 1 and group must divide heads", true};
+    const int64_t kvHeads = s.heads / s.group;
+    const int64_t tiles = ((int64_t)s.rows + s.tileRows - 1) / s.tileRows;
+    const int32_t* starts = a.i32(4, s.heads * tiles + 1);
+    const int64_t spanCount = starts[s.heads * tiles];
+    const int32_t* spans = a.i32(5, 2 * spanCount);
+    for (int64_t u = 0; u < s.heads * tiles; u++) {
+      if (starts[u] < 0 || starts[u + 1] < starts[u] || starts[u + 1] > spanCount)
+        throw ArgError{"tileStarts must be non-decreasing in [0, spans]", true};
+      int64_t previous = 0;
+      for (int64_t i = starts[u]; i < starts[u + 1]; i++) {
+        if (spans[2 * i] < previous || spans[2 * i + 1] < spans[2 * i] || spans[2 * i + 1] > s.keys)
+          throw ArgError{"spans must be ascending, disjoint and within [0, keys]", true};
+        previous = spans[2 * i + 1];
+      }
+    }
+    attn::sparseAttention(a.f32(0, s.heads * s.rows * s.dh), a.f32(1, kvHeads * s.keys * s.dh),
+                          a.f32(2, kvHeads * s.keys * s.dv), a.f32(3, s.heads * s.rows * s.dv), starts, spans, s);
+    return undefined(env);
+  });
+}
+
 // softmaxCrossEntropy(logits, labels, weights, rows, cols) -> loss
 KERNEL(SoftmaxCrossEntropy) {
   return guarded(env, [&] {
@@ -370,6 +408,7 @@ napi_value Init(napi_env env, napi_value exports) {
       {"softmaxCrossEntropyBackward", nullptr, SoftmaxCrossEntropyBackward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"oneHotAttentionForward", nullptr, OneHotAttentionForward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"oneHotAttentionBackward", nullptr, OneHotAttentionBackward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"sparseAttention", nullptr, SparseAttention, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"adamw", nullptr, AdamW, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"info", nullptr, Info, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

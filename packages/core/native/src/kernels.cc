@@ -1060,4 +1060,157 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, fl
   }
 }
 
+// ---- sparse attention over key spans ----------------------------------------------------------
+// One unit = one (query head, query tile). Keys come in chunks of up to kChunk (ascending, from
+// the tile's spans); per row an online softmax (running max m, sum l, rescaled accumulator), as
+// in FlashAttention (Dao et al. 2022, arXiv 2205.14135, Algorithm 1): no row of scores longer
+// than one chunk is ever stored.
+
+namespace {
+
+constexpr int kChunk = 64;
+
+struct SparseScratch {
+  int dp = 0, dvp = 0, rows = 0;
+  std::vector<float> kt, q, s, m, l, acc;
+  std::vector<int32_t> idx;
+  void resize(int dh, int dv, int tileRows) {
+    dp = (dh + 15) / 16 * 16;
+    dvp = (dv + 15) / 16 * 16;
+    rows = tileRows;
+    kt.assign((size_t)dp * kChunk, 0.f);
+    q.assign((size_t)tileRows * dp, 0.f);
+    s.assign(kChunk, 0.f);
+    m.assign(tileRows, 0.f);
+    l.assign(tileRows, 0.f);
+    acc.assign((size_t)tileRows * dvp, 0.f);
+    idx.assign(kChunk, 0);
+  }
+};
+thread_local SparseScratch tlsSparse;
+
+ATTN_MULTIVERSION
+void sparseTile(const float* q, const float* k, const float* v, float* out, const int32_t* spans,
+                int64_t s0, int64_t s1, int r0, int r1, const SparseShape& sh) {
+  SparseScratch& w = tlsSparse;
+  const int dh = sh.dh, dv = sh.dv, n = r1 - r0;
+  if (w.dp != (dh + 15) / 16 * 16 || w.dvp != (dv + 15) / 16 * 16 || w.rows < n)
+    w.resize(dh, dv, std::max(n, sh.tileRows));
+  const int dp = w.dp, dvp = w.dvp;
+  const bool packed = n >= 4;  // decode-like tiles: direct dot products, no transposed copy
+  for (int r = 0; r < n; r++) {
+    float* qr = w.q.data() + (int64_t)r * dp;
+    for (int d = 0; d < dh; d++) qr[d] = q[(int64_t)(r0 + r) * dh + d] * sh.scale;
+    for (int d = dh; d < dp; d++) qr[d] = 0.f;
+    w.m[r] = -INFINITY;
+    w.l[r] = 0.f;
+    std::fill(w.acc.begin() + (int64_t)r * dvp, w.acc.begin() + (int64_t)(r + 1) * dvp, 0.f);
+  }
+  const int64_t lastKey = (int64_t)r1 - 1 + sh.causalOffset;  // no row reads a key after this
+  int64_t span = s0, next = s0 < s1 ? spans[2 * s0] : 0;
+  float* s = w.s.data();
+  int32_t* idx = w.idx.data();
+  for (;;) {
+    // Gather the next chunk of ascending keys.
+    int c = 0;
+    while (c < kChunk && span < s1) {
+      const int64_t stop = std::min<int64_t>(spans[2 * span + 1], lastKey + 1);
+      if (next >= stop) {
+        span++;
+        if (span < s1) next = spans[2 * span];
+        continue;
+      }
+      idx[c++] = (int32_t)next++;
+    }
+    if (c == 0) break;
+    if (packed) {
+      for (int j = 0; j < c; j++) {
+        const float* kr = k + (int64_t)idx[j] * dh;
+        for (int d = 0; d < dh; d++) w.kt[(int64_t)d * kChunk + j] = kr[d];
+      }
+      for (int j = c; j < (c + 15) / 16 * 16; j++)
+        for (int d = 0; d < dh; d++) w.kt[(int64_t)d * kChunk + j] = 0.f;
+    }
+    for (int r = 0; r < n; r++) {
+      const int64_t limit = (int64_t)(r0 + r) + sh.causalOffset;
+      int cn = c;
+      while (cn > 0 && idx[cn - 1] > limit) cn--;
+      if (cn == 0) continue;
+      const float* qr = w.q.data() + (int64_t)r * dp;
+      if (packed) {
+        rowTimesMatrix(qr, w.kt.data(), dh, kChunk, cn, s);
+      } else {
+        for (int j = 0; j < cn; j++) {
+          const float* kr = k + (int64_t)idx[j] * dh;
+          float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+          for (int d = 0; d < dh; d++) dot += qr[d] * kr[d];
+          s[j] = dot;
+        }
+      }
+      float mx = w.m[r];
+      for (int j = 0; j < cn; j++) mx = std::max(mx, s[j]);
+      float* acc = w.acc.data() + (int64_t)r * dvp;
+      if (mx != w.m[r]) {
+        const float correction = w.m[r] == -INFINITY ? 0.f : expApprox(w.m[r] - mx);
+        w.l[r] *= correction;
+        for (int d = 0; d < dvp; d++) acc[d] *= correction;
+        w.m[r] = mx;
+      }
+      float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < cn; j++) {
+        s[j] = expApprox(s[j] - mx);
+        sum += s[j];
+      }
+      w.l[r] += sum;
+      for (int d0 = 0; d0 < dvp; d0 += 16) {
+        v16 a0 = {}, a1 = {};
+        int j = 0;
+        for (; j + 2 <= cn; j += 2) {
+          const float* va = v + (int64_t)idx[j] * dv + d0;
+          const float* vb = v + (int64_t)idx[j + 1] * dv + d0;
+          if (d0 + 16 <= dv) {
+            a0 += s[j] * *(const v16u*)va;
+            a1 += s[j + 1] * *(const v16u*)vb;
+          } else {
+            for (int d = 0; d < dv - d0; d++) {
+              a0[d] += s[j] * va[d];
+              a1[d] += s[j + 1] * vb[d];
+            }
+          }
+        }
+        for (; j < cn; j++) {
+          const float* va = v + (int64_t)idx[j] * dv + d0;
+          if (d0 + 16 <= dv) a0 += s[j] * *(const v16u*)va;
+          else
+            for (int d = 0; d < dv - d0; d++) a0[d] += s[j] * va[d];
+        }
+        *(v16u*)(acc + d0) += a0 + a1;
+      }
+    }
+  }
+  for (int r = 0; r < n; r++) {
+    const float inv = w.l[r] > 0.f ? 1.f / w.l[r] : 0.f;
+    const float* acc = w.acc.data() + (int64_t)r * dvp;
+    float* o = out + (int64_t)(r0 + r) * dv;
+    for (int d = 0; d < dv; d++) o[d] = acc[d] * inv;
+  }
+}
+
+}  // namespace
+
+void sparseAttention(const float* q, const float* k, const float* v, float* out,
+                     const int32_t* tileStarts, const int32_t* spans, const SparseShape& sh) {
+  const int64_t tiles = (sh.rows + sh.tileRows - 1) / sh.tileRows;
+  const int64_t units = sh.heads * tiles;
+  pool::run(units, [&](int64_t u) {
+    const int64_t head = u / tiles, t = u % tiles;
+    const int64_t kv = head / sh.group;
+    const int r0 = (int)(t * sh.tileRows), r1 = (int)std::min<int64_t>(sh.rows, (t + 1) * sh.tileRows);
+    sparseTile(q + head * sh.rows * sh.dh, k + kv * sh.keys * sh.dh, v + kv * sh.keys * sh.dv,
+               out + head * sh.rows * sh.dv, spans, tileStarts[u], tileStarts[u + 1], r0, r1, sh);
+  });
+}
+
 }  // namespace attn

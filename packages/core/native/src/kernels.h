@@ -53,6 +53,19 @@ void oneHotAttentionForward(const int32_t* tokens, const float* wq, const float*
 void oneHotAttentionBackward(const int32_t* tokens, const float* wq, const float* wv,
                              const float* probs, const float* dLogits, float* dwq, float* dwv,
                              const OneHotShape& s);
+// Sparse attention over key spans (provider.ts, KernelProvider.sparseAttention): q [heads, rows,
+// dh], k [heads / group, keys, dh], v [heads / group, keys, dv], out [heads, rows, dv]; tile u =
+// head * tiles + t (rows [t tileRows, ...)) reads keys in spans[2 s], spans[2 s + 1] for s in
+// [tileStarts[u], tileStarts[u + 1]) (ascending, disjoint), row i only keys <= i + causalOffset.
+struct SparseShape {
+  int64_t heads;
+  int group, rows, keys, dh, dv, tileRows;
+  float scale;
+  int64_t causalOffset;
+};
+void sparseAttention(const float* q, const float* k, const float* v, float* out,
+                     const int32_t* tileStarts, const int32_t* spans, const SparseShape& s);
+
 // AdamW in place (PyTorch semantics), step from 1.
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
            float beta2, float eps, float weightDecay, int step);

@@ -28,6 +28,7 @@ export type {
   KernelProvider,
   KernelProviderName,
   OneHotAttentionShape,
+  SparseAttentionShape,
 } from './provider.ts'
 export { activeKernels, kernelsActive, type KernelRegistration } from './active.ts'
 export { registerAttnlabKernels, type RegisterKernelsOptions } from './register.ts'
@@ -48,3 +49,10 @@ export { softmaxCrossEntropy } from '../ops/softmax-cross-entropy.ts'
 export { oneHotAttention, type OneHotAttentionOptions } from '../ops/one-hot-attention.ts'
 export { adamwUpdate } from '../ops/adamw.ts'
 export { gatherRows } from '../ops/gather-rows.ts'
+export { sparseAttentionJs } from './sparse-attention-js.ts'
+export {
+  sparseAttention,
+  sparseAttentionKernelMode,
+  type SparseAttentionIndex,
+  type SparseAttentionOptions,
+} from '../ops/sparse-attention.ts'

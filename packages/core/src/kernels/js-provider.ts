@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { sparseAttentionJs } from './sparse-attention-js.ts'
 import type { AdamWHyper, FloatArray, IntArray, KernelProvider, OneHotAttentionShape } from './provider.ts'
 
 const GELU_C = Math.sqrt(2 / Math.PI)
@@ -542,6 +543,7 @@ export const jsKernelProvider: KernelProvider = Object.freeze({
   oneHotAttentionForward,
   oneHotAttentionBackward,
   adamw,
+  sparseAttention: sparseAttentionJs,
   setThreads: () => {},
   threads: () => 1,
 })

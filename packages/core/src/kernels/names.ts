@@ -30,6 +30,8 @@ export const ATTNLAB_KERNELS = Object.freeze({
   oneHotAttention: 'AttnlabOneHotAttention',
   /** Backward of the one-hot attention: `[dWq, dWv]`. */
   oneHotAttentionGrad: 'AttnlabOneHotAttentionGrad',
+  /** Attention over key spans per query tile (sparse prefill and decode): `z`. */
+  sparseAttention: 'AttnlabSparseAttention',
 })
 
 /**

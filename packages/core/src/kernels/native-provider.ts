@@ -9,7 +9,14 @@
  * @module
  */
 import { ConfigError, InvalidArgumentError, KernelsUnavailableError } from '../errors.ts'
-import type { AdamWHyper, FloatArray, IntArray, KernelProvider, OneHotAttentionShape } from './provider.ts'
+import type {
+  AdamWHyper,
+  FloatArray,
+  IntArray,
+  KernelProvider,
+  OneHotAttentionShape,
+  SparseAttentionShape,
+} from './provider.ts'
 
 /** The build script's exports (`native/build.mjs`). */
 interface BuildModule {
@@ -166,6 +173,15 @@ interface NativeAddon {
     weightDecay: number,
     step: number,
   ): void
+  sparseAttention(
+    q: FloatArray,
+    k: FloatArray,
+    v: FloatArray,
+    out: FloatArray,
+    tileStarts: IntArray,
+    spans: IntArray,
+    ...sizes: number[]
+  ): void
   setThreads(n: number): void
   info(): { threads: number; openmp: boolean; cpuLevel: string }
 }
@@ -235,6 +251,18 @@ export async function buildNativeKernels(
   const b = await build()
   return b.buildNativeKernels(options)
 }
+
+const sparseSizes = (s: SparseAttentionShape): number[] => [
+  s.heads,
+  s.group,
+  s.rows,
+  s.keys,
+  s.dHead,
+  s.dValue,
+  s.tileRows,
+  s.scale,
+  s.causalOffset,
+]
 
 let loaded: { path: string; addon: NativeAddon } | undefined
 
@@ -328,6 +356,8 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
       k.oneHotAttentionBackward(tokens, wq, wv, probs, dLogits, dWq, dWv, ...oneHot(s)),
     adamw: (p, g, m, v, n, h: AdamWHyper) =>
       k.adamw(p, g, m, v, n, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.step),
+    sparseAttention: (q, kk, v, out, tileStarts, spans, s: SparseAttentionShape) =>
+      k.sparseAttention(q, kk, v, out, tileStarts, spans, ...sparseSizes(s)),
     setThreads: (n) => k.setThreads(n),
     threads: () => k.info().threads,
   } satisfies KernelProvider)

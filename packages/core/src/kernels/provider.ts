@@ -200,10 +200,62 @@ export interface KernelProvider {
    * `p = p (1 - lr wd) - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
    */
   adamw(p: FloatArray, g: FloatArray, m: FloatArray, v: FloatArray, n: number, hyper: AdamWHyper): void
+  /**
+   * Exact softmax attention restricted to key spans, tile by tile of query rows, with an online
+   * softmax over chunks of keys (FlashAttention, Dao et al. 2022, arXiv 2205.14135, Algorithm 1):
+   * never a `rows x keys` buffer. The sparse prefill and decode kernels of
+   * `@attnlab/sparse-attention` (block index, Vertical-Slash blocks plus columns, Quest pages,
+   * SnapKV's kept tokens) all reduce to this form. See {@link SparseAttentionShape} for the layout.
+   * A row that reads no key gets zeros.
+   */
+  sparseAttention(
+    q: FloatArray,
+    k: FloatArray,
+    v: FloatArray,
+    out: FloatArray,
+    tileStarts: IntArray,
+    spans: IntArray,
+    shape: SparseAttentionShape,
+  ): void
   /** Sets the number of threads the provider may use (native only; others ignore it). */
   setThreads(threads: number): void
   /** The number of threads in use. */
   threads(): number
+}
+
+/**
+ * Sizes and index layout of {@link KernelProvider.sparseAttention}.
+ *
+ * - `q [heads, rows, dHead]`, `k [heads / group, keys, dHead]`, `v [heads / group, keys, dValue]`,
+ *   `out [heads, rows, dValue]` (flat head `b * nHeads + h` reads KV head `floor(head / group)`).
+ * - Query tile `t` of head `h` is rows `[t * tileRows, min(rows, (t + 1) * tileRows))`; its index
+ *   is `u = h * ceil(rows / tileRows) + t`. `tileStarts [heads * tiles + 1]` (non-decreasing, from
+ *   0) delimits its spans: `spans[2 s], spans[2 s + 1]` for `s` in `[tileStarts[u], tileStarts[u + 1])`,
+ *   half-open key ranges, ascending and disjoint, within `[0, keys]`.
+ * - Row `i` reads the keys of its tile's spans that are `<= i + causalOffset` (prefill: 0, the
+ *   causal mask; decode over cache slots: `keys`, no mask).
+ *
+ * @category Kernels
+ */
+export interface SparseAttentionShape {
+  /** Query heads, batch folded in (`batch * nHeads`). */
+  readonly heads: number
+  /** Query heads per KV head (grouped-query attention; 1 for multi-head). */
+  readonly group: number
+  /** Query rows per head. */
+  readonly rows: number
+  /** Key/value rows per KV head. */
+  readonly keys: number
+  /** Query/key width. */
+  readonly dHead: number
+  /** Value width. */
+  readonly dValue: number
+  /** Query rows per tile (>= 1). */
+  readonly tileRows: number
+  /** Multiplier of `q . k`. */
+  readonly scale: number
+  /** Row `i` reads keys `<= i + causalOffset` (>= 0). */
+  readonly causalOffset: number
 }
 
 /** Sizes of a one-hot attention call (see {@link KernelProvider.oneHotAttentionForward}). @category Kernels */

@@ -23,7 +23,7 @@ import { InvalidArgumentError, UnsupportedError } from '../errors.ts'
 import { backendMemory, wasmInternalsProblems, type BackendMemory } from './memory.ts'
 import { ATTNLAB_KERNELS, type REPLACED_STOCK_KERNELS } from './names.ts'
 import { active, type KernelRegistration } from './active.ts'
-import type { KernelProvider, OneHotAttentionShape } from './provider.ts'
+import type { KernelProvider, OneHotAttentionShape, SparseAttentionShape } from './provider.ts'
 
 export { activeKernels, kernelsActive, type KernelRegistration } from './active.ts'
 
@@ -608,6 +608,28 @@ export function registerAttnlabKernels(
         shape,
       )
       return outputs
+    })
+  })
+
+  // ---- sparse attention over key spans -------------------------------------------------------------
+  add(ATTNLAB_KERNELS.sparseAttention, (args) => {
+    const { q, k, v, tileStarts, spans } = args.inputs as Record<
+      'q' | 'k' | 'v' | 'tileStarts' | 'spans',
+      tf.TensorInfo
+    >
+    const shape = args.attrs as unknown as SparseAttentionShape
+    const memory = memoryOf(args.backend)
+    return outputsThenViews(memory, [[shape.heads, shape.rows, shape.dValue]], ([out]) => {
+      provider.sparseAttention(
+        memory.floats(q),
+        memory.floats(k),
+        memory.floats(v),
+        memory.floats(out!),
+        memory.ints(tileStarts),
+        memory.ints(spans),
+        shape,
+      )
+      return out!
     })
   })
 

@@ -14,7 +14,14 @@ import * as tf from '@tensorflow/tfjs-core'
 import { InvalidArgumentError, IoError, TooLargeError, UnsupportedError } from '../errors.ts'
 import { wasmBackendMemory, type WasmBackendInternals } from './memory.ts'
 import { webAssembly } from './webassembly.ts'
-import type { AdamWHyper, FloatArray, IntArray, KernelProvider, OneHotAttentionShape } from './provider.ts'
+import type {
+  AdamWHyper,
+  FloatArray,
+  IntArray,
+  KernelProvider,
+  OneHotAttentionShape,
+  SparseAttentionShape,
+} from './provider.ts'
 
 /** The compiled module's exports (see assembly/kernels.ts). */
 interface WasmKernelExports {
@@ -111,6 +118,25 @@ interface WasmKernelExports {
     beta2: number,
     eps: number,
     decay: number,
+  ): void
+  sparseScratchFloats(dHead: number, dValue: number, tileRows: number): number
+  sparseAttention(
+    q: number,
+    k: number,
+    v: number,
+    out: number,
+    tileStarts: number,
+    spans: number,
+    heads: number,
+    group: number,
+    rows: number,
+    keys: number,
+    dHead: number,
+    dValue: number,
+    tileRows: number,
+    scale: number,
+    causalOffset: number,
+    scratch: number,
   ): void
   oneHotScratchFloats(t: number, d: number, c: number): number
   oneHotAttentionForward(
@@ -353,6 +379,22 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
         h.eps,
         1 - h.lr * h.weightDecay,
       ),
+    sparseAttention: (q, kk, v, out, tileStarts, spans, s: SparseAttentionShape) => {
+      const a = [address(q), address(kk), address(v), address(out), address(tileStarts), address(spans)] as const
+      k.sparseAttention(
+        ...a,
+        s.heads,
+        s.group,
+        s.rows,
+        s.keys,
+        s.dHead,
+        s.dValue,
+        s.tileRows,
+        s.scale,
+        s.causalOffset,
+        need(k.sparseScratchFloats(s.dHead, s.dValue, Math.min(s.tileRows, s.rows))),
+      )
+    },
     setThreads: () => {},
     threads: () => 1,
   } satisfies KernelProvider)
