@@ -5,6 +5,7 @@ import { ATTNLAB_KERNELS, kernelsActive } from '@attnlab/core/kernels'
 import { describeWithBackends, expectArraysClose, expectNoLeaks } from '@attnlab/core/testing'
 import { describe, expect, it } from 'vitest'
 import { createConfig, presetConfig, type TransformerConfigInput } from './config.ts'
+import { KVCache } from './kv-cache.ts'
 import { createTransformer, parameterShapes, type AttentionReport, type ForwardOptions } from './model.ts'
 import { checkGradients, probeLoss, randomTokens, randomizeWeights } from './test-utils.test-utils.ts'
 
@@ -326,6 +327,36 @@ describe('transformer parameters', () => {
     expect(() => model.runWithCache([[1, 2]], { names: ['hook_embed'] } as never)).toThrow(
       /^Invalid names: is not a runWithCache parameter; expected one of namesFilter, headMask, fwdHooks, attention$/,
     )
+    expect(tf.memory().numTensors).toBe(before)
+    model.dispose()
+  })
+
+  it('rejects misspelled or bad options of setWeights and forwardCached before any work', async () => {
+    await useBackend('cpu')
+    const model = createTransformer(presetConfig('gpt-nano'))
+    const weights = await model.getWeightData()
+    const before = tf.memory().numTensors
+    expect(() => model.setWeights(weights, { strct: false } as never)).toThrow(
+      /^Invalid strct: is not a setWeights parameter \(did you mean 'strict'\?\); expected one of strict$/,
+    )
+    expect(() => model.setWeights(weights, { strict: 'no' } as never)).toThrow(
+      /^Invalid strict: got 'no'; expected true or false$/,
+    )
+    const cache = new KVCache(model.config.nLayers)
+    const call = (options: unknown): void => model.forwardCached([[1, 2]], cache, options as never).dispose()
+    const used = new KVCache(model.config.nLayers)
+    model.forwardCached([[1, 2]], used, undefined).dispose() // undefined options are the defaults
+    expect(used.positions).toBe(2)
+    used.dispose()
+    expect(() => call({ atention: undefined })).toThrow(ConfigError)
+    expect(() => call({ atention: undefined })).toThrow(
+      /^Invalid atention: is not a forwardCached parameter \(did you mean 'attention'\?\); expected one of fwdHooks, /,
+    )
+    // A cached pass never trains: training and rng are not its options.
+    expect(() => call({ training: true })).toThrow(/^Invalid training: is not a forwardCached parameter/)
+    expect(() => call(7)).toThrow(/^Invalid config: got 7; expected an object of forwardCached parameters$/)
+    expect(cache.positions).toBe(0) // nothing was cached by a refused call
+    cache.dispose()
     expect(tf.memory().numTensors).toBe(before)
     model.dispose()
   })

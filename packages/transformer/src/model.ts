@@ -164,6 +164,38 @@ export const runWithCacheOptionsSchema = configSchema({
 export type RunWithCacheOptions = Readonly<z.input<typeof runWithCacheOptionsSchema>>
 
 /**
+ * The schema of {@link ForwardCachedOptions}: the forward options a pass with a KV cache takes
+ * ({@link forwardOptionsSchema} without `training` and `rng`: generation never trains).
+ *
+ * @category Model
+ */
+export const forwardCachedOptionsSchema = forwardOptionsSchema.omit({ training: true, rng: true })
+
+/**
+ * Options of {@link Transformer.forwardCached} (see {@link forwardCachedOptionsSchema}).
+ *
+ * @category Model
+ */
+export type ForwardCachedOptions = Readonly<z.input<typeof forwardCachedOptionsSchema>>
+
+/**
+ * The schema of {@link SetWeightsOptions}: each option's meaning and default, declared once.
+ *
+ * @category Model
+ */
+export const setWeightsOptionsSchema = configSchema({
+  /** Every parameter must be given (default true); false replaces only the parameters given. */
+  strict: booleanField('every parameter must be given (false: replace only the parameters given)').default(true),
+})
+
+/**
+ * Options of {@link Transformer.setWeights} (see {@link setWeightsOptionsSchema}).
+ *
+ * @category Model
+ */
+export type SetWeightsOptions = Readonly<z.input<typeof setWeightsOptionsSchema>>
+
+/**
  * Activations recorded by {@link Transformer.runWithCache}. Owns its tensors: call
  * {@link ActivationCache.dispose} when done.
  *
@@ -870,17 +902,20 @@ export class Transformer {
    * call changes nothing.
    *
    * @param weights - name -> tensor or `{ shape, data }` (float32)
-   * @param options - `strict` (default true): every parameter must be given
+   * @param options - `strict` (default true): every parameter must be given ({@link setWeightsOptionsSchema})
    * @throws `ShapeError` (`@attnlab/core`) naming the tensor whose shape differs;
-   *   `InvalidArgumentError` (`@attnlab/core`) for an unknown name or (strict) a missing one
+   *   `InvalidArgumentError` (`@attnlab/core`) for an unknown name or (strict) a missing one;
+   *   `ConfigError` (`@attnlab/core`) for an unknown option name (with a did-you-mean) or a `strict` that is not a
+   *   boolean
    */
   setWeights(
     weights:
       | ReadonlyMap<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }>
       | Readonly<Record<string, tf.Tensor | { shape: readonly number[]; data: Float32Array }>>,
-    options: { strict?: boolean } = {},
+    options: SetWeightsOptions = {},
   ): void {
     this.checkAlive()
+    const settings = parseConfig(setWeightsOptionsSchema, options, 'setWeights')
     const entries = weights instanceof Map ? [...weights.entries()] : Object.entries(weights)
     const seen = new Set<string>()
     for (const [name, value] of entries) {
@@ -912,7 +947,7 @@ export class Transformer {
       }
       seen.add(name)
     }
-    if (options.strict ?? true) {
+    if (settings.strict) {
       const missing = this.parameterNames().filter((n) => !seen.has(n))
       if (missing.length > 0)
         throw new InvalidArgumentError(`setWeights is missing parameters: ${missing.join(', ')}`, {
@@ -1031,18 +1066,18 @@ export class Transformer {
    *
    * @param tokens - `[batch, pos]` (prefill) or `[batch, 1]` (decode)
    * @param cache - the run's cache (see {@link KVCache})
+   * @param options - hooks, head mask, kernel, reports, `logitsFrom` ({@link forwardCachedOptionsSchema})
    * @returns logits `[batch, pos, dVocab]` (caller disposes)
-   * @throws `ShapeError` (`@attnlab/core`) when decoding more than one position at a time or past `nCtx`
+   * @throws `ShapeError` (`@attnlab/core`) when decoding more than one position at a time or past `nCtx`;
+   *   `ConfigError` (`@attnlab/core`) for an unknown option name (with a did-you-mean; `training` and `rng` are
+   *   not options of a cached pass)
    */
-  forwardCached(
-    tokens: TokenInput,
-    cache: KVCache,
-    options: Omit<ForwardOptions, 'training' | 'rng'> = {},
-  ): tf.Tensor3D {
+  forwardCached(tokens: TokenInput, cache: KVCache, options: ForwardCachedOptions = {}): tf.Tensor3D {
+    const settings = parseConfig(forwardCachedOptionsSchema, options, 'forwardCached')
     if (cache.layers.length !== this.config.nLayers) {
       throw new ShapeError(`KV cache has ${cache.layers.length} layers but the model has ${this.config.nLayers}`)
     }
-    return this.forwardInternal(tokens, options, cache, false)
+    return this.forwardInternal(tokens, settings, cache, false)
   }
 
   /** @internal Forward pass for the trainer: tokens already validated. */

@@ -18,7 +18,7 @@ import { createTransformer } from '../model.ts'
 import { ModelFileError, UnsupportedModelError } from './errors.ts'
 import { readHuggingFaceDirectory, saveModelDirectory } from './files.ts'
 import { serializeLlama2cCheckpoint } from './llama2c.ts'
-import { loadModel } from './load.ts'
+import { loadModel, loadTokenizer } from './load.ts'
 import { Llama2cTokenizer } from './tokenizer.ts'
 
 let root: string
@@ -162,6 +162,55 @@ describe('Hugging Face directories: export and import round trips', () => {
         { format: 'huggingface' },
       ),
     ).rejects.toThrow(UnsupportedModelError)
+  })
+
+  it('refuses misspelled or bad saveModelDirectory and loadTokenizer options, writing nothing', async () => {
+    const model = { config: llama, weights: randomWeights(llama, 2) }
+    const cases: [unknown, RegExp][] = [
+      [{ fromat: 'attnlab' }, /^Invalid fromat: is not a saveModelDirectory parameter \(did you mean 'format'\?\); /],
+      [{ format: 'hf' }, /^Invalid format: got 'hf'; expected one of auto, huggingface, attnlab$/],
+      [{ tokenizer: 'tokenizer.bin' }, /^Invalid tokenizer: got 'tokenizer.bin'; expected a Llama2cTokenizer /],
+      [
+        { tokenizer: new Map() },
+        /^Invalid tokenizer: got a Map; expected a Llama2cTokenizer \(stored as tokenizer.bin\)$/,
+      ],
+      [{ specialTokens: { bos: -1 } }, /^Invalid specialTokens.bos: must be an integer >= 0, got -1$/],
+      [{ specialTokens: { eos: [2, 1.5] } }, /^Invalid specialTokens.eos\[1\]: must be an integer >= 0, got 1.5$/],
+      [{ specialTokens: { eso: [2] } }, /^Invalid specialTokens.eso: is not a saveModelDirectory specialTokens /],
+      [null, /^Invalid config: got null; expected an object of saveModelDirectory parameters$/],
+    ]
+    for (const [options, message] of cases) {
+      const dir = fresh()
+      await expect(saveModelDirectory(dir, model, options as never)).rejects.toThrow(message)
+      await expect(readdir(dir)).rejects.toThrow(/ENOENT/) // nothing written
+    }
+    // Given special tokens are declared as given; undefined entries are absent.
+    const dir = fresh()
+    await saveModelDirectory(dir, model, { specialTokens: { bos: 3, eos: undefined } })
+    expect((await readHuggingFaceDirectory(dir)).specialTokens).toEqual({ bos: 3 })
+
+    const tokenizerFile = join(fresh(), 'tokenizer.bin')
+    await mkdir(join(tokenizerFile, '..'), { recursive: true })
+    const tokenizer = Llama2cTokenizer.fromPieces(['<unk>', '<s>', '</s>', ' ', 'a'], [0, 0, 0, -1, -2])
+    await writeFile(tokenizerFile, tokenizer.serialize())
+    await expect(loadTokenizer(tokenizerFile, { vocabsize: 5 } as never)).rejects.toThrow(
+      /^Invalid vocabsize: is not a loadTokenizer parameter \(did you mean 'vocabSize'\?\); expected one of vocabSize, /,
+    )
+    await expect(loadTokenizer(tokenizerFile, { vocabSize: 0 })).rejects.toThrow(
+      /^Invalid vocabSize: must be an integer >= 1, got 0$/,
+    )
+    await expect(loadTokenizer(tokenizerFile, { bosId: '1' } as never)).rejects.toThrow(
+      /^Invalid bosId: must be an integer, got '1'$/,
+    )
+    await expect(loadTokenizer(tokenizerFile, { dummyPrefix: 1 } as never)).rejects.toThrow(
+      /^Invalid dummyPrefix: got 1; expected true or false$/,
+    )
+    // Checked before the file is read: a bad option on a missing file names the option.
+    await expect(loadTokenizer(join(root, 'missing.bin'), { eosId: 0.5 })).rejects.toThrow(/^Invalid eosId: /)
+    // An id outside the vocabulary is the tokenizer's (a file) problem, as before.
+    await expect(loadTokenizer(tokenizerFile, { bosId: 7 })).rejects.toThrow(ModelFileError)
+    const loaded = await loadTokenizer(tokenizerFile, { vocabSize: 5, bosId: 1, eosId: undefined })
+    expect([loaded.vocabSize, loaded.bosId, loaded.eosId]).toEqual([5, 1, 2])
   })
 
   it('replaces an existing directory atomically and leaves it untouched when the export fails', async () => {

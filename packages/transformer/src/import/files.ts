@@ -18,6 +18,7 @@ import {
   type SafetensorsFile,
   type SafetensorsTensorInput,
 } from '@attnlab/core'
+import { configSchema, enumField, integerField, listField, parseConfig, showValue, z } from '@attnlab/core/schema'
 import type { TransformerConfig } from '../config.ts'
 import { parameterShapes } from '../model.ts'
 import type { ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
@@ -46,7 +47,7 @@ import {
   tiedEmbeddingAliases,
 } from './llama-weights.ts'
 import type { Float32Tensor, TensorMap } from './layout.ts'
-import type { Llama2cTokenizer } from './tokenizer.ts'
+import { Llama2cTokenizer } from './tokenizer.ts'
 
 /** The single-file weights name of a Hugging Face directory. @category Import */
 export const HF_WEIGHTS_FILE = 'model.safetensors'
@@ -378,24 +379,51 @@ export async function readHuggingFaceDirectory(
   return { format, config: info.config, weights, specialTokens: info.specialTokens, notes }
 }
 
+/** A value as a message names it: a class instance by its class (a tokenizer's JSON would fill the screen). */
+function describeObject(value: unknown): string {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return showValue(value)
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name
+  return typeof name === 'string' && name !== 'Object' ? `a ${name}` : showValue(value)
+}
+
 /**
- * Options of {@link saveModelDirectory}.
+ * The schema of {@link SaveModelOptions}: each option's meaning and default, declared once.
  *
  * @category Import
  */
-export interface SaveModelOptions {
+export const saveModelOptionsSchema = configSchema({
   /**
    * `huggingface`: a `LlamaForCausalLM` directory for `llama` models, a `GPT2LMHeadModel` (learned positions) or
    * `GPTNeoXForCausalLM` (rotary positions) directory for `gpt` models; `attnlab`: the attnlab-native directory
    * (any model); `auto` (default): `LlamaForCausalLM` when a `llama` model can be expressed exactly, else attnlab
    * (a `gpt` model is written as GPT-2 / GPT-NeoX only when asked for).
    */
-  readonly format?: 'auto' | 'huggingface' | 'attnlab'
-  /** A tokenizer to store as `tokenizer.bin` beside the weights. */
-  readonly tokenizer?: Llama2cTokenizer
+  format: enumField('directory format (auto: Hugging Face llama when exact, else attnlab)', [
+    'auto',
+    'huggingface',
+    'attnlab',
+  ]).default('auto'),
+  /** A tokenizer to store as `tokenizer.bin` beside the weights (a llama2.c tokenizer). */
+  tokenizer: z
+    .custom<Llama2cTokenizer>((value) => value instanceof Llama2cTokenizer, {
+      error: (issue) => `got ${describeObject(issue.input)}; expected a Llama2cTokenizer (stored as tokenizer.bin)`,
+    })
+    .optional(),
   /** BOS/EOS ids to declare in `config.json` (default: the tokenizer's, if given). */
-  readonly specialTokens?: SpecialTokens
-}
+  specialTokens: configSchema({
+    /** Beginning of sequence. */
+    bos: integerField('beginning-of-sequence id', { min: 0 }).optional(),
+    /** End of sequence (some models have several). */
+    eos: listField('end-of-sequence ids', integerField('an end-of-sequence id', { min: 0 }), 0).optional(),
+  }).optional(),
+})
+
+/**
+ * Options of {@link saveModelDirectory} (see {@link saveModelOptionsSchema}).
+ *
+ * @category Import
+ */
+export type SaveModelOptions = Readonly<z.input<typeof saveModelOptionsSchema>>
 
 /**
  * What {@link saveModelDirectory} wrote.
@@ -420,13 +448,15 @@ export interface SavedModel {
  * @param dir - the directory to create or replace
  * @param model - the configuration and every parameter (e.g. `{ config: model.config,
  *   weights: await model.getWeightData() }`)
- * @param options - format, tokenizer, special tokens
+ * @param options - format, tokenizer, special tokens ({@link saveModelOptionsSchema})
  * @returns the format and files written
  * @throws {@link UnsupportedModelError} when `format: 'huggingface'` is asked for a model
  *   the Hugging Face classes cannot express (the message says why)
  * @throws {@link ModelFileError} when the weights do not match the configuration;
  *   `IoError` when the directory cannot be written
  * @throws `UnsupportedError` (`@attnlab/core`) outside Node.js (in a browser: fetch the bytes and parse them)
+ * @throws `ConfigError` (`@attnlab/core`) naming the option for an unknown option name (with a did-you-mean), an
+ *   unknown format, a tokenizer that is not a `Llama2cTokenizer` or bad special-token ids, before anything is written
  * @category Import
  */
 export async function saveModelDirectory(
@@ -434,9 +464,10 @@ export async function saveModelDirectory(
   model: { readonly config: TransformerConfig; readonly weights: ReadonlyMap<string, Float32Tensor> },
   options: SaveModelOptions = {},
 ): Promise<SavedModel> {
+  const settings = parseConfig(saveModelOptionsSchema, options, 'saveModelDirectory')
   requireNode('saveModelDirectory')
   const { config, weights } = model
-  const requested = options.format ?? 'auto'
+  const requested = settings.format
   const reason = huggingFaceIncompatibility(config)
   const biases = reason === undefined ? huggingFaceBiasLayout(config, weights) : undefined
   const canHuggingFace = reason === undefined && biases !== undefined
@@ -451,9 +482,17 @@ export async function saveModelDirectory(
     throw new UnsupportedModelError(`${cannot}; save with format 'attnlab' (or 'auto')`, { file: dir })
   }
   const format = requested === 'attnlab' || (!canHuggingFace && gptFamily === undefined) ? 'attnlab' : 'huggingface'
+  const tokenizer = settings.tokenizer
+  const given = settings.specialTokens
   const specialTokens: SpecialTokens =
-    options.specialTokens ??
-    (options.tokenizer === undefined ? {} : { bos: options.tokenizer.bosId, eos: [options.tokenizer.eosId] })
+    given === undefined
+      ? tokenizer === undefined
+        ? {}
+        : { bos: tokenizer.bosId, eos: [tokenizer.eosId] }
+      : {
+          ...(given.bos === undefined ? {} : { bos: given.bos }),
+          ...(given.eos === undefined ? {} : { eos: given.eos }),
+        }
   let json: Record<string, unknown>
   let tensors: TensorMap
   if (gptFamily !== undefined) {
@@ -472,15 +511,14 @@ export async function saveModelDirectory(
   for (const [name, tensor] of tensors) record[name] = { dtype: 'F32', shape: [...tensor.shape], data: tensor.data }
   const safetensors = serializeSafetensors(record, { format: 'pt' })
   const files = [HF_CONFIG_FILE, HF_WEIGHTS_FILE]
-  if (options.tokenizer !== undefined) files.push(LLAMA2C_TOKENIZER_FILE)
+  if (tokenizer !== undefined) files.push(LLAMA2C_TOKENIZER_FILE)
   const { writeDirectoryAtomic } = await import('@attnlab/core/node')
   const { join } = await pathModule('saveModelDirectory')
   const { writeFile } = await fs('saveModelDirectory')
   await writeDirectoryAtomic(dir, async (temp) => {
     await writeFile(join(temp, HF_CONFIG_FILE), `${JSON.stringify(json, null, 2)}\n`)
     await writeFile(join(temp, HF_WEIGHTS_FILE), safetensors)
-    if (options.tokenizer !== undefined)
-      await writeFile(join(temp, LLAMA2C_TOKENIZER_FILE), options.tokenizer.serialize())
+    if (tokenizer !== undefined) await writeFile(join(temp, LLAMA2C_TOKENIZER_FILE), tokenizer.serialize())
   })
   return { format, files }
 }

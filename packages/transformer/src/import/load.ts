@@ -6,7 +6,7 @@
  * @module
  */
 import type { AttentionKernel } from '@attnlab/core'
-import { booleanField, configSchema, parseConfig, showValue, z } from '@attnlab/core/schema'
+import { booleanField, configSchema, integerField, parseConfig, showValue, z } from '@attnlab/core/schema'
 import { createTransformer, transformerOptionsSchema, type Transformer } from '../model.ts'
 import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
 import { ModelFileError } from './errors.ts'
@@ -122,20 +122,30 @@ export function modelFromCheckpoint(
 }
 
 /**
- * Options of {@link loadTokenizer}.
+ * The schema of {@link LoadTokenizerOptions}: each option's meaning and range, declared once (the
+ * BOS/EOS ids against the tokenizer's vocabulary are checked by the tokenizer, as a file problem).
  *
  * @category Tokenizer
  */
-export interface LoadTokenizerOptions {
+export const loadTokenizerOptionsSchema = configSchema({
   /** The model's vocabulary size: a tokenizer.bin must hold exactly this many tokens, a tokenizer.json at most. */
-  readonly vocabSize?: number
+  vocabSize: integerField("the model's vocabulary size (a tokenizer.bin holds exactly this many, a .json at most)", {
+    min: 1,
+  }).optional(),
   /** BOS id (default: llama2.c's 1; for a tokenizer.json, its `tokenizer_config.json`'s `bos_token`). */
-  readonly bosId?: number
+  bosId: integerField('BOS id (default: llama2.c 1, or the tokenizer_config.json bos_token)').optional(),
   /** EOS id (default: llama2.c's 2; for a tokenizer.json, its `tokenizer_config.json`'s `eos_token`). */
-  readonly eosId?: number
+  eosId: integerField('EOS id (default: llama2.c 2, or the tokenizer_config.json eos_token)').optional(),
   /** For a tokenizer.json: keep the leading `▁` (default `true`; see `HuggingFaceTokenizerOptions.dummyPrefix`). */
-  readonly dummyPrefix?: boolean
-}
+  dummyPrefix: loadModelOptionsSchema.shape.dummyPrefix,
+})
+
+/**
+ * Options of {@link loadTokenizer} (see {@link loadTokenizerOptionsSchema}).
+ *
+ * @category Tokenizer
+ */
+export type LoadTokenizerOptions = Readonly<z.input<typeof loadTokenizerOptionsSchema>>
 
 /** Whether the bytes are a JSON object (after an optional byte-order mark and white space). */
 function looksLikeJson(bytes: Uint8Array): boolean {
@@ -162,6 +172,8 @@ function looksLikeJson(bytes: Uint8Array): boolean {
  *   `tokenizer_config.json` that is not a tokenizer)
  * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the
  *   bytes and use `Llama2cTokenizer.fromBytes` or `HuggingFaceTokenizer.fromJson`)
+ * @throws `ConfigError` (`@attnlab/core`) naming the option for an unknown option name (with a
+ *   did-you-mean) or a value of the wrong kind ({@link loadTokenizerOptionsSchema}), before reading
  * @example
  * ```ts
  * const tokenizer = await loadTokenizer('models/tinystories656K/tokenizer.json', { dummyPrefix: false })
@@ -170,8 +182,14 @@ function looksLikeJson(bytes: Uint8Array): boolean {
  * @category Tokenizer
  */
 export async function loadTokenizer(path: string, options: LoadTokenizerOptions = {}): Promise<Tokenizer> {
+  const { dummyPrefix, ...given } = parseConfig(loadTokenizerOptionsSchema, options, 'loadTokenizer')
   const bytes = await readFileBytes(path, 'tokenizer', 'loadTokenizer')
-  const { dummyPrefix, ...rest } = options
+  // Options given as undefined are absent (exactOptionalPropertyTypes: the tokenizers take no undefined).
+  const rest = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined)) as {
+    vocabSize?: number
+    bosId?: number
+    eosId?: number
+  }
   if (!looksLikeJson(bytes)) return Llama2cTokenizer.fromBytes(bytes, { ...rest, file: path })
   const { dirname, join } = await pathModule('loadTokenizer')
   const configPath = join(dirname(path), HF_TOKENIZER_CONFIG_FILE)
