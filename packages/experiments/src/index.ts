@@ -79,6 +79,7 @@ export {
 } from './emergence/config.ts'
 export {
   runEmergence,
+  runPlateaus,
   type EmergenceProgress,
   type EmergenceResult,
   type EmergenceRunOptions,
@@ -87,9 +88,11 @@ export {
 } from './emergence/experiment.ts'
 export {
   meanPatterns,
+  type EmergenceControl,
   type EmergenceRecord,
   type EmergenceStore,
   type EmergenceTransfer,
+  type KnockoutEvaluation,
   type SeedCheckpoint,
   type SeedRun,
 } from './emergence/run.ts'

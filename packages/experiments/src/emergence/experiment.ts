@@ -19,8 +19,10 @@ import { computeOracles, type OracleLine, type Oracles } from './oracles.ts'
 import type { PatternSnapshot, SeedReport } from './report.ts'
 import {
   runSeed,
+  type EmergenceControl,
   type EmergenceRecord,
   type EmergenceStore,
+  type KnockoutEvaluation,
   type EmergenceTransfer,
   type SeedCheckpoint,
   type SeedRun,
@@ -53,7 +55,16 @@ export type EmergenceProgress =
       readonly resumed: 'checkpoint' | 'none' | null
     }
   | { readonly kind: 'step'; readonly seed: number; readonly record: StepRecord }
-  | { readonly kind: 'evaluation'; readonly seed: number; readonly line: MetricLine; readonly stage: string }
+  | {
+      readonly kind: 'evaluation'
+      readonly seed: number
+      readonly line: MetricLine
+      readonly stage: string
+      /** Every head's mean attention pattern at this step, `[head][query][key]` (heads `L{layer}H{head}` in order). */
+      readonly patterns: readonly (readonly (readonly number[])[])[]
+      /** With `control.knockout`: the validation loss with those heads knocked out, else null. */
+      readonly knockout: KnockoutEvaluation | null
+    }
   | { readonly kind: 'saved'; readonly seed: number; readonly step: number }
   | { readonly kind: 'seed-end'; readonly seed: number; readonly stopped: boolean }
   | { readonly kind: 'warning'; readonly message: string }
@@ -75,6 +86,8 @@ export interface EmergenceRunOptions {
   readonly store?: EmergenceStore
   /** Continue the run the store holds, each seed from its checkpoint (exact on cpu). */
   readonly resume?: boolean
+  /** Pause between steps, knock heads out at evaluations ({@link EmergenceControl}). */
+  readonly control?: EmergenceControl
 }
 
 /**
@@ -198,8 +211,18 @@ function pickSnapshots(seed: SeedRun, analysis: RunAnalysis): PatternSnapshot[] 
   return picked
 }
 
-/** The run plateaus `P_0 .. P_K` for the ODE fit: the initial loss, then each stage's plateau. */
-function runPlateaus(
+/**
+ * The run plateaus `P_0 .. P_K` (nats) the reduced ODE is fitted through ({@link odeOverlay}): the
+ * run's initial validation loss, then each stage's plateau once all `K` stages were found, else
+ * the oracle plateaus (Yüksel et al., arXiv 2602.19143, sec. 4); null when neither is known.
+ *
+ * @param lines - the run's evaluations so far
+ * @param analysis - their stage analysis ({@link analyzeRun})
+ * @param oracles - the task's oracle lines
+ * @param K - the task's number of spans
+ * @category Emergence
+ */
+export function runPlateaus(
   lines: readonly MetricLine[],
   analysis: RunAnalysis,
   oracles: Oracles,
@@ -376,8 +399,10 @@ export async function runEmergence(
           progress({ kind: 'saved', seed, step })
         },
         onStep: (stepRecord) => progress({ kind: 'step', seed, record: stepRecord }),
-        onEval: (line) => progress({ kind: 'evaluation', seed, line, stage: stageLabel(line) }),
+        onEval: (line, patterns, knockout) =>
+          progress({ kind: 'evaluation', seed, line, stage: stageLabel(line), patterns, knockout }),
       },
+      control: options.control,
     })
     progress({ kind: 'seed-end', seed, stopped: run.stopped })
     runs.push(run)

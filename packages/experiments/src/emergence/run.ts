@@ -8,6 +8,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { Rng, type Task, type TokenBatch } from '@attnlab/core'
+import { evaluationSetFromBatch, masksFromHeadSets, scoreMasks, type HeadRef } from '@attnlab/knockout'
 import type { AnyTask, MarkovTaskDescription } from '@attnlab/markov'
 import {
   Trainer,
@@ -133,10 +134,47 @@ function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => (immediate === undefined ? setTimeout(resolve, 0) : immediate(resolve)))
 }
 
+/**
+ * Drives a run from outside while it trains (a live page, a notebook): pause it between steps and
+ * knock heads out at its evaluations. Every member is optional.
+ *
+ * @category Emergence
+ */
+export interface EmergenceControl {
+  /**
+   * Awaited after every optimizer step, before the next one: a promise that stays pending pauses
+   * the run there (the abort signal is seen once it settles).
+   */
+  readonly afterStep?: (step: number) => Promise<void> | void
+  /**
+   * Read at every evaluation: the heads to knock out (zero ablation of their `hook_z` output,
+   * `@attnlab/knockout`'s `scoreMasks`). When it returns any, the evaluation event also carries
+   * the validation loss of the model with them knocked out ({@link KnockoutEvaluation}); the
+   * training passes, the logged validation loss and the metrics are those of the intact model.
+   */
+  readonly knockout?: () => readonly HeadRef[]
+}
+
+/**
+ * The validation loss of the model with some heads knocked out, at one evaluation.
+ *
+ * @category Emergence
+ */
+export interface KnockoutEvaluation {
+  /** The heads knocked out. */
+  readonly heads: readonly HeadRef[]
+  /** Mean next-token loss over the validation set with them knocked out (nats). */
+  readonly validationLoss: number
+}
+
 /** Callbacks for progress display. */
 export interface SeedCallbacks {
   readonly onStep?: (record: StepRecord) => void
-  readonly onEval?: (line: MetricLine) => void
+  /**
+   * After each evaluation: its line, every head's mean attention pattern at that step
+   * (`[head][query][key]`, as {@link meanPatterns}), and the knockout loss when heads are knocked out.
+   */
+  readonly onEval?: (line: MetricLine, patterns: number[][][], knockout: KnockoutEvaluation | null) => void
   /** After each checkpoint write (the seed can be resumed from then on). */
   readonly onSaved?: (step: number) => void
 }
@@ -259,8 +297,9 @@ export async function runSeed(options: {
   readonly initialWeights?: WeightData | null
   readonly signal?: AbortSignal | undefined
   readonly callbacks: SeedCallbacks
+  readonly control?: EmergenceControl | undefined
 }): Promise<SeedRun> {
-  const { store, seed, task, training, signal, callbacks } = options
+  const { store, seed, task, training, signal, callbacks, control } = options
   let resume: TrainerState | undefined
   let weights: Map<string, { shape: number[]; data: Float32Array }> | undefined
   if (options.previous !== null) {
@@ -284,12 +323,26 @@ export async function runSeed(options: {
   const writeSnapshots = async (): Promise<void> => {
     await store.writeSnapshots(seed, snapshots)
   }
+  // The knockout evaluation set: the whole validation set, built on first use.
+  let knockoutData: ReturnType<typeof evaluationSetFromBatch> | null = null
+  const knockoutLoss = async (): Promise<KnockoutEvaluation | null> => {
+    const heads = control?.knockout?.() ?? []
+    if (heads.length === 0) return null
+    knockoutData ??= evaluationSetFromBatch(validation)
+    const masks = masksFromHeadSets(model.config, [heads])
+    const scores = await scoreMasks(
+      model,
+      { name: 'validation', description: '', metric: 'loss', data: knockoutData },
+      masks,
+    )
+    return { heads: heads.map((h) => ({ layer: h.layer, head: h.head })), validationLoss: scores.values[0] as number }
+  }
   const record = async (line: MetricLine): Promise<void> => {
     lines.push(line)
     const patterns = meanPatterns(model, patternBatch, trainer.forwardHooks)
     snapshots.push({ seed, step: line.step, label: `step ${line.step}`, patterns })
     await store.appendMetric(line)
-    callbacks.onEval?.(line)
+    if (callbacks.onEval !== undefined) callbacks.onEval(line, patterns, await knockoutLoss())
   }
   // The model is the trainer's to dispose once it exists; a checkpoint that does not fit this run
   // (setWeights, or the trainer's resume checks) throws before that, so it is disposed here.
@@ -318,6 +371,7 @@ export async function runSeed(options: {
         callbacks.onStep?.(record)
         // Lets a stop signal be seen after every step, not only at the next file write.
         await yieldToEventLoop()
+        await control?.afterStep?.(record.step)
       },
       onEval: async (evaluation) => {
         // A run resumed from a checkpoint at its last step has nothing to train; the trainer still reports
