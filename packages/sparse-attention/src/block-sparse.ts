@@ -9,8 +9,9 @@
  *    blocks are excluded.
  * 4. Keep the top `K` blocks per query block (`K` capped at the number of blocks; query block `m`
  *    keeps `min(m + 1, K)`), ties to the lower block index.
- * 5. Attend exactly over the kept blocks with the causal mask inside diagonal blocks, tile by tile
- *    from this compact block index (never a `[nHeads, T, T]` mask).
+ * 5. Attend exactly over the kept blocks with the causal mask inside diagonal blocks, one query
+ *    block at a time from this compact block index as key spans (`@attnlab/core`'s
+ *    `sparseAttention` kernel; never a `[nHeads, T, T]` mask).
  *
  * Reported sparsity: the analytic block formula ({@link blockSparseSparsity}).
  *
@@ -19,7 +20,7 @@
 import type { AttentionPrefillInput } from '@attnlab/core'
 import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
-import { blockSelectionTile, type TileSource } from './tiled-attention.ts'
+import type { SpanSource } from './span-index.ts'
 import { blockMeans, topK } from './select.ts'
 import { blockSparseSparsity } from './sparsity.ts'
 
@@ -88,8 +89,6 @@ function blockSparsePlan(
   const B = config.blockSize
   const blocks = Math.ceil(n / B)
   const K = Math.min(config.topK, blocks)
-  const qData = input.q.dataSync() as Float32Array
-  const kData = input.k.dataSync() as Float32Array
   // zero padding counts in the mean
   const pool = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, B, true)
   const group = nHeads / nKvHeads
@@ -98,6 +97,12 @@ function blockSparsePlan(
   const keptCount = Array.from({ length: batch * nHeads }, () => new Int32Array(blocks))
   const reported = new Float64Array(batch * nHeads).fill(blockSparseSparsity(n, B, config.topK))
   const scores = new Float64Array(blocks)
+  // Timed apart: block pooling (means, reads included, and the block scores) and the top-k selection.
+  let poolingMs = 0
+  let selectionMs = 0
+  let mark = performance.now()
+  const qData = input.q.dataSync() as Float32Array
+  const kData = input.k.dataSync() as Float32Array
   for (let b = 0; b < batch; b++) {
     const kBars = Array.from({ length: nKvHeads }, (_, kv) => pool(kData, b * nKvHeads + kv))
     for (let h = 0; h < nHeads; h++) {
@@ -110,34 +115,39 @@ function blockSparsePlan(
           for (let d = 0; d < dHead; d++) dot += (qBar[m * dHead + d] as number) * (kBar[j * dHead + d] as number)
           scores[j] = dot
         }
+        const pooled = performance.now()
+        poolingMs += pooled - mark
         scores[0] = Infinity
         scores[m] = Infinity
         if (m >= 1) scores[m - 1] = Infinity
         const chosen = topK(scores, Math.min(m + 1, K), m + 1).sort((x, y) => x - y)
         ;(kept[head] as Int32Array).set(chosen, m * K)
         ;(keptCount[head] as Int32Array)[m] = chosen.length
+        mark = performance.now()
+        selectionMs += mark - pooled
       }
     }
   }
-  // Tiles of whole query blocks (about 64 rows): the union of their kept key blocks.
-  const blocksPerTile = Math.max(1, Math.floor(64 / B))
-  const tiles: TileSource = (head, start, stop) => {
+  // One tile per query block: its kept key blocks as spans (adjacent blocks merged), clipped to T.
+  const spans: SpanSource = (head, m) => {
     const headKept = kept[head] as Int32Array
-    const headCount = keptCount[head] as Int32Array
-    const marks = new Uint8Array(blocks)
-    let marked = -1
-    const isKept = (m: number, j: number): boolean => {
-      if (m !== marked) {
-        if (marked >= 0)
-          for (let c = 0; c < (headCount[marked] as number); c++) marks[headKept[marked * K + c] as number] = 0
-        for (let c = 0; c < (headCount[m] as number); c++) marks[headKept[m * K + c] as number] = 1
-        marked = m
-      }
-      return marks[j] === 1
+    const pairs: number[] = []
+    for (let c = 0; c < ((keptCount[head] as Int32Array)[m] as number); c++) {
+      const j = headKept[m * K + c] as number
+      const start = j * B
+      const stop = Math.min(n, (j + 1) * B)
+      if (pairs.length > 0 && pairs[pairs.length - 1] === start) pairs[pairs.length - 1] = stop
+      else pairs.push(start, stop)
     }
-    return blockSelectionTile(isKept, B, n, start, stop)
+    return pairs
   }
-  return { tiles, tileRows: blocksPerTile * B, reported, extra: { topK: K, blocks, blockSize: B } }
+  return {
+    spans,
+    tileRows: B,
+    reported,
+    extra: { topK: K, blocks, blockSize: B },
+    steps: { pooling: poolingMs / 1000, selection: selectionMs / 1000 },
+  }
 }
 
 /**

@@ -37,7 +37,6 @@ import {
 } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
 import { blockMeans, coverCount, topK } from './select.ts'
-import { blockSelectionTile } from './tiled-attention.ts'
 import type { VerticalSlashMaskMode } from './vertical-slash-index.ts'
 import { LinePlanBuilder, selectLines, windowLineScores } from './vertical-slash.ts'
 
@@ -135,8 +134,11 @@ function tokenLevelPlan(
 ): PrefillPlan {
   const { batch, nHeads, length } = shape
   const window = Math.min(config.window, length)
+  const estimateStart = performance.now()
   const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
+  const estimate = (performance.now() - estimateStart) / 1000
   const builder = new LinePlanBuilder(shape, config.kernelBlockSize, config.maskMode)
+  const selectionStart = performance.now()
   for (let head = 0; head < batch * nHeads; head++) {
     const { vertical, slash } = windowLineScores(probabilities, head, window, length)
     for (let j = 0; j < length; j++) {
@@ -148,7 +150,8 @@ function tokenLevelPlan(
     const { verticals, slashes } = selectLines(vertical, slash, verticalCount, slashCount, config.sinks, config.local)
     builder.add(head, verticals, slashes)
   }
-  return builder.plan({ window, tau: 0 })
+  const selection = (performance.now() - selectionStart) / 1000 - builder.indexSeconds
+  return builder.plan({ window, tau: 0 }, { estimate, selection })
 }
 
 /** Square root of the Jensen-Shannon divergence (nats) between two distributions. */
@@ -192,7 +195,10 @@ function blockLevelPlan(
   const maxBlocks =
     config.maxBudget === null ? blocks : Math.min(blocks, Math.max(minBlocks, Math.ceil(config.maxBudget / block)))
   const window = block // the last block of queries (n > 2 block)
+  const estimateStart = performance.now()
   const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
+  const estimateSeconds = (performance.now() - estimateStart) / 1000
+  const selectionStart = performance.now()
   // Mean-pooled queries and keys per block (over the block's actual tokens).
   const qData = input.q.dataSync() as Float32Array
   const kData = input.k.dataSync() as Float32Array
@@ -284,12 +290,23 @@ function blockLevelPlan(
     }
   }
   const heads = batch * nHeads
+  const selectionSeconds = (performance.now() - selectionStart) / 1000
   return {
-    tiles: (head, start, stop) => {
+    // One tile per query block: its selected key blocks (ascending, adjacent ones merged).
+    spans: (head, m) => {
       const selected = selectedOf[head] as Uint8Array
-      return blockSelectionTile((m, j) => selected[m * blocks + j] === 1, block, n, start, stop)
+      const pairs: number[] = []
+      for (let j = 0; j <= m; j++) {
+        if (selected[m * blocks + j] !== 1) continue
+        const start = j * block
+        const stop = Math.min(n, (j + 1) * block)
+        if (pairs.length > 0 && pairs[pairs.length - 1] === start) pairs[pairs.length - 1] = stop
+        else pairs.push(start, stop)
+      }
+      return pairs
     },
     tileRows: block,
+    steps: { estimate: estimateSeconds, selection: selectionSeconds },
     reported,
     extra: {
       denseFallback: 0,

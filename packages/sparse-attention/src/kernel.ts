@@ -28,7 +28,9 @@ import {
   ShapeError,
   TooLargeError,
 } from '@attnlab/core'
+import { sparseAttention } from '@attnlab/core/kernels'
 import { attendWithMask } from './masked-attention.ts'
+import { buildSpanIndex, tilesFromSpans, type SpanSource } from './span-index.ts'
 import {
   attendByTiles,
   causalTile,
@@ -105,6 +107,14 @@ export interface AttentionTiming {
   readonly estimationSeconds: number
   /** Seconds of the attention over the selected pairs (output tensor ready, `dataSync` not included). */
   readonly attentionSeconds: number
+  /**
+   * The estimation's steps apart, in seconds (each a part of `estimationSeconds`): `estimate` (the
+   * last-window attention of Vertical-Slash and FlexPrefill), `pooling` (Block-Sparse's and
+   * block scores; FlexPrefill's block level counts them in `selection`), `pageBounds` (Quest's per-page key min/max
+   * updates) and `pageScores` (Quest's upper bounds), `selection` (top-k, coverage) and `index`
+   * (building the method's block index or key spans). Only the steps a method has are present.
+   */
+  readonly steps: Readonly<Record<string, number>>
 }
 
 /**
@@ -194,6 +204,14 @@ export interface PrefillPlan {
    * attention reads when given; `allowed` is then built only if a caller reads the result's mask.
    */
   readonly tiles?: TileSource
+  /**
+   * The computed pairs as key spans per tile of `tileRows` rows (row `i` reads the spans' keys
+   * `<= i`): when given, the attention runs on `@attnlab/core`'s `sparseAttention` kernel (native,
+   * WebAssembly or JavaScript, online softmax) and `tiles` defaults to the spans' tiles.
+   */
+  readonly spans?: SpanSource
+  /** Seconds of the planner's steps (see {@link AttentionTiming.steps}). */
+  readonly steps?: Readonly<Record<string, number>>
   /** Query rows per tile (default 64; the dense planner 256). */
   readonly tileRows?: number
   /** The study's sparsity per head, `[batch * nHeads]`. */
@@ -252,9 +270,11 @@ export interface DecodeSelection {
   readonly extra?: Readonly<Record<string, number>>
   /**
    * True only when every head reads every slot of a full cache (the {@link denseDecodeStrategy}):
-   * the output then comes from `@attnlab/core`'s `denseAttention`.
+   * under hooks the output then comes from `@attnlab/core`'s `denseAttention`.
    */
   readonly everySlot?: boolean
+  /** Seconds of the strategy's steps (see {@link AttentionTiming.steps}). */
+  readonly steps?: Readonly<Record<string, number>>
 }
 
 /**
@@ -439,8 +459,10 @@ export function checkPrefillFits(shape: PrefillShape, materialised: boolean, til
 
 /**
  * Runs a prefill planner and the attention over its selection; counts pairs and sparsities.
- * Without hooks (and `needsPattern` false) the output comes from the tiled attention
- * (`attendByTiles`, memory linear in `T`, never an `[nHeads, T, T]` tensor); with them, the dense
+ * Without hooks (and `needsPattern` false) the output comes from `@attnlab/core`'s
+ * `sparseAttention` kernel over the plan's key spans (native, WebAssembly or JavaScript, online
+ * softmax), or for plans without spans (Vertical-Slash's exact lines) from the tiled attention
+ * (`attendByTiles`); both use memory linear in `T`, never an `[nHeads, T, T]` tensor; with them, the dense
  * scores and pattern are built for the hooks (`attendWithMask`, or `denseAttention` for a dense plan).
  *
  * @throws `TooLargeError` (`@attnlab/core`) before the planner runs when the request cannot fit
@@ -465,10 +487,14 @@ export function runPrefill(
       `planner returned a mask of ${plan.allowed.length} entries, expected ${batch * nHeads * rowSize}`,
     )
   }
-  if (plan.allowed === undefined && plan.tiles === undefined)
-    throw new InvalidArgumentError('internal: the planner returned neither allowed nor tiles')
+  if (plan.allowed === undefined && plan.tiles === undefined && plan.spans === undefined)
+    throw new InvalidArgumentError('internal: the planner returned neither allowed, tiles nor spans')
   const tileRows = plan.tileRows ?? DEFAULT_TILE_ROWS
-  const tiles = plan.tiles ?? tilesFromMask(plan.allowed as Uint8Array, length)
+  const tiles =
+    plan.tiles ??
+    (plan.spans !== undefined
+      ? tilesFromSpans(plan.spans, tileRows)
+      : tilesFromMask(plan.allowed as Uint8Array, length))
   let built: Uint8Array | undefined = plan.allowed
   const maskOf = (): Uint8Array => {
     built ??= maskFromTiles(tiles, batch * nHeads, length, tileRows)
@@ -500,6 +526,14 @@ export function runPrefill(
       plan.everyCausalPair === true
         ? denseAttention.prefill(unpacked, context).z
         : attendWithMask(input.q, input.k, input.v, allowed, input.scale, context)
+  } else if (plan.spans !== undefined) {
+    const { index, computed } = buildSpanIndex(plan.spans, batch * nHeads, length, tileRows)
+    z = sparseAttention(input.q, input.k, input.v, index, { scale: input.scale })
+    for (let bh = 0; bh < batch * nHeads; bh++) {
+      const count = computed[bh] as number
+      exact[bh] = 1 - count / causal
+      computedPairs += count
+    }
   } else {
     const tiled = attendByTiles(input.q, input.k, input.v, input.scale, tiles, tileRows)
     z = tiled.z
@@ -519,15 +553,38 @@ export function runPrefill(
     maskShape: [batch, nHeads, length, length] as const,
     sparsity,
     headSparsity: { exact, reported: plan.reported },
-    timing: { estimationSeconds, attentionSeconds },
+    timing: { estimationSeconds, attentionSeconds, steps: plan.steps ?? {} },
   }
   Object.defineProperty(result, 'mask', { enumerable: true, get: maskOf })
   return result as typeof result & { readonly mask: Uint8Array }
 }
 
+/** One row per head: the runs of allowed slots as key spans (the decode index of `sparseAttention`). */
+function decodeSpans(allowedSlots: Uint8Array, heads: number, stored: number) {
+  const tileStarts = new Int32Array(heads + 1)
+  const pairs: number[] = []
+  for (let head = 0; head < heads; head++) {
+    const base = head * stored
+    let s = 0
+    while (s < stored) {
+      while (s < stored && !allowedSlots[base + s]) s++
+      if (s >= stored) break
+      const start = s
+      while (s < stored && allowedSlots[base + s]) s++
+      pairs.push(start, s)
+    }
+    if (pairs.length / 2 === tileStarts[head]) {
+      throw new InvalidArgumentError(`mask row (head ${head}) computes no key: softmax over an empty set`, { head })
+    }
+    tileStarts[head + 1] = pairs.length / 2
+  }
+  return { tileRows: 1, tileStarts, spans: Int32Array.from(pairs) }
+}
+
 /**
- * Runs a decode strategy's selection and the masked attention over the cache. Without hooks the
- * softmax runs over the stored slots; when hooks are given or `needsPattern`, keys and values are
+ * Runs a decode strategy's selection and the attention over the cache. Without hooks the
+ * attention runs on `@attnlab/core`'s `sparseAttention` kernel over the runs of selected slots
+ * (dense decode: every slot); when hooks are given or `needsPattern`, keys and values are
  * first laid out by absolute position (evicted positions hold zeros and are masked), so the
  * hooks see `[batch, nHeads, 1, position + 1]` tensors with TransformerLens semantics.
  *
@@ -576,9 +633,14 @@ export function runDecode(
   const hooked = context.needsPattern || context.hooks.attnScores !== undefined || context.hooks.pattern !== undefined
   let z: tf.Tensor4D
   const { keys, values } = input.cache as { keys: tf.Tensor4D; values: tf.Tensor4D }
-  if (selection.everySlot === true) {
+  if (!hooked) {
+    z = sparseAttention(input.q, keys, values, decodeSpans(selection.allowedSlots, batch * nHeads, stored), {
+      scale: input.scale,
+      causalOffset: stored,
+    })
+  } else if (selection.everySlot === true) {
     z = denseAttention.decode(input, context).z
-  } else if (!hooked || identity) {
+  } else if (identity) {
     z = attendWithMask(input.q, keys, values, selection.allowedSlots, input.scale, context)
   } else {
     // Lay keys/values out by absolute position: slotOf[p] (0 when p was evicted; masked anyway).
@@ -625,20 +687,22 @@ export function runDecode(
     maskShape: [batch, nHeads, keyCount],
     sparsity,
     headSparsity: { exact, reported: selection.reported },
-    timing: { estimationSeconds, attentionSeconds },
+    timing: { estimationSeconds, attentionSeconds, steps: selection.steps ?? {} },
   }
 }
 
 /**
- * The dense prefill planner: every causal pair as tiles of 256 query rows (`causalTile`), reported
- * sparsity 0 (with hooks the output comes from `@attnlab/core`'s `denseAttention`, see
- * {@link PrefillPlan.everyCausalPair}).
+ * The dense prefill planner: every causal pair, one key span `[0, stop)` per tile of 64 query rows
+ * (attnlab's dense attention is the `sparseAttention` kernel over that index: online softmax,
+ * memory linear in `T`), reported sparsity 0 (with hooks the output comes from `@attnlab/core`'s
+ * `denseAttention`, see {@link PrefillPlan.everyCausalPair}).
  *
  * @category Kernels
  */
 export const densePlanner: PrefillPlanner = (_input, shape) => ({
   tiles: (_head, start, stop) => causalTile(start, stop),
-  tileRows: 256,
+  spans: (_head, _tile, _start, stop) => [0, stop],
+  tileRows: 64,
   reported: new Float64Array(shape.batch * shape.nHeads),
   everyCausalPair: true,
 })

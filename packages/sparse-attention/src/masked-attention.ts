@@ -8,6 +8,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { assertShape, type AttentionContext, InvalidArgumentError, ShapeError } from '@attnlab/core'
+import { kernelsActive } from '@attnlab/core/kernels'
 
 /**
  * Repeats key/value heads so that query head `h` sees KV head `floor(h / (nHeads / nKvHeads))`.
@@ -141,10 +142,18 @@ export function lastWindowProbabilities(q: tf.Tensor4D, k: tf.Tensor4D, window: 
     const position = length - window + i
     for (let j = position + 1; j < length; j++) bias[i * length + j] = -Infinity
   }
+  const nKvHeads = k.shape[1]
+  const group = nHeads / nKvHeads
   const probabilities = tf.tidy(() => {
     const qWindow = tf.slice(q, [0, 0, length - window, 0], [batch, nHeads, window, dHead])
-    const kRep = repeatKvHeads(k, nHeads)
-    const scores = tf.add(tf.matMul(tf.mul(qWindow, scale), kRep, false, true), tf.tensor2d(bias, [window, length]))
+    // The query heads of a GQA group side by side ([b, Hkv, group * W, d]): no repeated keys.
+    const qGroups = tf.reshape(tf.mul(qWindow, scale), [batch, nKvHeads, group * window, dHead])
+    // With attnlab kernels the transposed matmul is one gemm; on stock tfjs-wasm the batched
+    // transposed form is the slow one, so the keys are transposed explicitly there.
+    const product = kernelsActive()
+      ? tf.matMul(qGroups, k, false, true)
+      : tf.matMul(qGroups, tf.transpose(k, [0, 1, 3, 2]))
+    const scores = tf.add(tf.reshape(product, [batch, nHeads, window, length]), tf.tensor2d(bias, [window, length]))
     return tf.softmax(scores, -1)
   })
   const data = probabilities.dataSync() as Float32Array

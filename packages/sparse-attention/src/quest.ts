@@ -207,7 +207,9 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
       if (position < quest.summarized - 1) {
         throw new ShapeError(`quest: position ${position} is before the ${quest.summarized} tokens already summarised`)
       }
+      const boundsStart = performance.now()
       summarize(quest, input.cache, position + 1)
+      const pageBounds = (performance.now() - boundsStart) / 1000
       const current = Math.floor(position / P)
       if (current < pages + 1) {
         throw new SequenceTooShortError(
@@ -241,25 +243,45 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
         for (const p of chosen) allowedSlots.fill(1, base + p * P, base + (p + 1) * P)
         allowedSlots.fill(1, base + current * P, base + position + 1)
       }
+      // Timed apart: the page upper bounds (scores) and the top-k selection with its slot marks.
+      let scoring = 0
+      let clock = performance.now()
+      const lap = (): number => {
+        const now = performance.now()
+        const elapsed = now - clock
+        clock = now
+        return elapsed
+      }
       for (let b = 0; b < batch; b++) {
         for (let kv = 0; kv < nKvHeads; kv++) {
           const bk = b * nKvHeads + kv
           if (config.sharePages) {
+            lap()
             scores.fill(0)
             for (let g = 0; g < group; g++) pageScores(b * nHeads + kv * group + g, bk, scores, true)
+            scoring += lap()
             const chosen = topK(scores, pages)
             for (let g = 0; g < group; g++) mark(b * nHeads + kv * group + g, chosen)
           } else {
             for (let g = 0; g < group; g++) {
               const head = b * nHeads + kv * group + g
+              lap()
               pageScores(head, bk, scores, false)
+              scoring += lap()
               mark(head, topK(scores, pages))
             }
           }
         }
       }
+      const selection = (performance.now() - boundsStart) / 1000 - pageBounds - scoring / 1000
       const reported = new Float64Array(batch * nHeads).fill(questSparsity(quest.promptLength, config.tokenBudget))
-      return { allowedSlots, slotPositions, reported, extra: { pages, currentPage: current } }
+      return {
+        allowedSlots,
+        slotPositions,
+        reported,
+        extra: { pages, currentPage: current },
+        steps: { pageBounds, pageScores: scoring / 1000, selection },
+      }
     },
   }
 }

@@ -236,6 +236,7 @@ export function applyDecode(
         estimationSeconds: afterPrefillSeconds + result.timing.estimationSeconds,
         attentionSeconds: result.timing.attentionSeconds,
         afterPrefillSeconds,
+        steps: { ...result.timing.steps, afterPrefill: afterPrefillSeconds },
       },
     }
   } finally {

@@ -9,8 +9,9 @@
  * 3. Slash scores `sl[delta] = sum_i A[i, (n - W + i) - delta]` (sum along each query-key
  *    distance); distances `< local` are forced; take the top `slashSize`.
  * 4. Build the 64x64 block index (see `vertical-slash-index.ts`) and attend exactly over its
- *    cells (`maskMode: 'kernel'`, what the study ran) or over the exact lines (`'exact'`), tile by
- *    tile of query rows from that index (never a `[nHeads, T, T]` mask).
+ *    cells (`maskMode: 'kernel'`, what the study ran: merged diagonal blocks plus columns as key
+ *    spans per 64-row query block, on `@attnlab/core`'s `sparseAttention` kernel) or over the exact
+ *    lines (`'exact'`, tile by tile of query rows); never a `[nHeads, T, T]` mask.
  *
  * @module
  */
@@ -19,6 +20,7 @@ import { configSchema, enumField, integerField, parseConfig, schemaDefaults, typ
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
 import { topK } from './select.ts'
+import { mergeSpans } from './span-index.ts'
 import type { QueryTile } from './tiled-attention.ts'
 import {
   buildVerticalSlashIndex,
@@ -221,6 +223,19 @@ function lineTile(lines: HeadLines, mode: VerticalSlashMaskMode, start: number, 
   return { keys, allowed }
 }
 
+/**
+ * Key spans of query block `m` in `'kernel'` mode: the index's key blocks and columns, clipped to
+ * the block's last row, sorted and merged (the kernel applies the causal mask inside them).
+ */
+function lineSpans(lines: HeadLines, m: number): number[] {
+  const { blockSize: B, length: n } = lines.index
+  const rowBlock = lines.index.rowBlocks[m] as VerticalSlashRowBlock
+  const pairs: number[] = []
+  for (const start of rowBlock.blockStarts) pairs.push(start, start + B)
+  for (const c of rowBlock.columns) pairs.push(c, c + 1)
+  return mergeSpans(pairs, Math.min(n, (m + 1) * B))
+}
+
 function keysOf(used: Uint8Array): Int32Array {
   let count = 0
   for (const u of used) count += u
@@ -245,9 +260,13 @@ export class LinePlanBuilder {
   ) {
     this.reported = new Float64Array(shape.batch * shape.nHeads)
   }
+  /** Seconds spent building block indexes (in {@link LinePlanBuilder.add}). */
+  indexSeconds = 0
   add(head: number, verticals: number[], slashes: number[]): void {
     const n = this.shape.length
+    const start = performance.now()
     const index = buildVerticalSlashIndex(verticals, slashes, n, this.kernelBlockSize)
+    this.indexSeconds += (performance.now() - start) / 1000
     this.heads[head] = { verticals, slashes, index }
     this.reported[head] = index.reportedSparsity
     this.verticalTotal += verticals.length
@@ -255,12 +274,19 @@ export class LinePlanBuilder {
     this.blockTotal += index.blockCount
     this.columnTotal += index.columnCount
   }
-  plan(extra: Record<string, number> = {}): PrefillPlan {
+  plan(extra: Record<string, number> = {}, steps: Record<string, number> = {}): PrefillPlan {
     const heads = Math.max(1, this.heads.length)
     const mode = this.maskMode
     const lines = this.heads
+    const selection =
+      mode === 'kernel'
+        ? { spans: (head: number, tile: number) => lineSpans(lines[head] as HeadLines, tile) }
+        : {
+            tiles: (head: number, start: number, stop: number) => lineTile(lines[head] as HeadLines, mode, start, stop),
+          }
     return {
-      tiles: (head, start, stop) => lineTile(lines[head] as HeadLines, mode, start, stop),
+      ...selection,
+      steps: { ...steps, index: this.indexSeconds },
       tileRows: mode === 'kernel' ? this.kernelBlockSize : 32,
       reported: this.reported,
       extra: {
@@ -281,8 +307,11 @@ function verticalSlashPlan(
 ): PrefillPlan {
   const { batch, nHeads, length } = shape
   const window = Math.min(config.window, length)
+  const estimateStart = performance.now()
   const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
+  const estimate = (performance.now() - estimateStart) / 1000
   const builder = new LinePlanBuilder(shape, config.kernelBlockSize, config.maskMode)
+  const selectionStart = performance.now()
   for (let head = 0; head < batch * nHeads; head++) {
     const { vertical, slash } = windowLineScores(probabilities, head, window, length)
     const { verticals, slashes } = selectLines(
@@ -295,7 +324,8 @@ function verticalSlashPlan(
     )
     builder.add(head, verticals, slashes)
   }
-  return builder.plan({ window })
+  const selection = (performance.now() - selectionStart) / 1000 - builder.indexSeconds
+  return builder.plan({ window }, { estimate, selection })
 }
 
 /**
