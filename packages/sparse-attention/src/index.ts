@@ -64,6 +64,7 @@ export {
   type TiledAttentionCounts,
   type TileSource,
 } from './tiled-attention.ts'
+export { buildSpanIndex, mergeSpans, tilesFromSpans, type SpanSource } from './span-index.ts'
 export { argsortDescending, averagePool, coverCount, topK } from './select.ts'
 export { dense, type DenseConfig } from './dense.ts'
 export {
