@@ -1,78 +1,95 @@
-// Times every method on one random sequence (prefill: q/k/v [H, T, d]; decode: one step over a
-// T-token prompt) and prints both sparsities. Run with `pnpm bench` (under `flock
-// /work/locks/bench` on shared machines). Usage: methods.bench.ts [T=1024] [backends=cpu,wasm]
+// Wall-clock speed-up of each method over attnlab's dense attention (the same sparseAttention
+// kernel over every causal pair) at 8 heads, dHead 64, per T and sparsity, in one run: prefill
+// (estimation included, and the attention alone) and one decode step. Run with `pnpm bench`
+// (under `flock /work/locks/bench` on shared machines). Sizes: ATTNLAB_BENCH_T (comma-separated,
+// default 1024,2048,4096,8192,16384; ATTNLAB_BENCH_QUICK=1 gives 1024,2048,4096), backend
+// ATTNLAB_BENCH_BACKEND (default wasm with the fastest attnlab kernels), ATTNLAB_BENCH_THREADS.
+// Not yet here: the PyTorch peer of dense attention.
 import * as tf from '@tensorflow/tfjs-core'
-import { Rng, useBackend, type BackendName } from '@attnlab/core'
+import { Rng, useBackend, kernelsInUse, type BackendName } from '@attnlab/core'
 import {
-  adaSnapKV,
   applyDecode,
   applyPrefill,
   blockSparse,
+  blockSparseTopKForSparsity,
   dense,
-  flexPrefill,
   quest,
+  questBudgetForSparsity,
   snapKV,
   verticalSlash,
   type SparseAttentionKernel,
 } from '../src/index.ts'
 
-const T = Number(process.argv[2] ?? 1024)
-const backends = (process.argv[3] ?? 'cpu,wasm').split(',') as BackendName[]
+const quick = process.env.ATTNLAB_BENCH_QUICK === '1'
+const lengths = (process.env.ATTNLAB_BENCH_T ?? (quick ? '1024,2048,4096' : '1024,2048,4096,8192,16384'))
+  .split(',')
+  .map(Number)
+const sparsities = [0.5, 0.8, 0.9, 0.95]
+const backend = (process.env.ATTNLAB_BENCH_BACKEND ?? 'wasm') as BackendName
+const threads = Number(process.env.ATTNLAB_BENCH_THREADS ?? 1)
 const H = 8
-const Hkv = 2
 const d = 64
-const rng = Rng.fromSeed(1)
-const q = rng.split('q').fillNormal(new Float32Array(H * T * d))
-const k = rng.split('k').fillNormal(new Float32Array(Hkv * T * d))
-const v = rng.split('v').fillNormal(new Float32Array(Hkv * T * d))
+await useBackend(backend, { threads })
+console.log(`backend ${backend}, kernels ${kernelsInUse()}, threads ${threads}, H = ${H}, dHead = ${d}`)
 
-const budget = Math.round(T / 10)
-const prefill: SparseAttentionKernel[] = [
-  dense(),
-  verticalSlash({ verticalSize: budget, slashSize: budget, window: 64 }),
-  flexPrefill({ alpha: 0.65, minBudget: 64, window: 64 }),
-  flexPrefill({ alpha: 0.9, minBudget: 128, tau: 0.1, blockSize: 64 }),
-  blockSparse({ blockSize: 16, topK: Math.round(T / 16 / 10) }),
-]
-const decode: SparseAttentionKernel[] = [
-  dense(),
-  snapKV({ capacity: budget, window: 64, local: 32 }),
-  adaSnapKV({ capacity: budget, window: 64, local: 32 }),
-  quest({ tokenBudget: Math.floor(budget / 16) * 16 }),
-]
+function time(run: () => { output: tf.Tensor; timing: { estimationSeconds: number; attentionSeconds: number } }) {
+  run().output.dispose() // warm-up
+  const start = performance.now()
+  const r = run()
+  r.output.dataSync()
+  const total = (performance.now() - start) / 1000
+  r.output.dispose()
+  return { total, attention: r.timing.attentionSeconds, estimation: r.timing.estimationSeconds }
+}
 
-for (const backend of backends) {
-  await useBackend(backend)
-  const qkv = { q: tf.tensor3d(q, [H, T, d]), k: tf.tensor3d(k, [Hkv, T, d]), v: tf.tensor3d(v, [Hkv, T, d]) }
-  const step = {
-    qNew: tf.tensor2d(q.subarray(0, H * d), [H, d]),
-    kNew: tf.tensor2d(k.subarray(0, Hkv * d), [Hkv, d]),
-    vNew: tf.tensor2d(v.subarray(0, Hkv * d), [Hkv, d]),
+for (const T of lengths) {
+  const rng = Rng.fromSeed(T)
+  const data = () => rng.fillNormal(new Float32Array(H * T * d))
+  const qkv = {
+    q: tf.tensor3d(data(), [H, T, d]),
+    k: tf.tensor3d(data(), [H, T, d]),
+    v: tf.tensor3d(data(), [H, T, d]),
   }
-  console.log(`backend ${backend}, T = ${T}, H = ${H}, Hkv = ${Hkv}, dHead = ${d}`)
-  for (const kernel of prefill) {
-    applyPrefill(kernel, qkv).output.dispose() // warm-up
-    const start = performance.now()
-    const r = applyPrefill(kernel, qkv)
-    r.output.dataSync()
-    const ms = performance.now() - start
-    r.output.dispose()
-    console.log(
-      `  prefill ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   ` +
-        `reported ${r.sparsity.reported.toFixed(3)}`,
-    )
-  }
-  for (const kernel of decode) {
-    applyDecode(kernel, qkv, step).output.dispose()
-    const start = performance.now()
-    const r = applyDecode(kernel, qkv, step)
-    r.output.dataSync()
-    const ms = performance.now() - start
-    r.output.dispose()
-    console.log(
-      `  decode  ${kernel.name.padEnd(15)} ${ms.toFixed(0).padStart(6)} ms   exact ${r.sparsity.exact.toFixed(3)}   ` +
-        `reported ${r.sparsity.reported.toFixed(3)}`,
-    )
+  const one = () => tf.tensor2d(rng.fillNormal(new Float32Array(H * d)), [H, d])
+  const step = { qNew: one(), kNew: one(), vNew: one() }
+  const densePrefill = time(() => applyPrefill(dense(), qkv))
+  const denseDecode = time(() => applyDecode(dense(), qkv, step))
+  console.log(
+    `T ${T}: dense prefill ${densePrefill.total.toFixed(3)} s, dense decode ${(denseDecode.attention * 1e3).toFixed(2)} ms ` +
+      'attention',
+  )
+  console.log('  method          s     ideal  speed-up(total)  speed-up(attention)  estimation s  exact sparsity')
+  for (const s of sparsities) {
+    const budget = Math.max(64, Math.round((1 - s) * T))
+    const prefill: SparseAttentionKernel[] = [
+      blockSparse({ blockSize: 16, topK: Math.max(3, blockSparseTopKForSparsity(T, 16, s)) }),
+      verticalSlash({ verticalSize: Math.round(budget / 2), slashSize: Math.max(64, Math.round(budget / 2)) }),
+    ]
+    for (const kernel of prefill) {
+      const t = time(() => applyPrefill(kernel, qkv))
+      const r = applyPrefill(kernel, qkv)
+      const exact = r.sparsity.exact
+      r.output.dispose()
+      console.log(
+        `  ${kernel.method.padEnd(15)} ${s.toFixed(2)}  ${(1 / (1 - s)).toFixed(1).padStart(5)}  ` +
+          `${(densePrefill.total / t.total).toFixed(2).padStart(15)}  ` +
+          `${(densePrefill.attention / t.attention).toFixed(2).padStart(19)}  ${t.estimation.toFixed(4).padStart(12)}  ` +
+          `${exact.toFixed(3)}`,
+      )
+    }
+    const tokenBudget = Math.max(16, Math.floor(questBudgetForSparsity(T, s) / 16) * 16)
+    const decoders: SparseAttentionKernel[] = [
+      quest({ tokenBudget: Math.min(tokenBudget, T - 16 - (T % 16)) }),
+      snapKV({ capacity: Math.max(200, Math.round((1 - s) * T)), window: 64, local: 32 }),
+    ]
+    for (const kernel of decoders) {
+      const t = time(() => applyDecode(kernel, qkv, step))
+      console.log(
+        `  ${`${kernel.method} decode`.padEnd(15)} ${s.toFixed(2)}  ${(1 / (1 - s)).toFixed(1).padStart(5)}  ` +
+          `${(denseDecode.total / t.total).toFixed(2).padStart(15)}  ` +
+          `${(denseDecode.attention / t.attention).toFixed(2).padStart(19)}  ${t.estimation.toFixed(4).padStart(12)}`,
+      )
+    }
   }
   tf.dispose([qkv.q, qkv.k, qkv.v, step.qNew, step.kNew, step.vNew])
 }
