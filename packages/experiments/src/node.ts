@@ -20,3 +20,9 @@ export {
   type EmergenceFileSummary,
 } from './emergence/directory.ts'
 export { loadInitialWeights } from './init-from.ts'
+export {
+  evaluationTask,
+  readTrainedTask,
+  runSparseEvalDirectory,
+  type SparseEvalDirectoryResult,
+} from './sparse-eval-node.ts'

@@ -7,7 +7,17 @@
  *
  * @module
  */
-import { Rng } from '@attnlab/core'
+import { ConfigError, Rng } from '@attnlab/core'
+import {
+  configSchema,
+  customField,
+  enumField,
+  integerField,
+  listField,
+  numberField,
+  parseConfig,
+  type z,
+} from '@attnlab/core/schema'
 import { createTask, isRetrievalTask, type RetrievalTask } from '@attnlab/markov'
 import {
   SPARSE_METHODS,
@@ -28,6 +38,91 @@ import { clampReportedSparsity, targetReached } from './targets.ts'
 
 /** The target sparsities {@link runSparseEval} sweeps when none are given (the CLI's default too). */
 export const DEFAULT_EVAL_SPARSITIES: readonly number[] = Object.freeze([0, 0.5, 0.7, 0.8, 0.9, 0.95])
+
+/** The sparse methods a {@link SparseEvalTrialConfig} may list (every method of `@attnlab/sparse-attention`). */
+const METHOD_NAMES = Object.keys(SPARSE_METHODS) as [SparseMethodName, ...SparseMethodName[]]
+
+/**
+ * The schema of a {@link SparseEvalTrialConfig}: {@link runSparseEval} on a saved model as plain
+ * JSON, what a sweep's `sparse-eval` trial runs (one trial per method, length list and seed).
+ *
+ * @category Sparse evaluation
+ */
+export const sparseEvalTrialSchema = configSchema({
+  /** The model: a training checkpoint directory of `attnlab train` (or any path `loadModel` reads). */
+  model: customField<string>('the model: an attnlab train checkpoint directory, or any model loadModel reads').default(
+    '',
+  ),
+  /**
+   * The task, `{ kind, ...overrides }` (a retrieval task; `nCtx` is set per length). Keys not given are taken
+   * from the task the checkpoint was trained on when it is of the same kind (its token ranges).
+   */
+  task: customField<Readonly<Record<string, unknown>>>('the retrieval task, { kind, ...overrides }').default(() => ({
+    kind: 'niah-tokens',
+    needles: 4,
+  })),
+  /** The methods, each run alone (dense is always run as the reference). */
+  methods: listField('sparse methods, each run alone', enumField('a sparse method', METHOD_NAMES)).default(() => [
+    'quest' as SparseMethodName,
+  ]),
+  /** Target sparsities in [0, 1); 0 is dense for every method. */
+  sparsities: listField(
+    'target sparsities',
+    numberField('a target sparsity', { min: 0, max: 1, maxExclusive: true }),
+  ).default(() => [...DEFAULT_EVAL_SPARSITIES]),
+  /** Context lengths (the task's `nCtx`, tokens), each at most the model's `nCtx`. */
+  lengths: listField('context lengths (tokens)', integerField('a context length', { min: 1, max: 1 << 20 })).default(
+    () => [256],
+  ),
+  /** Sequences per (task, length). */
+  samples: integerField('sequences per task and length', { min: 1, max: 100000 }).default(20),
+  /** Seed of the evaluation sequences. */
+  seed: integerField('seed of the evaluation sequences', { min: 0 }).default(0),
+})
+
+/**
+ * A sparse evaluation as plain JSON ({@link sparseEvalTrialSchema}; {@link resolveSparseEvalTrialConfig}).
+ *
+ * @category Sparse evaluation
+ */
+export type SparseEvalTrialConfig = Readonly<z.output<typeof sparseEvalTrialSchema>>
+
+/**
+ * Validates a {@link SparseEvalTrialConfig} and fills in its defaults (the model path is required).
+ *
+ * @param input - the configuration as given
+ * @returns the resolved configuration
+ * @throws `ConfigError` (`@attnlab/core`) naming the field: an unknown key, a method that is not one of
+ *   `@attnlab/sparse-attention`'s, a sparsity outside [0, 1), a length or sample count out of range, no model
+ *   path, or a task that is not a retrieval task (niah-tokens, vt-tokens, cwe-tokens, multihop-tokens)
+ * @example
+ * ```ts
+ * resolveSparseEvalTrialConfig({ model: 'runs/niah/checkpoint', methods: ['snapkv'], lengths: [256, 512] })
+ * ```
+ * @category Sparse evaluation
+ */
+export function resolveSparseEvalTrialConfig(input: unknown): SparseEvalTrialConfig {
+  const config = parseConfig(sparseEvalTrialSchema, input, 'sparse-eval')
+  if (typeof config.model !== 'string' || config.model.trim() === '') {
+    throw new ConfigError(
+      'model',
+      `must be the path of a saved model (a checkpoint directory); got ${JSON.stringify(config.model)}`,
+      {
+        value: config.model as unknown as string,
+      },
+    )
+  }
+  const task = config.task as Readonly<Record<string, unknown>> | null
+  const kind = typeof task === 'object' && task !== null ? task.kind : undefined
+  if (typeof kind !== 'string' || !RETRIEVAL_KINDS.includes(kind)) {
+    throw new ConfigError(
+      'task.kind',
+      `must be one of ${RETRIEVAL_KINDS.join(', ')} (a task with answer positions); got ${JSON.stringify(kind)}`,
+      { value: kind === undefined ? null : String(kind) },
+    )
+  }
+  return config
+}
 
 /** The configuration keys {@link SparseEvalRow.budget} reports: each method's size for its target. */
 const BUDGET_KEYS = ['verticalSize', 'slashSize', 'alpha', 'topK', 'capacity', 'tokenBudget'] as const

@@ -9,11 +9,15 @@ import {
   defaultEmergenceConfig,
   defaultTrainingConfig,
   resolveEmergenceConfig,
+  resolveSparseEvalTrialConfig,
   resolveTrainingConfig,
+  sparseEvalTrialSchema,
   type EmergenceConfig,
   type EmergenceSummary,
+  type SparseEvalResult,
   type TrainingConfig,
 } from '@attnlab/experiments'
+import { schemaDefaults } from '@attnlab/core/schema'
 import type { JsonObject, JsonValue } from './json.ts'
 
 /**
@@ -180,11 +184,64 @@ function inductionMetrics(summary: InductionSummary): Record<string, number | nu
 }
 
 /**
+ * The metric key of one row of a sparse evaluation: `<name>L<length>S<target sparsity>`, e.g.
+ * `scoreL256S0.9` (the method is the trial's own `methods` entry).
+ *
+ * @category Sweeps
+ */
+export function sparseEvalMetricKey(name: string, length: number, sparsity: number): string {
+  return `${name}L${length}S${sparsity}`
+}
+
+/**
+ * The sparse evaluation (`@attnlab/experiments`' `runSparseEval` on a saved model, what
+ * `attnlab sparse eval` runs; The Sparse Frontier, Nawrot et al., arXiv 2504.17768 [v2], section 4):
+ * settings are a `SparseEvalTrialConfig` (`model`, `task`, `methods`, `sparsities`, `lengths`,
+ * `samples`, `seed`), the defaults `sparseEvalTrialSchema`'s, `seed` (of the evaluation sequences)
+ * replaced per trial. Metrics, per row of the trial's one task and every length L and target
+ * sparsity S (key {@link sparseEvalMetricKey}; with several methods the last one listed wins, so a
+ * study gives one method per trial): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
+ * `exactSparsity`, `reportedSparsity` and `relativeCost` (the cost model's price over dense; null for an
+ * attention-only model); `samples` and `evalSeconds`. Every row is in the trial's `results.json`.
+ */
+const sparseEval: SweepExperiment = {
+  name: 'sparse-eval',
+  description: 'runSparseEval of @attnlab/experiments on a saved model: settings are a SparseEvalTrialConfig',
+  defaults: () => schemaDefaults(sparseEvalTrialSchema, 'sparse-eval') as unknown as JsonObject,
+  withSeed: (settings, seed) => ({ ...settings, seed }),
+  reservedKeys: ['seed'],
+  validate(settings) {
+    resolveSparseEvalTrialConfig(settings)
+  },
+  metrics(summary) {
+    const run = summary as SparseEvalResult & { readonly seconds?: number }
+    const metrics: Record<string, number | null> = {}
+    for (const row of run.rows) {
+      const key = (name: string): string => sparseEvalMetricKey(name, row.length, row.targetSparsity)
+      metrics[key('score')] = row.score
+      metrics[key('scoreStd')] = row.scoreStd
+      metrics[key('strict')] = row.strict
+      metrics[key('iou')] = row.iou
+      metrics[key('exactSparsity')] = row.exactSparsity
+      metrics[key('reportedSparsity')] = row.reportedSparsity
+      metrics[key('relativeCost')] = row.cost?.relative ?? null
+    }
+    metrics.samples = run.rows[0]?.samples ?? null
+    metrics.evalSeconds = run.seconds ?? null
+    return metrics
+  },
+}
+
+/**
  * The experiments a sweep spec's `experiment` names.
  *
  * @category Sweeps
  */
-export const SWEEP_EXPERIMENTS: Readonly<Record<string, SweepExperiment>> = Object.freeze({ emergence, train })
+export const SWEEP_EXPERIMENTS: Readonly<Record<string, SweepExperiment>> = Object.freeze({
+  emergence,
+  train,
+  'sparse-eval': sparseEval,
+})
 
 /**
  * The names of {@link SWEEP_EXPERIMENTS}.

@@ -29,6 +29,7 @@ import {
   readEmergenceRecord,
   writeEmergenceResult,
   loadInitialWeights,
+  runSparseEvalDirectory,
 } from '@attnlab/experiments/node'
 import { SWEEP_EXPERIMENTS, type SweepExperiment } from './experiments.ts'
 import type { JsonObject } from './json.ts'
@@ -250,7 +251,27 @@ const runTrainingTrial: Runner = async (directory, settings, options) => {
 /** Steps whose mean loss is a training run's `finalTrainLoss` (`@attnlab/transformer`'s `train`: the last 10). */
 const FINAL_LOSS_STEPS = 10
 
-const RUNNERS: Readonly<Record<string, Runner>> = { emergence: runEmergenceTrial, train: runTrainingTrial }
+/**
+ * The sparse evaluation into its run directory (`results.json`, `report.html`); not resumable within a trial: an
+ * interrupted one runs again from its first row.
+ */
+const runSparseEvalTrial: Runner = async (directory, settings, options) => {
+  try {
+    const summary = await runSparseEvalDirectory(directory, settings, {
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    })
+    return { interrupted: false, summary }
+  } catch (error) {
+    if (error instanceof AttnlabError && error.code === 'INTERRUPTED') return { interrupted: true, summary: null }
+    throw error
+  }
+}
+
+const RUNNERS: Readonly<Record<string, Runner>> = {
+  emergence: runEmergenceTrial,
+  train: runTrainingTrial,
+  'sparse-eval': runSparseEvalTrial,
+}
 
 /**
  * A trial's run directory: `DIR/trials/<id>`.
