@@ -39,7 +39,6 @@ export interface SweepSpec {
 const MAX_SEEDS = 10_000
 const MAX_TRIALS = 100_000
 
-const SPEC_KEYS = ['name', 'description', 'experiment', 'base', 'grid', 'zip', 'seeds'] as const
 const PATH_PATTERN = /^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$/
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/
 
@@ -67,6 +66,9 @@ const schema = z.strictObject({
     .optional(),
 })
 
+/** The keys of a spec, in the schema's order (declared once, by the schema). */
+const SPEC_KEYS = Object.keys(schema.shape)
+
 /** A short description of a value for messages. */
 function describeValue(value: unknown): string {
   if (value === undefined) return 'nothing'
@@ -88,8 +90,8 @@ function suggest(key: string, allowed: readonly string[]): string {
     : ''
 }
 
-/** What each key expects, for type errors. */
-const EXPECTED: Record<string, string> = {
+/** What each key of the schema expects, for type errors (typed by the schema: a new key needs its entry). */
+const EXPECTED: Readonly<Record<keyof typeof schema.shape, string>> = {
   name: 'a name of letters, digits, ".", "_" or "-" (at most 100 characters)',
   description: 'a string',
   experiment: `one of ${SWEEP_EXPERIMENT_NAMES.join(', ')}`,
@@ -132,11 +134,8 @@ function issueError(file: string, input: unknown, issue: z.core.$ZodIssue): Swee
     return new SweepSpecError(file, 'zip', 'an empty list; expected at least one group of lists')
   }
   const shown = path.length > 1 && top === 'seeds' ? path : [top]
-  return new SweepSpecError(
-    file,
-    shown.join('.'),
-    `expected ${EXPECTED[top] ?? 'another value'}, got ${describeValue(at(shown))}`,
-  )
+  const expected = (EXPECTED as Readonly<Record<string, string>>)[top] ?? 'another value'
+  return new SweepSpecError(file, shown.join('.'), `expected ${expected}, got ${describeValue(at(shown))}`)
 }
 
 /** Refuses a key that is not a dotted path, or one the sweep owns. */

@@ -194,7 +194,7 @@ describe('Hugging Face directories: export and import round trips', () => {
     const tokenizer = Llama2cTokenizer.fromPieces(['<unk>', '<s>', '</s>', ' ', 'a'], [0, 0, 0, -1, -2])
     await writeFile(tokenizerFile, tokenizer.serialize())
     await expect(loadTokenizer(tokenizerFile, { vocabsize: 5 } as never)).rejects.toThrow(
-      /^Invalid vocabsize: is not a loadTokenizer parameter \(did you mean 'vocabSize'\?\); expected one of vocabSize, /,
+      /^Invalid vocabsize: is not a loadTokenizer parameter \(did you mean 'vocabSize'\?\); expected one of vocabSize,/,
     )
     await expect(loadTokenizer(tokenizerFile, { vocabSize: 0 })).rejects.toThrow(
       /^Invalid vocabSize: must be an integer >= 1, got 0$/,
