@@ -36,6 +36,7 @@ import {
   writeEmergenceResult,
 } from '@attnlab/experiments/node'
 import { defaultLinearMapConfig, defaultSparseMarkovConfig, type MarkovTaskDescription } from '@attnlab/markov'
+import { transformerConfigSchema } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { checkWritable, createDirectory, discardCreated, pathState } from '../out-dir.ts'
 import { onStopSignal } from '../signals.ts'
@@ -85,8 +86,8 @@ function applyTaskDefaults(flags: EmergenceFlags, command: Command): void {
   const presetGiven = command.getOptionValueSource('preset') === 'cli'
   for (const [key, value] of Object.entries(defaults)) {
     if (command.getOptionValueSource(key) === 'cli') continue
-    // Model-shape defaults belong to the default preset only.
-    if (presetGiven && ['nLayers', 'dModel', 'nHeads', 'attnOnly'].includes(key)) continue
+    // Model-shape defaults (fields of the transformer configuration) belong to the default preset only.
+    if (presetGiven && Object.hasOwn(transformerConfigSchema.shape, key)) continue
     ;(flags as unknown as Record<string, unknown>)[key] = value
   }
 }

@@ -16,7 +16,7 @@ import {
   showValue,
   type z,
 } from '@attnlab/core/schema'
-import { createTask, type AnyTask, type MarkovTaskDescription, type TaskKind } from '@attnlab/markov'
+import { createTask, TASK_SCHEMAS, type AnyTask, type MarkovTaskDescription, type TaskKind } from '@attnlab/markov'
 import {
   attentionBias,
   attentionBiasSchema,
@@ -24,6 +24,7 @@ import {
   configToJSON,
   presetConfig,
   resolveOptimizerOptions,
+  transformerConfigSchema,
   type OptimizerOptions,
   type ScheduleOptions,
   type TransformerConfig,
@@ -120,10 +121,12 @@ export const EMERGENCE_TASK_DEFAULTS: Readonly<Record<string, Readonly<Record<st
   }),
 })
 
-/** Model-shape keys of {@link EMERGENCE_TASK_DEFAULTS}. */
-const MODEL_SHAPE_KEYS = ['nLayers', 'dModel', 'nHeads', 'attnOnly'] as const
-/** Task keys of {@link EMERGENCE_TASK_DEFAULTS} (the flags' names are the task configs' names). */
-const TASK_DEFAULT_KEYS = ['stateSize', 'onesPerRow'] as const
+/**
+ * The training settings of {@link EMERGENCE_TASK_DEFAULTS}, by the flag names it uses, and the
+ * {@link trainingSettingsSchema} field each sets; the other entries are the preset, fields of the
+ * task's schema (`@attnlab/markov`'s `TASK_SCHEMAS`) or of `transformerConfigSchema` (the model shape).
+ */
+const TRAINING_DEFAULT_FIELDS = { steps: 'steps', batch: 'batchSize', lr: 'lr', evalEvery: 'evalEvery' } as const
 
 /** Most sequences a task samples in one batch (`@attnlab/markov` refuses more). */
 export const MAX_EMERGENCE_SEQUENCES = 1 << 24
@@ -278,20 +281,23 @@ export function defaultEmergenceConfig(kind: TaskKind = 'sparse-markov'): Emerge
   }
   const task: Record<string, unknown> = { kind }
   if (kind === 'sparse-markov') task.m = EMERGENCE_DEFAULTS.m
-  for (const key of TASK_DEFAULT_KEYS) if (own[key] !== undefined) task[key] = own[key]
   const model: Record<string, unknown> = {}
-  for (const key of MODEL_SHAPE_KEYS) if (own[key] !== undefined) model[key] = own[key]
-  const given = (key: string): number | undefined => own[key] as number | undefined
-  const training = parseConfig(
-    trainingSettingsSchema,
-    { steps: given('steps'), batchSize: given('batch'), lr: given('lr'), evalEvery: given('evalEvery') },
-    'emergence training',
-  )
+  const training: Record<string, unknown> = {}
+  // Each entry goes where its schema declares it: the task's fields, the model's, or a training setting.
+  const taskFields: object = (TASK_SCHEMAS as Readonly<Record<string, { readonly shape: object }>>)[kind]?.shape ?? {}
+  for (const [key, value] of Object.entries(own)) {
+    if (key === 'preset') continue
+    if (Object.hasOwn(taskFields, key)) task[key] = value
+    else if (Object.hasOwn(transformerConfigSchema.shape, key)) model[key] = value
+    else if (Object.hasOwn(TRAINING_DEFAULT_FIELDS, key))
+      training[TRAINING_DEFAULT_FIELDS[key as keyof typeof TRAINING_DEFAULT_FIELDS]] = value
+    else throw new ConfigError(key, `is not a ${kind} task, model or training setting (EMERGENCE_TASK_DEFAULTS)`)
+  }
   return {
     task: task as MarkovTaskDescription,
     preset: (own.preset as EmergencePreset | undefined) ?? EMERGENCE_DEFAULTS.preset,
     model: model as EmergenceModelOverrides,
-    training,
+    training: parseConfig(trainingSettingsSchema, training, 'emergence training'),
     seeds: [0],
   }
 }

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { AttnlabError, ConfigError } from '@attnlab/core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
 import {
+  EMERGENCE_TASK_DEFAULTS,
   EMERGENCE_DEFAULTS,
   buildEmergenceReport,
   defaultEmergenceConfig,
@@ -132,6 +133,20 @@ describe('emergence config', () => {
     // The preset's derived fields are derived again from the overrides (dHead = dModel / nHeads).
     expect(resolveEmergenceConfig(linear).model).toMatchObject({ dModel: 64, nHeads: 8, dHead: 8, dMlp: 256 })
     expect(defaultEmergenceConfig('icl-markov').model).toEqual({ nLayers: 2, dModel: 64, nHeads: 4, attnOnly: true })
+    // Every documented default lands where its schema puts it (task, model or training), none is dropped.
+    const trainingNames: Record<string, string> = { batch: 'batchSize' }
+    for (const [kind, own] of Object.entries(EMERGENCE_TASK_DEFAULTS)) {
+      const made = defaultEmergenceConfig(kind as never)
+      for (const [key, value] of Object.entries(own)) {
+        const placed = [
+          key === 'preset' ? made.preset : undefined,
+          (made.task as Record<string, unknown>)[key],
+          (made.model as Record<string, unknown>)[key],
+          (made.training as Record<string, unknown>)[trainingNames[key] ?? key],
+        ].filter((v) => v !== undefined)
+        expect(placed, `${kind}.${key}`).toEqual([value])
+      }
+    }
   })
 
   it('rejects a bad config with typed errors naming the value and what was expected', () => {
