@@ -48,7 +48,7 @@ function records(dir: string): { id: string; index: number; status: string }[] {
 describe('attnlab sweep --help', () => {
   it('names every experiment a spec can run', () => {
     const help = execFileSync(launcher, ['sweep', 'run', '--help'], { encoding: 'utf8' })
-    expect(help.replace(/\s+/g, ' ')).toContain('experiment (emergence or train)')
+    expect(help.replace(/\s+/g, ' ')).toContain('experiment (emergence or train or sparse-eval)')
   })
 })
 
