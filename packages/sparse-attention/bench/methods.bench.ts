@@ -55,8 +55,8 @@ for (const T of lengths) {
   const densePrefill = time(() => applyPrefill(dense(), qkv))
   const denseDecode = time(() => applyDecode(dense(), qkv, step))
   console.log(
-    `T ${T}: dense prefill ${densePrefill.total.toFixed(3)} s, dense decode ${(denseDecode.attention * 1e3).toFixed(2)} ms ` +
-      'attention',
+    `T ${T}: dense prefill ${densePrefill.total.toFixed(3)} s, ` +
+      `dense decode ${(denseDecode.attention * 1e3).toFixed(2)} ms attention`,
   )
   console.log('  method          s     ideal  speed-up(total)  speed-up(attention)  estimation s  exact sparsity')
   for (const s of sparsities) {
@@ -73,7 +73,8 @@ for (const T of lengths) {
       console.log(
         `  ${kernel.method.padEnd(15)} ${s.toFixed(2)}  ${(1 / (1 - s)).toFixed(1).padStart(5)}  ` +
           `${(densePrefill.total / t.total).toFixed(2).padStart(15)}  ` +
-          `${(densePrefill.attention / t.attention).toFixed(2).padStart(19)}  ${t.estimation.toFixed(4).padStart(12)}  ` +
+          `${(densePrefill.attention / t.attention).toFixed(2).padStart(19)}  ` +
+          `${t.estimation.toFixed(4).padStart(12)}  ` +
           `${exact.toFixed(3)}`,
       )
     }
