@@ -17,6 +17,7 @@ import type {
   OneHotAttentionShape,
   SparseAttentionShape,
 } from './provider.ts'
+import { sparseAttentionSizes } from './provider.ts'
 
 /** The build script's exports (`native/build.mjs`). */
 interface BuildModule {
@@ -252,18 +253,6 @@ export async function buildNativeKernels(
   return b.buildNativeKernels(options)
 }
 
-const sparseSizes = (s: SparseAttentionShape): number[] => [
-  s.heads,
-  s.group,
-  s.rows,
-  s.keys,
-  s.dHead,
-  s.dValue,
-  s.tileRows,
-  s.scale,
-  s.causalOffset,
-]
-
 let loaded: { path: string; addon: NativeAddon } | undefined
 
 /**
@@ -357,7 +346,7 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
     adamw: (p, g, m, v, n, h: AdamWHyper) =>
       k.adamw(p, g, m, v, n, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.step),
     sparseAttention: (q, kk, v, out, tileStarts, spans, s: SparseAttentionShape) =>
-      k.sparseAttention(q, kk, v, out, tileStarts, spans, ...sparseSizes(s)),
+      k.sparseAttention(q, kk, v, out, tileStarts, spans, ...sparseAttentionSizes(s)),
     setThreads: (n) => k.setThreads(n),
     threads: () => k.info().threads,
   } satisfies KernelProvider)

@@ -258,6 +258,24 @@ export interface SparseAttentionShape {
   readonly causalOffset: number
 }
 
+/**
+ * The sizes of a {@link SparseAttentionShape} in the argument order of the compiled kernels (the native
+ * addon's and the WebAssembly module's `sparseAttention`, after the six buffers).
+ */
+export const sparseAttentionSizes = (
+  s: SparseAttentionShape,
+): [number, number, number, number, number, number, number, number, number] => [
+  s.heads,
+  s.group,
+  s.rows,
+  s.keys,
+  s.dHead,
+  s.dValue,
+  s.tileRows,
+  s.scale,
+  s.causalOffset,
+]
+
 /** Sizes of a one-hot attention call (see {@link KernelProvider.oneHotAttentionForward}). @category Kernels */
 export interface OneHotAttentionShape {
   /** Sequences in the batch. */

@@ -22,6 +22,7 @@ import type {
   OneHotAttentionShape,
   SparseAttentionShape,
 } from './provider.ts'
+import { sparseAttentionSizes } from './provider.ts'
 
 /** The compiled module's exports (see assembly/kernels.ts). */
 interface WasmKernelExports {
@@ -383,15 +384,7 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
       const a = [address(q), address(kk), address(v), address(out), address(tileStarts), address(spans)] as const
       k.sparseAttention(
         ...a,
-        s.heads,
-        s.group,
-        s.rows,
-        s.keys,
-        s.dHead,
-        s.dValue,
-        s.tileRows,
-        s.scale,
-        s.causalOffset,
+        ...sparseAttentionSizes(s),
         need(k.sparseScratchFloats(s.dHead, s.dValue, Math.min(s.tileRows, s.rows))),
       )
     },
