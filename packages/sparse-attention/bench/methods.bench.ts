@@ -1,20 +1,26 @@
 // Wall-clock speed-up of each method over attnlab's dense attention (the same sparseAttention
-// kernel over every causal pair) at 8 heads, dHead 64, per T and sparsity, in one run: prefill
-// (estimation included, and the attention alone) and one decode step. Run with `pnpm bench`
-// (under `flock /work/locks/bench` on shared machines). Sizes: ATTNLAB_BENCH_T (comma-separated,
-// default 1024,2048,4096,8192,16384; ATTNLAB_BENCH_QUICK=1 gives 1024,2048,4096), backend
-// ATTNLAB_BENCH_BACKEND (default wasm with the fastest attnlab kernels), ATTNLAB_BENCH_THREADS.
-// Not yet here: the PyTorch peer of dense attention.
+// kernel over every causal pair) at 8 heads, dHead 64, per T and sparsity, in one run, and attnlab's
+// dense prefill against PyTorch CPU (tools/sparse/bench_attention_torch.py, run first in the same
+// process tree). Prefill: the whole call (estimation included) and the attention alone. Decode: a
+// generation step on a cache prefilled once, the median of ATTNLAB_BENCH_STEPS steps (default 8),
+// with the one-off `afterPrefill` (Quest's page bounds, SnapKV's selection and eviction) apart.
+// Run with `pnpm bench`. Sizes: ATTNLAB_BENCH_T (comma-separated, default 1024,2048,4096,8192,16384;
+// ATTNLAB_BENCH_QUICK=1 gives 1024,2048,4096), backend ATTNLAB_BENCH_BACKEND (default wasm with the
+// fastest attnlab kernels), ATTNLAB_BENCH_THREADS (attnlab and PyTorch, default 1),
+// ATTNLAB_BENCH_TORCH=0 skips PyTorch, ATTNLAB_BENCH_PHASE=prefill or decode runs one phase.
+import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import * as tf from '@tensorflow/tfjs-core'
-import { Rng, useBackend, kernelsInUse, type BackendName } from '@attnlab/core'
+import { Rng, useBackend, kernelsInUse, type BackendName, type LayerKVCache } from '@attnlab/core'
 import {
-  applyDecode,
+  adaSnapKV,
   applyPrefill,
   blockSparse,
-  blockSparseTopKForSparsity,
+  budgetFor,
+  calibratedRun,
   dense,
+  flexPrefill,
   quest,
-  questBudgetForSparsity,
   snapKV,
   verticalSlash,
   type SparseAttentionKernel,
@@ -27,19 +33,152 @@ const lengths = (process.env.ATTNLAB_BENCH_T ?? (quick ? '1024,2048,4096' : '102
 const sparsities = [0.5, 0.8, 0.9, 0.95]
 const backend = (process.env.ATTNLAB_BENCH_BACKEND ?? 'wasm') as BackendName
 const threads = Number(process.env.ATTNLAB_BENCH_THREADS ?? 1)
+const steps = Number(process.env.ATTNLAB_BENCH_STEPS ?? 8)
+const phase = process.env.ATTNLAB_BENCH_PHASE ?? 'both'
 const H = 8
 const d = 64
+const scale = 1 / Math.sqrt(d)
+
+/** PyTorch's dense causal attention per T (seconds), or undefined when PyTorch is missing. */
+function torchPeer(): Map<number, { explicit: number; sdpa: number }> | undefined {
+  if (process.env.ATTNLAB_BENCH_TORCH === '0') return undefined
+  const script = fileURLToPath(new URL('../../../tools/sparse/bench_attention_torch.py', import.meta.url))
+  try {
+    const out = execFileSync(
+      '/usr/bin/python3',
+      [script, '--lengths', lengths.join(','), '--heads', String(H), '--d', String(d), '--threads', String(threads)],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, OPENBLAS_CORETYPE: process.env.OPENBLAS_CORETYPE ?? 'SKYLAKEX' },
+      },
+    )
+    const rows = out
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { T: number; explicit: number; sdpa: number })
+    return new Map(rows.map((r) => [r.T, r]))
+  } catch (error) {
+    console.warn(`PyTorch peer unavailable (${(error as Error).message.split('\n')[0]}); install python3-torch`)
+    return undefined
+  }
+}
+
+const torch = torchPeer()
 await useBackend(backend, { threads })
 console.log(`backend ${backend}, kernels ${kernelsInUse()}, threads ${threads}, H = ${H}, dHead = ${d}`)
 
-function time(run: () => { output: tf.Tensor; timing: { estimationSeconds: number; attentionSeconds: number } }) {
-  run().output.dispose() // warm-up
+type Qkv = { q: tf.Tensor3D; k: tf.Tensor3D; v: tf.Tensor3D }
+
+/** One prefill after a warm-up (T <= 4096; longer T run once, the code already warm). */
+function timePrefill(kernel: SparseAttentionKernel, qkv: Qkv, T: number) {
+  if (T <= 4096) applyPrefill(kernel, qkv).output.dispose()
   const start = performance.now()
-  const r = run()
+  const r = applyPrefill(kernel, qkv)
   r.output.dataSync()
   const total = (performance.now() - start) / 1000
   r.output.dispose()
-  return { total, attention: r.timing.attentionSeconds, estimation: r.timing.estimationSeconds }
+  return {
+    total,
+    attention: r.timing.attentionSeconds,
+    estimation: r.timing.estimationSeconds,
+    exact: r.sparsity.exact,
+  }
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)] as number
+}
+
+/**
+ * A generation: the prompt's keys and values form the cache, `afterPrefill` runs once, then `steps`
+ * decode steps append a token each; per step the wall-clock of `decode` (output read back) and its
+ * estimation and attention seconds, medians.
+ */
+function timeDecode(kernel: SparseAttentionKernel, qkv: Qkv, rng: Rng, T: number) {
+  const [q, k, v] = [qkv.q, qkv.k, qkv.v].map((x) => tf.expandDims(x, 0) as tf.Tensor4D) as [
+    tf.Tensor4D,
+    tf.Tensor4D,
+    tf.Tensor4D,
+  ]
+  const cache: LayerKVCache = {
+    keys: tf.keep(tf.clone(k)),
+    values: tf.keep(tf.clone(v)),
+    positions: T,
+    promptLength: T,
+    kernelState: null,
+  }
+  const start = performance.now()
+  kernel.afterPrefill?.({ q, k, v, scale, layer: 0 }, cache)
+  const afterPrefill = (performance.now() - start) / 1000
+  const walls: number[] = []
+  const estimations: number[] = []
+  const attentions: number[] = []
+  const token = () => tf.tensor4d(rng.fillNormal(new Float32Array(H * d)), [1, H, 1, d])
+  for (let i = 0; i < steps + 2; i++) {
+    for (const key of ['keys', 'values'] as const) {
+      const x = token()
+      const appended = tf.keep(tf.concat([cache[key] as tf.Tensor4D, x], 2) as tf.Tensor4D)
+      cache[key]?.dispose()
+      cache[key] = appended
+      x.dispose()
+    }
+    const qNew = token()
+    const stepStart = performance.now()
+    const r = kernel.decodeWithMask({ q: qNew, cache, position: cache.positions, scale, layer: 0 })
+    r.z.dataSync()
+    const wall = (performance.now() - stepStart) / 1000
+    cache.positions += 1
+    r.z.dispose()
+    qNew.dispose()
+    if (i < 2) continue // warm-up steps
+    walls.push(wall)
+    estimations.push(r.timing.estimationSeconds)
+    attentions.push(r.timing.attentionSeconds)
+  }
+  tf.dispose([q, k, v, cache.keys as tf.Tensor4D, cache.values as tf.Tensor4D])
+  cache.kernelState?.dispose()
+  return { afterPrefill, step: median(walls), estimation: median(estimations), attention: median(attentions) }
+}
+
+const f = (x: number, digits = 2, width = 7): string => x.toFixed(digits).padStart(width)
+/** VS sizes and FlexPrefill's alpha per target: calibrated on the first min(T, 2048) positions, V and S scaled. */
+const calibrated = new Map<string, { T: number; config: Record<string, unknown> }>()
+
+function sized(method: 'vertical-slash' | 'flexprefill', T: number, s: number, qkv: Qkv): SparseAttentionKernel {
+  const make = (config: Record<string, unknown>): SparseAttentionKernel =>
+    method === 'vertical-slash' ? verticalSlash(config) : flexPrefill(config)
+  const flags = { maskMode: 'kernel' }
+  const key = `${method} ${s}`
+  const previous = calibrated.get(key)
+  if (previous !== undefined && previous.T < T && T > 2048) {
+    const { config } = budgetFor(method, T, s, flags)
+    const grow = T / previous.T
+    const extra =
+      method === 'vertical-slash'
+        ? {
+            verticalSize: Math.round((previous.config.verticalSize as number) * grow),
+            slashSize: Math.round((previous.config.slashSize as number) * grow),
+          }
+        : { alpha: previous.config.alpha }
+    return make({ ...config, ...extra })
+  }
+  // calibrated on the first min(T, 2048) positions, then scaled to T
+  const at = Math.min(T, 2048)
+  const part = tf.tidy(() => ({
+    q: tf.slice(qkv.q, [0, 0, 0], [H, at, d]),
+    k: tf.slice(qkv.k, [0, 0, 0], [H, at, d]),
+    v: tf.slice(qkv.v, [0, 0, 0], [H, at, d]),
+  }))
+  const best = calibratedRun(method, at, s, flags, (config) => {
+    const r = applyPrefill(make(config), part)
+    r.output.dispose()
+    return { exact: r.sparsity.exact, config }
+  })
+  tf.dispose([part.q, part.k, part.v])
+  calibrated.set(key, { T: at, config: best.config })
+  return at === T ? make(best.config) : sized(method, T, s, qkv)
 }
 
 for (const T of lengths) {
@@ -50,47 +189,59 @@ for (const T of lengths) {
     k: tf.tensor3d(data(), [H, T, d]),
     v: tf.tensor3d(data(), [H, T, d]),
   }
-  const one = () => tf.tensor2d(rng.fillNormal(new Float32Array(H * d)), [H, d])
-  const step = { qNew: one(), kNew: one(), vNew: one() }
-  const densePrefill = time(() => applyPrefill(dense(), qkv))
-  const denseDecode = time(() => applyDecode(dense(), qkv, step))
+  const densePrefill = phase === 'decode' ? { total: NaN, attention: NaN } : timePrefill(dense(), qkv, T)
+  const denseDecode = timeDecode(dense(), qkv, rng, T)
+  const peer = torch?.get(T)
   console.log(
-    `T ${T}: dense prefill ${densePrefill.total.toFixed(3)} s, ` +
-      `dense decode ${(denseDecode.attention * 1e3).toFixed(2)} ms attention`,
+    `\nT ${T}: dense prefill ${densePrefill.total.toFixed(3)} s` +
+      (peer === undefined
+        ? ''
+        : `, PyTorch ${peer.explicit.toFixed(3)} s softmax(q k^T / sqrt(d)) v ` +
+          `(${(peer.explicit / densePrefill.total).toFixed(2)}x` +
+          ` attnlab's speed), ${peer.sdpa.toFixed(3)} s scaled_dot_product_attention ` +
+          `(${(peer.sdpa / densePrefill.total).toFixed(2)}x)`) +
+      `; dense decode step ${(denseDecode.step * 1e3).toFixed(2)} ms`,
   )
-  console.log('  method          s     ideal  speed-up(total)  speed-up(attention)  estimation s  exact sparsity')
+  console.log('  prefill         s     ideal  exact s  speed-up total  speed-up attention  estimation s  attention s')
+  const decodeRows: string[] = []
   for (const s of sparsities) {
-    const budget = Math.max(64, Math.round((1 - s) * T))
-    const prefill: SparseAttentionKernel[] = [
-      blockSparse({ blockSize: 16, topK: Math.max(3, blockSparseTopKForSparsity(T, 16, s)) }),
-      verticalSlash({ verticalSize: Math.round(budget / 2), slashSize: Math.max(64, Math.round(budget / 2)) }),
-    ]
+    const blockConfig = budgetFor('block-sparse', T, s).config
+    const prefill: SparseAttentionKernel[] =
+      phase === 'decode'
+        ? []
+        : [blockSparse(blockConfig), sized('vertical-slash', T, s, qkv), sized('flexprefill', T, s, qkv)]
     for (const kernel of prefill) {
-      const t = time(() => applyPrefill(kernel, qkv))
-      const r = applyPrefill(kernel, qkv)
-      const exact = r.sparsity.exact
-      r.output.dispose()
+      const t = timePrefill(kernel, qkv, T)
       console.log(
-        `  ${kernel.method.padEnd(15)} ${s.toFixed(2)}  ${(1 / (1 - s)).toFixed(1).padStart(5)}  ` +
-          `${(densePrefill.total / t.total).toFixed(2).padStart(15)}  ` +
-          `${(densePrefill.attention / t.attention).toFixed(2).padStart(19)}  ` +
-          `${t.estimation.toFixed(4).padStart(12)}  ` +
-          `${exact.toFixed(3)}`,
+        `  ${kernel.method.padEnd(15)} ${s.toFixed(2)}  ${f(1 / (1 - s), 1, 5)}  ${f(t.exact, 3, 7)}  ` +
+          `${f(densePrefill.total / t.total, 2, 14)}  ${f(densePrefill.attention / t.attention, 2, 18)}  ` +
+          `${f(t.estimation, 4, 12)}  ${f(t.attention, 4, 11)}`,
       )
     }
-    const tokenBudget = Math.max(16, Math.floor(questBudgetForSparsity(T, s) / 16) * 16)
-    const decoders: SparseAttentionKernel[] = [
-      quest({ tokenBudget: Math.min(tokenBudget, T - 16 - (T % 16)) }),
-      snapKV({ capacity: Math.max(200, Math.round((1 - s) * T)), window: 64, local: 32 }),
-    ]
+    const decoders: SparseAttentionKernel[] =
+      phase === 'prefill'
+        ? []
+        : [
+            quest(budgetFor('quest', T, s).config),
+            snapKV(budgetFor('snapkv', T, s).config),
+            adaSnapKV(budgetFor('ada-snapkv', T, s).config),
+          ]
     for (const kernel of decoders) {
-      const t = time(() => applyDecode(kernel, qkv, step))
-      console.log(
-        `  ${`${kernel.method} decode`.padEnd(15)} ${s.toFixed(2)}  ${(1 / (1 - s)).toFixed(1).padStart(5)}  ` +
-          `${(denseDecode.total / t.total).toFixed(2).padStart(15)}  ` +
-          `${(denseDecode.attention / t.attention).toFixed(2).padStart(19)}  ${t.estimation.toFixed(4).padStart(12)}`,
+      const t = timeDecode(kernel, qkv, rng, T)
+      decodeRows.push(
+        `  ${kernel.method.padEnd(15)} ${s.toFixed(2)}  ${f(1 / (1 - s), 1, 5)}  ` +
+          `${f(denseDecode.step / t.step, 2, 13)}  ${f(denseDecode.step / (t.step + t.afterPrefill), 3, 17)}  ` +
+          `${f(denseDecode.attention / t.attention, 2, 18)}  ${f(t.step * 1e3, 3, 7)}  ` +
+          `${f(t.estimation * 1e3, 3, 9)}  ` +
+          `${f(t.afterPrefill, 3, 12)}`,
       )
     }
   }
-  tf.dispose([qkv.q, qkv.k, qkv.v, step.qNew, step.kNew, step.vNew])
+  console.log(
+    `  decode step     s     ideal  speed-up step  with afterPrefill  speed-up attention  step ms  step est ms` +
+      `  afterPrefill s   (dense step ${(denseDecode.step * 1e3).toFixed(3)} ms, attention ` +
+      `${(denseDecode.attention * 1e3).toFixed(3)} ms)`,
+  )
+  for (const row of decodeRows) console.log(row)
+  tf.dispose([qkv.q, qkv.k, qkv.v])
 }

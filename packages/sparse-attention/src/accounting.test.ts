@@ -26,6 +26,7 @@ import {
   verticalSlashIndexingFlops,
   verticalSlashKernelSparsity,
 } from './index.ts'
+import { topKMembers } from './select.ts'
 
 describe('selection primitives', () => {
   it('topK breaks ties toward the lower index, ranks forced entries first and NaN last', () => {
@@ -35,6 +36,36 @@ describe('selection primitives', () => {
     expect(topK([1, 2, 3], 10)).toEqual([2, 1, 0])
     expect(topK([1, 2, 3], 0)).toEqual([])
     expect(topK([1, 2, 3, 9], 2, 3)).toEqual([2, 1])
+  })
+
+  it('topKMembers chooses the set topK chooses (ties, Infinity, NaN, -0, length)', () => {
+    const members = (indices: number[], n: number): number[] => {
+      const out = new Array<number>(n).fill(0)
+      for (const i of indices) out[i] = 1
+      return out
+    }
+    const cases: [number[], number, number?][] = [
+      [[1, 3, 3, 2], 2],
+      [[5, Infinity, 1, Infinity], 3],
+      [[NaN, 0, -1], 3],
+      [[NaN, 0, NaN, -1], 2],
+      [[NaN, 0, NaN, -1], 3],
+      [[0, -0, 0, -0], 2],
+      [[1, 2, 3], 10],
+      [[1, 2, 3], 0],
+      [[1, 2, 3, 9], 2, 3],
+      [[2, 2, 2, 1, 2], 3],
+    ]
+    for (const [scores, k, length] of cases) {
+      const n = Math.min(length ?? scores.length, scores.length)
+      expect(Array.from(topKMembers(scores, k, length)), `${scores} k ${k}`).toEqual(
+        members(topK(scores, k, length), n),
+      )
+    }
+    const random = Float64Array.from({ length: 500 }, (_, i) => Math.round(Math.sin(i * 7.3) * 20) / 4)
+    for (const k of [1, 17, 250, 499, 500]) {
+      expect(Array.from(topKMembers(random, k)), `k ${k}`).toEqual(members(topK(random, k), 500))
+    }
   })
 
   it('coverCount counts cumsum <= coverage, plus one, capped at n', () => {

@@ -38,6 +38,7 @@ export {
   type AttentionTiming,
   type CombinedConfig,
   type DecodeSelection,
+  type DecodeSlotSpans,
   type DecodeShape,
   type DecodeStrategy,
   type HeadSparsity,

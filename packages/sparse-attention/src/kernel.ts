@@ -147,7 +147,10 @@ export interface MaskedPrefillResult extends AttentionResult {
  * @category Kernels
  */
 export interface MaskedDecodeResult extends AttentionResult {
-  /** 1 where the new token's query read the key at that absolute position, `[batch, nHeads, position + 1]`. */
+  /**
+   * 1 where the new token's query read the key at that absolute position, `[batch, nHeads, position + 1]`;
+   * built on first read from the strategy's selection (a generation step that never reads it skips the loop).
+   */
   readonly mask: Uint8Array
   /** `[batch, nHeads, position + 1]`. */
   readonly maskShape: readonly [number, number, number]
@@ -260,10 +263,23 @@ export interface PrefillShape {
  * @category Kernels
  */
 export interface DecodeSelection {
-  /** 1 where query head `h` reads cache slot `s`, `[batch, nHeads, stored]`. */
-  readonly allowedSlots: Uint8Array
-  /** Absolute position held by each slot per KV head, `[batch, nKvHeads, stored]`; `-1` for padding. */
-  readonly slotPositions: Int32Array
+  /**
+   * 1 where query head `h` reads cache slot `s`, `[batch, nHeads, stored]`. Give this or
+   * {@link DecodeSelection.slotSpans} (the compact form, which skips every `O(nHeads x stored)` loop of a step).
+   */
+  readonly allowedSlots?: Uint8Array
+  /**
+   * The slots each query head reads as runs: head `b * nHeads + h` reads slots
+   * `[spans[2 r], spans[2 r + 1])` for `r` in `tileStarts[head] .. tileStarts[head + 1] - 1` (ascending,
+   * disjoint, each head at least one slot). Only for a full cache (slot `s` holds position `s`, no
+   * `slotPositions`): Quest and dense decoding.
+   */
+  readonly slotSpans?: DecodeSlotSpans
+  /**
+   * Absolute position held by each slot per KV head, `[batch, nKvHeads, stored]`; `-1` for padding.
+   * Absent: the full cache (slot `s` holds position `s`, `stored = position + 1`).
+   */
+  readonly slotPositions?: Int32Array
   /** The study's sparsity per head, `[batch * nHeads]`. */
   readonly reported: Float64Array
   /** Method-specific numbers. */
@@ -275,6 +291,19 @@ export interface DecodeSelection {
   readonly everySlot?: boolean
   /** Seconds of the strategy's steps (see {@link AttentionTiming.steps}). */
   readonly steps?: Readonly<Record<string, number>>
+}
+
+/**
+ * Runs of cache slots per query head (see {@link DecodeSelection.slotSpans}): `tileStarts`
+ * `[batch * nHeads + 1]` from 0, `spans` `[2 * runs]` half-open slot ranges.
+ *
+ * @category Kernels
+ */
+export interface DecodeSlotSpans {
+  /** `[batch * nHeads + 1]`, non-decreasing from 0: head `u` owns runs `tileStarts[u] .. tileStarts[u + 1] - 1`. */
+  readonly tileStarts: Int32Array
+  /** `[2 * runs]`: half-open slot ranges `[spans[2 r], spans[2 r + 1])`. */
+  readonly spans: Int32Array
 }
 
 /**
@@ -601,54 +630,130 @@ export function runDecode(
   const selection = strategy.select(input, shape)
   const estimationSeconds = secondsSince(estimationStart)
   const attentionStart = performance.now()
+  const heads = batch * nHeads
   const group = nHeads / nKvHeads
   const keyCount = position + 1
-  const mask = new Uint8Array(batch * nHeads * keyCount)
-  const exact = new Float64Array(batch * nHeads)
+  const exact = new Float64Array(heads)
   let computedPairs = 0
   let identity = stored === keyCount
-  for (let b = 0; b < batch; b++) {
-    for (let kv = 0; kv < nKvHeads; kv++) {
-      for (let s = 0; s < stored; s++) {
-        const p = selection.slotPositions[(b * nKvHeads + kv) * stored + s] as number
-        if (p !== s) identity = false
-        if (p > position)
-          throw new InvalidArgumentError(`internal: slot ${s} holds position ${p} after the new token ${position}`)
+  let spans: DecodeSlotSpans
+  let maskOf: () => Uint8Array
+  const { slotPositions, slotSpans } = selection
+  if (slotSpans !== undefined) {
+    // The compact form: a full cache (slot s is position s), counts from the runs, the mask on first read.
+    if (slotPositions !== undefined || stored !== keyCount) {
+      throw new InvalidArgumentError(
+        `internal: slotSpans need the full cache (${keyCount} slots for position ${position}, no slotPositions), ` +
+          `got ${stored} slots${slotPositions === undefined ? '' : ' with slotPositions'}`,
+      )
+    }
+    if (slotSpans.tileStarts.length !== heads + 1) {
+      throw new InvalidArgumentError(
+        `internal: slotSpans.tileStarts has ${slotSpans.tileStarts.length} entries, expected ${heads + 1}`,
+      )
+    }
+    for (let head = 0; head < heads; head++) {
+      let count = 0
+      for (let r = slotSpans.tileStarts[head] as number; r < (slotSpans.tileStarts[head + 1] as number); r++) {
+        count += (slotSpans.spans[2 * r + 1] as number) - (slotSpans.spans[2 * r] as number)
+      }
+      if (count <= 0) {
+        throw new InvalidArgumentError(`mask row (head ${head}) computes no key: softmax over an empty set`, { head })
+      }
+      exact[head] = 1 - count / keyCount
+      computedPairs += count
+    }
+    spans = slotSpans
+    let built: Uint8Array | undefined
+    maskOf = () => {
+      if (built === undefined) {
+        built = new Uint8Array(heads * keyCount)
+        for (let head = 0; head < heads; head++) {
+          for (let r = slotSpans.tileStarts[head] as number; r < (slotSpans.tileStarts[head + 1] as number); r++) {
+            built.fill(
+              1,
+              head * keyCount + (slotSpans.spans[2 * r] as number),
+              head * keyCount + (slotSpans.spans[2 * r + 1] as number),
+            )
+          }
+        }
+      }
+      return built
+    }
+  } else {
+    const allowedSlots = selection.allowedSlots
+    if (allowedSlots === undefined || allowedSlots.length !== heads * stored) {
+      const got =
+        allowedSlots === undefined
+          ? 'neither allowedSlots nor slotSpans'
+          : `allowedSlots of ${allowedSlots.length} entries, expected ${heads * stored}`
+      throw new InvalidArgumentError(`internal: the decode strategy returned ${got}`)
+    }
+    const positionOf = (bk: number, s: number): number =>
+      slotPositions === undefined ? s : (slotPositions[bk * stored + s] as number)
+    if (slotPositions !== undefined) {
+      for (let bk = 0; bk < batch * nKvHeads; bk++) {
+        for (let s = 0; s < stored; s++) {
+          const p = slotPositions[bk * stored + s] as number
+          if (p !== s) identity = false
+          if (p > position)
+            throw new InvalidArgumentError(`internal: slot ${s} holds position ${p} after the new token ${position}`)
+        }
+      }
+    } else if (!identity) {
+      throw new InvalidArgumentError(
+        `internal: no slotPositions (the full cache) but ${stored} slots for the new token at position ${position}`,
+      )
+    }
+    for (let b = 0; b < batch; b++) {
+      for (let h = 0; h < nHeads; h++) {
+        const bk = b * nKvHeads + Math.floor(h / group)
+        let count = 0
+        for (let s = 0; s < stored; s++) {
+          if (!allowedSlots[(b * nHeads + h) * stored + s]) continue
+          if (positionOf(bk, s) < 0) throw new InvalidArgumentError(`internal: head ${h} reads padding slot ${s}`)
+          count++
+        }
+        exact[b * nHeads + h] = 1 - count / keyCount
+        computedPairs += count
       }
     }
-    for (let h = 0; h < nHeads; h++) {
-      const kv = Math.floor(h / group)
-      let count = 0
-      for (let s = 0; s < stored; s++) {
-        if (!selection.allowedSlots[(b * nHeads + h) * stored + s]) continue
-        const p = selection.slotPositions[(b * nKvHeads + kv) * stored + s] as number
-        if (p < 0) throw new InvalidArgumentError(`internal: head ${h} reads padding slot ${s}`)
-        mask[(b * nHeads + h) * keyCount + p] = 1
-        count++
+    spans = decodeSpans(allowedSlots, heads, stored)
+    let built: Uint8Array | undefined
+    maskOf = () => {
+      if (built === undefined) {
+        built = new Uint8Array(heads * keyCount)
+        for (let b = 0; b < batch; b++) {
+          for (let h = 0; h < nHeads; h++) {
+            const bk = b * nKvHeads + Math.floor(h / group)
+            for (let s = 0; s < stored; s++) {
+              if (allowedSlots[(b * nHeads + h) * stored + s])
+                built[(b * nHeads + h) * keyCount + positionOf(bk, s)] = 1
+            }
+          }
+        }
       }
-      exact[b * nHeads + h] = 1 - count / keyCount
-      computedPairs += count
+      return built
     }
   }
   const hooked = context.needsPattern || context.hooks.attnScores !== undefined || context.hooks.pattern !== undefined
   let z: tf.Tensor4D
   const { keys, values } = input.cache as { keys: tf.Tensor4D; values: tf.Tensor4D }
   if (!hooked) {
-    z = sparseAttention(input.q, keys, values, decodeSpans(selection.allowedSlots, batch * nHeads, stored), {
-      scale: input.scale,
-      causalOffset: stored,
-    })
+    z = sparseAttention(input.q, keys, values, { tileRows: 1, ...spans }, { scale: input.scale, causalOffset: stored })
   } else if (selection.everySlot === true) {
     z = denseAttention.decode(input, context).z
   } else if (identity) {
-    z = attendWithMask(input.q, keys, values, selection.allowedSlots, input.scale, context)
+    // slot s holds position s: the mask over positions is the mask over slots
+    z = attendWithMask(input.q, keys, values, maskOf(), input.scale, context)
   } else {
     // Lay keys/values out by absolute position: slotOf[p] (0 when p was evicted; masked anyway).
     const index = new Int32Array(batch * nKvHeads * keyCount)
     const present = new Float32Array(batch * nKvHeads * keyCount)
+    const positions = slotPositions as Int32Array
     for (let bk = 0; bk < batch * nKvHeads; bk++) {
       for (let s = 0; s < stored; s++) {
-        const p = selection.slotPositions[bk * stored + s] as number
+        const p = positions[bk * stored + s] as number
         if (p < 0) continue
         index[bk * keyCount + p] = bk * stored + s
         present[bk * keyCount + p] = 1
@@ -670,7 +775,7 @@ export function runDecode(
       return [gatherAbs(keys), gatherAbs(values)]
     })
     try {
-      z = attendWithMask(input.q, keysAbs, valuesAbs, mask, input.scale, context)
+      z = attendWithMask(input.q, keysAbs, valuesAbs, maskOf(), input.scale, context)
     } finally {
       keysAbs.dispose()
       valuesAbs.dispose()
@@ -678,17 +783,19 @@ export function runDecode(
   }
   const attentionSeconds = secondsSince(attentionStart)
   const sparsity = { exact: mean(exact), reported: mean(selection.reported) }
-  return {
+  const result = {
     z,
     computedPairs,
-    totalPairs: batch * nHeads * keyCount,
+    totalPairs: heads * keyCount,
     extra: { exactSparsity: sparsity.exact, reportedSparsity: sparsity.reported, ...selection.extra },
-    mask,
-    maskShape: [batch, nHeads, keyCount],
+    maskShape: [batch, nHeads, keyCount] as const,
     sparsity,
     headSparsity: { exact, reported: selection.reported },
     timing: { estimationSeconds, attentionSeconds, steps: selection.steps ?? {} },
   }
+  // built on first read (an O(nHeads x position) loop a generation step does not need)
+  Object.defineProperty(result, 'mask', { enumerable: true, get: maskOf })
+  return result as typeof result & { readonly mask: Uint8Array }
 }
 
 /**
@@ -716,7 +823,7 @@ export const densePlanner: PrefillPlanner = (_input, shape) => ({
  */
 export const denseDecodeStrategy: DecodeStrategy = {
   select(_input, shape) {
-    const { batch, nHeads, nKvHeads, stored, position } = shape
+    const { batch, nHeads, stored, position } = shape
     if (stored !== position + 1) {
       throw new ShapeError(
         `dense decode needs the full cache (${position + 1} entries for position ${position}) but it ` +
@@ -724,11 +831,11 @@ export const denseDecodeStrategy: DecodeStrategy = {
         { stored, position },
       )
     }
-    const slotPositions = new Int32Array(batch * nKvHeads * stored)
-    for (let bk = 0; bk < batch * nKvHeads; bk++) for (let s = 0; s < stored; s++) slotPositions[bk * stored + s] = s
+    const heads = batch * nHeads
+    const spans = new Int32Array(2 * heads)
+    for (let head = 0; head < heads; head++) spans[2 * head + 1] = stored
     return {
-      allowedSlots: new Uint8Array(batch * nHeads * stored).fill(1),
-      slotPositions,
+      slotSpans: { tileStarts: Int32Array.from({ length: heads + 1 }, (_, i) => i), spans },
       reported: new Float64Array(batch * nHeads),
       everySlot: true,
     }

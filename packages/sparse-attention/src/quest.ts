@@ -13,6 +13,11 @@
  *
  * Reported sparsity `1 - tokenBudget / n` relative to the prompt length `n`.
  *
+ * Cost per step: the bounds belong to the cache ({@link QuestState}, its kernel state), built once
+ * by `afterPrefill` and extended when a page completes (every `P` steps: only complete pages are
+ * scored); a step computes the page scores (`O(H x pages x dHead)`) and the top-k, and hands the
+ * chosen pages to the kernel as runs of slots (no `O(H x T)` array per step).
+ *
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
@@ -26,7 +31,7 @@ import {
   type DecodeStrategy,
   type SparseAttentionKernel,
 } from './kernel.ts'
-import { topK } from './select.ts'
+import { topKMembers } from './select.ts'
 import { questSparsity } from './sparsity.ts'
 
 /**
@@ -150,12 +155,41 @@ export class QuestState implements KernelState {
 function summarize(state: QuestState, cache: LayerKVCache, upTo: number): void {
   const keys = cache.keys
   if (keys === null || upTo <= state.summarized) return
-  const [batch, nKvHeads, , dHead] = keys.shape
   const count = upTo - state.summarized
-  const slice = tf.slice(keys, [0, 0, state.summarized, 0], [batch, nKvHeads, count, dHead])
-  const data = slice.dataSync() as Float32Array
-  slice.dispose()
+  let data: Float32Array
+  if (state.summarized === 0 && upTo === keys.shape[2]) data = keys.dataSync() as Float32Array
+  else {
+    // a gather along the positions (tfjs-wasm's strided slice of a long cache took ~10x longer)
+    const rows = tf.tidy(() => tf.gather(keys, tf.range(state.summarized, upTo, 1, 'int32'), 2))
+    data = rows.dataSync() as Float32Array
+    rows.dispose()
+  }
   state.add(data, count)
+}
+
+/**
+ * Quest's upper bound of `q . k` per complete page, `sum_d max(q_d min[p, d], q_d max[p, d])`, into
+ * `into[p]` (added to it when `accumulate`), for pages `0 .. into.length - 1`.
+ */
+function scorePages(
+  q: Float32Array,
+  qOffset: number,
+  min: Float32Array,
+  max: Float32Array,
+  dHead: number,
+  into: Float64Array,
+  accumulate: boolean,
+): void {
+  const pages = into.length
+  for (let p = 0; p < pages; p++) {
+    const o = p * dHead
+    let score = 0
+    for (let d = 0; d < dHead; d++) {
+      const x = q[qOffset + d] as number
+      score += Math.max(x * (min[o + d] as number), x * (max[o + d] as number))
+    }
+    into[p] = accumulate ? (into[p] as number) + score : score
+  }
 }
 
 function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
@@ -208,9 +242,10 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
         throw new ShapeError(`quest: position ${position} is before the ${quest.summarized} tokens already summarised`)
       }
       const boundsStart = performance.now()
-      summarize(quest, input.cache, position + 1)
-      const pageBounds = (performance.now() - boundsStart) / 1000
       const current = Math.floor(position / P)
+      // Only complete pages are scored: their bounds are read once, when a page fills (every P steps).
+      summarize(quest, input.cache, current * P)
+      const pageBounds = (performance.now() - boundsStart) / 1000
       if (current < pages + 1) {
         throw new SequenceTooShortError(
           'quest',
@@ -222,28 +257,37 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
       }
       const q = input.q.dataSync() as Float32Array // [b, H, 1, d]
       const group = nHeads / nKvHeads
-      const allowedSlots = new Uint8Array(batch * nHeads * stored)
-      const slotPositions = new Int32Array(batch * nKvHeads * stored)
-      for (let bk = 0; bk < batch * nKvHeads; bk++) for (let s = 0; s < stored; s++) slotPositions[bk * stored + s] = s
+      // The chosen pages plus the current one as runs of slots per query head (slot s is position s).
+      const tileStarts = new Int32Array(batch * nHeads + 1)
+      const runs: number[] = []
       const scores = new Float64Array(current)
-      const pageScores = (h: number, bk: number, into: Float64Array, accumulate: boolean): void => {
-        const min = quest.pageMin[bk] as Float32Array
-        const max = quest.pageMax[bk] as Float32Array
-        for (let p = 0; p < current; p++) {
-          let score = 0
-          for (let d = 0; d < dHead; d++) {
-            const x = q[h * dHead + d] as number
-            score += Math.max(x * (min[p * dHead + d] as number), x * (max[p * dHead + d] as number))
+      const pageScores = (h: number, bk: number, into: Float64Array, accumulate: boolean): void =>
+        scorePages(
+          q,
+          h * dHead,
+          quest.pageMin[bk] as Float32Array,
+          quest.pageMax[bk] as Float32Array,
+          dHead,
+          into,
+          accumulate,
+        )
+      const mark = (flatHead: number, chosen: Uint8Array): void => {
+        const first = runs.length
+        let p = 0
+        while (p < current) {
+          if (!chosen[p]) {
+            p++
+            continue
           }
-          into[p] = accumulate ? (into[p] as number) + score : score
+          const start = p
+          while (p < current && chosen[p]) p++
+          runs.push(start * P, p * P)
         }
+        if (runs.length > first && runs[runs.length - 1] === current * P) runs[runs.length - 1] = position + 1
+        else runs.push(current * P, position + 1)
+        tileStarts[flatHead + 1] = runs.length / 2
       }
-      const mark = (flatHead: number, chosen: readonly number[]): void => {
-        const base = flatHead * stored
-        for (const p of chosen) allowedSlots.fill(1, base + p * P, base + (p + 1) * P)
-        allowedSlots.fill(1, base + current * P, base + position + 1)
-      }
-      // Timed apart: the page upper bounds (scores) and the top-k selection with its slot marks.
+      // Timed apart: the page upper bounds (scores) and the top-k selection with its slot runs.
       let scoring = 0
       let clock = performance.now()
       const lap = (): number => {
@@ -260,7 +304,7 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
             scores.fill(0)
             for (let g = 0; g < group; g++) pageScores(b * nHeads + kv * group + g, bk, scores, true)
             scoring += lap()
-            const chosen = topK(scores, pages)
+            const chosen = topKMembers(scores, pages)
             for (let g = 0; g < group; g++) mark(b * nHeads + kv * group + g, chosen)
           } else {
             for (let g = 0; g < group; g++) {
@@ -268,7 +312,7 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
               lap()
               pageScores(head, bk, scores, false)
               scoring += lap()
-              mark(head, topK(scores, pages))
+              mark(head, topKMembers(scores, pages))
             }
           }
         }
@@ -276,8 +320,7 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
       const selection = (performance.now() - boundsStart) / 1000 - pageBounds - scoring / 1000
       const reported = new Float64Array(batch * nHeads).fill(questSparsity(quest.promptLength, config.tokenBudget))
       return {
-        allowedSlots,
-        slotPositions,
+        slotSpans: { tileStarts, spans: Int32Array.from(runs) },
         reported,
         extra: { pages, currentPage: current },
         steps: { pageBounds, pageScores: scoring / 1000, selection },

@@ -45,6 +45,62 @@ export function topK(scores: ArrayLike<number>, k: number, length = scores.lengt
 }
 
 /**
+ * The set {@link topK} chooses, as a membership array, without sorting the indices: the `k`-th
+ * largest score is found on a sorted copy of the scores, then every index above it and the lowest
+ * indices equal to it are taken (ties to the lower index, `NaN` below everything, as in
+ * {@link topK}). For per-step selection (Quest's pages), where the order of the chosen entries
+ * does not matter.
+ *
+ * @param scores - the scores (any length `n`)
+ * @param k - how many to take; clamped to `[0, n]`
+ * @param length - only consider indices `< length` (default `scores.length`)
+ * @returns `[n]`, 1 at the chosen indices
+ * @example
+ * ```ts
+ * topKMembers([1, 3, 3, 2], 2) // Uint8Array [0, 1, 1, 0]
+ * ```
+ */
+export function topKMembers(scores: ArrayLike<number>, k: number, length = scores.length): Uint8Array {
+  const n = Math.min(length, scores.length)
+  const take = Math.max(0, Math.min(Math.floor(k), n))
+  const chosen = new Uint8Array(n)
+  if (take === 0) return chosen
+  const numbers = new Float64Array(n)
+  let m = 0
+  for (let i = 0; i < n; i++) {
+    const x = scores[i] as number
+    if (!Number.isNaN(x)) numbers[m++] = x
+  }
+  if (take >= m) {
+    // every number, then the lowest-index NaNs
+    let nans = take - m
+    for (let i = 0; i < n; i++) {
+      if (!Number.isNaN(scores[i] as number)) chosen[i] = 1
+      else if (nans > 0) {
+        chosen[i] = 1
+        nans--
+      }
+    }
+    return chosen
+  }
+  const threshold = numbers.subarray(0, m).sort()[m - take] as number
+  let left = take
+  for (let i = 0; i < n; i++) {
+    if ((scores[i] as number) > threshold) {
+      chosen[i] = 1
+      left--
+    }
+  }
+  for (let i = 0; i < n && left > 0; i++) {
+    if ((scores[i] as number) === threshold) {
+      chosen[i] = 1
+      left--
+    }
+  }
+  return chosen
+}
+
+/**
  * The order of all indices by decreasing score (ties to the lower index), i.e. a stable
  * descending argsort.
  *

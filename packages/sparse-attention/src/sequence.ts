@@ -83,7 +83,10 @@ export interface SequencePrefillResult {
 export interface SequenceDecodeResult {
   /** The new token's attention output, `[nHeads, dValue]` (owned by the caller). */
   readonly output: tf.Tensor2D
-  /** 1 where the new query read the key at that position, `[nHeads, T + 1]` (position `T` is the new token). */
+  /**
+   * 1 where the new query read the key at that position, `[nHeads, T + 1]` (position `T` is the new token);
+   * built on first read.
+   */
   readonly mask: Uint8Array
   /** `[nHeads, T + 1]`. */
   readonly maskShape: readonly [number, number]
@@ -225,10 +228,9 @@ export function applyDecode(
     const output = tf.reshape(result.z, [result.z.shape[1], result.z.shape[3]]) as tf.Tensor2D
     result.z.dispose()
     const [, nHeads, keyCount] = result.maskShape
-    return {
+    const sequence = {
       output,
-      mask: result.mask,
-      maskShape: [nHeads, keyCount],
+      maskShape: [nHeads, keyCount] as const,
       sparsity: result.sparsity,
       headSparsity: result.headSparsity,
       extra: result.extra ?? {},
@@ -239,6 +241,9 @@ export function applyDecode(
         steps: { ...result.timing.steps, afterPrefill: afterPrefillSeconds },
       },
     }
+    // the kernel's mask is built on first read: forward the read
+    Object.defineProperty(sequence, 'mask', { enumerable: true, get: () => result.mask })
+    return sequence as typeof sequence & { readonly mask: Uint8Array }
   } finally {
     tf.dispose([q, k, v, qNew])
     cache.keys?.dispose()
