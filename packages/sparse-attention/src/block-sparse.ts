@@ -21,7 +21,8 @@ import type { AttentionPrefillInput } from '@attnlab/core'
 import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import { defineKernel, type PrefillPlan, type PrefillShape, type SparseAttentionKernel } from './kernel.ts'
 import type { SpanSource } from './span-index.ts'
-import { blockMeans, topK } from './select.ts'
+import { blockMeans, topKMembers } from './select.ts'
+import { floatValues } from './tensor-values.ts'
 import { blockSparseSparsity } from './sparsity.ts'
 
 /**
@@ -80,6 +81,42 @@ export function resolveBlockSparseConfig(overrides?: Partial<BlockSparseConfig>)
   return Object.freeze(c)
 }
 
+/**
+ * `scores[j] = qBar[m] . kBar[j]` for key blocks `j <= m` (pooled means `[blocks, dHead]`, float64),
+ * four key blocks per pass over `qBar[m]` (each dot still summed over `d` in order).
+ */
+function blockScores(qBar: Float64Array, kBar: Float64Array, m: number, dHead: number, scores: Float64Array): void {
+  const qo = m * dHead
+  let j = 0
+  for (; j + 3 <= m; j += 4) {
+    const k0 = j * dHead
+    const k1 = k0 + dHead
+    const k2 = k1 + dHead
+    const k3 = k2 + dHead
+    let dot0 = 0
+    let dot1 = 0
+    let dot2 = 0
+    let dot3 = 0
+    for (let d = 0; d < dHead; d++) {
+      const x = qBar[qo + d] as number
+      dot0 += x * (kBar[k0 + d] as number)
+      dot1 += x * (kBar[k1 + d] as number)
+      dot2 += x * (kBar[k2 + d] as number)
+      dot3 += x * (kBar[k3 + d] as number)
+    }
+    scores[j] = dot0
+    scores[j + 1] = dot1
+    scores[j + 2] = dot2
+    scores[j + 3] = dot3
+  }
+  for (; j <= m; j++) {
+    const ko = j * dHead
+    let dot = 0
+    for (let d = 0; d < dHead; d++) dot += (qBar[qo + d] as number) * (kBar[ko + d] as number)
+    scores[j] = dot
+  }
+}
+
 function blockSparsePlan(
   config: Readonly<BlockSparseConfig>,
   input: AttentionPrefillInput,
@@ -101,28 +138,29 @@ function blockSparsePlan(
   let poolingMs = 0
   let selectionMs = 0
   let mark = performance.now()
-  const qData = input.q.dataSync() as Float32Array
-  const kData = input.k.dataSync() as Float32Array
+  // views of q and k where attnlab kernels run (no tfjs allocation until the means are taken)
+  const qData = floatValues(input.q)
+  const kData = floatValues(input.k)
   for (let b = 0; b < batch; b++) {
     const kBars = Array.from({ length: nKvHeads }, (_, kv) => pool(kData, b * nKvHeads + kv))
     for (let h = 0; h < nHeads; h++) {
       const head = b * nHeads + h
       const qBar = pool(qData, head)
       const kBar = kBars[Math.floor(h / group)] as Float64Array
+      const headKept = kept[head] as Int32Array
+      const headCount = keptCount[head] as Int32Array
       for (let m = 0; m < blocks; m++) {
-        for (let j = 0; j <= m; j++) {
-          let dot = 0
-          for (let d = 0; d < dHead; d++) dot += (qBar[m * dHead + d] as number) * (kBar[j * dHead + d] as number)
-          scores[j] = dot
-        }
+        blockScores(qBar, kBar, m, dHead, scores)
         const pooled = performance.now()
         poolingMs += pooled - mark
         scores[0] = Infinity
         scores[m] = Infinity
         if (m >= 1) scores[m - 1] = Infinity
-        const chosen = topK(scores, Math.min(m + 1, K), m + 1).sort((x, y) => x - y)
-        ;(kept[head] as Int32Array).set(chosen, m * K)
-        ;(keptCount[head] as Int32Array)[m] = chosen.length
+        // the top K (ties to the lower block), ascending
+        const chosen = topKMembers(scores, Math.min(m + 1, K), m + 1)
+        let count = 0
+        for (let j = 0; j <= m; j++) if (chosen[j]) headKept[m * K + count++] = j
+        headCount[m] = count
         mark = performance.now()
         selectionMs += mark - pooled
       }

@@ -37,6 +37,7 @@ import {
 } from './kernel.ts'
 import { lastWindowProbabilities } from './masked-attention.ts'
 import { blockMeans, coverCount, topK } from './select.ts'
+import { floatValues } from './tensor-values.ts'
 import type { VerticalSlashMaskMode } from './vertical-slash-index.ts'
 import { LinePlanBuilder, selectLines, windowLineScores } from './vertical-slash.ts'
 
@@ -200,8 +201,9 @@ function blockLevelPlan(
   const estimateSeconds = (performance.now() - estimateStart) / 1000
   const selectionStart = performance.now()
   // Mean-pooled queries and keys per block (over the block's actual tokens).
-  const qData = input.q.dataSync() as Float32Array
-  const kData = input.k.dataSync() as Float32Array
+  // views of q and k where attnlab kernels run (no tfjs allocation until the block level is planned)
+  const qData = floatValues(input.q)
+  const kData = floatValues(input.k)
   const pooled = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, block, false)
   const group = nHeads / nKvHeads
   const selectedOf: Uint8Array[] = [] // per head, [query block, key block]

@@ -32,6 +32,7 @@ import {
   type SparseAttentionKernel,
 } from './kernel.ts'
 import { topKMembers } from './select.ts'
+import { floatValues } from './tensor-values.ts'
 import { questSparsity } from './sparsity.ts'
 
 /**
@@ -157,7 +158,8 @@ function summarize(state: QuestState, cache: LayerKVCache, upTo: number): void {
   if (keys === null || upTo <= state.summarized) return
   const count = upTo - state.summarized
   let data: Float32Array
-  if (state.summarized === 0 && upTo === keys.shape[2]) data = keys.dataSync() as Float32Array
+  // the whole prompt: a view where attnlab kernels run (read at once by add, no tfjs allocation between)
+  if (state.summarized === 0 && upTo === keys.shape[2]) data = floatValues(keys)
   else {
     // a gather along the positions (tfjs-wasm's strided slice of a long cache took ~10x longer)
     const rows = tf.tidy(() => tf.gather(keys, tf.range(state.summarized, upTo, 1, 'int32'), 2))

@@ -44,12 +44,38 @@ export function topK(scores: ArrayLike<number>, k: number, length = scores.lengt
   return order.slice(0, take)
 }
 
+/** The value of rank `rank` (0-based, ascending) among `values[0 .. count - 1]` (no NaN), by quickselect (reorders). */
+function kthSmallest(values: Float64Array, count: number, rank: number): number {
+  let lo = 0
+  let hi = count - 1
+  while (hi > lo) {
+    const pivot = values[(lo + hi) >> 1] as number
+    let i = lo
+    let j = hi
+    while (i <= j) {
+      while ((values[i] as number) < pivot) i++
+      while ((values[j] as number) > pivot) j--
+      if (i <= j) {
+        const t = values[i] as number
+        values[i] = values[j] as number
+        values[j] = t
+        i++
+        j--
+      }
+    }
+    if (rank <= j) hi = j
+    else if (rank >= i) lo = i
+    else return values[rank] as number
+  }
+  return values[lo] as number
+}
+
 /**
  * The set {@link topK} chooses, as a membership array, without sorting the indices: the `k`-th
- * largest score is found on a sorted copy of the scores, then every index above it and the lowest
+ * largest score is found by quickselect on a copy of the scores, then every index above it and the lowest
  * indices equal to it are taken (ties to the lower index, `NaN` below everything, as in
- * {@link topK}). For per-step selection (Quest's pages), where the order of the chosen entries
- * does not matter.
+ * {@link topK}), in time linear in `n`. For selections where the order of the chosen entries does
+ * not matter (Quest's pages per step, Block-Sparse's key blocks per query block).
  *
  * @param scores - the scores (any length `n`)
  * @param k - how many to take; clamped to `[0, n]`
@@ -83,7 +109,7 @@ export function topKMembers(scores: ArrayLike<number>, k: number, length = score
     }
     return chosen
   }
-  const threshold = numbers.subarray(0, m).sort()[m - take] as number
+  const threshold = kthSmallest(numbers, m, m - take)
   let left = take
   for (let i = 0; i < n; i++) {
     if ((scores[i] as number) > threshold) {
