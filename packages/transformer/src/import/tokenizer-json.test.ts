@@ -1,5 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -10,8 +10,6 @@ import { HuggingFaceTokenizer } from './tokenizer-json.ts'
 const DIR = join(REPO_ROOT, '../shared/models/tinystories656K')
 const HAVE = existsSync(join(DIR, 'tokenizer.json'))
 if (!HAVE) console.warn(`[attnlab] ${DIR} is absent: the tokenizer.json tests on tinystories656K are skipped`)
-const json = HAVE ? readFileSync(join(DIR, 'tokenizer.json'), 'utf8') : '{}'
-const config = HAVE ? readFileSync(join(DIR, 'tokenizer_config.json'), 'utf8') : '{}'
 
 /** A BPE tokenizer.json small enough to write by hand: pieces a, b, ab, ▁, ▁a; Prepend + Replace normalizer. */
 const TINY = {
@@ -49,8 +47,15 @@ const TINY = {
 }
 
 describe.skipIf(!HAVE)('tinystories656K tokenizer.json (through @huggingface/tokenizers)', () => {
-  const withPrefix = HuggingFaceTokenizer.fromJson(json, config, { vocabSize: 2048 })
-  const noPrefix = HuggingFaceTokenizer.fromJson(json, config, { vocabSize: 2048, dummyPrefix: false })
+  // Read when the suite runs (not at import), so a checkout without the shared models only skips it.
+  let withPrefix: HuggingFaceTokenizer
+  let noPrefix: HuggingFaceTokenizer
+  beforeAll(async () => {
+    const json = await readFile(join(DIR, 'tokenizer.json'), 'utf8')
+    const config = await readFile(join(DIR, 'tokenizer_config.json'), 'utf8')
+    withPrefix = HuggingFaceTokenizer.fromJson(json, config, { vocabSize: 2048 })
+    noPrefix = HuggingFaceTokenizer.fromJson(json, config, { vocabSize: 2048, dummyPrefix: false })
+  })
 
   it('special tokens and vocabulary as its README and tokenizer_config.json say', () => {
     expect(withPrefix.kind).toBe('huggingface')
@@ -201,7 +206,7 @@ describe('loadTokenizer tells tokenizer.json from tokenizer.bin by content', () 
 
   it.skipIf(!HAVE)("tinystories656K's file under any name", async () => {
     const copy = join(root, 'renamed.bin')
-    await writeFile(copy, json)
+    await writeFile(copy, await readFile(join(DIR, 'tokenizer.json'), 'utf8'))
     const tokenizer = await loadTokenizer(copy, { vocabSize: 2048, bosId: 1, eosId: 2 })
     expect(tokenizer.kind).toBe('huggingface')
     expect(tokenizer.encode('Once', { bos: false })[0]).toBe(80)
