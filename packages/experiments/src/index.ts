@@ -47,6 +47,7 @@ export {
   modelShapeOf,
   resolveSparseEvalTrialConfig,
   runSparseEval,
+  SPARSE_EVAL_TASK_KINDS,
   sparseEvalTrialSchema,
   type SparseEvalTrialConfig,
   type SparseEvalCost,

@@ -369,8 +369,15 @@ function checkOptions(model: Transformer, options: SparseEvalOptions): readonly 
   return sparsities
 }
 
-/** The task kinds {@link runSparseEval} scores (`@attnlab/markov`'s retrieval tasks). */
-const RETRIEVAL_KINDS: readonly string[] = ['niah-tokens', 'vt-tokens', 'cwe-tokens', 'multihop-tokens']
+/**
+ * The task kinds {@link runSparseEval} scores: `@attnlab/markov`'s retrieval tasks, whose answer
+ * positions the score reads (The Sparse Frontier, arXiv 2504.17768 [v2], tasks in section 4 / A.2).
+ *
+ * @category Sparse evaluation
+ */
+export const SPARSE_EVAL_TASK_KINDS = ['niah-tokens', 'vt-tokens', 'cwe-tokens', 'multihop-tokens'] as const
+
+const RETRIEVAL_KINDS: readonly string[] = SPARSE_EVAL_TASK_KINDS
 
 /** Builds a task at a length, checked to be a retrieval task within the model's vocabulary. */
 function taskAt(model: Transformer, description: Readonly<Record<string, unknown>>, length: number): RetrievalTask {
@@ -386,7 +393,7 @@ function taskAt(model: Transformer, description: Readonly<Record<string, unknown
   if (!isRetrievalTask(task)) {
     throw new ExperimentInputError(
       'tasks',
-      `task '${task.kind}' has no answer positions; expected niah-tokens, vt-tokens, cwe-tokens or multihop-tokens`,
+      `task '${task.kind}' has no answer positions; expected one of ${RETRIEVAL_KINDS.join(', ')}`,
       { kind: task.kind },
     )
   }

@@ -5,25 +5,22 @@
  * calls it, prints and writes the report).
  */
 import { join } from 'node:path'
-import { readFile } from 'node:fs/promises'
 import { InvalidArgumentError, type Command } from 'commander'
 import { writeFileAtomic } from '@attnlab/core/node'
 import {
   DEFAULT_EVAL_SPARSITIES,
   runSparseEval,
+  SPARSE_EVAL_TASK_KINDS,
   sparseEvalReportHtml,
   sparseEvalTable,
   type SparseEvalResult,
 } from '@attnlab/experiments'
-import { TASK_KINDS } from '@attnlab/markov'
+import { evaluationTask, readTrainedTask } from '@attnlab/experiments/node'
 import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
 import { loadModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, forceOption, intParser, MODEL_PATH_HELP } from '../options.ts'
 import { createDirectory, pathState } from '../out-dir.ts'
-
-/** The task kinds `sparse eval` scores. */
-const EVAL_TASKS = ['niah-tokens', 'vt-tokens', 'cwe-tokens', 'multihop-tokens'] as const
 
 interface EvalFlags {
   model: string
@@ -58,17 +55,6 @@ function numberListParser(flag: string, check: (x: number) => boolean, what: str
   }
 }
 
-/** The task description a checkpoint of `attnlab train` stores (`trainer.json`'s `extra.task`), if any. */
-async function storedTask(model: string): Promise<Record<string, unknown> | null> {
-  try {
-    const trainer = JSON.parse(await readFile(join(model, 'trainer.json'), 'utf8')) as { extra?: { task?: unknown } }
-    const task = trainer.extra?.task
-    return typeof task === 'object' && task !== null ? (task as Record<string, unknown>) : null
-  } catch {
-    return null
-  }
-}
-
 /** Runs `sparse eval`; returns the result with the model path and the report written (or null). */
 async function runEvalCommand(
   flags: EvalFlags,
@@ -81,15 +67,9 @@ async function runEvalCommand(
       throw new UsageError(`--out ${flags.out} is not empty; pass --force to overwrite its report`)
   }
   await activateBackend(flags.backend)
-  const stored = await storedTask(flags.model)
+  const trained = await readTrainedTask(flags.model)
   // A task the model was trained on keeps its stored configuration (its token ranges); others use defaults.
-  const tasks = flags.tasks.map((kind) => {
-    if (stored !== null && stored.kind === kind) {
-      const { nCtx: _nCtx, ...rest } = stored
-      return rest
-    }
-    return { kind }
-  })
+  const tasks = flags.tasks.map((kind) => evaluationTask({ kind }, trained))
   const loaded = await loadModel(flags.model)
   try {
     const result = await runSparseEval(loaded.model, {
@@ -134,11 +114,9 @@ export function registerSparseEval(sparse: Command): void {
     .requiredOption('--model <path>', MODEL_PATH_HELP)
     .requiredOption(
       '--tasks <list>',
-      `comma-separated tasks (${EVAL_TASKS.join(', ')}); the one the model was trained on keeps its configuration`,
-      listParser(
-        '--tasks',
-        EVAL_TASKS.filter((k) => TASK_KINDS.includes(k)),
-      ),
+      `comma-separated tasks (${SPARSE_EVAL_TASK_KINDS.join(', ')}); the one the model was trained on keeps its ` +
+        'configuration',
+      listParser('--tasks', SPARSE_EVAL_TASK_KINDS),
     )
     .requiredOption(
       '--methods <list>',
