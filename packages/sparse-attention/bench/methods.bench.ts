@@ -40,7 +40,8 @@ const d = 64
 const scale = 1 / Math.sqrt(d)
 
 /** PyTorch's dense causal attention per T (seconds), or undefined when PyTorch is missing. */
-function torchPeer(): Map<number, { explicit: number; sdpa: number }> | undefined {
+type TorchRow = { T: number; explicit: number; sdpa: number | null; torch: string }
+function torchPeer(): Map<number, TorchRow> | undefined {
   if (process.env.ATTNLAB_BENCH_TORCH === '0') return undefined
   const script = fileURLToPath(new URL('../../../tools/sparse/bench_attention_torch.py', import.meta.url))
   try {
@@ -56,7 +57,7 @@ function torchPeer(): Map<number, { explicit: number; sdpa: number }> | undefine
     const rows = out
       .trim()
       .split('\n')
-      .map((line) => JSON.parse(line) as { T: number; explicit: number; sdpa: number })
+      .map((line) => JSON.parse(line) as TorchRow)
     return new Map(rows.map((r) => [r.T, r]))
   } catch (error) {
     console.warn(`PyTorch peer unavailable (${(error as Error).message.split('\n')[0]}); install python3-torch`)
@@ -196,10 +197,12 @@ for (const T of lengths) {
     `\nT ${T}: dense prefill ${densePrefill.total.toFixed(3)} s` +
       (peer === undefined
         ? ''
-        : `, PyTorch ${peer.explicit.toFixed(3)} s softmax(q k^T / sqrt(d)) v ` +
-          `(${(peer.explicit / densePrefill.total).toFixed(2)}x` +
-          ` attnlab's speed), ${peer.sdpa.toFixed(3)} s scaled_dot_product_attention ` +
-          `(${(peer.sdpa / densePrefill.total).toFixed(2)}x)`) +
+        : `, PyTorch ${peer.torch} ${peer.explicit.toFixed(3)} s softmax(q k^T / sqrt(d)) v ` +
+          `(PyTorch / attnlab ${(peer.explicit / densePrefill.total).toFixed(2)})` +
+          (peer.sdpa === null
+            ? ''
+            : `, scaled_dot_product_attention ${peer.sdpa.toFixed(3)} s ` +
+              `(${(peer.sdpa / densePrefill.total).toFixed(2)})`)) +
       `; dense decode step ${(denseDecode.step * 1e3).toFixed(2)} ms`,
   )
   console.log('  prefill         s     ideal  exact s  speed-up total  speed-up attention  estimation s  attention s')
