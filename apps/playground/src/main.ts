@@ -51,6 +51,8 @@ interface PageState {
     knockout: { heads: string[]; validationLoss: number } | null
   }[]
   stages: RunStage[]
+  /** The reduced ODE's latest fit: steps per unit of ODE time, its RMSE, predicted stage steps. */
+  ode: { scale: number; rmse: number; predicted: (number | null)[] } | null
   knocked: string[]
   error: string | null
   /** The step the worker reported it paused at (null while not paused). */
@@ -78,6 +80,7 @@ const state: PageState = {
   groupNames: [],
   evaluations: [],
   stages: [],
+  ode: null,
   knocked: [],
   error: null,
   pausedAt: null,
@@ -206,16 +209,17 @@ function createLossPlot(): void {
   element.replaceChildren()
   const series: uPlot.Series[] = [
     { label: 'step' },
-    { label: 'train loss', stroke: '#bbb', width: 1, spanGaps: true },
+    { label: 'train loss', stroke: '#bbb', width: 1, spanGaps: true, points: { show: false } },
     { label: 'validation loss', stroke: '#1f77b4', width: 2, spanGaps: true, points: { show: true, size: 4 } },
     { label: 'knocked out', stroke: '#d62728', width: 2, spanGaps: false, points: { show: true, size: 5 } },
-    { label: 'ODE prediction', stroke: '#2ca02c', width: 2, dash: [8, 4], spanGaps: true },
+    { label: 'ODE prediction', stroke: '#2ca02c', width: 2, dash: [8, 4], spanGaps: true, points: { show: false } },
     ...oracleLines.map(
       (line, i): uPlot.Series => ({
         label: line.label,
         stroke: COLORS[(i + 3) % COLORS.length] as string,
         width: 1,
         dash: [2, 3],
+        points: { show: false },
       }),
     ),
   ]
@@ -284,7 +288,7 @@ function updatePlots(): void {
       validation[e.step] = e.validationLoss
       if (e.knockout !== null) knocked[e.step] = e.knockout.validationLoss
     }
-    const odeLine = x.map((s) => (s % 5 === 0 || s === n ? odeAt(s) : null))
+    const odeLine = x.map(odeAt)
     const plateaus = oracleLines.map((line) => x.map(() => line.value))
     lossPlot.setData([x, train, validation, knocked, odeLine, ...plateaus] as uPlot.AlignedData)
   }
@@ -534,7 +538,17 @@ function onMessage(message: FromWorker): void {
               },
       })
       state.stages = [...message.stages]
-      if (message.ode !== null) ode = message.ode
+      if (message.ode !== null) {
+        ode = message.ode
+        state.ode = {
+          scale: ode.fit.scale,
+          rmse: ode.fit.rmse,
+          predicted: ode.fit.transitions.map((t) => t.predictedStep),
+        }
+        $('ode-note').textContent =
+          `ODE fit: ${ode.fit.scale.toFixed(1)} steps per unit of ODE time, RMSE ${ode.fit.rmse.toFixed(3)} ` +
+          `(stage units); predicted stage steps ${state.ode.predicted.map(stepText).join(', ')}.`
+      }
       const held = /^stage (\d+)\//.exec(message.stage)
       if (held !== null) {
         const count = Number(held[1])
@@ -572,6 +586,11 @@ function onMessage(message: FromWorker): void {
   scheduleRender()
 }
 
+/** A step for the page: rounded, or a dash for none. */
+function stepText(step: number | null): string {
+  return step === null ? '–' : step.toFixed(0)
+}
+
 /** The oracle lines with a value, for the plot (lines known only by bounds are left out). */
 function oraclesToLines(oracles: Oracles): { label: string; value: number }[] {
   return oracles.lines.flatMap((line) => (line.value === null ? [] : [{ label: line.label, value: line.value }]))
@@ -587,6 +606,7 @@ function clearRun(): void {
     stepsPerSecond: 0,
     evaluations: [],
     stages: [],
+    ode: null,
     knocked: [],
     error: null,
     pausedAt: null,
@@ -603,6 +623,7 @@ function clearRun(): void {
   $('loss-plot').replaceChildren()
   $('position-plot').replaceChildren()
   $('done').textContent = ''
+  $('ode-note').textContent = ''
   renderHeads()
   renderStages()
   renderKnockout()

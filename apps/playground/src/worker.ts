@@ -17,6 +17,7 @@ import {
   type MetricLine,
   type OdeOverlay,
   type Oracles,
+  type RunAnalysis,
 } from '@attnlab/experiments'
 import type { HeadRef } from '@attnlab/knockout'
 import { SparseMarkovTask } from '@attnlab/markov'
@@ -43,6 +44,33 @@ function resume(): void {
   paused = false
   release?.()
   release = null
+}
+
+/**
+ * The plateaus to fit the ODE through while the run goes on: `runPlateaus` (the run's initial
+ * loss, then each stage's plateau once all were found, else the oracle plateaus), and while it
+ * gives none, the stages found so far followed by the oracle plateaus of the stages still to come,
+ * the middle of an oracle's bounds where only bounds are known; null when a plateau is unknown.
+ */
+function livePlateaus(
+  lines: readonly MetricLine[],
+  analysis: RunAnalysis,
+  oracles: Oracles,
+  K: number,
+): number[] | null {
+  const known = runPlateaus(lines, analysis, oracles, K)
+  if (known !== null) return known
+  const first = lines[0]?.validationLoss
+  if (first === undefined) return null
+  const plateaus = [first, ...analysis.stages.map((s) => s.plateauLoss)]
+  for (let j = plateaus.length; j <= K; j++) {
+    const value = oracles.plateaus[j]
+    const bounds = oracles.lines.find((l) => l.kind === 'restricted-context' && l.spans === j)?.bounds
+    if (value !== null && value !== undefined) plateaus.push(value)
+    else if (bounds != null) plateaus.push((bounds[0] + bounds[1]) / 2)
+    else return null
+  }
+  return plateaus
 }
 
 async function train(settings: Settings): Promise<void> {
@@ -101,7 +129,7 @@ async function train(settings: Settings): Promise<void> {
         const analysis = analyzeRun(lines, groupNames, heads, oracles?.lines ?? [])
         let ode: OdeOverlay | null = null
         if (withOde && oracles !== null && lines.length >= 3) {
-          const plateaus = runPlateaus(lines, analysis, oracles, task.config.spans.length)
+          const plateaus = livePlateaus(lines, analysis, oracles, task.config.spans.length)
           try {
             ode =
               plateaus === null
