@@ -59,6 +59,41 @@ describe('the built docs site', () => {
     expect(names.filter((n) => n.startsWith('documents/')).length).toBeGreaterThanOrEqual(5)
   })
 
+  it('includes the playground, linked from its document, with every asset it loads', () => {
+    const index = join(site, 'playground', 'index.html')
+    expect(existsSync(index)).toBe(true)
+    const page = read(index)
+    expect(page).toMatch(/<h1>attnlab playground<\/h1>/)
+    // Relative asset paths (vite base './'): the site works at any path and from a file copy.
+    const assets = [...page.matchAll(/\s(?:src|href)="([^"]+)"/g)].map((m) => m[1]!).filter((u) => !/^[a-z]+:/i.test(u))
+    expect(assets.filter((u) => u.startsWith('/'))).toEqual([])
+    const missing: string[] = []
+    const scripts: string[] = []
+    for (const asset of assets) {
+      const file = resolve(dirname(index), asset)
+      if (!existsSync(file)) missing.push(asset)
+      else if (file.endsWith('.js')) scripts.push(file)
+    }
+    // The files the scripts load at run time (the worker, its chunks, tfjs' and attnlab's .wasm binaries).
+    const loaded = new Set<string>()
+    for (let i = 0; i < scripts.length; i++) {
+      const text = readFileSync(scripts[i]!, 'utf8')
+      for (const [name] of text.matchAll(/[\w.-]+-[\w-]{8}\.(?:js|wasm)/g)) {
+        const file = join(site, 'playground', 'assets', name)
+        if (loaded.has(file)) continue
+        loaded.add(file)
+        if (!existsSync(file)) missing.push(`assets/${name} (named in ${relative(site, scripts[i]!)})`)
+        else if (file.endsWith('.js')) scripts.push(file)
+      }
+    }
+    expect(missing).toEqual([])
+    const names = [...loaded].map((f) => f.replace(/^.*\//, ''))
+    expect(names.some((n) => n.startsWith('worker-'))).toBe(true)
+    expect(names.some((n) => n.startsWith('tfjs-backend-wasm-simd-'))).toBe(true)
+    const linking = pages.filter((p) => /href="(?:\.\.\/)?playground\/index\.html"/.test(read(p)))
+    expect(linking.map((p) => relative(site, p))).toContain('documents/Playground.html')
+  })
+
   it('copies no Markdown file to media/ and links to no .md file', () => {
     expect(
       existsSync(join(site, 'media')) ? readdirSync(join(site, 'media')).filter((f) => f.endsWith('.md')) : [],
