@@ -20,6 +20,8 @@ import {
   type KernelsMode,
   type NumberRange,
 } from '@attnlab/core'
+import { ExperimentInputError } from '@attnlab/experiments'
+import { emergenceRunCheckpoint } from '@attnlab/experiments/node'
 
 /** Exclusive bounds of {@link numberParser} (e.g. `(0, 1]` for a probability). */
 export interface BoundOptions {
@@ -231,9 +233,29 @@ export async function activateBackend(name: string | undefined): Promise<Backend
 }
 
 /**
- * The help of every `--model <path>` flag: what `loadModel` accepts (one rule for every command
- * that takes a model).
+ * The help of every `--model <path>` flag: what {@link modelFlagPath} and `loadModel` accept (one rule for every
+ * command that takes a model).
  */
 export const MODEL_PATH_HELP =
   'a llama2.c .bin, a folder holding model.bin, a Hugging Face or attnlab model directory (config.json + ' +
-  'model.safetensors), or an attnlab training checkpoint directory'
+  'model.safetensors), an attnlab training checkpoint directory, or an attnlab emergence run directory ' +
+  "(its first seed's checkpoint)"
+
+/**
+ * The model path a `--model <path>` flag means: the path itself, but for an emergence run
+ * directory (whose `config.json` is the run's record, not a model configuration, so
+ * `@attnlab/transformer`'s `loadModel` must not read it) its first seed's checkpoint
+ * (`@attnlab/experiments/node`'s `emergenceRunCheckpoint`).
+ *
+ * @param path - the flag's value
+ * @returns the path to hand to `loadModel` (and to read a checkpoint's training task from)
+ * @throws {@link UsageError} naming `--model` for an emergence run without a checkpoint
+ */
+export async function modelFlagPath(path: string): Promise<string> {
+  try {
+    return (await emergenceRunCheckpoint(path, 'model')) ?? path
+  } catch (error) {
+    if (error instanceof ExperimentInputError) throw new UsageError(`--model: ${error.message}`)
+    throw error
+  }
+}

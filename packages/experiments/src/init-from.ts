@@ -9,6 +9,10 @@ import { readFile, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { ExperimentInputError } from './errors.ts'
+import type { EmergenceRecord } from './emergence/run.ts'
+
+/** The format of an emergence run's `config.json` (typed by the record, so the two cannot drift). */
+const EMERGENCE_FORMAT: EmergenceRecord['format'] = 'attnlab-emergence/1'
 
 async function kind(path: string): Promise<'file' | 'directory' | null> {
   try {
@@ -16,6 +20,42 @@ async function kind(path: string): Promise<'file' | 'directory' | null> {
   } catch {
     return null
   }
+}
+
+/**
+ * The checkpoint directory of an emergence run directory (`attnlab emergence`, `runEmergence`'s
+ * `./node` writer): the first of its `config.json`'s seeds with a `seeds/<seed>/checkpoint`. An
+ * emergence run's `config.json` is the run's record (format `attnlab-emergence/1`), not a model
+ * configuration: a model loader is given this checkpoint instead.
+ *
+ * @param path - a directory (anything else, or a directory without such a `config.json`, gives null)
+ * @param parameter - the option the path came from, for the error (default `'model'`)
+ * @returns the checkpoint directory, or null when `path` is not an emergence run directory
+ * @throws {@link ExperimentInputError} (`parameter` as given) for an emergence run without any checkpoint
+ * @example
+ * ```ts
+ * const dir = (await emergenceRunCheckpoint('runs/ca')) ?? 'runs/ca' // runs/ca/seeds/0/checkpoint
+ * ```
+ * @category Emergence
+ */
+export async function emergenceRunCheckpoint(path: string, parameter = 'model'): Promise<string | null> {
+  if ((await kind(path)) !== 'directory') return null
+  let record: { format?: unknown; seeds?: unknown }
+  try {
+    record = JSON.parse(await readFile(join(path, 'config.json'), 'utf8')) as { format?: unknown; seeds?: unknown }
+  } catch {
+    return null
+  }
+  if (typeof record !== 'object' || record === null || record.format !== EMERGENCE_FORMAT) return null
+  const seeds = Array.isArray(record.seeds) ? (record.seeds as unknown[]) : []
+  for (const seed of seeds) {
+    const candidate = join(path, 'seeds', String(seed), 'checkpoint')
+    if ((await kind(join(candidate, 'manifest.json'))) === 'file') return candidate
+  }
+  throw new ExperimentInputError(
+    parameter,
+    `the emergence run ${path} has no checkpoint yet (seeds ${seeds.join(', ')}: no seeds/<seed>/checkpoint)`,
+  )
 }
 
 /**
@@ -44,32 +84,12 @@ export async function loadInitialWeights(
   }
   let dir = found === 'file' ? dirname(path) : path
   if ((await kind(join(dir, 'manifest.json'))) !== 'file') {
-    let record: { format?: unknown; seeds?: unknown } | null = null
-    try {
-      record = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as { format?: unknown; seeds?: unknown }
-    } catch {
-      record = null
-    }
-    if (record === null || record.format !== 'attnlab-emergence/1' || !Array.isArray(record.seeds)) {
-      throw new ExperimentInputError(
-        'initFrom',
-        `${path} is neither a checkpoint (no manifest.json) nor an emergence run directory (no config.json of ` +
-          'format attnlab-emergence/1)',
-      )
-    }
-    const seeds = record.seeds as unknown[]
-    let checkpoint: string | null = null
-    for (const seed of seeds) {
-      const candidate = join(dir, 'seeds', String(seed), 'checkpoint')
-      if ((await kind(join(candidate, 'manifest.json'))) === 'file') {
-        checkpoint = candidate
-        break
-      }
-    }
+    const checkpoint = await emergenceRunCheckpoint(dir, 'initFrom')
     if (checkpoint === null) {
       throw new ExperimentInputError(
         'initFrom',
-        `the emergence run ${path} has no checkpoint yet (seeds ${seeds.join(', ')}: no seeds/<seed>/checkpoint)`,
+        `${path} is neither a checkpoint (no manifest.json) nor an emergence run directory (no config.json of ` +
+          `format ${EMERGENCE_FORMAT})`,
       )
     }
     dir = checkpoint

@@ -19,7 +19,7 @@ export {
   type EmergenceDirectoryOptions,
   type EmergenceFileSummary,
 } from './emergence/directory.ts'
-export { loadInitialWeights } from './init-from.ts'
+export { emergenceRunCheckpoint, loadInitialWeights } from './init-from.ts'
 export {
   evaluationTask,
   readTrainedTask,

@@ -11,9 +11,9 @@
  * ```
  *
  * PATH is an attnlab checkpoint directory (its training task gives `task`, `span-i` and mixture
- * component capabilities) or any model `loadModel` reads (llama2.c `.bin`, Hugging Face
- * directory). Locating always reports the effect of knocking out the top heads on the target and
- * on every control capability.
+ * component capabilities), an emergence run directory (its first seed's checkpoint) or any model
+ * `loadModel` reads (llama2.c `.bin`, Hugging Face directory). Locating always reports the effect
+ * of knocking out the top heads on the target and on every control capability.
  */
 import { readFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
@@ -53,7 +53,15 @@ import { loadModel, type LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
 import { registerKnockoutPatch } from './knockout-patch.ts'
-import { activateBackend, backendOption, checkOutputFile, forceOption, intParser, MODEL_PATH_HELP } from '../options.ts'
+import {
+  activateBackend,
+  backendOption,
+  checkOutputFile,
+  forceOption,
+  intParser,
+  MODEL_PATH_HELP,
+  modelFlagPath,
+} from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 import { rangeParser, schemaFieldOption } from '../schema-flags.ts'
 import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
@@ -162,13 +170,14 @@ async function prepare(flags: CommonFlags): Promise<Prepared> {
       .filter((s) => s.length > 0)
     if (sentences.length === 0) throw new UsageError(`--text: '${flags.text}' holds no non-empty line`)
   }
-  const loaded = await loadModel(flags.model, tokenizerLoadOptions(flags))
+  const modelPath = await modelFlagPath(flags.model)
+  const loaded = await loadModel(modelPath, tokenizerLoadOptions(flags))
   try {
     const { dVocab, nCtx } = loaded.model.config
     let task: Task | undefined
     if (loaded.format === 'checkpoint') {
       const { extra } = await loadCheckpoint(
-        flags.model.endsWith('.json') || flags.model.endsWith('.safetensors') ? dirname(flags.model) : flags.model,
+        modelPath.endsWith('.json') || modelPath.endsWith('.safetensors') ? dirname(modelPath) : modelPath,
       )
       if (extra.task !== undefined) task = taskFromDescription(extra.task)
     }

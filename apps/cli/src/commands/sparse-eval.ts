@@ -19,7 +19,7 @@ import { evaluationTask, readTrainedTask } from '@attnlab/experiments/node'
 import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
 import { loadModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
-import { activateBackend, backendOption, forceOption, intParser, MODEL_PATH_HELP } from '../options.ts'
+import { activateBackend, backendOption, forceOption, intParser, MODEL_PATH_HELP, modelFlagPath } from '../options.ts'
 import { createDirectory, pathState } from '../out-dir.ts'
 
 interface EvalFlags {
@@ -67,10 +67,11 @@ async function runEvalCommand(
       throw new UsageError(`--out ${flags.out} is not empty; pass --force to overwrite its report`)
   }
   await activateBackend(flags.backend)
-  const trained = await readTrainedTask(flags.model)
+  const modelPath = await modelFlagPath(flags.model)
+  const trained = await readTrainedTask(modelPath)
   // A task the model was trained on keeps its stored configuration (its token ranges); others use defaults.
   const tasks = flags.tasks.map((kind) => evaluationTask({ kind }, trained))
-  const loaded = await loadModel(flags.model)
+  const loaded = await loadModel(modelPath)
   try {
     const result = await runSparseEval(loaded.model, {
       tasks,

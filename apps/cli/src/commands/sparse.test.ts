@@ -1,8 +1,10 @@
 import { existsSync } from 'node:fs'
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
-import { readFile, readdir, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { Rng, serializeSafetensors, safetensorsToFloat32, type SafetensorsTensorInput } from '@attnlab/core'
+import { Rng, serializeSafetensors, safetensorsToFloat32, useBackend, type SafetensorsTensorInput } from '@attnlab/core'
+import { createTransformer, presetConfig } from '@attnlab/transformer'
+import { saveCheckpoint } from '@attnlab/transformer/node'
 import { readSafetensorsFile } from '@attnlab/core/node'
 import { fieldInfo } from '@attnlab/core/schema'
 import { SPARSE_METHOD_SCHEMAS } from '@attnlab/sparse-attention'
@@ -781,3 +783,28 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))(
     })
   },
 )
+
+describe('sparse compare --model on an emergence run directory', () => {
+  it("reads its first seed's checkpoint (its config.json is the run's record, not a model config)", async () => {
+    await useBackend('cpu')
+    const runDir = join(dir(), 'emergence-run')
+    await mkdir(join(runDir, 'seeds'), { recursive: true })
+    await writeFile(join(runDir, 'config.json'), JSON.stringify({ format: 'attnlab-emergence/1', seeds: [3, 4] }))
+    const promptFile = join(dir(), 'run-prompt.txt')
+    await writeFile(promptFile, '1 2 3 4 5 6')
+    const args = ['sparse', 'compare', '--model', runDir, '--prompt-file', promptFile, '--methods', 'snapkv']
+    // No checkpoint yet: one line naming --model and the run.
+    expect(await run([...args, '--backend', 'cpu'])).toBe(2)
+    expect(errors.join('')).toMatch(/^attnlab: error: --model: the emergence run .*emergence-run has no checkpoint yet/)
+    const model = createTransformer(presetConfig('minimal', { dVocab: 8, nCtx: 8, seed: 0 }))
+    try {
+      await saveCheckpoint(join(runDir, 'seeds', '4', 'checkpoint'), model)
+    } finally {
+      model.dispose()
+    }
+    expect(await run([...args, '--sparsity', '0.5', '--decode-steps', '1', '--json', '--backend', 'cpu'])).toBe(0)
+    const report = JSON.parse(logs.join('')) as { model: string; rows: CompareRow[] }
+    expect(report.model).toBe(runDir)
+    expect(report.rows.map((row) => row.method)).toEqual(['snapkv'])
+  })
+})

@@ -47,6 +47,7 @@ import {
   forceOption,
   intParser,
   MODEL_PATH_HELP,
+  modelFlagPath,
   numberParser,
 } from '../options.ts'
 import { kebab } from '../run-flags.ts'
@@ -525,7 +526,7 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
   }
   await activateBackend(options.backend)
   const modelPath = options.model
-  const loaded = await loadModel(modelPath, tokenizerLoadOptions(options))
+  const loaded = await loadModel(await modelFlagPath(modelPath), tokenizerLoadOptions(options))
   try {
     let prompt: number[]
     if (/^[\s\d,]+$/.test(text) && /\d/.test(text)) {

@@ -1,7 +1,7 @@
 // The interventions of Baherwani et al. (arXiv 2606.25010) in the emergence experiment: the
 // attention bias toward the task's ground-truth map, and pre-pretraining (initFrom).
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -18,7 +18,7 @@ import {
   runEmergence,
   type EmergenceConfig,
 } from '../index.ts'
-import { emergenceDirectoryStore, loadInitialWeights, writeEmergenceResult } from '../node.ts'
+import { emergenceDirectoryStore, emergenceRunCheckpoint, loadInitialWeights, writeEmergenceResult } from '../node.ts'
 import { ExperimentInputError } from '../errors.ts'
 
 const linear = defaultEmergenceConfig('linear-map')
@@ -133,6 +133,10 @@ describe('emergence with initFrom (pre-pretraining)', () => {
     })
     const checkpoint = join(root, 'source', 'seeds', '0', 'checkpoint')
     expect(same.record.transfer?.source).toBe(checkpoint)
+    // The run directory's model, for a model loader: its first seed's checkpoint (a checkpoint itself is not a run).
+    expect(await emergenceRunCheckpoint(join(root, 'source'))).toBe(checkpoint)
+    expect(await emergenceRunCheckpoint(checkpoint)).toBeNull()
+    expect(await emergenceRunCheckpoint(join(checkpoint, 'model.safetensors'))).toBeNull()
     expect(same.record.transfer?.reinitialized).toEqual([])
     // Step 0 of the new run is the source's last model, on the same validation set (same seed).
     expect(same.seeds[0]?.lines[0]?.validationLoss).toBe(source.seeds[0]?.lines.at(-1)?.validationLoss)
@@ -165,6 +169,16 @@ describe('emergence with initFrom (pre-pretraining)', () => {
       await expect(loadInitialWeights(join(dir, 'nothing'))).rejects.toThrow(/does not exist/)
       await expect(loadInitialWeights(dir)).rejects.toThrow(ExperimentInputError)
       await expect(loadInitialWeights(dir)).rejects.toThrow(/neither a checkpoint .* nor an emergence run directory/)
+      expect(await emergenceRunCheckpoint(dir)).toBeNull()
+      const run = join(dir, 'run')
+      await mkdir(run)
+      await writeFile(join(run, 'config.json'), JSON.stringify({ format: 'attnlab-emergence/1', seeds: [0, 1] }))
+      await expect(emergenceRunCheckpoint(run)).rejects.toMatchObject({
+        name: 'ExperimentInputError',
+        parameter: 'model',
+        message: expect.stringMatching(/^the emergence run .*run has no checkpoint yet \(seeds 0, 1: /),
+      })
+      await expect(loadInitialWeights(run)).rejects.toMatchObject({ parameter: 'initFrom' })
       const out = join(dir, 'out')
       const config = { ...SMALL, training: { ...SMALL.training, initFrom: join(dir, 'nothing') } }
       const store = emergenceDirectoryStore(out, {
