@@ -66,22 +66,26 @@ export const transformerConfigSchema = configSchema({
   /** Maximum sequence length (positions `0 .. nCtx - 1`). */
   nCtx: integerField('maximum sequence length', { min: 1 }),
   /** Width of the residual stream. For `minimal` it is `dVocab + nCtx` (the one-hot input). */
-  dModel: integerField('residual width (gpt/llama)', { min: 1 }),
+  dModel: integerField('residual width (gpt/llama/mixer)', { min: 1 }),
   /**
    * Number of blocks (`minimal`: 1), at most 1024 (far above any real model's; a corrupt `config.json` with
    * `nLayers` 2^31 would otherwise make the parameter list itself exhaust memory).
    */
   nLayers: integerField('blocks (gpt/llama/mixer)', { min: 1, max: 1024 }),
   /** Query heads per block. */
-  nHeads: integerField('attention heads', { min: 1 }),
+  nHeads: integerField('attention heads (the mixer: channel groups of dHead)', { min: 1 }),
   /** Key/value heads (grouped-query attention); divides `nHeads`. `minimal`, `gpt`: `nHeads`. */
   nKvHeads: integerField('key/value heads (llama grouped-query attention)', { min: 1 }),
   /** Width of each head's queries and keys (`minimal`: `dModel`, full width). */
   dHead: integerField('width of each head (default dModel / nHeads; minimal: dModel)', { min: 1 }),
   /** Hidden width of the MLP (0 when `attnOnly`; the mixer's channel-mixing MLP). */
-  dMlp: integerField('MLP width (gpt/llama; default 4 d-model, llama 8/3; 0 = attention-only)', { min: 0 }),
+  dMlp: integerField("MLP width (gpt/llama, the mixer's channel MLP; default 4 d-model, llama 8/3; 0 = no MLP)", {
+    min: 0,
+  }),
   /** Attention-only blocks (no MLP; the mixer: token mixing only). Always true for `minimal`. */
-  attnOnly: booleanField('attention-only blocks, no MLP (gpt/llama)'),
+  attnOnly: booleanField(
+    'blocks without an MLP: attention only (gpt/llama); the mixer: token mixing only, its channel-mixing MLP dropped',
+  ),
   /** Normalisation layer kind: LayerNorm (gpt), RMSNorm (llama) or none (minimal). */
   normalization: enumField('normalisation layers', ['layernorm', 'rmsnorm', 'none']),
   /** Epsilon inside LayerNorm / RMSNorm. */
