@@ -21,7 +21,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { ConfigError, ShapeError, type KernelState, type LayerKVCache } from '@attnlab/core'
+import { ConfigError, readValuesSync, ShapeError, type KernelState, type LayerKVCache } from '@attnlab/core'
 import { SequenceTooShortError } from './errors.ts'
 import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import {
@@ -159,11 +159,11 @@ function summarize(state: QuestState, cache: LayerKVCache, upTo: number): void {
   const count = upTo - state.summarized
   let data: Float32Array
   // the whole prompt: a view where attnlab kernels run (read at once by add, no tfjs allocation between)
-  if (state.summarized === 0 && upTo === keys.shape[2]) data = floatValues(keys)
+  if (state.summarized === 0 && upTo === keys.shape[2]) data = floatValues(keys, 'quest page bounds')
   else {
     // a gather along the positions (tfjs-wasm's strided slice of a long cache took ~10x longer)
     const rows = tf.tidy(() => tf.gather(keys, tf.range(state.summarized, upTo, 1, 'int32'), 2))
-    data = rows.dataSync() as Float32Array
+    data = readValuesSync(rows, 'quest page bounds') as Float32Array
     rows.dispose()
   }
   state.add(data, count)
@@ -171,7 +171,8 @@ function summarize(state: QuestState, cache: LayerKVCache, upTo: number): void {
 
 /**
  * Quest's upper bound of `q . k` per complete page, `sum_d max(q_d min[p, d], q_d max[p, d])`, into
- * `into[p]` (added to it when `accumulate`), for pages `0 .. into.length - 1`.
+ * `into[p]` (added to it when `accumulate`), for pages `0 .. into.length - 1`; four pages per pass
+ * over `q` (each page still summed over `d` in order).
  */
 function scorePages(
   q: Float32Array,
@@ -183,7 +184,29 @@ function scorePages(
   accumulate: boolean,
 ): void {
   const pages = into.length
-  for (let p = 0; p < pages; p++) {
+  let p = 0
+  for (; p + 4 <= pages; p += 4) {
+    const o0 = p * dHead
+    const o1 = o0 + dHead
+    const o2 = o1 + dHead
+    const o3 = o2 + dHead
+    let s0 = 0
+    let s1 = 0
+    let s2 = 0
+    let s3 = 0
+    for (let d = 0; d < dHead; d++) {
+      const x = q[qOffset + d] as number
+      s0 += Math.max(x * (min[o0 + d] as number), x * (max[o0 + d] as number))
+      s1 += Math.max(x * (min[o1 + d] as number), x * (max[o1 + d] as number))
+      s2 += Math.max(x * (min[o2 + d] as number), x * (max[o2 + d] as number))
+      s3 += Math.max(x * (min[o3 + d] as number), x * (max[o3 + d] as number))
+    }
+    into[p] = accumulate ? (into[p] as number) + s0 : s0
+    into[p + 1] = accumulate ? (into[p + 1] as number) + s1 : s1
+    into[p + 2] = accumulate ? (into[p + 2] as number) + s2 : s2
+    into[p + 3] = accumulate ? (into[p + 3] as number) + s3 : s3
+  }
+  for (; p < pages; p++) {
     const o = p * dHead
     let score = 0
     for (let d = 0; d < dHead; d++) {
@@ -257,7 +280,7 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
             `the current one (prompt of ${input.cache.promptLength} tokens)`,
         )
       }
-      const q = input.q.dataSync() as Float32Array // [b, H, 1, d]
+      const q = readValuesSync(input.q, 'quest page selection') as Float32Array // [b, H, 1, d]
       const group = nHeads / nKvHeads
       // The chosen pages plus the current one as runs of slots per query head (slot s is position s).
       const tileStarts = new Int32Array(batch * nHeads + 1)
