@@ -54,6 +54,7 @@ export {
   type WasmFileName,
   type WasmPathMap,
 } from './backend.ts'
+export { readValuesSync, requireSyncReads, syncReadsAllowed } from './sync-read.ts'
 export { Rng, type RngState } from './rng.ts'
 export type { OffsetGroup, Task, TaskDescription, TokenBatch, TrueAttention, TrueAttentionMap } from './task.ts'
 export { TaskRegistry, taskRegistry, UnknownTaskKindError, type TaskFamily } from './task-registry.ts'

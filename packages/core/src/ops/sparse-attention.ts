@@ -13,6 +13,7 @@ import { activeKernels } from '../kernels/active.ts'
 import { ATTNLAB_KERNELS } from '../kernels/names.ts'
 import type { KernelProviderName, SparseAttentionShape } from '../kernels/provider.ts'
 import { sparseAttentionJs } from '../kernels/sparse-attention-js.ts'
+import { readValuesSync } from '../sync-read.ts'
 import { checkTensor, hasKernel } from './support.ts'
 
 /**
@@ -118,7 +119,8 @@ function checkIndex(index: SparseAttentionIndex, heads: number, rows: number, ke
  * @returns `z`, `[batch, nHeads, rows, dValue]`
  * @throws `ShapeError` (`@attnlab/core`) for wrong ranks, dtypes or mismatched sizes, or an index of
  *   the wrong length; `InvalidArgumentError` for spans out of order or out of range; `ConfigError`
- *   for a non-finite scale, a negative causal offset or a bad `tileRows`
+ *   for a non-finite scale, a negative causal offset or a bad `tileRows`; `UnsupportedError` on a
+ *   backend without synchronous reads (`webgpu`: no attnlab kernel there, and the JavaScript one reads back)
  * @example
  * ```ts
  * // dense causal attention, one span per tile of 64 rows
@@ -196,10 +198,11 @@ export function sparseAttention(
     })
   }
   const out = new Float32Array(heads * rows * dValue)
+  const op = 'sparseAttention (the JavaScript kernel)'
   sparseAttentionJs(
-    q.dataSync() as Float32Array,
-    k.dataSync() as Float32Array,
-    v.dataSync() as Float32Array,
+    readValuesSync(q, op) as Float32Array,
+    readValuesSync(k, op) as Float32Array,
+    readValuesSync(v, op) as Float32Array,
     out,
     index.tileStarts,
     index.spans,

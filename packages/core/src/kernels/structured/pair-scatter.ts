@@ -10,6 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { ShapeError } from '../../errors.ts'
+import { pairScatterComposite, usesComposites } from './composite.ts'
 import { STRUCTURED_KERNELS } from './names.ts'
 import { pairScores } from './pair-scores.ts'
 import { requireKernel, runJs, type KernelArgs } from './run-js.ts'
@@ -87,6 +88,7 @@ export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, 
     )
   }
   requireKernel(STRUCTURED_KERNELS.pairScatter)
+  if (usesComposites()) return pairScatterComposite(p, tokens, width, offset)
   return tf.engine().runKernel(STRUCTURED_KERNELS.pairScatter, { p, tokens } as unknown as tf.NamedTensorMap, {
     offset,
     width,

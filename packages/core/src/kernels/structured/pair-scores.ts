@@ -10,6 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { ShapeError } from '../../errors.ts'
+import { pairScoresComposite, usesComposites } from './composite.ts'
 import { STRUCTURED_KERNELS } from './names.ts'
 import { pairScatter } from './pair-scatter.ts'
 import { requireKernel, runJs, type KernelArgs } from './run-js.ts'
@@ -78,6 +79,7 @@ export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, 
     )
   }
   requireKernel(STRUCTURED_KERNELS.pairScores)
+  if (usesComposites()) return pairScoresComposite(q, tokens, offset, maskValue)
   return tf.engine().runKernel(STRUCTURED_KERNELS.pairScores, { q, tokens } as unknown as tf.NamedTensorMap, {
     offset,
     maskValue,

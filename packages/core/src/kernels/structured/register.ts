@@ -12,6 +12,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
+import { COMPOSITE_BACKENDS, markCompositesReady } from './composite.ts'
 import { STRUCTURED_KERNELS } from './names.ts'
 import { pairScatterGradConfig, pairScatterKernelConfig } from './pair-scatter.ts'
 import { pairScoresGradConfig, pairScoresKernelConfig } from './pair-scores.ts'
@@ -29,11 +30,17 @@ const GRADIENTS = [pairScoresGradConfig, pairScatterGradConfig, twoHotScoresGrad
 
 /**
  * Registers the structured kernels on `backendName` (tfjs' registered name, e.g. `cpu`, `wasm`,
- * `tensorflow`) and their gradients (global). Idempotent.
+ * `tensorflow`) and their gradients (global). Idempotent. On GPU backends (`webgl`, `webgpu`) no
+ * kernel is registered: the ops run as tfjs compositions there (`composite.ts`), which read
+ * nothing back from the GPU.
  *
  * @param backendName - the tfjs backend's registered name
  */
 export function registerStructuredKernels(backendName: string): void {
+  if (COMPOSITE_BACKENDS.includes(backendName)) {
+    markCompositesReady(backendName)
+    return
+  }
   for (const { kernelName, kernelFunc } of KERNELS) {
     if (tf.getKernel(kernelName, backendName) === undefined) tf.registerKernel({ kernelName, backendName, kernelFunc })
   }

@@ -6,6 +6,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { KernelsUnavailableError } from '../../errors.ts'
+import { usesComposites } from './composite.ts'
 
 /** What tfjs passes a kernel function. */
 export interface KernelArgs {
@@ -55,13 +56,14 @@ export function runJs(
 
 /**
  * Throws when `kernelName` is not registered on the active backend: attnlab's kernels are
- * registered by `useBackend` (`@attnlab/core`), so a backend started another way lacks them.
+ * registered by `useBackend` (`@attnlab/core`), so a backend started another way lacks them. A GPU
+ * backend started by `useBackend` passes: its structured ops are compositions (`composite.ts`).
  *
  * @throws {@link KernelsUnavailableError} naming the backend and `useBackend`
  */
 export function requireKernel(kernelName: string): void {
   const backendName = tf.getBackend()
-  if (tf.getKernel(kernelName, backendName) !== undefined) return
+  if (tf.getKernel(kernelName, backendName) !== undefined || usesComposites(backendName)) return
   throw new KernelsUnavailableError(
     'attnlab',
     `kernel '${kernelName}' is not registered on the '${backendName}' backend; start the backend with ` +

@@ -9,6 +9,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
+import { twoHotScoresGradComposite, usesComposites } from './composite.ts'
 import { STRUCTURED_KERNELS } from './names.ts'
 import { twoHotScores } from './two-hot-scores.ts'
 import { requireKernel, runJs, type KernelArgs } from './run-js.ts'
@@ -81,6 +82,7 @@ export function twoHotScoresGrad(
   offset: number,
 ): tf.Tensor3D {
   requireKernel(STRUCTURED_KERNELS.twoHotScoresGrad)
+  if (usesComposites()) return twoHotScoresGradComposite(dScores, tokens, width, offset)
   return tf
     .engine()
     .runKernel(STRUCTURED_KERNELS.twoHotScoresGrad, { dy: dScores, tokens } as unknown as tf.NamedTensorMap, {

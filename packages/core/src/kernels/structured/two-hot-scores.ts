@@ -10,6 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { ShapeError } from '../../errors.ts'
+import { twoHotScoresComposite, usesComposites } from './composite.ts'
 import { STRUCTURED_KERNELS } from './names.ts'
 import { twoHotScoresGrad } from './two-hot-scores-grad.ts'
 import { requireKernel, runJs, type KernelArgs } from './run-js.ts'
@@ -90,6 +91,7 @@ export function twoHotScores(w: tf.Tensor3D, tokens: tf.Tensor2D, offset: number
     )
   }
   requireKernel(STRUCTURED_KERNELS.twoHotScores)
+  if (usesComposites()) return twoHotScoresComposite(w, tokens, offset, maskValue)
   return tf.engine().runKernel(STRUCTURED_KERNELS.twoHotScores, { w, tokens } as unknown as tf.NamedTensorMap, {
     offset,
     maskValue,
