@@ -139,8 +139,8 @@ function blockSparsePlan(
   let selectionMs = 0
   let mark = performance.now()
   // views of q and k where attnlab kernels run (no tfjs allocation until the means are taken)
-  const qData = floatValues(input.q)
-  const kData = floatValues(input.k)
+  const qData = floatValues(input.q, 'block-sparse estimation')
+  const kData = floatValues(input.k, 'block-sparse estimation')
   for (let b = 0; b < batch; b++) {
     const kBars = Array.from({ length: nKvHeads }, (_, kv) => pool(kData, b * nKvHeads + kv))
     for (let h = 0; h < nHeads; h++) {

@@ -70,7 +70,7 @@ export function windowImportance(
 ): Float64Array[] {
   const { batch, nHeads, nKvHeads, length: n } = shape
   const w = Math.min(window, n)
-  const probabilities = lastWindowProbabilities(input.q, input.k, w, input.scale) // [b, H, w, n]
+  const probabilities = lastWindowProbabilities(input.q, input.k, w, input.scale, 'snapkv selection') // [b, H, w, n]
   const group = nHeads / nKvHeads
   const out: Float64Array[] = []
   for (let b = 0; b < batch; b++) {

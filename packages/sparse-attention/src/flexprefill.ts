@@ -136,7 +136,7 @@ function tokenLevelPlan(
   const { batch, nHeads, length } = shape
   const window = Math.min(config.window, length)
   const estimateStart = performance.now()
-  const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
+  const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale, 'flexprefill estimation')
   const estimate = (performance.now() - estimateStart) / 1000
   const builder = new LinePlanBuilder(shape, config.kernelBlockSize, config.maskMode)
   const selectionStart = performance.now()
@@ -197,13 +197,13 @@ function blockLevelPlan(
     config.maxBudget === null ? blocks : Math.min(blocks, Math.max(minBlocks, Math.ceil(config.maxBudget / block)))
   const window = block // the last block of queries (n > 2 block)
   const estimateStart = performance.now()
-  const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
+  const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale, 'flexprefill estimation')
   const estimateSeconds = (performance.now() - estimateStart) / 1000
   const selectionStart = performance.now()
   // Mean-pooled queries and keys per block (over the block's actual tokens).
   // views of q and k where attnlab kernels run (no tfjs allocation until the block level is planned)
-  const qData = floatValues(input.q)
-  const kData = floatValues(input.k)
+  const qData = floatValues(input.q, 'flexprefill estimation')
+  const kData = floatValues(input.k, 'flexprefill estimation')
   const pooled = (data: Float32Array, bh: number): Float64Array => blockMeans(data, bh, n, dHead, block, false)
   const group = nHeads / nKvHeads
   const selectedOf: Uint8Array[] = [] // per head, [query block, key block]

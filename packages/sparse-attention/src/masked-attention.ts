@@ -7,7 +7,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { assertShape, type AttentionContext, InvalidArgumentError, ShapeError } from '@attnlab/core'
+import { assertShape, type AttentionContext, InvalidArgumentError, requireSyncReads, ShapeError } from '@attnlab/core'
 import { kernelsActive } from '@attnlab/core/kernels'
 
 /**
@@ -133,9 +133,18 @@ export function attendWithMask(
  * @param k - keys, `[batch, nKvHeads, T, dHead]`
  * @param window - number of trailing queries, `1..T`
  * @param scale - multiplier of `q . k`
+ * @param op - the method estimating, named in the error on a backend without synchronous reads
  * @returns softmax probabilities, `[batch, nHeads, window, T]` row-major
+ * @throws `UnsupportedError` (`@attnlab/core`) on `webgpu` (the result is read back synchronously), naming `op`
  */
-export function lastWindowProbabilities(q: tf.Tensor4D, k: tf.Tensor4D, window: number, scale: number): Float32Array {
+export function lastWindowProbabilities(
+  q: tf.Tensor4D,
+  k: tf.Tensor4D,
+  window: number,
+  scale: number,
+  op = 'the last-window estimate',
+): Float32Array {
+  requireSyncReads(op)
   const [batch, nHeads, length, dHead] = q.shape
   const bias = new Float32Array(window * length)
   for (let i = 0; i < window; i++) {

@@ -6,6 +6,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
+import { readValuesSync } from '@attnlab/core'
 import { activeKernels, backendMemory } from '@attnlab/core/kernels'
 
 /**
@@ -14,9 +15,11 @@ import { activeKernels, backendMemory } from '@attnlab/core/kernels'
  * only until the next tfjs allocation (a wasm heap growth detaches the view): read it at once.
  *
  * @param t - a float32 tensor on the active backend
+ * @param op - the operation reading, named in the error on a backend without synchronous reads
  * @returns its values (do not write to them)
+ * @throws `UnsupportedError` (`@attnlab/core`) on `webgpu` (no synchronous reads), naming `op`
  */
-export function floatValues(t: tf.Tensor): Float32Array {
+export function floatValues(t: tf.Tensor, op = 'a sparse method'): Float32Array {
   const name = tf.getBackend()
   if (t.dtype === 'float32' && activeKernels(name) !== undefined) {
     try {
@@ -25,5 +28,5 @@ export function floatValues(t: tf.Tensor): Float32Array {
       // not on this backend's memory (e.g. created on another backend): copy
     }
   }
-  return t.dataSync() as Float32Array
+  return readValuesSync(t, op) as Float32Array
 }

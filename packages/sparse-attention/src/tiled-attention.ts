@@ -12,7 +12,7 @@
  * @module
  */
 import * as tf from '@tensorflow/tfjs-core'
-import { InvalidArgumentError, TooLargeError } from '@attnlab/core'
+import { InvalidArgumentError, readValuesSync, TooLargeError } from '@attnlab/core'
 
 /**
  * The query-key pairs one tile of query rows computes, compactly.
@@ -195,7 +195,8 @@ export interface TiledAttentionCounts {
  * @param tileRows - query rows per tile (`>= 1`)
  * @returns the output `z` `[batch, nHeads, T, dValue]` (owned by the caller) and the computed pairs per head
  * @throws `InvalidArgumentError` (`@attnlab/core`) if a tile names a key that is not causal for one of its
- *   rows, keys out of order, or a row with no key
+ *   rows, keys out of order, or a row with no key; `UnsupportedError` (`@attnlab/core`) on `webgpu`
+ *   (q, k and v are read back synchronously)
  * @category Attention
  */
 export function attendByTiles(
@@ -212,9 +213,10 @@ export function attendByTiles(
   const group = nHeads / nKvHeads
   const computed = new Float64Array(batch * nHeads)
   // Read back once: per-tile slices of backend tensors copy the whole tensor on the wasm backend.
-  const qData = q.dataSync() as Float32Array
-  const kData = k.dataSync() as Float32Array
-  const vData = v.dataSync() as Float32Array
+  const op = 'attention over tiles (attendByTiles)'
+  const qData = readValuesSync(q, op) as Float32Array
+  const kData = readValuesSync(k, op) as Float32Array
+  const vData = readValuesSync(v, op) as Float32Array
   const out = new Float32Array(batch * nHeads * length * dValue)
   for (let b = 0; b < batch; b++) {
     for (let h = 0; h < nHeads; h++) {

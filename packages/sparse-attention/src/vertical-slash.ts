@@ -308,7 +308,7 @@ function verticalSlashPlan(
   const { batch, nHeads, length } = shape
   const window = Math.min(config.window, length)
   const estimateStart = performance.now()
-  const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale)
+  const probabilities = lastWindowProbabilities(input.q, input.k, window, input.scale, 'vertical-slash estimation')
   const estimate = (performance.now() - estimateStart) / 1000
   const builder = new LinePlanBuilder(shape, config.kernelBlockSize, config.maskMode)
   const selectionStart = performance.now()

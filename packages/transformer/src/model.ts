@@ -30,6 +30,7 @@ import {
   InvalidArgumentError,
   Rng,
   ShapeError,
+  syncReadsAllowed,
   denseAttention,
   type AttentionContext,
   type AttentionHooks,
@@ -1001,7 +1002,8 @@ export class Transformer {
    * @param tokens - `[batch, pos]` token ids, `pos <= nCtx`
    * @param options - hooks, head mask, kernel, training mode
    * @throws `ShapeError` (`@attnlab/core`) for a token array of the wrong rank/size or a bad head mask;
-   *   `InvalidArgumentError` (`@attnlab/core`) for a token id outside `[0, dVocab)`; `ConfigError`
+   *   `InvalidArgumentError` (`@attnlab/core`) for a token id outside `[0, dVocab)` (token arrays always;
+   *   token tensors on every backend but `webgpu`, which reads nothing back); `ConfigError`
    *   (`@attnlab/core`) for an unknown option name (with a did-you-mean) or a `training` that is not a boolean
    */
   forward(tokens: TokenInput, options: ForwardOptions = {}): tf.Tensor3D {
@@ -1174,21 +1176,15 @@ export class Transformer {
           flat[b * pos + p] = t
         })
       })
+      checkTokenIds(flat, pos, this.config.dVocab)
       tensor = tf.tensor2d(flat, [tokens.length, pos], 'int32')
     }
     if (tensor.shape[1] === 0 || tensor.shape[0] === 0)
       throw new ShapeError(`tokens must have at least one sequence and one position; got [${tensor.shape.join(', ')}]`)
-    const values = tensor.dataSync() as Int32Array
-    for (let i = 0; i < values.length; i++) {
-      const t = values[i] as number
-      if (t < 0 || t >= this.config.dVocab) {
-        const pos = tensor.shape[1]
-        throw new InvalidArgumentError(
-          `token [${Math.floor(i / pos)}, ${i % pos}] = ${t} is outside the vocabulary [0, ${this.config.dVocab})`,
-          { value: t },
-        )
-      }
-    }
+    // A tensor's ids are checked where they can be read synchronously: on every backend but webgpu (a
+    // synchronous read loses or stalls the GPU device there; arrays were checked above).
+    if (tokens instanceof tf.Tensor && syncReadsAllowed())
+      checkTokenIds(tensor.dataSync() as Int32Array, tensor.shape[1], this.config.dVocab)
     return tensor
   }
 
@@ -1248,4 +1244,17 @@ export class Transformer {
  */
 export function createTransformer(config: TransformerConfig, options: TransformerOptions = {}): Transformer {
   return new Transformer(config, options)
+}
+
+/** Throws when a token id is outside `[0, dVocab)`; `values` are `[batch, pos]` row-major. */
+function checkTokenIds(values: ArrayLike<number>, pos: number, dVocab: number): void {
+  for (let i = 0; i < values.length; i++) {
+    const t = values[i] as number
+    if (t < 0 || t >= dVocab) {
+      throw new InvalidArgumentError(
+        `token [${Math.floor(i / pos)}, ${i % pos}] = ${t} is outside the vocabulary [0, ${dVocab})`,
+        { value: t },
+      )
+    }
+  }
 }

@@ -139,6 +139,20 @@ describeWithBackends('optimizers', () => {
     ])
   })
 
+  it('sums the squares of many gradients (more than one addN takes on webgpu) in order', async () => {
+    for (const count of [0, 1, 7, 8, 20]) {
+      const grads = new Map(Array.from({ length: count }, (_, i) => [`g${i}`, tf.tensor1d([i + 1, 1])] as const))
+      const before = tf.memory().numTensors
+      const { grads: clipped, norm } = clipByGlobalNorm(grads, Infinity)
+      let expected = 0
+      for (let i = 0; i < count; i++) expected += (i + 1) ** 2 + 1
+      expect((await norm.data())[0]).toBeCloseTo(Math.sqrt(expected), 4)
+      tf.dispose([...clipped.values(), norm])
+      expect(tf.memory().numTensors).toBe(before)
+      tf.dispose([...grads.values()])
+    }
+  })
+
   it('decays matrices only by default', () => {
     const matrix = tf.variable(tf.zeros([2, 2]))
     const vector = tf.variable(tf.zeros([2]))

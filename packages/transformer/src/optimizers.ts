@@ -380,6 +380,21 @@ export function createOptimizer(
 }
 
 /**
+ * Most tensors per `tf.addN`: with 8 or more, tfjs-webgpu 4.22 builds a pipeline over more storage buffers
+ * than an 8-buffer adapter (Chromium's SwiftShader) allows and silently returns stale values (seen: the
+ * sum of the first 7).
+ */
+const ADD_N_INPUTS = 7
+
+/** `tensors[0] + tensors[1] + ...` in that order (as one `tf.addN`), at most {@link ADD_N_INPUTS} per `addN`. */
+function sumInOrder(tensors: readonly tf.Tensor[]): tf.Tensor {
+  let total = tensors[0] ?? tf.scalar(0)
+  for (let i = 1; i < tensors.length; i += ADD_N_INPUTS - 1)
+    total = tf.addN([total, ...tensors.slice(i, i + ADD_N_INPUTS - 1)])
+  return total
+}
+
+/**
  * Global L2 norm of a set of gradients and, if it exceeds `maxNorm`, the gradients scaled by
  * `maxNorm / (norm + 1e-6)` (as `torch.nn.utils.clip_grad_norm_`). Computed without reading
  * values back.
@@ -399,7 +414,7 @@ export function clipByGlobalNorm(
   let norm: tf.Scalar | undefined
   tf.tidy(() => {
     const squares = [...grads.values()].map((g) => tf.sum(tf.square(g)))
-    const total = tf.sqrt(squares.length === 0 ? tf.scalar(0) : tf.addN(squares)) as tf.Scalar // sqrt(sum_i ||g_i||^2)
+    const total = tf.sqrt(sumInOrder(squares)) as tf.Scalar // sqrt(sum_i ||g_i||^2)
     norm = tf.keep(total)
     const coefficient = Number.isFinite(maxNorm) ? tf.minimum(tf.div(maxNorm, tf.add(total, 1e-6)), 1) : null
     for (const [name, g] of grads) out.set(name, tf.keep(coefficient === null ? tf.clone(g) : tf.mul(g, coefficient)))
