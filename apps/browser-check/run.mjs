@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // The browser smoke test: builds the page with vite, serves it on 127.0.0.1 (vite preview), opens
-// it in headless Chromium (playwright-core, the system /usr/bin/chromium), waits for
-// window.__result and checks it. Exits non-zero on any failed check, page error, console error
-// or failed request. The packages' dist/ must be built first (`turbo run test:browser` does it).
+// it in headless Chromium (playwright-core, the system /usr/bin/chromium, with WebGL2 and a WebGPU
+// adapter through SwiftShader), waits for window.__result and checks it: the packages on wasm and
+// cpu, and the parity suite on cpu, wasm, webgl and webgpu (float32 tolerance of cpu, no leaks).
+// Exits non-zero on any failed check, page error, console error or failed request. The packages'
+// dist/ must be built first (`turbo run test:browser` does it).
 //
 // Environment: ATTNLAB_CHROMIUM (default /usr/bin/chromium), ATTNLAB_BROWSER_TIMEOUT_MS (default
-// 180000: the whole page run).
+// 480000: the whole page run, about 5 minutes on a loaded 2-core machine).
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -15,7 +17,7 @@ import { build, createLogger, preview } from 'vite'
 
 const root = dirname(fileURLToPath(import.meta.url))
 const executablePath = process.env.ATTNLAB_CHROMIUM ?? '/usr/bin/chromium'
-const timeout = Number(process.env.ATTNLAB_BROWSER_TIMEOUT_MS ?? 180_000)
+const timeout = Number(process.env.ATTNLAB_BROWSER_TIMEOUT_MS ?? 480_000)
 const started = performance.now()
 const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`
 
@@ -59,7 +61,10 @@ try {
     args: [
       '--headless',
       '--no-sandbox',
-      '--disable-gpu',
+      // WebGL2 and a WebGPU adapter without a GPU: ANGLE and Dawn on SwiftShader (CPU).
+      '--use-angle=swiftshader',
+      '--enable-unsafe-swiftshader',
+      '--enable-unsafe-webgpu',
       '--disable-quic',
       '--no-first-run',
       '--disable-background-networking',
@@ -72,6 +77,8 @@ try {
   const pageErrors = []
   page.on('pageerror', (error) => pageErrors.push(`page error: ${error.stack ?? error.message}`))
   page.on('console', (message) => {
+    if (message.type() === 'info' && message.text().startsWith('browser-check: '))
+      console.log(`${message.text()} (${elapsed()})`)
     if (message.type() === 'error')
       pageErrors.push(`console error: ${message.text()} (${message.location().url || 'no url'})`)
   })
@@ -158,6 +165,7 @@ try {
     }
     const wasm = backends.find((b) => b.backend === 'wasm')
     check(wasm?.kernels === 'wasm', `wasm: attnlab kernels '${wasm?.kernels}', expected the WebAssembly ones`)
+    checkParity(result.parity)
   }
 } catch (error) {
   failures.push(error instanceof Error ? (error.stack ?? error.message) : String(error))
@@ -165,6 +173,72 @@ try {
   await context?.close().catch(() => {})
   await server?.close().catch(() => {})
   if (userDataDir !== undefined) await rm(userDataDir, { recursive: true, force: true }).catch(() => {})
+}
+
+/**
+ * The parity suite's checks: every backend ran, within float32 tolerance of cpu (forward passes
+ * 1e-5, four training steps' losses and the trained logits 1e-4, attention outputs 1e-5), no
+ * tensor leaked; on webgpu the ops that read back synchronously throw UnsupportedError naming the
+ * op and the backend. Prints a table of the differences and the training speed.
+ */
+function checkParity(parity) {
+  const names = parity.map((p) => p.backend).join(', ')
+  check(names === 'cpu, wasm, webgl, webgpu', `parity: expected runs on cpu, wasm, webgl, webgpu; got ${names}`)
+  const rows = []
+  for (const p of parity) {
+    const name = p.backend
+    if (p.error !== undefined) {
+      failures.push(`parity ${name}: ${p.error}`)
+      continue
+    }
+    const within = (value, tolerance, what) =>
+      check(Number.isFinite(value) && value <= tolerance, `parity ${name}: ${what} differs from cpu by ${value}`)
+    within(p.forwardMaxDiff.minimal, 1e-5, 'minimal model logits')
+    within(p.forwardMaxDiff.gptNano, 1e-5, 'gpt-nano logits')
+    within(p.train.lossMaxDiffMinimal, 1e-4, `minimal model training losses ${p.train.lossesMinimal}`)
+    within(p.train.trainedLogitsMaxDiff, 1e-4, 'trained minimal model logits')
+    within(p.train.lossMaxDiffGptNano, 1e-4, `gpt-nano training losses ${p.train.lossesGptNano}`)
+    within(p.maskedMaxDiff, 1e-5, "attention over Block-Sparse's selection")
+    check(p.train.lossesMinimal.length === p.train.steps, `parity ${name}: ${p.train.lossesMinimal.length} steps`)
+    check(p.speed.stepsPerSecond > 0, `parity ${name}: no training speed`)
+    check(
+      p.numTensorsAfter === p.numTensorsBefore,
+      `parity ${name}: tensors leaked (${p.numTensorsBefore} before, ${p.numTensorsAfter} after)`,
+    )
+    if (name === 'webgpu') {
+      for (const [what, error, op] of [
+        ['block-sparse', p.blockSparse.error, 'block-sparse estimation'],
+        ['dense prefill', p.densePrefill.error, 'sparseAttention (the JavaScript kernel)'],
+      ]) {
+        check(
+          typeof error === 'string' &&
+            error.startsWith(`UnsupportedError UNSUPPORTED: ${op}`) &&
+            error.includes("'webgpu'"),
+          `parity webgpu: ${what} should throw UnsupportedError naming '${op}' and 'webgpu', got ${error}`,
+        )
+      }
+    } else {
+      check(p.blockSparse.error === null, `parity ${name}: block-sparse threw ${p.blockSparse.error}`)
+      check(p.densePrefill.error === null, `parity ${name}: dense prefill threw ${p.densePrefill.error}`)
+      within(p.blockSparse.maxDiff, 1e-5, 'block-sparse output')
+      within(p.densePrefill.maxDiff, 1e-5, 'dense prefill output')
+      check(p.blockSparse.exactSparsity > 0, `parity ${name}: block-sparse sparsity ${p.blockSparse.exactSparsity}`)
+    }
+    const e = (x) => (x === null ? 'error' : x.toExponential(2))
+    rows.push(
+      `  ${name.padEnd(7)} ${p.kernels.padEnd(5)} ` +
+        `logits ${e(p.forwardMaxDiff.minimal)} / ${e(p.forwardMaxDiff.gptNano)}` +
+        `  losses ${e(p.train.lossMaxDiffMinimal)} / ${e(p.train.lossMaxDiffGptNano)}` +
+        `  trained ${e(p.train.trainedLogitsMaxDiff)}  block-sparse ${e(p.blockSparse.maxDiff)}` +
+        `  masked ${e(p.maskedMaxDiff)}  dense ${e(p.densePrefill.maxDiff)}` +
+        `  ${p.speed.stepsPerSecond.toFixed(2)} steps/s  ${p.seconds.toFixed(1)} s`,
+    )
+  }
+  console.log(
+    'browser-check: parity against cpu (largest |difference|; logits minimal / gpt-nano, losses minimal / ' +
+      'gpt-nano; minimal training steps per second)\n' +
+      rows.join('\n'),
+  )
 }
 
 if (failures.length > 0) {

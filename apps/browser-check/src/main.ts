@@ -1,7 +1,8 @@
 /**
  * The browser smoke test page: imports every package's main entry (never `./node`), runs a small
- * piece of each on the `wasm` and `cpu` backends, and publishes the outcome as JSON on
- * `window.__result` (and in the page) for `run.mjs`.
+ * piece of each on the `wasm` and `cpu` backends, then the backend parity suite (`parity.ts`) on
+ * `cpu`, `wasm`, `webgl` and `webgpu`, and publishes the outcome as JSON on `window.__result`
+ * (and in the page) for `run.mjs`.
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { Rng, kernelsInUse, useBackend, type BackendName } from '@attnlab/core'
@@ -22,6 +23,7 @@ import {
 import wasmPlain from '@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm.wasm?url'
 import wasmSimd from '@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm-simd.wasm?url'
 import wasmThreadedSimd from '@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm-threaded-simd.wasm?url'
+import { runParity, type ParityResult } from './parity.ts'
 
 const WASM_PATHS = {
   'tfjs-backend-wasm.wasm': wasmPlain,
@@ -61,6 +63,8 @@ interface PageResult {
   markov: { shape: [number, number]; scored: number; tokensInRange: boolean }
   dynamics: { transitions: (number | null)[]; phases: string[]; seconds: number }
   backends: BackendResult[]
+  /** Every browser backend against `cpu`: forward, training, a sparse method, leaks, speed. */
+  parity: ParityResult[]
   /** Node-only functions of the main entries and typed errors, as `name code: message`. */
   errors: { configError: string; loadModel: string; saveModelDirectory: string }
   /** A Hugging Face tokenizer.json (through @huggingface/tokenizers) encoding and decoding in the page. */
@@ -73,6 +77,8 @@ const out = document.getElementById('out') as HTMLPreElement
 
 function status(text: string): void {
   out.textContent = text
+  // progress for run.mjs (it prints these lines with the time since start)
+  if (text.length < 200) console.info(`browser-check: ${text}`)
 }
 
 function finiteAll(values: ArrayLike<number>): boolean {
@@ -235,6 +241,9 @@ async function main(): Promise<PageResult> {
     status(`${name}...`)
     backends.push(await runBackend(name, task))
   }
+  // Every browser backend against cpu (webgpu last: nothing after it depends on its device).
+  status('parity...')
+  const parity = await runParity(task, WASM_PATHS, status)
   // Typed errors keep their names in a minified bundle; file functions say they need Node.js.
   const describeError = (error: unknown): string =>
     error instanceof Error
@@ -275,6 +284,7 @@ async function main(): Promise<PageResult> {
     markov,
     dynamics,
     backends,
+    parity,
     errors,
     tokenizer,
     seconds: (performance.now() - start) / 1000,
