@@ -3,7 +3,7 @@
  * `attnlab emergence`): task flags (the task's fixed parameters), model flags, and training
  * flags, with their conversion into `@attnlab/markov` / `@attnlab/transformer` configurations.
  */
-import { Command, Option } from 'commander'
+import { type Command, Option } from 'commander'
 import { fieldInfo, type FieldInfo, type z } from '@attnlab/core/schema'
 import { TASK_KINDS, TASK_SCHEMAS, type AnyTask, type TaskKind } from '@attnlab/markov'
 import {
@@ -156,13 +156,6 @@ export interface OptimizationFlags {
   biasHeads?: number[]
 }
 
-/** Keys of the task flags (to detect flags given on the command line). */
-export const TASK_KEYS: readonly string[] = ['task', 'taskSeed', ...Object.keys(TASK_FLAG_FIELDS)]
-/** Keys of the model flags. */
-export const MODEL_KEYS: readonly ('preset' | ModelFlagKey)[] = [
-  'preset',
-  ...(Object.keys(MODEL_FLAG_FIELDS) as ModelFlagKey[]),
-]
 /** `--foo-bar` for a camelCase key. */
 export function kebab(key: string): string {
   return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
@@ -482,19 +475,6 @@ export function checkAttentionBiasFlags(flags: OptimizationFlags, task: AnyTask,
   )
 }
 
-/**
- * Keys of the optimisation flags that define a run (what a resume compares): every flag
- * {@link addOptimizationFlags} declares, in its order, but `steps` and `evalEvery`.
- */
-export const OPTIMIZATION_KEYS: readonly (keyof OptimizationFlags)[] = addOptimizationFlags(new Command(), {
-  batch: 1,
-  lr: 1,
-  steps: 1,
-  evalEvery: 1,
-})
-  .options.map((option) => option.attributeName() as keyof OptimizationFlags)
-  .filter((key) => key !== 'steps' && key !== 'evalEvery')
-
 /** Checks the optimisation flags' sampling limit and cross-constraints (before any work). */
 export function checkOptimizationFlags(flags: OptimizationFlags, command: Command): void {
   if (flags.schedule !== 'warmup-cosine' && command.getOptionValueSource('warmup') === 'cli')
@@ -619,4 +599,23 @@ export function scheduleOf(flags: OptimizationFlags): ScheduleOptions {
 /** Flags given on the command line among `keys`. */
 export function givenFlags(command: Command, keys: readonly string[]): string[] {
   return keys.filter((key) => command.getOptionValueSource(key) === 'cli')
+}
+
+/**
+ * The keys of the flags that define a run (what a resume may not change): every option `command`
+ * declares but the `resumable` ones, so a flag added to the command is run-defining without a key
+ * list to update.
+ *
+ * @param command - the registered command (`train`, `emergence`)
+ * @param resumable - the commander keys a resume may give (`--resume` itself among them)
+ */
+export function runDefiningKeys(command: Command, resumable: readonly string[]): string[] {
+  return command.options.map((option) => option.attributeName()).filter((key) => !resumable.includes(key))
+}
+
+/** `only --steps, --backend and --json may be given`, for the resumable keys (`--resume` itself left out). */
+export function resumableText(resumable: readonly string[]): string {
+  const flags = resumable.filter((key) => key !== 'resume').map(kebab)
+  const listed = flags.length > 1 ? `${flags.slice(0, -1).join(', ')} and ${flags.at(-1)}` : (flags[0] ?? 'no flag')
+  return `only ${listed} may be given`
 }

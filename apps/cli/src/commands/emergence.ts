@@ -42,9 +42,6 @@ import { checkWritable, createDirectory, discardCreated, pathState } from '../ou
 import { onStopSignal } from '../signals.ts'
 import { activateBackend, backendOption, intParser, withFlagNames } from '../options.ts'
 import {
-  MODEL_KEYS,
-  OPTIMIZATION_KEYS,
-  TASK_KEYS,
   addModelFlags,
   addOptimizationFlags,
   addInitFromFlag,
@@ -53,6 +50,8 @@ import {
   initFromOf,
   checkOptimizationFlags,
   givenFlags,
+  resumableText,
+  runDefiningKeys,
   kebab,
   modelOverridesOf,
   optimizerOf,
@@ -141,22 +140,20 @@ function formatDuration(seconds: number): string {
   return m > 0 ? `${m}m${String(s).padStart(2, '0')}s` : `${s}s`
 }
 
+/**
+ * The flags a resume may give (commander keys; `--out` only as the run directory itself); every other
+ * flag defines the run, whose settings come from its `config.json`.
+ */
+const RESUMABLE_KEYS = ['resume', 'steps', 'out', 'force', 'backend', 'json'] as const
+
 /** The settings of a run: from the flags, or from the run being resumed (`config.json`). */
 async function settingsOf(flags: EmergenceFlags, command: Command): Promise<ResolvedEmergenceConfig> {
   if (flags.resume !== undefined) {
-    const changed = givenFlags(command, [
-      ...TASK_KEYS,
-      ...MODEL_KEYS,
-      ...OPTIMIZATION_KEYS,
-      'seeds',
-      'seed',
-      'analysisSize',
-      'initFrom',
-    ])
+    const changed = givenFlags(command, runDefiningKeys(command, RESUMABLE_KEYS))
     if (changed.length > 0) {
       throw new UsageError(
         `${changed.map(kebab).join(', ')} cannot change when resuming (the settings come from ` +
-          `${flags.resume}/config.json); only --steps, --backend and --json may be given`,
+          `${flags.resume}/config.json); ${resumableText(RESUMABLE_KEYS)}`,
       )
     }
     let record: EmergenceRecord

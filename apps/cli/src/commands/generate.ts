@@ -178,7 +178,9 @@ export function registerGenerate(program: Command): void {
       'a warning names what a short prompt achieved instead',
     numberParser('--sparsity', 0, 1),
   )
-  addMethodFlags(command, METHOD_FLAG_RENAMES)
+  // The attention-method flags are the options addMethodFlags adds (from the methods' schemas): no key list to keep.
+  const ownOptions = command.options.length
+  const methodOptions = addMethodFlags(command, METHOD_FLAG_RENAMES).options.slice(ownOptions)
   command.action(async (flags: GenerateFlags) => {
     if (flags.prompt !== undefined && flags.promptIds !== undefined)
       throw new UsageError('give --prompt or --prompt-ids, not both')
@@ -202,13 +204,10 @@ export function registerGenerate(program: Command): void {
       }))
     }
     if (flags.attention === undefined) {
-      const stray = Object.keys(flags).filter(
-        (key) => command.getOptionValueSource(key) === 'cli' && !KNOWN_GENERATE_KEYS.has(key),
-      )
+      const stray = methodOptions.filter((option) => command.getOptionValueSource(option.attributeName()) === 'cli')
       if (stray.length > 0)
         throw new UsageError(
-          `attention-method flags need --attention METHOD ` +
-            `(got ${stray.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')})`,
+          `attention-method flags need --attention METHOD (got ${stray.map((option) => option.long).join(', ')})`,
         )
     }
     const backend = await activateBackend(flags.backend)
@@ -305,25 +304,3 @@ export function registerGenerate(program: Command): void {
     }
   })
 }
-
-/** Flags of generate itself (anything else given on the command line is a method flag). */
-const KNOWN_GENERATE_KEYS = new Set([
-  'model',
-  'tokenizer',
-  'dummyPrefix',
-  'prompt',
-  'promptIds',
-  'maxTokens',
-  'steps',
-  'temperature',
-  'topK',
-  'topP',
-  'seed',
-  'bos',
-  'ignoreEos',
-  'ids',
-  'json',
-  'backend',
-  'attention',
-  'sparsity',
-])

@@ -30,9 +30,6 @@ import { checkWritable, pathState } from '../out-dir.ts'
 import { onStopSignal, yieldToEventLoop } from '../signals.ts'
 import { activateBackend, backendOption, intParser } from '../options.ts'
 import {
-  MODEL_KEYS,
-  OPTIMIZATION_KEYS,
-  TASK_KEYS,
   addModelFlags,
   addOptimizationFlags,
   addInitFromFlag,
@@ -43,6 +40,8 @@ import {
   checkAttentionBiasFlags,
   checkOptimizationFlags,
   givenFlags,
+  resumableText,
+  runDefiningKeys,
   kebab,
   modelConfigOf,
   optimizerOf,
@@ -95,13 +94,16 @@ interface StoredRun {
   readonly flags?: Readonly<Record<string, unknown>>
 }
 
-/** The flags that define a run: fixed when resuming (repeating one with its value is fine). */
-const RUN_KEYS = [...TASK_KEYS, ...MODEL_KEYS, ...OPTIMIZATION_KEYS, 'seed', 'initFrom'] as const
+/**
+ * The flags a resume may give (commander keys); every other flag of `train` defines the run and is
+ * fixed when resuming (repeating one with its value is fine).
+ */
+const RESUMABLE_KEYS = ['resume', 'steps', 'out', 'force', 'evalEvery', 'checkpointEvery', 'backend', 'json'] as const
 
 /** The values of the run-defining flags (what a resume compares given flags against). */
-function runFlagValues(flags: TrainFlags): Record<string, unknown> {
+function runFlagValues(flags: TrainFlags, command: Command): Record<string, unknown> {
   const values: Record<string, unknown> = {}
-  for (const key of RUN_KEYS) {
+  for (const key of runDefiningKeys(command, RESUMABLE_KEYS)) {
     const value = (flags as unknown as Record<string, unknown>)[key]
     if (value !== undefined) values[key] = value
   }
@@ -170,7 +172,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
     // A flag given with the value the run already has is no change (checkpoints that predate
     // the stored flag values accept none).
     const values = flags as unknown as Record<string, unknown>
-    const changed = givenFlags(command, RUN_KEYS).filter(
+    const changed = givenFlags(command, runDefiningKeys(command, RESUMABLE_KEYS)).filter(
       (key) => stored.flags === undefined || !sameValue(values[key], stored.flags[key]),
     )
     if (changed.length > 0) {
@@ -180,8 +182,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       const hadText = had.length > 0 ? `the run has ${had.join(', ')}; ` : ''
       throw new UsageError(
         `${changed.map(kebab).join(', ')} cannot change when resuming (${hadText}` +
-          `its settings come from ${flags.resume}); only --steps, --out, --force, --eval-every, --checkpoint-every, ` +
-          '--backend and --json may be given',
+          `its settings come from ${flags.resume}); ${resumableText(RESUMABLE_KEYS)}`,
       )
     }
     run = { ...(stored as StoredRun), evaluations: [...(stored.evaluations ?? [])] }
@@ -239,7 +240,7 @@ export async function runTrain(flags: TrainFlags, command: Command): Promise<Rec
       steps: flags.steps,
       evalEvery: flags.evalEvery,
       checkpointEvery: flags.checkpointEvery,
-      flags: runFlagValues(flags),
+      flags: runFlagValues(flags, command),
     }
   }
   // Continuing in place rewrites the run's own checkpoint; anywhere else must be free (or --force).
