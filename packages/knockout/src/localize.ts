@@ -177,6 +177,12 @@ export interface CompressedSensingResult extends LocalizationBase {
    * nothing to regress, every coefficient is 0.
    */
   readonly constantScores: boolean
+  /**
+   * The population standard deviation of the score over the masks (metric units; 0 when
+   * {@link CompressedSensingResult.constantScores}): the unit of a coefficient, so
+   * `-coefficient * scoreSd` estimates a head's performance drop in metric units.
+   */
+  readonly scoreSd: number
 }
 
 /**
@@ -526,6 +532,7 @@ export async function compressedSensing(
       ...(crossValidation === undefined ? {} : { crossValidation }),
       knockoutCounts: knockoutCounts(masks),
       constantScores,
+      scoreSd: constantScores ? 0 : sd,
     }
   })
 }

@@ -64,6 +64,11 @@ describeWithBackends('planted minimal model (each head owns one span)', () => {
         top: 1,
       })
       expect(found.evaluations).toBe(6)
+      // The coefficients' unit: the population sd of the scores over the masks (metric units).
+      const m = [...found.measurements]
+      const mean = m.reduce((sum, v) => sum + v, 0) / m.length
+      const sd = Math.sqrt(m.reduce((sum, v) => sum + (v - mean) ** 2, 0) / m.length)
+      expect(found.scoreSd).toBeCloseTo(sd, 12)
       const { precision, recall } = precisionRecall(found.top, planted[capability.name] as HeadRef[])
       expect(recall).toBe(1)
       expect(precision).toBe(1)

@@ -275,25 +275,6 @@ function effectsJson(report: EffectsReport) {
   }
 }
 
-/**
- * The unit of compressed sensing's Lasso coefficients: the scores are standardized over the M masks
- * (population sd, `StandardScaler`) and regressed on the 0/1 knockout mask, so a coefficient is the
- * change of the capability's performance, in standard deviations of its score across the masks,
- * when that head is knocked out (negative = needed). `-coefficient x sd` estimates the performance
- * drop in metric units (comparable with the exhaustive sweep's drop, shrunk by the Lasso).
- *
- * @returns the sd of the score across the masks (metric units; 0 when the scores are constant)
- */
-export function coefficientScale(result: CompressedSensingResult): number {
-  const m = result.measurements
-  let mean = 0
-  for (const v of m) mean += v
-  mean /= Math.max(1, m.length)
-  let variance = 0
-  for (const v of m) variance += (v - mean) ** 2
-  return result.constantScores ? 0 : Math.sqrt(variance / Math.max(1, m.length))
-}
-
 /** The metric's unit, for labels. */
 function metricUnit(metric: string): string {
   return metric === 'accuracy' ? 'accuracy' : `${metric} nats`
@@ -301,7 +282,7 @@ function metricUnit(metric: string): string {
 
 /** The legend printed under compressed sensing's top heads: what a coefficient is, with its unit. */
 export function coefficientLegend(result: CompressedSensingResult): string {
-  const sd = coefficientScale(result)
+  const sd = result.scoreSd
   return (
     `  coefficient = Lasso weight on the head's knockout bit (1 = knocked out), in standard deviations of ` +
     `the ${result.metric} score across the ${result.masks.count} masks ` +
@@ -347,9 +328,9 @@ function resultJson(result: LocalizationResult) {
         // it to metric units.
         coefficientUnit:
           'standard deviations of the capability score across the masks, per knocked-out head (negative = needed)',
-        scoreSd: coefficientScale(result),
+        scoreSd: result.scoreSd,
       },
-      estimatedDrop: result.top.map((h) => ({ head: formatHead(h), drop: -h.score * coefficientScale(result) })),
+      estimatedDrop: result.top.map((h) => ({ head: formatHead(h), drop: -h.score * result.scoreSd })),
       ...(result.crossValidation === undefined ? {} : { crossValidation: result.crossValidation }),
     }
   }
@@ -539,7 +520,7 @@ export function registerKnockout(program: Command): void {
           `  (an exhaustive sweep needs ${budget.exhaustiveSweep}, all heads and pairs ${budget.exhaustivePairs})`,
         )
         if (result.method === 'compressed-sensing') {
-          const sd = coefficientScale(result)
+          const sd = result.scoreSd
           const heads = result.top.map(
             (h) => `${formatHead(h)} ${h.score.toFixed(4)} (drop ~${(-h.score * sd).toPrecision(3)})`,
           )
