@@ -45,6 +45,8 @@ interface PageState {
   /** Evaluations so far (steps, losses, span masses, knockout losses). */
   evaluations: {
     step: number
+    /** Seconds spent in training steps so far (the worker's clock; pauses and evaluations excluded). */
+    trainingSeconds: number
     validationLoss: number
     stage: string
     spanMass: (readonly number[])[] | null
@@ -396,7 +398,7 @@ function renderEvaluationHeads(evaluation: Evaluation): void {
     if (mass === undefined) {
       const entropy = evaluation.line.attentionEntropy[h]
       const text = document.createElement('div')
-      text.className = 'bar-label'
+      text.className = 'entropy'
       text.textContent = entropy === undefined ? '' : `attention entropy ${entropy.toFixed(2)} nats`
       bars.append(text)
       return
@@ -526,6 +528,7 @@ function onMessage(message: FromWorker): void {
       const { line } = message
       state.evaluations.push({
         step: line.step,
+        trainingSeconds: line.seconds,
         validationLoss: line.validationLoss,
         stage: message.stage,
         spanMass: line.spanMass === null ? null : [...line.spanMass],
