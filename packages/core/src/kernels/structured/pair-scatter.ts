@@ -71,6 +71,7 @@ export const pairScatterGradConfig: tf.GradConfig = {
  * @returns `[batch, pos, heads, width]`
  * @throws `ShapeError` (from `@attnlab/core`) for inconsistent shapes
  * @throws `KernelsUnavailableError` when the active backend was not started by `useBackend`
+ * @remarks On `webgl` and `webgpu` this is a composition of stock tfjs ops (no read-back; `composite.ts`).
  * @category Kernels
  */
 export function pairScatter(p: tf.Tensor4D, tokens: tf.Tensor2D, width: number, offset: number): tf.Tensor4D {

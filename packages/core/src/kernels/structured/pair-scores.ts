@@ -68,6 +68,7 @@ export const pairScoresGradConfig: tf.GradConfig = {
  * @returns `[batch, heads, pos, pos]`
  * @throws `ShapeError` (from `@attnlab/core`) for inconsistent shapes
  * @throws `KernelsUnavailableError` when the active backend was not started by `useBackend`
+ * @remarks On `webgl` and `webgpu` this is a composition of stock tfjs ops (no read-back; `composite.ts`).
  * @category Kernels
  */
 export function pairScores(q: tf.Tensor4D, tokens: tf.Tensor2D, offset: number, maskValue: number): tf.Tensor4D {

@@ -73,6 +73,7 @@ export const twoHotScoresGradGradConfig: tf.GradConfig = {
  * @param offset - `dVocab`
  * @returns `[heads, width, width]`
  * @throws `KernelsUnavailableError` when the active backend was not started by `useBackend`
+ * @remarks On `webgl` and `webgpu` this is a composition of stock tfjs ops (no read-back; `composite.ts`).
  * @category Kernels
  */
 export function twoHotScoresGrad(
