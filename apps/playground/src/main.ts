@@ -670,19 +670,13 @@ $('share').addEventListener('click', () => {
 // ---------------------------------------------------------------------------------------------
 // Start-up: what the browser supports, which backends to offer.
 
-async function offeredBackends(): Promise<PlaygroundBackend[]> {
+function offeredBackends(): PlaygroundBackend[] {
   const offered: PlaygroundBackend[] = ['wasm', 'cpu']
   try {
     if (typeof OffscreenCanvas !== 'undefined' && new OffscreenCanvas(1, 1).getContext('webgl2') !== null)
       offered.push('webgl')
   } catch {
     // no WebGL2 in workers: not offered
-  }
-  try {
-    const gpu = (navigator as { gpu?: { requestAdapter(): Promise<unknown> } }).gpu
-    if (gpu !== undefined && (await gpu.requestAdapter()) !== null) offered.push('webgpu')
-  } catch {
-    // no WebGPU adapter: not offered
   }
   return BACKENDS.filter((b) => offered.includes(b))
 }
@@ -704,7 +698,7 @@ async function init(): Promise<void> {
   $('support').hidden = problems.length === 0
   const select = $<HTMLSelectElement>('backend')
   select.replaceChildren()
-  for (const name of await offeredBackends()) {
+  for (const name of offeredBackends()) {
     const option = document.createElement('option')
     option.value = name
     option.textContent = name === 'wasm' ? 'wasm (attnlab kernels)' : name
