@@ -5,7 +5,7 @@
  * - {@link SparseMarkovTask}: the sparse high-order Markov chain of Yüksel et al. (arXiv
  *   2602.19143), with its truncated teachers ({@link SparseMarkovTask.teacherProbabilities}) and
  *   plateau oracles: exact ({@link restrictedContextEntropy}) and Monte-Carlo
- *   ({@link restrictedContextEntropyMonteCarlo}).
+ *   ({@link restrictedContextEntropyMonteCarlo}); {@link taskOracle} picks one and gives any task's loss floor.
  * - The emergence tasks of Baherwani et al. (arXiv 2606.25010): {@link LinearMapTask},
  *   {@link CellularAutomatonTask}, {@link IclMarkovTask}, each with its loss floor.
  * - {@link createTask} rebuilds any task from its `describe()` output (through `@attnlab/core`'s
@@ -46,6 +46,15 @@ export {
   type MonteCarloOracleOptions,
   type RestrictedContextEntropyEstimate,
 } from './sparse-markov-monte-carlo.ts'
+export {
+  taskOracle,
+  type BayesLossOracle,
+  type LinearMapOracle,
+  type SparseMarkovExactOracle,
+  type SparseMarkovMonteCarloOracle,
+  type TaskOracle,
+  type TaskOracleOptions,
+} from './task-oracle.ts'
 export {
   LinearMapTask,
   defaultLinearMapConfig,

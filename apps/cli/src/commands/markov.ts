@@ -6,19 +6,16 @@ import { type Command, Help, Option } from 'commander'
 import { Rng, formatNumber } from '@attnlab/core'
 import { writeSafetensorsFile } from '@attnlab/core/node'
 import {
-  type CellularAutomatonTask,
   DEFAULT_MAX_EXACT_STATES,
-  type IclMarkovTask,
-  LinearMapTask,
-  SparseMarkovTask,
+  OracleTooLargeError,
   TASK_KINDS,
   createTask,
   isRetrievalTask,
-  restrictedContextEntropy,
-  restrictedContextEntropyMonteCarlo,
+  taskOracle,
   type AnyTask,
   type EntropyEstimate,
   type TaskKind,
+  type TaskOracle,
 } from '@attnlab/markov'
 import { UsageError } from '../errors.ts'
 import { checkOutputFile, forceOption, intParser, withFlagNames } from '../options.ts'
@@ -235,23 +232,29 @@ export function registerMarkov(program: Command): void {
     } else if (command.getOptionValueSource('oracleSequences') === 'cli') {
       throw new UsageError('--oracle-sequences applies only to --task cellular-automaton or icl-markov')
     }
-    const result = computeOracle(task, options)
-    if (options.json) {
-      console.log(JSON.stringify(result, null, 2))
-      return
-    }
-    printOracle(result)
-  })
-}
-
-/** Computes the oracle JSON for any task kind. */
-function computeOracle(task: AnyTask, options: OracleOptions): Record<string, unknown> {
-  const base = { task: task.describe(), units: 'nats' }
-  if (task instanceof SparseMarkovTask) {
-    const states = task.vocabSize ** task.contextLength
-    const exact = options.method === 'exact' || (options.method === 'auto' && states <= options.maxStates)
-    if (exact && states > options.maxStates) {
+    let result: TaskOracle
+    try {
+      result = taskOracle(task, {
+        method: options.method,
+        maxStates: options.maxStates,
+        seed: options.seed,
+        ...(options.mcSequences !== undefined ? { mcSequences: options.mcSequences } : {}),
+        ...(options.contexts !== undefined ? { contexts: options.contexts } : {}),
+        ...(options.sweeps !== undefined ? { sweeps: options.sweeps } : {}),
+        positionSpecific: options.positionSpecific === true,
+        sequences: options.oracleSequences,
+        onMonteCarlo: (states) => {
+          if (options.json) return
+          console.error(
+            `attnlab: d^C = ${states.toExponential(2)} windows is beyond the exact oracle ` +
+              `(--max-states ${options.maxStates}); estimating by Monte Carlo`,
+          )
+        },
+      })
+    } catch (error) {
+      if (!(error instanceof OracleTooLargeError) || task.kind !== 'sparse-markov') throw error
       // Said in flags: the library's error names its own functions.
+      const states = error.states
       const raise = states <= 2 ** 28 ? ` or raise --max-states to ${formatNumber(states)}` : ''
       throw new UsageError(
         `--method exact enumerates d^C = ${task.vocabSize}^${task.contextLength} = ${states.toExponential(2)} ` +
@@ -260,80 +263,16 @@ function computeOracle(task: AnyTask, options: OracleOptions): Record<string, un
           `errors)${raise}`,
       )
     }
-    if (exact) {
-      const oracle = restrictedContextEntropy(task, { maxStates: options.maxStates })
-      return {
-        ...base,
-        method: 'exact',
-        restrictedContextEntropy: oracle.pooled,
-        positionSpecificEntropy: oracle.positionSpecific,
-        teacherEntropy: oracle.teacherEntropy,
-        topSpans: oracle.topSpans,
-        truncatedTeacherCrossEntropy: oracle.truncatedTeacherCrossEntropy,
-        perPositionEntropy: oracle.perPosition,
-      }
+    if (options.json) {
+      console.log(JSON.stringify(result, null, 2))
+      return
     }
-    if (options.method === 'auto' && !options.json) {
-      console.error(
-        `attnlab: d^C = ${states.toExponential(2)} windows is beyond the exact oracle ` +
-          `(--max-states ${options.maxStates}); estimating by Monte Carlo`,
-      )
-    }
-    const estimate = restrictedContextEntropyMonteCarlo(task, {
-      seed: options.seed,
-      ...(options.mcSequences !== undefined ? { sequences: options.mcSequences } : {}),
-      ...(options.contexts !== undefined ? { contexts: options.contexts } : {}),
-      ...(options.sweeps !== undefined ? { sweeps: options.sweeps } : {}),
-      positionSpecific: options.positionSpecific === true,
-    })
-    const values = (list: readonly EntropyEstimate[]): (number | null)[] => list.map((e) => e.estimate)
-    const errors = (list: readonly EntropyEstimate[]): (number | null)[] => list.map((e) => e.standardError)
-    return {
-      ...base,
-      method: 'monte-carlo',
-      restrictedContextEntropy: values(estimate.pooled),
-      restrictedContextEntropyStandardError: errors(estimate.pooled),
-      restrictedContextEntropyBounds: estimate.pooled.map((e) => e.bounds),
-      ...(estimate.positionSpecific
-        ? {
-            positionSpecificEntropy: values(estimate.positionSpecific),
-            positionSpecificEntropyStandardError: errors(estimate.positionSpecific),
-          }
-        : {}),
-      teacherEntropy: estimate.teacherEntropy.estimate,
-      teacherEntropyStandardError: estimate.teacherEntropy.standardError,
-      topSpans: {
-        spans: estimate.topSpans.spans,
-        pooled: values(estimate.topSpans.pooled),
-        standardError: errors(estimate.topSpans.pooled),
-      },
-      truncatedTeacherCrossEntropy: estimate.truncatedTeacherCrossEntropy.map((e) => e.estimate),
-      truncatedTeacherCrossEntropyStandardError: estimate.truncatedTeacherCrossEntropy.map((e) => e.standardError),
-      estimates: estimate.pooled,
-      monteCarloOptions: estimate.options,
-    }
-  }
-  if (task instanceof LinearMapTask) {
-    return {
-      ...base,
-      lossFloor: task.lossFloor(),
-      chanceLoss: Math.LN2,
-      formula: 'ln2 * (random scored bits) / (scored bits)',
-    }
-  }
-  const rng = Rng.fromSeed(options.seed).split('markov/oracle')
-  const loss = (task as CellularAutomatonTask | IclMarkovTask).bayesLoss(options.oracleSequences, rng)
-  return {
-    ...base,
-    bayesLoss: loss.estimate,
-    bayesLossStandardError: loss.standardError,
-    sequences: loss.samples,
-    chanceLoss: Math.log(task.kind === 'icl-markov' ? task.vocabSize : 2),
-    perPositionBayesLoss: loss.perPosition.map((x) => (Number.isNaN(x) ? null : x)),
-  }
+    printOracle(result)
+  })
 }
 
-function printOracle(result: Record<string, unknown>): void {
+function printOracle(oracle: TaskOracle): void {
+  const result: Readonly<Record<string, unknown>> = oracle
   const fmt = (x: unknown, se?: unknown): string =>
     typeof x === 'number' ? `${x.toFixed(4)}${typeof se === 'number' ? ` +- ${se.toFixed(4)}` : ''}` : 'not estimated'
   const task = result.task as { kind: string }
