@@ -7,7 +7,8 @@
  *   prompt, each sized for target sparsities, with KL(dense || sparse), top-1 agreement and both
  *   sparsities (The Sparse Frontier, Nawrot et al., arXiv 2504.17768 [v2], section 2 and A.1).
  *   {@link sizedConfig} sizes one method for one prompt (for generation with it).
- * - Reports: {@link compareSpec} (a Vega-Lite spec), {@link compareNotes} (text lines).
+ * - Reports: {@link compareSpec} (a Vega-Lite spec), {@link compareNotes} (text lines);
+ *   {@link dynamicsPlotSpec} plots a trajectory of `@attnlab/dynamics`' reduced gradient flow.
  * - Targets: {@link clampReportedSparsity}, {@link targetReached}, {@link targetWarning}.
  * - {@link runEmergence}: the emergence experiment (Yüksel et al., arXiv 2602.19143; Baherwani et
  *   al., arXiv 2606.25010): {@link defaultEmergenceConfig}, stages against the Bayes oracles, the
@@ -160,3 +161,4 @@ export {
   scoreInduction,
 } from './induction-probe.ts'
 export { renderSvg, type PlotSpec } from './plot.ts'
+export { dynamicsPlotSpec } from './dynamics-plot.ts'

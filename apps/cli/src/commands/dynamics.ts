@@ -20,8 +20,9 @@ import {
   type StageAnalysis,
   type Trajectory,
 } from '@attnlab/dynamics'
+import { dynamicsPlotSpec } from '@attnlab/experiments'
 import { checkOutputFile, forceOption, numberParser, withFlagNames } from '../options.ts'
-import { renderSvg, type PlotSpec } from '../plot.ts'
+import { renderSvg } from '../plot.ts'
 import { schemaFieldOption } from '../schema-flags.ts'
 
 interface SimulateFlags {
@@ -149,95 +150,6 @@ function summary(trajectory: Trajectory, analysis: StageAnalysis, plot: string |
     tMax: trajectory.times[trajectory.times.length - 1],
     stats: trajectory.stats,
     plot,
-  }
-}
-
-/**
- * The Vega-Lite spec of a trajectory: loss vs time (log axes, plateau lines, transition rules)
- * above each head's attention mass per span vs time.
- */
-export function dynamicsPlotSpec(trajectory: Trajectory, analysis: StageAnalysis): PlotSpec {
-  const { nHeads: h, spans } = trajectory.config
-  const K = spans.length
-  const lossRows: { t: number; loss: number }[] = []
-  const massRows: { t: number; head: string; span: string; mass: number }[] = []
-  for (let i = 0; i < trajectory.times.length; i++) {
-    const t = trajectory.times[i] as number
-    if (t <= 0) continue
-    lossRows.push({ t, loss: Math.max(trajectory.loss[i] as number, 1e-8) })
-    for (let k = 0; k < h; k++) {
-      for (let j = 0; j < K; j++) {
-        massRows.push({
-          t,
-          head: headName(k),
-          span: `span ${flagSpan(K, j)}`,
-          mass: trajectory.spanMass[(i * h + k) * K + j] as number,
-        })
-      }
-    }
-  }
-  const plateauRows = analysis.plateaus.filter((p) => p > 0).map((p, j) => ({ loss: p, label: `L_${j}` }))
-  const transitionRows = analysis.transitions
-    .filter((t) => t.time !== null)
-    .map((t) => ({ t: t.time as number, label: `t${t.stage}` }))
-  const time = {
-    field: 't',
-    type: 'quantitative' as const,
-    scale: { type: 'log' as const },
-    title: 'ODE time (dimensionless)',
-  }
-  const c = trajectory.config
-  return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title:
-      `Reduced gradient flow (${c.variant}): h=${c.nHeads}, T=${c.nCtx}, ` +
-      `spans=[${[...c.spans].reverse().join(',')}] (oldest first), m=${c.importanceRatio}, eps=${c.initNoise}, ` +
-      `seed=${c.seed}`,
-    vconcat: [
-      {
-        width: 640,
-        height: 260,
-        layer: [
-          {
-            data: { values: lossRows },
-            mark: { type: 'line', color: '#1f4e79' },
-            encoding: {
-              x: time,
-              y: { field: 'loss', type: 'quantitative', scale: { type: 'log' }, title: 'loss (1/2 squared Frobenius)' },
-            },
-          },
-          {
-            data: { values: plateauRows },
-            mark: { type: 'rule', strokeDash: [4, 4], color: '#888' },
-            encoding: { y: { field: 'loss', type: 'quantitative' } },
-          },
-          {
-            data: { values: transitionRows },
-            mark: { type: 'rule', color: '#c0392b' },
-            encoding: { x: { field: 't', type: 'quantitative' } },
-          },
-          {
-            data: { values: transitionRows },
-            mark: { type: 'text', align: 'left', dx: 3, dy: -120, color: '#c0392b' },
-            encoding: { x: { field: 't', type: 'quantitative' }, text: { field: 'label' } },
-          },
-        ],
-      },
-      {
-        data: { values: massRows },
-        facet: { row: { field: 'head', type: 'nominal', title: null } },
-        spec: {
-          width: 640,
-          height: 90,
-          mark: { type: 'line' },
-          encoding: {
-            x: time,
-            y: { field: 'mass', type: 'quantitative', scale: { domain: [0, 1] }, title: 'attention mass' },
-            color: { field: 'span', type: 'nominal', title: 'span (0 = oldest)' },
-          },
-        },
-      },
-    ],
   }
 }
 
