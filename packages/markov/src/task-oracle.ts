@@ -13,7 +13,11 @@ import type { AnyTask } from './create-task.ts'
 import { OracleTooLargeError } from './errors.ts'
 import { IclMarkovTask } from './icl-markov.ts'
 import { LinearMapTask } from './linear-map.ts'
-import { DEFAULT_MAX_EXACT_STATES, restrictedContextEntropy } from './sparse-markov-exact.ts'
+import {
+  DEFAULT_MAX_EXACT_STATES,
+  type RestrictedContextEntropy,
+  restrictedContextEntropy,
+} from './sparse-markov-exact.ts'
 import {
   restrictedContextEntropyMonteCarlo,
   type EntropyEstimate,
@@ -76,12 +80,8 @@ export type SparseMarkovExactOracle = OracleBase & {
   readonly positionSpecificEntropy: readonly number[]
   /** `H_C`, the best achievable loss. */
   readonly teacherEntropy: number
-  /** Bayes losses given the `j` most important spans, `j = 0 .. K`. */
-  readonly topSpans: {
-    readonly spans: readonly (readonly number[])[]
-    readonly pooled: readonly number[]
-    readonly positionSpecific: readonly number[]
-  }
+  /** Bayes losses given the `j` most important spans, `j = 0 .. K` (as {@link restrictedContextEntropy}'s). */
+  readonly topSpans: RestrictedContextEntropy['topSpans']
   /** Cross-entropy of the truncated teacher with the `k` most important spans, `k = 0 .. K`. */
   readonly truncatedTeacherCrossEntropy: readonly number[]
   /** `H(Y_t | last n tokens at t)`, `[genLen][C + 1]`. */
