@@ -6,11 +6,12 @@
  * Node: `runEmergence` of `@attnlab/experiments` on tfjs `wasm` with attnlab's wasm kernels, with
  * the config the page builds from the same URL hash (`settingsFromHash` + `configFromSettings`).
  * Chromium (/usr/bin/chromium via playwright-core, SwiftShader for WebGL2 / WebGPU): the page is
- * built with vite, served by vite preview and trains in its Web Worker on `wasm`, `cpu` and `webgl`;
- * `webgpu` is tried and its error printed where it fails. Steady-state steps per second: steps after
- * the warm-up over the training seconds the run reports between the warm-up evaluation and the last
- * one (evaluations, warm-up and shader compiles excluded). The goal: browser wasm >= 0.5x Node wasm.
- * Both wasm runs print their last validation loss (same seed, same config: the same number).
+ * built with vite, served by vite preview and trains in its Web Worker on `wasm`, `cpu` and `webgl`.
+ * The page does not offer `webgpu`: it is tried on a probe page (bench/webgpu, built the same way;
+ * `runEmergence` on the page's main thread) and its error printed where it fails. Steady-state
+ * steps per second: steps after the warm-up over the training seconds the run reports between the
+ * warm-up evaluation and the last one (evaluations, warm-up and shader compiles excluded). The
+ * goal: browser wasm >= 0.5x Node wasm. Both wasm runs print their last validation loss (same seed, same config: the same number).
  *
  *   node --conditions=@attnlab/source --import tsx bench/browser-vs-node.ts
  *
@@ -147,6 +148,33 @@ async function browser(context: BrowserContext, url: string, plan: Plan): Promis
   }
 }
 
+/** webgpu, on the probe page's main thread (the playground's page does not offer it). */
+async function webgpu(context: BrowserContext, url: string, plan: Plan): Promise<Row> {
+  const where = 'Chromium, webgpu (probe page, main thread)'
+  const page = await context.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (error) => errors.push(error.message))
+  try {
+    await page.goto(`${url}${hashOf(plan).replace(/&backend=webgpu$/, '')}`)
+    await page.waitForFunction(() => (window as unknown as { __bench?: { done: boolean } }).__bench?.done, undefined, {
+      timeout,
+      polling: 250,
+    })
+    const run = (await page.evaluate(() => (window as unknown as { __bench: unknown }).__bench)) as {
+      error: string | null
+      evaluations: Evaluation[]
+    }
+    if (run.error !== null) return { where, steps: 0, stepsPerSecond: null, loss: null, note: `failed: ${run.error}` }
+    const { stepsPerSecond, loss } = steady(run.evaluations, plan.warmup)
+    return { where, steps: plan.steps, stepsPerSecond, loss, note: 'kernels none' }
+  } catch (error) {
+    const message = error instanceof Error ? error.message.split('\n')[0] : String(error)
+    return { where, steps: 0, stepsPerSecond: null, loss: null, note: `failed: ${[message, ...errors].join('; ')}` }
+  } finally {
+    await page.close().catch(() => {})
+  }
+}
+
 const rows: Row[] = [await node(wasmPlan)]
 console.log(`node wasm done: ${rows[0]?.stepsPerSecond?.toFixed(2)} steps/s`)
 
@@ -158,12 +186,35 @@ const server = await preview({
   customLogger: logger,
   preview: { host: '127.0.0.1', port: 0, strictPort: false, open: false },
 })
+// The webgpu probe page (bench/webgpu): the playground's page does not offer webgpu.
+const probeRoot = join(root, 'bench', 'webgpu')
+const probeOut = await mkdtemp(join(tmpdir(), 'attnlab-bench-webgpu-'))
+const probeConfig = {
+  root: probeRoot,
+  configFile: false as const,
+  base: './',
+  logLevel: 'error' as const,
+  customLogger: logger,
+  build: {
+    reportCompressedSize: false,
+    outDir: probeOut,
+    emptyOutDir: true,
+    target: 'es2022',
+    chunkSizeWarningLimit: 8192,
+  },
+}
+await build(probeConfig)
+const probeServer = await preview({
+  ...probeConfig,
+  preview: { host: '127.0.0.1', port: 0, strictPort: false, open: false },
+})
 const userDataDir = await mkdtemp(join(tmpdir(), 'attnlab-bench-chromium-'))
 let context: BrowserContext | undefined
 let version = ''
 try {
   const url = server.resolvedUrls?.local[0]
-  if (url === undefined) throw new Error('vite preview reported no local URL')
+  const probeUrl = probeServer.resolvedUrls?.local[0]
+  if (url === undefined || probeUrl === undefined) throw new Error('vite preview reported no local URL')
   context = await chromium.launchPersistentContext(userDataDir, {
     executablePath,
     headless: true,
@@ -182,14 +233,16 @@ try {
   })
   version = context.browser()?.version() ?? ''
   for (const plan of plans) {
-    const row = await browser(context, url, plan)
+    const row = plan.backend === 'webgpu' ? await webgpu(context, probeUrl, plan) : await browser(context, url, plan)
     console.log(`${row.where}: ${row.stepsPerSecond?.toFixed(2) ?? row.note}`)
     rows.push(row)
   }
 } finally {
   await context?.close().catch(() => {})
   await server.close().catch(() => {})
+  await probeServer.close().catch(() => {})
   await rm(userDataDir, { recursive: true, force: true }).catch(() => {})
+  await rm(probeOut, { recursive: true, force: true }).catch(() => {})
 }
 
 const config = hashOf(wasmPlan).replace(/&backend=wasm$/, '')
