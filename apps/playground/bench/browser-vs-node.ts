@@ -11,7 +11,8 @@
  * `runEmergence` on the page's main thread) and its error printed where it fails. Steady-state
  * steps per second: steps after the warm-up over the training seconds the run reports between the
  * warm-up evaluation and the last one (evaluations, warm-up and shader compiles excluded). The
- * goal: browser wasm >= 0.5x Node wasm. Both wasm runs print their last validation loss (same seed, same config: the same number).
+ * goal: browser wasm >= 0.5x Node wasm. Both wasm runs print their last validation loss (same seed,
+ * same config: the same number).
  *
  *   node --conditions=@attnlab/source --import tsx bench/browser-vs-node.ts
  *
