@@ -3,6 +3,7 @@
  * emergence experiment of `@attnlab/experiments`, what `attnlab emergence` runs), the URL hash
  * that holds them, and the emergence config they give.
  */
+import { ConfigError } from '@attnlab/core'
 import type { HeadRef } from '@attnlab/knockout'
 import {
   defaultEmergenceConfig,
@@ -104,10 +105,48 @@ const NUMBER_KEYS = [
 ] as const
 
 /**
+ * Page-level caps, above the library's own ranges, so that a link cannot make the tab build an
+ * absurd model or run for days (documented in docs/playground.md).
+ */
+export const PAGE_CAPS = { steps: 100_000, heads: 32, batch: 4096, validation: 8192 } as const
+
+/** The config field a ConfigError names (`parameter`), by the hash key it comes from. */
+const PARAMETER_KEYS: Readonly<Record<string, string>> = {
+  m: 'm',
+  tau: 'tau',
+  vocabSize: 'vocab',
+  spans: 'spans',
+  stateSize: 'cells',
+  onesPerRow: 'ones',
+  nHeads: 'heads',
+  'training.lr': 'lr',
+  seeds: 'seed',
+  'training.steps': 'steps',
+  'training.batchSize': 'batch',
+  'training.batchTokens': 'batch',
+  'training.evalEvery': 'evalEvery',
+  'training.validationSize': 'validation',
+  'training.analysisSize': 'validation',
+}
+
+/** The hash key behind a config parameter (`seeds[0]` -> seed, `spans[1]` -> spans), if any. */
+function keyOfParameter(parameter: string): string | undefined {
+  const field = parameter.replace(/\[\d+\]$/, '').replace(/^(task|model)\./, '')
+  return PARAMETER_KEYS[field]
+}
+
+/** A plain decimal number (`12`, `-1.5`, `0.002`): no hex, no exponent, no `Infinity`. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)$/
+
+/**
  * Reads settings from a URL hash (`#task=linear-map&lr=0.002`): keys not given take the task's
- * defaults; a value that is not a number (or a known name) is reported, not used.
+ * defaults. A value is used only when it is a plain decimal number (or a known name), within the
+ * page's caps ({@link PAGE_CAPS}), and the experiment it gives resolves (`resolveEmergenceConfig`,
+ * the rules the run itself checks); otherwise it is reported with the expected range and the
+ * default kept. Unknown keys are reported too.
  *
- * @returns the settings and one message per ignored value
+ * @param hash - the URL hash, with or without its leading `#`
+ * @returns the settings (always a valid experiment) and one message per ignored key
  */
 export function settingsFromHash(hash: string): { settings: Settings; ignored: string[] } {
   const params = new URLSearchParams(hash.replace(/^#/, ''))
@@ -121,22 +160,58 @@ export function settingsFromHash(hash: string): { settings: Settings; ignored: s
     : 'wasm'
   if (backendParam !== null && backendParam !== backend)
     ignored.push(`backend=${backendParam} (expected ${BACKENDS.join(', ')})`)
-  const settings: Record<string, unknown> = { ...defaultSettings(task, backend) }
+  const known = new Set<string>(['task', 'backend', 'spans', ...NUMBER_KEYS])
+  for (const key of new Set(params.keys()))
+    if (!known.has(key)) ignored.push(`${key}=${params.get(key) ?? ''} (unknown key)`)
+  const defaults = defaultSettings(task, backend)
+  const settings: Record<string, unknown> = { ...defaults }
+  const raws = new Map<string, string>()
   for (const key of NUMBER_KEYS) {
     const raw = params.get(key)
     if (raw === null) continue
     const value = Number(raw)
-    if (raw.trim() === '' || !Number.isFinite(value)) ignored.push(`${key}=${raw} (not a number)`)
-    else settings[key] = value
+    const cap = (PAGE_CAPS as Readonly<Record<string, number>>)[key]
+    if (!DECIMAL.test(raw) || !Number.isFinite(value)) ignored.push(`${key}=${raw} (not a plain decimal number)`)
+    else if (cap !== undefined && value > cap) ignored.push(`${key}=${raw} (the page allows at most ${cap})`)
+    else {
+      settings[key] = value
+      raws.set(key, raw)
+    }
   }
   const spans = params.get('spans')
   if (spans !== null) {
-    const list = spans.split(',').map(Number)
+    const list = spans.split(',').map((x) => (DECIMAL.test(x) ? Number(x) : Number.NaN))
     if (list.length === 0 || list.some((x) => !Number.isInteger(x) || x < 1))
       ignored.push(`spans=${spans} (expected positive integers, e.g. 2,2,2)`)
-    else settings.spans = list
+    else {
+      settings.spans = list
+      raws.set('spans', spans)
+    }
+  }
+  // The run's own rules: resolve the would-be experiment; a ConfigError names the field, whose
+  // value is then reported and reset to the default, until the experiment resolves.
+  for (let attempt = 0; attempt <= NUMBER_KEYS.length + 1; attempt++) {
+    const error = configErrorOf(settings as unknown as Settings)
+    if (error === undefined) break
+    const key = keyOfParameter(error.parameter)
+    const given = key !== undefined && raws.has(key) ? key : [...raws.keys()].at(-1)
+    if (given === undefined) break
+    ignored.push(`${given}=${raws.get(given) ?? ''} (${error.message.replace(/^Invalid /, '')})`)
+    settings[given] = defaults[given as keyof Settings]
+    raws.delete(given)
   }
   return { settings: settings as unknown as Settings, ignored }
+}
+
+/** The ConfigError resolving the settings' experiment throws, if any (other errors propagate). */
+function configErrorOf(settings: Settings): ConfigError | undefined {
+  try {
+    resolveEmergenceConfig(configFromSettings(settings))
+    return undefined
+  } catch (error) {
+    if (error instanceof ConfigError) return error
+    throw error
+  }
 }
 
 /** The URL hash of settings: only what differs from the task's defaults (empty for the default run). */
