@@ -113,7 +113,7 @@ describe('config', () => {
       /Invalid dModle: is not a transformer parameter \(did you mean 'dModel'\?\)/,
     ],
     ['architecture', { architecture: 'bert' }, /Invalid architecture: got 'bert'; expected one of minimal, gpt, llama/],
-    ['dModel', { architecture: 'gpt', dModel: 0 }, /Invalid dModel: must be an integer >= 1, got 0/],
+    ['dModel', { architecture: 'gpt', dModel: 0 }, /Invalid dModel: must be an integer in \[1, 65536\], got 0/],
     ['nLayers', { architecture: 'gpt', nLayers: 1.5 }, /nLayers/],
     ['heads split', { architecture: 'gpt', dModel: 10, nHeads: 3 }, /dModel 10 is not divisible by nHeads 3/],
     ['gqa', { architecture: 'llama', nHeads: 4, nKvHeads: 3 }, /nKvHeads: 3 does not divide nHeads 4/],
@@ -162,5 +162,33 @@ describe('config', () => {
   it('rejects unknown presets and non-objects', () => {
     expect(() => presetConfig('gpt-9' as never)).toThrow(/not a preset/)
     expect(() => createConfig(null as never)).toThrow(ConfigError)
+  })
+
+  it('refuses a model too large for a typed array or the wasm heap before allocating, naming the field', () => {
+    const refused = (make: () => unknown): ConfigError => {
+      try {
+        make()
+      } catch (error) {
+        if (error instanceof ConfigError) return error
+        throw error
+      }
+      throw new Error('expected a ConfigError')
+    }
+    // Over the field's maximum.
+    expect(refused(() => presetConfig('gpt', { nHeads: 1_000_000, dHead: 16 })).parameter).toBe('nHeads')
+    expect(refused(() => presetConfig('gpt', { dModel: 100_000 })).parameter).toBe('dModel')
+    // Within every field's maximum, but one tensor is too large: the minimal model's W_Q.
+    const minimal = refused(() => presetConfig('minimal', { nHeads: 60_000 }))
+    expect(minimal.parameter).toBe('nHeads')
+    expect(minimal.message).toMatch(/too large: attn.W_Q \[nHeads 60000 x dModel 75 x dHead 75\]/)
+    // The attention scores of one sequence.
+    const scores = refused(() => presetConfig('gpt', { nCtx: 65_536 }))
+    expect(scores.message).toMatch(/attention scores per sequence \[nHeads 4 x nCtx 65536 x nCtx 65536\]/)
+    // Each tensor fits, the parameters do not.
+    const params = refused(() => presetConfig('gpt', { nLayers: 1024, dModel: 1024, nHeads: 16 }))
+    expect(params.parameter).toBe('dMlp')
+    expect(params.message).toMatch(/about 1\.29e\+10 parameters/)
+    // The presets are far below the limits.
+    for (const name of ['minimal', 'gpt', 'gpt-nano', 'llama', 'llama-260k', 'mixer'] as const) presetConfig(name)
   })
 })

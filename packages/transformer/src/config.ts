@@ -62,25 +62,26 @@ export const transformerConfigSchema = configSchema({
    */
   architecture: enumField('model family', ['minimal', 'gpt', 'llama', 'mixer']),
   /** Vocabulary size (token ids `0 .. dVocab - 1`). */
-  dVocab: integerField('vocabulary size', { min: 1 }),
+  dVocab: integerField('vocabulary size', { min: 1, max: 1_048_576 }),
   /** Maximum sequence length (positions `0 .. nCtx - 1`). */
-  nCtx: integerField('maximum sequence length', { min: 1 }),
+  nCtx: integerField('maximum sequence length', { min: 1, max: 65_536 }),
   /** Width of the residual stream. For `minimal` it is `dVocab + nCtx` (the one-hot input). */
-  dModel: integerField('residual width (gpt/llama/mixer)', { min: 1 }),
+  dModel: integerField('residual width (gpt/llama/mixer)', { min: 1, max: 65_536 }),
   /**
    * Number of blocks (`minimal`: 1), at most 1024 (far above any real model's; a corrupt `config.json` with
    * `nLayers` 2^31 would otherwise make the parameter list itself exhaust memory).
    */
   nLayers: integerField('blocks (gpt/llama/mixer)', { min: 1, max: 1024 }),
   /** Query heads per block. */
-  nHeads: integerField('attention heads (the mixer: channel groups of dHead)', { min: 1 }),
+  nHeads: integerField('attention heads (the mixer: channel groups of dHead)', { min: 1, max: 65_536 }),
   /** Key/value heads (grouped-query attention); divides `nHeads`. `minimal`, `gpt`: `nHeads`. */
-  nKvHeads: integerField('key/value heads (llama grouped-query attention)', { min: 1 }),
+  nKvHeads: integerField('key/value heads (llama grouped-query attention)', { min: 1, max: 65_536 }),
   /** Width of each head's queries and keys (`minimal`: `dModel`, full width). */
-  dHead: integerField('width of each head (default dModel / nHeads; minimal: dModel)', { min: 1 }),
+  dHead: integerField('width of each head (default dModel / nHeads; minimal: dModel)', { min: 1, max: 65_536 }),
   /** Hidden width of the MLP (0 when `attnOnly`; the mixer's channel-mixing MLP). */
   dMlp: integerField("MLP width (gpt/llama, the mixer's channel MLP; default 4 d-model, llama 8/3; 0 = no MLP)", {
     min: 0,
+    max: 1_048_576,
   }),
   /** Attention-only blocks (no MLP; the mixer: token mixing only). Always true for `minimal`. */
   attnOnly: booleanField(
@@ -507,7 +508,127 @@ export function createConfig(input: TransformerConfigInput): TransformerConfig {
       { value: config.dTokenMlp },
     )
   }
+  checkSize(config)
   return Object.freeze(config)
+}
+
+/**
+ * The most float32 elements one tensor of a model may hold: 2^28 (1 GiB). A typed array and the tfjs wasm heap
+ * stop at 4 GiB, and training holds each weight with its gradient and two Adam moments.
+ */
+const MAX_TENSOR_ELEMENTS = 2 ** 28
+
+/** The most parameters a model may have: 2^28 (1 GiB of float32; 4 GiB with gradients and Adam's moments). */
+const MAX_PARAMETERS = 2 ** 28
+
+/** `n` in a short form: `5.63e+9` above a million, else the integer. */
+function showCount(n: number): string {
+  return n >= 1e6 ? n.toPrecision(3) : String(n)
+}
+
+/**
+ * Refuses a configuration whose largest single tensor (a weight, or one sequence's attention scores
+ * `[nHeads, nCtx, nCtx]`) or whose parameter count is beyond what float32 typed arrays and the wasm heap hold,
+ * before anything is allocated. The error names the field with the largest size among the tensor's dimensions.
+ */
+function checkSize(config: TransformerConfig): void {
+  const { dVocab, nCtx, dModel, nHeads, nKvHeads, dHead, dMlp, nLayers, dTokenMlp } = config
+  type Dims = readonly (readonly [keyof TransformerConfig, number])[]
+  const tensors: [string, Dims][] = [
+    [
+      'embed.W_E',
+      [
+        ['dVocab', dVocab],
+        ['dModel', dModel],
+      ],
+    ],
+    [
+      'pos_embed.W_pos',
+      [
+        ['nCtx', nCtx],
+        ['dModel', dModel],
+      ],
+    ],
+    [
+      'attn.W_Q',
+      [
+        ['nHeads', nHeads],
+        ['dModel', dModel],
+        ['dHead', dHead],
+      ],
+    ],
+    [
+      'attn.W_K',
+      [
+        ['nKvHeads', nKvHeads],
+        ['dModel', dModel],
+        ['dHead', dHead],
+      ],
+    ],
+    ...(hasAttention(config)
+      ? [
+          [
+            'attention scores per sequence',
+            [
+              ['nHeads', nHeads],
+              ['nCtx', nCtx],
+              ['nCtx', nCtx],
+            ],
+          ] as [string, Dims],
+        ]
+      : []),
+    [
+      'mlp.W_in',
+      [
+        ['dModel', dModel],
+        ['dMlp', dMlp],
+      ],
+    ],
+    [
+      'token-mixing MLP',
+      [
+        ['nHeads', nHeads],
+        ['nCtx', nCtx],
+        ['dTokenMlp', dTokenMlp],
+        ['nCtx', nCtx],
+      ],
+    ],
+  ]
+  const size = (dims: Dims): number => dims.reduce((product, [, n]) => product * n, 1)
+  const largestField = (dims: Dims): keyof TransformerConfig =>
+    dims.reduce((best, dim) => (dim[1] > best[1] ? dim : best))[0]
+  const shape = (dims: Dims): string => dims.map(([field, n]) => `${field} ${n}`).join(' x ')
+  for (const [name, dims] of tensors) {
+    const elements = size(dims)
+    if (elements > MAX_TENSOR_ELEMENTS) {
+      throw new ConfigError(
+        largestField(dims),
+        `the model is too large: ${name} [${shape(dims)}] has ${showCount(elements)} float32 elements ` +
+          `(${((elements * 4) / 2 ** 30).toFixed(2)} GiB); at most ${MAX_TENSOR_ELEMENTS} (1 GiB) fit one typed array`,
+      )
+    }
+  }
+  // An upper bound: the minimal model has only W_Q and W_V, the mixer no attention but its token-mixing MLP.
+  const mlp = (config.gatedMlp ? 3 : 2) * dModel * dMlp
+  const perBlock =
+    config.architecture === 'minimal'
+      ? 2 * nHeads * dModel * dHead
+      : (nHeads + 2 * nKvHeads + nHeads) * dModel * dHead + mlp + 2 * nHeads * nCtx * dTokenMlp * nCtx
+  const parameters = nLayers * perBlock + 2 * dVocab * dModel + nCtx * dModel
+  if (parameters > MAX_PARAMETERS) {
+    const dims: Dims = [
+      ['nLayers', nLayers],
+      ['nHeads', nHeads],
+      ['dModel', dModel],
+      ['dHead', dHead],
+      ['dMlp', dMlp],
+    ]
+    throw new ConfigError(
+      largestField(dims),
+      `the model is too large: about ${showCount(parameters)} parameters (${shape(dims)}); ` +
+        `at most ${MAX_PARAMETERS} (1 GiB of float32) fit the wasm heap with gradients and Adam's moments`,
+    )
+  }
 }
 
 /** A partial rotary embedding's width: rotary positions, an even number of dimensions, at most `dHead`. */

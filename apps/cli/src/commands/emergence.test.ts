@@ -224,6 +224,12 @@ describe('attnlab emergence', () => {
       [['--vocab', '8', '--state-size', '4'], /--state-size does not apply to --task sparse-markov/],
       [['--preset', 'gpt', '--query-init', '0.1'], /--query-init applies to --preset minimal/],
       [['--validation-size', '8', '--analysis-size', '16'], /--analysis-size 16 exceeds --validation-size 8/],
+      // A model too large is refused before the oracles are computed.
+      [['--n-heads', '1000000'], /--n-heads must be in \[1, 65536\], got 1000000/],
+      [
+        ['--n-heads', '60000'],
+        /Invalid nHeads: the model is too large: attn\.W_Q \[nHeads 60000 x dModel 75 x dHead 75\]/,
+      ],
     ]
     for (const [args, pattern] of cases) {
       const io = captureOutput()

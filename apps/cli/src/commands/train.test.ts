@@ -154,6 +154,12 @@ describe('attnlab train', () => {
       ['--batch', '99999999999', '--out', 'x'],
       /--batch 99999999999 is above the 16777216 sequences/,
     ],
+    ['--n-heads above its maximum', ['--n-heads', '100000', '--out', 'x'], /--n-heads must be in \[1, 65536\]/],
+    [
+      'a model too large for one typed array',
+      ['--preset', 'gpt', '--d-model', '65536', '--n-heads', '1', '--out', 'x'],
+      /Invalid dModel: the model is too large: attn\.W_Q \[nHeads 1 x dModel 65536 x dHead 65536\] has 4\.29e\+9/,
+    ],
   ]
   for (const [name, args, pattern] of usage) {
     it(`stops with one clear line for ${name}`, async () => {
