@@ -16,28 +16,34 @@ describe('settingsFromHash', () => {
     expect(linear.ignored).toEqual([])
     expect(linear.settings.lr).toBe(0.002)
     expect(settingsFromHash('').settings).toEqual(defaultSettings())
+    // A share link writes numbers as String(x) does: a small learning rate in exponent form loads back.
+    const small = settingsFromHash('#lr=1e-7')
+    expect(small.ignored).toEqual([])
+    expect(small.settings.lr).toBe(1e-7)
+    expect(settingsFromHash(hashFromSettings(small.settings)).settings).toEqual(small.settings)
   })
 
   it('reports every value the experiment rejects, naming the key and the range, and keeps the default', () => {
     const defaults = defaultSettings()
     const cases: [string, keyof typeof defaults, RegExp][] = [
-      ['m=NaN', 'm', /m=NaN \(not a plain decimal number\)/],
-      ['tau=Infinity', 'tau', /tau=Infinity \(not a plain decimal/],
+      ['m=NaN', 'm', /m=NaN \(not a decimal number\)/],
+      ['tau=Infinity', 'tau', /tau=Infinity \(not a decimal/],
       ['m=-1', 'm', /m=-1 \(m: must be in \(0, 100\]/],
       ['heads=0', 'heads', /heads=0 \(nHeads: must be an integer/],
-      ['lr=1e308', 'lr', /lr=1e308 \(not a plain decimal/],
+      ['lr=1e308', 'lr', /lr=1e308 \(training\.lr: must be in \(0, 10\]/],
+      ['lr=1e999', 'lr', /lr=1e999 \(not a decimal number\)/],
       ['lr=20', 'lr', /lr=20 \(training\.lr: must be in \(0, 10\]/],
       ['batch=2.5', 'batch', /batch=2\.5 \(training\.batchSize: must be an integer/],
       ['vocab=1', 'vocab', /vocab=1 \(vocabSize: must be an integer in \[2, 4096\]/],
       ['evalEvery=0', 'evalEvery', /evalEvery=0 \(training\.evalEvery/],
       ['validation=-5', 'validation', /validation=-5 \(training\.validationSize/],
       ['seed=-1.5', 'seed', /seed=-1\.5 \(seeds\[0\]: must be an integer >= 0/],
-      ['steps=1e12', 'steps', /steps=1e12 \(not a plain decimal/],
+      ['steps=1e12', 'steps', /at most 100000/],
       ['steps=1000000000000', 'steps', /at most 100000/],
-      ['heads=1e6', 'heads', /heads=1e6 \(not a plain decimal/],
+      ['heads=1e6', 'heads', /at most 32/],
       ['heads=1000000', 'heads', /at most 32/],
       ['batch=100000', 'batch', /at most 4096/],
-      ['m=0x10', 'm', /m=0x10 \(not a plain decimal/],
+      ['m=0x10', 'm', /m=0x10 \(not a decimal/],
       ['spans=100,2', 'spans', /spans=100,2 \(spans\[0\]: must be an integer in \[1, 64\]/],
     ]
     for (const [hash, key, message] of cases) {

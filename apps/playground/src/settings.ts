@@ -135,8 +135,11 @@ function keyOfParameter(parameter: string): string | undefined {
   return PARAMETER_KEYS[field]
 }
 
-/** A plain decimal number (`12`, `-1.5`, `0.002`): no hex, no exponent, no `Infinity`. */
-const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)$/
+/**
+ * A decimal number (`12`, `-1.5`, `0.002`, `1e-4`: what `String(x)` writes for a share link); no hex, no `NaN`,
+ * no `Infinity` (a finite value is then checked against the caps and the experiment's ranges).
+ */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/
 
 /**
  * Reads settings from a URL hash (`#task=linear-map&lr=0.002`): keys not given take the task's
@@ -171,7 +174,7 @@ export function settingsFromHash(hash: string): { settings: Settings; ignored: s
     if (raw === null) continue
     const value = Number(raw)
     const cap = (PAGE_CAPS as Readonly<Record<string, number>>)[key]
-    if (!DECIMAL.test(raw) || !Number.isFinite(value)) ignored.push(`${key}=${raw} (not a plain decimal number)`)
+    if (!DECIMAL.test(raw) || !Number.isFinite(value)) ignored.push(`${key}=${raw} (not a decimal number)`)
     else if (cap !== undefined && value > cap) ignored.push(`${key}=${raw} (the page allows at most ${cap})`)
     else {
       settings[key] = value
