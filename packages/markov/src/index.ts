@@ -50,6 +50,7 @@ export {
   taskOracle,
   type BayesLossOracle,
   type LinearMapOracle,
+  type OracleBase,
   type SparseMarkovExactOracle,
   type SparseMarkovMonteCarloOracle,
   type TaskOracle,

@@ -58,8 +58,12 @@ export interface TaskOracleOptions {
   readonly onMonteCarlo?: (states: number) => void
 }
 
-/** The fields every {@link TaskOracle} has. */
-type OracleBase = {
+/**
+ * The fields every {@link TaskOracle} has.
+ *
+ * @category Oracles
+ */
+export type OracleBase = {
   /** The task's `describe()` output. */
   readonly task: ReturnType<AnyTask['describe']>
   /** Every loss value is in nats. */
