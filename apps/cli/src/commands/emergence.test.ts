@@ -72,7 +72,8 @@ describe('attnlab emergence', () => {
     expect((await lines(again)).map((l) => l.validationLoss)).toEqual((await lines(full)).map((l) => l.validationLoss))
     const part = join(root(), 'part')
     expect(await main(['emergence', ...TINY, '--steps', '3', '--out', part, '--json'])).toBe(0)
-    expect(await main(['emergence', '--resume', part, '--steps', '9', '--json'])).toBe(0)
+    // Every run-defining flag repeated with the run's value (--eval-every 3 among them) is no change.
+    expect(await main(['emergence', ...TINY, '--resume', part, '--steps', '9', '--json'])).toBe(0)
     const a = await lines(full)
     const b = await lines(part)
     expect(b.map((l) => l.step)).toEqual(a.map((l) => l.step))
@@ -259,6 +260,11 @@ describe('attnlab emergence', () => {
     io = captureOutput()
     expect(await main(['emergence', '--resume', join(root(), 'run'), '--spans', '2,2'])).toBe(2)
     expect(io.err()).toMatch(/--spans cannot change when resuming/)
+    vi.restoreAllMocks()
+    // The evaluation grid is the stage detection's: a different --eval-every is refused, naming the run's.
+    io = captureOutput()
+    expect(await main(['emergence', '--resume', join(root(), 'run'), '--eval-every', '5', '--vocab', '8'])).toBe(2)
+    expect(io.err()).toMatch(/--eval-every cannot change when resuming \(the run has --eval-every 3;/)
   })
 
   it(

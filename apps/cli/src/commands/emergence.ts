@@ -146,22 +146,74 @@ function formatDuration(seconds: number): string {
  */
 const RESUMABLE_KEYS = ['resume', 'steps', 'out', 'force', 'backend', 'json'] as const
 
+/** Task flags whose record field has another name. */
+const TASK_RECORD_FIELDS: Readonly<Record<string, string>> = {
+  task: 'kind',
+  vocab: 'vocabSize',
+  taskSeed: 'teacherSeed',
+}
+
+/** Training flags whose record field has another name (`training.<field>`). */
+const TRAINING_RECORD_FIELDS: Readonly<Record<string, string>> = { batch: 'batchSize' }
+
+/**
+ * The value a run-defining flag had for the run `record` describes, in the flag's parsed form, or `undefined` when
+ * it cannot be read back from the record (a resume then refuses the flag whatever its value). `--eval-every` is
+ * among them: the evaluation grid is what the stage detection and the reduced ODE's fit read, so a resumed run
+ * keeps its grid (unlike `train`, where it only paces the printed evaluations).
+ */
+function recordedFlagValue(record: EmergenceRecord, key: string): unknown {
+  const task = record.task as unknown as Record<string, unknown>
+  const training = record.training as unknown as Record<string, unknown>
+  const optimizer = record.training.optimizer as unknown as Record<string, unknown>
+  if (key === 'preset') return record.preset
+  if (key === 'seed') return record.seeds[0]
+  if (key === 'seeds') return record.seeds.length
+  if (key === 'optimizer') return optimizer.kind
+  if (key === 'weightDecay' || key === 'momentum') return optimizer[key]
+  if (key === 'schedule') return (record.training.schedule as unknown as Record<string, unknown>).kind
+  const taskField = TASK_RECORD_FIELDS[key] ?? key
+  if (Object.hasOwn(task, taskField) && task[taskField] !== null) return task[taskField]
+  const trainingField = TRAINING_RECORD_FIELDS[key] ?? key
+  if (Object.hasOwn(training, trainingField) && !['initFrom', 'attentionBias', 'schedule'].includes(trainingField))
+    return training[trainingField] ?? undefined
+  if (Object.hasOwn(record.model, key)) return record.model[key]
+  return undefined
+}
+
 /** The settings of a run: from the flags, or from the run being resumed (`config.json`). */
 async function settingsOf(flags: EmergenceFlags, command: Command): Promise<ResolvedEmergenceConfig> {
   if (flags.resume !== undefined) {
-    const changed = givenFlags(command, runDefiningKeys(command, RESUMABLE_KEYS))
-    if (changed.length > 0) {
-      throw new UsageError(
-        `${changed.map(kebab).join(', ')} cannot change when resuming (the settings come from ` +
-          `${flags.resume}/config.json); ${resumableText(RESUMABLE_KEYS)}`,
-      )
-    }
+    const given = givenFlags(command, runDefiningKeys(command, RESUMABLE_KEYS))
     let record: EmergenceRecord
     try {
       record = await readEmergenceRecord(flags.resume)
     } catch (error) {
-      if (error instanceof ExperimentInputError) throw new UsageError(`--resume ${error.message}`)
-      throw error
+      // Without a readable run, any run-defining flag is a change (the record's error comes after).
+      if (error instanceof ExperimentInputError && given.length === 0) throw new UsageError(`--resume ${error.message}`)
+      if (!(error instanceof ExperimentInputError)) throw error
+      throw new UsageError(
+        `${given.map(kebab).join(', ')} cannot change when resuming (the settings come from ` +
+          `${flags.resume}/config.json); ${resumableText(RESUMABLE_KEYS)}`,
+      )
+    }
+    // A flag given with the value the run already has is no change; a flag whose value in the record is not
+    // known here counts as one.
+    const values = flags as unknown as Record<string, unknown>
+    const changed = given.filter((key) => {
+      const stored = recordedFlagValue(record, key)
+      return stored === undefined || JSON.stringify(stored) !== JSON.stringify(values[key])
+    })
+    if (changed.length > 0) {
+      const had = changed
+        .map((key) => [key, recordedFlagValue(record, key)] as const)
+        .filter(([, value]) => value !== undefined)
+        .map(([key, value]) => `${kebab(key)} ${Array.isArray(value) ? value.join(',') : String(value)}`)
+      throw new UsageError(
+        `${changed.map(kebab).join(', ')} cannot change when resuming (` +
+          `${had.length > 0 ? `the run has ${had.join(', ')}; ` : ''}the settings come from ` +
+          `${flags.resume}/config.json); ${resumableText(RESUMABLE_KEYS)}`,
+      )
     }
     return resolveEmergenceRecord(record, command.getOptionValueSource('steps') === 'cli' ? { steps: flags.steps } : {})
   }
