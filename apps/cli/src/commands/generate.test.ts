@@ -537,8 +537,8 @@ describe('attnlab generate', () => {
 
     it('a prompt id outside the vocabulary or longer than the context', async () => {
       await expectFailure(
-        ['--model', tiny, '--prompt-ids', '1,99', '--ids', '--backend', 'cpu'],
-        /99 is outside the vocabulary \[0, 40\)/,
+        ['--model', tiny, '--prompt-ids', '1,2,99', '--ids', '--backend', 'cpu'],
+        /--prompt-ids id 99 \(number 3 of 3\) is out of range: the model's vocabulary has 40 tokens \(ids 0 \.\. 39\)/,
       )
       await expectFailure(
         ['--model', tiny, '--prompt-ids', Array.from({ length: 30 }, () => '1').join(','), '--ids', '--backend', 'cpu'],

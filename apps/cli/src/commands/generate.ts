@@ -102,7 +102,17 @@ function idListParser(value: string): number[] {
 
 /** The prompt's token ids: from --prompt-ids, else the tokenizer's encoding of --prompt (BOS first unless --no-bos). */
 function promptIds(flags: GenerateFlags, loaded: LoadedModel): number[] {
-  if (flags.promptIds !== undefined) return flags.promptIds
+  if (flags.promptIds !== undefined) {
+    const dVocab = loaded.model.config.dVocab
+    const at = flags.promptIds.findIndex((id) => id >= dVocab)
+    if (at >= 0) {
+      throw new UsageError(
+        `--prompt-ids id ${flags.promptIds[at]} (number ${at + 1} of ${flags.promptIds.length}) is out of range: ` +
+          `the model's vocabulary has ${dVocab} tokens (ids 0 .. ${dVocab - 1})`,
+      )
+    }
+    return flags.promptIds
+  }
   const tokenizer = loaded.tokenizer
   if (tokenizer === undefined) {
     if (flags.prompt === undefined || flags.prompt === '') {

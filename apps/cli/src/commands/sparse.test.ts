@@ -763,6 +763,20 @@ describe.skipIf(!existsSync(join(SHARED_MODEL, 'model.bin')))(
       expect(errors.join('')).toMatch(pattern)
     })
 
+    it.each([
+      ['-1 2 3', /--prompt-file token id -1 \(number 1 of 3\) is out of range: expected an integer in \[0, \d+\)/],
+      ['1 2 NaN', /--prompt-file token id NaN \(number 3 of 3\) is out of range/],
+      ['1, 2.5', /--prompt-file token id 2\.5 \(number 2 of 2\) is out of range/],
+      [' \n', /--prompt-file '.*prompt-bad\.txt' is empty/],
+    ])('rejects a prompt file %j naming the bad token id, or as empty', async (content, pattern) => {
+      const promptFile = join(dir(), 'prompt-bad.txt')
+      await writeFile(promptFile, content)
+      const args = ['--prompt-file', promptFile, '--methods', 'quest', '--backend', 'cpu']
+      const code = await run(['sparse', 'compare', '--model', model, ...args])
+      expect(code).toBe(2)
+      expect(errors.join('')).toMatch(pattern)
+    })
+
     it('rejects a model path that does not exist', async () => {
       const promptFile = join(dir(), 'prompt-ok.txt')
       await writeFile(promptFile, '1 2 3')

@@ -512,6 +512,9 @@ function sparsityListParser(value: string): number[] {
   return numbers
 }
 
+/** One piece of a --prompt-file of token ids: a number in any JavaScript spelling (`-1`, `2.5`, `1e3`, `NaN`). */
+const NUMBER_PIECE = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$|^[+-]?(nan|infinity)$/i
+
 /** Runs `sparse compare`; returns the JSON report. */
 export async function runCompare(options: CompareFlags): Promise<Record<string, unknown>> {
   const flags = compareFlags(options.methods, options)
@@ -524,20 +527,24 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
   } catch (error) {
     throw new UsageError(`cannot read --prompt-file '${options.promptFile}': ${(error as Error).message}`)
   }
+  if (text.trim().length === 0) throw new UsageError(`--prompt-file '${options.promptFile}' is empty`)
   await activateBackend(options.backend)
   const modelPath = options.model
   const loaded = await loadModel(await modelFlagPath(modelPath), tokenizerLoadOptions(options))
   try {
     let prompt: number[]
-    if (/^[\s\d,]+$/.test(text) && /\d/.test(text)) {
-      prompt = text
-        .split(/[\s,]+/)
-        .filter((x) => x.length > 0)
-        .map(Number)
+    const pieces = text.split(/[\s,]+/).filter((x) => x.length > 0)
+    // A file of numbers (NaN, Infinity and signs included) is token ids, each checked; anything else is text.
+    if (pieces.every((x) => NUMBER_PIECE.test(x))) {
       const dVocab = loaded.model.config.dVocab
-      const bad = prompt.find((t) => t >= dVocab)
-      if (bad !== undefined)
-        throw new UsageError(`--prompt-file token id ${bad} is outside the vocabulary [0, ${dVocab})`)
+      const at = pieces.findIndex((x) => !(Number.isInteger(Number(x)) && Number(x) >= 0 && Number(x) < dVocab))
+      if (at >= 0) {
+        throw new UsageError(
+          `--prompt-file token id ${pieces[at]} (number ${at + 1} of ${pieces.length}) is out of range: expected ` +
+            `an integer in [0, ${dVocab}) (the model's vocabulary has ${dVocab} tokens)`,
+        )
+      }
+      prompt = pieces.map(Number)
     } else if (loaded.tokenizer === undefined) {
       throw new UsageError(`no tokenizer beside ${modelPath}: pass --tokenizer PATH, or a --prompt-file of token ids`)
     } else {
