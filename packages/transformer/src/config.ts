@@ -527,9 +527,10 @@ function showCount(n: number): string {
 }
 
 /**
- * Refuses a configuration whose largest single tensor (a weight, or one sequence's attention scores
- * `[nHeads, nCtx, nCtx]`) or whose parameter count is beyond what float32 typed arrays and the wasm heap hold,
- * before anything is allocated. The error names the field with the largest size among the tensor's dimensions.
+ * Refuses a configuration whose largest weight or whose parameter count is beyond what float32 typed arrays
+ * and the wasm heap hold, before anything is allocated. The error names the field with the largest size among
+ * the tensor's dimensions. Attention scores are not counted: `nCtx` is a maximum, and the fused and sparse
+ * kernels attend in memory linear in the positions (a request that cannot fit is refused where it is made).
  */
 function checkSize(config: TransformerConfig): void {
   const { dVocab, nCtx, dModel, nHeads, nKvHeads, dHead, dMlp, nLayers, dTokenMlp } = config
@@ -565,18 +566,6 @@ function checkSize(config: TransformerConfig): void {
         ['dHead', dHead],
       ],
     ],
-    ...(hasAttention(config)
-      ? [
-          [
-            'attention scores per sequence',
-            [
-              ['nHeads', nHeads],
-              ['nCtx', nCtx],
-              ['nCtx', nCtx],
-            ],
-          ] as [string, Dims],
-        ]
-      : []),
     [
       'mlp.W_in',
       [
