@@ -236,6 +236,7 @@ describe('attnlab markov: bad flags', () => {
     [['markov', 'oracle', '--task', 'linear-map', '--sweeps', '8'], /--sweeps applies only to --task sparse-markov/],
     [['markov', 'oracle', '--oracle-sequences', '10'], /--oracle-sequences applies only/],
     [['markov', 'oracle', '--sweeps', '6', '--max-states', '1'], /Invalid sweeps/],
+    [['markov', 'oracle', '--task', 'text-chars'], /--task text-chars \(character-level language modelling/],
   ]
 
   it.each(cases)('%j fails with one clear line, a non-zero exit, and writes nothing', async (args, pattern) => {

@@ -215,6 +215,12 @@ export function registerMarkov(program: Command): void {
       ),
   ).action(async (options: OracleOptions, command: Command) => {
     const task = taskFromFlags(options, command)
+    if (task.kind === 'text-chars') {
+      throw new UsageError(
+        'markov oracle has no loss oracle for --task text-chars (character-level language modelling of a text: ' +
+          'no Bayes loss is known for it); its validation loss in attnlab train is the measure',
+      )
+    }
     if (isRetrievalTask(task)) {
       throw new UsageError(
         `markov oracle has no loss oracle for --task ${task.kind} (a retrieval task: its answers are determined ` +
