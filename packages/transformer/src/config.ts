@@ -64,7 +64,7 @@ export const transformerConfigSchema = configSchema({
   /** Vocabulary size (token ids `0 .. dVocab - 1`). */
   dVocab: integerField('vocabulary size', { min: 1, max: 1_048_576 }),
   /** Maximum sequence length (positions `0 .. nCtx - 1`). */
-  nCtx: integerField('maximum sequence length', { min: 1, max: 65_536 }),
+  nCtx: integerField('maximum sequence length', { min: 1, max: 16_777_216 }),
   /** Width of the residual stream. For `minimal` it is `dVocab + nCtx` (the one-hot input). */
   dModel: integerField('residual width (gpt/llama/mixer)', { min: 1, max: 65_536 }),
   /**
