@@ -2,7 +2,8 @@
 // evaluation) are SIGKILLed at seeded random moments, at least 20 times each; every time, what is on
 // disk is either a complete checkpoint or something a load refuses by name (never a half-written file
 // read as valid), and `--resume` continues to exactly the numbers of an uninterrupted run of the same
-// seed on cpu (the same weights, optimizer state and losses, bit for bit).
+// seed on cpu (the same weights, optimizer state, validation and training losses, bit for bit: a train run is
+// mostly killed between two evaluations, whose training loss covers steps of both sessions).
 //
 // The children run the repository's launcher (`./attnlab`, which execs node on the sources); the
 // resumes and the reference runs run in-process. ATTNLAB_KILL_TRIALS changes the number of kills per
@@ -81,7 +82,14 @@ describe('SIGKILL at random moments, then --resume: the same numbers as an unint
     const flags = ['--kernels', 'js', 'train', ...TINY_RUN_FLAGS, '--steps', '12', '--eval-every', '4']
     const run = [...flags, '--checkpoint-every', '1']
     const reference = join(dir(), 'train-reference')
-    expect((await runCli([...run, '--out', reference])).code).toBe(0)
+    const uninterrupted = await runCli([...run, '--out', reference, '--json'])
+    expect(uninterrupted.code).toBe(0)
+    // The training losses: every evaluation's (mean since the previous evaluation, most resumes start between
+    // two) and the final one (the last 10 steps), as `--json` prints them.
+    const trainLosses = (stdout: string) => {
+      const { evaluations, finalTrainLoss } = JSON.parse(stdout)
+      return { evaluations, finalTrainLoss }
+    }
     let kills = 0
     let midWrite = 0
     for (let trial = 0; kills < TRIALS; trial++) {
@@ -92,14 +100,20 @@ describe('SIGKILL at random moments, then --resume: the same numbers as an unint
       if (kill.finished || lastStep(join(out, 'trainer.json')) === 12) continue
       kills++
       if (kill.midWrite) midWrite++
-      const resumed = await runCli(['--kernels', 'js', 'train', '--resume', out])
+      const resumed = await runCli(['--kernels', 'js', 'train', '--resume', out, '--json'])
       expect(resumed.code, `trial ${trial}: ${resumed.stderr}`).toBe(0)
+      expect(trainLosses(resumed.stdout), `trial ${trial}: training losses`).toEqual(trainLosses(uninterrupted.stdout))
       for (const file of ['model.safetensors', 'optimizer.safetensors']) {
         expect(read(join(out, file)).equals(read(join(reference, file))), `trial ${trial}: ${file}`).toBe(true)
       }
       const trainer = (path: string) => JSON.parse(read(join(path, 'trainer.json')).toString('utf8'))
       const [a, b] = [trainer(out), trainer(reference)]
       expect([a.step, a.lastValidationLoss, a.tokens]).toEqual([b.step, b.lastValidationLoss, b.tokens])
+      expect([a.extra.evaluations, a.sinceEval, a.recentLosses], `trial ${trial}: trainer.json losses`).toEqual([
+        b.extra.evaluations,
+        b.sinceEval,
+        b.recentLosses,
+      ])
       rmSync(out, { recursive: true, force: true })
     }
     report.push(`train ${kills} kills survived (${midWrite} inside a checkpoint write)`)

@@ -52,7 +52,8 @@ const SPECS = {
     '  steps: 3',
     '  batchSize: 8',
     '  validationSize: 16',
-    '  evalEvery: 1',
+    // Evaluations at steps 2 and 3: a kill after the step-1 checkpoint resumes between two evaluations.
+    '  evalEvery: 2',
     '  checkpointEvery: 1',
     'grid:',
     '  lr: [0.05, 0.1]',

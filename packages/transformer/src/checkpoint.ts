@@ -9,7 +9,7 @@
  * | `config.json` | the model configuration (`configToJSON`) |
  * | `model.safetensors` | float32 weights under TransformerLens names (PyTorch: `safetensors.torch.load_file`) |
  * | `optimizer.safetensors` | optimizer slots (`exp_avg.<name>`, `exp_avg_sq.<name>` or `momentum_buffer.<name>`) |
- * | `trainer.json` | step, optimizer step and hyperparameters, schedule, RNG states, dataset position, user `extra` |
+ * | `trainer.json` | step, optimizer, schedule, RNG states, dataset position, recent training losses, user `extra` |
  * | `manifest.json` | format id and the SHA-256 and size of every file (written last) |
  *
  * Loading checks the manifest, every checksum, the safetensors headers, every tensor's name, dtype
@@ -433,6 +433,23 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   field('settings', isObject, 'an object')
   field('dataset', (v) => v === null || isObject(v), 'null or an object')
   field('lastValidationLoss', (v) => v === null || typeof v === 'number', 'null or a number')
+  // Absent in checkpoints written before they existed (the trainer then resumes with none, see TrainerState).
+  const finite = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v)
+  field(
+    'sinceEval',
+    (v) =>
+      v === undefined ||
+      (isObject(v) &&
+        finite((v as { lossSum?: unknown }).lossSum) &&
+        Number.isSafeInteger((v as { steps?: unknown }).steps) &&
+        (v as { steps: number }).steps >= 0),
+    'absent or { lossSum: a finite number, steps: a non-negative integer }',
+  )
+  field(
+    'recentLosses',
+    (v) => v === undefined || (Array.isArray(v) && v.length <= 10 && v.every(finite)),
+    'absent or at most 10 finite numbers',
+  )
   const optimizerInfo = field('optimizer', isObject, 'an object') as {
     kind?: unknown
     step?: unknown

@@ -893,8 +893,9 @@ export class Transformer {
   async getWeightData(): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
     this.checkAlive()
     const out = new Map<string, { shape: number[]; data: Float32Array }>()
+    // A copy: on cpu `data()` hands back the tensor's own buffer, which the in-place optimizer kernels overwrite.
     for (const [name, variable] of this.parameters)
-      out.set(name, { shape: [...variable.shape], data: (await variable.data()) as Float32Array })
+      out.set(name, { shape: [...variable.shape], data: ((await variable.data()) as Float32Array).slice() })
     return out
   }
 
@@ -958,8 +959,12 @@ export class Transformer {
     tf.tidy(() => {
       for (const [name, value] of entries) {
         const variable = this.parameters.get(name) as tf.Variable
+        // A copy of `data`: on cpu a tensor keeps the array it is made from, and the in-place optimizer kernels
+        // would overwrite the caller's array.
         variable.assign(
-          value instanceof tf.Tensor ? tf.cast(value, 'float32') : tf.tensor(value.data, [...value.shape], 'float32'),
+          value instanceof tf.Tensor
+            ? tf.cast(value, 'float32')
+            : tf.tensor(value.data.slice(), [...value.shape], 'float32'),
         )
       }
     })

@@ -185,8 +185,9 @@ abstract class SlotOptimizer implements Optimizer {
 
   async getState(): Promise<OptimizerState> {
     const slots = new Map<string, { shape: number[]; data: Float32Array }>()
+    // A copy: on cpu `data()` hands back the slot's own buffer, which the next in-place update overwrites.
     for (const [key, slot] of this.slots)
-      slots.set(key, { shape: [...slot.shape], data: (await slot.data()) as Float32Array })
+      slots.set(key, { shape: [...slot.shape], data: ((await slot.data()) as Float32Array).slice() })
     return { kind: this.kind, step: this.steps, hyperparameters: this.hyperparameters(), slots }
   }
 
@@ -229,7 +230,8 @@ abstract class SlotOptimizer implements Optimizer {
     for (const [key, value] of state.slots)
       this.slots.set(
         key,
-        tf.tidy(() => tf.variable(tf.tensor(value.data, value.shape, 'float32'), false)),
+        // A copy: on cpu a tensor keeps the array it is made from, which the in-place updates overwrite.
+        tf.tidy(() => tf.variable(tf.tensor(value.data.slice(), value.shape, 'float32'), false)),
       )
     this.steps = state.step
   }

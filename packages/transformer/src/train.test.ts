@@ -125,6 +125,61 @@ describeWithBackends('train', (backend) => {
         }
       }
     })
+
+    it('resumes between two evaluations: every evaluation and finalTrainLoss bit for bit', async () => {
+      const options = { steps: 12, batchSize: 16, lr: 0.01, evalEvery: 4, validation: 32, analysis: false as const }
+      // The uninterrupted run, with its state and weights after every step (what a kill at that step leaves).
+      const full = createTransformer(gptConfig)
+      const fullEvals: EvalRecord[] = []
+      const saved = new Map<number, { state: TrainerState; weights: Awaited<ReturnType<typeof full.getWeightData>> }>()
+      const fullResult = await train(full, task, {
+        ...options,
+        checkpointEvery: 1,
+        onEval: (r) => void fullEvals.push(r),
+        onCheckpoint: async (state) => {
+          saved.set(state.step, { state, weights: await full.getWeightData() })
+        },
+      })
+      full.dispose()
+      expect(fullEvals.map((r) => r.step)).toEqual([4, 8, 12])
+      expect(fullEvals.every((r) => Number.isFinite(r.trainLoss))).toBe(true)
+      const resume = async (state: TrainerState, step: number) => {
+        const model = createTransformer(gptConfig)
+        model.setWeights((saved.get(step) as { weights: Map<string, { shape: number[]; data: Float32Array }> }).weights)
+        const evals: EvalRecord[] = []
+        const result = await train(model, task, { ...options, resume: state, onEval: (r) => void evals.push(r) })
+        model.dispose()
+        return { evals, result }
+      }
+      for (const step of [1, 3, 5, 6, 7, 9, 11]) {
+        const { state } = saved.get(step) as { state: TrainerState }
+        expect(state.sinceEval?.steps, `step ${step}`).toBe(step % 4)
+        // A kill at `step` loses nothing after it: the evaluations before it are the run's own.
+        const { evals, result } = await resume(state, step)
+        const records = [...fullEvals.filter((r) => r.step <= step), ...evals]
+        expect(records, `resumed at step ${step}`).toEqual(fullEvals)
+        expect(result.finalTrainLoss, `resumed at step ${step}`).toBe(fullResult.finalTrainLoss)
+      }
+      // A state from before sinceEval / recentLosses existed still resumes: its first evaluation's training loss
+      // covers only the steps since the resume (3 of the 4 at step 7 -> 8), finalTrainLoss only this session.
+      const { sinceEval: _since, recentLosses: _recent, ...old } = (saved.get(5) as { state: TrainerState }).state
+      const { evals, result } = await resume(old, 5)
+      const resumedLosses = result.losses
+      expect(evals.map((r) => r.step)).toEqual([8, 12])
+      expect(evals[0]!.trainLoss).toBe(resumedLosses.slice(0, 3).reduce((a, b) => a + b, 0) / 3)
+      expect(evals[1]).toEqual(fullEvals[2])
+      expect(result.finalTrainLoss).toBe(resumedLosses.slice(-7).reduce((a, b) => a + b, 0) / 7)
+      // A malformed one is refused by name.
+      const model = createTransformer(gptConfig)
+      const bad = (saved.get(5) as { state: TrainerState }).state
+      expect(
+        () => new Trainer(model, task, { ...options, resume: { ...bad, sinceEval: { lossSum: 1, steps: 6 } } }),
+      ).toThrow(/sinceEval .* \[0, 5\]/)
+      expect(
+        () => new Trainer(model, task, { ...options, resume: { ...bad, recentLosses: [Number.NaN] as number[] } }),
+      ).toThrow(/recentLosses/)
+      model.dispose()
+    })
   }
 
   it('throws NonFiniteError naming the step and does not apply the update', async () => {

@@ -226,7 +226,23 @@ export interface TrainerState {
   readonly seconds: number
   /** Last validation loss, if any. */
   readonly lastValidationLoss: number | null
+  /**
+   * The training losses since the last evaluation: their sum (nats, float64, added in step order) and count, so
+   * that the next evaluation's `trainLoss` after a resume is the uninterrupted run's, bit for bit. Absent (a
+   * state written before this field existed): the resumed run starts with none, and its first evaluation's
+   * `trainLoss` covers only the steps trained since the resume.
+   */
+  readonly sinceEval?: { readonly lossSum: number; readonly steps: number }
+  /**
+   * The training losses of the last `min(10, step)` steps (nats, oldest first), from which
+   * {@link TrainResult.finalTrainLoss} is computed over the whole run. Absent (a state written before this field
+   * existed): `finalTrainLoss` covers only the steps trained since the resume.
+   */
+  readonly recentLosses?: readonly number[]
 }
+
+/** Steps whose mean training loss is {@link TrainResult.finalTrainLoss}. */
+const FINAL_LOSS_STEPS = 10
 
 /** What {@link train} returns. @category Training */
 export interface TrainResult {
@@ -234,7 +250,10 @@ export interface TrainResult {
   readonly steps: number
   /** True if the run was stopped by `signal` before `steps`. */
   readonly stopped: boolean
-  /** Mean loss of the last `min(10, steps)` steps of this run (nats), or null if no step ran. */
+  /**
+   * Mean loss of the last `min(10, steps)` steps of the whole run (nats; a resumed run's earlier sessions count, see
+   * {@link TrainerState.recentLosses}), or null if no step ran.
+   */
   readonly finalTrainLoss: number | null
   /** Validation loss of the final evaluation (nats). */
   readonly finalValidationLoss: number
@@ -312,6 +331,10 @@ export class Trainer {
   private tokens: number
   private seconds: number
   private lastValidationLoss: number | null
+  /** Sum (float64, in step order) and count of the training losses since the last evaluation. */
+  private sinceEval = { lossSum: 0, steps: 0 }
+  /** The last FINAL_LOSS_STEPS training losses of the run, oldest first. */
+  private recentLosses: number[] = []
   private dataset: { permutation: number[]; cursor: number; epoch: number } | null = null
   private readonly bias: AttentionBias | null
   private readonly options: TrainSettings
@@ -508,6 +531,40 @@ export class Trainer {
       const position = d as NonNullable<TrainerState['dataset']>
       this.dataset = { permutation: [...position.permutation], cursor: position.cursor, epoch: position.epoch }
     }
+    const since = state.sinceEval
+    if (since !== undefined) {
+      if (
+        since === null ||
+        typeof since !== 'object' ||
+        typeof since.lossSum !== 'number' ||
+        !Number.isFinite(since.lossSum) ||
+        !Number.isSafeInteger(since.steps) ||
+        since.steps < 0 ||
+        since.steps > state.step
+      ) {
+        fail(
+          'sinceEval',
+          `sinceEval is ${JSON.stringify(since)}; expected { lossSum: a finite number, steps: an integer in ` +
+            `[0, ${state.step}] }`,
+        )
+      }
+      this.sinceEval = { lossSum: since.lossSum, steps: since.steps }
+    }
+    const recent = state.recentLosses
+    if (recent !== undefined) {
+      if (
+        !Array.isArray(recent) ||
+        recent.length > Math.min(FINAL_LOSS_STEPS, state.step) ||
+        !recent.every((loss) => typeof loss === 'number' && Number.isFinite(loss))
+      ) {
+        fail(
+          'recentLosses',
+          `recentLosses is ${JSON.stringify(recent)}; expected at most ${Math.min(FINAL_LOSS_STEPS, state.step)} ` +
+            'finite numbers',
+        )
+      }
+      this.recentLosses = [...recent]
+    }
     this.step = state.step
     this.tokens = state.tokens
     this.seconds = state.seconds
@@ -625,7 +682,6 @@ export class Trainer {
     const variables = names.map((n) => this.model.getWeights().get(n) as tf.Variable)
     const losses: number[] = []
     const evaluations: EvalRecord[] = []
-    let sinceEval: number[] = []
     let sessionTokens = 0
     let sessionSeconds = 0
     let stopped = false
@@ -679,7 +735,8 @@ export class Trainer {
       sessionTokens += stepTokens
       sessionSeconds += elapsed
       losses.push(loss)
-      sinceEval.push(loss)
+      this.sinceEval = { lossSum: this.sinceEval.lossSum + loss, steps: this.sinceEval.steps + 1 }
+      this.recentLosses = [...this.recentLosses, loss].slice(-FINAL_LOSS_STEPS)
       if (onStep !== undefined) {
         await onStep({
           step: this.step,
@@ -693,8 +750,8 @@ export class Trainer {
       }
       const last = this.step === steps
       if ((evalEvery > 0 && this.step % evalEvery === 0) || last) {
-        const record = await this.evaluate(sinceEval)
-        sinceEval = []
+        const record = await this.evaluate()
+        this.sinceEval = { lossSum: 0, steps: 0 }
         evaluations.push(record)
         if (onEval !== undefined) await onEval(record)
       }
@@ -703,15 +760,16 @@ export class Trainer {
       }
     }
     if (evaluations.length === 0) {
-      // Stopped early or nothing to do: still report a validation loss.
-      const record = await this.evaluate(sinceEval)
+      // Stopped early or nothing to do: still report a validation loss (the losses since the last evaluation are
+      // kept: the uninterrupted run does not evaluate here).
+      const record = await this.evaluate()
       evaluations.push(record)
       if (onEval !== undefined) await onEval(record)
       if (onCheckpoint !== undefined && stopped) await onCheckpoint(await this.getState())
     } else if (stopped && onCheckpoint !== undefined) {
       await onCheckpoint(await this.getState())
     }
-    const tail = losses.slice(-10)
+    const tail = this.recentLosses
     return {
       steps: this.step,
       stopped,
@@ -725,7 +783,7 @@ export class Trainer {
     }
   }
 
-  private async evaluate(sinceEval: readonly number[]): Promise<EvalRecord> {
+  private async evaluate(): Promise<EvalRecord> {
     const validationLoss = await this.validationLoss()
     this.lastValidationLoss = validationLoss
     this.schedule.onValidation(validationLoss)
@@ -754,7 +812,7 @@ export class Trainer {
     }
     return {
       step: this.step,
-      trainLoss: sinceEval.length > 0 ? sinceEval.reduce((a, b) => a + b, 0) / sinceEval.length : Number.NaN,
+      trainLoss: this.sinceEval.steps > 0 ? this.sinceEval.lossSum / this.sinceEval.steps : Number.NaN,
       validationLoss,
       ...(metrics === undefined ? {} : { metrics }),
       lr: this.schedule.learningRate(this.step),
@@ -785,6 +843,8 @@ export class Trainer {
       tokens: this.tokens,
       seconds: this.seconds,
       lastValidationLoss: this.lastValidationLoss,
+      sinceEval: { ...this.sinceEval },
+      recentLosses: [...this.recentLosses],
     }
   }
 
