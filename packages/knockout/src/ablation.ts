@@ -255,7 +255,9 @@ export class HeadAblation {
           replacements.push(
             tf.keep(
               tf.tidy(() => {
-                const total = pieces.length === 1 ? (pieces[0] as tf.Tensor) : tf.addN(pieces)
+                // Chunk sums added one at a time, in order: a single tf.addN over 8 or more tensors returns
+                // stale values on tfjs-webgpu 4.22 with an 8-storage-buffer adapter (Chromium's SwiftShader).
+                const total = pieces.slice(1).reduce((sum, piece) => tf.add(sum, piece), pieces[0] as tf.Tensor)
                 return tf.div(total, tf.reshape(tf.tensor1d(counts), [1, counts.length, 1, 1]))
               }),
             ),

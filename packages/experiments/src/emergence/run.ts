@@ -212,12 +212,14 @@ function subset(batch: TokenBatch, count: number): TokenBatch {
 /**
  * Mean attention pattern of every head (all layers) over a batch: `[head][query][key]`, in passes
  * with `fwdHooks` (a run's attention bias) when given; empty for a model without attention (the mixer).
+ * The values are read back asynchronously (`data()`), so it runs on every backend, `webgpu`
+ * included (a synchronous read there loses the GPU device for the reads that follow).
  */
-export function meanPatterns(
+export async function meanPatterns(
   model: Transformer,
   batch: TokenBatch,
   fwdHooks: readonly ForwardHook[] = [],
-): number[][][] {
+): Promise<number[][][]> {
   const { nHeads } = model.config
   const nLayers = hasAttention(model.config) ? model.config.nLayers : 0
   const L = batch.seqLength
@@ -235,8 +237,13 @@ export function meanPatterns(
     }
   })
   const out: number[][][] = []
-  for (const mean of means) {
-    const data = mean.dataSync()
+  let read: tf.TypedArray[]
+  try {
+    read = await Promise.all(means.map((mean) => mean.data()))
+  } finally {
+    tf.dispose(means)
+  }
+  for (const data of read) {
     for (let h = 0; h < nHeads; h++) {
       const rows: number[][] = []
       for (let q = 0; q < T; q++)
@@ -244,7 +251,6 @@ export function meanPatterns(
       out.push(rows)
     }
   }
-  tf.dispose(means)
   return out
 }
 
@@ -339,7 +345,7 @@ export async function runSeed(options: {
   }
   const record = async (line: MetricLine): Promise<void> => {
     lines.push(line)
-    const patterns = meanPatterns(model, patternBatch, trainer.forwardHooks)
+    const patterns = await meanPatterns(model, patternBatch, trainer.forwardHooks)
     snapshots.push({ seed, step: line.step, label: `step ${line.step}`, patterns })
     await store.appendMetric(line)
     if (callbacks.onEval !== undefined) callbacks.onEval(line, patterns, await knockoutLoss())
