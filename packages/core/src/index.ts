@@ -37,7 +37,15 @@ export {
   UnsupportedError,
   type AttnlabErrorCode,
 } from './errors.ts'
-export { checkOptionKeys, checkRange, describeRange, formatNumber, inRange, type NumberRange } from './options.ts'
+export {
+  checkOptionKeys,
+  checkRange,
+  closest,
+  describeRange,
+  formatNumber,
+  inRange,
+  type NumberRange,
+} from './options.ts'
 export {
   BACKEND_NAMES,
   BACKEND_PACKAGES,

@@ -13,7 +13,13 @@ import { ConfigError } from './errors.ts'
  *
  * @param key - the name given
  * @param allowed - the names accepted
- * @returns the suggestion, or `undefined` when none is close
+ * @returns the suggestion, or `undefined` when none is within `max(2, floor(key.length / 3))` edits
+ * @example
+ * ```ts
+ * closest('evalEvey', ['evalEvery', 'steps']) // 'evalEvery'
+ * closest('nosuch', ['width', 'architecture']) // undefined
+ * ```
+ * @category Errors
  */
 export function closest(key: string, allowed: readonly string[]): string | undefined {
   let best: string | undefined

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { distance } from 'fastest-levenshtein'
+import { closest } from '@attnlab/core'
 import { parse as parseYaml } from 'yaml'
 import * as z from 'zod'
 import { SweepSpecError } from './errors.ts'
@@ -77,17 +77,10 @@ function describeValue(value: unknown): string {
   return `${typeof value === 'string' ? 'the string ' : ''}${JSON.stringify(value)}`
 }
 
-/** The allowed name closest to `key` when it is a likely typo. */
+/** The did-you-mean of a message: the allowed name closest to `key` when it is a likely typo. */
 function suggest(key: string, allowed: readonly string[]): string {
-  let best: string | undefined
-  let bestDistance = Infinity
-  for (const name of allowed) {
-    const d = distance(key.toLowerCase(), name.toLowerCase())
-    if (d < bestDistance) [best, bestDistance] = [name, d]
-  }
-  return best !== undefined && bestDistance <= Math.max(2, Math.floor(key.length / 3))
-    ? ` (did you mean '${best}'?)`
-    : ''
+  const best = closest(key, allowed)
+  return best === undefined ? '' : ` (did you mean '${best}'?)`
 }
 
 /** What each key of the schema expects, for type errors (typed by the schema: a new key needs its entry). */

@@ -113,10 +113,12 @@ describe('attnlab study run', () => {
 
     const again = await runCli(['study', 'run', 'emergence-time', ...flags])
     expect(again.code).toBe(2)
-    expect(again.stderr).toMatch(/already holds this study; continue it with: .*--resume/)
+    expect(again.stderr).toMatch(/already holds this study; continue it with: .* --seeds 1 --steps 4 --out .* --resume/)
     const other = await runCli(['study', 'run', 'emergence-time', ...flags.slice(0, 2), '--seeds', '2'])
     expect(other.code).toBe(2)
-    expect(other.stderr).toMatch(/holds the study 'emergence-time' \(default; Run with 1 seed/)
+    expect(other.stderr).toMatch(
+      /holds the study 'emergence-time' run with the default size --seeds 1 --steps 4; give those flags with --resume/,
+    )
     const resumed = await runCli(['study', 'run', 'emergence-time', ...flags, '--resume'])
     expect(resumed.code, resumed.stderr).toBe(0)
     expect(resumed.stderr).toMatch(/3 already done/)
@@ -128,8 +130,28 @@ describe('attnlab study run', () => {
     const report = await runCli(['study', 'report', out])
     expect(report.code).toBe(0)
     expect(report.stdout).toMatch(/\[(reproduced|not reproduced|undetermined)\] Emergence time spreads over seeds/)
-    const counted = JSON.parse(readFileSync(join(out, 'findings.json'), 'utf8')) as { tables: { rows: unknown[][] }[] }
+    expect(report.stderr).not.toMatch(/covers only/)
+    const counted = JSON.parse(readFileSync(join(out, 'findings.json'), 'utf8')) as {
+      tables: { rows: unknown[][] }[]
+      trials: Record<string, { done: number; of: number }>
+    }
     expect(counted.tables[0]?.rows[0]?.slice(0, 3)).toEqual(['sparse-markov', 'generated length 8', 1])
+    expect(counted.trials).toEqual({ 'sparse-markov': { done: 3, of: 3 }, 'linear-map': { done: 1, of: 1 } })
+    // A part with records missing (one line left): the report says what it covers and how to finish.
+    const partial = join(root(), 'partial')
+    await mkdir(join(partial, 'sparse-markov'), { recursive: true })
+    await writeFile(join(partial, 'study.json'), readFileSync(join(out, 'study.json')))
+    await writeFile(join(partial, 'sparse-markov', 'trials.jsonl'), `${first}\n`)
+    const some = await runCli(['study', 'report', partial])
+    expect(some.code, some.stderr).toBe(0)
+    expect(some.stderr).toMatch(
+      /covers only the finished trials \(sparse-markov: 1 of 3 trials, linear-map: 0 of 1 trials\)/,
+    )
+    expect(some.stderr).toMatch(
+      /continue with attnlab study run emergence-time --seeds 1 --steps 4 --out .*partial --resume/,
+    )
+    const partialFindings = JSON.parse(readFileSync(join(partial, 'findings.json'), 'utf8')) as typeof counted
+    expect(partialFindings.trials['sparse-markov']).toEqual({ done: 1, of: 3 })
     // A study directory whose records are all unreadable is refused, like sweep report.
     const torn = join(root(), 'torn')
     await mkdir(join(torn, 'sparse-markov'), { recursive: true })

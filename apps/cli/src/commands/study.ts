@@ -84,48 +84,80 @@ async function readStudyFile(dir: string): Promise<StudyFile | null> {
   return file
 }
 
-/** Each part's trial records by part name. */
+/** What {@link partRecords} reads: each part's records, and how many trials each part has. */
+interface PartRecords {
+  readonly records: Record<string, Awaited<ReturnType<typeof readTrials>>>
+  readonly expected: Record<string, number>
+}
+
 /**
  * Each part's trial records by part name: only the trials of this study's specs (a directory that
  * held another size or budget before `--force` keeps those records; they are not this study's).
  */
-async function partRecords(
-  dir: string,
-  file: StudyFile,
-): Promise<Record<string, Awaited<ReturnType<typeof readTrials>>>> {
+async function partRecords(dir: string, file: StudyFile): Promise<PartRecords> {
   const sweeps = await resolveStudySweeps(getStudy(file.study), file.size, file.overrides, resolve(dir))
   const records: Record<string, Awaited<ReturnType<typeof readTrials>>> = {}
+  const expected: Record<string, number> = {}
   for (const { part, spec } of sweeps) {
     const ids = new Set((await expandTrials(spec)).map((t) => t.id))
     records[part] = (await readTrials(join(dir, part))).filter((r) => ids.has(r.id))
+    expected[part] = ids.size
   }
-  return records
+  return { records, expected }
+}
+
+/** The parts with fewer records than trials, in words (`width: 3 of 12 trials`; empty when complete). */
+function missingTrials({ records, expected }: PartRecords): string {
+  return Object.entries(expected)
+    .filter(([part, count]) => (records[part]?.length ?? 0) < count)
+    .map(([part, count]) => `${part}: ${records[part]?.length ?? 0} of ${count} trials`)
+    .join(', ')
 }
 
 /** Writes the report and findings of `dir` and prints the findings. */
 async function report(dir: string, file: StudyFile, json: boolean): Promise<void> {
   const study = getStudy(file.study)
   const size = file.size
-  const records = await partRecords(dir, file)
-  const built = await buildStudyReport(study, size, records, file.overrides)
+  const read = await partRecords(dir, file)
+  const built = await buildStudyReport(study, size, read.records, file.overrides)
   const findings = built.findings.map((f) => ({ ...f, verdict: verdictWord(f.holds) }))
+  const trials = Object.fromEntries(
+    Object.entries(read.expected).map(([part, count]) => [part, { done: read.records[part]?.length ?? 0, of: count }]),
+  )
   await writeFileAtomic(join(dir, 'report.html'), built.html)
   await writeFileAtomic(
     join(dir, 'findings.json'),
     `${JSON.stringify(
-      { study: study.name, size, overrides: file.overrides, source: study.source, findings, tables: built.tables },
+      {
+        study: study.name,
+        size,
+        overrides: file.overrides,
+        source: study.source,
+        trials,
+        findings,
+        tables: built.tables,
+      },
       null,
       2,
     )}\n`,
   )
   if (json) {
-    console.log(JSON.stringify({ study: study.name, size, findings }, null, 2))
+    console.log(JSON.stringify({ study: study.name, size, trials, findings }, null, 2))
   } else {
     const changed = describeOverrides(file.overrides)
     console.log(
       `\n${study.title} (${study.source}); size ${size}${changed === '' ? '' : ` (${changed.replace(/\.$/, '')})`}:`,
     )
     for (const f of findings) console.log(`  [${f.verdict}] ${f.claim}\n      ${f.evidence}`)
+  }
+  const missing = missingTrials(read)
+  if (missing !== '') {
+    // A report of part of a study: its verdicts rest on fewer trials than the study's (say so, every time).
+    console.error(
+      `note: the report covers only the finished trials (${missing}); the others have not run or their records ` +
+        `were lost: continue with attnlab study run ${file.study}${file.size === 'full' ? ' --full' : ''}` +
+        `${budgetFlags(file.overrides)} --out ${dir} --resume`,
+    )
   }
   console.error(`report: ${join(dir, 'report.html')}; findings: ${join(dir, 'findings.json')}`)
 }
@@ -184,15 +216,13 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
     (existing.study !== study.name || existing.size !== size || !same(existing.overrides ?? {}, overrides)) &&
     flags.force !== true
   ) {
-    const changed = describeOverrides(existing.overrides ?? {})
+    const recordedSize = existing.size === 'full' ? '--full' : 'the default size'
+    const recorded = `${recordedSize}${budgetFlags(existing.overrides ?? {})}`
     const fix =
       existing.study === study.name
-        ? 'give the same size, --seeds and --steps, pick another --out, or pass --force'
+        ? 'give those flags with --resume to continue it, pick another --out, or pass --force'
         : `not '${study.name}'; pick another --out, or pass --force`
-    throw new UsageError(
-      `${flags.out} holds the study '${existing.study}' ` +
-        `(${existing.size}${changed === '' ? '' : `; ${changed}`}); ${fix}`,
-    )
+    throw new UsageError(`${flags.out} holds the study '${existing.study}' run with ${recorded}; ${fix}`)
   }
   if (existing === null && existsSync(flags.out) && (await readdir(flags.out)).length > 0 && flags.force !== true) {
     throw new UsageError(`${flags.out} is not empty and holds no study; pick another --out, or pass --force`)
@@ -201,8 +231,7 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
     if (flags.force !== true) {
       throw new UsageError(
         `${flags.out} already holds this study; continue it with: attnlab study run ${name}` +
-          `${size === 'full' ? ' --full' : ''} --out ${flags.out} --resume ` +
-          '(with the same --seeds and --steps), or pass --force',
+          `${size === 'full' ? ' --full' : ''}${budgetFlags(overrides)} --out ${flags.out} --resume, or pass --force`,
       )
     }
   }
@@ -215,11 +244,7 @@ async function runCommand(name: string, flags: RunFlags): Promise<void> {
     overrides,
   }
   await writeFileAtomic(join(flags.out, 'study.json'), `${JSON.stringify(file, null, 2)}\n`)
-  const again = [
-    size === 'full' ? ' --full' : '',
-    flags.seeds === undefined ? '' : ` --seeds ${flags.seeds}`,
-    flags.steps === undefined ? '' : ` --steps ${flags.steps}`,
-  ].join('')
+  const again = `${size === 'full' ? ' --full' : ''}${budgetFlags(overrides)}`
   const resume = `attnlab study run ${name}${again} --out ${flags.out} --resume`
   const log = (text: string): void => {
     if (!flags.json) console.error(text)
@@ -344,13 +369,20 @@ async function listCommand(flags: { json?: boolean }): Promise<void> {
   for (const row of rows) console.log(`${row.name.padEnd(22)} ${row.title}\n${''.padEnd(22)} ${row.source}`)
 }
 
+/** A study's budget overrides as the flags that give them (` --seeds 2 --steps 300`; empty for none). */
+function budgetFlags(overrides: StudyOverrides): string {
+  return `${overrides.seeds === undefined ? '' : ` --seeds ${overrides.seeds}`}${
+    overrides.steps === undefined ? '' : ` --steps ${overrides.steps}`
+  }`
+}
+
 /** `attnlab study report`. */
 async function reportCommand(dir: string, flags: { json?: boolean }): Promise<void> {
   if (!existsSync(dir)) throw new UsageError(`${dir}: no such directory (give a study's --out)`)
   const file = await readStudyFile(dir)
   if (file === null) throw new UsageError(`${dir} holds no study.json (give the --out of attnlab study run)`)
   const complete = { ...file, overrides: file.overrides ?? {} }
-  const records = await partRecords(dir, complete)
+  const { records } = await partRecords(dir, complete)
   if (Object.values(records).every((list) => list.length === 0)) {
     throw new UsageError(
       `${dir} holds no trial records of this study (${file.parts.map((p) => join(dir, p, 'trials.jsonl')).join(', ')})`,

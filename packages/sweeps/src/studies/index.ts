@@ -3,9 +3,8 @@
  *
  * @module
  */
-import { ConfigError } from '@attnlab/core'
+import { ConfigError, closest } from '@attnlab/core'
 import { renderSvg } from '@attnlab/experiments'
-import { closest } from 'fastest-levenshtein'
 import { CSS, escapeHtml } from '../report.ts'
 import type { TrialRecord } from '../record.ts'
 import type { JsonObject } from '../json.ts'
@@ -46,9 +45,11 @@ export function getStudy(name: string): Study {
   const study = Object.hasOwn(STUDIES, name) ? STUDIES[name] : undefined
   if (study !== undefined) return study
   const names = Object.keys(STUDIES)
+  const suggestion = closest(name, names)
   throw new ConfigError(
     'study',
-    `'${name}' is not a study; did you mean '${closest(name, names)}'? Expected one of ${names.join(', ')}`,
+    `'${name}' is not a study; ${suggestion === undefined ? 'e' : `did you mean '${suggestion}'? E`}` +
+      `xpected one of ${names.join(', ')}`,
     { value: name, allowed: names },
   )
 }

@@ -72,6 +72,9 @@ describe('the shipped studies', () => {
     expect(() => getStudy('linear-map-sparsty')).toThrow(ConfigError)
     expect(() => getStudy('linear-map-sparsty')).toThrow(/not a study; did you mean 'linear-map-sparsity'/)
     expect(() => getStudy('toString')).toThrow(/not a study/)
+    // nothing close: no did-you-mean, only the list
+    expect(() => getStudy('nosuch')).toThrow(/'nosuch' is not a study; expected one of linear-map-sparsity, /)
+    expect(() => getStudy('nosuch')).not.toThrow(/did you mean/)
   })
 })
 
