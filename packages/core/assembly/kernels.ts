@@ -653,3 +653,112 @@ export function sparseAttention(q: usize, k: usize, v: usize, out: usize, tileSt
     }
   }
 }
+
+// ---- Quest's page selection (provider.ts: KernelProvider.pageSelect) ----------------------------
+// q [heads, dh], bounds [heads / group, 2, dh, capacity] (page minima then maxima, d-major), chosen
+// [heads, budget]: the min(budget, pages) pages of largest sum_d max(q_d min, q_d max), ascending
+// (ties to the lower page, NaN last); with share a GQA group's scores are summed and its heads get
+// the same pages. Summed d by d over four pages at a time (the native and JavaScript order).
+// scratch: pageScratchFloats(pages).
+
+export function pageScratchFloats(pages: i32): i32 {
+  return 4 * ((pages + 3) & ~3)
+}
+
+function pageScoresRow(q: usize, lo0: usize, hi0: usize, pages: i32, capacity: i32, dh: i32, score: usize): void {
+  const p4 = (pages + 3) & ~3
+  for (let p = 0; p < p4; p++) st(at(score, p), 0)
+  for (let d = 0; d < dh; d++) {
+    const x = ld(at(q, d))
+    const xv = f32x4.splat(x)
+    const lo = at(lo0, <i64>d * capacity), hi = at(hi0, <i64>d * capacity)
+    let p = 0
+    for (; p + 4 <= pages; p += 4) {
+      const a = f32x4.mul(xv, v128.load(at(lo, p))), b = f32x4.mul(xv, v128.load(at(hi, p)))
+      // pmax(b, a) = b < a ? a : b, i.e. a > b ? a : b
+      v128.store(at(score, p), f32x4.add(v128.load(at(score, p)), f32x4.pmax(b, a)))
+    }
+    for (; p < pages; p++) {
+      const a = x * ld(at(lo, p)), b = x * ld(at(hi, p))
+      st(at(score, p), ld(at(score, p)) + (a > b ? a : b))
+    }
+  }
+}
+
+/** The value of rank `rank` (ascending) among values[0 .. count) (no NaN), by quickselect (reorders). */
+function kthSmallestF32(values: usize, count: i32, rank: i32): f32 {
+  let lo = 0, hi = count - 1
+  while (hi > lo) {
+    const pivot = ld(at(values, (lo + hi) >> 1))
+    let i = lo, j = hi
+    while (i <= j) {
+      while (ld(at(values, i)) < pivot) i++
+      while (ld(at(values, j)) > pivot) j--
+      if (i <= j) {
+        const t = ld(at(values, i))
+        st(at(values, i), ld(at(values, j)))
+        st(at(values, j), t)
+        i++
+        j--
+      }
+    }
+    if (rank <= j) hi = j
+    else if (rank >= i) lo = i
+    else return ld(at(values, rank))
+  }
+  return ld(at(values, lo))
+}
+
+function topKAscending(score: usize, n: i32, k: i32, out: usize, numbers: usize, chosen: usize): void {
+  if (k > n) k = n
+  if (k < 0) k = 0
+  let m = 0
+  for (let i = 0; i < n; i++) {
+    store<i32>(at(chosen, i), 0)
+    const x = ld(at(score, i))
+    if (x == x) { st(at(numbers, m), x); m++ }
+  }
+  if (k >= m) {
+    let nans = k - m
+    for (let i = 0; i < n; i++) {
+      const x = ld(at(score, i))
+      if (x == x) store<i32>(at(chosen, i), 1)
+      else if (nans > 0) { store<i32>(at(chosen, i), 1); nans-- }
+    }
+  } else if (k > 0) {
+    const threshold = kthSmallestF32(numbers, m, m - k)
+    let left = k
+    for (let i = 0; i < n; i++) if (ld(at(score, i)) > threshold) { store<i32>(at(chosen, i), 1); left-- }
+    for (let i = 0; i < n && left > 0; i++) if (ld(at(score, i)) == threshold) { store<i32>(at(chosen, i), 1); left-- }
+  }
+  let c = 0
+  for (let i = 0; i < n; i++) if (ldi(chosen, i) != 0) { store<i32>(at(out, c), i); c++ }
+}
+
+export function pageSelect(q: usize, bounds: usize, chosen: usize, heads: i32, group: i32, pages: i32, capacity: i32,
+  dh: i32, budget: i32, share: i32, scratch: usize): void {
+  const p4 = (pages + 3) & ~3
+  const score = scratch, sum = at(scratch, p4), numbers = at(sum, p4), marks = at(numbers, p4)
+  const k = min(budget, pages)
+  const rowFloats = <i64>2 * dh * capacity
+  const kvRows = heads / group
+  if (share == 0) {
+    for (let h = 0; h < heads; h++) {
+      const lo = at(bounds, <i64>(h / group) * rowFloats), hi = at(lo, <i64>dh * capacity)
+      pageScoresRow(at(q, <i64>h * dh), lo, hi, pages, capacity, dh, score)
+      topKAscending(score, pages, k, at(chosen, <i64>h * budget), numbers, marks)
+    }
+    return
+  }
+  for (let kv = 0; kv < kvRows; kv++) {
+    const lo = at(bounds, <i64>kv * rowFloats), hi = at(lo, <i64>dh * capacity)
+    for (let p = 0; p < p4; p++) st(at(sum, p), 0)
+    for (let g = 0; g < group; g++) {
+      pageScoresRow(at(q, <i64>(kv * group + g) * dh), lo, hi, pages, capacity, dh, score)
+      for (let p = 0; p < pages; p++) st(at(sum, p), ld(at(sum, p)) + ld(at(score, p)))
+    }
+    const first = at(chosen, <i64>kv * group * budget)
+    topKAscending(sum, pages, k, first, numbers, marks)
+    for (let g = 1; g < group; g++) memory.copy(at(first, <i64>g * budget), first, <usize>k << 2)
+  }
+}

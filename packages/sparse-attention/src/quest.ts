@@ -22,6 +22,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core'
 import { ConfigError, readValuesSync, ShapeError, type KernelState, type LayerKVCache } from '@attnlab/core'
+import { pageSelect } from '@attnlab/core/kernels'
 import { SequenceTooShortError } from './errors.ts'
 import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import {
@@ -31,7 +32,6 @@ import {
   type DecodeStrategy,
   type SparseAttentionKernel,
 } from './kernel.ts'
-import { topKMembers } from './select.ts'
 import { floatValues } from './tensor-values.ts'
 import { questSparsity } from './sparsity.ts'
 
@@ -93,7 +93,8 @@ export function questMinimumPromptLength(config: Readonly<QuestConfig>): number 
 }
 
 /**
- * Per-page key bounds of one layer's cache, attached as its kernel state.
+ * Per-page key bounds of one layer's cache, attached as its kernel state, in the layout of
+ * `@attnlab/core`'s `pageSelect` kernel.
  *
  * @category Quest
  */
@@ -101,12 +102,17 @@ export class QuestState implements KernelState {
   readonly [key: string]: unknown
   /** Marks this state type. */
   readonly kind = 'quest' as const
-  /** Element-wise minimum of each page's keys, per `(batch, kvHead)`: `[pages * dHead]`. */
-  pageMin: Float32Array[]
-  /** Element-wise maximum, same layout. */
-  pageMax: Float32Array[]
+  /**
+   * Element-wise minima then maxima of each page's keys, `[rows, 2, dHead, capacity]` (dimension-major:
+   * page `p` of dimension `d` of row `r` at `((2 r + side) dHead + d) capacity + p`); pages past the last
+   * summarised one hold `+Infinity` / `-Infinity`.
+   */
+  bounds = new Float32Array(0)
+  /** Pages `bounds` has room for (grows by doubling). */
+  capacity = 0
   /** Tokens summarised so far. */
   summarized = 0
+  #tensor: tf.Tensor4D | null = null
   constructor(
     /** Prompt length (tokens). */
     readonly promptLength: number,
@@ -116,41 +122,59 @@ export class QuestState implements KernelState {
     readonly dHead: number,
     /** Page size. */
     readonly pageSize: number,
-  ) {
-    this.pageMin = Array.from({ length: rows }, () => new Float32Array(0))
-    this.pageMax = Array.from({ length: rows }, () => new Float32Array(0))
-  }
+  ) {}
   /** Adds keys `[rows, count, dHead]` (row-major) of tokens `summarized..summarized+count-1`. */
   add(keys: Float32Array, count: number): void {
-    const { dHead, pageSize } = this
+    const { dHead, pageSize, rows } = this
     const total = this.summarized + count
     const pages = Math.ceil(total / pageSize)
-    for (let r = 0; r < this.rows; r++) {
-      let min = this.pageMin[r] as Float32Array
-      let max = this.pageMax[r] as Float32Array
-      if (min.length < pages * dHead) {
-        const grown = Math.max(pages, 2 * (min.length / dHead)) * dHead
-        const newMin = new Float32Array(grown).fill(Infinity)
-        const newMax = new Float32Array(grown).fill(-Infinity)
-        newMin.set(min)
-        newMax.set(max)
-        this.pageMin[r] = min = newMin
-        this.pageMax[r] = max = newMax
-      }
+    if (pages > this.capacity) this.#grow(Math.max(pages, 2 * this.capacity))
+    const cap = this.capacity
+    const bounds = this.bounds
+    for (let r = 0; r < rows; r++) {
+      const lo = 2 * r * dHead * cap
+      const hi = lo + dHead * cap
       for (let t = 0; t < count; t++) {
         const page = Math.floor((this.summarized + t) / pageSize)
+        const key = (r * count + t) * dHead
         for (let d = 0; d < dHead; d++) {
-          const x = keys[(r * count + t) * dHead + d] as number
-          const i = page * dHead + d
-          if (x < (min[i] as number)) min[i] = x
-          if (x > (max[i] as number)) max[i] = x
+          const x = keys[key + d] as number
+          const i = d * cap + page
+          if (x < (bounds[lo + i] as number)) bounds[lo + i] = x
+          if (x > (bounds[hi + i] as number)) bounds[hi + i] = x
         }
       }
     }
     this.summarized = total
+    this.#tensor?.dispose()
+    this.#tensor = null
   }
-  /** Nothing to free: the state holds plain arrays. */
-  dispose(): void {}
+  /** The bounds as a tensor `[rows, 2, dHead, capacity]` for `pageSelect` (kept; rebuilt after each `add`). */
+  boundsTensor(): tf.Tensor4D {
+    if (this.#tensor === null) {
+      this.#tensor = tf.keep(tf.tensor4d(this.bounds, [this.rows, 2, this.dHead, this.capacity]))
+    }
+    return this.#tensor
+  }
+  #grow(capacity: number): void {
+    const { rows, dHead } = this
+    const old = this.bounds
+    const oldCap = this.capacity
+    const bounds = new Float32Array(rows * 2 * dHead * capacity)
+    for (let line = 0; line < rows * 2 * dHead; line++) {
+      const side = Math.floor(line / dHead) % 2
+      const base = line * capacity
+      bounds.fill(side === 0 ? Infinity : -Infinity, base, base + capacity)
+      if (oldCap > 0) bounds.set(old.subarray(line * oldCap, (line + 1) * oldCap), base)
+    }
+    this.bounds = bounds
+    this.capacity = capacity
+  }
+  /** Frees the bounds tensor. */
+  dispose(): void {
+    this.#tensor?.dispose()
+    this.#tensor = null
+  }
 }
 
 function summarize(state: QuestState, cache: LayerKVCache, upTo: number): void {
@@ -167,54 +191,6 @@ function summarize(state: QuestState, cache: LayerKVCache, upTo: number): void {
     rows.dispose()
   }
   state.add(data, count)
-}
-
-/**
- * Quest's upper bound of `q . k` per complete page, `sum_d max(q_d min[p, d], q_d max[p, d])`, into
- * `into[p]` (added to it when `accumulate`), for pages `0 .. into.length - 1`; four pages per pass
- * over `q` (each page still summed over `d` in order).
- */
-function scorePages(
-  q: Float32Array,
-  qOffset: number,
-  min: Float32Array,
-  max: Float32Array,
-  dHead: number,
-  into: Float64Array,
-  accumulate: boolean,
-): void {
-  const pages = into.length
-  let p = 0
-  for (; p + 4 <= pages; p += 4) {
-    const o0 = p * dHead
-    const o1 = o0 + dHead
-    const o2 = o1 + dHead
-    const o3 = o2 + dHead
-    let s0 = 0
-    let s1 = 0
-    let s2 = 0
-    let s3 = 0
-    for (let d = 0; d < dHead; d++) {
-      const x = q[qOffset + d] as number
-      s0 += Math.max(x * (min[o0 + d] as number), x * (max[o0 + d] as number))
-      s1 += Math.max(x * (min[o1 + d] as number), x * (max[o1 + d] as number))
-      s2 += Math.max(x * (min[o2 + d] as number), x * (max[o2 + d] as number))
-      s3 += Math.max(x * (min[o3 + d] as number), x * (max[o3 + d] as number))
-    }
-    into[p] = accumulate ? (into[p] as number) + s0 : s0
-    into[p + 1] = accumulate ? (into[p + 1] as number) + s1 : s1
-    into[p + 2] = accumulate ? (into[p + 2] as number) + s2 : s2
-    into[p + 3] = accumulate ? (into[p + 3] as number) + s3 : s3
-  }
-  for (; p < pages; p++) {
-    const o = p * dHead
-    let score = 0
-    for (let d = 0; d < dHead; d++) {
-      const x = q[qOffset + d] as number
-      score += Math.max(x * (min[o + d] as number), x * (max[o + d] as number))
-    }
-    into[p] = accumulate ? (into[p] as number) + score : score
-  }
 }
 
 function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
@@ -280,72 +256,43 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
             `the current one (prompt of ${input.cache.promptLength} tokens)`,
         )
       }
-      const q = readValuesSync(input.q, 'quest page selection') as Float32Array // [b, H, 1, d]
-      const group = nHeads / nKvHeads
+      // Scores and top-k in one kernel (native, WebAssembly or JavaScript): [b, H, pages] ascending.
+      const scoresStart = performance.now()
+      const chosenTensor = pageSelect(input.q, quest.boundsTensor(), {
+        pages: current,
+        budget: pages,
+        share: config.sharePages,
+      })
+      const chosen = (readValuesSync(chosenTensor, 'quest page selection') as Int32Array).slice()
+      chosenTensor.dispose()
+      const scoring = performance.now() - scoresStart
       // The chosen pages plus the current one as runs of slots per query head (slot s is position s).
-      const tileStarts = new Int32Array(batch * nHeads + 1)
-      const runs: number[] = []
-      const scores = new Float64Array(current)
-      const pageScores = (h: number, bk: number, into: Float64Array, accumulate: boolean): void =>
-        scorePages(
-          q,
-          h * dHead,
-          quest.pageMin[bk] as Float32Array,
-          quest.pageMax[bk] as Float32Array,
-          dHead,
-          into,
-          accumulate,
-        )
-      const mark = (flatHead: number, chosen: Uint8Array): void => {
-        const first = runs.length
-        let p = 0
-        while (p < current) {
-          if (!chosen[p]) {
-            p++
-            continue
+      const heads = batch * nHeads
+      const tileStarts = new Int32Array(heads + 1)
+      const runs = new Int32Array(2 * heads * (pages + 1))
+      let n = 0
+      for (let head = 0; head < heads; head++) {
+        let previous = -2
+        for (let i = head * pages; i < (head + 1) * pages; i++) {
+          const page = chosen[i] as number
+          if (page === previous + 1) runs[n - 1] = (page + 1) * P
+          else {
+            runs[n++] = page * P
+            runs[n++] = (page + 1) * P
           }
-          const start = p
-          while (p < current && chosen[p]) p++
-          runs.push(start * P, p * P)
+          previous = page
         }
-        if (runs.length > first && runs[runs.length - 1] === current * P) runs[runs.length - 1] = position + 1
-        else runs.push(current * P, position + 1)
-        tileStarts[flatHead + 1] = runs.length / 2
-      }
-      // Timed apart: the page upper bounds (scores) and the top-k selection with its slot runs.
-      let scoring = 0
-      let clock = performance.now()
-      const lap = (): number => {
-        const now = performance.now()
-        const elapsed = now - clock
-        clock = now
-        return elapsed
-      }
-      for (let b = 0; b < batch; b++) {
-        for (let kv = 0; kv < nKvHeads; kv++) {
-          const bk = b * nKvHeads + kv
-          if (config.sharePages) {
-            lap()
-            scores.fill(0)
-            for (let g = 0; g < group; g++) pageScores(b * nHeads + kv * group + g, bk, scores, true)
-            scoring += lap()
-            const chosen = topKMembers(scores, pages)
-            for (let g = 0; g < group; g++) mark(b * nHeads + kv * group + g, chosen)
-          } else {
-            for (let g = 0; g < group; g++) {
-              const head = b * nHeads + kv * group + g
-              lap()
-              pageScores(head, bk, scores, false)
-              scoring += lap()
-              mark(head, topKMembers(scores, pages))
-            }
-          }
+        if (previous === current - 1) runs[n - 1] = position + 1
+        else {
+          runs[n++] = current * P
+          runs[n++] = position + 1
         }
+        tileStarts[head + 1] = n / 2
       }
       const selection = (performance.now() - boundsStart) / 1000 - pageBounds - scoring / 1000
       const reported = new Float64Array(batch * nHeads).fill(questSparsity(quest.promptLength, config.tokenBudget))
       return {
-        slotSpans: { tileStarts, spans: Int32Array.from(runs) },
+        slotSpans: { tileStarts, spans: runs.subarray(0, n) },
         reported,
         extra: { pages, currentPage: current },
         steps: { pageBounds, pageScores: scoring / 1000, selection },

@@ -289,6 +289,26 @@ KERNEL(SparseAttention) {
   });
 }
 
+// pageSelect(q, bounds, chosen, heads, group, pages, capacity, dHead, budget, share)
+KERNEL(PageSelect) {
+  return guarded(env, [&] {
+    Args a(env, info);
+    attn::PageShape s{};
+    s.heads = a.integer(3);
+    s.group = a.integer(4);
+    s.pages = a.integer(5);
+    s.capacity = a.integer(6);
+    s.dh = a.integer(7);
+    s.budget = a.integer(8);
+    s.share = a.flag(9);
+    if (s.group < 1 || s.heads % s.group != 0 || s.pages < 0 || s.capacity < s.pages || s.budget < 0)
+      throw ArgError{"group must divide heads and 0 <= pages <= capacity, budget >= 0", true};
+    const int64_t kvRows = s.heads / s.group;
+    attn::pageSelect(a.f32(0, s.heads * s.dh), a.f32(1, kvRows * 2 * s.dh * s.capacity), a.i32(2, s.heads * s.budget), s);
+    return undefined(env);
+  });
+}
+
 // softmaxCrossEntropy(logits, labels, weights, rows, cols) -> loss
 KERNEL(SoftmaxCrossEntropy) {
   return guarded(env, [&] {
@@ -409,6 +429,7 @@ napi_value Init(napi_env env, napi_value exports) {
       {"oneHotAttentionForward", nullptr, OneHotAttentionForward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"oneHotAttentionBackward", nullptr, OneHotAttentionBackward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"sparseAttention", nullptr, SparseAttention, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"pageSelect", nullptr, PageSelect, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"adamw", nullptr, AdamW, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"info", nullptr, Info, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -1213,4 +1213,101 @@ void sparseAttention(const float* q, const float* k, const float* v, float* out,
   });
 }
 
+namespace {
+
+// Quest's page upper bounds of one query head, d by d (vectorised over pages, each page summed
+// over d in order, so every engine gets the same float32 sums): score[p] = sum_d max(q_d min[d][p],
+// q_d max[d][p]) with max(a, b) = a > b ? a : b.
+ATTN_MULTIVERSION
+void pageScoresRow(const float* q, const float* bmin, const float* bmax, int pages, int64_t capacity, int dh,
+                   float* score) {
+  for (int p = 0; p < pages; p++) score[p] = 0.f;
+  for (int d = 0; d < dh; d++) {
+    const float x = q[d];
+    const float* lo = bmin + (int64_t)d * capacity;
+    const float* hi = bmax + (int64_t)d * capacity;
+#pragma omp simd
+    for (int p = 0; p < pages; p++) {
+      const float a = x * lo[p], b = x * hi[p];
+      score[p] += a > b ? a : b;
+    }
+  }
+}
+
+// The k largest of score[0 .. n) (ties to the lower index, NaN below every number), ascending
+// indices into out: the k-th largest number by nth_element, then every index above it and the
+// lowest indices equal to it.
+void topKAscending(const float* score, int n, int k, int32_t* out, std::vector<float>& numbers,
+                   std::vector<uint8_t>& chosen) {
+  k = std::max(0, std::min(k, n));
+  numbers.clear();
+  chosen.assign(n, 0);
+  for (int i = 0; i < n; i++)
+    if (!std::isnan(score[i])) numbers.push_back(score[i]);
+  const int m = (int)numbers.size();
+  if (k >= m) {
+    int nans = k - m;
+    for (int i = 0; i < n; i++) {
+      if (!std::isnan(score[i])) chosen[i] = 1;
+      else if (nans > 0) {
+        chosen[i] = 1;
+        nans--;
+      }
+    }
+  } else if (k > 0) {
+    std::nth_element(numbers.begin(), numbers.begin() + (m - k), numbers.end());
+    const float threshold = numbers[m - k];
+    int left = k;
+    for (int i = 0; i < n; i++)
+      if (score[i] > threshold) {
+        chosen[i] = 1;
+        left--;
+      }
+    for (int i = 0; i < n && left > 0; i++)
+      if (score[i] == threshold) {
+        chosen[i] = 1;
+        left--;
+      }
+  }
+  int c = 0;
+  for (int i = 0; i < n; i++)
+    if (chosen[i]) out[c++] = i;
+}
+
+struct PageScratch {
+  std::vector<float> score, sum, numbers;
+  std::vector<uint8_t> chosen;
+};
+thread_local PageScratch tlsPages;
+
+}  // namespace
+
+void pageSelect(const float* q, const float* bounds, int32_t* chosen, const PageShape& sh) {
+  const int64_t kvRows = sh.heads / sh.group;
+  const int k = std::min(sh.budget, sh.pages);
+  const int64_t rowFloats = 2 * (int64_t)sh.dh * sh.capacity;
+  // one unit per KV row with shared pages, else per query head
+  const int64_t units = sh.share ? kvRows : sh.heads;
+  pool::run(units, [&](int64_t u) {
+    PageScratch& w = tlsPages;
+    w.score.resize(sh.pages);
+    const int64_t kv = sh.share ? u : u / sh.group;
+    const float* bmin = bounds + kv * rowFloats;
+    const float* bmax = bmin + (int64_t)sh.dh * sh.capacity;
+    if (!sh.share) {
+      pageScoresRow(q + u * sh.dh, bmin, bmax, sh.pages, sh.capacity, sh.dh, w.score.data());
+      topKAscending(w.score.data(), sh.pages, k, chosen + u * sh.budget, w.numbers, w.chosen);
+      return;
+    }
+    w.sum.assign(sh.pages, 0.f);
+    for (int g = 0; g < sh.group; g++) {
+      pageScoresRow(q + (kv * sh.group + g) * sh.dh, bmin, bmax, sh.pages, sh.capacity, sh.dh, w.score.data());
+      for (int p = 0; p < sh.pages; p++) w.sum[p] += w.score[p];
+    }
+    int32_t* first = chosen + kv * sh.group * sh.budget;
+    topKAscending(w.sum.data(), sh.pages, k, first, w.numbers, w.chosen);
+    for (int g = 1; g < sh.group; g++) std::copy(first, first + k, first + g * sh.budget);
+  });
+}
+
 }  // namespace attn

@@ -66,6 +66,18 @@ struct SparseShape {
 void sparseAttention(const float* q, const float* k, const float* v, float* out,
                      const int32_t* tileStarts, const int32_t* spans, const SparseShape& s);
 
+// Quest's page selection (provider.ts, KernelProvider.pageSelect): q [heads, dh], bounds [heads /
+// group, 2, dh, capacity] (per KV row the page minima then maxima, d-major), chosen [heads, budget]:
+// the min(budget, pages) pages of largest upper bound sum_d max(q_d min, q_d max) in ascending order
+// (ties to the lower page, NaN last); with share the bounds of a GQA group's heads are summed.
+struct PageShape {
+  int64_t heads;
+  int group, pages, dh, budget;
+  int64_t capacity;
+  bool share;
+};
+void pageSelect(const float* q, const float* bounds, int32_t* chosen, const PageShape& s);
+
 // AdamW in place (PyTorch semantics), step from 1.
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
            float beta2, float eps, float weightDecay, int step);

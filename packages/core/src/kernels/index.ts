@@ -29,6 +29,7 @@ export type {
   KernelProviderName,
   OneHotAttentionShape,
   SparseAttentionShape,
+  PageSelectShape,
 } from './provider.ts'
 export { activeKernels, kernelsActive, type KernelRegistration } from './active.ts'
 export { registerAttnlabKernels, type RegisterKernelsOptions } from './register.ts'
@@ -50,6 +51,8 @@ export { oneHotAttention, type OneHotAttentionOptions } from '../ops/one-hot-att
 export { adamwUpdate } from '../ops/adamw.ts'
 export { gatherRows } from '../ops/gather-rows.ts'
 export { sparseAttentionJs } from './sparse-attention-js.ts'
+export { pageSelectJs } from './page-select-js.ts'
+export { pageSelect, type PageSelectOptions } from '../ops/page-select.ts'
 export {
   sparseAttention,
   sparseAttentionKernelMode,

@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { pageSelectJs } from './page-select-js.ts'
 import { sparseAttentionJs } from './sparse-attention-js.ts'
 import type { AdamWHyper, FloatArray, IntArray, KernelProvider, OneHotAttentionShape } from './provider.ts'
 
@@ -544,6 +545,7 @@ export const jsKernelProvider: KernelProvider = Object.freeze({
   oneHotAttentionBackward,
   adamw,
   sparseAttention: sparseAttentionJs,
+  pageSelect: pageSelectJs,
   setThreads: () => {},
   threads: () => 1,
 })

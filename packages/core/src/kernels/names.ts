@@ -32,6 +32,8 @@ export const ATTNLAB_KERNELS = Object.freeze({
   oneHotAttentionGrad: 'AttnlabOneHotAttentionGrad',
   /** Attention over key spans per query tile (sparse prefill and decode): `z`. */
   sparseAttention: 'AttnlabSparseAttention',
+  /** Quest's page selection for a decode query (upper bounds and top-k): `chosen` int32. */
+  pageSelect: 'AttnlabPageSelect',
 })
 
 /**

@@ -15,6 +15,7 @@ import type {
   IntArray,
   KernelProvider,
   OneHotAttentionShape,
+  PageSelectShape,
   SparseAttentionShape,
 } from './provider.ts'
 import { sparseAttentionSizes } from './provider.ts'
@@ -183,6 +184,7 @@ interface NativeAddon {
     spans: IntArray,
     ...sizes: number[]
   ): void
+  pageSelect(q: FloatArray, bounds: FloatArray, chosen: IntArray, ...sizes: (number | boolean)[]): void
   setThreads(n: number): void
   info(): { threads: number; openmp: boolean; cpuLevel: string }
 }
@@ -347,6 +349,8 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
       k.adamw(p, g, m, v, n, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.step),
     sparseAttention: (q, kk, v, out, tileStarts, spans, s: SparseAttentionShape) =>
       k.sparseAttention(q, kk, v, out, tileStarts, spans, ...sparseAttentionSizes(s)),
+    pageSelect: (q, bounds, chosen, s: PageSelectShape) =>
+      k.pageSelect(q, bounds, chosen, s.heads, s.group, s.pages, s.capacity, s.dHead, s.budget, s.share),
     setThreads: (n) => k.setThreads(n),
     threads: () => k.info().threads,
   } satisfies KernelProvider)

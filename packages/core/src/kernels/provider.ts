@@ -217,6 +217,16 @@ export interface KernelProvider {
     spans: IntArray,
     shape: SparseAttentionShape,
   ): void
+  /**
+   * Quest's page selection for one decode query per head (Tang et al. 2024, arXiv 2406.10774, §3):
+   * every page's upper bound of `q . k`, `sum_d max(q_d min_d, q_d max_d)` over the page's key
+   * minima and maxima, and the `min(budget, pages)` pages of largest bound per head, written in
+   * ascending page order (ties to the lower page, `NaN` below every number). With `share` the
+   * bounds of a GQA group's heads are summed and the group reads the same pages. Every engine sums
+   * in float32, `d` by `d` for each page, then over the group's heads in order: the same scores and
+   * pages on every engine. See {@link PageSelectShape} for the layout.
+   */
+  pageSelect(q: FloatArray, bounds: FloatArray, chosen: IntArray, shape: PageSelectShape): void
   /** Sets the number of threads the provider may use (native only; others ignore it). */
   setThreads(threads: number): void
   /** The number of threads in use. */
@@ -256,6 +266,33 @@ export interface SparseAttentionShape {
   readonly scale: number
   /** Row `i` reads keys `<= i + causalOffset` (>= 0). */
   readonly causalOffset: number
+}
+
+/**
+ * Sizes and layout of {@link KernelProvider.pageSelect}.
+ *
+ * - `q [heads, dHead]` (one decode query per head, batch folded in), `bounds [heads / group, 2,
+ *   dHead, capacity]`: per KV row the page minima then the page maxima, dimension-major (page `p`
+ *   of dimension `d` at `d * capacity + p`); only pages `0 .. pages - 1` are read.
+ * - `chosen [heads, budget]`: the selected pages of each head in ascending order (`budget <= pages`).
+ *
+ * @category Kernels
+ */
+export interface PageSelectShape {
+  /** Query heads, batch folded in (`batch * nHeads`). */
+  readonly heads: number
+  /** Query heads per KV row (grouped-query attention; 1 for multi-head). */
+  readonly group: number
+  /** Pages to score (`<= capacity`). */
+  readonly pages: number
+  /** Page stride of `bounds` (`>= pages`). */
+  readonly capacity: number
+  /** Query/key width. */
+  readonly dHead: number
+  /** Pages chosen per head (`<= pages`). */
+  readonly budget: number
+  /** Sum the scores of a GQA group's heads and give the group the same pages. */
+  readonly share: boolean
 }
 
 /**

@@ -23,7 +23,7 @@ import { InvalidArgumentError, UnsupportedError } from '../errors.ts'
 import { backendMemory, wasmInternalsProblems, type BackendMemory } from './memory.ts'
 import { ATTNLAB_KERNELS, type REPLACED_STOCK_KERNELS } from './names.ts'
 import { active, type KernelRegistration } from './active.ts'
-import type { KernelProvider, OneHotAttentionShape, SparseAttentionShape } from './provider.ts'
+import type { KernelProvider, OneHotAttentionShape, PageSelectShape, SparseAttentionShape } from './provider.ts'
 
 export { activeKernels, kernelsActive, type KernelRegistration } from './active.ts'
 
@@ -631,6 +631,21 @@ export function registerAttnlabKernels(
       )
       return out!
     })
+  })
+
+  // ---- Quest's page selection ----------------------------------------------------------------------
+  add(ATTNLAB_KERNELS.pageSelect, (args) => {
+    const { q, bounds } = args.inputs as Record<'q' | 'bounds', tf.TensorInfo>
+    const shape = args.attrs as unknown as PageSelectShape
+    const memory = memoryOf(args.backend)
+    const chosen = memory.output([shape.heads, shape.budget], 'int32')
+    try {
+      provider.pageSelect(memory.floats(q), memory.floats(bounds), memory.ints(chosen), shape)
+    } catch (error) {
+      memory.release(chosen)
+      throw error
+    }
+    return chosen
   })
 
   let disposed = false

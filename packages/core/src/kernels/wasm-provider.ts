@@ -20,6 +20,7 @@ import type {
   IntArray,
   KernelProvider,
   OneHotAttentionShape,
+  PageSelectShape,
   SparseAttentionShape,
 } from './provider.ts'
 import { sparseAttentionSizes } from './provider.ts'
@@ -121,6 +122,20 @@ interface WasmKernelExports {
     decay: number,
   ): void
   sparseScratchFloats(dHead: number, dValue: number, tileRows: number): number
+  pageScratchFloats(pages: number): number
+  pageSelect(
+    q: number,
+    bounds: number,
+    chosen: number,
+    heads: number,
+    group: number,
+    pages: number,
+    capacity: number,
+    dHead: number,
+    budget: number,
+    share: number,
+    scratch: number,
+  ): void
   sparseAttention(
     q: number,
     k: number,
@@ -388,6 +403,20 @@ export async function loadWasmKernelProvider(options: WasmKernelOptions = {}): P
         need(k.sparseScratchFloats(s.dHead, s.dValue, Math.min(s.tileRows, s.rows))),
       )
     },
+    pageSelect: (q, bounds, chosen, s: PageSelectShape) =>
+      k.pageSelect(
+        address(q),
+        address(bounds),
+        address(chosen),
+        s.heads,
+        s.group,
+        s.pages,
+        s.capacity,
+        s.dHead,
+        s.budget,
+        s.share ? 1 : 0,
+        need(k.pageScratchFloats(s.pages)),
+      ),
     setThreads: () => {},
     threads: () => 1,
   } satisfies KernelProvider)

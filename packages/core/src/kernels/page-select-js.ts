@@ -1,0 +1,136 @@
+/**
+ * The plain-JavaScript Quest page selection ({@link KernelProvider.pageSelect}): the `js`
+ * provider's kernel, the reference of the native and WebAssembly ones, and the fallback of the
+ * `pageSelect` op on backends without attnlab kernels. Float32 arithmetic (`Math.fround`) in the
+ * engines' order, so every engine picks the same pages.
+ *
+ * @module
+ */
+import type { FloatArray, IntArray, KernelProvider, PageSelectShape } from './provider.ts'
+
+const f = Math.fround
+
+/** `score[p] = sum_d max(q_d lo[d][p], q_d hi[d][p])`, float32, `d` in order. */
+function scoreRow(
+  q: FloatArray,
+  qOffset: number,
+  bounds: FloatArray,
+  lo: number,
+  hi: number,
+  shape: PageSelectShape,
+  score: Float32Array,
+): void {
+  const { pages, capacity, dHead } = shape
+  score.fill(0, 0, pages)
+  for (let d = 0; d < dHead; d++) {
+    const x = q[qOffset + d] as number
+    const l = lo + d * capacity
+    const h = hi + d * capacity
+    for (let p = 0; p < pages; p++) {
+      const a = f(x * (bounds[l + p] as number))
+      const b = f(x * (bounds[h + p] as number))
+      // biome-ignore lint/complexity/useMathMinMax: the compiled kernels' max (NaN and -0 as `a > b ? a : b`)
+      score[p] = (score[p] as number) + (a > b ? a : b)
+    }
+  }
+}
+
+/** The value of rank `rank` (ascending) among `values[0 .. count - 1]` (no NaN), by quickselect (reorders). */
+function kthSmallest(values: Float32Array, count: number, rank: number): number {
+  let lo = 0
+  let hi = count - 1
+  while (hi > lo) {
+    const pivot = values[(lo + hi) >> 1] as number
+    let i = lo
+    let j = hi
+    while (i <= j) {
+      while ((values[i] as number) < pivot) i++
+      while ((values[j] as number) > pivot) j--
+      if (i <= j) {
+        const t = values[i] as number
+        values[i] = values[j] as number
+        values[j] = t
+        i++
+        j--
+      }
+    }
+    if (rank <= j) hi = j
+    else if (rank >= i) lo = i
+    else return values[rank] as number
+  }
+  return values[lo] as number
+}
+
+/** The `k` largest of `score[0 .. n - 1]` in ascending index order into `out` from `offset`. */
+function topKAscending(score: Float32Array, n: number, k: number, out: IntArray, offset: number): void {
+  const chosen = new Uint8Array(n)
+  const numbers = new Float32Array(n)
+  let m = 0
+  for (let i = 0; i < n; i++) {
+    const x = score[i] as number
+    if (!Number.isNaN(x)) numbers[m++] = x
+  }
+  if (k >= m) {
+    let nans = k - m
+    for (let i = 0; i < n; i++) {
+      if (!Number.isNaN(score[i] as number)) chosen[i] = 1
+      else if (nans > 0) {
+        chosen[i] = 1
+        nans--
+      }
+    }
+  } else if (k > 0) {
+    const threshold = kthSmallest(numbers, m, m - k)
+    let left = k
+    for (let i = 0; i < n; i++) {
+      if ((score[i] as number) > threshold) {
+        chosen[i] = 1
+        left--
+      }
+    }
+    for (let i = 0; i < n && left > 0; i++) {
+      if ((score[i] as number) === threshold) {
+        chosen[i] = 1
+        left--
+      }
+    }
+  }
+  let c = offset
+  for (let i = 0; i < n; i++) if (chosen[i]) out[c++] = i
+}
+
+/**
+ * {@link KernelProvider.pageSelect} in plain JavaScript (inputs already validated).
+ *
+ * @param q - decode queries, `[heads, dHead]`
+ * @param bounds - page minima and maxima, `[heads / group, 2, dHead, capacity]`
+ * @param chosen - output, `[heads, budget]` ascending page indices (overwritten)
+ * @param shape - sizes (see {@link PageSelectShape})
+ * @category Kernels
+ */
+export function pageSelectJs(q: FloatArray, bounds: FloatArray, chosen: IntArray, shape: PageSelectShape): void {
+  const { heads, group, pages, capacity, dHead, budget, share } = shape
+  const k = Math.max(0, Math.min(budget, pages))
+  const rowFloats = 2 * dHead * capacity
+  const score = new Float32Array(pages)
+  if (!share) {
+    for (let h = 0; h < heads; h++) {
+      const lo = Math.floor(h / group) * rowFloats
+      scoreRow(q, h * dHead, bounds, lo, lo + dHead * capacity, shape, score)
+      topKAscending(score, pages, k, chosen, h * budget)
+    }
+    return
+  }
+  const sum = new Float32Array(pages)
+  for (let kv = 0; kv < heads / group; kv++) {
+    const lo = kv * rowFloats
+    sum.fill(0)
+    for (let g = 0; g < group; g++) {
+      scoreRow(q, (kv * group + g) * dHead, bounds, lo, lo + dHead * capacity, shape, score)
+      for (let p = 0; p < pages; p++) sum[p] = (sum[p] as number) + (score[p] as number)
+    }
+    const first = kv * group * budget
+    topKAscending(sum, pages, k, chosen, first)
+    for (let g = 1; g < group; g++) chosen.copyWithin(first + g * budget, first, first + k)
+  }
+}
