@@ -225,6 +225,7 @@ describe('attnlab emergence', () => {
       [['--vocab', '8', '--state-size', '4'], /--state-size does not apply to --task sparse-markov/],
       [['--preset', 'gpt', '--query-init', '0.1'], /--query-init applies to --preset minimal/],
       [['--validation-size', '8', '--analysis-size', '16'], /--analysis-size 16 exceeds --validation-size 8/],
+      [['--validation-size', '3'], /--validation-size 3 is below --analysis-size 256 \(its default;.* at most 3 too/],
       // A model too large is refused before the oracles are computed.
       [['--n-heads', '1000000'], /--n-heads must be in \[1, 65536\], got 1000000/],
       [

@@ -221,8 +221,17 @@ async function settingsOf(flags: EmergenceFlags, command: Command): Promise<Reso
   checkOptimizationFlags(flags, command)
   const task = taskOf(flags, command)
   const model = modelOverridesOf(flags)
-  if (flags.analysisSize > flags.validationSize)
-    throw new UsageError(`--analysis-size ${flags.analysisSize} exceeds --validation-size ${flags.validationSize}`)
+  if (flags.analysisSize > flags.validationSize) {
+    // Name the flag the user gave; the other one is at its default.
+    const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
+    throw new UsageError(
+      given('analysisSize') || !given('validationSize')
+        ? `--analysis-size ${flags.analysisSize} exceeds --validation-size ${flags.validationSize}`
+        : `--validation-size ${flags.validationSize} is below --analysis-size ${flags.analysisSize} (its default; ` +
+            'the analysis reads that many validation sequences): give --analysis-size at most ' +
+            `${flags.validationSize} too`,
+    )
+  }
   const config: EmergenceConfig = {
     task: task.describe() as MarkovTaskDescription,
     preset: flags.preset as EmergencePreset,

@@ -1,6 +1,6 @@
 // The run directory of @attnlab/experiments/node: a run into a directory, resumed exactly, and
 // the typed errors of reading one that is not a run.
-import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -73,5 +73,24 @@ describe('emergence run directory', () => {
     await expect(readEmergenceRecord(join(root, 'nothing'))).rejects.toThrow(ExperimentInputError)
     await expect(readEmergenceRecord(join(root, 'nothing'))).rejects.toThrow(/no config.json there/)
     expect(() => resolveEmergenceRecord({ format: 'other/1' } as never)).toThrow(/expected an attnlab emergence run/)
+    // A file, a train checkpoint, a config.json of another kind: each named for what it is.
+    const file = join(root, 'a-file')
+    await writeFile(file, 'x')
+    await expect(readEmergenceRecord(file)).rejects.toThrow(/a-file is a file, not an emergence run directory/)
+    const train = join(root, 'train-checkpoint')
+    await mkdir(train, { recursive: true })
+    await writeFile(join(train, 'config.json'), '{"architecture":"minimal"}')
+    await writeFile(join(train, 'manifest.json'), '{"format":"attnlab-checkpoint/1"}')
+    await expect(readEmergenceRecord(train)).rejects.toThrow(
+      /is an attnlab train checkpoint \(attnlab-checkpoint\/1\), not an emergence run; resume it with attnlab train/,
+    )
+    const other = join(root, 'other-config')
+    await mkdir(other, { recursive: true })
+    await writeFile(join(other, 'config.json'), '{"format":"other/2"}')
+    await expect(readEmergenceRecord(other)).rejects.toThrow(
+      /config.json is not an emergence run's \(format "other\/2"; expected attnlab-emergence\/1\)/,
+    )
+    await writeFile(join(other, 'config.json'), '[]')
+    await expect(readEmergenceRecord(other)).rejects.toThrow(/it has no format field/)
   })
 })

@@ -9,7 +9,7 @@ import { appendFile, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { AttnlabError, InvalidCheckpointError } from '@attnlab/core'
 import { removeStaleTemporaries, writeFileAtomic } from '@attnlab/core/node'
-import { loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
+import { CHECKPOINT_FORMAT, loadCheckpoint, saveCheckpoint } from '@attnlab/transformer/node'
 import { z } from 'zod'
 import { ExperimentInputError } from '../errors.ts'
 import { loadInitialWeights } from '../init-from.ts'
@@ -178,7 +178,14 @@ export async function readEmergenceRecord(out: string): Promise<EmergenceRecord>
   try {
     text = await readFile(join(out, 'config.json'), 'utf8')
   } catch {
-    throw new ExperimentInputError('out', `${out}: no config.json there (not an emergence run directory)`, { out })
+    const file = await stat(out).then(
+      (s) => s.isFile(),
+      () => false,
+    )
+    const message = file
+      ? `${out} is a file, not an emergence run directory (give the directory an emergence run wrote)`
+      : `${out}: no config.json there (not an emergence run directory)`
+    throw new ExperimentInputError('out', message, { out })
   }
   let record: EmergenceRecord
   try {
@@ -191,11 +198,18 @@ export async function readEmergenceRecord(out: string): Promise<EmergenceRecord>
     })
   }
   if (record?.format !== 'attnlab-emergence/1') {
-    throw new ExperimentInputError(
-      'out',
-      `${out}: config.json is not an attnlab emergence run (format ${String(record?.format)})`,
-      { out },
+    const manifest = await readFile(join(out, 'manifest.json'), 'utf8').then(
+      (t) => (JSON.parse(t) as { format?: unknown } | null)?.format,
+      () => undefined,
     )
+    const message =
+      manifest === CHECKPOINT_FORMAT
+        ? `${out} is an attnlab train checkpoint (${CHECKPOINT_FORMAT}), not an emergence run; ` +
+          'resume it with attnlab train --resume'
+        : `${out}: config.json is not an emergence run's (${
+            record?.format === undefined ? 'it has no format field' : `format ${JSON.stringify(record.format)}`
+          }; expected attnlab-emergence/1)`
+    throw new ExperimentInputError('out', message, { out })
   }
   try {
     // The task and model it records must rebuild: say so here, naming the file, not later without it.
