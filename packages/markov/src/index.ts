@@ -44,6 +44,7 @@ export {
   restrictedContextEntropyMonteCarlo,
   type EntropyEstimate,
   type MonteCarloOracleOptions,
+  type MonteCarloProgress,
   type RestrictedContextEntropyEstimate,
 } from './sparse-markov-monte-carlo.ts'
 export {

@@ -68,6 +68,28 @@ describe('restrictedContextEntropyMonteCarlo', () => {
     }
   })
 
+  it('reports the posterior-sampling progress without changing the numbers', () => {
+    const task = new SparseMarkovTask({ vocabSize: 4, spans: [2, 2], tau: 0.3, genLen: 5 })
+    const options = { sequences: 400, maxCountingContexts: 1, contexts: 60, sweeps: 8, positionSpecific: true, seed: 1 }
+    const events: { contextLength: number; positionSpecific: boolean; done: number; total: number }[] = []
+    const watched = restrictedContextEntropyMonteCarlo(task, { ...options, onProgress: (p) => events.push(p) })
+    const plain = restrictedContextEntropyMonteCarlo(task, options)
+    expect(watched.pooled).toEqual(plain.pooled)
+    expect(watched.positionSpecific).toEqual(plain.positionSpecific)
+    expect(watched.options).toEqual(plain.options)
+    expect(Object.keys(watched.options)).not.toContain('onProgress')
+    // Lengths 1..3 of C = 4 by posterior sampling (H_0 is counted), pooled and per position: 6 estimates of 60.
+    const sampled = [...watched.pooled, ...(watched.positionSpecific ?? [])].filter((e) => e.method === 'posterior')
+    expect(sampled.length).toBe(6)
+    expect(new Set(events.map((e) => e.total))).toEqual(new Set([6 * 60]))
+    expect(events[0]?.done).toBe(0)
+    expect(events.at(-1)?.done).toBe(6 * 60)
+    for (let i = 1; i < events.length; i++)
+      expect((events[i] as { done: number }).done).toBeGreaterThanOrEqual((events[i - 1] as { done: number }).done)
+    expect(new Set(events.map((e) => `${e.contextLength}${e.positionSpecific}`)).size).toBe(6)
+    expect(() => restrictedContextEntropyMonteCarlo(task, { onProgress: 3 as never })).toThrow(ConfigError)
+  })
+
   it('withdraws a counting estimate whose bias correction is too large', () => {
     const mc = restrictedContextEntropyMonteCarlo(new SparseMarkovTask(), { sequences: 4_000, contextLengths: [2] })
     const [estimate] = mc.pooled as [EntropyEstimate]

@@ -51,6 +51,28 @@ export interface MonteCarloOracleOptions {
    * with {@link EntropyEstimate.bounds} from the estimated neighbours. Default true.
    */
   readonly posteriorSampling?: boolean
+  /**
+   * Called as the posterior-sampling estimates (the slow part) advance: at the start of each, every 25
+   * contexts, and at its end. Not part of the resolved options the result reports.
+   */
+  readonly onProgress?: (progress: MonteCarloProgress) => void
+}
+
+/**
+ * Progress of {@link restrictedContextEntropyMonteCarlo}'s posterior-sampling estimates, for a
+ * progress display ({@link MonteCarloOracleOptions.onProgress}).
+ *
+ * @category Oracles
+ */
+export interface MonteCarloProgress {
+  /** The context length `n` being estimated. */
+  readonly contextLength: number
+  /** Whether it is the position-specific variant of `H_n`. */
+  readonly positionSpecific: boolean
+  /** Contexts sampled so far, over all the posterior-sampling estimates of this call. */
+  readonly done: number
+  /** Contexts to sample in all (`contexts` times the number of estimates that need posterior sampling). */
+  readonly total: number
 }
 
 /**
@@ -114,7 +136,7 @@ export interface RestrictedContextEntropyEstimate {
   /** Cross-entropy of the truncated teachers `A*_{1:k}` on the data, `k = 0 .. K` (direct averages). */
   readonly truncatedTeacherCrossEntropy: readonly Estimate[]
   /** The resolved options. */
-  readonly options: Readonly<Required<Omit<MonteCarloOracleOptions, 'contextLengths'>>>
+  readonly options: Readonly<Required<Omit<MonteCarloOracleOptions, 'contextLengths' | 'onProgress'>>>
 }
 
 /** Estimates whose first-order bias correction exceeds this (nats) are reported as unreliable. */
@@ -205,6 +227,9 @@ export function restrictedContextEntropyMonteCarlo(
     positionSpecific: checkBoolean('positionSpecific', options.positionSpecific ?? false),
     posteriorSampling: checkBoolean('posteriorSampling', options.posteriorSampling ?? true),
   })
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
+    throw new ConfigError('onProgress', `expected a function, got ${typeof options.onProgress}`)
+  }
   if (resolved.sweeps % 4 !== 0) {
     throw new ConfigError(
       'sweeps',
@@ -289,8 +314,25 @@ export function restrictedContextEntropyMonteCarlo(
       teacherEntropy,
       resolved,
       root.split(`posterior n=${n} ${positionSpecific ? 'position' : 'pooled'}`),
+      (contexts) => progress?.(n, positionSpecific, contexts),
     )
   }
+  // The estimates that need posterior sampling, counted up front so that a progress display has its total.
+  const sampled = (n: number): boolean =>
+    n !== C &&
+    !counting.counted.has(suffix(n).join(',')) &&
+    resolved.posteriorSampling &&
+    teacherEntropy.estimate >= MIN_POSTERIOR_TEACHER_ENTROPY
+  const onProgress = options.onProgress
+  const total = contextLengths.filter(sampled).length * resolved.contexts * (resolved.positionSpecific ? 2 : 1)
+  let finished = 0
+  const progress =
+    onProgress === undefined || total === 0
+      ? undefined
+      : (n: number, positionSpecific: boolean, contexts: number): void => {
+          onProgress({ contextLength: n, positionSpecific, done: finished + contexts, total })
+          if (contexts === resolved.contexts) finished += contexts
+        }
 
   // Upper bounds from truncated teachers: CE_k bounds H_n when the k most important spans lie within the last n tokens.
   const truncatedBound = (n: number): number => {
@@ -378,7 +420,7 @@ function withBounds(estimates: EntropyEstimate[], truncatedBound: (n: number) =>
   })
 }
 
-type ResolvedOptions = Readonly<Required<Omit<MonteCarloOracleOptions, 'contextLengths'>>>
+type ResolvedOptions = Readonly<Required<Omit<MonteCarloOracleOptions, 'contextLengths' | 'onProgress'>>>
 
 function notEstimated(contextLength: number, note: string): EntropyEstimate {
   return {
@@ -592,6 +634,7 @@ function posteriorEstimate(
   teacherEntropy: Estimate,
   options: ResolvedOptions,
   rng: Rng,
+  progress: (contexts: number) => void,
 ): EntropyEstimate {
   const d = task.vocabSize
   const C = task.contextLength
@@ -609,7 +652,9 @@ function posteriorEstimate(
   const all = new Float64Array(d)
   const full = task.tables()
   const residuals: number[] = []
+  progress(0)
   for (let i = 0; i < options.contexts; i++) {
+    if (i > 0 && i % 25 === 0) progress(i)
     task.sampleSequenceInto(sequence, mask, 0, rng)
     const t = rng.int(G)
     const total = windowWeights(full, sequence, t, C, d, windowProbabilities)
@@ -641,6 +686,7 @@ function posteriorEstimate(
     residuals.push(corrected - (2 * hHalf - hQuarter))
     void all
   }
+  progress(options.contexts)
   const difference = meanAndStandardError(differences)
   const correction = meanAndStandardError(corrections).estimate
   const residual = meanAndStandardError(residuals).estimate

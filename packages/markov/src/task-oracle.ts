@@ -21,6 +21,7 @@ import {
 import {
   restrictedContextEntropyMonteCarlo,
   type EntropyEstimate,
+  type MonteCarloProgress,
   type RestrictedContextEntropyEstimate,
 } from './sparse-markov-monte-carlo.ts'
 import { SparseMarkovTask } from './sparse-markov.ts'
@@ -56,6 +57,8 @@ export interface TaskOracleOptions {
    * are too many to enumerate (for a notice: the estimate can take a while).
    */
   readonly onMonteCarlo?: (states: number) => void
+  /** Monte Carlo: called as the posterior-sampling estimates advance (for a progress display). */
+  readonly onProgress?: (progress: MonteCarloProgress) => void
 }
 
 /**
@@ -241,6 +244,7 @@ function sparseMarkovOracle(task: SparseMarkovTask, options: TaskOracleOptions, 
     ...(options.contexts !== undefined ? { contexts: options.contexts } : {}),
     ...(options.sweeps !== undefined ? { sweeps: options.sweeps } : {}),
     positionSpecific: options.positionSpecific === true,
+    ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {}),
   })
   const values = (list: readonly EntropyEstimate[]): (number | null)[] => list.map((e) => e.estimate)
   const errors = (list: readonly EntropyEstimate[]): (number | null)[] => list.map((e) => e.standardError)

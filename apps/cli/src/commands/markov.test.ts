@@ -117,6 +117,17 @@ describe('attnlab markov oracle', () => {
     ).not.toEqual(expected.pooled)
   })
 
+  it('says which length it estimates by posterior sampling, off a terminal, and nothing with --json', async () => {
+    const args = ['markov', 'oracle', '--contexts', '10', '--sweeps', '4', '--mc-sequences', '200']
+    expect(await main(args)).toBe(0)
+    const said = errors.join('\n')
+    expect(said).toMatch(/estimating H_2 by posterior sampling \(0\/40 contexts\)/)
+    expect(said).toMatch(/estimating H_5 by posterior sampling \(30\/40 contexts\)/)
+    errors.length = 0
+    expect(await main([...args, '--json'])).toBe(0)
+    expect(errors.join('\n')).not.toMatch(/posterior sampling/)
+  })
+
   it('falls back to Monte Carlo with standard errors beyond the exact limit', async () => {
     const args = [
       'markov',

@@ -2,6 +2,7 @@
  * `attnlab markov sample | oracle`: data for the learning-dynamics experiments and the loss
  * floors / plateau lines a loss curve is compared against (`@attnlab/markov`).
  */
+import cliProgress from 'cli-progress'
 import { type Command, Help, Option } from 'commander'
 import { Rng, formatNumber } from '@attnlab/core'
 import { writeSafetensorsFile } from '@attnlab/core/node'
@@ -14,6 +15,7 @@ import {
   taskOracle,
   type AnyTask,
   type EntropyEstimate,
+  type MonteCarloProgress,
   type TaskKind,
   type TaskOracle,
 } from '@attnlab/markov'
@@ -238,9 +240,38 @@ export function registerMarkov(program: Command): void {
     } else if (command.getOptionValueSource('oracleSequences') === 'cli') {
       throw new UsageError('--oracle-sequences applies only to --task cellular-automaton or icl-markov')
     }
+    // The posterior-sampling estimates take minutes at the default size: a bar on a terminal, a line per
+    // estimated length otherwise (nothing with --json).
+    let bar: cliProgress.SingleBar | null = null
+    let current = ''
+    const onProgress = (p: MonteCarloProgress): void => {
+      if (options.json) return
+      const what = `H_${p.contextLength}${p.positionSpecific ? ' (position-specific)' : ''}`
+      if (process.stderr.isTTY !== true) {
+        if (what !== current)
+          console.error(`attnlab: estimating ${what} by posterior sampling (${p.done}/${p.total} contexts)`)
+        current = what
+        return
+      }
+      if (bar === null) {
+        bar = new cliProgress.SingleBar(
+          {
+            format: 'posterior sampling {bar} {value}/{total} contexts | {what} | ETA {eta_formatted}',
+            barsize: 24,
+            hideCursor: true,
+            stream: process.stderr,
+          },
+          cliProgress.Presets.shades_classic,
+        )
+        bar.start(p.total, p.done, { what })
+      }
+      bar.update(p.done, { what })
+      if (p.done >= p.total) bar.stop()
+    }
     let result: TaskOracle
     try {
       result = taskOracle(task, {
+        onProgress,
         method: options.method,
         maxStates: options.maxStates,
         seed: options.seed,
@@ -258,6 +289,7 @@ export function registerMarkov(program: Command): void {
         },
       })
     } catch (error) {
+      ;(bar as cliProgress.SingleBar | null)?.stop()
       if (!(error instanceof OracleTooLargeError) || task.kind !== 'sparse-markov') throw error
       // Said in flags: the library's error names its own functions.
       const states = error.states
