@@ -16,6 +16,7 @@
  */
 import { InvalidArgumentError, ShapeError } from '@attnlab/core'
 import { configSchema, enumField, numberField, parseConfig, type z } from '@attnlab/core/schema'
+import { interpolateLinear } from './interpolate.ts'
 import { checkPlateaus, detectTransitions, transitionDetectionOptionsSchema } from './stages.ts'
 
 /**
@@ -168,22 +169,7 @@ function progressInterpolator(curve: LossCurve): (t: number) => number {
   const progress = Float64Array.from({ length: times.length }, (_, i) =>
     progressUnchecked(curve.loss[i] as number, curve.plateaus),
   )
-  const n = times.length
-  return (t: number) => {
-    if (t <= (times[0] as number)) return progress[0] as number
-    if (t >= (times[n - 1] as number)) return progress[n - 1] as number
-    let lo = 0
-    let hi = n - 1
-    while (hi - lo > 1) {
-      const mid = (lo + hi) >> 1
-      if ((times[mid] as number) <= t) lo = mid
-      else hi = mid
-    }
-    const t0 = times[lo] as number
-    const t1 = times[hi] as number
-    const w = t1 > t0 ? (t - t0) / (t1 - t0) : 0
-    return (progress[lo] as number) * (1 - w) + (progress[hi] as number) * w
-  }
+  return (t: number) => interpolateLinear(times, progress, t)
 }
 
 /** The detection options for a run's curve when none are given: a 5-sample median, 3 samples of persistence. */

@@ -10,7 +10,8 @@
  *   competitive vs cooperative phases - on plain arrays, so training runs can use them too;
  *   {@link detectSpanStages} (stages of a run from its heads' span masses) and
  *   {@link detectCrossing} (a run's abrupt loss drops) are the criteria `attnlab emergence` uses.
- * - {@link fitTimeScale}: map ODE time to optimiser steps for a run and compare transition steps.
+ * - {@link fitTimeScale}: map ODE time to optimiser steps for a run and compare transition steps;
+ *   {@link interpolateLinear}: a sampled curve read at any point (clamped or null outside).
  *
  * Units: ODE time is dimensionless; the ODE's loss is 1/2 the squared Frobenius norm.
  *
@@ -78,3 +79,4 @@ export {
   type TimeScaleFit,
   type TimeScaleFitOptions,
 } from './fit.ts'
+export { interpolateLinear, type InterpolateOptions } from './interpolate.ts'
