@@ -6,17 +6,14 @@
 // Exits non-zero on any failed check, page error, console error or failed request. The packages'
 // dist/ must be built first (`turbo run test:browser` does it).
 //
+// The build, the server and the browser come from harness.mjs (shared with the playground's test and bench).
 // Environment: ATTNLAB_CHROMIUM (default /usr/bin/chromium), ATTNLAB_BROWSER_TIMEOUT_MS (default
 // 480000: the whole page run, about 5 minutes on a loaded 2-core machine).
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { chromium } from 'playwright-core'
-import { build, createLogger, preview } from 'vite'
+import { buildAndServe, collectPageErrors, launchChromium } from './harness.mjs'
 
 const root = dirname(fileURLToPath(import.meta.url))
-const executablePath = process.env.ATTNLAB_CHROMIUM ?? '/usr/bin/chromium'
 const timeout = Number(process.env.ATTNLAB_BROWSER_TIMEOUT_MS ?? 480_000)
 const started = performance.now()
 const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`
@@ -27,66 +24,23 @@ const check = (condition, message) => {
 }
 
 let server
-let context
-let userDataDir
+let browser
 try {
-  // Vite warns once per node:* module it replaces with an empty stub. The packages reach them only
-  // through dynamic imports behind Node checks (file I/O, native kernels, tfjs' own Node code), so
-  // they are summarised here; every other warning is printed.
-  const logger = createLogger('warn')
-  const externalized = new Set()
-  const warn = logger.warn
-  logger.warn = (message, options) => {
-    const match = /Module "([^"]+)" has been externalized for browser compatibility/.exec(message)
-    if (match) externalized.add(match[1])
-    else warn(message, options)
-  }
-  await build({ root, configFile: join(root, 'vite.config.ts'), customLogger: logger })
+  server = await buildAndServe({ root })
+  const { url } = server
   console.log(
     `browser-check: built the page (${elapsed()}); Node modules stubbed (only behind Node checks): ` +
-      `${[...externalized].sort().join(', ') || 'none'}`,
+      `${server.stubbed.join(', ') || 'none'}`,
   )
-  server = await preview({
-    root,
-    configFile: join(root, 'vite.config.ts'),
-    preview: { host: '127.0.0.1', port: 0, strictPort: false, open: false },
-  })
-  const url = server.resolvedUrls?.local[0]
-  if (url === undefined) throw new Error('vite preview reported no local URL')
-
-  userDataDir = await mkdtemp(join(tmpdir(), 'attnlab-chromium-'))
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath,
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      // WebGL2 and a WebGPU adapter without a GPU: ANGLE and Dawn on SwiftShader (CPU).
-      '--use-angle=swiftshader',
-      '--enable-unsafe-swiftshader',
-      '--enable-unsafe-webgpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  })
-  const browserVersion = context.browser()?.version() ?? 'unknown'
+  browser = await launchChromium()
+  const { context } = browser
+  const browserVersion = browser.version
   const page = context.pages()[0] ?? (await context.newPage())
-  const pageErrors = []
-  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.stack ?? error.message}`))
-  page.on('console', (message) => {
-    if (message.type() === 'info' && message.text().startsWith('browser-check: '))
-      console.log(`${message.text()} (${elapsed()})`)
-    if (message.type() === 'error')
-      pageErrors.push(`console error: ${message.text()} (${message.location().url || 'no url'})`)
-  })
-  page.on('requestfailed', (request) =>
-    pageErrors.push(`request failed: ${request.url()} (${request.failure()?.errorText ?? '?'})`),
-  )
-  page.on('response', (response) => {
-    if (response.status() >= 400) pageErrors.push(`HTTP ${response.status()}: ${response.url()}`)
+  const pageErrors = collectPageErrors(page, {
+    onConsole: (message) => {
+      if (message.type() === 'info' && message.text().startsWith('browser-check: '))
+        console.log(`${message.text()} (${elapsed()})`)
+    },
   })
 
   console.log(`browser-check: Chromium ${browserVersion} opens ${url}`)
@@ -170,9 +124,8 @@ try {
 } catch (error) {
   failures.push(error instanceof Error ? (error.stack ?? error.message) : String(error))
 } finally {
-  await context?.close().catch(() => {})
+  await browser?.close()
   await server?.close().catch(() => {})
-  if (userDataDir !== undefined) await rm(userDataDir, { recursive: true, force: true }).catch(() => {})
 }
 
 /**

@@ -1,31 +1,34 @@
 #!/usr/bin/env node
 // The playground's browser test: builds the page with vite, serves it on 127.0.0.1 (vite preview),
-// opens it in headless Chromium (playwright-core, the system /usr/bin/chromium) and uses it as a
+// opens it in headless Chromium (playwright-core, the system /usr/bin/chromium, SwiftShader for
+// WebGL2 and WebGPU; harness.mjs of apps/browser-check) and uses it as a
 // person would: start a run, watch it reach its first stage, check that the loss plot and the
 // heatmaps change, knock out the head that holds a span (the loss must rise), pause (the step
 // counter must stop), resume, and let the run finish. Screenshots at the start, at stage 1 and at
-// the end go to a directory that is printed. Exits non-zero on any failed check, page error,
-// console error or failed request. The packages' dist/ must be built first (`turbo run
-// test:browser` does it).
+// the end go to a directory that is printed. Then a short run on each backend (cpu, wasm, webgl,
+// webgpu; 6 steps of batch 8): the page shows steps per second and the loss matches cpu's. Exits
+// non-zero on any failed check, page error, console error or failed request. The packages' dist/
+// must be built first (`turbo run test:browser` does it).
 //
 // The run is a small one (ATTNLAB_PLAYGROUND_HASH, default below: the default task with a smaller
 // batch and validation set, 240 steps), so that the test stays within a few minutes on a loaded
 // 2-core machine. Environment: ATTNLAB_CHROMIUM (default /usr/bin/chromium),
 // ATTNLAB_BROWSER_TIMEOUT_MS (default 180000: each wait), ATTNLAB_PLAYGROUND_SHOTS (the
 // screenshot directory; default a new one under the system's temporary directory).
-import { mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { chromium } from 'playwright-core'
-import { build, createLogger, preview } from 'vite'
+import { buildAndServe, collectPageErrors, launchChromium } from '../browser-check/harness.mjs'
 
 const root = dirname(fileURLToPath(import.meta.url))
-const executablePath = process.env.ATTNLAB_CHROMIUM ?? '/usr/bin/chromium'
 const timeout = Number(process.env.ATTNLAB_BROWSER_TIMEOUT_MS ?? 180_000)
 const hash = process.env.ATTNLAB_PLAYGROUND_HASH ?? '#steps=240&batch=256&evalEvery=10&validation=256'
 /** The first stage must be reached by this step of the test's run. */
 const FIRST_STAGE_BY = 200
+/** The short run on every backend (cpu first: the reference loss); webgl and webgpu run on SwiftShader, slowly. */
+const BACKENDS = ['cpu', 'wasm', 'webgl', 'webgpu']
+const BACKEND_HASH = '#steps=6&batch=8&evalEvery=6&validation=8'
 const started = performance.now()
 const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`
 const log = (text) => console.log(`playground: ${text} (${elapsed()})`)
@@ -37,60 +40,18 @@ const check = (condition, message) => {
 }
 
 let server
-let context
-let userDataDir
+let browser
 try {
-  // Vite warns once per node:* module it replaces with an empty stub (the packages reach them only
-  // behind Node checks); those are summarised, every other warning is printed.
-  const logger = createLogger('warn')
-  const externalized = new Set()
-  const warn = logger.warn
-  logger.warn = (message, options) => {
-    const match = /Module "([^"]+)" has been externalized for browser compatibility/.exec(message)
-    if (match) externalized.add(match[1])
-    else if (!/INEFFECTIVE_DYNAMIC_IMPORT/.test(message)) warn(message, options)
-  }
-  await build({ root, configFile: join(root, 'vite.config.ts'), customLogger: logger })
-  log(`built the page; Node modules stubbed: ${[...externalized].sort().join(', ') || 'none'}`)
-  server = await preview({
-    root,
-    configFile: join(root, 'vite.config.ts'),
-    preview: { host: '127.0.0.1', port: 0, strictPort: false, open: false },
-  })
-  const url = server.resolvedUrls?.local[0]
-  if (url === undefined) throw new Error('vite preview reported no local URL')
+  server = await buildAndServe({ root })
+  const { url } = server
+  log(`built the page; Node modules stubbed: ${server.stubbed.join(', ') || 'none'}`)
   const shots = process.env.ATTNLAB_PLAYGROUND_SHOTS ?? (await mkdtemp(join(tmpdir(), 'attnlab-playground-shots-')))
   await mkdir(shots, { recursive: true })
 
-  userDataDir = await mkdtemp(join(tmpdir(), 'attnlab-chromium-'))
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath,
-    headless: true,
-    viewport: { width: 1100, height: 1500 },
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  })
+  browser = await launchChromium({ viewport: { width: 1100, height: 1500 } })
+  const { context } = browser
   const page = context.pages()[0] ?? (await context.newPage())
-  const pageErrors = []
-  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.stack ?? error.message}`))
-  page.on('console', (message) => {
-    if (message.type() === 'error')
-      pageErrors.push(`console error: ${message.text()} (${message.location().url || 'no url'})`)
-  })
-  page.on('requestfailed', (request) =>
-    pageErrors.push(`request failed: ${request.url()} (${request.failure()?.errorText ?? '?'})`),
-  )
-  page.on('response', (response) => {
-    if (response.status() >= 400) pageErrors.push(`HTTP ${response.status()}: ${response.url()}`)
-  })
+  const pageErrors = collectPageErrors(page)
   const waitFor = (fn, arg) => page.waitForFunction(fn, arg, { timeout, polling: 100 })
   const state = () => page.evaluate(() => window.__playground)
   const snapshot = () =>
@@ -106,7 +67,7 @@ try {
     throw new Error(`${message}; page state: status ${s?.status}, step ${s?.step}, error ${s?.error}`)
   }
 
-  log(`Chromium ${context.browser()?.version() ?? ''} opens ${url}${hash}`)
+  log(`Chromium ${browser.version} opens ${url}${hash}`)
   await page.goto(`${url}${hash}`)
   await waitFor(() => document.body.dataset.ready === 'true')
   const support = (await state()).support
@@ -201,12 +162,58 @@ try {
       `final loss ${s.evaluations.at(-1)?.validationLoss}; ODE fit ${JSON.stringify(s.ode)}; screenshots in ${shots}`,
   )
   for (const error of pageErrors) failures.push(error)
+
+  // Every backend the page offers: a short run each (the same seed and config), steps per second shown,
+  // the final validation loss finite and within float32 rounding of cpu's. All four must be offered here
+  // (SwiftShader gives the worker WebGL2 and a WebGPU adapter).
+  const rates = []
+  let cpuLoss = null
+  for (const backend of BACKENDS) {
+    const backendPage = await context.newPage()
+    const errors = collectPageErrors(backendPage)
+    const backendStarted = performance.now()
+    try {
+      await backendPage.goto(`${url}${BACKEND_HASH}&backend=${backend}`)
+      await backendPage.waitForFunction(() => document.body.dataset.ready === 'true', undefined, { timeout })
+      const offered = await backendPage.$$eval('#backend option', (options) => options.map((o) => o.value))
+      if (!check(offered.includes(backend), `the page does not offer ${backend} (offers ${offered.join(', ')})`))
+        continue
+      await backendPage.click('#start')
+      await backendPage.waitForFunction(
+        () => ['done', 'error'].includes(window.__playground?.status ?? ''),
+        undefined,
+        { timeout, polling: 250 },
+      )
+      const run = await backendPage.evaluate(() => ({
+        ...window.__playground,
+        rate: document.getElementById('rate')?.textContent ?? '',
+      }))
+      const loss = run.evaluations.at(-1)?.validationLoss
+      if (
+        !check(
+          run.status === 'done' && run.backend === backend,
+          `${backend}: ${run.status} on ${run.backend}: ${run.error}`,
+        )
+      )
+        continue
+      check(Number(run.rate) > 0, `${backend}: the page shows '${run.rate}' steps/s`)
+      check(Number.isFinite(loss), `${backend}: final validation loss ${loss}`)
+      if (backend === 'cpu') cpuLoss = loss
+      else if (cpuLoss !== null)
+        check(Math.abs(loss - cpuLoss) <= 1e-3, `${backend}: final validation loss ${loss}, cpu's ${cpuLoss}`)
+      const seconds = ((performance.now() - backendStarted) / 1000).toFixed(0)
+      rates.push(`${backend} ${run.rate} steps/s (loss ${loss.toFixed(5)}, ${seconds} s)`)
+    } finally {
+      for (const error of errors) failures.push(`${backend} page: ${error}`)
+      await backendPage.close().catch(() => {})
+    }
+  }
+  log(`backends, ${BACKEND_HASH}: ${rates.join(', ')}`)
 } catch (error) {
   failures.push(error instanceof Error ? (error.stack ?? error.message) : String(error))
 } finally {
-  await context?.close().catch(() => {})
+  await browser?.close()
   await server?.close().catch(() => {})
-  if (userDataDir !== undefined) await rm(userDataDir, { recursive: true, force: true }).catch(() => {})
 }
 
 if (failures.length > 0) {

@@ -9,6 +9,7 @@
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
 import { simd } from 'wasm-feature-detect'
+import { interpolateLinear } from '@attnlab/dynamics'
 import type { HeadRef } from '@attnlab/knockout'
 import type { OdeOverlay, Oracles, RunStage } from '@attnlab/experiments'
 import {
@@ -71,22 +72,32 @@ declare global {
   }
 }
 
+/** What a new run starts from: the page with no run (the engine, heads and support of the last run stay). */
+type RunState = Omit<PageState, 'backend' | 'kernels' | 'heads' | 'groupNames' | 'startedAt' | 'support'>
+
+/** The state of the page before any run, and what `clearRun` returns to. */
+function initialState(): RunState {
+  return {
+    status: 'idle',
+    step: 0,
+    totalSteps: 0,
+    stepsPerSecond: 0,
+    evaluations: [],
+    stages: [],
+    ode: null,
+    knocked: [],
+    error: null,
+    pausedAt: null,
+    stageSeconds: [],
+  }
+}
+
 const state: PageState = {
-  status: 'idle',
-  step: 0,
-  totalSteps: 0,
-  stepsPerSecond: 0,
+  ...initialState(),
   backend: '',
   kernels: '',
   heads: [],
   groupNames: [],
-  evaluations: [],
-  stages: [],
-  ode: null,
-  knocked: [],
-  error: null,
-  pausedAt: null,
-  stageSeconds: [],
   startedAt: 0,
   support: { simd: true, workers: true },
 }
@@ -260,22 +271,10 @@ function createPositionPlot(positions: number): void {
   )
 }
 
-/** Linear interpolation of the ODE curve at `step` (null outside it). */
+/** The ODE curve at `step`, interpolated linearly (null outside it or before the first fit). */
 function odeAt(step: number): number | null {
-  if (ode === null) return null
-  const { step: xs, loss } = ode.curve
-  if (xs.length === 0 || step < (xs[0] as number) || step > (xs[xs.length - 1] as number)) return null
-  let lo = 0
-  let hi = xs.length - 1
-  while (hi - lo > 1) {
-    const mid = (lo + hi) >> 1
-    if ((xs[mid] as number) <= step) lo = mid
-    else hi = mid
-  }
-  const x0 = xs[lo] as number
-  const x1 = xs[hi] as number
-  const t = x1 === x0 ? 0 : (step - x0) / (x1 - x0)
-  return (loss[lo] as number) * (1 - t) + (loss[hi] as number) * t
+  if (ode === null || ode.curve.step.length === 0) return null
+  return interpolateLinear(ode.curve.step, ode.curve.loss, step, { outside: 'null' })
 }
 
 function updatePlots(): void {
@@ -471,7 +470,8 @@ function renderStatus(): void {
   const last = state.evaluations.at(-1)
   $('step').textContent = String(state.step)
   $('total').textContent = String(state.totalSteps)
-  $('rate').textContent = state.stepsPerSecond > 0 ? state.stepsPerSecond.toFixed(1) : '–'
+  const rate = state.stepsPerSecond
+  $('rate').textContent = rate > 0 ? rate.toFixed(rate < 10 ? 2 : 1) : '–'
   $('engine').textContent = state.backend === '' ? '–' : `${state.backend} (attnlab kernels: ${state.kernels})`
   $('stage').textContent = last?.stage ?? '–'
   $('run-status').textContent = state.error ?? state.status
@@ -602,19 +602,7 @@ function oraclesToLines(oracles: Oracles): { label: string; value: number }[] {
 function clearRun(): void {
   worker?.terminate()
   worker = null
-  Object.assign(state, {
-    status: 'idle',
-    step: 0,
-    totalSteps: 0,
-    stepsPerSecond: 0,
-    evaluations: [],
-    stages: [],
-    ode: null,
-    knocked: [],
-    error: null,
-    pausedAt: null,
-    stageSeconds: [],
-  })
+  Object.assign(state, initialState())
   trainLoss.length = 0
   positionLosses = []
   ode = null
@@ -670,7 +658,7 @@ $('share').addEventListener('click', () => {
 // ---------------------------------------------------------------------------------------------
 // Start-up: what the browser supports, which backends to offer.
 
-function offeredBackends(): PlaygroundBackend[] {
+async function offeredBackends(): Promise<PlaygroundBackend[]> {
   const offered: PlaygroundBackend[] = ['wasm', 'cpu']
   try {
     if (typeof OffscreenCanvas !== 'undefined' && new OffscreenCanvas(1, 1).getContext('webgl2') !== null)
@@ -678,6 +666,9 @@ function offeredBackends(): PlaygroundBackend[] {
   } catch {
     // no WebGL2 in workers: not offered
   }
+  // WebGPU: offered where the browser gives an adapter (workers share the page's navigator.gpu).
+  const gpu = (navigator as { gpu?: { requestAdapter(): Promise<unknown> } }).gpu
+  if (gpu !== undefined && (await gpu.requestAdapter().catch(() => null)) !== null) offered.push('webgpu')
   return BACKENDS.filter((b) => offered.includes(b))
 }
 
@@ -698,7 +689,8 @@ async function init(): Promise<void> {
   $('support').hidden = problems.length === 0
   const select = $<HTMLSelectElement>('backend')
   select.replaceChildren()
-  for (const name of offeredBackends()) {
+  const offered = await offeredBackends()
+  for (const name of offered) {
     const option = document.createElement('option')
     option.value = name
     option.textContent = name === 'wasm' ? 'wasm (attnlab kernels)' : name
@@ -712,7 +704,13 @@ async function init(): Promise<void> {
     taskSelect.append(option)
   }
   const parsed = settingsFromHash(location.hash)
-  if (parsed.ignored.length > 0) $('notice').textContent = `Ignored: ${parsed.ignored.join('; ')}`
+  const ignored = [...parsed.ignored]
+  if (!offered.includes(settings.backend)) {
+    // A link asks for a backend this browser lacks (no WebGL2 in workers, no WebGPU adapter): the run uses wasm.
+    ignored.push(`backend=${settings.backend} (this browser offers ${offered.join(', ')})`)
+    settings = { ...settings, backend: 'wasm' }
+  }
+  if (ignored.length > 0) $('notice').textContent = `Ignored: ${ignored.join('; ')}`
   renderForm()
   clearRun()
   document.body.dataset.ready = 'true'

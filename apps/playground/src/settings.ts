@@ -20,11 +20,10 @@ export const TASKS = ['sparse-markov', 'linear-map'] as const
 export type PlaygroundTask = (typeof TASKS)[number]
 
 /**
- * The tfjs backends the page offers (webgl only where the worker gets a WebGL2 context). Not
- * webgpu: the run failed on it in headless Chromium with a WebGPU adapter (SwiftShader), at its first
- * read-back ('mapAsync' aborted).
+ * The tfjs backends the page offers (webgl only where the worker gets a WebGL2 context, webgpu only
+ * where the browser gives a WebGPU adapter).
  */
-export const BACKENDS = ['wasm', 'cpu', 'webgl'] as const
+export const BACKENDS = ['wasm', 'cpu', 'webgl', 'webgpu'] as const
 export type PlaygroundBackend = (typeof BACKENDS)[number]
 
 /** Every knob of the page (what the URL hash holds). */
