@@ -4,7 +4,12 @@
  * and shape; what is left of the step is JS / tfjs overhead and the stock kernels.
  *
  *   node --conditions=@attnlab/source --import tsx bench/profile-kernels.ts \
- *     [--model gpt|minimal] [--threads 1] [--steps 10]
+ *     [--model gpt|minimal|ca] [--threads 1] [--steps 10]
+ *
+ * `ca` is the cellular-automaton task's model at S = 32 (`attnlab train --task cellular-automaton
+ * --cells 32 --preset gpt --n-heads 8 --d-model 64 --batch 256`): 2 layers, 8 heads of 8 dimensions,
+ * 127 positions, batch 256, on random binary tokens. Attention GFLOP/s count the causal half of
+ * `q k^T` and `P v` forward (2 T^2 dHead per head) and twice that backward.
  */
 import { performance } from 'node:perf_hooks'
 import { Rng, useBackend } from '@attnlab/core'
@@ -41,7 +46,24 @@ const setting =
         lr: 1e-3,
         scoredFrom: 1,
       }
-    : { config: presetConfig('minimal'), batch: 1024, positions: 25, lr: 0.08, scoredFrom: 6 }
+    : model === 'ca'
+      ? {
+          config: createConfig({
+            architecture: 'gpt',
+            dVocab: 2,
+            nCtx: 127,
+            dModel: 64,
+            nLayers: 2,
+            nHeads: 8,
+            dHead: 8,
+            dMlp: 256,
+          }),
+          batch: 256,
+          positions: 127,
+          lr: 0.08,
+          scoredFrom: 1,
+        }
+      : { config: presetConfig('minimal'), batch: 1024, positions: 25, lr: 0.08, scoredFrom: 6 }
 
 await useBackend('wasm', { kernels: 'native', threads })
 const registration = activeKernels('wasm')
@@ -116,3 +138,14 @@ console.log(
 for (const r of rows)
   if (r.ms >= 0.05)
     console.log(`  ${r.ms.toFixed(2).padStart(7)} ms  ${r.calls.toFixed(1).padStart(5)} calls  ${r.key}`)
+const attention = rows.filter((r) => r.key.startsWith('attention'))
+if (attention.length > 0) {
+  const { nHeads, dHead, nLayers } = setting.config
+  const T = setting.positions
+  // causal half of q k^T and P v: 2 * (T^2 / 2) * dHead * 2 FLOPs per head forward, twice that backward
+  const forwardFlops = setting.batch * nHeads * nLayers * 2 * T * T * dHead
+  for (const r of attention) {
+    const flops = r.key.startsWith('attentionForward') ? forwardFlops : 2 * forwardFlops
+    console.log(`  ${r.key}: ${(flops / (r.ms / 1000) / 1e9).toFixed(1)} GFLOP/s`)
+  }
+}

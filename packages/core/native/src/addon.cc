@@ -229,24 +229,24 @@ KERNEL(LayerNormBackward) {
   });
 }
 
-// attentionForward(qkv, out, probs, batch, pos, nHeads, dHead, scale, causal)
+// attentionForward(qkv, out, lse, batch, pos, nHeads, dHead, scale, causal): lse [batch, nHeads, pos]
 KERNEL(AttentionForward) {
   return guarded(env, [&] {
     Args a(env, info);
     const int B = a.integer(3), T = a.integer(4), H = a.integer(5), dh = a.integer(6);
     const int64_t rows = (int64_t)B * T, width = (int64_t)H * dh;
-    attn::attentionForward(a.f32(0, rows * 3 * width), a.f32(1, rows * width), a.f32(2, (int64_t)B * H * T * T), B, T, H, dh, (float)a.num(7), a.flag(8));
+    attn::attentionForward(a.f32(0, rows * 3 * width), a.f32(1, rows * width), a.f32(2, (int64_t)B * H * T), B, T, H, dh, (float)a.num(7), a.flag(8));
     return undefined(env);
   });
 }
 
-// attentionBackward(qkv, probs, dOut, dQkv, batch, pos, nHeads, dHead, scale, causal)
+// attentionBackward(qkv, lse, dOut, dQkv, batch, pos, nHeads, dHead, scale, causal)
 KERNEL(AttentionBackward) {
   return guarded(env, [&] {
     Args a(env, info);
     const int B = a.integer(4), T = a.integer(5), H = a.integer(6), dh = a.integer(7);
     const int64_t rows = (int64_t)B * T, width = (int64_t)H * dh;
-    attn::attentionBackward(a.f32(0, rows * 3 * width), a.f32(1, (int64_t)B * H * T * T), a.f32(2, rows * width), a.f32(3, rows * 3 * width), B, T, H, dh, (float)a.num(8), a.flag(9));
+    attn::attentionBackward(a.f32(0, rows * 3 * width), a.f32(1, (int64_t)B * H * T), a.f32(2, rows * width), a.f32(3, rows * 3 * width), B, T, H, dh, (float)a.num(8), a.flag(9));
     return undefined(env);
   });
 }

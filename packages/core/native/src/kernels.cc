@@ -645,17 +645,18 @@ void layerNormBackward(const float* x, const float* g, const float* mean, const 
 namespace {
 
 // Per-thread scratch for one (batch, head) slice. Head vectors are padded to dp (a multiple of
-// 16 floats) and the key axis to Tp (a multiple of 16), so inner loops are whole v16 operations.
+// 16 floats) and the key axis to Tp (a multiple of 16), so inner loops are whole v16 operations;
+// keys, values and their gradients are held transposed ([dh, Tp]) so they run along the keys.
 struct HeadScratch {
   int T = 0, dp = 0, Tp = 0;
-  std::vector<float> q, k, v, kt, vt, dO, dq, dk, dv, dS;
+  std::vector<float> q, k, v, kt, vt, dO, dq, dkT, dvT, rows;
   void resize(int T_, int dh) {
     T = T_;
     dp = (dh + 15) / 16 * 16;
     Tp = (T + 15) / 16 * 16;
-    for (auto* b : {&q, &k, &v, &dO, &dq, &dk, &dv}) b->assign((size_t)T * dp, 0.f);
-    for (auto* b : {&kt, &vt}) b->assign((size_t)dp * Tp, 0.f);
-    dS.assign((size_t)T * Tp, 0.f);
+    for (auto* b : {&q, &k, &v, &dO, &dq}) b->assign((size_t)T * dp, 0.f);
+    for (auto* b : {&kt, &vt, &dkT, &dvT}) b->assign((size_t)dp * Tp, 0.f);
+    rows.assign((size_t)2 * Tp, 0.f);  // a probability row and a gradient row
   }
 };
 thread_local HeadScratch tlsHead;
@@ -706,82 +707,135 @@ inline __attribute__((always_inline)) v16 weightedRowSum(const float* w, const f
   return (a0 + a1) + (a2 + a3);
 }
 
+// Lanes l < count of x, `fill` elsewhere (a vector select, no per-lane stores).
+inline __attribute__((always_inline)) v16 firstLanes(v16 x, int count, float fill = 0.f) {
+  const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16i keep = lane < count;
+  const v16 other = v16{} + fill;
+  return (v16)(((v16i)x & keep) | ((v16i)other & ~keep));
+}
+
+// The softmax of row[0:n) * scale in place (entries n .. round16(n) set to 0); returns the row's
+// log-sum-exp of the scaled scores, max + log(sum) (+inf for a row of -inf: every p = 0; NaN for a
+// row with NaN), from which the backward pass recomputes p = exp(scale s - lse).
+inline __attribute__((always_inline)) float softmaxRowLse(float* row, int n, float scale) {
+  const int nPad = (n + 15) / 16 * 16;
+  v16 m = v16{} - INFINITY;
+  for (int j = 0; j < nPad; j += 16) {
+    v16 s = *(v16u*)(row + j) * scale;
+    if (j + 16 > n) s = firstLanes(s, n - j, -INFINITY);
+    m = s > m ? s : m;
+  }
+  const float mx = hmax(m);
+  if (mx == -INFINITY) {
+    const bool nan = rowHasNaN(row, n);
+    for (int j = 0; j < n; j++) row[j] = nan ? NAN : 0.f;
+    for (int j = n; j < nPad; j++) row[j] = 0.f;
+    return nan ? NAN : INFINITY;
+  }
+  v16 sum = {};
+  for (int j = 0; j < nPad; j += 16) {
+    v16 e = expV(*(v16u*)(row + j) * scale - mx);
+    if (j + 16 > n) e = firstLanes(e, n - j);
+    *(v16u*)(row + j) = e;
+    sum += e;
+  }
+  const float total = hsum(sum);
+  const float inv = 1.f / total;
+  for (int j = 0; j < nPad; j += 16) *(v16u*)(row + j) *= inv;
+  return mx + std::log(total);
+}
+
+// Forward of one (batch, head) slice without the T x T pattern (FlashAttention's saved statistics,
+// arXiv 2205.14135, Algorithm 1-2): per query row the scores along the keys (vectorised over keys,
+// not over dHead), the softmax in a scratch row, out = p V as dHead dot products along the keys
+// with V transposed, and the row's log-sum-exp into lse[T].
 ATTN_MULTIVERSION
 void attentionForwardHead(const float* qkv, int64_t rowStride, int64_t dModel, float* out,
-                          float* P, int T, int dh, float scale, bool causal) {
+                          float* lse, int T, int dh, float scale, bool causal) {
   HeadScratch& s = tlsHead;
   if (s.T != T || s.dp != (dh + 15) / 16 * 16) s.resize(T, dh);
   const int dp = s.dp, Tp = s.Tp;
   gatherHead(qkv, rowStride, T, dh, dp, Tp, s.q.data(), nullptr);
   gatherHead(qkv + dModel, rowStride, T, dh, dp, Tp, nullptr, s.kt.data());
   gatherHead(qkv + 2 * dModel, rowStride, T, dh, dp, Tp, s.v.data(), nullptr);
-  float* row = s.dS.data();  // [Tp] scratch row
+  float* row = s.rows.data();  // [Tp] scratch row
   for (int i = 0; i < T; i++) {
     const int n = causal ? i + 1 : T;
     rowTimesMatrix(s.q.data() + i * dp, s.kt.data(), dh, Tp, n, row);
-    softmaxRowPadded(row, n, scale);
-    float* pi = P + (int64_t)i * T;
-    const int nPad = std::min(T, (n + 15) / 16 * 16);
-    std::memcpy(pi, row, sizeof(float) * nPad);
-    for (int j = nPad; j < T; j++) pi[j] = 0.f;
+    lse[i] = softmaxRowLse(row, n, scale);
     float* oi = out + (int64_t)i * dModel;
     for (int d0 = 0; d0 < dp; d0 += 16) {
-      const v16 acc = weightedRowSum(pi, s.v.data(), dp, d0, n);
+      const v16 acc = weightedRowSum(row, s.v.data(), dp, d0, n);
       for (int d = d0; d < std::min(dh, d0 + 16); d++) oi[d] = acc[d - d0];
     }
   }
 }
 
-// Pass 1 (query rows): dP = dO V^T, dS = P (dP - rowsum(P dP)) scale, dQ = dS K.
-// Pass 2 (key rows): dK = dS^T Q, dV = P^T dO.
+// Backward of one slice from the saved log-sum-exp (FlashAttention, arXiv 2205.14135, Algorithm 4):
+// per query row p = exp(scale q k^T - lse) recomputed, dP = dO V^T, dS = p (dP - rowsum(p dP))
+// scale, dQ = dS K; dK^T += q dS and dV^T += dO p accumulate along the keys (transposed, so every
+// update is a vector along the keys), transposed back at the end.
 ATTN_MULTIVERSION
-void attentionBackwardHead(const float* qkv, int64_t rowStride, int64_t dModel, const float* P,
+void attentionBackwardHead(const float* qkv, int64_t rowStride, int64_t dModel, const float* lse,
                            const float* dOut, float* dqkv, int T, int dh, float scale,
                            bool causal) {
   HeadScratch& s = tlsHead;
   if (s.T != T || s.dp != (dh + 15) / 16 * 16) s.resize(T, dh);
   const int dp = s.dp, Tp = s.Tp;
   gatherHead(qkv, rowStride, T, dh, dp, Tp, s.q.data(), nullptr);
-  gatherHead(qkv + dModel, rowStride, T, dh, dp, Tp, s.k.data(), nullptr);
+  gatherHead(qkv + dModel, rowStride, T, dh, dp, Tp, s.k.data(), s.kt.data());
   gatherHead(qkv + 2 * dModel, rowStride, T, dh, dp, Tp, nullptr, s.vt.data());
   gatherHead(dOut, dModel, T, dh, dp, Tp, s.dO.data(), nullptr);
-  float* dS = s.dS.data();
+  float* p = s.rows.data();
+  float* dpRow = p + Tp;
+  float* dkT = s.dkT.data();
+  float* dvT = s.dvT.data();
+  std::fill(dkT, dkT + (int64_t)dh * Tp, 0.f);
+  std::fill(dvT, dvT + (int64_t)dh * Tp, 0.f);
   for (int i = 0; i < T; i++) {
     const int n = causal ? i + 1 : T;
-    const float* pi = P + (int64_t)i * T;
-    float* dsi = dS + (int64_t)i * Tp;
-    rowTimesMatrix(s.dO.data() + i * dp, s.vt.data(), dh, Tp, n, dsi);
-    float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < n; j++) dot += pi[j] * dsi[j];
-#pragma omp simd
-    for (int j = 0; j < n; j++) dsi[j] = pi[j] * (dsi[j] - dot) * scale;
-    for (int d0 = 0; d0 < dp; d0 += 16)
-      *(v16u*)(s.dq.data() + i * dp + d0) = weightedRowSum(dsi, s.k.data(), dp, d0, n);
-  }
-  for (int j = 0; j < T; j++) {
-    const int i0 = causal ? j : 0;
-    for (int d0 = 0; d0 < dp; d0 += 16) {
-      v16 dk = {}, dv = {};
-      for (int i = i0; i < T; i++) {
-        dk += dS[(int64_t)i * Tp + j] * *(const v16u*)(s.q.data() + i * dp + d0);
-        dv += P[(int64_t)i * T + j] * *(const v16u*)(s.dO.data() + i * dp + d0);
+    const int nPad = (n + 15) / 16 * 16;
+    const float* qi = s.q.data() + i * dp;
+    const float* gi = s.dO.data() + i * dp;
+    rowTimesMatrix(qi, s.kt.data(), dh, Tp, n, p);
+    const float l = lse[i];
+    for (int j = 0; j < nPad; j += 16) {
+      v16 e = expV(*(v16u*)(p + j) * scale - l);
+      if (j + 16 > n) e = firstLanes(e, n - j);
+      *(v16u*)(p + j) = e;
+    }
+    rowTimesMatrix(gi, s.vt.data(), dh, Tp, n, dpRow);
+    v16 dotv = {};
+    for (int j = 0; j < nPad; j += 16) dotv += *(v16u*)(p + j) * *(v16u*)(dpRow + j);
+    const float dot = hsum(dotv);
+    for (int j = 0; j < nPad; j += 16) {
+      const v16 pj = *(v16u*)(p + j);
+      *(v16u*)(dpRow + j) = pj * (*(v16u*)(dpRow + j) - dot) * scale;  // dS row
+    }
+    float* dqi = s.dq.data() + i * dp;
+    for (int d0 = 0; d0 < dp; d0 += 16) *(v16u*)(dqi + d0) = weightedRowSum(dpRow, s.k.data(), dp, d0, n);
+    for (int d = 0; d < dh; d++) {
+      const float qd = qi[d], gd = gi[d];
+      float* dk = dkT + (int64_t)d * Tp;
+      float* dv = dvT + (int64_t)d * Tp;
+      for (int j = 0; j < nPad; j += 16) {
+        *(v16u*)(dk + j) += qd * *(v16u*)(dpRow + j);
+        *(v16u*)(dv + j) += gd * *(v16u*)(p + j);
       }
-      *(v16u*)(s.dk.data() + j * dp + d0) = dk;
-      *(v16u*)(s.dv.data() + j * dp + d0) = dv;
     }
   }
   for (int i = 0; i < T; i++)
     for (int d = 0; d < dh; d++) {
       dqkv[i * rowStride + d] = s.dq[i * dp + d];
-      dqkv[i * rowStride + dModel + d] = s.dk[i * dp + d];
-      dqkv[i * rowStride + 2 * dModel + d] = s.dv[i * dp + d];
+      dqkv[i * rowStride + dModel + d] = dkT[(int64_t)d * Tp + i];
+      dqkv[i * rowStride + 2 * dModel + d] = dvT[(int64_t)d * Tp + i];
     }
 }
 
 }  // namespace
 
-void attentionForward(const float* qkv, float* out, float* probs, int B, int T, int H, int dh,
+void attentionForward(const float* qkv, float* out, float* lse, int B, int T, int H, int dh,
                       float scale, bool causal) {
   const int64_t dModel = (int64_t)H * dh, rowStride = 3 * dModel;
   // Units of (batch, head) slices; each slice is computed the same way on any thread.
@@ -792,12 +846,12 @@ void attentionForward(const float* qkv, float* out, float* probs, int B, int T, 
       const int64_t b = bh / H, h = bh % H;
       attentionForwardHead(qkv + (int64_t)b * T * rowStride + (int64_t)h * dh, rowStride, dModel,
                            out + (int64_t)b * T * dModel + (int64_t)h * dh,
-                           probs + ((int64_t)b * H + h) * T * T, T, dh, scale, causal);
+                           lse + ((int64_t)b * H + h) * T, T, dh, scale, causal);
     }
   });
 }
 
-void attentionBackward(const float* qkv, const float* probs, const float* dOut, float* dqkv,
+void attentionBackward(const float* qkv, const float* lse, const float* dOut, float* dqkv,
                        int B, int T, int H, int dh, float scale, bool causal) {
   const int64_t dModel = (int64_t)H * dh, rowStride = 3 * dModel;
   const int64_t slices = (int64_t)B * H;
@@ -806,7 +860,7 @@ void attentionBackward(const float* qkv, const float* probs, const float* dOut, 
     for (int64_t bh = slices * u / units; bh < slices * (u + 1) / units; bh++) {
       const int64_t b = bh / H, h = bh % H;
       const int64_t off = (int64_t)b * T * rowStride + (int64_t)h * dh;
-      attentionBackwardHead(qkv + off, rowStride, dModel, probs + ((int64_t)b * H + h) * T * T,
+      attentionBackwardHead(qkv + off, rowStride, dModel, lse + ((int64_t)b * H + h) * T,
                             dOut + (int64_t)b * T * dModel + (int64_t)h * dh, dqkv + off, T, dh,
                             scale, causal);
     }

@@ -30,10 +30,11 @@ void layerNormForward(const float* x, const float* g, const float* b, float* y, 
                       float* rstd, int64_t rows, int cols, float eps);
 void layerNormBackward(const float* x, const float* g, const float* mean, const float* rstd,
                        const float* dy, float* dx, float* dg, float* db, int64_t rows, int cols);
-// Multi-head attention on qkv [B, T, 3, H, dh] -> out [B, T, H, dh], probs [B, H, T, T].
-void attentionForward(const float* qkv, float* out, float* probs, int B, int T, int H, int dh,
+// Multi-head attention on qkv [B, T, 3, H, dh] -> out [B, T, H, dh] and the rows' log-sum-exp of
+// the scaled scores lse [B, H, T] (no T x T pattern: the backward recomputes it from lse).
+void attentionForward(const float* qkv, float* out, float* lse, int B, int T, int H, int dh,
                       float scale, bool causal);
-void attentionBackward(const float* qkv, const float* probs, const float* dOut, float* dqkv, int B,
+void attentionBackward(const float* qkv, const float* lse, const float* dOut, float* dqkv, int B,
                        int T, int H, int dh, float scale, bool causal);
 // Weighted mean softmax cross-entropy (nats) and its gradient.
 double softmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,

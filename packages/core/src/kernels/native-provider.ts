@@ -347,6 +347,7 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
       k.oneHotAttentionBackward(tokens, wq, wv, probs, dLogits, dWq, dWv, ...oneHot(s)),
     adamw: (p, g, m, v, n, h: AdamWHyper) =>
       k.adamw(p, g, m, v, n, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.step),
+    attentionSaves: 'logSumExp',
     sparseAttention: (q, kk, v, out, tileStarts, spans, s: SparseAttentionShape) =>
       k.sparseAttention(q, kk, v, out, tileStarts, spans, ...sparseAttentionSizes(s)),
     pageSelect: (q, bounds, chosen, s: PageSelectShape) =>

@@ -118,9 +118,18 @@ export interface KernelProvider {
     cols: number,
   ): void
   /**
+   * What {@link KernelProvider.attentionForward} saves for the backward pass in `probs`:
+   * `'probabilities'` (default) the pattern `[batch, nHeads, pos, pos]`; `'logSumExp'` only each
+   * query row's log-sum-exp of the scaled scores, `[batch, nHeads, pos]`, from which the backward
+   * recomputes the pattern (FlashAttention, Dao et al. 2022, arXiv 2205.14135, §3.1): no `T x T`
+   * buffer is written or read.
+   */
+  readonly attentionSaves?: 'probabilities' | 'logSumExp'
+  /**
    * Multi-head attention on a fused projection: `qkv [batch, pos, 3 * nHeads * dHead]` (column
-   * blocks q | k | v, heads contiguous inside each) -> `out [batch, pos, nHeads * dHead]` and the
-   * pattern `probs [batch, nHeads, pos, pos]` (exactly 0 above the diagonal when `causal`).
+   * blocks q | k | v, heads contiguous inside each) -> `out [batch, pos, nHeads * dHead]` and in
+   * `probs` what {@link KernelProvider.attentionSaves} names: the pattern `[batch, nHeads, pos, pos]`
+   * (exactly 0 above the diagonal when `causal`) or the rows' log-sum-exp `[batch, nHeads, pos]`.
    */
   attentionForward(
     qkv: FloatArray,

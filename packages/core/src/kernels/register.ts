@@ -486,7 +486,8 @@ export function registerAttnlabKernels(
       memory,
       [
         [batch, pos, nHeads * dHead],
-        [batch, nHeads, pos, pos],
+        // the pattern, or only the rows' log-sum-exp (the backward recomputes the pattern)
+        provider.attentionSaves === 'logSumExp' ? [batch, nHeads, pos] : [batch, nHeads, pos, pos],
       ],
       (outputs) => {
         const [out, probs] = outputs.map((o) => memory.floats(o)) as [Float32Array, Float32Array]
