@@ -105,6 +105,20 @@ describe('safetensors files under corruption (fuzz)', () => {
     )
   })
 
+  it('sizes claimed far beyond the file are refused before anything of that size is allocated', async () => {
+    // The length word (up to the 100 MB header limit), then a tensor whose shape and offsets both claim gigabytes.
+    for (const claim of [valid.byteLength, 2 ** 20, 2 ** 24, 2 ** 26, 99_999_999, 100_000_000]) {
+      const bytes = valid.slice()
+      new DataView(bytes.buffer).setBigUint64(0, BigInt(claim), true)
+      await check(bytes, true)
+    }
+    for (const elements of [2 ** 20, 2 ** 28, 2 ** 30, 2 ** 40]) {
+      const tensor = { dtype: 'F32', shape: [elements], data_offsets: [0, 4 * elements] }
+      await check(withHeader({ ...header, 'a.weight': tensor }), true)
+      await check(withHeader({ ...header, huge: { ...tensor, data_offsets: [32, 32 + 4 * elements] } }), true)
+    }
+  })
+
   it('hostile header values (sizes, offsets, dtypes, shapes, types): parsed or one SafetensorsError', async () => {
     const paths = jsonPaths(header)
     await fc.assert(

@@ -301,11 +301,69 @@ export function mutateBytes(bytes: Uint8Array, mutation: ByteMutation): Uint8Arr
   }
 }
 
+/** The global constructors whose allocations {@link expectAcceptedOrRejected} bounds. */
+const ALLOCATORS = [
+  'ArrayBuffer',
+  'SharedArrayBuffer',
+  'Int8Array',
+  'Uint8Array',
+  'Uint8ClampedArray',
+  'Int16Array',
+  'Uint16Array',
+  'Int32Array',
+  'Uint32Array',
+  'Float32Array',
+  'Float64Array',
+  'BigInt64Array',
+  'BigUint64Array',
+] as const
+
+/** Bytes a `new <name>(first)` asks for (0 for a view over an existing buffer). */
+function requestedBytes(name: (typeof ALLOCATORS)[number], first: unknown): number {
+  const width = name.endsWith('Buffer')
+    ? 1
+    : (globalThis[name] as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT
+  if (typeof first === 'number' || typeof first === 'bigint') return Number(first) * width
+  if (first instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && first instanceof SharedArrayBuffer))
+    return 0
+  const length = (first as { length?: unknown } | null | undefined)?.length
+  return typeof length === 'number' ? length * width : 0
+}
+
+/**
+ * Runs `body` with the global `ArrayBuffer` and typed-array constructors wrapped so that the largest single
+ * allocation asked for is recorded (bytes), also one that fails (a `RangeError`) or is dropped at once: an
+ * allocation sized from a header's claim shows here even when the garbage collector has already freed it.
+ */
+async function largestAllocation(body: () => Promise<void>): Promise<number> {
+  let largest = 0
+  const originals = ALLOCATORS.map((name) => [name, globalThis[name]] as const).filter(([, c]) => c !== undefined)
+  for (const [name, original] of originals) {
+    type Constructor = new (...args: unknown[]) => object
+    const traced: Constructor = new Proxy(original as unknown as Constructor, {
+      construct(target, args, newTarget): object {
+        const bytes = requestedBytes(name, args[0])
+        if (Number.isNaN(bytes) || bytes > largest) largest = Number.isNaN(bytes) ? Number.POSITIVE_INFINITY : bytes
+        return Reflect.construct(target, args, newTarget === traced ? target : newTarget)
+      },
+    })
+    ;(globalThis as Record<string, unknown>)[name] = traced
+  }
+  try {
+    await body()
+  } finally {
+    for (const [name, original] of originals) (globalThis as Record<string, unknown>)[name] = original
+  }
+  return largest
+}
+
 /**
  * Runs a parser on (possibly corrupt) input and checks the reliability contract: it either returns,
  * or throws one `AttnlabError` (a typed error, never a `TypeError` or `RangeError`) whose message
- * is one line naming `file`; in Node it never allocates more than `maxAllocation` bytes of array
- * buffers (default 8 times the input plus 1 MiB: nothing sized from a header's claims).
+ * is one line naming `file`; it never asks for more than `maxAllocation` bytes in one `ArrayBuffer` or typed
+ * array (the global constructors are traced during the call, so an allocation sized from a header's claim fails
+ * the check even if it is freed at once), and in Node the live array buffers grow by no more than that either
+ * (default 8 times the input plus 1 MiB: nothing sized from a header's claims).
  *
  * @param parse - the parser call
  * @param options - `file`: the name the message must contain (or a list: one of them); `inputBytes`: the input's size;
@@ -321,27 +379,33 @@ export async function expectAcceptedOrRejected(
   const before = memory()
   let error: unknown
   let accepted = false
-  try {
-    await parse()
-    accepted = true
-  } catch (caught) {
-    error = caught
-  }
+  const largest = await largestAllocation(async () => {
+    try {
+      await parse()
+      accepted = true
+    } catch (caught) {
+      error = caught
+    }
+  })
   const allocated = memory() - before
   const limit = options.maxAllocation ?? 8 * options.inputBytes + 2 ** 20
+  expect(largest, `asked for ${largest} bytes at once for a ${options.inputBytes}-byte input`).toBeLessThanOrEqual(
+    limit,
+  )
   expect(allocated, `allocated ${allocated} bytes for a ${options.inputBytes}-byte input`).toBeLessThanOrEqual(limit)
   if (accepted) {
     expect(options.mustReject ?? false, `accepted an invalid ${options.file}`).toBe(false)
     return { accepted }
   }
-  if (!(error instanceof AttnlabError)) throw error
+  const failure: unknown = error
+  if (!(failure instanceof AttnlabError)) throw failure
   const names = typeof options.file === 'string' ? [options.file] : options.file
   expect(
-    names.some((name) => error.message.includes(name)),
-    `the error names ${names.join(' or ')}: ${error.message}`,
+    names.some((name) => failure.message.includes(name)),
+    `the error names ${names.join(' or ')}: ${failure.message}`,
   ).toBe(true)
-  expect(error.message, 'the error is one line').not.toContain('\n')
-  return { accepted, error }
+  expect(failure.message, 'the error is one line').not.toContain('\n')
+  return { accepted, error: failure }
 }
 
 /**

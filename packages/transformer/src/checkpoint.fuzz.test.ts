@@ -191,6 +191,34 @@ describe('attnlab checkpoints under corruption (fuzz)', () => {
     )
   })
 
+  it('sizes claimed far beyond the files are refused before anything of that size is allocated', async () => {
+    // Every number of config.json (dimensions, vocabulary, context; weights that no longer fit are refused), the
+    // safetensors length words, and the manifest's byte counts, with a manifest that matches.
+    const config = JSON.parse(new TextDecoder().decode(files.get('config.json'))) as Record<string, unknown>
+    for (const [key, value] of Object.entries(config)) {
+      if (typeof value !== 'number') continue
+      for (const claim of [2 ** 14, 2 ** 20, 2 ** 24]) {
+        await check('claimed sizes', 'config.json', encode({ ...config, [key]: claim }), true)
+      }
+    }
+    for (const name of SAFETENSORS) {
+      for (const claim of [2 ** 20, 2 ** 26, 99_999_999]) {
+        const bytes = (files.get(name) as Uint8Array).slice()
+        new DataView(bytes.buffer).setBigUint64(0, BigInt(claim), true)
+        await check('claimed sizes', name, bytes, true, true)
+      }
+    }
+    const manifest = JSON.parse(new TextDecoder().decode(files.get('manifest.json'))) as {
+      files: Record<string, { bytes: number }>
+    }
+    for (const name of Object.keys(manifest.files)) {
+      for (const claim of [2 ** 30, 2 ** 40]) {
+        const claimed = { ...manifest, files: { ...manifest.files, [name]: { ...manifest.files[name], bytes: claim } } }
+        await check('claimed sizes', 'manifest.json', encode(claimed), false, true)
+      }
+    }
+  })
+
   it('non-UTF-8 and non-JSON JSON files: one CheckpointError naming the file', async () => {
     for (const name of ['manifest.json', 'config.json', 'trainer.json']) {
       for (const raw of [[0xff, 0xfe], [0x7b], [0x6e, 0x75, 0x6c, 0x6c], [0x5b, 0x5d], [0x31], [0x22, 0x22]]) {

@@ -102,6 +102,9 @@ function llama2cBoundaries(version: 0 | 1): number[] {
   return out
 }
 
+/** int32 sizes and counts far beyond any test file: a reader that allocates from its header's claims fails. */
+const CLAIMED_SIZES = [2 ** 16, 2 ** 20, 2 ** 24, 2 ** 28, 2 ** 31 - 1]
+
 function byteMutation(length: number, integerOffsets: readonly number[]): fc.Arbitrary<ByteMutation> {
   return fc.oneof(
     fc.record({ kind: fc.constant('truncate' as const), length: fc.nat({ max: length - 1 }) }),
@@ -157,6 +160,17 @@ describe('llama2.c checkpoints under corruption (fuzz)', () => {
         for (const length of [boundary - 1, boundary, boundary + 1]) {
           if (length >= 0 && length < valid.byteLength)
             await check(parser, path, valid.slice(0, length), () => loadLlama2c(path), true)
+        }
+      }
+    })
+
+    it(`version ${version}: header sizes claiming gigabytes: refused before allocating that much`, async () => {
+      for (const offset of headerInts.filter((o) => version === 0 || (o >= 8 && o <= 32))) {
+        for (const claim of CLAIMED_SIZES) {
+          const bytes = valid.slice()
+          new DataView(bytes.buffer).setInt32(offset, claim, true)
+          // Version 1 stores no RoPE tables: its seq_len (a maximum) sizes nothing in the file and may be large.
+          await check(parser, path, bytes, () => loadLlama2c(path), version === 0 || offset !== 32)
         }
       }
     })
@@ -248,6 +262,20 @@ describe('tokenizer.bin under corruption (fuzz)', () => {
       }),
       fuzzSettings(300),
     )
+  })
+
+  it('lengths claiming gigabytes are refused before anything that size is allocated', async () => {
+    for (const offset of [0, ...lengthFields]) {
+      for (const claim of CLAIMED_SIZES) {
+        const bytes = valid.slice()
+        new DataView(bytes.buffer).setInt32(offset, claim, true)
+        // The maximum token length alone is a claim a valid vocabulary may exceed: no refusal required there.
+        await check('tokenizer.bin', path, bytes, () => load(pieces.length), offset !== 0)
+        // A token length within a maximum that claims as much.
+        new DataView(bytes.buffer).setInt32(0, claim, true)
+        await check('tokenizer.bin', path, bytes, () => load(pieces.length), offset !== 0)
+      }
+    }
   })
 
   it('JSON and text given as a tokenizer.bin are refused by name', async () => {
