@@ -54,6 +54,125 @@ async function parseAndExpand(text: string, file: string): Promise<void> {
   expect(trials.length).toBeGreaterThan(0)
 }
 
+/**
+ * Every number of a train and an emergence spec given NaN, Infinity, -1, 0, 1e300 and a word (as YAML): a usage
+ * error (exit 2, one line naming the spec) before any trial runs and before --out exists, unless the field takes
+ * the value on purpose (a spec that still expands, listed here with why; it is not run).
+ */
+describe('every number of a spec refuses NaN, Infinity, -1, 0, 1e300 and a word (exit 2, nothing created)', () => {
+  const HOSTILE_YAML = { NaN: '.nan', Infinity: '.inf', '-1': '-1', '0': '0', '1e300': '1e300', many: 'many' } as const
+  type Hostile = keyof typeof HOSTILE_YAML
+  const ACCEPTED: Readonly<Record<string, readonly Hostile[]>> = {
+    // A train trial with checkpointEvery 0 checkpoints only at the end, with evalEvery 0 evaluates only at the end
+    // (as `attnlab train --checkpoint-every 0 --eval-every 0`).
+    'train base.checkpointEvery': ['0'],
+    'train base.evalEvery': ['0'],
+    // 0 turns the feature off (as the flags' 0): online training, no weight decay, no momentum, no warmup; Adam's
+    // betas are in [0, 1) (PyTorch's range; 0 keeps no running average).
+    'train base.trainSize': ['0'],
+    'train base.optimizer.weightDecay': ['0'],
+    'train base.optimizer.beta1': ['0'],
+    'train base.optimizer.beta2': ['0'],
+    'train base.schedule.warmupSteps': ['0'],
+    'emergence base.training.trainSize': ['0'],
+    'emergence base.training.optimizer.momentum': ['0'],
+    'emergence base.training.optimizer.weightDecay': ['0'],
+    'emergence base.training.schedule.warmupSteps': ['0'],
+  }
+  const SPECS: Record<string, unknown> = {
+    train: {
+      name: 'hostile-train',
+      experiment: 'train',
+      base: {
+        task: { kind: 'sparse-markov', vocabSize: 8, spans: [1, 1], genLen: 6, tau: 0.3 },
+        steps: 3,
+        batchSize: 8,
+        validationSize: 16,
+        trainSize: 32,
+        gradClip: 1,
+        optimizer: { kind: 'adamw', weightDecay: 0.01, beta1: 0.9, beta2: 0.99 },
+        schedule: { kind: 'warmup-cosine', warmupSteps: 1 },
+        evalEvery: 1,
+        checkpointEvery: 1,
+      },
+      grid: { lr: [0.05, 0.1] },
+      seeds: 2,
+    },
+    emergence: {
+      name: 'hostile-emergence',
+      experiment: 'emergence',
+      base: {
+        task: { kind: 'sparse-markov', vocabSize: 8, spans: [1, 1], tau: 0.3 },
+        training: {
+          steps: 3,
+          batchSize: 8,
+          lr: 0.05,
+          validationSize: 16,
+          analysisSize: 8,
+          evalEvery: 1,
+          trainSize: 32,
+          gradClip: 1,
+          optimizer: { kind: 'sgd', momentum: 0.9, weightDecay: 0.01 },
+          schedule: { kind: 'warmup-cosine', warmupSteps: 1 },
+        },
+      },
+      grid: { 'task.genLen': [4, 8] },
+      seeds: 2,
+    },
+  }
+  const numericPaths = (value: unknown): (string | number)[][] =>
+    jsonPaths(value).filter((path) => {
+      let node: unknown = value
+      for (const key of path) node = (node as Record<string | number, unknown>)[key]
+      return typeof node === 'number'
+    })
+  let refused = 0
+  let accepted = 0
+  afterAll(() => console.info(`spec values: ${refused} refused with exit 2, ${accepted} accepted by design`))
+
+  for (const [experiment, spec] of Object.entries(SPECS)) {
+    it(`${experiment} spec: every number x {NaN, Infinity, -1, 0, 1e300, a word}`, async () => {
+      const gaps: string[] = []
+      // The spec itself is valid: each refusal below is the hostile value's.
+      await parseAndExpand(JSON.stringify(spec), join(dir(), `${experiment}.yaml`))
+      for (const path of numericPaths(spec)) {
+        const name = path.join('.')
+        for (const hostile of Object.keys(HOSTILE_YAML) as Hostile[]) {
+          count(`${experiment} spec values`)
+          // JSON is YAML: the marker is swapped for the YAML spelling of the value (NaN and Infinity have no JSON).
+          const text = (JSON.stringify(withJsonValue(spec, path, '@@HOSTILE@@')) as string).replace(
+            '"@@HOSTILE@@"',
+            HOSTILE_YAML[hostile],
+          )
+          const file = join(dir(), `${experiment}-${path.join('-')}-${hostile}.yaml`)
+          writeFileSync(file, text)
+          let expands = true
+          try {
+            await parseAndExpand(text, file)
+          } catch {
+            expands = false
+          }
+          if (expands) {
+            if ((ACCEPTED[`${experiment} ${name}`] ?? []).includes(hostile)) accepted++
+            else gaps.push(`${experiment} ${name} ${hostile}`)
+            continue
+          }
+          const out = join(dir(), `out-${experiment}-${path.join('-')}-${hostile}`)
+          const { code, stderr } = await runCli(['sweep', 'run', file, '--out', out, '--backend', 'cpu'])
+          const errors = stderr.split('\n').filter((line) => line.startsWith('attnlab: error'))
+          expect(code, `${name} ${hostile}: ${stderr}`).toBe(2)
+          expect(errors, `${name} ${hostile}: ${stderr}`).toHaveLength(1)
+          expect(errors[0], `${name} ${hostile}`).toContain(file)
+          expect(existsSync(out), `${name} ${hostile}: ${out} was created`).toBe(false)
+          refused++
+        }
+      }
+      if (gaps.length > 0) console.info(`${experiment} spec values accepted: ${gaps.join('; ')}`)
+      expect(gaps.join('; '), 'hostile spec values that expand to trials').toBe('')
+    }, 300_000)
+  }
+})
+
 describe('sweep specs (fuzz)', () => {
   const yaml = readFileSync(SPEC, 'utf8')
   // The example spec as JSON (what its YAML says).

@@ -32,6 +32,7 @@ import {
   EMERGENCE_PRESETS,
   batchFromTokens,
   checkAttentionBias,
+  checkOptimizerAndSchedule,
   trainingSettingsSchema,
   type EmergenceModelOverrides,
   type TrainingSettings,
@@ -258,6 +259,12 @@ export async function runTraining(
       ...(options.onStep === undefined ? {} : { onStep: options.onStep }),
       ...(options.resume === undefined ? {} : { resume: options.resume.state }),
       onEval: async (record: EvalRecord) => {
+        // A session stopped before its first evaluation reports one at its step, off the schedule: shown, not kept
+        // in the run's evaluations (an uninterrupted run has none there).
+        if (record.step !== options.steps && (options.evalEvery === 0 || record.step % options.evalEvery !== 0)) {
+          options.onEval?.(record)
+          return
+        }
         // One row per step (a run stopped right after resuming evaluates its checkpoint's step again).
         while (
           evaluations.length > 0 &&
@@ -390,6 +397,7 @@ export function resolveTrainingConfig(config: Partial<TrainingConfig>): {
     ...parsed.model,
   })
   checkAttentionBias(parsed.attentionBias, task, model, 'attentionBias')
+  checkOptimizerAndSchedule(parsed, '')
   const batch =
     parsed.batchTokens === null ? parsed.batchSize : batchFromTokens(parsed.batchTokens, task.seqLength, 'batchTokens')
   if (parsed.trainSize > 0 && parsed.trainSize < batch) {

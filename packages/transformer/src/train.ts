@@ -147,7 +147,12 @@ export const trainOptionsSchema = configSchema({
   ).optional(),
   /** Called after every step (awaited). */
   onStep: customField<(record: StepRecord) => void | Promise<void>>('called after every step (awaited)').optional(),
-  /** Called after every evaluation (awaited). */
+  /**
+   * Called after every evaluation (awaited): every `evalEvery` steps and at the last step, and once more when a
+   * session stops (signal) or has nothing to train before any of those, to report a validation loss; that one is
+   * off the schedule (its step is neither a multiple of `evalEvery` nor `steps`), and an uninterrupted run does not
+   * make it: a log that must equal the uninterrupted run's leaves it out.
+   */
   onEval: customField<(record: EvalRecord) => void | Promise<void>>(
     'called after every evaluation (awaited)',
   ).optional(),
@@ -760,9 +765,10 @@ export class Trainer {
       }
     }
     if (evaluations.length === 0) {
-      // Stopped early or nothing to do: still report a validation loss (the losses since the last evaluation are
-      // kept: the uninterrupted run does not evaluate here).
-      const record = await this.evaluate()
+      // Stopped early or nothing to do: still report a validation loss. The uninterrupted run does not evaluate
+      // here: the losses since the last evaluation are kept and the schedule does not see this loss (a
+      // reduce-on-plateau schedule resumes as it was).
+      const record = await this.evaluate(false)
       evaluations.push(record)
       if (onEval !== undefined) await onEval(record)
       if (onCheckpoint !== undefined && stopped) await onCheckpoint(await this.getState())
@@ -783,10 +789,13 @@ export class Trainer {
     }
   }
 
-  private async evaluate(): Promise<EvalRecord> {
+  /** One evaluation; `scheduled` false for the report of a stopped run, which the schedule does not see. */
+  private async evaluate(scheduled = true): Promise<EvalRecord> {
     const validationLoss = await this.validationLoss()
-    this.lastValidationLoss = validationLoss
-    this.schedule.onValidation(validationLoss)
+    if (scheduled) {
+      this.lastValidationLoss = validationLoss
+      this.schedule.onValidation(validationLoss)
+    }
     const analysis = this.analysis
     let metrics: AnalysisMetrics | undefined
     if (analysis !== null) {

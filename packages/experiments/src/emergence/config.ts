@@ -22,6 +22,7 @@ import {
   attentionBiasSchema,
   configFromJSON,
   configToJSON,
+  createSchedule,
   presetConfig,
   resolveOptimizerOptions,
   transformerConfigSchema,
@@ -354,6 +355,41 @@ function checkCrossFields(config: EmergenceConfig): void {
       `expected { kind: 'constant' | ... }, got ${showValue(training.schedule)}`,
     )
   }
+  checkOptimizerAndSchedule(training, 'training.')
+}
+
+/**
+ * Checks the optimizer and the learning-rate schedule of a run before any work, as the trainer will (their fields'
+ * ranges, and the schedule against the run's steps and learning rate): a bad value is refused with the other
+ * settings, not by the trainer once a run directory exists.
+ *
+ * @param settings - the run's optimizer, schedule, peak learning rate and steps
+ * @param prefix - the settings' place in messages (`'training.'` for an emergence configuration, `''` for a train
+ *   trial's)
+ * @throws `ConfigError` (`@attnlab/core`) naming `<prefix>optimizer.<field>` or `<prefix>schedule.<field>`
+ * @category Emergence
+ */
+export function checkOptimizerAndSchedule(
+  settings: {
+    readonly optimizer: OptimizerOptions
+    readonly schedule: ScheduleOptions
+    readonly lr: number
+    readonly steps: number
+  },
+  prefix: string,
+): void {
+  const within = (place: string, check: () => void): void => {
+    try {
+      check()
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      const message = error.message.replace(/^Invalid [^:]*: /, '')
+      const field = ['optimizer', 'schedule', 'kind'].includes(error.parameter) ? '' : `.${error.parameter}`
+      throw new ConfigError(`${prefix}${place}${field}`, message)
+    }
+  }
+  within('optimizer', () => void resolveOptimizerOptions(settings.optimizer))
+  within('schedule', () => void createSchedule(settings.schedule, settings.lr, Math.max(settings.steps, 1)))
 }
 
 /**

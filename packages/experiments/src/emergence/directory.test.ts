@@ -69,6 +69,32 @@ describe('emergence run directory', () => {
     ).rejects.toThrow("steps 2 is below the step 6 of seed 0's checkpoint")
   })
 
+  it('stopped between two evaluations and resumed: every metrics line of the uninterrupted run (cpu)', async () => {
+    // Evaluations at 3 and 6; a stop after step 1, 4 or 5 checkpoints there, with the training losses since step
+    // 0 or 3 in the trainer state: the next evaluation's trainLoss covers both sessions' steps.
+    const full = join(root, 'between-full')
+    await runEmergence(TINY, { store: emergenceDirectoryStore(full, { prepare: () => mkdir(full).then(() => {}) }) })
+    const lines = async (dir: string) =>
+      (await readMetricLines(dir)).map((l) => [l.seed, l.step, l.trainLoss, l.validationLoss, l.tokens])
+    const expected = await lines(full)
+    expect(expected.map((l) => l[1])).toEqual([0, 3, 6])
+    for (const stopAt of [1, 4, 5]) {
+      const part = join(root, `between-${stopAt}`)
+      const controller = new AbortController()
+      const stopped = await runEmergence(TINY, {
+        store: emergenceDirectoryStore(part, { prepare: () => mkdir(part).then(() => {}) }),
+        signal: controller.signal,
+        onProgress: (e) => {
+          if (e.kind === 'step' && e.record.step === stopAt) controller.abort()
+        },
+      })
+      expect(stopped.summary.seeds[0]?.completedSteps).toBe(stopAt)
+      const record = resolveEmergenceRecord(await readEmergenceRecord(part), {})
+      await runEmergence(record, { store: emergenceDirectoryStore(part), resume: true })
+      expect(await lines(part), `stopped after step ${stopAt}`).toEqual(expected)
+    }
+  })
+
   it('refuses a directory that holds no emergence run', async () => {
     await expect(readEmergenceRecord(join(root, 'nothing'))).rejects.toThrow(ExperimentInputError)
     await expect(readEmergenceRecord(join(root, 'nothing'))).rejects.toThrow(/no config.json there/)

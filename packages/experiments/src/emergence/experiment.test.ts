@@ -171,6 +171,21 @@ describe('emergence config', () => {
       'Invalid training.gradClip: must be in (0, 1000000], got 10000000',
     )
     expect(bad({ ...TINY, training: { ...TINY.training, lr: 10, gradClip: 1e6 } })).not.toThrow()
+    // The optimizer and the schedule are checked with the rest, before any work (not by the trainer in a run).
+    const adamw = (extra: object) => ({
+      ...TINY,
+      training: { ...TINY.training, optimizer: { kind: 'adamw', ...extra } },
+    })
+    expect(bad(adamw({ beta1: -1 }))).toThrow(/^Invalid training\.optimizer\.beta1: .*-1/)
+    expect(bad(adamw({ weightDecay: 'many' }))).toThrow(/^Invalid training\.optimizer\.weightDecay: /)
+    expect(bad(adamw({ kind: 'adam' }))).toThrow(/^Invalid training\.optimizer: .*adamw/)
+    const warmup = (warmupSteps: unknown) => ({
+      ...TINY,
+      training: { ...TINY.training, schedule: { kind: 'warmup-cosine', warmupSteps } },
+    })
+    expect(bad(warmup(-1))).toThrow(/^Invalid training\.schedule\.warmupSteps: /)
+    expect(bad(warmup(6))).toThrow(/^Invalid training\.schedule/)
+    expect(bad(warmup(2))).not.toThrow()
     expect(bad({ ...TINY, preset: 'bogus' })).toThrow(/Invalid preset: got 'bogus'; expected one of minimal, gpt/)
     expect(bad({ ...TINY, seeds: [] })).toThrow(/Invalid seeds: got \[\]; expected an array with at least 1 entries/)
     expect(bad({ ...TINY, seeds: [-1] })).toThrow(/Invalid seeds\[0\]: must be an integer >= 0, got -1/)

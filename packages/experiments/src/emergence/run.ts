@@ -383,6 +383,9 @@ export async function runSeed(options: {
         // A run resumed from a checkpoint at its last step has nothing to train; the trainer still reports
         // a validation loss, already logged at that step (it was appended a second time, without its train loss).
         if (lines.at(-1)?.step === evaluation.step) return
+        // A session stopped before its first evaluation still reports one at its step: not one of the run's (an
+        // uninterrupted run has no line there; the resumed run's next evaluation covers those steps).
+        if (evaluation.step % training.evalEvery !== 0 && evaluation.step !== training.steps) return
         const state = await trainer.getState()
         await record(
           lineOf(
