@@ -647,6 +647,7 @@ namespace {
 // Per-thread scratch for one (batch, head) slice. Head vectors are padded to dp (a multiple of
 // 16 floats) and the key axis to Tp (a multiple of 16), so inner loops are whole v16 operations;
 // keys, values and their gradients are held transposed ([dh, Tp]) so they run along the keys.
+constexpr int kRowBlock = 4;  // query rows per block in the attention backward
 struct HeadScratch {
   int T = 0, dp = 0, Tp = 0;
   std::vector<float> q, k, v, kt, vt, dO, dq, dkT, dvT, rows;
@@ -656,7 +657,7 @@ struct HeadScratch {
     Tp = (T + 15) / 16 * 16;
     for (auto* b : {&q, &k, &v, &dO, &dq}) b->assign((size_t)T * dp, 0.f);
     for (auto* b : {&kt, &vt, &dkT, &dvT}) b->assign((size_t)dp * Tp, 0.f);
-    rows.assign((size_t)2 * Tp, 0.f);  // a probability row and a gradient row
+    rows.assign((size_t)2 * kRowBlock * Tp, 0.f);  // probability and gradient rows of a row block
   }
 };
 thread_local HeadScratch tlsHead;
@@ -787,41 +788,58 @@ void attentionBackwardHead(const float* qkv, int64_t rowStride, int64_t dModel, 
   gatherHead(qkv + dModel, rowStride, T, dh, dp, Tp, s.k.data(), s.kt.data());
   gatherHead(qkv + 2 * dModel, rowStride, T, dh, dp, Tp, nullptr, s.vt.data());
   gatherHead(dOut, dModel, T, dh, dp, Tp, s.dO.data(), nullptr);
-  float* p = s.rows.data();
-  float* dpRow = p + Tp;
   float* dkT = s.dkT.data();
   float* dvT = s.dvT.data();
   std::fill(dkT, dkT + (int64_t)dh * Tp, 0.f);
   std::fill(dvT, dvT + (int64_t)dh * Tp, 0.f);
-  for (int i = 0; i < T; i++) {
-    const int n = causal ? i + 1 : T;
-    const int nPad = (n + 15) / 16 * 16;
-    const float* qi = s.q.data() + i * dp;
-    const float* gi = s.dO.data() + i * dp;
-    rowTimesMatrix(qi, s.kt.data(), dh, Tp, n, p);
-    const float l = lse[i];
-    for (int j = 0; j < nPad; j += 16) {
-      v16 e = expV(*(v16u*)(p + j) * scale - l);
-      if (j + 16 > n) e = firstLanes(e, n - j);
-      *(v16u*)(p + j) = e;
+  // Blocks of kRowBlock query rows: each row's p and dS, then dK^T and dV^T updated once per block
+  // (one load and store of each accumulator vector for all the block's rows).
+  for (int i0 = 0; i0 < T; i0 += kRowBlock) {
+    const int rowsInBlock = std::min(kRowBlock, T - i0);
+    const int blockPad = ((causal ? i0 + rowsInBlock : T) + 15) / 16 * 16;
+    for (int r = 0; r < rowsInBlock; r++) {
+      const int i = i0 + r;
+      float* p = s.rows.data() + (int64_t)2 * r * Tp;
+      float* dpRow = p + Tp;
+      const int n = causal ? i + 1 : T;
+      const int nPad = (n + 15) / 16 * 16;
+      const float* qi = s.q.data() + i * dp;
+      const float* gi = s.dO.data() + i * dp;
+      rowTimesMatrix(qi, s.kt.data(), dh, Tp, n, p);
+      const float l = lse[i];
+      for (int j = 0; j < nPad; j += 16) {
+        v16 e = expV(*(v16u*)(p + j) * scale - l);
+        if (j + 16 > n) e = firstLanes(e, n - j);
+        *(v16u*)(p + j) = e;
+      }
+      rowTimesMatrix(gi, s.vt.data(), dh, Tp, n, dpRow);
+      v16 dotv = {};
+      for (int j = 0; j < nPad; j += 16) dotv += *(v16u*)(p + j) * *(v16u*)(dpRow + j);
+      const float dot = hsum(dotv);
+      for (int j = 0; j < nPad; j += 16) {
+        const v16 pj = *(v16u*)(p + j);
+        *(v16u*)(dpRow + j) = pj * (*(v16u*)(dpRow + j) - dot) * scale;  // dS row
+      }
+      for (int j = nPad; j < blockPad; j += 16) {
+        *(v16u*)(p + j) = v16{};
+        *(v16u*)(dpRow + j) = v16{};
+      }
+      float* dqi = s.dq.data() + i * dp;
+      for (int d0 = 0; d0 < dp; d0 += 16) *(v16u*)(dqi + d0) = weightedRowSum(dpRow, s.k.data(), dp, d0, n);
     }
-    rowTimesMatrix(gi, s.vt.data(), dh, Tp, n, dpRow);
-    v16 dotv = {};
-    for (int j = 0; j < nPad; j += 16) dotv += *(v16u*)(p + j) * *(v16u*)(dpRow + j);
-    const float dot = hsum(dotv);
-    for (int j = 0; j < nPad; j += 16) {
-      const v16 pj = *(v16u*)(p + j);
-      *(v16u*)(dpRow + j) = pj * (*(v16u*)(dpRow + j) - dot) * scale;  // dS row
-    }
-    float* dqi = s.dq.data() + i * dp;
-    for (int d0 = 0; d0 < dp; d0 += 16) *(v16u*)(dqi + d0) = weightedRowSum(dpRow, s.k.data(), dp, d0, n);
     for (int d = 0; d < dh; d++) {
-      const float qd = qi[d], gd = gi[d];
       float* dk = dkT + (int64_t)d * Tp;
       float* dv = dvT + (int64_t)d * Tp;
-      for (int j = 0; j < nPad; j += 16) {
-        *(v16u*)(dk + j) += qd * *(v16u*)(dpRow + j);
-        *(v16u*)(dv + j) += gd * *(v16u*)(p + j);
+      for (int j = 0; j < blockPad; j += 16) {
+        v16 ak = *(v16u*)(dk + j), av = *(v16u*)(dv + j);
+        for (int r = 0; r < rowsInBlock; r++) {
+          const float* p = s.rows.data() + (int64_t)2 * r * Tp;
+          const int i = i0 + r;
+          ak += s.q[i * dp + d] * *(const v16u*)(p + Tp + j);
+          av += s.dO[i * dp + d] * *(const v16u*)(p + j);
+        }
+        *(v16u*)(dk + j) = ak;
+        *(v16u*)(dv + j) = av;
       }
     }
   }
