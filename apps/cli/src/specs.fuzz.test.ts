@@ -55,9 +55,9 @@ async function parseAndExpand(text: string, file: string): Promise<void> {
 }
 
 /**
- * Every number of a train and an emergence spec given NaN, Infinity, -1, 0, 1e300 and a word (as YAML): a usage
- * error (exit 2, one line naming the spec) before any trial runs and before --out exists, unless the field takes
- * the value on purpose (a spec that still expands, listed here with why; it is not run).
+ * Every number of a train, an emergence and a sparse-eval spec given NaN, Infinity, -1, 0, 1e300 and a word (as
+ * YAML): a usage error (exit 2, one line naming the spec) before any trial runs and before --out exists, unless
+ * the field takes the value on purpose (a spec that still expands, listed here with why; it is not run).
  */
 describe('every number of a spec refuses NaN, Infinity, -1, 0, 1e300 and a word (exit 2, nothing created)', () => {
   const HOSTILE_YAML = { NaN: '.nan', Infinity: '.inf', '-1': '-1', '0': '0', '1e300': '1e300', many: 'many' } as const
@@ -78,6 +78,8 @@ describe('every number of a spec refuses NaN, Infinity, -1, 0, 1e300 and a word 
     'emergence base.training.optimizer.momentum': ['0'],
     'emergence base.training.optimizer.weightDecay': ['0'],
     'emergence base.training.schedule.warmupSteps': ['0'],
+    // A target sparsity of 0 is the dense baseline (as `sparse compare --sparsity 0`).
+    'sparse-eval grid.sparsities.0.0': ['0'],
   }
   const SPECS: Record<string, unknown> = {
     train: {
@@ -118,6 +120,18 @@ describe('every number of a spec refuses NaN, Infinity, -1, 0, 1e300 and a word 
       },
       grid: { 'task.genLen': [4, 8] },
       seeds: 2,
+    },
+    // The model is read when a trial runs (never here: every value below is refused before).
+    'sparse-eval': {
+      name: 'hostile-sparse-eval',
+      experiment: 'sparse-eval',
+      base: {
+        model: '/nonexistent/attnlab-specs-fuzz-model',
+        task: { kind: 'niah-tokens', needles: 4 },
+        lengths: [64],
+        samples: 2,
+      },
+      grid: { sparsities: [[0.5]] },
     },
   }
   const numericPaths = (value: unknown): (string | number)[][] =>

@@ -16,9 +16,10 @@ import {
   listField,
   numberField,
   parseConfig,
+  showValue,
   type z,
 } from '@attnlab/core/schema'
-import { createTask, isRetrievalTask, type RetrievalTask } from '@attnlab/markov'
+import { createTask, isRetrievalTask, TASK_SCHEMAS, type RetrievalTask } from '@attnlab/markov'
 import {
   SPARSE_METHODS,
   createKernel,
@@ -120,6 +121,23 @@ export function resolveSparseEvalTrialConfig(input: unknown): SparseEvalTrialCon
       `must be one of ${RETRIEVAL_KINDS.join(', ')} (a task with answer positions); got ${JSON.stringify(kind)}`,
       { value: kind === undefined ? null : String(kind) },
     )
+  }
+  // Each given task setting against its field, before any work (the others come from the checkpoint's task when
+  // the trial runs, so only the fields' own ranges can be checked here; `nCtx` is set per length).
+  const shape = (TASK_SCHEMAS as unknown as Readonly<Record<string, { readonly shape: Record<string, z.ZodType> }>>)[
+    kind
+  ]?.shape
+  for (const [key, value] of Object.entries(task as Readonly<Record<string, unknown>>)) {
+    if (key === 'kind' || key === 'nCtx' || shape === undefined) continue
+    if (shape[key] === undefined) {
+      throw new ConfigError(`task.${key}`, `is not a ${kind} setting; expected one of ${Object.keys(shape).join(', ')}`)
+    }
+    try {
+      parseConfig(configSchema({ [key]: shape[key] }), { [key]: value }, 'task')
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      throw new ConfigError(`task.${key}`, error.message.replace(/^Invalid [^:]*: /, ''), { value: showValue(value) })
+    }
   }
   return config
 }
