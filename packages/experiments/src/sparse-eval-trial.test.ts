@@ -18,6 +18,9 @@ describe('resolveSparseEvalTrialConfig', () => {
     [{ model: 'm', lengths: [0] }, /lengths/],
     [{ model: 'm', task: { kind: 'sparse-markov' } }, /Invalid task.kind/],
     [{ model: 'm', extra: 1 }, /extra/],
+    // The task's own settings, against their fields (the rest comes from the checkpoint when the trial runs).
+    [{ model: 'm', task: { kind: 'niah-tokens', needles: -1 } }, /Invalid task\.needles: .*-1/],
+    [{ model: 'm', task: { kind: 'niah-tokens', needels: 4 } }, /Invalid task\.needels: is not a niah-tokens setting/],
   ])('refuses %j', (input, message) => {
     expect(() => resolveSparseEvalTrialConfig(input)).toThrow(ConfigError)
     expect(() => resolveSparseEvalTrialConfig(input)).toThrow(message)
