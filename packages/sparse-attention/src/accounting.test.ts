@@ -26,7 +26,7 @@ import {
   verticalSlashIndexingFlops,
   verticalSlashKernelSparsity,
 } from './index.ts'
-import { topKMembers } from './select.ts'
+import { topKMembers } from '@attnlab/core/kernels'
 
 describe('selection primitives', () => {
   it('topK breaks ties toward the lower index, ranks forced entries first and NaN last', () => {

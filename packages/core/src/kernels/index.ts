@@ -52,6 +52,7 @@ export { adamwUpdate } from '../ops/adamw.ts'
 export { gatherRows } from '../ops/gather-rows.ts'
 export { sparseAttentionJs } from './sparse-attention-js.ts'
 export { pageSelectJs } from './page-select-js.ts'
+export { topKMembers } from './top-k.ts'
 export { pageSelect, type PageSelectOptions } from '../ops/page-select.ts'
 export {
   sparseAttention,

@@ -7,6 +7,7 @@
  * @module
  */
 import type { FloatArray, IntArray, KernelProvider, PageSelectShape } from './provider.ts'
+import { topKMembers } from './top-k.ts'
 
 const f = Math.fround
 
@@ -35,66 +36,9 @@ function scoreRow(
   }
 }
 
-/** The value of rank `rank` (ascending) among `values[0 .. count - 1]` (no NaN), by quickselect (reorders). */
-function kthSmallest(values: Float32Array, count: number, rank: number): number {
-  let lo = 0
-  let hi = count - 1
-  while (hi > lo) {
-    const pivot = values[(lo + hi) >> 1] as number
-    let i = lo
-    let j = hi
-    while (i <= j) {
-      while ((values[i] as number) < pivot) i++
-      while ((values[j] as number) > pivot) j--
-      if (i <= j) {
-        const t = values[i] as number
-        values[i] = values[j] as number
-        values[j] = t
-        i++
-        j--
-      }
-    }
-    if (rank <= j) hi = j
-    else if (rank >= i) lo = i
-    else return values[rank] as number
-  }
-  return values[lo] as number
-}
-
 /** The `k` largest of `score[0 .. n - 1]` in ascending index order into `out` from `offset`. */
 function topKAscending(score: Float32Array, n: number, k: number, out: IntArray, offset: number): void {
-  const chosen = new Uint8Array(n)
-  const numbers = new Float32Array(n)
-  let m = 0
-  for (let i = 0; i < n; i++) {
-    const x = score[i] as number
-    if (!Number.isNaN(x)) numbers[m++] = x
-  }
-  if (k >= m) {
-    let nans = k - m
-    for (let i = 0; i < n; i++) {
-      if (!Number.isNaN(score[i] as number)) chosen[i] = 1
-      else if (nans > 0) {
-        chosen[i] = 1
-        nans--
-      }
-    }
-  } else if (k > 0) {
-    const threshold = kthSmallest(numbers, m, m - k)
-    let left = k
-    for (let i = 0; i < n; i++) {
-      if ((score[i] as number) > threshold) {
-        chosen[i] = 1
-        left--
-      }
-    }
-    for (let i = 0; i < n && left > 0; i++) {
-      if ((score[i] as number) === threshold) {
-        chosen[i] = 1
-        left--
-      }
-    }
-  }
+  const chosen = topKMembers(score, k, n)
   let c = offset
   for (let i = 0; i < n; i++) if (chosen[i]) out[c++] = i
 }
