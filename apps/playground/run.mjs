@@ -6,9 +6,10 @@
 // heatmaps change, knock out the head that holds a span (the loss must rise), pause (the step
 // counter must stop), resume, and let the run finish. Screenshots at the start, at stage 1 and at
 // the end go to a directory that is printed. Then a short run on each backend (cpu, wasm, webgl,
-// webgpu; 6 steps of batch 8): the page shows steps per second and the loss matches cpu's. Exits
-// non-zero on any failed check, page error, console error or failed request. The packages' dist/
-// must be built first (`turbo run test:browser` does it).
+// webgpu; 24 steps of batch 8, vocabulary 5: exact oracles, cheap to compute): the page shows steps
+// per second and the loss matches cpu's. Exits non-zero on any failed check, page error, console
+// error or failed request. The packages' dist/ must be built first (`turbo run test:browser`
+// does it).
 //
 // The run is a small one (ATTNLAB_PLAYGROUND_HASH, default below: the default task with a smaller
 // batch and validation set, 240 steps), so that the test stays within a few minutes on a loaded
@@ -28,7 +29,7 @@ const hash = process.env.ATTNLAB_PLAYGROUND_HASH ?? '#steps=240&batch=256&evalEv
 const FIRST_STAGE_BY = 200
 /** The short run on every backend (cpu first: the reference loss); webgl and webgpu run on SwiftShader, slowly. */
 const BACKENDS = ['cpu', 'wasm', 'webgl', 'webgpu']
-const BACKEND_HASH = '#steps=6&batch=8&evalEvery=6&validation=8'
+const BACKEND_HASH = '#vocab=5&steps=24&batch=8&evalEvery=24&validation=8'
 const started = performance.now()
 const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`
 const log = (text) => console.log(`playground: ${text} (${elapsed()})`)

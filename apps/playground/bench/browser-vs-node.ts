@@ -25,7 +25,7 @@ import { kernelsInUse, useBackend } from '@attnlab/core'
 import { resolveEmergenceConfig, runEmergence } from '@attnlab/experiments'
 import type { BrowserContext } from 'playwright-core'
 // The build, server and browser harness shared with the browser tests.
-import { buildAndServe, launchChromium } from '../../browser-check/harness.mjs'
+import { buildAndServe, collectPageErrors, launchChromium } from '../../browser-check/harness.mjs'
 import { configFromSettings, settingsFromHash } from '../src/settings.ts'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -99,8 +99,7 @@ interface PageRun {
 async function browser(context: BrowserContext, url: string, plan: Plan): Promise<Row> {
   const where = `Chromium, ${plan.backend}`
   const page = await context.newPage()
-  const errors: string[] = []
-  page.on('pageerror', (error) => errors.push(error.message))
+  const errors = collectPageErrors(page)
   try {
     await page.goto(`${url}${hashOf(plan)}`)
     await page.waitForFunction(() => document.body.dataset.ready === 'true', undefined, { timeout })
