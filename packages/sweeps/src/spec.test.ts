@@ -67,6 +67,15 @@ describe('parseSweepSpec', () => {
     expect(specError(`${HEAD}grid: {a: [1}\n`).message).toMatch(/^sweep.yaml: does not parse: /)
   })
 
+  it('names a NaN or Infinity (YAML .nan, .inf) at its own path, not as a malformed parent', () => {
+    expect(specError(`${HEAD}base:\n  task: {kind: sparse-markov, tau: .nan}\n`).message).toBe(
+      'sweep.yaml: base.task.tau: NaN is not a finite number (settings are JSON values: no NaN or Infinity)',
+    )
+    expect(specError(`${HEAD}grid:\n  training.lr: [0.1, -.inf]\n`).message).toBe(
+      'sweep.yaml: grid.training.lr.1: -Infinity is not a finite number (settings are JSON values: no NaN or Infinity)',
+    )
+  })
+
   it('refuses empty grids and empty lists', () => {
     expect(specError(`${HEAD}grid: {}\n`).message).toBe(
       'sweep.yaml: grid: an empty grid; give at least one parameter (or omit grid to sweep seeds)',

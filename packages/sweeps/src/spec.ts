@@ -77,6 +77,17 @@ function describeValue(value: unknown): string {
   return `${typeof value === 'string' ? 'the string ' : ''}${JSON.stringify(value)}`
 }
 
+/** The first number JSON cannot hold (NaN, Infinity) in `value`, depth first, with its path. */
+function nonFinite(value: unknown, path: readonly string[]): { path: string[]; value: number } | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : { path: [...path], value }
+  if (typeof value !== 'object' || value === null) return undefined
+  for (const [key, item] of Object.entries(value)) {
+    const found = nonFinite(item, [...path, key])
+    if (found !== undefined) return found
+  }
+  return undefined
+}
+
 /** The did-you-mean of a message: the allowed name closest to `key` when it is a likely typo. */
 function suggest(key: string, allowed: readonly string[]): string {
   const best = closest(key, allowed)
@@ -114,6 +125,15 @@ function issueError(file: string, input: unknown, issue: z.core.$ZodIssue): Swee
     )
   }
   if (path.length === 0) return new SweepSpecError(file, '', `expected an object of ${SPEC_KEYS.join(', ')}`)
+  // A number JSON cannot hold (YAML's .nan, .inf) anywhere under a key: named at its own path, not as its parent.
+  const deep = nonFinite(at(path), path)
+  if (deep !== undefined) {
+    return new SweepSpecError(
+      file,
+      deep.path.join('.'),
+      `${deep.value} is not a finite number (settings are JSON values: no NaN or Infinity)`,
+    )
+  }
   // A list of values under grid / zip.
   if ((top === 'grid' || top === 'zip') && path.length >= 2) {
     const key = path.slice(0, typeof issue.path[1] === 'number' ? 3 : 2)

@@ -107,6 +107,25 @@ describe('attnlab sweep: usage errors', () => {
     const webgl = await runCli(['sweep', 'run', good, '--out', out, '--backend', 'webgl'])
     expect(webgl.code).toBe(2)
     expect(webgl.stderr).toContain('--backend webgl cannot run here; backends available here: cpu')
+    // A sparse-eval sweep whose model is not here: named before --out exists (each trial would fail on it).
+    const evalSpec = await specFile(
+      'eval.yaml',
+      [
+        'name: cli-eval',
+        'experiment: sparse-eval',
+        'base:',
+        `  model: ${join(root(), 'no-model')}`,
+        '  task: { kind: niah-tokens, needles: 2 }',
+        '  lengths: [64]',
+        'grid:',
+        '  sparsities: [[0.5], [0.8]]',
+        '',
+      ].join('\n'),
+    )
+    const noModel = await runCli(['sweep', 'run', evalSpec, '--out', out, '--backend', 'cpu'])
+    expect(noModel.code).toBe(2)
+    expect(noModel.stderr).toContain(`trial 1: model ${join(root(), 'no-model')}: no such file or directory`)
+    expect(existsSync(out)).toBe(false)
     const noOut = await runCli(['sweep', 'run', spec])
     expect(noOut.code).toBe(2)
     expect(noOut.stderr).toContain("required option '--out <dir>' not specified")

@@ -23,6 +23,7 @@ import {
   SWEEP_EXPERIMENT_NAMES,
   SweepDirectoryError,
   buildSweepReport,
+  expandTrials,
   parseSweepSpec,
   slurmScript,
   type SweepSpec,
@@ -100,9 +101,24 @@ export interface RunFlags {
   countsToStderr?: boolean
 }
 
+/**
+ * Refuses a sparse-eval sweep whose model is not on this machine, before any directory is made (a local run reads
+ * it in every trial; queued and SLURM trials read it where they run, so only `sweep run` checks).
+ */
+async function checkLocalModels(spec: SweepSpec): Promise<void> {
+  if (spec.experiment !== 'sparse-eval') return
+  for (const trial of await expandTrials(spec)) {
+    const model = (trial.settings as { model?: unknown }).model
+    if (typeof model === 'string' && !existsSync(model)) {
+      throw new UsageError(`trial ${trial.index + 1}: model ${model}: no such file or directory (the spec's model)`)
+    }
+  }
+}
+
 /** `attnlab sweep run`. */
 async function runCommand(specPath: string, flags: RunFlags): Promise<void> {
   const spec = await readSpec(specPath)
+  await checkLocalModels(spec)
   await checkWritable(flags.out)
   await runSpec(spec, flags, `attnlab sweep run ${specPath} --out ${flags.out} --resume`)
 }
