@@ -18,7 +18,24 @@ export interface InterpolateOptions {
 /**
  * The value of the piecewise-linear curve through the samples `(xs[i], ys[i])` at `x`: found by
  * bisection (`O(log n)`), weighted between the two samples around `x`; at the ends exactly, the
- * first or last sample's value.
+ * first or last sample's value; outside `[xs[0], xs[n - 1]]`, the nearest end's value (clamped).
+ *
+ * @param xs - sample positions, ascending (not checked: O(n))
+ * @param ys - sample values, as many as `xs`
+ * @param x - where to read the curve, in the unit of `xs`
+ * @returns the interpolated value
+ * @throws `ShapeError` (`@attnlab/core`) when `xs` and `ys` differ in length
+ * @throws `InvalidArgumentError` (`@attnlab/core`) when there are no samples or `x` is NaN
+ * @example
+ * ```ts
+ * interpolateLinear([0, 10, 20], [3, 2, 0], 15) // 1
+ * interpolateLinear([0, 10, 20], [3, 2, 0], 25) // 0 (clamped)
+ * ```
+ * @category Fitting
+ */
+export function interpolateLinear(xs: ArrayLike<number>, ys: ArrayLike<number>, x: number): number
+/**
+ * {@link interpolateLinear} with a choice of what to return outside the samples' range.
  *
  * @param xs - sample positions, ascending (not checked: O(n))
  * @param ys - sample values, as many as `xs`
@@ -29,13 +46,10 @@ export interface InterpolateOptions {
  * @throws `InvalidArgumentError` (`@attnlab/core`) when there are no samples or `x` is NaN
  * @example
  * ```ts
- * interpolateLinear([0, 10, 20], [3, 2, 0], 15) // 1
- * interpolateLinear([0, 10, 20], [3, 2, 0], 25) // 0 (clamped)
  * interpolateLinear([0, 10, 20], [3, 2, 0], 25, { outside: 'null' }) // null
  * ```
  * @category Fitting
  */
-export function interpolateLinear(xs: ArrayLike<number>, ys: ArrayLike<number>, x: number): number
 export function interpolateLinear(
   xs: ArrayLike<number>,
   ys: ArrayLike<number>,
