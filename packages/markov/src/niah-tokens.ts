@@ -7,7 +7,7 @@
  * @module
  */
 import type { Rng } from '@attnlab/core'
-import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
+import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import {
   type AnswerKind,
   type AnswerScore,
@@ -23,7 +23,7 @@ import { sampleBatch } from './validate.ts'
 
 /** Token 0: filler before the haystack when the pairs do not fill the sequence exactly. */
 export const NIAH_FILL_TOKEN = 0
-/** Token 1: the query marker that ends the haystack. */
+/** Token 1: the query marker that ends the haystack (and, with `questionFirst`, opens the sequence). */
 export const NIAH_QUERY_TOKEN = 1
 
 /**
@@ -40,6 +40,15 @@ export const niahTokensSchema = configSchema({
   keyTokens: integerField('distinct key tokens', { min: 1, max: 1 << 20 }).default(512),
   /** Value tokens: ids after the keys, drawn uniformly (with repetition) for each pair. */
   valueTokens: integerField('distinct value tokens', { min: 2, max: 1 << 20 }).default(64),
+  /**
+   * State the question before the haystack too (the study's template, [v2] A.2): the sequence opens
+   * with the marker and the queried keys in the order they are asked, so a trailing observation
+   * window (SnapKV) and the prefill estimators see keys that the haystack holds. Fewer pairs keep
+   * the length `nCtx + 1`. Default false: the question only after the haystack.
+   */
+  questionFirst: booleanField(
+    'also state the question (marker and queried keys) before the haystack, as the study does',
+  ).default(false),
 })
 
 /**
@@ -50,7 +59,8 @@ export const niahTokensSchema = configSchema({
 export type NiahTokensConfig = Readonly<z.output<typeof niahTokensSchema>>
 
 /**
- * Default: nCtx 256 (125 pairs), 4 needles, 512 key tokens, 64 value tokens.
+ * Default: nCtx 256 (124 pairs), 4 needles, 512 key tokens, 64 value tokens, the question only
+ * after the haystack.
  *
  * @category Retrieval tasks
  */
@@ -67,8 +77,14 @@ export function defaultNiahTokensConfig(): NiahTokensConfig {
  * one fill token (id 0) first when `nCtx` is odd, then the query marker `Q` (id 1) and the
  * `needles` queried pairs in random order: each queried key is given and its value is the answer.
  * The loss mask marks only the answer values (the last token of the sequence is the last
- * answer); the question appears only after the haystack, where the study's trailing-window
- * estimators see it ([v2] A.2, which also states it before the context). Vocabulary:
+ * answer). By default the question appears only after the haystack, where the study's
+ * trailing-window estimators see the marker but not the keys still to be asked. With
+ * `questionFirst` it is also stated before the haystack, as in the study's template ([v2] A.2):
+ *
+ * `Q k_a k_b ...  [fill]? k_1 v_1 ... k_P v_P  Q  k_a v_a  k_b v_b ...`
+ *
+ * with `P = floor((nCtx - 3 needles - 1) / 2)` (the answer positions are the same: the last
+ * `2 needles` tokens end in the answers). Vocabulary:
  * `2 + keyTokens + valueTokens` ids (fill, query, keys, values). Scored per answer token
  * (exact match, the study's NIAH accuracy) and strictly (all needles right).
  *
@@ -94,19 +110,29 @@ export class NiahTokensTask implements RetrievalTask {
   readonly answerPositions: readonly number[]
   /** Haystack pairs per sequence. */
   readonly pairs: number
+  /** Tokens of the leading question: `needles + 1` with `questionFirst`, else 0. */
+  readonly leadingTokens: number
 
   /**
    * @param config - overrides of {@link defaultNiahTokensConfig}
    * @throws `ConfigError` (`@attnlab/core`) for invalid parameters, a context too short for the
-   *   question and one pair per needle, or fewer key tokens than pairs
+   *   question (both statements of it with `questionFirst`) and one pair per needle, or fewer key
+   *   tokens than pairs
    */
   constructor(config: Partial<NiahTokensConfig> = {}) {
     const resolved = parseConfig(niahTokensSchema, config, 'niah-tokens')
-    const { nCtx, needles, keyTokens, valueTokens } = resolved
+    const { nCtx, needles, keyTokens, valueTokens, questionFirst } = resolved
     this.seqLength = nCtx + 1
-    this.pairs = Math.floor((nCtx - 2 * needles) / 2)
+    this.leadingTokens = questionFirst ? needles + 1 : 0
+    this.pairs = Math.floor((nCtx - 2 * needles - this.leadingTokens) / 2)
     if (this.pairs < needles) {
-      throw tooLong('niah-tokens', 4 * needles + 1, this.seqLength, `${needles} needles and their question`)
+      const what = questionFirst ? 'its question before and after the haystack' : 'their question'
+      throw tooLong(
+        'niah-tokens',
+        4 * needles + 1 + this.leadingTokens,
+        this.seqLength,
+        `${needles} needles and ${what}`,
+      )
     }
     if (keyTokens < this.pairs) {
       throw tooFewTokens('niah-tokens', 'keyTokens', keyTokens, this.pairs, `${this.pairs} pairs with distinct keys`)
@@ -129,15 +155,23 @@ export class NiahTokensTask implements RetrievalTask {
     const { needles, keyTokens, valueTokens } = this.config
     const L = this.seqLength
     const P = this.pairs
+    const lead = this.leadingTokens
     const start = L - 1 - 2 * needles - 2 * P
     return sampleBatch(batchSize, L, (tokens, lossMask, base) => {
       const keys = distinct(rng, keyTokens, P)
-      for (let p = 0; p < start; p++) tokens[base + p] = NIAH_FILL_TOKEN
+      for (let p = lead; p < start; p++) tokens[base + p] = NIAH_FILL_TOKEN
       for (let i = 0; i < P; i++) {
         tokens[base + start + 2 * i] = 2 + (keys[i] as number)
         tokens[base + start + 2 * i + 1] = 2 + keyTokens + rng.int(valueTokens)
       }
       const queried = distinct(rng, P, needles)
+      // The leading question (questionFirst): the marker, then the queried keys in the order asked.
+      if (lead > 0) {
+        tokens[base] = NIAH_QUERY_TOKEN
+        queried.forEach((pair, i) => {
+          tokens[base + 1 + i] = tokens[base + start + 2 * pair] as number
+        })
+      }
       let p = L - 2 * needles - 1
       tokens[base + p++] = NIAH_QUERY_TOKEN
       for (const pair of queried) {

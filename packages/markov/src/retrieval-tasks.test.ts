@@ -20,6 +20,7 @@ function maskPositions(task: RetrievalTask, mask: Uint8Array, b: number): number
 
 const TASKS: readonly (() => RetrievalTask)[] = [
   () => new NiahTokensTask({ nCtx: 101, needles: 3, keyTokens: 60 }),
+  () => new NiahTokensTask({ nCtx: 100, needles: 3, keyTokens: 60, questionFirst: true }),
   () => new VtTokensTask({ nCtx: 100, chains: 3, hops: 2 }),
   () => new CweTokensTask({ nCtx: 100, frequentWords: 3, frequentCount: 8, rareCount: 2, wordTokens: 64 }),
   () => new MultihopTokensTask({ nCtx: 103, queries: 2, nameTokens: 60 }),
@@ -72,6 +73,67 @@ describe('niah-tokens', () => {
     expect(() => new NiahTokensTask({ nCtx: 256, keyTokens: 50 })).toThrow(ConfigError)
     expect(() => new NiahTokensTask({ needles: 0 })).toThrow(/needles/)
     expect(() => createTask({ kind: 'niah-tokens', bogus: 1 } as never)).toThrow(ConfigError)
+  })
+
+  it('default layout: the same tokens as before questionFirst existed (fixed sample)', () => {
+    const task = new NiahTokensTask({ nCtx: 21, needles: 2, keyTokens: 16, valueTokens: 4 })
+    expect(task.describe().questionFirst).toBe(false)
+    const batch = task.sample(2, Rng.fromSeed(7))
+    // biome-ignore format: one sequence per line
+    expect(Array.from(batch.tokens)).toEqual([
+      0, 14, 18, 12, 20, 10, 18, 2, 20, 7, 19, 9, 18, 13, 21, 16, 19, 1, 10, 18, 12, 20,
+      0, 16, 18, 10, 20, 5, 19, 9, 19, 15, 18, 7, 18, 12, 21, 4, 21, 1, 16, 18, 10, 20,
+    ])
+    expect(maskPositions(task, batch.lossMask, 0)).toEqual([19, 21])
+    expect(maskPositions(task, batch.lossMask, 1)).toEqual([19, 21])
+  })
+
+  it('questionFirst: the leading question lists the queried keys in the order asked; answers in the haystack', () => {
+    for (const nCtx of [100, 101]) {
+      const needles = 3
+      const task = new NiahTokensTask({ nCtx, needles, keyTokens: 60, questionFirst: true })
+      const plain = new NiahTokensTask({ nCtx, needles, keyTokens: 60 })
+      expect(task.seqLength).toBe(nCtx + 1)
+      expect(task.leadingTokens).toBe(needles + 1)
+      expect(task.pairs).toBe(Math.floor((nCtx - 3 * needles - 1) / 2))
+      expect(task.answerPositions).toEqual(plain.answerPositions)
+      expect(task.vocabSize).toBe(plain.vocabSize)
+      const batch = task.sample(20, Rng.fromSeed(2))
+      expect(batch.tokens.length).toBe(20 * (nCtx + 1))
+      for (let b = 0; b < 20; b++) {
+        const seq = row(task, batch.tokens, b)
+        expect(seq[0]).toBe(NIAH_QUERY_TOKEN)
+        const asked = task.answerPositions.map((p) => seq[p - 1] as number)
+        expect(seq.slice(1, needles + 1)).toEqual(asked)
+        const query = (task.answerPositions[0] as number) - 2
+        expect(seq[query]).toBe(NIAH_QUERY_TOKEN)
+        // Between the leading question and the marker: the fill (odd remainder) then the pairs.
+        const fill = query - (needles + 1) - 2 * task.pairs
+        expect(fill === 0 || fill === 1).toBe(true)
+        expect(seq.slice(needles + 1, needles + 1 + fill).every((t) => t === 0)).toBe(true)
+        const haystack = seq.slice(needles + 1 + fill, query)
+        expect(haystack).not.toContain(NIAH_QUERY_TOKEN)
+        const keys = haystack.filter((_, p) => p % 2 === 0)
+        expect(new Set(keys).size).toBe(task.pairs)
+        expect(maskPositions(task, batch.lossMask, b)).toEqual(task.answerPositions)
+        for (const p of task.answerPositions) {
+          const at = keys.indexOf(seq[p - 1] as number)
+          expect(at).toBeGreaterThanOrEqual(0)
+          expect(seq[p]).toBe(haystack[2 * at + 1])
+        }
+      }
+    }
+  })
+
+  it('questionFirst: a context too short for both statements of the question is a ConfigError', () => {
+    // 2 needles: 2 pairs + leading question (3) + marker and queried pairs (5) = 12 tokens, nCtx 11.
+    expect(() => new NiahTokensTask({ nCtx: 8, needles: 2 })).not.toThrow()
+    expect(() => new NiahTokensTask({ nCtx: 10, needles: 2, questionFirst: true })).toThrow(ConfigError)
+    expect(() => new NiahTokensTask({ nCtx: 10, needles: 2, questionFirst: true })).toThrow(
+      /2 needles and its question before and after the haystack needs 12 tokens but the sequence has 11/,
+    )
+    expect(new NiahTokensTask({ nCtx: 11, needles: 2, questionFirst: true }).pairs).toBe(2)
+    expect(() => createTask({ kind: 'niah-tokens', questionFirst: 1 } as never)).toThrow(/questionFirst/)
   })
 })
 
