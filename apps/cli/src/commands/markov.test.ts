@@ -77,6 +77,19 @@ describe('attnlab markov sample', () => {
       expect(file.tensors.get('tokens')?.shape[0]).toBe(7)
     }
   })
+  it('--question-first states the niah-tokens question before the haystack; other kinds refuse it', async () => {
+    const out = join(dir(), 'niah.safetensors')
+    const niah = ['--task', 'niah-tokens', '--n-ctx', '40', '--needles', '2', '--key-tokens', '20', '--question-first']
+    expect(await main(['markov', 'sample', ...niah, '--sequences', '3', '--out', out, '--json'])).toBe(0)
+    const summary = JSON.parse(logs.pop() as string) as { task: Record<string, unknown> }
+    expect(summary.task).toMatchObject({ kind: 'niah-tokens', nCtx: 40, needles: 2, questionFirst: true })
+    const tokens = (await readSafetensorsFile(out)).tensors.get('tokens')
+    expect(safetensorsToInt32(tokens!, [3, 41])[0]).toBe(1) // the query marker opens the sequence
+    const vt = ['--task', 'vt-tokens', '--question-first', '--out', join(dir(), 'vt.safetensors')]
+    expect(await main(['markov', 'sample', ...vt])).toBe(2)
+    expect(errors.join('')).toMatch(/--question-first does not apply to --task vt-tokens \(it is a niah-tokens flag\)/)
+  })
+
   it(
     '--out naming an existing directory or a file in a ' + 'missing one is a usage error (exit 2) before sampling',
     async () => {

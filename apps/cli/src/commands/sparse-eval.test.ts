@@ -8,7 +8,11 @@ import type { SparseEvalRow } from '@attnlab/experiments'
 import { runCli, useTempDir } from '../cli.test-utils.ts'
 
 const dir = useTempDir('attnlab-sparse-eval-')
-const TASK = ['--task', 'niah-tokens', '--n-ctx', '40', '--needles', '2', '--key-tokens', '20', '--value-tokens', '4']
+// --question-first: the trained record's layout must reach the evaluation.
+const TASK = [
+  ...['--task', 'niah-tokens', '--n-ctx', '40', '--needles', '2', '--key-tokens', '20', '--value-tokens', '4'],
+  '--question-first',
+]
 let model: string
 
 afterEach(() => vi.restoreAllMocks())
@@ -56,8 +60,10 @@ describe('attnlab sparse eval', () => {
     ])
     expect(json.code).toBe(0)
     const result = JSON.parse(json.stdout) as { rows: SparseEvalRow[]; tasks: unknown[] }
-    // the trained task's configuration is kept (its token ranges), nCtx comes from --lengths
-    expect(result.tasks).toEqual([{ kind: 'niah-tokens', needles: 2, keyTokens: 20, valueTokens: 4 }])
+    // the trained task's configuration is kept (its token ranges, its layout), nCtx comes from --lengths
+    expect(result.tasks).toEqual([
+      { kind: 'niah-tokens', needles: 2, keyTokens: 20, valueTokens: 4, questionFirst: true },
+    ])
     expect(result.rows.map((r) => [r.length, r.method, r.targetSparsity])).toEqual([
       [32, 'dense', 0],
       [32, 'snapkv', 0],
