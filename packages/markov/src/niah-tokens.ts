@@ -42,9 +42,10 @@ export const niahTokensSchema = configSchema({
   valueTokens: integerField('distinct value tokens', { min: 2, max: 1 << 20 }).default(64),
   /**
    * State the question before the haystack too (the study's template, [v2] A.2): the sequence opens
-   * with the marker and the queried keys in the order they are asked, so a trailing observation
-   * window (SnapKV) and the prefill estimators see keys that the haystack holds. Fewer pairs keep
-   * the length `nCtx + 1`. Default false: the question only after the haystack.
+   * with the marker and the queried keys in the order they are asked, so each haystack pair comes
+   * after the question (a model can mark the queried pairs while reading them, which the trailing
+   * observation window of SnapKV and the prefill estimators can then find). Fewer pairs keep the
+   * length `nCtx + 1`. Default false: the question only after the haystack.
    */
   questionFirst: booleanField(
     'also state the question (marker and queried keys) before the haystack, as the study does',
