@@ -220,6 +220,22 @@ describe('checkpoints', () => {
     }
     await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest))
     await expectError(dir, 'trainer.json', /field 'step' is -3/, 'step')
+    // Hand-edited loss fields: a negative loss would be reported as the run's; a huge one is shown by its start.
+    const writeTrainer = async (fields: Record<string, unknown>): Promise<void> => {
+      const edited = { ...trainer, step: 3, ...fields }
+      const bytes = new TextEncoder().encode(JSON.stringify(edited))
+      await writeFile(join(dir, 'trainer.json'), bytes)
+      manifest.files['trainer.json'] = { sha256: createHash('sha256').update(bytes).digest('hex'), bytes: bytes.length }
+      await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest))
+    }
+    await writeTrainer({ recentLosses: [-1, 0.3] })
+    await expectError(dir, 'trainer.json', /field 'recentLosses' is \[-1,0.3\]; .* >= 0/, 'recentLosses')
+    await writeTrainer({ sinceEval: { lossSum: -5, steps: 3 } })
+    await expectError(dir, 'trainer.json', /field 'sinceEval' is .*-5.* >= 0/, 'sinceEval')
+    await writeTrainer({ sinceEval: { lossSum: 5, steps: 0 } })
+    await expectError(dir, 'trainer.json', /0 when steps is 0/, 'sinceEval')
+    await writeTrainer({ recentLosses: new Array(100_000).fill(0.5) })
+    await expectError(dir, 'trainer.json', /^.{0,400}\(400001 characters\); expected/, 'recentLosses')
     // Loading into a different configuration is a mismatch too.
     const other = createTransformer(
       createConfig({ architecture: 'gpt', dVocab: 8, nCtx: 7, dModel: 8, nLayers: 1, nHeads: 2, dHead: 4, dMlp: 16 }),

@@ -417,8 +417,12 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   if (trainer.modelOnly === true) return { config, weights, trainerState: null, extra }
   const field = (key: string, check: (v: unknown) => boolean, what: string): unknown => {
     const value = trainer[key]
-    if (!check(value))
-      throw new CheckpointError('trainer.json', `field '${key}' is ${JSON.stringify(value)}; expected ${what}`, key)
+    if (!check(value)) {
+      // A hand-edited field can be huge (a 100,000-entry array): the message shows its start.
+      const shown = JSON.stringify(value) ?? String(value)
+      const brief = shown.length > 160 ? `${shown.slice(0, 160)}... (${shown.length} characters)` : shown
+      throw new CheckpointError('trainer.json', `field '${key}' is ${brief}; expected ${what}`, key)
+    }
     return value
   }
   const isObject = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -434,21 +438,23 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   field('dataset', (v) => v === null || isObject(v), 'null or an object')
   field('lastValidationLoss', (v) => v === null || typeof v === 'number', 'null or a number')
   // Absent in checkpoints written before they existed (the trainer then resumes with none, see TrainerState).
-  const finite = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v)
+  // Training losses are cross-entropies: finite and >= 0 (a negative one would be reported as the run's loss).
+  const loss = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v) && v >= 0
   field(
     'sinceEval',
     (v) =>
       v === undefined ||
       (isObject(v) &&
-        finite((v as { lossSum?: unknown }).lossSum) &&
+        loss((v as { lossSum?: unknown }).lossSum) &&
         Number.isSafeInteger((v as { steps?: unknown }).steps) &&
-        (v as { steps: number }).steps >= 0),
-    'absent or { lossSum: a finite number, steps: a non-negative integer }',
+        (v as { steps: number }).steps >= 0 &&
+        ((v as { steps: number }).steps > 0 || (v as { lossSum: number }).lossSum === 0)),
+    'absent or { lossSum: a finite number >= 0 (0 when steps is 0), steps: a non-negative integer }',
   )
   field(
     'recentLosses',
-    (v) => v === undefined || (Array.isArray(v) && v.length <= 10 && v.every(finite)),
-    'absent or at most 10 finite numbers',
+    (v) => v === undefined || (Array.isArray(v) && v.length <= 10 && v.every(loss)),
+    'absent or at most 10 finite numbers >= 0',
   )
   const optimizerInfo = field('optimizer', isObject, 'an object') as {
     kind?: unknown

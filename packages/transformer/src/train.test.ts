@@ -178,6 +178,16 @@ describeWithBackends('train', (backend) => {
       expect(
         () => new Trainer(model, task, { ...options, resume: { ...bad, recentLosses: [Number.NaN] as number[] } }),
       ).toThrow(/recentLosses/)
+      // Losses are cross-entropies: a negative one, or a sum without steps, would be reported as the run's loss.
+      expect(
+        () => new Trainer(model, task, { ...options, resume: { ...bad, sinceEval: { lossSum: -5, steps: 1 } } }),
+      ).toThrow(/sinceEval .* >= 0/)
+      expect(
+        () => new Trainer(model, task, { ...options, resume: { ...bad, sinceEval: { lossSum: 5, steps: 0 } } }),
+      ).toThrow(/sinceEval .*\(0 when steps is 0\)/)
+      expect(() => new Trainer(model, task, { ...options, resume: { ...bad, recentLosses: [-1, 0.3] } })).toThrow(
+        /recentLosses .* >= 0/,
+      )
       model.dispose()
     })
   }

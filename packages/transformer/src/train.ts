@@ -543,14 +543,16 @@ export class Trainer {
         typeof since !== 'object' ||
         typeof since.lossSum !== 'number' ||
         !Number.isFinite(since.lossSum) ||
+        since.lossSum < 0 ||
         !Number.isSafeInteger(since.steps) ||
         since.steps < 0 ||
-        since.steps > state.step
+        since.steps > state.step ||
+        (since.steps === 0 && since.lossSum !== 0)
       ) {
         fail(
           'sinceEval',
-          `sinceEval is ${JSON.stringify(since)}; expected { lossSum: a finite number, steps: an integer in ` +
-            `[0, ${state.step}] }`,
+          `sinceEval is ${JSON.stringify(since)}; expected { lossSum: a finite number >= 0 (0 when steps is 0), ` +
+            `steps: an integer in [0, ${state.step}] }`,
         )
       }
       this.sinceEval = { lossSum: since.lossSum, steps: since.steps }
@@ -560,12 +562,12 @@ export class Trainer {
       if (
         !Array.isArray(recent) ||
         recent.length > Math.min(FINAL_LOSS_STEPS, state.step) ||
-        !recent.every((loss) => typeof loss === 'number' && Number.isFinite(loss))
+        !recent.every((loss) => typeof loss === 'number' && Number.isFinite(loss) && loss >= 0)
       ) {
         fail(
           'recentLosses',
           `recentLosses is ${JSON.stringify(recent)}; expected at most ${Math.min(FINAL_LOSS_STEPS, state.step)} ` +
-            'finite numbers',
+            'finite numbers >= 0',
         )
       }
       this.recentLosses = [...recent]
