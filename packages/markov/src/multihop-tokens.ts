@@ -6,7 +6,7 @@
  * @module
  */
 import type { Rng } from '@attnlab/core'
-import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
+import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import {
   type AnswerKind,
   type AnswerScore,
@@ -34,6 +34,14 @@ export const multihopTokensSchema = configSchema({
   nameTokens: integerField('distinct name tokens (keys and intermediates)', { min: 2, max: 1 << 20 }).default(512),
   /** Value tokens, drawn uniformly (with repetition) per chain. */
   valueTokens: integerField('distinct value tokens', { min: 2, max: 1 << 20 }).default(64),
+  /**
+   * State the question before the statements too (the study's template, [v2] A.2): the sequence
+   * opens with the marker and the queried first names in the order they are asked. Fewer chains
+   * keep the length `nCtx + 1`. Default false: the question only after the statements.
+   */
+  questionFirst: booleanField(
+    'also state the question (marker and queried first names) before the statements, as the study does',
+  ).default(false),
 })
 
 /**
@@ -44,7 +52,8 @@ export const multihopTokensSchema = configSchema({
 export type MultihopTokensConfig = Readonly<z.output<typeof multihopTokensSchema>>
 
 /**
- * Default: nCtx 256 (63 chains), 1 query, 512 name tokens, 64 value tokens.
+ * Default: nCtx 256 (63 chains), 1 query, 512 name tokens, 64 value tokens, the question only
+ * after the statements.
  *
  * @category Retrieval tasks
  */
@@ -59,7 +68,10 @@ export function defaultMultihopTokensConfig(): MultihopTokensConfig {
  * length, then the query marker (id 1) and, per query, a chain's first name `a` followed by the
  * answer `v` (found only through `b`). Names `a_i, b_i` are `2P` distinct tokens (ids
  * `2 .. nameTokens + 1`), values follow. The loss mask marks only the answers. Scored by exact
- * match (strict: every query right).
+ * match (strict: every query right). With `questionFirst` the question is also stated before the
+ * statements, as in the study's template ([v2] A.2): `Q a_x a_y ...` (the queried first names in the
+ * order they are asked), then the fill, then `P = floor((nCtx - 3 queries - 1) / 4)` chains; the
+ * answer positions are unchanged.
  *
  * @category Retrieval tasks
  */
@@ -78,19 +90,25 @@ export class MultihopTokensTask implements RetrievalTask {
   readonly answerPositions: readonly number[]
   /** Chains per sequence. */
   readonly chains: number
+  /** Tokens of the leading question: `queries + 1` with `questionFirst`, else 0. */
+  readonly leadingTokens: number
 
   /**
    * @param config - overrides of {@link defaultMultihopTokensConfig}
    * @throws `ConfigError` (`@attnlab/core`) for invalid parameters, a context too short for one
-   *   chain per query, or fewer name tokens than `2P`
+   *   chain per query and the question (both statements of it with `questionFirst`), or fewer name
+   *   tokens than `2P`
    */
   constructor(config: Partial<MultihopTokensConfig> = {}) {
     const resolved = parseConfig(multihopTokensSchema, config, 'multihop-tokens')
-    const { nCtx, queries, nameTokens, valueTokens } = resolved
+    const { nCtx, queries, nameTokens, valueTokens, questionFirst } = resolved
     this.seqLength = nCtx + 1
-    this.chains = Math.floor((nCtx - 2 * queries) / 4)
+    this.leadingTokens = questionFirst ? queries + 1 : 0
+    this.chains = Math.floor((nCtx - 2 * queries - this.leadingTokens) / 4)
     if (this.chains < queries) {
-      throw tooLong('multihop-tokens', 6 * queries + 1, this.seqLength, `${queries} queried chains and the question`)
+      const what = questionFirst ? 'the question before and after the statements' : 'the question'
+      const needed = 6 * queries + 1 + this.leadingTokens
+      throw tooLong('multihop-tokens', needed, this.seqLength, `${queries} queried chains and ${what}`)
     }
     if (nameTokens < 2 * this.chains) {
       throw tooFewTokens('multihop-tokens', 'nameTokens', nameTokens, 2 * this.chains, `${this.chains} chains`)
@@ -111,12 +129,13 @@ export class MultihopTokensTask implements RetrievalTask {
     const { queries, nameTokens, valueTokens } = this.config
     const L = this.seqLength
     const P = this.chains
+    const lead = this.leadingTokens
     const start = L - 1 - 2 * queries - 4 * P
     return sampleBatch(batchSize, L, (tokens, lossMask, base) => {
       const names = distinct(rng, nameTokens, 2 * P)
       const values = Array.from({ length: P }, () => 2 + nameTokens + rng.int(valueTokens))
       const order = distinct(rng, 2 * P, 2 * P)
-      for (let p = 0; p < start; p++) tokens[base + p] = 0
+      for (let p = lead; p < start; p++) tokens[base + p] = 0
       order.forEach((statement, slot) => {
         const chain = statement >> 1
         const at = base + start + 2 * slot
@@ -128,9 +147,17 @@ export class MultihopTokensTask implements RetrievalTask {
           tokens[at + 1] = values[chain] as number
         }
       })
+      const queried = distinct(rng, P, queries)
+      // The leading question (questionFirst): the marker, then the queried first names in the order asked.
+      if (lead > 0) {
+        tokens[base] = 1
+        queried.forEach((chain, i) => {
+          tokens[base + 1 + i] = 2 + (names[2 * chain] as number)
+        })
+      }
       let p = L - 2 * queries - 1
       tokens[base + p++] = 1
-      for (const chain of distinct(rng, P, queries)) {
+      for (const chain of queried) {
         tokens[base + p++] = 2 + (names[2 * chain] as number)
         tokens[base + p] = values[chain] as number
         lossMask[base + p++] = 1

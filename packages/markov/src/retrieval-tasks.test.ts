@@ -22,8 +22,10 @@ const TASKS: readonly (() => RetrievalTask)[] = [
   () => new NiahTokensTask({ nCtx: 101, needles: 3, keyTokens: 60 }),
   () => new NiahTokensTask({ nCtx: 100, needles: 3, keyTokens: 60, questionFirst: true }),
   () => new VtTokensTask({ nCtx: 100, chains: 3, hops: 2 }),
+  () => new VtTokensTask({ nCtx: 100, chains: 3, hops: 2, questionFirst: true }),
   () => new CweTokensTask({ nCtx: 100, frequentWords: 3, frequentCount: 8, rareCount: 2, wordTokens: 64 }),
   () => new MultihopTokensTask({ nCtx: 103, queries: 2, nameTokens: 60 }),
+  () => new MultihopTokensTask({ nCtx: 103, queries: 2, nameTokens: 60, questionFirst: true }),
 ]
 
 describe('retrieval tasks: shared contract', () => {
@@ -138,15 +140,20 @@ describe('niah-tokens', () => {
 })
 
 describe('vt-tokens', () => {
-  it('the answer set is recovered by following assignments from the queried value', () => {
-    const task = new VtTokensTask({ nCtx: 120, chains: 3, hops: 3 })
+  it.each([false, true])('the answer set is recovered by following assignments (questionFirst %s)', (questionFirst) => {
+    const task = new VtTokensTask({ nCtx: 120, chains: 3, hops: 3, questionFirst })
+    expect(task.answerPositions).toEqual(new VtTokensTask({ nCtx: 120, chains: 3, hops: 3 }).answerPositions)
+    expect(task.leadingTokens).toBe(questionFirst ? 2 : 0)
     const batch = task.sample(20, Rng.fromSeed(2))
     for (let b = 0; b < 20; b++) {
       const seq = row(task, batch.tokens, b)
       const first = task.answerPositions[0] as number
       const value = seq[first - 1] as number
       expect(seq[first - 2]).toBe(1)
-      const context = seq.slice(0, first - 2)
+      // The leading question (questionFirst) is the marker and the same queried value.
+      if (questionFirst) expect(seq.slice(0, 2)).toEqual([1, value])
+      const context = seq.slice(task.leadingTokens, first - 2)
+      expect(context).not.toContain(1)
       const resolved = new Set<number>([value])
       // reference solver: fixed point of "dst = src with src resolved"
       for (let changed = true; changed; ) {
@@ -170,6 +177,22 @@ describe('vt-tokens', () => {
     expect(() => new VtTokensTask({ nCtx: 20, chains: 4, hops: 2 })).toThrow(/needs 41 tokens/)
     expect(() => new VtTokensTask({ chains: 10, hops: 9, nCtx: 1000 })).toThrow(/variableTokens/)
     expect(() => new VtTokensTask({ chains: 40, hops: 0, valueTokens: 8 })).toThrow(/valueTokens/)
+    // 4 chains of 2 hops: 36 statement tokens + 5 of the question + 2 before the context.
+    expect(() => new VtTokensTask({ nCtx: 40, chains: 4, hops: 2 })).not.toThrow()
+    expect(() => new VtTokensTask({ nCtx: 41, chains: 4, hops: 2, questionFirst: true })).toThrow(
+      /the question before and after the context needs 43 tokens but the sequence has 42/,
+    )
+    expect(() => new VtTokensTask({ nCtx: 42, chains: 4, hops: 2, questionFirst: true })).not.toThrow()
+  })
+
+  it('default layout: the same tokens as before questionFirst existed (fixed sample)', () => {
+    const task = new VtTokensTask({ nCtx: 24, chains: 2, hops: 1, variableTokens: 6, valueTokens: 3, noiseTokens: 3 })
+    expect(task.describe().questionFirst).toBe(false)
+    // biome-ignore format: one sequence per line
+    expect(Array.from(task.sample(2, Rng.fromSeed(7)).tokens)).toEqual([
+      14, 9, 2, 3, 14, 10, 2, 4, 7, 2, 9, 14, 13, 14, 14, 13, 6, 2, 10, 12, 13, 1, 3, 9, 7,
+      14, 13, 12, 12, 13, 10, 2, 4, 14, 14, 9, 2, 3, 7, 2, 10, 13, 12, 6, 2, 9, 1, 3, 9, 6,
+    ])
   })
 })
 
@@ -196,12 +219,18 @@ describe('cwe-tokens', () => {
 })
 
 describe('multihop-tokens', () => {
-  it('the answer is found through the intermediate name', () => {
-    const task = new MultihopTokensTask({ nCtx: 103, queries: 2, nameTokens: 60 })
+  it.each([false, true])('the answer is found through the intermediate name (questionFirst %s)', (questionFirst) => {
+    const task = new MultihopTokensTask({ nCtx: 103, queries: 2, nameTokens: 60, questionFirst })
+    expect(task.answerPositions).toEqual(new MultihopTokensTask({ nCtx: 103, queries: 2 }).answerPositions)
+    expect(task.chains).toBe(questionFirst ? Math.floor((103 - 4 - 3) / 4) : Math.floor((103 - 4) / 4))
     const batch = task.sample(20, Rng.fromSeed(6))
     for (let b = 0; b < 20; b++) {
       const seq = row(task, batch.tokens, b)
       const first = task.answerPositions[0] as number
+      // The leading question (questionFirst): the marker, then the queried first names in the order asked.
+      const asked = task.answerPositions.map((p) => seq[p - 1] as number)
+      if (questionFirst) expect(seq.slice(0, 3)).toEqual([1, ...asked])
+      expect(seq.slice(task.leadingTokens, first - 2)).not.toContain(1)
       const context = seq.slice(0, first - 2)
       const offset = context.length - 4 * task.chains
       const map = new Map<number, number>()
@@ -218,6 +247,22 @@ describe('multihop-tokens', () => {
   it('refuses impossible configurations', () => {
     expect(() => new MultihopTokensTask({ nCtx: 10, queries: 2 })).toThrow(/nCtx/)
     expect(() => new MultihopTokensTask({ nCtx: 1024, nameTokens: 100 })).toThrow(/nameTokens/)
+    // 2 queries: 2 chains (8) + marker and queried pairs (5) + leading question (3) = 16 tokens, nCtx 15.
+    expect(() => new MultihopTokensTask({ nCtx: 12, queries: 2 })).not.toThrow()
+    expect(() => new MultihopTokensTask({ nCtx: 14, queries: 2, questionFirst: true })).toThrow(
+      /the question before and after the statements needs 16 tokens but the sequence has 15/,
+    )
+    expect(new MultihopTokensTask({ nCtx: 15, queries: 2, questionFirst: true }).chains).toBe(2)
+  })
+
+  it('default layout: the same tokens as before questionFirst existed (fixed sample)', () => {
+    const task = new MultihopTokensTask({ nCtx: 29, queries: 2, nameTokens: 12, valueTokens: 4 })
+    expect(task.describe().questionFirst).toBe(false)
+    // biome-ignore format: one sequence per line
+    expect(Array.from(task.sample(2, Rng.fromSeed(7)).tokens)).toEqual([
+      0, 10, 13, 5, 8, 3, 17, 8, 15, 9, 16, 13, 14, 12, 2, 7, 3, 4, 9, 2, 14, 6, 11, 11, 15, 1, 4, 16, 6, 15,
+      0, 12, 7, 8, 3, 9, 16, 10, 9, 7, 14, 13, 4, 5, 15, 2, 17, 11, 2, 4, 14, 6, 5, 3, 14, 1, 11, 17, 12, 14,
+    ])
   })
 })
 

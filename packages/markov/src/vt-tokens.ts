@@ -7,7 +7,7 @@
  * @module
  */
 import type { Rng } from '@attnlab/core'
-import { configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
+import { booleanField, configSchema, integerField, parseConfig, schemaDefaults, type z } from '@attnlab/core/schema'
 import {
   type AnswerKind,
   type AnswerScore,
@@ -42,6 +42,14 @@ export const vtTokensSchema = configSchema({
   valueTokens: integerField('distinct value tokens', { min: 1, max: 1 << 20 }).default(32),
   /** Noise tokens filling the rest of the context, drawn uniformly. */
   noiseTokens: integerField('distinct noise tokens', { min: 1, max: 1 << 20 }).default(32),
+  /**
+   * State the question before the context too (the study's template, [v2] A.2): the sequence opens
+   * with the marker and the queried value (2 tokens, taken from the noise). Default false: the
+   * question only after the context.
+   */
+  questionFirst: booleanField(
+    'also state the question (marker and queried value) before the context, as the study does',
+  ).default(false),
 })
 
 /**
@@ -52,7 +60,8 @@ export const vtTokensSchema = configSchema({
 export type VtTokensConfig = Readonly<z.output<typeof vtTokensSchema>>
 
 /**
- * Default: nCtx 256, 4 chains of 2 hops, 64 variable, 32 value and 32 noise tokens.
+ * Default: nCtx 256, 4 chains of 2 hops, 64 variable, 32 value and 32 noise tokens, the question
+ * only after the context.
  *
  * @category Retrieval tasks
  */
@@ -68,7 +77,9 @@ export function defaultVtTokensConfig(): VtTokensConfig {
  * order (the study shuffles them fully), at random places among noise tokens; then the marker,
  * the queried chain's value, and the answer: the chain's `hops + 1` variables (in assignment
  * order; scored as a set). The loss mask marks only the answer. Scored by set recall (the
- * study's per-item score; its code reports IoU, also given) and strictly (the exact set).
+ * study's per-item score; its code reports IoU, also given) and strictly (the exact set). With
+ * `questionFirst` the sequence opens with the question too, `Q value` as in the study's template
+ * ([v2] A.2), and the noise is 2 tokens shorter; the answer positions are unchanged.
  *
  * @category Retrieval tasks
  */
@@ -85,19 +96,24 @@ export class VtTokensTask implements RetrievalTask {
   readonly answerKind: AnswerKind = 'set'
   /** The last `hops + 1` positions. */
   readonly answerPositions: readonly number[]
+  /** Tokens of the leading question: 2 with `questionFirst`, else 0. */
+  readonly leadingTokens: number
 
   /**
    * @param config - overrides of {@link defaultVtTokensConfig}
-   * @throws `ConfigError` (`@attnlab/core`) for invalid parameters, statements and question
-   *   longer than the sequence, or too few variable or value tokens for distinct chains
+   * @throws `ConfigError` (`@attnlab/core`) for invalid parameters, statements and question (both
+   *   statements of it with `questionFirst`) longer than the sequence, or too few variable or
+   *   value tokens for distinct chains
    */
   constructor(config: Partial<VtTokensConfig> = {}) {
     const resolved = parseConfig(vtTokensSchema, config, 'vt-tokens')
-    const { nCtx, chains, hops, variableTokens, valueTokens, noiseTokens } = resolved
+    const { nCtx, chains, hops, variableTokens, valueTokens, noiseTokens, questionFirst } = resolved
     this.seqLength = nCtx + 1
-    const needed = 3 * chains * (hops + 1) + 2 + (hops + 1)
+    this.leadingTokens = questionFirst ? 2 : 0
+    const needed = 3 * chains * (hops + 1) + 2 + (hops + 1) + this.leadingTokens
     if (needed > this.seqLength) {
-      throw tooLong('vt-tokens', needed, this.seqLength, `${chains} chains of ${hops} hops and the question`)
+      const what = questionFirst ? 'the question before and after the context' : 'the question'
+      throw tooLong('vt-tokens', needed, this.seqLength, `${chains} chains of ${hops} hops and ${what}`)
     }
     if (variableTokens < chains * (hops + 1)) {
       throw tooFewTokens('vt-tokens', 'variableTokens', variableTokens, chains * (hops + 1), `${chains} chains`)
@@ -124,7 +140,8 @@ export class VtTokensTask implements RetrievalTask {
     const valueBase = 3
     const variableBase = valueBase + valueTokens
     const noiseBase = variableBase + variableTokens
-    const context = L - 2 - per
+    const lead = this.leadingTokens
+    const context = L - 2 - per - lead
     const noise = context - 3 * statements
     return sampleBatch(batchSize, L, (tokens, lossMask, base) => {
       const values = distinct(rng, valueTokens, chains)
@@ -137,7 +154,7 @@ export class VtTokensTask implements RetrievalTask {
       const isStatement = new Uint8Array(noise + statements)
       for (const unit of distinct(rng, noise + statements, statements)) isStatement[unit] = 1
       const hop = new Int32Array(chains)
-      let p = base
+      let p = base + lead
       let next = 0
       for (let unit = 0; unit < noise + statements; unit++) {
         if (isStatement[unit] === 0) {
@@ -153,6 +170,11 @@ export class VtTokensTask implements RetrievalTask {
           k === 0 ? valueBase + (values[c] as number) : variableBase + (variables[c * per + k - 1] as number)
       }
       const queried = rng.int(chains)
+      // The leading question (questionFirst): the marker and the queried value.
+      if (lead > 0) {
+        tokens[base] = 1
+        tokens[base + 1] = valueBase + (values[queried] as number)
+      }
       tokens[p++] = 1
       tokens[p++] = valueBase + (values[queried] as number)
       for (let k = 0; k < per; k++) {
