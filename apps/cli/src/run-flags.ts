@@ -80,7 +80,9 @@ export const TASK_FLAG_FIELDS = {
     placeholder: 'n',
     fields: { 'niah-tokens': 'valueTokens', 'vt-tokens': 'valueTokens', 'multihop-tokens': 'valueTokens' },
   },
-  questionFirst: { fields: { 'niah-tokens': 'questionFirst' } },
+  questionFirst: {
+    fields: { 'niah-tokens': 'questionFirst', 'vt-tokens': 'questionFirst', 'multihop-tokens': 'questionFirst' },
+  },
 } as const satisfies Record<
   string,
   { readonly placeholder?: string; readonly negate?: true; readonly fields: Partial<Record<TaskKind, string>> }

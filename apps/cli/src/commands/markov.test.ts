@@ -77,7 +77,7 @@ describe('attnlab markov sample', () => {
       expect(file.tensors.get('tokens')?.shape[0]).toBe(7)
     }
   })
-  it('--question-first states the niah-tokens question before the haystack; other kinds refuse it', async () => {
+  it('--question-first: niah, vt, multihop state the question before the context too; cwe refuses it', async () => {
     const out = join(dir(), 'niah.safetensors')
     const niah = ['--task', 'niah-tokens', '--n-ctx', '40', '--needles', '2', '--key-tokens', '20', '--question-first']
     expect(await main(['markov', 'sample', ...niah, '--sequences', '3', '--out', out, '--json'])).toBe(0)
@@ -85,9 +85,12 @@ describe('attnlab markov sample', () => {
     expect(summary.task).toMatchObject({ kind: 'niah-tokens', nCtx: 40, needles: 2, questionFirst: true })
     const tokens = (await readSafetensorsFile(out)).tensors.get('tokens')
     expect(safetensorsToInt32(tokens!, [3, 41])[0]).toBe(1) // the query marker opens the sequence
-    const vt = ['--task', 'vt-tokens', '--question-first', '--out', join(dir(), 'vt.safetensors')]
-    expect(await main(['markov', 'sample', ...vt])).toBe(2)
-    expect(errors.join('')).toMatch(/--question-first does not apply to --task vt-tokens \(it is a niah-tokens flag\)/)
+    const vt = join(dir(), 'vt.safetensors')
+    expect(await main(['markov', 'sample', '--task', 'vt-tokens', '--question-first', '--out', vt, '--json'])).toBe(0)
+    expect((JSON.parse(logs.pop() as string) as { task: Record<string, unknown> }).task.questionFirst).toBe(true)
+    const cwe = ['--task', 'cwe-tokens', '--question-first', '--out', join(dir(), 'cwe.safetensors')]
+    expect(await main(['markov', 'sample', ...cwe])).toBe(2)
+    expect(errors.join('')).toMatch(/--question-first does not apply to --task cwe-tokens \(it is a niah-tokens \//)
   })
 
   it(
