@@ -235,7 +235,8 @@ KERNEL(AttentionForward) {
     Args a(env, info);
     const int B = a.integer(3), T = a.integer(4), H = a.integer(5), dh = a.integer(6);
     const int64_t rows = (int64_t)B * T, width = (int64_t)H * dh;
-    attn::attentionForward(a.f32(0, rows * 3 * width), a.f32(1, rows * width), a.f32(2, (int64_t)B * H * T), B, T, H, dh, (float)a.num(7), a.flag(8));
+    attn::attentionForward(a.f32(0, rows * 3 * width), a.f32(1, rows * width), a.f32(2, (int64_t)B * H * T), B, T,
+                           H, dh, (float)a.num(7), a.flag(8));
     return undefined(env);
   });
 }
@@ -246,7 +247,8 @@ KERNEL(AttentionBackward) {
     Args a(env, info);
     const int B = a.integer(4), T = a.integer(5), H = a.integer(6), dh = a.integer(7);
     const int64_t rows = (int64_t)B * T, width = (int64_t)H * dh;
-    attn::attentionBackward(a.f32(0, rows * 3 * width), a.f32(1, (int64_t)B * H * T), a.f32(2, rows * width), a.f32(3, rows * 3 * width), B, T, H, dh, (float)a.num(8), a.flag(9));
+    attn::attentionBackward(a.f32(0, rows * 3 * width), a.f32(1, (int64_t)B * H * T), a.f32(2, rows * width),
+                            a.f32(3, rows * 3 * width), B, T, H, dh, (float)a.num(8), a.flag(9));
     return undefined(env);
   });
 }
@@ -304,7 +306,8 @@ KERNEL(PageSelect) {
     if (s.group < 1 || s.heads % s.group != 0 || s.pages < 0 || s.capacity < s.pages || s.budget < 0)
       throw ArgError{"group must divide heads and 0 <= pages <= capacity, budget >= 0", true};
     const int64_t kvRows = s.heads / s.group;
-    attn::pageSelect(a.f32(0, s.heads * s.dh), a.f32(1, kvRows * 2 * s.dh * s.capacity), a.i32(2, s.heads * s.budget), s);
+    attn::pageSelect(a.f32(0, s.heads * s.dh), a.f32(1, kvRows * 2 * s.dh * s.capacity), a.i32(2, s.heads * s.budget),
+                     s);
     return undefined(env);
   });
 }
