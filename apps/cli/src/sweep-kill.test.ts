@@ -362,8 +362,17 @@ async function killChain(experiment: Experiment, reference: Reference, kills: nu
     counts.kills++
     if (group) counts.group++
     counts[from]++
-    const temporaries = existsSync(out) ? readdirSync(out, { recursive: true }).map(String) : []
-    if (temporaries.some((name) => /\.tmp-|\.\d+$/.test(basename(name)))) counts.midWrite++
+    // After a kill of the runner alone its orphaned workers may still be writing: a temporary can vanish while the
+    // tree is read (ENOENT), which is a write in progress too.
+    let temporaries: string[] = []
+    let vanished = false
+    try {
+      temporaries = existsSync(out) ? readdirSync(out, { recursive: true }).map(String) : []
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+      vanished = true
+    }
+    if (vanished || temporaries.some((name) => /\.tmp-|\.\d+$/.test(basename(name)))) counts.midWrite++
     if (checkOnDisk(out, reference, what).midTrial) counts.midTrial++
   }
   // The last chain, resumed until it finishes.
