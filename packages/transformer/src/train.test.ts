@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import { AttnlabError, ConfigError, NonFiniteError, Rng } from '@attnlab/core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
-import { SparseMarkovTask } from '@attnlab/markov'
+import { NiahTokensTask, SparseMarkovTask } from '@attnlab/markov'
 import { expect, it } from 'vitest'
 import { createConfig, presetConfig } from './config.ts'
 import { createTransformer } from './model.ts'
@@ -226,6 +226,29 @@ describeWithBackends('train', (backend) => {
       await again.run()
       again.dispose()
     })
+    model.dispose()
+  })
+
+  it('resumes a checkpoint written before a task gained an option that is off by default', async () => {
+    const niah = new NiahTokensTask({ nCtx: 16, needles: 2, keyTokens: 8, valueTokens: 8 })
+    const model = createTransformer(
+      createConfig({ architecture: 'minimal', dVocab: niah.vocabSize, nCtx: 16, nHeads: 2, queryInit: 1e-3 }),
+    )
+    const base = { steps: 2, batchSize: 4, lr: 0.1, validation: 4 }
+    const trainer = new Trainer(model, niah, base)
+    const state = await trainer.getState()
+    trainer.dispose()
+    // An older checkpoint's source has no questionFirst: read as the default, false.
+    const { questionFirst, ...older } = state.source as Record<string, unknown>
+    expect(questionFirst).toBe(false)
+    new Trainer(model, niah, { ...base, resume: { ...state, source: older } }).dispose()
+    // A run that turns the option on is not the checkpoint's run.
+    const on = new NiahTokensTask({ nCtx: 16, needles: 2, keyTokens: 8, valueTokens: 8, questionFirst: true })
+    expect(() => new Trainer(model, on, { ...base, resume: { ...state, source: older } })).toThrow(/trained on/)
+    // Any other difference still refuses.
+    expect(() => new Trainer(model, niah, { ...base, resume: { ...state, source: { ...older, needles: 3 } } })).toThrow(
+      /trained on/,
+    )
     model.dispose()
   })
 

@@ -503,7 +503,7 @@ export class Trainer {
         'settings.attentionBias',
         `the run used attention bias ${bias}, this one ${JSON.stringify(this.biasSettings())}`,
       )
-    if (JSON.stringify(state.source) !== JSON.stringify(this.sourceDescription)) {
+    if (!sameSource(state.source, this.sourceDescription)) {
       fail(
         'source',
         `the checkpoint was trained on ${JSON.stringify(state.source)}, not on ` +
@@ -887,4 +887,24 @@ export async function train(model: Transformer, source: TrainingSource, options:
   } finally {
     trainer.dispose()
   }
+}
+
+/**
+ * Whether a checkpoint's recorded source is the run's: equal descriptions, where a setting the
+ * checkpoint lacks counts as equal when the run's value is `false` (a boolean option added to a task
+ * after the checkpoint was written, off by default, such as `questionFirst` of the token-level
+ * retrieval tasks).
+ */
+function sameSource(stored: unknown, current: unknown): boolean {
+  if (JSON.stringify(stored) === JSON.stringify(current)) return true
+  if (stored === null || typeof stored !== 'object' || current === null || typeof current !== 'object') return false
+  const trimmed: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(current)) {
+    if (!Object.hasOwn(stored, key)) {
+      if (value !== false) return false
+      continue
+    }
+    trimmed[key] = value
+  }
+  return JSON.stringify(stored) === JSON.stringify(trimmed)
 }
