@@ -9,7 +9,7 @@
  *   into `DIR/<part>/`, then `DIR/report.html` and `DIR/findings.json`;
  * - `study report DIR`: the report again from the records there (after `--queue` or a partial run).
  */
-import { existsSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { readdir, readFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Command } from 'commander'
@@ -379,6 +379,9 @@ function budgetFlags(overrides: StudyOverrides): string {
 /** `attnlab study report`. */
 async function reportCommand(dir: string, flags: { json?: boolean }): Promise<void> {
   if (!existsSync(dir)) throw new UsageError(`${dir}: no such directory (give a study's --out)`)
+  if (!statSync(dir).isDirectory()) {
+    throw new UsageError(`${dir} is a file, not a study directory (give the --out of attnlab study run)`)
+  }
   const file = await readStudyFile(dir)
   if (file === null) throw new UsageError(`${dir} holds no study.json (give the --out of attnlab study run)`)
   const complete = { ...file, overrides: file.overrides ?? {} }
