@@ -137,6 +137,8 @@ try {
     await waitFor(() => window.__playground?.pausedAt !== null || window.__playground?.status === 'done')
     s = await state()
     if (s.status !== 'done') {
+      // The counter is drawn on the next frame: wait until it shows the step the worker paused at.
+      await waitFor((step) => document.getElementById('step')?.textContent === String(step), s.pausedAt)
       const pausedText = await page.textContent('#step')
       await page.waitForTimeout(1500)
       const laterText = await page.textContent('#step')
