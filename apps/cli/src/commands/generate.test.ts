@@ -404,6 +404,12 @@ describe('attnlab generate', () => {
       expect(tooSmall.errors).toMatch(/capacity: 6 must be greater than local \+ prefix \(4 \+ 4 = 8\)/)
       const given = await run(['--attention', 'quest', '--token-budget', '16', '--page-size', '8', '--json'])
       expect(given.summary.attentionConfig).toMatchObject({ tokenBudget: 16, pageSize: 8 })
+      // The size given sets the sparsity: no warning about the default target it was not sized for (was one).
+      expect(given.summary.warnings).toEqual([])
+      const both = await run(['--attention', 'quest', '--token-budget', '16', '--sparsity', '0.97', '--json'])
+      expect(both.summary.warnings).toEqual([
+        expect.stringMatching(/^warning: quest does not reach target sparsity 0\.97/),
+      ])
       const high = await run(['--attention', 'vertical-slash', '--sparsity', '0.97'])
       expect(high.code).toBe(0)
       expect(high.errors).toMatch(/attention vertical-slash: \d+\.\d% of causal query-key pairs skipped/)

@@ -26,9 +26,35 @@ import { addMethodFlags, attentionKernelFromFlags } from './sparse.ts'
 export const DEFAULT_GENERATE_SPARSITY = 0.8
 
 /**
+ * The configuration key of each method's size that the target sparsity sets (`budgetFor` in
+ * `@attnlab/sparse-attention`): when the user gives it (`--token-budget`, `--capacity`, ...) the
+ * target plays no part, so missing it is not warned about.
+ */
+const TARGET_SIZE_KEYS: Readonly<Partial<Record<SparseMethodName, readonly string[]>>> = {
+  'vertical-slash': ['verticalSize', 'slashSize'],
+  flexprefill: ['alpha'],
+  'block-sparse': ['topK'],
+  snapkv: ['capacity'],
+  'ada-snapkv': ['capacity'],
+  quest: ['tokenBudget'],
+}
+
+/**
+ * Whether the user's method flags (by config key) set the size the target sparsity would
+ * otherwise set ({@link TARGET_SIZE_KEYS}).
+ *
+ * @param method - the method
+ * @param given - the user's values by config key
+ */
+function sizeGiven(method: SparseMethodName, given: Readonly<Record<string, unknown>>): boolean {
+  return (TARGET_SIZE_KEYS[method] ?? []).some((key) => given[key] !== undefined)
+}
+
+/**
  * The `sparse compare` warning for each method of `--attention` that misses its target: prefill
  * methods measured on the prompt's forward pass (the first `nLayers` reports), decode methods
- * on the decode steps after it.
+ * on the decode steps after it. Methods in `sized` (whose size the user gave without
+ * `--sparsity`) are skipped: no target was asked of them.
  */
 export function attentionWarnings(
   spec: string,
@@ -36,11 +62,12 @@ export function attentionWarnings(
   nLayers: number,
   target: number,
   promptTokens: number,
+  sized: ReadonlySet<string> = new Set(),
 ): string[] {
   const lines: string[] = []
   for (const method of spec.split('+').map((m) => m.trim()) as SparseMethodName[]) {
     const phase = SPARSE_METHODS[method].phase
-    if (phase === null) continue
+    if (phase === null || sized.has(method)) continue
     const own = phase === 'prefill' ? reports.slice(0, nLayers) : reports.slice(nLayers)
     if (own.length === 0) continue // no decode step ran (one new token)
     const exact = meanExtra(own, 'exactSparsity')
@@ -185,7 +212,7 @@ export function registerGenerate(program: Command): void {
     '--sparsity <s>',
     "with --attention: the target sparsity in [0, 1) the method's sizes are set for, on this prompt, " +
       `as in \`sparse compare\` (default ${DEFAULT_GENERATE_SPARSITY}; size flags given win); ` +
-      'a warning names what a short prompt achieved instead',
+      'a warning names what a short prompt achieved instead (none when a size flag, not the target, sets the size)',
     numberParser('--sparsity', 0, 1),
   )
   // The attention-method flags are the options addMethodFlags adds (from the methods' schemas): no key list to keep.
@@ -230,12 +257,14 @@ export function registerGenerate(program: Command): void {
       const { nCtx } = model.config
       if (prompt.length > nCtx)
         throw new UsageError(`the prompt has ${prompt.length} tokens but the model's context is ${nCtx}`)
+      const sized = new Set<string>()
       const attention =
         flags.attention === undefined
           ? undefined
-          : attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES, (method, given) =>
-              sizedConfig(model, prompt, method, target, given),
-            )
+          : attentionKernelFromFlags(flags.attention, methodFlags, METHOD_FLAG_RENAMES, (method, given) => {
+              if (flags.sparsity === undefined && sizeGiven(method, given)) sized.add(method)
+              return sizedConfig(model, prompt, method, target, given)
+            })
       const maxTokens =
         flags.steps !== undefined ? Math.max(0, flags.steps + 1 - prompt.length) : (flags.maxTokens ?? 256)
       const stops =
@@ -264,7 +293,7 @@ export function registerGenerate(program: Command): void {
       const warnings =
         flags.attention === undefined
           ? []
-          : attentionWarnings(flags.attention, result.attentionReports, nLayers, target, prompt.length)
+          : attentionWarnings(flags.attention, result.attentionReports, nLayers, target, prompt.length, sized)
       let ids = [...(result.tokens[0] ?? [])]
       let stopReason: string | undefined = result.stopReasons[0]
       const spelled = tokenizer === undefined || flags.ignoreEos === true ? undefined : cutAtSpelledEos(tokenizer, ids)
