@@ -56,7 +56,17 @@ export {
   type SparseEvalResult,
   type SparseEvalRow,
 } from './sparse-eval.ts'
-export { sparseEvalReportHtml, sparseEvalSpec, sparseEvalTable } from './sparse-eval-report.ts'
+export {
+  isoCostPoints,
+  relativeErrors,
+  sparseEvalIsoCostSpec,
+  sparseEvalRelativeErrorSpec,
+  sparseEvalReportHtml,
+  sparseEvalSpec,
+  sparseEvalTable,
+  type IsoCostPoint,
+  type RelativeErrorPoint,
+} from './sparse-eval-report.ts'
 export {
   compareNotes,
   compareSpec,

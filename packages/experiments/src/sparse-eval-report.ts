@@ -1,7 +1,8 @@
 /**
- * Reports of {@link runSparseEval}: its text table, the Vega-Lite spec of score against sparsity
- * per task (the axes of The Sparse Frontier's figures, Nawrot et al., arXiv 2504.17768 [v2],
- * section 4) and a self-contained `report.html`.
+ * Reports of {@link runSparseEval}: its text table, the Vega-Lite specs of The Sparse Frontier's
+ * three readings (Nawrot et al., arXiv 2504.17768 [v2]): score against sparsity per task (section
+ * 4.2), relative error against length at fixed sparsity (section 4.3, Fig. 3) and score against
+ * cost with its Pareto frontier (isoCost, section 4.1, Fig. 1), and a self-contained `report.html`.
  *
  * @module
  */
@@ -79,6 +80,198 @@ export function sparseEvalSpec(rows: readonly SparseEvalRow[], title: string): P
   } as PlotSpec
 }
 
+/** One point of {@link relativeErrors}. */
+export interface RelativeErrorPoint {
+  /** The task's kind. */
+  readonly task: string
+  /** The context length (tokens). */
+  readonly length: number
+  /** The method. */
+  readonly method: string
+  /** The target sparsity (> 0). */
+  readonly targetSparsity: number
+  /** `(dense - score) / dense` of the mean scores (below 0 when the method beats dense). */
+  readonly relativeError: number
+}
+
+/**
+ * The study's relative error of each sparse row against the dense row of the same task and
+ * length: `(p_dense - p_sparse) / p_dense` of the mean scores ([v2] section 4.3). Rows at sparsity
+ * 0 (dense) and (task, length) pairs whose dense score is 0 (the error is undefined) are left out.
+ *
+ * @param rows - the rows of {@link runSparseEval}
+ * @returns one point per sparse row with a dense score above 0, in row order
+ */
+export function relativeErrors(rows: readonly SparseEvalRow[]): RelativeErrorPoint[] {
+  const dense = new Map<string, number>()
+  for (const r of rows) if (r.method === 'dense') dense.set(`${r.task}\u0000${r.length}`, r.score)
+  const points: RelativeErrorPoint[] = []
+  for (const r of rows) {
+    if (r.method === 'dense' || r.targetSparsity === 0) continue
+    const reference = dense.get(`${r.task}\u0000${r.length}`)
+    if (reference === undefined || !(reference > 0)) continue
+    points.push({
+      task: r.task,
+      length: r.length,
+      method: r.method,
+      targetSparsity: r.targetSparsity,
+      relativeError: (reference - r.score) / reference,
+    })
+  }
+  return points
+}
+
+/**
+ * The figure of relative error against context length, one line per method, one panel per task
+ * (rows) and target sparsity (columns): the study's Fig. 3 reading (do longer sequences tolerate
+ * more sparsity?) for the lengths evaluated.
+ *
+ * @param rows - the rows of {@link runSparseEval}
+ * @param title - the figure title
+ * @returns a Vega-Lite (v6) spec with inline data ({@link relativeErrors})
+ */
+export function sparseEvalRelativeErrorSpec(rows: readonly SparseEvalRow[], title: string): PlotSpec {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title,
+    data: { values: relativeErrors(rows) },
+    facet: {
+      column: { field: 'targetSparsity', type: 'ordinal', title: 'target sparsity' },
+      row: { field: 'task', type: 'nominal', title: 'task' },
+    },
+    spec: {
+      width: 200,
+      height: 160,
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'length', type: 'quantitative', scale: { type: 'log', base: 2 }, title: 'context length (tokens)' },
+        y: { field: 'relativeError', type: 'quantitative', title: 'relative error (dense - sparse) / dense' },
+        color: { field: 'method', type: 'nominal', title: 'method' },
+        order: { field: 'length' },
+      },
+    },
+  } as PlotSpec
+}
+
+/** One point of {@link isoCostPoints}. */
+export interface IsoCostPoint {
+  /** The task's kind. */
+  readonly task: string
+  /** The context length (tokens). */
+  readonly length: number
+  /** The method (`dense` for the reference, at relative cost 1). */
+  readonly method: string
+  /** The target sparsity. */
+  readonly targetSparsity: number
+  /** What the cost counts: prefill FLOPs or memory read per decode step. */
+  readonly metric: 'prefill-flops' | 'decode-memory'
+  /** The cost relative to dense in the same metric. */
+  readonly relativeCost: number
+  /** The mean score. */
+  readonly score: number
+  /** Whether no other point of the same task, length and metric costs at most as much and scores at least as high (one strictly). */
+  readonly frontier: boolean
+}
+
+/**
+ * Score against cost, with the Pareto frontier marked: per (task, length, cost metric), the
+ * points no other point dominates (cheaper or equal and better or equal, one strictly). Dense
+ * enters each metric's set at relative cost 1. The study's isoCost reading ([v2] section 4.1,
+ * Fig. 1) compares a model's sparse configurations with smaller dense models at equal cost; with
+ * one model this is the frontier among its configurations. Rows without a cost are left out.
+ *
+ * @param rows - the rows of {@link runSparseEval}
+ * @returns the points, in row order (dense once per metric that has sparse rows)
+ */
+export function isoCostPoints(rows: readonly SparseEvalRow[]): IsoCostPoint[] {
+  const groups = new Map<string, Omit<IsoCostPoint, 'frontier'>[]>()
+  const add = (point: Omit<IsoCostPoint, 'frontier'>): void => {
+    const key = `${point.task}\u0000${point.length}\u0000${point.metric}`
+    const group = groups.get(key) ?? []
+    group.push(point)
+    groups.set(key, group)
+  }
+  for (const r of rows) {
+    if (r.method === 'dense' || r.cost === null || r.targetSparsity === 0) continue
+    const { task, length, method, targetSparsity, score } = r
+    const key = `${task}\u0000${length}\u0000${r.cost.metric}`
+    if (!groups.has(key)) {
+      const dense = rows.find((d) => d.method === 'dense' && d.task === task && d.length === length)
+      if (dense !== undefined)
+        add({
+          task,
+          length,
+          method: 'dense',
+          targetSparsity: 0,
+          metric: r.cost.metric,
+          relativeCost: 1,
+          score: dense.score,
+        })
+    }
+    add({ task, length, method, targetSparsity, metric: r.cost.metric, relativeCost: r.cost.relative, score })
+  }
+  const points: IsoCostPoint[] = []
+  for (const group of groups.values()) {
+    for (const p of group) {
+      const dominated = group.some(
+        (q) =>
+          q !== p &&
+          q.relativeCost <= p.relativeCost &&
+          q.score >= p.score &&
+          (q.relativeCost < p.relativeCost || q.score > p.score),
+      )
+      points.push({ ...p, frontier: !dominated })
+    }
+  }
+  return points
+}
+
+/**
+ * The isoCost figure: score against cost relative to dense (log scale), one panel per task
+ * (columns) and length (rows), colour by method, shape by cost metric, frontier points joined.
+ *
+ * @param rows - the rows of {@link runSparseEval}
+ * @param title - the figure title
+ * @returns a Vega-Lite (v6) spec with inline data ({@link isoCostPoints})
+ */
+export function sparseEvalIsoCostSpec(rows: readonly SparseEvalRow[], title: string): PlotSpec {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title,
+    data: { values: isoCostPoints(rows) },
+    facet: {
+      column: { field: 'task', type: 'nominal', title: 'task' },
+      row: { field: 'length', type: 'ordinal', title: 'context length (tokens)' },
+    },
+    spec: {
+      width: 260,
+      height: 180,
+      layer: [
+        {
+          transform: [{ filter: 'datum.frontier' }],
+          mark: { type: 'line', color: '#888', strokeDash: [4, 3] },
+          encoding: {
+            x: { field: 'relativeCost', type: 'quantitative', scale: { type: 'log' } },
+            y: { field: 'score', type: 'quantitative' },
+            detail: { field: 'metric' },
+            order: { field: 'relativeCost' },
+          },
+        },
+        {
+          mark: { type: 'point', filled: true, size: 50 },
+          encoding: {
+            x: { field: 'relativeCost', type: 'quantitative', scale: { type: 'log' }, title: 'cost / dense' },
+            y: { field: 'score', type: 'quantitative', scale: { domain: [0, 1] }, title: 'score' },
+            color: { field: 'method', type: 'nominal', title: 'method' },
+            shape: { field: 'metric', type: 'nominal', title: 'cost' },
+            opacity: { condition: { test: 'datum.frontier', value: 1 }, value: 0.4 },
+          },
+        },
+      ],
+    },
+  } as PlotSpec
+}
+
 const escapeHtml = (text: string): string =>
   text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 
@@ -92,6 +285,16 @@ const escapeHtml = (text: string): string =>
  */
 export async function sparseEvalReportHtml(result: SparseEvalResult, title: string): Promise<string> {
   const svg = await renderSvg(sparseEvalSpec(result.rows, title))
+  const errors = relativeErrors(result.rows)
+  const errorSvg =
+    errors.length === 0 || new Set(errors.map((p) => p.length)).size < 2
+      ? '<p>Relative error against length: needs at least two lengths with a dense score above 0.</p>'
+      : `<figure>${await renderSvg(sparseEvalRelativeErrorSpec(result.rows, 'relative error against length'))}</figure>`
+  const cost = isoCostPoints(result.rows)
+  const costSvg =
+    cost.length === 0
+      ? '<p>Score against cost: no row has a cost.</p>'
+      : `<figure>${await renderSvg(sparseEvalIsoCostSpec(result.rows, 'score against cost (isoCost)'))}</figure>`
   const table = sparseEvalTable(result.rows).map(escapeHtml).join('\n')
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
@@ -100,6 +303,14 @@ export async function sparseEvalReportHtml(result: SparseEvalResult, title: stri
 <p>Score of greedy answers against target sparsity (sparsity 0 is dense), ${result.rows[0]?.samples ?? 0} sequences
 per point, seed ${result.seed}; the Sparse Frontier evaluation (arXiv 2504.17768) on a model trained here.</p>
 <figure>${svg}</figure>
+<h2>Relative error against length</h2>
+<p>(dense - sparse) / dense of the mean scores at each target sparsity (arXiv 2504.17768 [v2], section 4.3).</p>
+${errorSvg}
+<h2>Score against cost</h2>
+<p>Cost from the cost model relative to dense: prefill FLOPs for prefill methods, memory read per decode step for
+decode methods, indexing included ([v2] appendix B); frontier points (no configuration cheaper and better) are joined
+and opaque.</p>
+${costSvg}
 <pre>${table}</pre>
 </body></html>
 `

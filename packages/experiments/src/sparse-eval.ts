@@ -217,7 +217,10 @@ export interface SparseEvalRow {
   readonly budget: Readonly<Record<string, number>>
   /** The full configuration that ran. */
   readonly config: unknown
-  /** The cost model's price; `null` for an attention-only model (the cost model needs an MLP). */
+  /**
+   * The cost model's price (attention-only models included, without an MLP term); `null` only in
+   * results written before attention-only models were priced.
+   */
   readonly cost: SparseEvalCost | null
 }
 
@@ -233,10 +236,12 @@ export interface SparseEvalResult {
   readonly rows: readonly SparseEvalRow[]
 }
 
-/** The model's shape as `@attnlab/sparse-attention`'s cost model reads it; `null` without an MLP. */
-export function modelShapeOf(model: Transformer): ModelShape | null {
+/**
+ * The model's shape as `@attnlab/sparse-attention`'s cost model reads it (an attention-only model
+ * has `dMlp` 0: no MLP term in its prices).
+ */
+export function modelShapeOf(model: Transformer): ModelShape {
   const c = model.config
-  if (!(c.dMlp > 0)) return null
   return {
     name: 'model',
     layers: c.nLayers,
@@ -257,14 +262,13 @@ export function modelShapeOf(model: Transformer): ModelShape | null {
  * min/max loads); `indexing: false` leaves the indexing terms out (sparsity 0 runs dense).
  */
 function costOf(
-  shape: ModelShape | null,
+  shape: ModelShape,
   method: SparseMethodName,
   config: Readonly<Record<string, unknown>>,
   n: number,
   sparsity: number,
   indexing = true,
-): SparseEvalCost | null {
-  if (shape === null) return null
+): SparseEvalCost {
   const density = 1 - Math.min(1, Math.max(0, sparsity))
   if (SPARSE_METHODS[method].phase === 'decode') {
     const denseValue = decodeMemory(shape, n).total

@@ -254,6 +254,27 @@ describe('cost model (appendix B)', () => {
     )
   })
 
+  it('prices an attention-only model (dMlp 0): no MLP term, the rest as with an MLP', () => {
+    const withMlp = { ...MODEL_SHAPES['qwen2.5-7b'], layers: 2 }
+    const attnOnly = { ...withMlp, dMlp: 0 }
+    const f = prefillFlops(attnOnly, 1024, { density: 0.25 })
+    const g = prefillFlops(withMlp, 1024, { density: 0.25 })
+    expect(f.mlp).toBe(0)
+    expect(g.mlp).toBeGreaterThan(0)
+    expect([f.embedding, f.attentionProjections, f.attentionScores, f.logits]).toEqual([
+      g.embedding,
+      g.attentionProjections,
+      g.attentionScores,
+      g.logits,
+    ])
+    expect(f.total).toBe(g.total - g.mlp)
+    const m = decodeMemory(attnOnly, 1024)
+    expect(m.weights).toBe(2 * 4 * 3584 ** 2 + 3584 * 152064 + 3584)
+    expect(m.kvCache).toBe(decodeMemory(withMlp, 1024).kvCache)
+    expect(() => prefillFlops({ ...withMlp, dMlp: -1 }, 10)).toThrow(/dMlp/)
+    expect(() => decodeMemory({ ...withMlp, dModel: 0 }, 10)).toThrow(/dModel/)
+  })
+
   it('rejects invalid arguments', () => {
     const m = MODEL_SHAPES['qwen2.5-7b']
     expect(() => prefillFlops(m, 0)).toThrow(/length/)

@@ -42,7 +42,7 @@ export interface ModelShape {
   readonly nKvHeads: number
   /** Head dimension `d_h` [`head_dim`]. */
   readonly dHead: number
-  /** MLP size `d_mlp` [`intermediate_size`]. */
+  /** MLP size `d_mlp` [`intermediate_size`]; 0 for an attention-only model (no MLP term). */
   readonly dMlp: number
   /** Vocabulary size `|V|` [`vocab_size`]. */
   readonly dVocab: number
@@ -173,9 +173,10 @@ function layerSplit(model: ModelShape): { global: number; local: number } {
 }
 
 function checkModel(model: ModelShape): void {
-  for (const key of ['layers', 'dModel', 'nHeads', 'nKvHeads', 'dHead', 'dMlp', 'dVocab'] as const) {
+  for (const key of ['layers', 'dModel', 'nHeads', 'nKvHeads', 'dHead', 'dVocab'] as const) {
     checkInt(`model.${key}`, model[key], 1)
   }
+  checkInt('model.dMlp', model.dMlp, 0) // 0: an attention-only model
   if (model.slidingWindow !== null) {
     checkInt('model.slidingWindow.window', model.slidingWindow.window, 1)
     checkInt('model.slidingWindow.globalEvery', model.slidingWindow.globalEvery, 1)
