@@ -169,7 +169,10 @@ export interface IsoCostPoint {
   readonly relativeCost: number
   /** The mean score. */
   readonly score: number
-  /** Whether no other point of the same task, length and metric costs at most as much and scores at least as high (one strictly). */
+  /**
+   * Whether it is on the Pareto frontier: no other point of the same task, length and metric
+   * costs at most as much and scores at least as high (one of them strictly).
+   */
   readonly frontier: boolean
 }
 
