@@ -137,7 +137,11 @@ export function registerSparseEval(sparse: Command): void {
     )
     .option('--samples <n>', 'sequences per task and length (the same for every method)', intParser('--samples', 1), 20)
     .option('--seed <n>', 'seed of the evaluation sequences', intParser('--seed', 0), 0)
-    .option('--out <dir>', 'write report.html (score against sparsity per task) and results.json here')
+    .option(
+      '--out <dir>',
+      'write report.html (score against sparsity, relative error against length, score against cost) and ' +
+        'results.json here',
+    )
     .addOption(forceOption('a non-empty --out directory'))
     .addOption(backendOption())
     .option('--json', 'print the result as JSON')
