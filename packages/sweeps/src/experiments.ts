@@ -201,8 +201,8 @@ export function sparseEvalMetricKey(name: string, length: number, sparsity: numb
  * replaced per trial. Metrics, per row of the trial's one task and every length L and target
  * sparsity S (key {@link sparseEvalMetricKey}; with several methods the last one listed wins, so a
  * study gives one method per trial): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
- * `exactSparsity`, `reportedSparsity` and `relativeCost` (the cost model's price over dense; null for an
- * attention-only model); `samples` and `evalSeconds`. Every row is in the trial's `results.json`.
+ * `exactSparsity`, `reportedSparsity` and `relativeCost` (the cost model's price over dense, attention-only
+ * models priced without an MLP term); `samples` and `evalSeconds`. Every row is in the trial's `results.json`.
  */
 const sparseEval: SweepExperiment = {
   name: 'sparse-eval',

@@ -40,6 +40,7 @@ export {
   getStudy,
   linearMapSparsity,
   prePretraining,
+  sparseFrontier,
   resolveStudySweeps,
   studySweeps,
   verdictWord,

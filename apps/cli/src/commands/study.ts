@@ -411,7 +411,9 @@ The default size is smaller than the paper's (its budget is in the study's descr
 export function registerStudy(program: Command): void {
   const study = program
     .command('study')
-    .description("run a paper's figure as shipped sweeps and test its findings on the trials (Baherwani et al.)")
+    .description(
+      "run a paper's figure as shipped sweeps and test its findings on the trials (Baherwani et al.; Nawrot et al.)",
+    )
     .addHelpText('after', EXAMPLES)
   study
     .command('list')

@@ -16,12 +16,14 @@ import { emergenceTime } from './emergence-time.ts'
 import { linearMapSparsity } from './linear-map-sparsity.ts'
 import { lmInduction } from './lm-induction.ts'
 import { prePretraining } from './pre-pretraining.ts'
+import { sparseFrontier } from './sparse-frontier.ts'
 import type { Study, StudyAssessment, StudyContext, StudySize } from './study.ts'
 import { width } from './width.ts'
 
 /**
- * The shipped studies by name (Baherwani et al., arXiv 2606.25010): `linear-map-sparsity`,
- * `emergence-time`, `width`, `architecture`, `ca-context`, `pre-pretraining`, `lm-induction`.
+ * The shipped studies by name: after Baherwani et al. (arXiv 2606.25010) `linear-map-sparsity`,
+ * `emergence-time`, `width`, `architecture`, `ca-context`, `pre-pretraining`, `lm-induction`;
+ * after Nawrot et al. (The Sparse Frontier, arXiv 2504.17768) `sparse-frontier`.
  *
  * @category Studies
  */
@@ -33,6 +35,7 @@ export const STUDIES: Readonly<Record<string, Study>> = Object.freeze({
   [caContext.name]: caContext,
   [prePretraining.name]: prePretraining,
   [lmInduction.name]: lmInduction,
+  [sparseFrontier.name]: sparseFrontier,
 })
 
 /**
@@ -87,7 +90,8 @@ export function studySweeps(
   return study.parts(size, context).map((part) => {
     let spec = part.spec
     if (overrides.seeds !== undefined) spec = { ...spec, seeds: overrides.seeds }
-    if (overrides.steps !== undefined) {
+    // An evaluation part trains nothing: a steps override leaves it alone.
+    if (overrides.steps !== undefined && spec.experiment !== 'sparse-eval') {
       const base = (spec.base ?? {}) as JsonObject
       if (spec.experiment === 'train') {
         // A train trial's settings are a TrainingConfig: steps and evalEvery at the top.
@@ -222,7 +226,7 @@ ${figures.join('\n')}
   return { ...assessment, html }
 }
 
-export { architecture, caContext, emergenceTime, linearMapSparsity, lmInduction, prePretraining, width }
+export { architecture, caContext, emergenceTime, linearMapSparsity, lmInduction, prePretraining, sparseFrontier, width }
 export type {
   Study,
   StudyAssessment,

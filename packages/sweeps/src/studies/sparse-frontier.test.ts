@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest'
+import { expandTrials } from '../trial.ts'
+import { TRIAL_RECORD_FORMAT, type TrialRecord } from '../record.ts'
+import { buildStudyReport, resolveStudySweeps, studySweeps } from './index.ts'
+import { curvesOfEvaluation, sparseFrontier, toleratedSparsity } from './sparse-frontier.ts'
+
+const SPARSITIES = [0, 0.5, 0.8, 0.9, 0.95]
+
+/** A finished sparse-eval trial of one method: scores by length, at SPARSITIES, all with std `sd`. */
+function evaluation(method: string, scores: Record<number, number[]>, sd = 0.1, samples = 50): TrialRecord {
+  const metrics: Record<string, number | null> = { samples, evalSeconds: 1 }
+  for (const [length, list] of Object.entries(scores)) {
+    list.forEach((score, i) => {
+      metrics[`scoreL${length}S${SPARSITIES[i]}`] = score
+      metrics[`scoreStdL${length}S${SPARSITIES[i]}`] = sd
+    })
+  }
+  return {
+    format: TRIAL_RECORD_FORMAT,
+    sweep: 'sparse-frontier-evaluation',
+    id: method,
+    index: 0,
+    experiment: 'sparse-eval',
+    params: { methods: [method] },
+    seed: 0,
+    settings: { methods: [method] },
+    status: 'done',
+    attempts: 1,
+    error: null,
+    attnlabVersion: '0.0.0',
+    backend: 'cpu',
+    host: 'test',
+    startedAt: '',
+    finishedAt: '',
+    durationSeconds: 1,
+    metrics,
+    runDirectory: `trials/${method}`,
+  }
+}
+
+const verdicts = (records: TrialRecord[]) =>
+  sparseFrontier.assess({ evaluation: records }, 'default').findings.map((f) => f.holds)
+
+describe('the sparse-frontier study', () => {
+  it('chains each stage to the previous checkpoint and evaluates the last one, one method per trial', async () => {
+    const sweeps = await resolveStudySweeps(sparseFrontier, 'default', {}, '/runs/sf')
+    expect(sweeps.map((s) => s.part)).toEqual(['lookup', 'vocabulary', 'context-64', 'evaluation'])
+    const ids = new Map<string, string>()
+    for (const { part, spec } of sweeps) ids.set(part, ((await expandTrials(spec))[0] as { id: string }).id)
+    expect(sweeps[1]?.spec.base.initFrom).toBe(`/runs/sf/lookup/trials/${ids.get('lookup')}/checkpoint`)
+    expect(sweeps[2]?.spec.base.initFrom).toBe(`/runs/sf/vocabulary/trials/${ids.get('vocabulary')}/checkpoint`)
+    expect(sweeps[3]?.spec.base.model).toBe(`/runs/sf/context-64/trials/${ids.get('context-64')}/checkpoint`)
+    const trials = await expandTrials(sweeps[3]?.spec as never)
+    expect(trials.map((t) => t.settings.methods)).toEqual([
+      ['vertical-slash'],
+      ['flexprefill'],
+      ['block-sparse'],
+      ['quest'],
+      ['snapkv'],
+      ['ada-snapkv'],
+    ])
+    // A steps override shortens the training parts and leaves the evaluation alone.
+    const short = studySweeps(sparseFrontier, 'default', { steps: 20 })
+    expect(short.map((s) => s.spec.base.steps)).toEqual([20, 20, 20, undefined])
+    expect(studySweeps(sparseFrontier, 'full').map((s) => s.part)).toContain('context-256')
+  })
+
+  it('reads curves from the metrics and finds the tolerated sparsity', () => {
+    const [curve] = curvesOfEvaluation([evaluation('quest', { 64: [0.9, 0.9, 0.88, 0.7, 0.5] })])
+    expect(curve?.points.map((p) => p[0])).toEqual(SPARSITIES)
+    // SE of the difference sqrt(2 * 0.01 / 50) = 0.02: 0.88 is within 2 SE of 0.9, 0.7 is not.
+    expect(toleratedSparsity(curve as never)).toBe(0.8)
+    const [noisy] = curvesOfEvaluation([evaluation('quest', { 64: [0.9, 0.5, 0.9, 0.9, 0.9] })])
+    expect(toleratedSparsity(noisy as never)).toBe(0) // the first failure stops it
+  })
+
+  it('decides the findings: reproduced, not reproduced, and undetermined', () => {
+    const good = [
+      evaluation('vertical-slash', { 32: [0.95, 0.95, 0.9, 0.8, 0.6], 64: [0.95, 0.95, 0.95, 0.9, 0.8] }),
+      evaluation('flexprefill', { 32: [0.95, 0.95, 0.85, 0.7, 0.6], 64: [0.95, 0.95, 0.9, 0.85, 0.7] }),
+      evaluation('block-sparse', { 32: [0.95, 0.8, 0.7, 0.6, 0.5], 64: [0.95, 0.9, 0.8, 0.7, 0.6] }),
+      evaluation('quest', { 32: [0.95, 0.95, 0.95, 0.9, 0.8], 64: [0.95, 0.95, 0.95, 0.95, 0.9] }),
+      evaluation('snapkv', { 32: [0.95, 0.7, 0.5, 0.3, 0.2], 64: [0.95, 0.8, 0.6, 0.4, 0.3] }),
+      evaluation('ada-snapkv', { 32: [0.95, 0.75, 0.55, 0.35, 0.2], 64: [0.95, 0.85, 0.65, 0.45, 0.3] }),
+    ]
+    // learned, quest > prefill, VS best prefill, aggregation (never tested), Ada >= SnapKV, longer tolerates more
+    expect(verdicts(good)).toEqual([true, true, true, null, true, true])
+    const bad = [
+      evaluation('vertical-slash', { 32: [0.95, 0.9, 0.9, 0.9, 0.9], 64: [0.85, 0.5, 0.4, 0.3, 0.2] }),
+      evaluation('flexprefill', { 32: [0.95, 0.9, 0.9, 0.9, 0.9], 64: [0.85, 0.85, 0.8, 0.6, 0.5] }),
+      evaluation('block-sparse', { 32: [0.95, 0.9, 0.9, 0.9, 0.9], 64: [0.85, 0.85, 0.85, 0.85, 0.8] }),
+      evaluation('quest', { 32: [0.95, 0.9, 0.9, 0.9, 0.9], 64: [0.85, 0.6, 0.5, 0.4, 0.3] }),
+      evaluation('snapkv', { 32: [0.95, 0.9, 0.9, 0.9, 0.9], 64: [0.85, 0.8, 0.7, 0.6, 0.5] }),
+      evaluation('ada-snapkv', { 32: [0.95, 0.9, 0.9, 0.9, 0.9], 64: [0.85, 0.5, 0.4, 0.3, 0.2] }),
+    ]
+    expect(verdicts(bad)).toEqual([false, false, false, null, false, false])
+    // A model at chance decides nothing but its own failure; no evaluation at all decides nothing.
+    const chance = good.map((r) => ({
+      ...r,
+      metrics: Object.fromEntries(Object.entries(r.metrics).map(([k, v]) => [k, k.startsWith('score') ? 0.02 : v])),
+    }))
+    expect(verdicts(chance)).toEqual([false, null, null, null, null, null])
+    expect(verdicts([])).toEqual([null, null, null, null, null, null])
+    // A method missing: the findings that need it are undetermined, with the reason.
+    const findings = sparseFrontier.assess({ evaluation: good.slice(0, 3) }, 'default').findings
+    expect(findings[1]?.holds).toBeNull()
+    expect(findings[1]?.evidence).toMatch(/evaluation of quest did not finish/)
+  })
+
+  it('writes a report with the training table, the score table and the figure', async () => {
+    const records = [evaluation('quest', { 32: [0.9, 0.9, 0.8, 0.7, 0.5], 64: [0.95, 0.9, 0.9, 0.8, 0.6] })]
+    const report = await buildStudyReport(sparseFrontier, 'default', { evaluation: records })
+    expect(report.tables[1]?.rows).toHaveLength(2)
+    // 0.9 at 0.5 is 2.5 SE below dense 0.95 (SE 0.02): nothing is tolerated at 64.
+    expect(report.tables[1]?.rows[1]).toEqual([
+      64,
+      'quest',
+      '0.95 (0.1)',
+      '0.9 (0.1)',
+      '0.9 (0.1)',
+      '0.8 (0.1)',
+      '0.6 (0.1)',
+      0,
+    ])
+    expect(report.html).toContain('<svg')
+    expect(report.html).toContain('Vertical-Slash is the best prefill method')
+  })
+})

@@ -1,0 +1,488 @@
+/**
+ * `sparse-frontier`: The Sparse Frontier's evaluation (Nawrot et al., arXiv 2504.17768 [v2],
+ * sections 4.2 and 4.3) on a needle-in-a-haystack model trained here, whose retrieval circuit is
+ * known: the training-free sparse methods of `@attnlab/sparse-attention` against target sparsity
+ * and context length, and the study's claims about them tested on these scores.
+ *
+ * @module
+ */
+import type { JsonValue } from '../json.ts'
+import type { TrialRecord } from '../record.ts'
+import {
+  formatNumber,
+  metricOf,
+  paramOf,
+  type Study,
+  type StudyContext,
+  type StudyFinding,
+  type StudyPart,
+  type StudySize,
+  type StudyTable,
+} from './study.ts'
+
+/** The prefill methods and the decode methods of the evaluation, in the study's order. */
+const PREFILL = ['vertical-slash', 'flexprefill', 'block-sparse'] as const
+const DECODE = ['quest', 'snapkv', 'ada-snapkv'] as const
+const METHODS: readonly string[] = [...PREFILL, ...DECODE]
+
+/**
+ * A sparse score is "tolerated" when it is at least dense minus this many standard errors of the
+ * difference (`sqrt((sd_dense^2 + sd_sparse^2) / n)`, sequences treated as independent).
+ */
+const TOLERANCE_SE = 2
+/** The trained model counts as retrieving when its dense score at the longest length is at least this. */
+const LEARNED = 0.9
+/** Below this dense score (chance is 1/64) the sparsity findings are not decided: there is little to lose. */
+const DECIDABLE = 0.5
+
+/** The model of every stage: the documented recipe's 2-layer attention-only llama (RoPE), 2 heads of width 32. */
+const MODEL = { nLayers: 2, dModel: 64, nHeads: 2, attnOnly: true }
+/** AdamW without weight decay, as in the recipe. */
+const OPTIMIZER = { kind: 'adamw', weightDecay: 0 }
+/** The study's vocabulary (1,024 keys, 64 values) and needle count. */
+const TASK = { kind: 'niah-tokens', needles: 4, keyTokens: 1024, valueTokens: 64 }
+
+interface Stage {
+  readonly name: string
+  readonly description: string
+  readonly task: Readonly<Record<string, JsonValue>>
+  readonly batchSize: number
+  readonly steps: number
+  readonly evalEvery: number
+  readonly validationSize: number
+  readonly schedule?: Readonly<Record<string, JsonValue>>
+}
+
+/** The recipe's stages (pre-pretraining on a tiny vocabulary, the full vocabulary, then longer contexts). */
+const STAGES: Record<StudySize, readonly Stage[]> = {
+  default: [
+    {
+      name: 'lookup',
+      description: 'pre-pretraining: the lookup on 8 keys and 8 values, 4 pairs all queried, 16 positions, 400 steps',
+      task: { ...TASK, nCtx: 16, keyTokens: 8, valueTokens: 8 },
+      batchSize: 128,
+      steps: 400,
+      evalEvery: 100,
+      validationSize: 256,
+    },
+    {
+      name: 'vocabulary',
+      description:
+        "the study's vocabulary (1,024 keys, 64 values) at 16 positions from the lookup's attention, 400 steps",
+      task: { ...TASK, nCtx: 16 },
+      batchSize: 128,
+      steps: 400,
+      evalEvery: 50,
+      validationSize: 256,
+    },
+    {
+      name: 'context-64',
+      description: '64 positions from the previous stage (every weight copied), 300 steps',
+      task: { ...TASK, nCtx: 64 },
+      batchSize: 64,
+      steps: 300,
+      evalEvery: 50,
+      validationSize: 128,
+    },
+  ],
+  full: [],
+}
+STAGES.full = [
+  ...STAGES.default,
+  {
+    name: 'context-256',
+    description: '256 positions from the previous stage, 400 steps of 64 sequences, warmup-cosine',
+    task: { ...TASK, nCtx: 256 },
+    batchSize: 64,
+    steps: 400,
+    evalEvery: 50,
+    validationSize: 128,
+    schedule: { kind: 'warmup-cosine', warmupSteps: 10 },
+  },
+]
+
+const EVALUATION: Record<StudySize, { lengths: number[]; sparsities: number[]; samples: number }> = {
+  default: { lengths: [32, 64], sparsities: [0, 0.5, 0.8, 0.9, 0.95], samples: 50 },
+  full: { lengths: [64, 128, 256], sparsities: [0, 0.5, 0.7, 0.8, 0.9, 0.95], samples: 100 },
+}
+
+/** One method's scores at one length, by target sparsity (0 = dense). */
+interface Curve {
+  readonly method: string
+  readonly length: number
+  readonly samples: number
+  /** `[sparsity, score, sample std]`, ascending sparsity; sparsity 0 is the dense reference. */
+  readonly points: readonly (readonly [number, number, number])[]
+}
+
+/** The method a sparse-eval trial ran (its one `methods` entry; the last if several, as its metrics hold). */
+function methodOf(record: TrialRecord): string | null {
+  const methods = paramOf(record, 'methods')
+  if (!Array.isArray(methods) || methods.length === 0) return null
+  const last = methods[methods.length - 1]
+  return typeof last === 'string' ? last : null
+}
+
+/** Every (method, length) curve of the finished evaluation trials. */
+export function curvesOfEvaluation(records: readonly TrialRecord[]): Curve[] {
+  const curves: Curve[] = []
+  for (const record of records) {
+    const method = methodOf(record)
+    if (method === null || record.status !== 'done') continue
+    const byLength = new Map<number, [number, number, number][]>()
+    for (const key of Object.keys(record.metrics)) {
+      const match = /^scoreL(\d+)S([0-9.e-]+)$/.exec(key)
+      if (match === null) continue
+      const length = Number(match[1])
+      const sparsity = Number(match[2])
+      const score = metricOf(record, key)
+      if (score === null || !Number.isFinite(sparsity)) continue
+      const sd = metricOf(record, `scoreStdL${length}S${match[2]}`) ?? 0
+      const list = byLength.get(length) ?? []
+      list.push([sparsity, score, sd])
+      byLength.set(length, list)
+    }
+    const samples = metricOf(record, 'samples') ?? 1
+    for (const [length, points] of byLength)
+      curves.push({ method, length, samples, points: points.sort((a, b) => a[0] - b[0]) })
+  }
+  return curves.sort((a, b) => a.length - b.length || METHODS.indexOf(a.method) - METHODS.indexOf(b.method))
+}
+
+/** The dense point of a curve (sparsity 0), or null. */
+const denseOf = (curve: Curve): readonly [number, number, number] | null => curve.points.find((p) => p[0] === 0) ?? null
+
+/** Whether a point's score is within {@link TOLERANCE_SE} standard errors below dense (or above it). */
+function withinDense(curve: Curve, point: readonly [number, number, number]): boolean {
+  const dense = denseOf(curve)
+  if (dense === null) return false
+  const se = Math.sqrt((dense[2] ** 2 + point[2] ** 2) / Math.max(1, curve.samples))
+  return point[1] >= dense[1] - TOLERANCE_SE * se
+}
+
+/**
+ * The highest target sparsity up to which every tested sparsity keeps the score within
+ * {@link TOLERANCE_SE} standard errors of dense (0 when already the lowest tested fails).
+ */
+export function toleratedSparsity(curve: Curve): number {
+  let tolerated = 0
+  for (const point of curve.points) {
+    if (point[0] === 0) continue
+    if (!withinDense(curve, point)) break
+    tolerated = point[0]
+  }
+  return tolerated
+}
+
+/** The mean score over the sparse points (sparsity > 0) of a curve; NaN without any. */
+const sparseMean = (curve: Curve): number => {
+  const sparse = curve.points.filter((p) => p[0] > 0)
+  return sparse.length === 0 ? Number.NaN : sparse.reduce((a, p) => a + p[1], 0) / sparse.length
+}
+
+/** The curves at the longest length evaluated, by method. */
+function atLongest(curves: readonly Curve[]): { length: number; byMethod: Map<string, Curve> } | null {
+  if (curves.length === 0) return null
+  const length = Math.max(...curves.map((c) => c.length))
+  return { length, byMethod: new Map(curves.filter((c) => c.length === length).map((c) => [c.method, c])) }
+}
+
+/** The dense score at a length (from any curve: every trial runs the same dense reference). */
+function denseScore(curves: readonly Curve[], length: number): number | null {
+  for (const c of curves) if (c.length === length) return denseOf(c)?.[1] ?? null
+  return null
+}
+
+function learnedFinding(curves: readonly Curve[]): StudyFinding {
+  const longest = atLongest(curves)
+  const claim = `The trained model retrieves: dense per-needle exact match at least ${LEARNED} at the longest length`
+  if (longest === null) return { claim, holds: null, evidence: 'no evaluation trial finished' }
+  const dense = denseScore(curves, longest.length)
+  if (dense === null) return { claim, holds: null, evidence: 'no dense score was recorded' }
+  return {
+    claim,
+    holds: dense >= LEARNED,
+    evidence: `dense score ${formatNumber(dense, 3)} at ${longest.length} positions (chance 1/64)`,
+  }
+}
+
+/** Null with the reason when the sparsity findings cannot be decided on these curves. */
+function undecided(curves: readonly Curve[], needed: readonly string[]): string | null {
+  const longest = atLongest(curves)
+  if (longest === null) return 'no evaluation trial finished'
+  const missing = needed.filter((m) => !longest.byMethod.has(m))
+  if (missing.length > 0) return `the evaluation of ${missing.join(', ')} did not finish`
+  const dense = denseScore(curves, longest.length) ?? 0
+  if (dense < DECIDABLE)
+    return (
+      `the model scores ${formatNumber(dense, 3)} dense at ${longest.length} positions (below ${DECIDABLE}): ` +
+      'too little to lose'
+    )
+  return null
+}
+
+function questFinding(curves: readonly Curve[]): StudyFinding {
+  const claim = 'Decode-phase Quest tolerates a higher sparsity than the prefill methods ([v2] section 4.2)'
+  const reason = undecided(curves, ['quest', ...PREFILL])
+  if (reason !== null) return { claim, holds: null, evidence: reason }
+  const { length, byMethod } = atLongest(curves) as NonNullable<ReturnType<typeof atLongest>>
+  const quest = toleratedSparsity(byMethod.get('quest') as Curve)
+  const prefill = PREFILL.map((m) => [m, toleratedSparsity(byMethod.get(m) as Curve)] as const)
+  const best = Math.max(...prefill.map(([, t]) => t))
+  const top = Math.max(...(byMethod.get('quest') as Curve).points.map((p) => p[0]))
+  const evidence =
+    `tolerated sparsity at ${length} positions: quest ${quest}; ` + prefill.map(([m, t]) => `${m} ${t}`).join(', ')
+  if (quest === best && quest === top)
+    return { claim, holds: null, evidence: `${evidence} (both at the highest sparsity tested: no difference to see)` }
+  return { claim, holds: quest > best, evidence }
+}
+
+function verticalSlashFinding(curves: readonly Curve[]): StudyFinding {
+  const claim = 'Vertical-Slash is the best prefill method on retrieval (NIAH) ([v2] section 4.2)'
+  const reason = undecided(curves, PREFILL)
+  if (reason !== null) return { claim, holds: null, evidence: reason }
+  const { length, byMethod } = atLongest(curves) as NonNullable<ReturnType<typeof atLongest>>
+  const means = PREFILL.map((m) => [m, sparseMean(byMethod.get(m) as Curve)] as const)
+  const vs = means[0]?.[1] ?? Number.NaN
+  const others = Math.max(...means.slice(1).map(([, v]) => v))
+  return {
+    claim,
+    holds: vs >= others - 0.01,
+    evidence:
+      `mean score over the sparse settings at ${length} positions: ` +
+      means.map(([m, v]) => `${m} ${formatNumber(v, 3)}`).join(', ') +
+      ' (ties within 0.01 count as best)',
+  }
+}
+
+const aggregationFinding: StudyFinding = {
+  claim: 'Block-Sparse is the best prefill method on aggregation and multi-hop tasks ([v2] section 4.2)',
+  holds: null,
+  evidence: 'this study trains a retrieval (niah-tokens) model only; no aggregation or multi-hop model is evaluated',
+}
+
+function adaFinding(curves: readonly Curve[]): StudyFinding {
+  const claim = 'Ada-SnapKV at least matches SnapKV at every sparsity and length ([v2] section 4.2)'
+  const reason = undecided(curves, ['snapkv', 'ada-snapkv'])
+  if (reason !== null) return { claim, holds: null, evidence: reason }
+  const worse: string[] = []
+  let compared = 0
+  for (const ada of curves.filter((c) => c.method === 'ada-snapkv')) {
+    const snap = curves.find((c) => c.method === 'snapkv' && c.length === ada.length)
+    if (snap === undefined) continue
+    for (const point of ada.points) {
+      if (point[0] === 0) continue
+      const other = snap.points.find((p) => p[0] === point[0])
+      if (other === undefined) continue
+      compared++
+      const se = Math.sqrt((point[2] ** 2 + other[2] ** 2) / Math.max(1, ada.samples))
+      if (point[1] < other[1] - TOLERANCE_SE * se)
+        worse.push(`${ada.length}/${point[0]}: ${formatNumber(point[1], 3)} < ${formatNumber(other[1], 3)}`)
+    }
+  }
+  if (compared === 0) return { claim, holds: null, evidence: 'no sparsity was evaluated for both' }
+  return {
+    claim,
+    holds: worse.length === 0,
+    evidence:
+      worse.length === 0
+        ? `at ${compared} (length, sparsity) settings Ada-SnapKV is never more than ${TOLERANCE_SE} standard errors ` +
+          'below SnapKV'
+        : `below SnapKV by more than ${TOLERANCE_SE} standard errors at (length/sparsity) ${worse.join('; ')}`,
+  }
+}
+
+/** Mean relative error `(dense - sparse) / dense` over every method's sparse points at a length. */
+function meanRelativeError(curves: readonly Curve[], length: number): number {
+  const errors: number[] = []
+  for (const c of curves) {
+    if (c.length !== length) continue
+    const dense = denseOf(c)?.[1] ?? 0
+    if (!(dense > 0)) continue
+    for (const p of c.points) if (p[0] > 0) errors.push((dense - p[1]) / dense)
+  }
+  return errors.length === 0 ? Number.NaN : errors.reduce((a, b) => a + b, 0) / errors.length
+}
+
+function lengthFinding(curves: readonly Curve[]): StudyFinding {
+  const claim =
+    'Longer sequences tolerate higher sparsity: the relative error (dense - sparse) / dense falls with length ' +
+    '([v2] section 4.3)'
+  const lengths = [...new Set(curves.map((c) => c.length))].sort((a, b) => a - b)
+  if (lengths.length < 2) return { claim, holds: null, evidence: 'fewer than two lengths were evaluated' }
+  const reason = undecided(curves, [])
+  if (reason !== null) return { claim, holds: null, evidence: reason }
+  const shortest = lengths[0] as number
+  const longest = lengths[lengths.length - 1] as number
+  const dense = denseScore(curves, shortest) ?? 0
+  if (dense < DECIDABLE)
+    return { claim, holds: null, evidence: `dense scores ${formatNumber(dense, 3)} at ${shortest} positions` }
+  const errors = lengths.map((l) => [l, meanRelativeError(curves, l)] as const)
+  return {
+    claim,
+    holds: (errors[errors.length - 1]?.[1] ?? Number.NaN) < (errors[0]?.[1] ?? Number.NaN),
+    evidence:
+      'mean relative error over the six methods and the sparse settings: ' +
+      errors.map(([l, e]) => `${formatNumber(e, 3)} at ${l}`).join(', ') +
+      `; tolerated sparsity at ${shortest} -> ${longest}: ` +
+      METHODS.map((m) => {
+        const a = curves.find((c) => c.method === m && c.length === shortest)
+        const b = curves.find((c) => c.method === m && c.length === longest)
+        return a === undefined || b === undefined
+          ? `${m} n/a`
+          : `${m} ${toleratedSparsity(a)} -> ${toleratedSparsity(b)}`
+      }).join(', '),
+  }
+}
+
+/** Trial 0's run directory of a part (a placeholder without a context). */
+const trialOf = (context: StudyContext | undefined, part: string): string =>
+  context?.trialDirectory(part, 0) ?? `<study directory>/${part}/trials/<trial 0>`
+
+function scoreChart(curves: readonly Curve[]): Readonly<Record<string, JsonValue>> {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: 'Per-needle exact match against target sparsity (0 = dense), per context length',
+    data: {
+      values: curves.flatMap((c) =>
+        c.points.map(([sparsity, score]) => ({ method: c.method, length: c.length, sparsity, score })),
+      ),
+    },
+    facet: { column: { field: 'length', type: 'ordinal', title: 'context length (tokens)' } },
+    spec: {
+      width: 260,
+      height: 200,
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'sparsity', type: 'quantitative', scale: { domain: [0, 1] }, title: 'target sparsity' },
+        y: { field: 'score', type: 'quantitative', scale: { domain: [0, 1] }, title: 'score' },
+        color: { field: 'method', type: 'nominal', title: 'method' },
+        order: { field: 'sparsity' },
+      },
+    },
+  }
+}
+
+/**
+ * The Sparse Frontier study. Training parts (one seed each, `train` trials, each stage `initFrom`
+ * the previous one's checkpoint): the documented `niah-tokens` recipe, a 2-layer attention-only
+ * `llama` (dModel 64, 2 heads), AdamW lr 3e-3 without weight decay: `lookup` (8 keys, 8 values,
+ * 16 positions), `vocabulary` (1,024 keys, 64 values), `context-64`; `full` adds `context-256`.
+ * Part `evaluation`: `sparse-eval` trials on the last stage's model, one per method (Vertical-Slash,
+ * FlexPrefill, Block-Sparse, Quest, SnapKV, Ada-SnapKV), default lengths 32 and 64, target
+ * sparsities 0 to 0.95, 50 sequences (full: 64 to 256 positions, 100 sequences).
+ *
+ * @category Studies
+ */
+export const sparseFrontier: Study = {
+  name: 'sparse-frontier',
+  title: 'The Sparse Frontier on a needle-in-a-haystack model trained here',
+  source: 'Nawrot et al., The Sparse Frontier, arXiv 2504.17768 [v2], sections 4.2 and 4.3',
+  description:
+    'The study evaluates training-free sparse attention over target sparsity and context length. Here a 2-layer ' +
+    'attention-only llama is trained on niah-tokens (4 key-value needles queried after a haystack of pairs) with a ' +
+    'curriculum (a tiny vocabulary first, then the full one, then a longer context), and each method is scored by ' +
+    'greedy per-needle exact match. A prefill method sparsifies the prompt (the first answer is read from it; the ' +
+    'other answers are decoded densely), a decode method every answer step. A sparsity is tolerated when the score ' +
+    `stays within ${TOLERANCE_SE} standard errors of dense at it and at every lower one tested. Default: 64 ` +
+    'positions, against the study’s 16K-128K; full adds a 256-position stage.',
+  parts(size, context) {
+    const stages = STAGES[size]
+    const parts: StudyPart[] = []
+    stages.forEach((stage, index) => {
+      const previous = index === 0 ? null : (stages[index - 1] as Stage)
+      const initFrom = previous === null ? null : `${trialOf(context, previous.name)}/checkpoint`
+      parts.push({
+        name: stage.name,
+        description: stage.description,
+        spec: {
+          name: `sparse-frontier-${stage.name}${size === 'full' ? '-full' : ''}`,
+          description: stage.description,
+          experiment: 'train',
+          base: {
+            task: stage.task,
+            preset: 'llama',
+            model: MODEL,
+            optimizer: OPTIMIZER,
+            lr: 0.003,
+            steps: stage.steps,
+            batchSize: stage.batchSize,
+            evalEvery: stage.evalEvery,
+            validationSize: stage.validationSize,
+            ...(stage.schedule === undefined ? {} : { schedule: stage.schedule }),
+            ...(initFrom === null ? {} : { initFrom }),
+          },
+          seeds: 1,
+        },
+      })
+    })
+    const last = stages[stages.length - 1] as Stage
+    const e = EVALUATION[size]
+    parts.push({
+      name: 'evaluation',
+      description:
+        `each method at lengths ${e.lengths.join(', ')}, sparsity ${e.sparsities.join(', ')}, ` +
+        `${e.samples} sequences`,
+      spec: {
+        name: `sparse-frontier-evaluation${size === 'full' ? '-full' : ''}`,
+        description: 'the six methods on the trained model, one per trial',
+        experiment: 'sparse-eval',
+        base: {
+          model: `${trialOf(context, last.name)}/checkpoint`,
+          task: { kind: 'niah-tokens' },
+          sparsities: e.sparsities,
+          lengths: e.lengths,
+          samples: e.samples,
+        },
+        grid: { methods: METHODS.map((m) => [m]) },
+        seeds: 1,
+      },
+    })
+    return parts
+  },
+  assess(records, size) {
+    const curves = curvesOfEvaluation(records.evaluation ?? [])
+    const stages = STAGES[size]
+    const training: StudyTable = {
+      title: 'Training stages (final validation loss, nats; chance at the full vocabulary ln 64 = 4.16)',
+      columns: ['stage', 'what it trains', 'final validation loss', 'training tokens/s'],
+      rows: stages.map((stage) => {
+        const record = (records[stage.name] ?? []).find((r) => r.status === 'done')
+        return [
+          stage.name,
+          stage.description,
+          formatNumber(record === undefined ? null : metricOf(record, 'finalValidationLoss')),
+          formatNumber(record === undefined ? null : metricOf(record, 'tokensPerSecond'), 3),
+        ]
+      }),
+    }
+    const sparsities = [...new Set(curves.flatMap((c) => c.points.map((p) => p[0])))].sort((a, b) => a - b)
+    const scores: StudyTable = {
+      title:
+        'Score (per-needle exact match; sample std) against target sparsity; tolerated: within ' +
+        `${TOLERANCE_SE} SE of dense`,
+      columns: ['length', 'method', ...sparsities.map((s) => (s === 0 ? 'dense' : String(s))), 'tolerated sparsity'],
+      rows: curves.map((c) => [
+        c.length,
+        c.method,
+        ...sparsities.map((s) => {
+          const p = c.points.find((q) => q[0] === s)
+          return p === undefined ? null : `${formatNumber(p[1], 3)} (${formatNumber(p[2], 2)})`
+        }),
+        toleratedSparsity(c),
+      ]),
+    }
+    return {
+      findings: [
+        learnedFinding(curves),
+        questFinding(curves),
+        verticalSlashFinding(curves),
+        aggregationFinding,
+        adaFinding(curves),
+        lengthFinding(curves),
+      ],
+      tables: [training, scores],
+      charts: curves.length === 0 ? [] : [scoreChart(curves) as never],
+    }
+  },
+}
