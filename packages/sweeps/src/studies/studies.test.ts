@@ -65,7 +65,7 @@ describe('the shipped studies', () => {
       'ca-context': [12, 48],
       'pre-pretraining': [21, 41],
       'lm-induction': [4, 10],
-      'sparse-frontier': [9, 10],
+      'sparse-frontier': [10, 11],
     })
   })
 
