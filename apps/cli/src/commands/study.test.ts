@@ -28,8 +28,11 @@ describe('attnlab study list / spec', () => {
       'ca-context',
       'pre-pretraining',
       'lm-induction',
+      'sparse-frontier',
     ])
-    for (const row of rows) expect(row.source).toMatch(/arXiv 2606\.25010/)
+    for (const row of rows) {
+      expect(row.source).toMatch(row.name === 'sparse-frontier' ? /arXiv 2504\.17768/ : /arXiv 2606\.25010/)
+    }
   })
 
   it("prints a part's spec as the YAML of the library's spec, default and full", async () => {
