@@ -67,6 +67,7 @@ export {
   type IsoCostPoint,
   type RelativeErrorPoint,
 } from './sparse-eval-report.ts'
+export { measureRetrievalHeads, retrievalHeadsTable, type RetrievalHeadRow } from './retrieval-heads.ts'
 export {
   compareNotes,
   compareSpec,

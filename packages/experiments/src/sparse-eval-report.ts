@@ -7,6 +7,7 @@
  * @module
  */
 import { renderSvg, type PlotSpec } from './plot.ts'
+import { retrievalHeadsTable } from './retrieval-heads.ts'
 import type { SparseEvalResult, SparseEvalRow, runSparseEval } from './sparse-eval.ts'
 
 /**
@@ -279,8 +280,10 @@ const escapeHtml = (text: string): string =>
   text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 
 /**
- * The `report.html` of a {@link runSparseEval} run: the figure ({@link sparseEvalSpec}) as inline
- * SVG and the table ({@link sparseEvalTable}); one self-contained page, no scripts.
+ * The `report.html` of a {@link runSparseEval} run: the figures (score against sparsity
+ * {@link sparseEvalSpec}, relative error against length, score against cost) as inline SVG, the
+ * table ({@link sparseEvalTable}) and which heads retrieve ({@link retrievalHeadsTable}); one
+ * self-contained page, no scripts.
  *
  * @param result - what {@link runSparseEval} returned
  * @param title - the page title (model and command)
@@ -299,6 +302,10 @@ export async function sparseEvalReportHtml(result: SparseEvalResult, title: stri
       ? '<p>Score against cost: no row has a cost.</p>'
       : `<figure>${await renderSvg(sparseEvalIsoCostSpec(result.rows, 'score against cost (isoCost)'))}</figure>`
   const table = sparseEvalTable(result.rows).map(escapeHtml).join('\n')
+  const heads =
+    result.heads === undefined || result.heads.length === 0
+      ? '<p>Not measured in this run.</p>'
+      : `<pre>${retrievalHeadsTable(result.heads).map(escapeHtml).join('\n')}</pre>`
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
 <style>body{font-family:system-ui,sans-serif;margin:2em}pre{font-size:12px}</style></head><body>
@@ -315,6 +322,11 @@ decode methods, indexing included ([v2] appendix B); frontier points (no configu
 and opaque.</p>
 ${costSvg}
 <pre>${table}</pre>
+<h2>Which heads retrieve</h2>
+<p>Dense, teacher-forced, on the same sequences: per head, the attention at each answer-predicting position on
+the prompt positions holding the gold answer token (retrieval), what uniform attention would give there, and the
+head's mean attention to the previous position and to itself over the prompt; * marks the strongest retriever.</p>
+${heads}
 </body></html>
 `
 }

@@ -103,8 +103,16 @@ describe('runSparseEval', () => {
       )
       expect(dense?.promptTokens).toBe(length)
     }
+    // Which heads retrieve: one row per layer and head at each length, measured on the same sequences.
+    expect(result.heads?.map((h) => `${h.length}:L${h.layer}H${h.head}`)).toEqual(
+      [40, 48].flatMap((l) => [`${l}:L0H0`, `${l}:L0H1`, `${l}:L1H0`, `${l}:L1H1`]),
+    )
+    for (const head of result.heads ?? []) expect(head.samples).toBe(6)
     const again = await runSparseEval(model, options)
     expect(again.rows).toEqual(result.rows)
+    expect(again.heads).toEqual(result.heads)
+    const without = await runSparseEval(model, { ...options, methods: ['dense'] as const, lengths: [40], heads: false })
+    expect(without.heads).toEqual([])
   }, 600_000) // 8 s idle; minutes when every package's tests share 2 cores
 
   it('refuses bad input with typed errors', async () => {

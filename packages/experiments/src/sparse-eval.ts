@@ -35,6 +35,7 @@ import {
 import { KVCache, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { meanExtra, sizedConfig } from './compare-with-dense.ts'
 import { ExperimentInputError } from './errors.ts'
+import { measureRetrievalHeads, type RetrievalHeadRow } from './retrieval-heads.ts'
 import { clampReportedSparsity, targetReached } from './targets.ts'
 
 /** The target sparsities {@link runSparseEval} sweeps when none are given (the CLI's default too). */
@@ -165,6 +166,11 @@ export interface SparseEvalOptions {
   readonly seed?: number
   /** User method sizes by config key (they win over the budget rules and are not calibrated). */
   readonly flags?: Readonly<Record<string, unknown>>
+  /**
+   * Also measure which heads retrieve, on the same sequences, dense and teacher-forced
+   * ({@link measureRetrievalHeads}: one forward pass per sequence); default true.
+   */
+  readonly heads?: boolean
   /** Called after each (task, length, method, sparsity) row. */
   readonly onRow?: (row: SparseEvalRow, done: number, total: number) => void
 }
@@ -234,6 +240,11 @@ export interface SparseEvalResult {
   readonly seed: number
   /** Rows by task, length, then method (dense first), then target sparsity. */
   readonly rows: readonly SparseEvalRow[]
+  /**
+   * Which heads retrieve, per task and length then layer and head ({@link measureRetrievalHeads});
+   * empty with `heads: false`, absent in results written before it was measured.
+   */
+  readonly heads?: readonly RetrievalHeadRow[]
 }
 
 /**
@@ -447,7 +458,9 @@ function taskAt(model: Transformer, description: Readonly<Record<string, unknown
  * dense run for every method (the study's baseline; Quest sized for 0 would still skip a page).
  * Scores per task ([v2] A.2): NIAH and multi-hop per-token exact match, VT and CWE set recall;
  * each with its strict variant and IoU. Costs: appendix B's prefill FLOPs or decode memory at the
- * reported sparsity. Leaves no tensors behind; deterministic for a seed on one backend.
+ * reported sparsity. With `heads` (default) it also measures which heads retrieve on the same
+ * sequences ({@link measureRetrievalHeads}). Leaves no tensors behind; deterministic for a seed on
+ * one backend.
  *
  * @param model - a model trained on the tasks' vocabulary; its `nCtx` bounds the lengths
  * @param options - tasks, methods, sparsities, lengths, samples, seed
@@ -475,6 +488,7 @@ export async function runSparseEval(model: Transformer, options: SparseEvalOptio
   )
   const total = tasks.length * (1 + methods.length * sparsities.length)
   const rows: SparseEvalRow[] = []
+  const heads: RetrievalHeadRow[] = []
   const push = (row: SparseEvalRow): void => {
     rows.push(row)
     options.onRow?.(row, rows.length, total)
@@ -533,6 +547,7 @@ export async function runSparseEval(model: Transformer, options: SparseEvalOptio
     }
     const denseRow = evaluate('dense', 0, dense())
     push(denseRow)
+    if (options.heads !== false) heads.push(...(await measureRetrievalHeads(model, task, sequences)))
     const firstPrompt = Array.from((sequences[0] as Int32Array).subarray(0, promptTokens))
     for (const method of methods) {
       for (const target of sparsities) {
@@ -548,5 +563,5 @@ export async function runSparseEval(model: Transformer, options: SparseEvalOptio
       }
     }
   }
-  return { context: model.config.nCtx, decoding: 'greedy', seed, rows }
+  return { context: model.config.nCtx, decoding: 'greedy', seed, rows, heads }
 }

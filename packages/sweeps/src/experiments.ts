@@ -202,7 +202,9 @@ export function sparseEvalMetricKey(name: string, length: number, sparsity: numb
  * sparsity S (key {@link sparseEvalMetricKey}; with several methods the last one listed wins, so a
  * study gives one method per trial): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
  * `exactSparsity`, `reportedSparsity` and `relativeCost` (the cost model's price over dense, attention-only
- * models priced without an MLP term); `samples` and `evalSeconds`. Every row is in the trial's `results.json`.
+ * models priced without an MLP term); per length L, layer l and head h (key `retrievalL{L}B{l}H{h}`,
+ * `previousTokenL{L}B{l}H{h}`) which heads retrieve (`measureRetrievalHeads` of `@attnlab/experiments`), with
+ * `uniformL{L}`; `samples` and `evalSeconds`. Every row is in the trial's `results.json`.
  */
 const sparseEval: SweepExperiment = {
   name: 'sparse-eval',
@@ -225,6 +227,12 @@ const sparseEval: SweepExperiment = {
       metrics[key('exactSparsity')] = row.exactSparsity
       metrics[key('reportedSparsity')] = row.reportedSparsity
       metrics[key('relativeCost')] = row.cost?.relative ?? null
+    }
+    for (const head of run.heads ?? []) {
+      const at = `L${head.length}B${head.layer}H${head.head}`
+      metrics[`retrieval${at}`] = head.retrieval
+      metrics[`previousToken${at}`] = head.previousToken
+      metrics[`uniformL${head.length}`] = head.uniform
     }
     metrics.samples = run.rows[0]?.samples ?? null
     metrics.evalSeconds = run.seconds ?? null

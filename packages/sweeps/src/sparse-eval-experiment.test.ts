@@ -23,7 +23,16 @@ describe('the sparse-eval sweep experiment', () => {
       reportedSparsity: targetSparsity,
       cost,
     })
-    const metrics = experiment?.metrics({ rows: [row(0, 0.9, { relative: 1 }), row(0.9, 0.4, null)], seconds: 3 })
+    const head = { task: 'niah-tokens', length: 128, samples: 10, layer: 1, head: 0, self: 0.1 }
+    const heads = [{ ...head, retrieval: 0.87, uniform: 0.01, previousToken: 0.02 }]
+    const metrics = experiment?.metrics({
+      rows: [row(0, 0.9, { relative: 1 }), row(0.9, 0.4, null)],
+      heads,
+      seconds: 3,
+    })
+    expect(metrics?.retrievalL128B1H0).toBe(0.87)
+    expect(metrics?.previousTokenL128B1H0).toBe(0.02)
+    expect(metrics?.uniformL128).toBe(0.01)
     expect(metrics?.[sparseEvalMetricKey('score', 128, 0.9)]).toBe(0.4)
     expect(metrics?.scoreL128S0).toBe(0.9)
     expect(metrics?.relativeCostL128S0).toBe(1)

@@ -43,6 +43,8 @@ describe('attnlab sparse eval', () => {
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/niah-tokens\s+40\s+dense\s+0\.00/)
     expect(text.stdout).toMatch(/niah-tokens\s+40\s+snapkv\s+0\.50/)
+    expect(text.stdout).toMatch(/which heads retrieve/)
+    expect(text.stdout).toMatch(/niah-tokens\s+40\s+L0H1[ *]\s+\d\.\d{3}\s+\d\.\d{3}/)
     const out = join(dir(), 'eval')
     const json = await runCli([
       ...common,
@@ -74,6 +76,8 @@ describe('attnlab sparse eval', () => {
     ])
     const html = await readFile(join(out, 'report.html'), 'utf8')
     expect(html).toMatch(/<svg/)
+    expect(html).toContain('Which heads retrieve')
+    expect(html).toMatch(/niah-tokens\s+40\s+L0H0/)
     expect(existsSync(join(out, 'results.json'))).toBe(true)
     const again = await runCli([...common, '--lengths', '40', '--samples', '1', '--out', out, '--backend', 'cpu'])
     expect(again.code).not.toBe(0)

@@ -13,6 +13,7 @@ import {
   SPARSE_EVAL_TASK_KINDS,
   sparseEvalReportHtml,
   sparseEvalTable,
+  retrievalHeadsTable,
   type SparseEvalResult,
 } from '@attnlab/experiments'
 import { evaluationTask, readTrainedTask } from '@attnlab/experiments/node'
@@ -153,6 +154,10 @@ export function registerSparseEval(sparse: Command): void {
       }
       console.log(`${flags.model}: nCtx ${result.context}, greedy answers, seed ${result.seed}`)
       for (const line of sparseEvalTable(result.rows)) console.log(line)
+      if (result.heads !== undefined && result.heads.length > 0) {
+        console.log('\nwhich heads retrieve (dense, teacher-forced; * the strongest):')
+        for (const line of retrievalHeadsTable(result.heads)) console.log(line)
+      }
       if (result.report !== null) console.log(`report: ${result.report}`)
     })
 }

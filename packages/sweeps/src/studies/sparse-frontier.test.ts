@@ -100,6 +100,17 @@ describe('the sparse-frontier study', () => {
       evaluation('ada-snapkv', { 32: [0.95, 0.9, 0.9, 0.9, 0.9], 64: [0.85, 0.5, 0.4, 0.3, 0.2] }),
     ]
     expect(verdicts(bad)).toEqual([false, false, false, null, false, false])
+    // A fall of the relative error within noise is no fall: 64 as 32 with one point 0.05 higher
+    // moves the mean by 0.002, well inside 2 SE of the difference (about 0.06 here).
+    const flat = good.map((r) => {
+      const metrics = { ...r.metrics }
+      for (const s of SPARSITIES) metrics[`scoreL64S${s}`] = metrics[`scoreL32S${s}`] ?? null
+      if (r.id === 'quest') metrics['scoreL64S0.95'] = 0.85
+      return { ...r, metrics }
+    })
+    const flatLength = sparseFrontier.assess({ evaluation: flat }, 'default').findings[5]
+    expect(flatLength?.holds).toBe(false)
+    expect(flatLength?.evidence).toMatch(/beyond 2 standard errors of the difference \(0\.0\d+\)/)
     // A model at chance decides nothing but its own failure; no evaluation at all decides nothing.
     const chance = good.map((r) => ({
       ...r,
@@ -129,6 +140,26 @@ describe('the sparse-frontier study', () => {
       0,
     ])
     expect(report.html).toContain('<svg')
+    // Which heads retrieve, from the trial's metrics, sorted by length, layer and head.
+    expect(report.tables[2]?.rows).toEqual([])
+    const record = records[0] as TrialRecord
+    const withHeads = {
+      ...record,
+      metrics: {
+        ...record.metrics,
+        retrievalL64B1H1: 0.873,
+        retrievalL64B0H1: 0.001,
+        previousTokenL64B0H1: 0.5,
+        previousTokenL64B1H1: 0.004,
+        uniformL64: 0.008,
+      },
+    }
+    const headsReport = await buildStudyReport(sparseFrontier, 'default', { evaluation: [withHeads] })
+    expect(headsReport.tables[2]?.rows).toEqual([
+      [64, 'L0H1', '0.001', '0.008', '0.5'],
+      [64, 'L1H1', '0.873', '0.008', '0.004'],
+    ])
+    expect(headsReport.html).toContain('Which heads retrieve')
     expect(report.html).toContain('Vertical-Slash is the best prefill method')
   })
 })

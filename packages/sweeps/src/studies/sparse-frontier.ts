@@ -321,16 +321,27 @@ function adaFinding(curves: readonly Curve[]): StudyFinding {
   }
 }
 
-/** Mean relative error `(dense - sparse) / dense` over every method's sparse points at a length. */
-function meanRelativeError(curves: readonly Curve[], length: number): number {
+/**
+ * Mean relative error `(dense - sparse) / dense` over every method's sparse points at a length,
+ * with its standard error: the mean of the points' standard errors
+ * `sqrt((sd_dense^2 + sd_sparse^2) / n) / dense` (conservative: the points share their sequences,
+ * so their errors are not independent). NaN without any point.
+ */
+function meanRelativeError(curves: readonly Curve[], length: number): { mean: number; se: number } {
   const errors: number[] = []
+  const ses: number[] = []
   for (const c of curves) {
     if (c.length !== length) continue
-    const dense = denseOf(c)?.[1] ?? 0
-    if (!(dense > 0)) continue
-    for (const p of c.points) if (p[0] > 0) errors.push((dense - p[1]) / dense)
+    const dense = denseOf(c)
+    if (dense === null || !(dense[1] > 0)) continue
+    for (const p of c.points) {
+      if (p[0] === 0) continue
+      errors.push((dense[1] - p[1]) / dense[1])
+      ses.push(Math.sqrt((dense[2] ** 2 + p[2] ** 2) / Math.max(1, c.samples)) / dense[1])
+    }
   }
-  return errors.length === 0 ? Number.NaN : errors.reduce((a, b) => a + b, 0) / errors.length
+  const mean = (xs: number[]): number => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length)
+  return { mean: mean(errors), se: mean(ses) }
 }
 
 function lengthFinding(curves: readonly Curve[]): StudyFinding {
@@ -347,12 +358,17 @@ function lengthFinding(curves: readonly Curve[]): StudyFinding {
   if (dense < DECIDABLE)
     return { claim, holds: null, evidence: `dense scores ${formatNumber(dense, 3)} at ${shortest} positions` }
   const errors = lengths.map((l) => [l, meanRelativeError(curves, l)] as const)
+  const first = errors[0]?.[1] ?? { mean: Number.NaN, se: Number.NaN }
+  const last = errors[errors.length - 1]?.[1] ?? { mean: Number.NaN, se: Number.NaN }
+  // It falls only when the drop exceeds 2 standard errors of the difference: a smaller one is noise.
+  const margin = TOLERANCE_SE * Math.sqrt(first.se ** 2 + last.se ** 2)
   return {
     claim,
-    holds: (errors[errors.length - 1]?.[1] ?? Number.NaN) < (errors[0]?.[1] ?? Number.NaN),
+    holds: last.mean < first.mean - margin,
     evidence:
-      'mean relative error over the six methods and the sparse settings: ' +
-      errors.map(([l, e]) => `${formatNumber(e, 3)} at ${l}`).join(', ') +
+      'mean relative error over the six methods and the sparse settings (standard error): ' +
+      errors.map(([l, e]) => `${formatNumber(e.mean, 3)} (${formatNumber(e.se, 2)}) at ${l}`).join(', ') +
+      `; a fall counts beyond ${TOLERANCE_SE} standard errors of the difference (${formatNumber(margin, 3)})` +
       `; highest exact sparsity tolerated at ${shortest} -> ${longest}: ` +
       METHODS.map((m) => {
         const a = curves.find((c) => c.method === m && c.length === shortest)
@@ -361,6 +377,42 @@ function lengthFinding(curves: readonly Curve[]): StudyFinding {
           ? `${m} n/a`
           : `${m} ${toleratedSparsity(a)} -> ${toleratedSparsity(b)}`
       }).join(', '),
+  }
+}
+
+/**
+ * Which heads retrieve in the evaluated model, from the first finished evaluation trial's
+ * `retrievalL{L}B{l}H{h}` metrics (every trial measures the same model and sequences).
+ */
+function headsTable(records: readonly TrialRecord[]): StudyTable {
+  const record = records.find((r) => r.status === 'done')
+  const rows: (string | number | null)[][] = []
+  if (record !== undefined) {
+    const found: [number, number, number, number][] = []
+    for (const key of Object.keys(record.metrics)) {
+      const match = /^retrievalL(\d+)B(\d+)H(\d+)$/.exec(key)
+      const value = metricOf(record, key)
+      if (match !== null && value !== null) found.push([Number(match[1]), Number(match[2]), Number(match[3]), value])
+    }
+    found.sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2])
+    for (const [length, layer, head, retrieval] of found) {
+      const at = `L${length}B${layer}H${head}`
+      rows.push([
+        length,
+        `L${layer}H${head}`,
+        formatNumber(retrieval, 3),
+        formatNumber(metricOf(record, `uniformL${length}`), 3),
+        formatNumber(metricOf(record, `previousToken${at}`), 3),
+      ])
+    }
+  }
+  return {
+    title:
+      'Which heads retrieve (dense, teacher-forced): attention at each answer-predicting position on the prompt ' +
+      "positions holding the answer's value, what uniform attention gives there, and attention to the previous " +
+      'position',
+    columns: ['length', 'head', 'retrieval', 'uniform', 'previous-token'],
+    rows,
   }
 }
 
@@ -512,7 +564,7 @@ export const sparseFrontier: Study = {
         adaFinding(curves),
         lengthFinding(curves),
       ],
-      tables: [training, scores],
+      tables: [training, scores, headsTable(records.evaluation ?? [])],
       charts: curves.length === 0 ? [] : [scoreChart(curves) as never],
     }
   },
