@@ -108,6 +108,15 @@ describe('the sparse-frontier study', () => {
       if (r.id === 'quest') metrics['scoreL64S0.95'] = 0.85
       return { ...r, metrics }
     })
+    // Vertical-Slash within noise of FlexPrefill (0.01 below, 2 SE = 0.04): no best to name.
+    const tie = good.map((r) =>
+      r.id === 'flexprefill'
+        ? evaluation('flexprefill', { 32: [0.95, 0.95, 0.85, 0.7, 0.6], 64: [0.95, 0.96, 0.96, 0.91, 0.81] })
+        : r,
+    )
+    const tieFinding = sparseFrontier.assess({ evaluation: tie }, 'default').findings[2]
+    expect(tieFinding?.holds).toBeNull()
+    expect(tieFinding?.evidence).toMatch(/within 2 SE of flexprefill \(0\.04\): no best to name/)
     const flatLength = sparseFrontier.assess({ evaluation: flat }, 'default').findings[5]
     expect(flatLength?.holds).toBe(false)
     expect(flatLength?.evidence).toMatch(/beyond 2 standard errors of the difference \(0\.0\d+\)/)

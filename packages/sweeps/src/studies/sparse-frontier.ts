@@ -266,22 +266,47 @@ function questFinding(curves: readonly Curve[]): StudyFinding {
   return { claim, holds: quest > best, evidence }
 }
 
+/**
+ * The standard error of the difference of two curves' sparse means: the mean over their shared
+ * targets of `sqrt((sd_a^2 + sd_b^2) / n)` (conservative: the points share their sequences).
+ */
+function sparseMeanDifferenceSe(a: Curve, b: Curve): number {
+  const ses: number[] = []
+  for (const p of a.points) {
+    if (p[0] === 0) continue
+    const q = b.points.find((x) => x[0] === p[0])
+    if (q !== undefined) ses.push(Math.sqrt((p[2] ** 2 + q[2] ** 2) / Math.max(1, a.samples)))
+  }
+  return ses.length === 0 ? 0 : ses.reduce((x, y) => x + y, 0) / ses.length
+}
+
 function verticalSlashFinding(curves: readonly Curve[]): StudyFinding {
   const claim = 'Vertical-Slash is the best prefill method on retrieval (NIAH) ([v2] section 4.2)'
   const reason = undecided(curves, PREFILL)
   if (reason !== null) return { claim, holds: null, evidence: reason }
   const { length, byMethod } = atLongest(curves) as NonNullable<ReturnType<typeof atLongest>>
-  const means = PREFILL.map((m) => [m, sparseMean(byMethod.get(m) as Curve)] as const)
-  const vs = means[0]?.[1] ?? Number.NaN
-  const others = Math.max(...means.slice(1).map(([, v]) => v))
-  return {
-    claim,
-    holds: vs >= others - 0.01,
-    evidence:
-      `mean score over the sparse settings at ${length} positions: ` +
-      means.map(([m, v]) => `${m} ${formatNumber(v, 3)}`).join(', ') +
-      ' (ties within 0.01 count as best)',
+  const vsCurve = byMethod.get('vertical-slash') as Curve
+  const vs = sparseMean(vsCurve)
+  const others = PREFILL.slice(1).map((m) => {
+    const curve = byMethod.get(m) as Curve
+    return { method: m, mean: sparseMean(curve), margin: TOLERANCE_SE * sparseMeanDifferenceSe(vsCurve, curve) }
+  })
+  const evidence =
+    `mean score over the sparse settings at ${length} positions: vertical-slash ${formatNumber(vs, 3)}, ` +
+    others.map((o) => `${o.method} ${formatNumber(o.mean, 3)}`).join(', ')
+  const above = others.filter((o) => o.mean > vs + o.margin)
+  if (above.length > 0)
+    return {
+      claim,
+      holds: false,
+      evidence: `${evidence}; ${above.map((o) => o.method).join(', ')} above it by more than ${TOLERANCE_SE} SE`,
+    }
+  const tied = others.filter((o) => o.mean >= vs - o.margin)
+  if (tied.length > 0) {
+    const names = tied.map((o) => `${o.method} (${formatNumber(o.margin, 3)})`).join(', ')
+    return { claim, holds: null, evidence: `${evidence}; within ${TOLERANCE_SE} SE of ${names}: no best to name` }
   }
+  return { claim, holds: true, evidence: `${evidence}; above each of them by more than ${TOLERANCE_SE} SE` }
 }
 
 const aggregationFinding: StudyFinding = {
