@@ -176,11 +176,14 @@ export function curvesOfEvaluation(records: readonly TrialRecord[]): Curve[] {
 /** The dense point of a curve (sparsity 0), or null. */
 const denseOf = (curve: Curve): Point | null => curve.points.find((p) => p[0] === 0) ?? null
 
+/** The standard error of the difference of two means over `n` sequences with sample stds `a` and `b`. */
+const differenceSe = (a: number, b: number, n: number): number => Math.sqrt((a ** 2 + b ** 2) / Math.max(1, n))
+
 /** Whether a point's score is within {@link TOLERANCE_SE} standard errors below dense (or above it). */
 function withinDense(curve: Curve, point: Point): boolean {
   const dense = denseOf(curve)
   if (dense === null) return false
-  const se = Math.sqrt((dense[2] ** 2 + point[2] ** 2) / Math.max(1, curve.samples))
+  const se = differenceSe(dense[2], point[2], curve.samples)
   return point[1] >= dense[1] - TOLERANCE_SE * se
 }
 
@@ -275,7 +278,7 @@ function sparseMeanDifferenceSe(a: Curve, b: Curve): number {
   for (const p of a.points) {
     if (p[0] === 0) continue
     const q = b.points.find((x) => x[0] === p[0])
-    if (q !== undefined) ses.push(Math.sqrt((p[2] ** 2 + q[2] ** 2) / Math.max(1, a.samples)))
+    if (q !== undefined) ses.push(differenceSe(p[2], q[2], a.samples))
   }
   return ses.length === 0 ? 0 : ses.reduce((x, y) => x + y, 0) / ses.length
 }
@@ -329,7 +332,7 @@ function adaFinding(curves: readonly Curve[]): StudyFinding {
       const other = snap.points.find((p) => p[0] === point[0])
       if (other === undefined) continue
       compared++
-      const se = Math.sqrt((point[2] ** 2 + other[2] ** 2) / Math.max(1, ada.samples))
+      const se = differenceSe(point[2], other[2], ada.samples)
       if (point[1] < other[1] - TOLERANCE_SE * se)
         worse.push(`${ada.length}/${point[0]}: ${formatNumber(point[1], 3)} < ${formatNumber(other[1], 3)}`)
     }
@@ -362,7 +365,7 @@ function meanRelativeError(curves: readonly Curve[], length: number): { mean: nu
     for (const p of c.points) {
       if (p[0] === 0) continue
       errors.push((dense[1] - p[1]) / dense[1])
-      ses.push(Math.sqrt((dense[2] ** 2 + p[2] ** 2) / Math.max(1, c.samples)) / dense[1])
+      ses.push(differenceSe(dense[2], p[2], c.samples) / dense[1])
     }
   }
   const mean = (xs: number[]): number => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length)
