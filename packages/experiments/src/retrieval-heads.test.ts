@@ -73,10 +73,14 @@ describe('measureRetrievalHeads', () => {
     expect(table.filter((line) => /L\dH\d\*/.test(line)).length).toBeGreaterThanOrEqual(1)
   })
 
-  it('refuses no sequences, a sequence of the wrong length and a task longer than the model', async () => {
+  it('refuses no sequences, a sequence of the wrong length, a task longer or wider than the model', async () => {
     await expect(measureRetrievalHeads(model, task, [])).rejects.toThrow(ExperimentInputError)
     await expect(measureRetrievalHeads(model, task, [new Int32Array(10)])).rejects.toThrow(
       /10 tokens; the task's have 41/,
+    )
+    const wide = new NiahTokensTask({ nCtx: 40, needles: 2, keyTokens: 24, valueTokens: 40 })
+    await expect(measureRetrievalHeads(model, wide, [new Int32Array(41)])).rejects.toThrow(
+      /uses 66 token ids but the model's vocabulary is 30/,
     )
     const long = new NiahTokensTask({ nCtx: 64, needles: 2, keyTokens: 40, valueTokens: 4 })
     await expect(measureRetrievalHeads(model, long, [new Int32Array(65)])).rejects.toThrow(

@@ -40,6 +40,23 @@ export interface RetrievalHeadRow {
   readonly self: number
 }
 
+/**
+ * Throws when `task` uses more token ids than `model` embeds (the model would read ids past its
+ * vocabulary). Shared by {@link measureRetrievalHeads} and `runSparseEval`.
+ *
+ * @throws ExperimentInputError (`INVALID_ARGUMENT`, parameter `tasks`)
+ * @internal
+ */
+export function checkTaskFits(model: Transformer, task: RetrievalTask): void {
+  if (task.vocabSize > model.config.dVocab) {
+    throw new ExperimentInputError(
+      'tasks',
+      `task '${task.kind}' uses ${task.vocabSize} token ids but the model's vocabulary is ${model.config.dVocab}`,
+      { vocabSize: task.vocabSize, dVocab: model.config.dVocab },
+    )
+  }
+}
+
 /** Sequences per forward pass: bounds the pattern tensors at `chunk * nHeads * T^2` floats per layer. */
 const MAX_PATTERN_FLOATS = 1 << 24
 
@@ -56,8 +73,8 @@ const MAX_PATTERN_FLOATS = 1 << 24
  * @param task - the retrieval task the sequences come from
  * @param sequences - each `task.seqLength` tokens (`Int32Array`), at least one
  * @returns one row per layer and head, layer-major
- * @throws ExperimentInputError (`INVALID_ARGUMENT`) for no sequences, a sequence of the wrong length
- *   or a task longer than the model's context
+ * @throws ExperimentInputError (`INVALID_ARGUMENT`) for no sequences, a sequence of the wrong length,
+ *   a task longer than the model's context or with more token ids than its vocabulary
  * @example
  * ```ts
  * const task = new NiahTokensTask({ nCtx: 256, keyTokens: 1024 })
@@ -81,6 +98,7 @@ export async function measureRetrievalHeads(
       nCtx: model.config.nCtx,
     })
   }
+  checkTaskFits(model, task)
   for (const s of sequences) {
     if (s.length !== L) {
       throw new ExperimentInputError('sequences', `a sequence has ${s.length} tokens; the task's have ${L}`, {

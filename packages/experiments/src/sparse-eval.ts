@@ -35,7 +35,7 @@ import {
 import { KVCache, type AttentionReport, type Transformer } from '@attnlab/transformer'
 import { meanExtra, sizedConfig } from './compare-with-dense.ts'
 import { ExperimentInputError } from './errors.ts'
-import { measureRetrievalHeads, type RetrievalHeadRow } from './retrieval-heads.ts'
+import { checkTaskFits, measureRetrievalHeads, type RetrievalHeadRow } from './retrieval-heads.ts'
 import { clampReportedSparsity, targetReached } from './targets.ts'
 
 /** The target sparsities {@link runSparseEval} sweeps when none are given (the CLI's default too). */
@@ -430,13 +430,7 @@ function taskAt(model: Transformer, description: Readonly<Record<string, unknown
       { kind: task.kind },
     )
   }
-  if (task.vocabSize > model.config.dVocab) {
-    throw new ExperimentInputError(
-      'tasks',
-      `task '${task.kind}' uses ${task.vocabSize} token ids but the model's vocabulary is ${model.config.dVocab}`,
-      { vocabSize: task.vocabSize, dVocab: model.config.dVocab },
-    )
-  }
+  checkTaskFits(model, task)
   return task
 }
 
