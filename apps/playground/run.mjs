@@ -62,6 +62,7 @@ try {
       bars: document.getElementById('heads')?.innerHTML ?? '',
       table: document.getElementById('stage-rows')?.textContent ?? '',
       step: document.getElementById('step')?.textContent ?? '',
+      evaluations: window.__playground?.evaluations.length ?? 0,
     }))
   const fail = async (message) => {
     const s = await state().catch(() => null)
@@ -86,11 +87,14 @@ try {
   log(`started on ${first.backend} (kernels ${first.kernels}), heads ${first.heads.join(', ')}`)
   check(first.backend === 'wasm' && first.kernels === 'wasm', `expected wasm with attnlab's wasm kernels`)
 
-  // Stage 1: some head holds a span (mass > 0.5), by FIRST_STAGE_BY steps.
+  // Stage 1: some head holds a span (mass > 0.5), by FIRST_STAGE_BY steps; and at least one evaluation
+  // after the first read (on a fast run the first stage can already be in when it is taken).
   await waitFor(
-    () =>
-      window.__playground?.evaluations.some((e) => /^stage [1-9]/.test(e.stage)) ||
+    (seen) =>
+      (window.__playground?.evaluations.some((e) => /^stage [1-9]/.test(e.stage)) &&
+        (window.__playground?.evaluations.length ?? 0) > seen) ||
       ['done', 'error'].includes(window.__playground?.status ?? ''),
+    before.evaluations,
   ).catch(() => fail('no stage within the wait'))
   let s = await state()
   const stage1 = s.evaluations.find((e) => /^stage [1-9]/.test(e.stage))
