@@ -87,7 +87,8 @@ export type AnyTextTaskOptions = TextTaskOptions &
  * const sample = generateTextTask('ruler-niah', { tokenizer, maxTokens: 512, seed: 0, groups: 1 })
  * scoreTextSample(sample, sample.goldAnswer).score // 1
  * ```
- * @throws {@link ConfigError} (`task`) for an unknown name (listing the names), or naming the option the task rejects
+ * @throws `ConfigError` (`@attnlab/core`) (`task`) for an unknown name (listing the names), or naming the option the
+ *   task rejects
  * @category Text tasks
  */
 export function generateTextTask(task: TextTaskName, options: AnyTextTaskOptions): TextSample {

@@ -96,7 +96,8 @@ function niahValue(text: string): string {
  * the module documentation for each task's rule and quirk).
  * @param sample - from {@link generateTextTask} (or one of the task functions)
  * @param output - the model's generated text (the continuation of the prompt)
- * @throws {@link ConfigError} (`task`) for a sample of an unknown task, (`output`) if `output` is not a string
+ * @throws `ConfigError` (`@attnlab/core`) (`task`) for a sample of an unknown task, (`output`) if `output` is not a
+ *   string
  * @category Text tasks
  */
 export function scoreTextSample(sample: TextSample, output: string): TextScore {
@@ -183,7 +184,7 @@ export interface TextScoreSummary {
 
 /**
  * Mean, sample standard deviation and skips of a list of {@link TextScore}s.
- * @throws {@link ConfigError} (`scores`) for an empty list
+ * @throws `ConfigError` (`@attnlab/core`) (`scores`) for an empty list
  * @category Text tasks
  */
 export function summarizeTextScores(scores: readonly TextScore[]): TextScoreSummary {

@@ -96,7 +96,8 @@ export interface ResolvedTextOptions {
 
 /**
  * Checks the common options.
- * @throws {@link ConfigError} naming the option: `maxTokens` not an integer in [16, 2^20], `minFill` outside (0, 1],
+ * @throws `ConfigError` (`@attnlab/core`) naming the option: `maxTokens` not an integer in [16, 2^20], `minFill`
+ *   outside (0, 1],
  *   `seed` not a safe integer, `questionPosition` not one of the three, a tokenizer without `encode`
  */
 export function resolveTextOptions(options: TextTaskOptions): ResolvedTextOptions {
@@ -130,7 +131,7 @@ export function countTokens(tokenizer: TextTaskTokenizer, text: string): number 
  * search over `build(n)` (lengths are measured on the whole prompt, since merges across the
  * boundaries of parts change the count); then a downward walk in case the count is not monotone.
  * Returns the prompt and its length.
- * @throws {@link ConfigError} (`maxTokens`) if even `build(min)` does not fit, naming its length, or if the
+ * @throws `ConfigError` (`@attnlab/core`) (`maxTokens`) if even `build(min)` does not fit, naming its length, or if the
  *   largest fitting prompt fills less than `minFill` of `maxTokens` (the content runs out)
  */
 export function fitPrompt(

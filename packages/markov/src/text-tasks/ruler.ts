@@ -68,7 +68,8 @@ export interface RulerNiahOptions extends TextTaskOptions {
  * queried ones at random depths; the question asks for the values of the needles' keys, in a
  * random order, and the gold answer is the numbered list `i. The answer for K is V.`. Scored by
  * per-key exact match ({@link scoreTextSample}).
- * @throws {@link ConfigError} naming the option (`maxTokens` when even the needles alone do not fit, naming the tokens they need)
+ * @throws `ConfigError` (`@attnlab/core`) naming the option (`maxTokens` when even the needles alone do not fit,
+ *   naming the tokens they need)
  * @category Text tasks
  */
 export function rulerNiah(options: RulerNiahOptions): TextSample {
@@ -143,7 +144,7 @@ export const VT_NOISE = 'The grass is green. The sky is blue. The sun is yellow.
  * shuffled together (assignments can come out of order). The question asks which variables
  * resolve to chain 0's value; the gold answer is chain 0's variables. Scored by IoU of the
  * variable sets.
- * @throws {@link ConfigError} naming the option
+ * @throws `ConfigError` (`@attnlab/core`) naming the option
  * @category Text tasks
  */
 export function rulerVt(options: RulerVtOptions): TextSample {
@@ -224,7 +225,8 @@ export interface RulerCweOptions extends TextTaskOptions {
  * words `rareFrequency` times each as fit (binary search), all shuffled into a numbered list, one
  * word per line. The question states the counts; the gold answer is the common words. Scored by
  * IoU, 0 without an `<answer>` tag (the study's quirk).
- * @throws {@link ConfigError} naming the option; `maxTokens` when the common words alone do not fit (at the default,
+ * @throws `ConfigError` (`@attnlab/core`) naming the option; `maxTokens` when the common words alone do not fit (at
+ *   the default,
  *   300 list lines: well over 1000 tokens in most tokenizers)
  * @category Text tasks
  */

@@ -229,7 +229,7 @@ export const MAX_CHAPTERS = LOCATIONS.length * CHARACTERS.length
  * buying sentence deleted. Chapter `k` draws from its own stream (`seed`, `chapter:k`), so the
  * first `k` chapters are the same whatever `count` is (apart from what is sold, which depends on
  * the items bought before).
- * @throws {@link ConfigError} (`chapters`) if `count` exceeds {@link MAX_CHAPTERS}
+ * @throws `ConfigError` (`@attnlab/core`) (`chapters`) if `count` exceeds {@link MAX_CHAPTERS}
  * @category Text tasks
  */
 export function generateNarrative(
@@ -296,7 +296,7 @@ const QUESTION_KINDS = ['location', 'character', 'item'] as const
  * with a random kind of question (which location, which character, which item); the gold answer
  * is a numbered list. Scored per question by exact match after lower-casing and removing a
  * leading article.
- * @throws {@link ConfigError} naming the option; `maxTokens` if fewer than `queries` chapters fit
+ * @throws `ConfigError` (`@attnlab/core`) naming the option; `maxTokens` if fewer than `queries` chapters fit
  * @category Text tasks
  */
 export function storyRetrieval(options: StoryRetrievalOptions): TextSample {
@@ -357,7 +357,7 @@ export function storyRetrieval(options: StoryRetrievalOptions): TextSample {
  * acquired before acquiring X?". Every chapter buys, so the gold answer is the previous
  * chapter's item. Scored by exact match; an empty answer is skipped (the study's quirk), or 0
  * in the strict score.
- * @throws {@link ConfigError} naming the option; `maxTokens` if two chapters do not fit
+ * @throws `ConfigError` (`@attnlab/core`) naming the option; `maxTokens` if two chapters do not fit
  * @category Text tasks
  */
 export function storyMultihop(options: TextTaskOptions): TextSample {
@@ -411,7 +411,8 @@ export interface StoryFilteringOptions extends TextTaskOptions {
  * buying sentence (selling sentences stay). The question asks for every chapter without a
  * purchase and says how many there are; the gold answer is their numbers. Scored by IoU of the
  * chapter sets ("Chapter 3" or "3"); an empty answer is skipped (the study's quirk), or 0 strict.
- * @throws {@link ConfigError} naming the option; `maxTokens` if fewer chapters fit than are asked for (plus one)
+ * @throws `ConfigError` (`@attnlab/core`) naming the option; `maxTokens` if fewer chapters fit than are asked for
+ *   (plus one)
  * @category Text tasks
  */
 export function storyFiltering(options: StoryFilteringOptions): TextSample {
