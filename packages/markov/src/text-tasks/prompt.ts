@@ -8,6 +8,7 @@
  * @module
  */
 import { ConfigError, type Rng } from '@attnlab/core'
+import { distinct } from '../retrieval.ts'
 
 /**
  * What a text task needs of a tokenizer: text to ids. `@attnlab/transformer`'s `Tokenizer`
@@ -191,27 +192,9 @@ export function fitPrompt(
   return { n: lo, prompt: best.prompt, tokens: best.tokens }
 }
 
-/** Fisher-Yates shuffle in place with the task's stream. */
-export function shuffle<T>(rng: Rng, items: T[]): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = rng.int(i + 1)
-    const t = items[i] as T
-    items[i] = items[j] as T
-    items[j] = t
-  }
-  return items
-}
-
-/** `count` distinct items of `pool` in random order. */
+/** `count` distinct items of `pool` in random order (the retrieval tasks' `distinct` over its indices). */
 export function sample<T>(rng: Rng, pool: readonly T[], count: number): T[] {
-  const copy = [...pool]
-  for (let i = 0; i < count; i++) {
-    const j = i + rng.int(copy.length - i)
-    const t = copy[i] as T
-    copy[i] = copy[j] as T
-    copy[j] = t
-  }
-  return copy.slice(0, count)
+  return Array.from(distinct(rng, pool.length, count), (i) => pool[i] as T)
 }
 
 /**

@@ -19,7 +19,6 @@ import {
   insertAt,
   resolveTextOptions,
   sample,
-  shuffle,
   type TextSample,
   type TextTaskOptions,
 } from './prompt.ts'
@@ -87,7 +86,7 @@ export function rulerNiah(options: RulerNiahOptions): TextSample {
   const needleSentences = keys.slice(0, needles).map((k, i) => sentence(k, values[i] as string))
   const distractors = keys.slice(needles).map((k, i) => sentence(k, values[needles + i] as string))
   const slots = needleSentences.map(() => rng.float())
-  const asked = shuffle(rng, [...Array(needles).keys()])
+  const asked = sample(rng, [...Array(needles).keys()], needles)
   const queries = asked.map((i) => keys[i] as string)
   const gold = asked.map((i) => values[i] as string)
   const question = `Extract the values for the following keys: ${queries.join(', ')}.`
