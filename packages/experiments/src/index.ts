@@ -57,6 +57,13 @@ export {
   type SparseEvalRow,
 } from './sparse-eval.ts'
 export {
+  DEFAULT_TEXT_EVAL_NEW_TOKENS,
+  TEXT_EVAL_TASK_KINDS,
+  TEXT_TASK_SETTINGS,
+  runTextSparseEval,
+  type TextSparseEvalOptions,
+} from './text-eval.ts'
+export {
   isoCostPoints,
   relativeErrors,
   sparseEvalIsoCostSpec,

@@ -9,18 +9,23 @@
 import { renderSvg, type PlotSpec } from './plot.ts'
 import { retrievalHeadsTable } from './retrieval-heads.ts'
 import type { SparseEvalResult, SparseEvalRow, runSparseEval } from './sparse-eval.ts'
+import type { runTextSparseEval } from './text-eval.ts'
 
 /**
  * The rows of a {@link runSparseEval} result as a fixed-width text table: task, length, method,
- * target, exact and reported sparsity, score +- sample std, strict, the budget and the cost
- * relative to dense.
+ * target, exact and reported sparsity, score +- sample std, strict, the cost relative to dense,
+ * for text tasks ({@link runTextSparseEval}) the agreement with the dense output and the fraction of
+ * tagged answers, and the budget.
  *
  * @param rows - the rows of {@link runSparseEval}
  * @returns the lines, a header first
  */
 export function sparseEvalTable(rows: readonly SparseEvalRow[]): string[] {
+  const text = rows.some((r) => r.agreement !== undefined)
   const lines = [
-    'task             length  method          target  exact  reported  score +- std     strict  cost/dense  budget',
+    'task             length  method          target  exact  reported  score +- std     strict  cost/dense  ' +
+      (text ? 'agree  tagged  ' : '') +
+      'budget',
   ]
   for (const r of rows) {
     const budget = Object.entries(r.budget)
@@ -32,7 +37,11 @@ export function sparseEvalTable(rows: readonly SparseEvalRow[]): string[] {
         `${r.targetSparsity.toFixed(2).padStart(6)} ${r.exactSparsity.toFixed(3).padStart(6)} ` +
         `${Math.max(0, r.reportedSparsity).toFixed(3).padStart(9)}  ` +
         `${r.score.toFixed(3)} +- ${r.scoreStd.toFixed(3)}  ${r.strict.toFixed(3).padStart(6)}  ` +
-        `${cost.padStart(10)}  ${budget}`,
+        `${cost.padStart(10)}  ` +
+        (text
+          ? `${(r.agreement ?? Number.NaN).toFixed(3)}  ${(r.tagged ?? Number.NaN).toFixed(2).padStart(6)}  `
+          : '') +
+        budget,
     )
   }
   return lines
@@ -45,9 +54,15 @@ export function sparseEvalTable(rows: readonly SparseEvalRow[]): string[] {
  *
  * @param rows - the rows of {@link runSparseEval}
  * @param title - the figure title
+ * @param measure - what the y axis shows: the task score (default) or, for text tasks
+ *   ({@link runTextSparseEval}), the agreement with the dense output
  * @returns a Vega-Lite (v6) spec with inline data
  */
-export function sparseEvalSpec(rows: readonly SparseEvalRow[], title: string): PlotSpec {
+export function sparseEvalSpec(
+  rows: readonly SparseEvalRow[],
+  title: string,
+  measure: 'score' | 'agreement' = 'score',
+): PlotSpec {
   const values = rows
     .filter((r) => r.method !== 'dense')
     .map((r) => ({
@@ -58,6 +73,7 @@ export function sparseEvalSpec(rows: readonly SparseEvalRow[], title: string): P
       exactSparsity: r.exactSparsity,
       score: r.score,
       strict: r.strict,
+      agreement: r.agreement ?? null,
     }))
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
@@ -73,7 +89,12 @@ export function sparseEvalSpec(rows: readonly SparseEvalRow[], title: string): P
       mark: { type: 'line', point: true },
       encoding: {
         x: { field: 'targetSparsity', type: 'quantitative', scale: { domain: [0, 1] }, title: 'target sparsity' },
-        y: { field: 'score', type: 'quantitative', scale: { domain: [0, 1] }, title: 'score' },
+        y: {
+          field: measure,
+          type: 'quantitative',
+          scale: { domain: [0, 1] },
+          title: measure === 'score' ? 'score' : 'agreement with the dense output',
+        },
         color: { field: 'method', type: 'nominal', title: 'method' },
         order: { field: 'targetSparsity' },
       },
@@ -302,6 +323,21 @@ export async function sparseEvalReportHtml(result: SparseEvalResult, title: stri
       ? '<p>Score against cost: no row has a cost.</p>'
       : `<figure>${await renderSvg(sparseEvalIsoCostSpec(result.rows, 'score against cost (isoCost)'))}</figure>`
   const table = sparseEvalTable(result.rows).map(escapeHtml).join('\n')
+  const text = result.rows.some((r) => r.agreement !== undefined)
+  const agreement = text
+    ? `<h2>Agreement with the dense output</h2>
+<p>The fraction of the dense greedy output each method reproduced from its start: how far the method changes what
+the model says, whether or not the model solves the task.</p>
+<figure>${await renderSvg(sparseEvalSpec(result.rows, 'agreement with dense', 'agreement'))}</figure>
+<h2>Outputs (the first prompt of each row)</h2>
+${result.rows
+  .filter((r) => r.method === 'dense' || r.targetSparsity > 0)
+  .map(
+    (r) =>
+      `<h3>${escapeHtml(`${r.task} ${r.length} ${r.method} ${r.targetSparsity}`)}</h3><pre>${escapeHtml(r.example ?? '')}</pre>`,
+  )
+  .join('\n')}`
+    : ''
   const heads =
     result.heads === undefined || result.heads.length === 0
       ? '<p>Not measured in this run.</p>'
@@ -311,7 +347,7 @@ export async function sparseEvalReportHtml(result: SparseEvalResult, title: stri
 <style>body{font-family:system-ui,sans-serif;margin:2em}pre{font-size:12px}</style></head><body>
 <h1>${escapeHtml(title)}</h1>
 <p>Score of greedy answers against target sparsity (sparsity 0 is dense), ${result.rows[0]?.samples ?? 0} sequences
-per point, seed ${result.seed}; the Sparse Frontier evaluation (arXiv 2504.17768) on a model trained here.</p>
+per point, seed ${result.seed}; the Sparse Frontier evaluation (arXiv 2504.17768)${text ? ' on its text tasks' : ' on a model trained here'}.</p>
 <figure>${svg}</figure>
 <h2>Relative error against length</h2>
 <p>(dense - sparse) / dense of the mean scores at each target sparsity (arXiv 2504.17768 [v2], section 4.3).</p>
@@ -322,6 +358,7 @@ decode methods, indexing included ([v2] appendix B); frontier points (no configu
 and opaque.</p>
 ${costSvg}
 <pre>${table}</pre>
+${agreement}
 <h2>Which heads retrieve</h2>
 <p>Dense, teacher-forced, on the same sequences: per head, the attention at each answer-predicting position on
 the prompt positions holding the gold answer token (retrieval), what uniform attention would give there, and the

@@ -228,6 +228,21 @@ export interface SparseEvalRow {
    * results written before attention-only models were priced.
    */
   readonly cost: SparseEvalCost | null
+  /**
+   * Text tasks only ({@link runTextSparseEval}): samples the study's metric skipped (an empty
+   * answer in Story Multi-hop and Filtering; `score` is the mean over the others, `NaN` if all were).
+   */
+  readonly skipped?: number
+  /** Text tasks only: the fraction of outputs with an `<answer>` tag. */
+  readonly tagged?: number
+  /**
+   * Text tasks only: the mean fraction of the dense output's tokens the method reproduced from the
+   * start (the common prefix over the dense output's length; 1 for dense), a measure of how far the
+   * method changes what the model says whether or not the model solves the task.
+   */
+  readonly agreement?: number
+  /** Text tasks only: the first sample's output text, as decoded. */
+  readonly example?: string
 }
 
 /** What {@link runSparseEval} measured. */
@@ -272,7 +287,7 @@ export function modelShapeOf(model: Transformer): ModelShape {
  * and FlexPrefill) or, for decode methods, the memory read per decode step (plus Quest's page
  * min/max loads); `indexing: false` leaves the indexing terms out (sparsity 0 runs dense).
  */
-function costOf(
+export function costOf(
   shape: ModelShape,
   method: SparseMethodName,
   config: Readonly<Record<string, unknown>>,
@@ -301,7 +316,7 @@ function costOf(
 }
 
 /** Mean and sample standard deviation (ddof 1; 0 for one value). */
-function meanStd(values: readonly number[]): { mean: number; std: number } {
+export function meanStd(values: readonly number[]): { mean: number; std: number } {
   const mean = values.reduce((a, b) => a + b, 0) / values.length
   if (values.length < 2) return { mean, std: 0 }
   const variance = values.reduce((a, b) => a + (b - mean) ** 2, 0) / (values.length - 1)

@@ -172,7 +172,9 @@ describe('stop signals on a real process', () => {
         expect(stderr, target).toMatch(/INTERRUPTED.*continue with --resume .*npx-/)
         // pnpm reports the trainer's exit; when the signal reaches pnpm too (the whole group), it may report its
         // own failure first ("Command failed.") without the child's code: both are a reported, clean stop.
-        expect(stderr, target).toMatch(target === 'group' ? /ELIFECYCLE.*(exit code 143|Command failed)/ : /exit code 143/)
+        expect(stderr, target).toMatch(
+          target === 'group' ? /ELIFECYCLE.*(exit code 143|Command failed)/ : /exit code 143/,
+        )
         expect((await loadCheckpoint(out)).trainerState!.step, target).toBeGreaterThanOrEqual(20)
       }
     },

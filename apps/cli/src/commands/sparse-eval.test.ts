@@ -2,7 +2,8 @@
 // steps: the scores are not the point): the table, --json rows, report.html, and usage errors.
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { SparseEvalRow } from '@attnlab/experiments'
 import { runCli, useTempDir } from '../cli.test-utils.ts'
@@ -98,4 +99,73 @@ describe('attnlab sparse eval', () => {
     expect(oracle.code).not.toBe(0)
     expect(oracle.stderr).toMatch(/no loss oracle for --task niah-tokens .* attnlab sparse eval/)
   })
+
+  const SHARED = resolve(fileURLToPath(import.meta.url), '../../../../../../shared/models/stories260K')
+  const stories = existsSync(join(SHARED, 'stories260K.bin'))
+  it.skipIf(!stories)(
+    'runs the text tasks on a real model with its tokenizer: rows, agreement, outputs',
+    async () => {
+      const out = join(dir(), 'text')
+      const args = [
+        'sparse',
+        'eval',
+        '--model',
+        join(SHARED, 'stories260K.bin'),
+        '--tokenizer',
+        join(SHARED, 'tok512.bin'),
+      ]
+      const run = await runCli([
+        ...args,
+        ...['--tasks', 'ruler-niah', '--task-options', 'needles=1,groups=1', '--methods', 'snapkv'],
+        ...['--sparsity', '0,0.8', '--lengths', '440', '--samples', '1', '--max-new-tokens', '4', '--backend', 'cpu'],
+        ...['--json', '--out', out],
+      ])
+      expect(run.stderr).not.toMatch(/error/)
+      expect(run.code).toBe(0)
+      const result = JSON.parse(run.stdout) as { rows: SparseEvalRow[]; tasks: unknown[] }
+      expect(result.tasks).toEqual([{ kind: 'ruler-niah', needles: 1, groups: 1 }])
+      expect(result.rows.map((r) => [r.task, r.method, r.targetSparsity])).toEqual([
+        ['ruler-niah', 'dense', 0],
+        ['ruler-niah', 'snapkv', 0],
+        ['ruler-niah', 'snapkv', 0.8],
+      ])
+      expect(result.rows[0]?.agreement).toBe(1)
+      expect(typeof result.rows[2]?.example).toBe('string')
+      expect(result.rows[2]?.exactSparsity).toBeGreaterThan(0.5)
+      const html = await readFile(join(out, 'report.html'), 'utf8')
+      expect(html).toContain('Agreement with the dense output')
+      expect(html).toContain('Outputs (the first prompt of each row)')
+      // Usage errors: no tokenizer found, mixed task kinds, text flags on a token task, a bad setting.
+      const bare = [
+        'sparse',
+        'eval',
+        '--model',
+        join(SHARED, 'stories260K.bin'),
+        '--methods',
+        'quest',
+        '--samples',
+        '1',
+      ]
+      const none = await runCli([...bare, '--tasks', 'ruler-niah', '--lengths', '440', '--backend', 'cpu'])
+      expect(none.stderr).toMatch(/text tasks need the model's tokenizer .* pass --tokenizer/)
+      const mixed = await runCli([...bare, '--tasks', 'ruler-niah,niah-tokens', '--lengths', '40'])
+      expect(mixed.stderr).toMatch(/--tasks mixes text tasks \(ruler-niah\) with token tasks/)
+      const flags = await runCli([...bare, '--tasks', 'niah-tokens', '--lengths', '40', '--max-new-tokens', '4'])
+      expect(flags.stderr).toMatch(/--task-options, --max-new-tokens and --tokenizer apply to the text tasks/)
+      const bad = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'hops=two'])
+      expect(bad.stderr).toMatch(/--task-options: hops must be a number, got 'two'/)
+      const long = await runCli([
+        ...args,
+        ...bare.slice(4),
+        '--tasks',
+        'ruler-vt',
+        '--lengths',
+        '500',
+        '--backend',
+        'cpu',
+      ])
+      expect(long.stderr).toMatch(/length 500 is not an integer in \[17, 448\]/)
+    },
+    120_000,
+  )
 })

@@ -1,16 +1,21 @@
 /**
- * `attnlab sparse eval`: the Sparse Frontier evaluation on a model trained here with
- * `attnlab train --task niah-tokens|vt-tokens|cwe-tokens|multihop-tokens`: score against sparsity
- * per task, method and length (`@attnlab/experiments`' `runSparseEval`; this file parses flags,
- * calls it, prints and writes the report).
+ * `attnlab sparse eval`: the Sparse Frontier evaluation, score against sparsity per task, method
+ * and length, on a model trained here with `attnlab train --task niah-tokens|vt-tokens|cwe-tokens|
+ * multihop-tokens` (`@attnlab/experiments`' `runSparseEval`) or on any model with its tokenizer on
+ * the study's text tasks (`ruler-niah`, ..., `runTextSparseEval`); this file parses flags, calls
+ * them, prints and writes the report.
  */
 import { join } from 'node:path'
 import { InvalidArgumentError, type Command } from 'commander'
 import { writeFileAtomic } from '@attnlab/core/node'
 import {
   DEFAULT_EVAL_SPARSITIES,
+  DEFAULT_TEXT_EVAL_NEW_TOKENS,
   runSparseEval,
+  runTextSparseEval,
   SPARSE_EVAL_TASK_KINDS,
+  TEXT_EVAL_TASK_KINDS,
+  TEXT_TASK_SETTINGS,
   sparseEvalReportHtml,
   sparseEvalTable,
   retrievalHeadsTable,
@@ -22,6 +27,9 @@ import { loadModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, forceOption, intParser, MODEL_PATH_HELP, modelFlagPath } from '../options.ts'
 import { createDirectory, pathState } from '../out-dir.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
+
+const ALL_TASKS: readonly string[] = [...SPARSE_EVAL_TASK_KINDS, ...TEXT_EVAL_TASK_KINDS]
 
 interface EvalFlags {
   model: string
@@ -35,6 +43,30 @@ interface EvalFlags {
   force?: boolean
   backend?: string
   json?: boolean
+  taskOptions?: Record<string, number | string>
+  maxNewTokens?: number
+  tokenizer?: string
+  dummyPrefix?: boolean
+}
+
+/** `--task-options needles=1,groups=1`: text task settings, numbers where they parse as numbers. */
+function taskOptionsParser(value: string): Record<string, number | string> {
+  const out: Record<string, number | string> = {}
+  for (const item of value.split(',').map((s) => s.trim())) {
+    const m = /^([A-Za-z]+)=(.+)$/.exec(item)
+    if (m === null)
+      throw new InvalidArgumentError(`--task-options takes comma-separated key=value settings, got '${item}'`)
+    const key = m[1] as string
+    if (!TEXT_TASK_SETTINGS.includes(key))
+      throw new InvalidArgumentError(
+        `--task-options: '${key}' is not a text task setting (${TEXT_TASK_SETTINGS.join(', ')})`,
+      )
+    const raw = (m[2] as string).trim()
+    out[key] = key === 'questionPosition' ? raw : Number(raw)
+    if (key !== 'questionPosition' && !Number.isFinite(out[key] as number))
+      throw new InvalidArgumentError(`--task-options: ${key} must be a number, got '${raw}'`)
+  }
+  return out
 }
 
 function listParser<T extends string>(flag: string, choices: readonly string[]): (value: string) => T[] {
@@ -67,25 +99,59 @@ async function runEvalCommand(
     if (state.kind === 'directory' && state.entries.length > 0 && flags.force !== true)
       throw new UsageError(`--out ${flags.out} is not empty; pass --force to overwrite its report`)
   }
+  const textTasks = flags.tasks.filter((t) => (TEXT_EVAL_TASK_KINDS as readonly string[]).includes(t))
+  const isText = textTasks.length > 0
+  if (isText && textTasks.length < flags.tasks.length)
+    throw new UsageError(
+      `--tasks mixes text tasks (${textTasks.join(', ')}) with token tasks of a model trained here ` +
+        `(${flags.tasks.filter((t) => !textTasks.includes(t)).join(', ')}); run them separately`,
+    )
+  if (!isText && (flags.taskOptions !== undefined || flags.maxNewTokens !== undefined || flags.tokenizer !== undefined))
+    throw new UsageError(
+      '--task-options, --max-new-tokens and --tokenizer apply to the text tasks ' +
+        `(${TEXT_EVAL_TASK_KINDS.join(', ')}); a token task keeps the configuration the model was trained on`,
+    )
   await activateBackend(flags.backend)
   const modelPath = await modelFlagPath(flags.model)
-  const trained = await readTrainedTask(modelPath)
+  const trained = isText ? null : await readTrainedTask(modelPath)
   // A task the model was trained on keeps its stored configuration (its token ranges); others use defaults.
-  const tasks = flags.tasks.map((kind) => evaluationTask({ kind }, trained))
-  const loaded = await loadModel(modelPath)
+  const tasks = isText
+    ? flags.tasks.map((kind) => ({ kind, ...(flags.taskOptions ?? {}) }))
+    : flags.tasks.map((kind) => evaluationTask({ kind }, trained))
+  const loaded = await loadModel(modelPath, isText ? tokenizerLoadOptions(flags) : {})
   try {
-    const result = await runSparseEval(loaded.model, {
+    const onRow = (
+      row: { task: string; length: number; method: string; targetSparsity: number },
+      done: number,
+      total: number,
+    ) => {
+      if (flags.json !== true)
+        process.stderr.write(`\r${done}/${total} ${row.task} ${row.length} ${row.method} ${row.targetSparsity}      `)
+    }
+    const common = {
       tasks,
       methods: flags.methods,
       sparsities: flags.sparsity,
       lengths: flags.lengths,
       samples: flags.samples,
       seed: flags.seed,
-      onRow: (row, done, total) => {
-        if (flags.json !== true)
-          process.stderr.write(`\r${done}/${total} ${row.task} ${row.length} ${row.method} ${row.targetSparsity}      `)
-      },
-    })
+      onRow,
+    }
+    let result: SparseEvalResult
+    if (isText) {
+      const tokenizer = loaded.tokenizer
+      if (tokenizer === undefined)
+        throw new UsageError(
+          `the text tasks need the model's tokenizer and none was found beside ${flags.model}; pass --tokenizer <path>`,
+        )
+      const eos = loaded.specialTokens.eos ?? (tokenizer.eosId === undefined ? [] : [tokenizer.eosId])
+      result = await runTextSparseEval(loaded.model, {
+        ...common,
+        tokenizer,
+        eosTokens: eos,
+        ...(flags.maxNewTokens === undefined ? {} : { maxNewTokens: flags.maxNewTokens }),
+      })
+    } else result = await runSparseEval(loaded.model, common)
     if (flags.json !== true) process.stderr.write('\n')
     let report: string | null = null
     if (flags.out !== undefined) {
@@ -110,15 +176,17 @@ export function registerSparseEval(sparse: Command): void {
   sparse
     .command('eval')
     .description(
-      'score a model trained on retrieval tasks (niah-tokens, ...) against sparsity per task, method and length: ' +
-        'greedy answers, score +- sample std, both sparsities, budget, cost model',
+      'score a model against sparsity per task, method and length: a model trained on retrieval tasks ' +
+        "(niah-tokens, ...) or any model with its tokenizer on the study's text tasks (ruler-niah, ...); greedy " +
+        'answers, score +- sample std, both sparsities, budget, cost model',
     )
     .requiredOption('--model <path>', MODEL_PATH_HELP)
     .requiredOption(
       '--tasks <list>',
-      `comma-separated tasks (${SPARSE_EVAL_TASK_KINDS.join(', ')}); the one the model was trained on keeps its ` +
-        'configuration',
-      listParser('--tasks', SPARSE_EVAL_TASK_KINDS),
+      `comma-separated tasks: of a model trained here (${SPARSE_EVAL_TASK_KINDS.join(', ')}; the one the model ` +
+        `was trained on keeps its configuration), or text tasks for any model with a tokenizer ` +
+        `(${TEXT_EVAL_TASK_KINDS.join(', ')}; --lengths are prompt lengths in its tokens)`,
+      listParser('--tasks', ALL_TASKS),
     )
     .requiredOption(
       '--methods <list>',
@@ -137,6 +205,19 @@ export function registerSparseEval(sparse: Command): void {
       numberListParser('--lengths', (x) => Number.isInteger(x) && x >= 1 && x <= 1 << 20, 'integers in [1, 1048576]'),
     )
     .option('--samples <n>', 'sequences per task and length (the same for every method)', intParser('--samples', 1), 20)
+    .option(
+      '--task-options <list>',
+      `text tasks: comma-separated settings key=value (${TEXT_TASK_SETTINGS.join(', ')}), e.g. needles=1,groups=1`,
+      taskOptionsParser,
+    )
+    .option(
+      '--max-new-tokens <n>',
+      `text tasks: new tokens generated per prompt at most (default ${DEFAULT_TEXT_EVAL_NEW_TOKENS}; ` +
+        "length + this must fit the model's nCtx)",
+      intParser('--max-new-tokens', 1),
+    )
+    .option('--tokenizer <path>', `text tasks: ${TOKENIZER_HELP}`)
+    .option('--no-dummy-prefix', NO_DUMMY_PREFIX_HELP)
     .option('--seed <n>', 'seed of the evaluation sequences', intParser('--seed', 0), 0)
     .option(
       '--out <dir>',

@@ -1,0 +1,356 @@
+/**
+ * The Sparse Frontier's evaluation on a real model with its tokenizer: the study's text tasks
+ * (Ruler NIAH, VT, CWE; Story Retrieval, Multi-hop, Filtering, from `@attnlab/markov`'s
+ * `generateTextTask`), greedy generation through each method's kernel, and the study's scores
+ * with their quirks (Nawrot et al., arXiv 2504.17768 [v2]: tasks and metrics section 4 / A.2,
+ * methods section 2, sparsity and budgets A.1 / Table 3, costs appendix B).
+ *
+ * @module
+ */
+import { Rng } from '@attnlab/core'
+import {
+  generateTextTask,
+  scoreTextSample,
+  summarizeTextScores,
+  TEXT_TASK_NAMES,
+  type TextSample,
+  type TextScore,
+  type TextTaskName,
+} from '@attnlab/markov'
+import {
+  SPARSE_METHODS,
+  createKernel,
+  dense,
+  type SparseAttentionKernel,
+  type SparseMethodName,
+} from '@attnlab/sparse-attention'
+import { generate, type Transformer } from '@attnlab/transformer'
+import type { Tokenizer } from '@attnlab/transformer/io'
+import { meanExtra, sizedConfig } from './compare-with-dense.ts'
+import { ExperimentInputError } from './errors.ts'
+import {
+  costOf,
+  DEFAULT_EVAL_SPARSITIES,
+  meanStd,
+  modelShapeOf,
+  type SparseEvalResult,
+  type SparseEvalRow,
+} from './sparse-eval.ts'
+import { clampReportedSparsity, targetReached } from './targets.ts'
+
+/**
+ * The task kinds {@link runTextSparseEval} scores: `@attnlab/markov`'s text tasks.
+ *
+ * @category Sparse evaluation
+ */
+export const TEXT_EVAL_TASK_KINDS: readonly TextTaskName[] = TEXT_TASK_NAMES
+
+/**
+ * The settings a text task description may carry besides `kind` (each task reads its own and
+ * ignores the others', as `generateTextTask` does): `needles`, `groups`, `groupLength` (Ruler NIAH),
+ * `chains`, `hops` (VT), `commonWords`, `commonFrequency`, `rareFrequency` (CWE), `queries` (Story
+ * Retrieval), `chaptersWithoutPurchase` (Story Filtering), and `minFill`, `questionPosition` (all).
+ *
+ * @category Sparse evaluation
+ */
+export const TEXT_TASK_SETTINGS: readonly string[] = Object.freeze([
+  'needles',
+  'groups',
+  'groupLength',
+  'chains',
+  'hops',
+  'commonWords',
+  'commonFrequency',
+  'rareFrequency',
+  'queries',
+  'chaptersWithoutPurchase',
+  'minFill',
+  'questionPosition',
+])
+
+/** The number of new tokens {@link runTextSparseEval} generates per prompt when none is given. */
+export const DEFAULT_TEXT_EVAL_NEW_TOKENS = 64
+
+/** Options of {@link runTextSparseEval}. */
+export interface TextSparseEvalOptions {
+  /**
+   * The tasks, as descriptions `{ kind: 'ruler-niah', needles: 1, groups: 1 }` ({@link TEXT_EVAL_TASK_KINDS};
+   * settings in {@link TEXT_TASK_SETTINGS}); each is generated at every length.
+   */
+  readonly tasks: readonly Readonly<Record<string, unknown>>[]
+  /** The model's tokenizer: the prompts' lengths are counted in its tokens, the outputs decoded with it. */
+  readonly tokenizer: Tokenizer
+  /** The methods (`dense` is always run as the reference and need not be listed). */
+  readonly methods: readonly SparseMethodName[]
+  /** Target sparsities in [0, 1) (default {@link DEFAULT_EVAL_SPARSITIES}); 0 is dense for every method. */
+  readonly sparsities?: readonly number[]
+  /**
+   * Prompt lengths in tokens, BOS included: each prompt fills 90-100% of it (the task's `minFill`);
+   * `length + maxNewTokens` must fit the model's `nCtx`.
+   */
+  readonly lengths: readonly number[]
+  /** Prompts per (task, length), an integer >= 1 (the same ones for every method and sparsity). */
+  readonly samples: number
+  /** Seed of the prompts (default 0). */
+  readonly seed?: number
+  /** New tokens generated per prompt at most (default {@link DEFAULT_TEXT_EVAL_NEW_TOKENS}). */
+  readonly maxNewTokens?: number
+  /** Token ids that end an output (default: the tokenizer's EOS, if it has one). */
+  readonly eosTokens?: readonly number[]
+  /** User method sizes by config key (they win over the budget rules and are not calibrated). */
+  readonly flags?: Readonly<Record<string, unknown>>
+  /** Called after each (task, length, method, sparsity) row. */
+  readonly onRow?: (row: SparseEvalRow, done: number, total: number) => void
+}
+
+function checkTextOptions(model: Transformer, options: TextSparseEvalOptions): readonly number[] {
+  const known = Object.keys(SPARSE_METHODS)
+  const unknown = options.methods.find((m) => !known.includes(m))
+  if (unknown !== undefined || options.methods.length === 0)
+    throw new ExperimentInputError(
+      'methods',
+      `methods must be a non-empty list of ${known.join(', ')}; got ${unknown === undefined ? 'none' : `'${unknown}'`}`,
+      { value: unknown ?? null },
+    )
+  const sparsities = options.sparsities ?? DEFAULT_EVAL_SPARSITIES
+  const bad = sparsities.find((s) => !(Number.isFinite(s) && s >= 0 && s < 1))
+  if (sparsities.length === 0 || bad !== undefined)
+    throw new ExperimentInputError(
+      'sparsities',
+      `sparsities must be a non-empty list of numbers in [0, 1); got ${bad === undefined ? 'none' : bad}`,
+      { value: bad ?? null },
+    )
+  if (!Number.isInteger(options.samples) || options.samples < 1)
+    throw new ExperimentInputError('samples', `samples must be an integer >= 1; got ${options.samples}`, {
+      value: options.samples,
+    })
+  const tokenizer = options.tokenizer as Partial<Tokenizer> | null | undefined
+  if (
+    tokenizer === null ||
+    typeof tokenizer !== 'object' ||
+    typeof tokenizer.encode !== 'function' ||
+    typeof tokenizer.decode !== 'function'
+  )
+    throw new ExperimentInputError(
+      'tokenizer',
+      'text tasks need the model tokenizer (encode and decode), such as loadTokenizer(...) of @attnlab/transformer',
+      {},
+    )
+  if (typeof tokenizer.vocabSize === 'number' && tokenizer.vocabSize > model.config.dVocab)
+    throw new ExperimentInputError(
+      'tokenizer',
+      `the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocabulary (dVocab) is ${model.config.dVocab}: ` +
+        'not this model tokenizer',
+      { vocabSize: tokenizer.vocabSize, dVocab: model.config.dVocab },
+    )
+  const newTokens = options.maxNewTokens ?? DEFAULT_TEXT_EVAL_NEW_TOKENS
+  if (!Number.isInteger(newTokens) || newTokens < 1)
+    throw new ExperimentInputError('maxNewTokens', `maxNewTokens must be an integer >= 1; got ${newTokens}`, {
+      value: newTokens,
+    })
+  const { nCtx } = model.config
+  if (options.lengths.length === 0)
+    throw new ExperimentInputError('lengths', 'lengths must be a non-empty list of prompt lengths', {})
+  for (const length of options.lengths) {
+    if (!Number.isInteger(length) || length < 17 || length + newTokens > nCtx)
+      throw new ExperimentInputError(
+        'lengths',
+        `length ${length} is not an integer in [17, ${nCtx - newTokens}]: the prompt and its ${newTokens} new ` +
+          `tokens must fit the model's context (nCtx ${nCtx})`,
+        { value: length, nCtx, maxNewTokens: newTokens },
+      )
+  }
+  if (options.tasks.length === 0)
+    throw new ExperimentInputError('tasks', 'tasks must be a non-empty list of task descriptions', {})
+  for (const task of options.tasks) {
+    const kind = task.kind
+    if (typeof kind !== 'string' || !(TEXT_EVAL_TASK_KINDS as readonly string[]).includes(kind))
+      throw new ExperimentInputError(
+        'tasks',
+        `task '${String(kind)}' is not a text task; expected one of ${TEXT_EVAL_TASK_KINDS.join(', ')}`,
+        { kind: kind === undefined ? null : String(kind) },
+      )
+    const extra = Object.keys(task).find((key) => key !== 'kind' && !TEXT_TASK_SETTINGS.includes(key))
+    if (extra !== undefined)
+      throw new ExperimentInputError(
+        'tasks',
+        `'${extra}' is not a text task setting; expected one of ${TEXT_TASK_SETTINGS.join(', ')}`,
+        { key: extra },
+      )
+  }
+  return sparsities
+}
+
+/** The common prefix of two token lists over the length of the first (1 when `reference` is empty). */
+function prefixAgreement(reference: readonly number[], other: readonly number[]): number {
+  if (reference.length === 0) return other.length === 0 ? 1 : 0
+  let n = 0
+  while (n < reference.length && reference[n] === other[n]) n++
+  return n / reference.length
+}
+
+/** One prompt of a (task, length): the sample, its token ids (BOS as the tokenizer adds it). */
+interface Prompt {
+  readonly sample: TextSample
+  readonly ids: readonly number[]
+}
+
+/**
+ * Runs the Sparse Frontier evaluation on a real model with its tokenizer: for each text task (the
+ * study's template, `samples` prompts per length from `Rng.fromSeed(seed).split('sparse-eval/<kind>/<length>')`,
+ * each filling 90-100% of the length in the tokenizer's tokens), dense first, then each method at
+ * each target sparsity, alone, on the same prompts. Each prompt is generated greedily (temperature 0)
+ * for up to `maxNewTokens` tokens or until EOS through the method's kernel (`generate` of
+ * `@attnlab/transformer`: prefill methods sparsify the prompt and decode densely; decode methods
+ * prefill densely, evict or index, and sparsify every decode step; the first new token comes from
+ * the prefill's last position, as in the study, where it begins the answer's preamble). The decoded
+ * output is scored with the study's metric (`scoreTextSample`: per-item exact match for NIAH and
+ * Story Retrieval, IoU for VT, CWE and Filtering, exact match for Multi-hop; CWE 0 without an
+ * `<answer>` tag; Multi-hop and Filtering skip an empty answer) and strictly. Each row also reports
+ * how much of the dense output the method reproduced (`agreement`), since a small model may fail the
+ * task densely, the fraction of tagged outputs, and the first prompt's output text. A method is
+ * sized once per (method, target, length) on the first prompt (`sizedConfig`). Costs: appendix B's
+ * prefill FLOPs or decode memory at the reported sparsity, for the mean prompt length. Leaves no
+ * tensors behind; deterministic for a seed on one backend.
+ *
+ * @param model - any model of `@attnlab/transformer` (a loaded llama2.c or Hugging Face checkpoint)
+ * @param options - tasks, tokenizer, methods, sparsities, lengths, samples, seed, new tokens
+ * @returns the rows (`iou` is the score for the IoU-scored tasks, `NaN` for the others) and no
+ *   head measurement (`heads` empty: text prompts have no answer positions to probe)
+ * @throws ExperimentInputError (`INVALID_ARGUMENT`) for an unknown method, a sparsity outside [0, 1),
+ *   samples below 1, no tokenizer or one larger than the model's vocabulary, `maxNewTokens` below 1,
+ *   a length that leaves no room for the new tokens in `nCtx`, no task, a task that is not a text task
+ *   or a setting no text task has
+ * @throws ConfigError (`@attnlab/core`) naming the setting the task rejects, or `maxTokens` when a
+ *   length cannot hold the task in this tokenizer's tokens (the message names the smallest prompt)
+ * @example
+ * ```ts
+ * const { model, tokenizer } = await loadModel('stories260K.bin', { tokenizer: 'tok512.bin' })
+ * const { rows } = await runTextSparseEval(model, {
+ *   tasks: [{ kind: 'ruler-niah', needles: 1, groups: 1 }], tokenizer: tokenizer!, methods: ['quest'],
+ *   lengths: [448], samples: 10,
+ * })
+ * ```
+ * @category Sparse evaluation
+ */
+export async function runTextSparseEval(model: Transformer, options: TextSparseEvalOptions): Promise<SparseEvalResult> {
+  const sparsities = checkTextOptions(model, options)
+  const { tokenizer } = options
+  const seed = options.seed ?? 0
+  const flags = options.flags ?? {}
+  const maxNewTokens = options.maxNewTokens ?? DEFAULT_TEXT_EVAL_NEW_TOKENS
+  const eosTokens = options.eosTokens ?? (tokenizer.eosId === undefined ? [] : [tokenizer.eosId])
+  const shape = modelShapeOf(model)
+  const { nLayers } = model.config
+  const methods = options.methods.filter((m) => m !== 'dense')
+  const bos = tokenizer.bosId === undefined ? 0 : 1
+  // Every prompt first, so a task a length cannot hold fails before any generation.
+  const groups = options.lengths.flatMap((length) =>
+    options.tasks.map((description) => {
+      const { kind, ...settings } = description as { kind: TextTaskName } & Record<string, unknown>
+      const rng = Rng.fromSeed(seed).split(`sparse-eval/${kind}/${length}`)
+      const prompts: Prompt[] = Array.from({ length: options.samples }, () => {
+        const sample = generateTextTask(kind, {
+          ...(settings as object),
+          tokenizer,
+          maxTokens: length - bos,
+          seed: rng.int(2 ** 31),
+        })
+        return { sample, ids: tokenizer.encode(sample.prompt) }
+      })
+      return { kind, length, prompts }
+    }),
+  )
+  const total = groups.length * (1 + methods.length * sparsities.length)
+  const rows: SparseEvalRow[] = []
+  const push = (row: SparseEvalRow): void => {
+    rows.push(row)
+    options.onRow?.(row, rows.length, total)
+  }
+  for (const { kind, length, prompts } of groups) {
+    const promptTokens = Math.round(prompts.reduce((a, p) => a + p.ids.length, 0) / prompts.length)
+    let denseOutputs: readonly (readonly number[])[] = []
+    const evaluate = async (
+      method: SparseMethodName,
+      target: number,
+      kernel: SparseAttentionKernel,
+    ): Promise<{ row: SparseEvalRow; outputs: number[][] }> => {
+      const phase = method === 'dense' ? null : (SPARSE_METHODS[method].phase as 'prefill' | 'decode')
+      const scores: TextScore[] = []
+      const outputs: number[][] = []
+      const texts: string[] = []
+      const exact: number[] = []
+      const reported: number[] = []
+      for (const prompt of prompts) {
+        const run = await generate(model, prompt.ids, {
+          maxTokens: maxNewTokens,
+          temperature: 0,
+          attention: kernel,
+          ...(eosTokens.length === 0 ? {} : { eosToken: eosTokens }),
+        })
+        const tokens = (run.tokens[0] ?? []).filter((t) => !eosTokens.includes(t))
+        const text = tokenizer.decode(tokens)
+        outputs.push(tokens)
+        texts.push(text)
+        scores.push(scoreTextSample(prompt.sample, text))
+        // One report per layer for the prefill call, then one per layer per decode step.
+        const reports =
+          phase === 'decode' ? run.attentionReports.slice(nLayers) : run.attentionReports.slice(0, nLayers)
+        exact.push(meanExtra(reports, 'exactSparsity'))
+        reported.push(meanExtra(reports, 'reportedSparsity'))
+      }
+      const summary = summarizeTextScores(scores)
+      const strict = meanStd(scores.map((s) => s.strict))
+      const exactSparsity = meanStd(exact).mean
+      const reportedSparsity = meanStd(reported).mean
+      const config = (kernel.config ?? {}) as Record<string, unknown>
+      const budget: Record<string, number> = {}
+      for (const key of ['verticalSize', 'slashSize', 'alpha', 'topK', 'capacity', 'tokenBudget'])
+        if (typeof config[key] === 'number') budget[key] = config[key] as number
+      const { clamped } = clampReportedSparsity(reportedSparsity)
+      const metric = prompts[0]?.sample.metric
+      const row: SparseEvalRow = {
+        task: kind,
+        length,
+        promptTokens,
+        method,
+        phase,
+        targetSparsity: target,
+        samples: prompts.length,
+        score: summary.mean,
+        scoreStd: summary.scored === 1 ? 0 : summary.sd,
+        strict: strict.mean,
+        strictStd: strict.std,
+        iou: metric === 'iou' ? summary.mean : Number.NaN,
+        exactSparsity,
+        reportedSparsity,
+        targetReached: targetReached(target, exactSparsity, clamped),
+        budget,
+        config: kernel.config,
+        cost: costOf(shape, method, config, promptTokens, clamped),
+        skipped: summary.skipped,
+        tagged: scores.filter((s) => s.tagged).length / scores.length,
+        agreement:
+          method === 'dense' ? 1 : meanStd(outputs.map((o, i) => prefixAgreement(denseOutputs[i] ?? [], o))).mean,
+        example: texts[0] ?? '',
+      }
+      return { row, outputs }
+    }
+    const reference = await evaluate('dense', 0, dense())
+    denseOutputs = reference.outputs
+    push(reference.row)
+    const firstPrompt = prompts[0]?.ids ?? []
+    for (const method of methods) {
+      for (const target of sparsities) {
+        if (target === 0) {
+          const cost = costOf(shape, method, {}, promptTokens, 0, false)
+          push({ ...reference.row, method, config: {}, budget: {}, cost })
+          continue
+        }
+        const config = sizedConfig(model, firstPrompt, method, target, flags)
+        push((await evaluate(method, target, createKernel(method, config as never))).row)
+      }
+    }
+  }
+  return { context: model.config.nCtx, decoding: 'greedy', seed, rows, heads: [] }
+}
