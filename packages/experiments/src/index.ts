@@ -49,6 +49,7 @@ export {
   resolveSparseEvalTrialConfig,
   runSparseEval,
   SPARSE_EVAL_TASK_KINDS,
+  TEXT_TASK_SETTINGS,
   sparseEvalTrialSchema,
   type SparseEvalTrialConfig,
   type SparseEvalCost,
@@ -59,7 +60,6 @@ export {
 export {
   DEFAULT_TEXT_EVAL_NEW_TOKENS,
   TEXT_EVAL_TASK_KINDS,
-  TEXT_TASK_SETTINGS,
   runTextSparseEval,
   type TextSparseEvalOptions,
 } from './text-eval.ts'

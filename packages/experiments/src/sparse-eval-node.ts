@@ -7,7 +7,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { InterruptedError } from '@attnlab/core'
+import { ConfigError, InterruptedError } from '@attnlab/core'
 import { makeDirectories, writeFileAtomic } from '@attnlab/core/node'
 import { loadModel } from '@attnlab/transformer'
 import { sparseEvalReportHtml } from './sparse-eval-report.ts'
@@ -17,6 +17,7 @@ import {
   type SparseEvalResult,
   type SparseEvalRow,
 } from './sparse-eval.ts'
+import { runTextSparseEval, TEXT_EVAL_TASK_KINDS } from './text-eval.ts'
 
 /**
  * The task description an `attnlab train` checkpoint stores (`trainer.json`'s `extra.task`), or
@@ -64,7 +65,8 @@ export interface SparseEvalDirectoryResult extends SparseEvalResult {
 }
 
 /**
- * Runs {@link runSparseEval} on the model a {@link SparseEvalTrialConfig} names and writes
+ * Runs {@link runSparseEval} (or, for a text task, `runTextSparseEval` with the model's tokenizer) on the
+ * model a {@link SparseEvalTrialConfig} names and writes
  * `directory/results.json` (every row, the model and task) and `directory/report.html` (score
  * against sparsity), each atomically; nothing is written when it fails or is stopped.
  *
@@ -72,7 +74,7 @@ export interface SparseEvalDirectoryResult extends SparseEvalResult {
  * @param settings - a `SparseEvalTrialConfig` (validated here)
  * @param options - `signal` stops it after the current row (throws `InterruptedError`); `onRow` sees each row
  * @returns the result, with the model, the task and the seconds
- * @throws `ConfigError` (`@attnlab/core`) for invalid settings; `ModelFileError` (`@attnlab/core`) for a model
+ * @throws `ConfigError` (`@attnlab/core`) for invalid settings or a text task on a model without a tokenizer; `ModelFileError` (`@attnlab/core`) for a model
  *   path that cannot be read; `ExperimentInputError` for a length above the model's `nCtx` or a task the model's
  *   vocabulary cannot hold; `InterruptedError` when `signal` is aborted
  * @example
@@ -90,24 +92,42 @@ export async function runSparseEvalDirectory(
   } = {},
 ): Promise<SparseEvalDirectoryResult> {
   const config = resolveSparseEvalTrialConfig(settings)
-  const task = evaluationTask(config.task, await readTrainedTask(config.model))
-  const loaded = await loadModel(config.model)
+  const text = (TEXT_EVAL_TASK_KINDS as readonly unknown[]).includes(config.task.kind)
+  const task = text ? { ...config.task } : evaluationTask(config.task, await readTrainedTask(config.model))
+  const loaded = await loadModel(config.model, {
+    ...(config.tokenizer === undefined ? {} : { tokenizer: config.tokenizer }),
+    ...(config.dummyPrefix === undefined ? {} : { dummyPrefix: config.dummyPrefix }),
+  })
   let result: SparseEvalResult
   const started = performance.now()
   try {
-    result = await runSparseEval(loaded.model, {
+    const common = {
       tasks: [task],
       methods: [...config.methods],
       sparsities: [...config.sparsities],
       lengths: [...config.lengths],
       samples: config.samples,
       seed: config.seed,
-      onRow: (row, done, total) => {
+      onRow: (row: SparseEvalRow, done: number, total: number) => {
         if (options.signal?.aborted === true)
           throw new InterruptedError(`sparse evaluation stopped after row ${done} of ${total}`)
         options.onRow?.(row, done, total)
       },
-    })
+    }
+    if (text) {
+      const tokenizer = loaded.tokenizer
+      if (tokenizer === undefined)
+        throw new ConfigError(
+          'tokenizer',
+          `the text task ${String(task.kind)} needs the model's tokenizer and none was found beside ${config.model}`,
+        )
+      result = await runTextSparseEval(loaded.model, {
+        ...common,
+        tokenizer,
+        eosTokens: loaded.specialTokens.eos ?? (tokenizer.eosId === undefined ? [] : [tokenizer.eosId]),
+        ...(config.maxNewTokens === undefined ? {} : { maxNewTokens: config.maxNewTokens }),
+      })
+    } else result = await runSparseEval(loaded.model, common)
   } finally {
     loaded.model.dispose()
   }

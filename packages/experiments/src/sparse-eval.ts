@@ -19,7 +19,7 @@ import {
   showValue,
   type z,
 } from '@attnlab/core/schema'
-import { createTask, isRetrievalTask, TASK_SCHEMAS, type RetrievalTask } from '@attnlab/markov'
+import { createTask, isRetrievalTask, TASK_SCHEMAS, TEXT_TASK_NAMES, type RetrievalTask } from '@attnlab/markov'
 import {
   SPARSE_METHODS,
   createKernel,
@@ -40,6 +40,29 @@ import { clampReportedSparsity, targetReached } from './targets.ts'
 
 /** The target sparsities {@link runSparseEval} sweeps when none are given (the CLI's default too). */
 export const DEFAULT_EVAL_SPARSITIES: readonly number[] = Object.freeze([0, 0.5, 0.7, 0.8, 0.9, 0.95])
+
+/**
+ * The settings a text task description may carry besides `kind` (each task reads its own and
+ * ignores the others', as `generateTextTask` does): `needles`, `groups`, `groupLength` (Ruler NIAH),
+ * `chains`, `hops` (VT), `commonWords`, `commonFrequency`, `rareFrequency` (CWE), `queries` (Story
+ * Retrieval), `chaptersWithoutPurchase` (Story Filtering), and `minFill`, `questionPosition` (all).
+ *
+ * @category Sparse evaluation
+ */
+export const TEXT_TASK_SETTINGS: readonly string[] = Object.freeze([
+  'needles',
+  'groups',
+  'groupLength',
+  'chains',
+  'hops',
+  'commonWords',
+  'commonFrequency',
+  'rareFrequency',
+  'queries',
+  'chaptersWithoutPurchase',
+  'minFill',
+  'questionPosition',
+])
 
 /** The sparse methods a {@link SparseEvalTrialConfig} may list (every method of `@attnlab/sparse-attention`). */
 const METHOD_NAMES = Object.keys(SPARSE_METHODS) as [SparseMethodName, ...SparseMethodName[]]
@@ -80,6 +103,15 @@ export const sparseEvalTrialSchema = configSchema({
   samples: integerField('sequences per task and length', { min: 1, max: 100000 }).default(20),
   /** Seed of the evaluation sequences. */
   seed: integerField('seed of the evaluation sequences', { min: 0 }).default(0),
+  /**
+   * Text tasks only: the model's tokenizer (a llama2.c `tokenizer.bin` or a Hugging Face `tokenizer.json`;
+   * default: the one beside the model or in its directory).
+   */
+  tokenizer: customField<string>('text tasks: the tokenizer path (default: beside the model)').optional(),
+  /** Text tasks only: `false` drops `tokenizer.json`'s leading '▁' (models trained without it). */
+  dummyPrefix: customField<boolean>("text tasks: false drops tokenizer.json's leading '▁'").optional(),
+  /** Text tasks only: new tokens generated per prompt at most (default 64). */
+  maxNewTokens: integerField('text tasks: new tokens per prompt at most', { min: 1, max: 1 << 20 }).optional(),
 })
 
 /**
@@ -96,7 +128,9 @@ export type SparseEvalTrialConfig = Readonly<z.output<typeof sparseEvalTrialSche
  * @returns the resolved configuration
  * @throws `ConfigError` (`@attnlab/core`) naming the field: an unknown key, a method that is not one of
  *   `@attnlab/sparse-attention`'s, a sparsity outside [0, 1), a length or sample count out of range, no model
- *   path, or a task that is not a retrieval task (niah-tokens, vt-tokens, cwe-tokens, multihop-tokens)
+ *   path, a task that is neither a retrieval task (niah-tokens, vt-tokens, cwe-tokens, multihop-tokens) nor a
+ *   text task (ruler-niah, ...), a text task setting that no text task has or of the wrong type, or a text-task field
+ *   (`tokenizer`, `dummyPrefix`, `maxNewTokens`) on a retrieval task
  * @example
  * ```ts
  * resolveSparseEvalTrialConfig({ model: 'runs/niah/checkpoint', methods: ['snapkv'], lengths: [256, 512] })
@@ -116,12 +150,49 @@ export function resolveSparseEvalTrialConfig(input: unknown): SparseEvalTrialCon
   }
   const task = config.task as Readonly<Record<string, unknown>> | null
   const kind = typeof task === 'object' && task !== null ? task.kind : undefined
-  if (typeof kind !== 'string' || !RETRIEVAL_KINDS.includes(kind)) {
+  const text = typeof kind === 'string' && (TEXT_TASK_NAMES as readonly string[]).includes(kind)
+  if (typeof kind !== 'string' || !(RETRIEVAL_KINDS.includes(kind) || text)) {
     throw new ConfigError(
       'task.kind',
-      `must be one of ${RETRIEVAL_KINDS.join(', ')} (a task with answer positions); got ${JSON.stringify(kind)}`,
+      `must be one of ${RETRIEVAL_KINDS.join(', ')} (a task with answer positions) or a text task ` +
+        `(${TEXT_TASK_NAMES.join(', ')}); got ${JSON.stringify(kind)}`,
       { value: kind === undefined ? null : String(kind) },
     )
+  }
+  if (!text) {
+    const key = (['tokenizer', 'dummyPrefix', 'maxNewTokens'] as const).find((k) => config[k] !== undefined)
+    if (key !== undefined)
+      throw new ConfigError(key, `applies to the text tasks (${TEXT_TASK_NAMES.join(', ')}), not to ${kind}`)
+  } else {
+    if (config.tokenizer !== undefined && (typeof config.tokenizer !== 'string' || config.tokenizer.trim() === ''))
+      throw new ConfigError('tokenizer', `must be a tokenizer file path; got ${showValue(config.tokenizer)}`)
+    if (config.dummyPrefix !== undefined && typeof config.dummyPrefix !== 'boolean')
+      throw new ConfigError('dummyPrefix', `must be true or false; got ${showValue(config.dummyPrefix)}`)
+    for (const [key, value] of Object.entries(task as Readonly<Record<string, unknown>>)) {
+      if (key === 'kind') continue
+      if (!TEXT_TASK_SETTINGS.includes(key))
+        throw new ConfigError(
+          `task.${key}`,
+          `is not a text task setting; expected one of ${TEXT_TASK_SETTINGS.join(', ')}`,
+        )
+      const ok =
+        key === 'questionPosition'
+          ? value === 'both' || value === 'after' || value === 'before'
+          : key === 'minFill'
+            ? typeof value === 'number' && value > 0 && value <= 1
+            : Number.isSafeInteger(value) && (value as number) >= 1
+      if (!ok)
+        throw new ConfigError(
+          `task.${key}`,
+          key === 'questionPosition'
+            ? `must be both, after or before; got ${showValue(value)}`
+            : key === 'minFill'
+              ? `must be a fraction in (0, 1]; got ${showValue(value)}`
+              : `must be a positive integer; got ${showValue(value)}`,
+          { value: showValue(value) },
+        )
+    }
+    return config
   }
   // Each given task setting against its field, before any work (the others come from the checkpoint's task when
   // the trial runs, so only the fields' own ranges can be checked here; `nCtx` is set per length).

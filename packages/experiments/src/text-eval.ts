@@ -33,6 +33,7 @@ import {
   DEFAULT_EVAL_SPARSITIES,
   meanStd,
   modelShapeOf,
+  TEXT_TASK_SETTINGS,
   type SparseEvalResult,
   type SparseEvalRow,
 } from './sparse-eval.ts'
@@ -44,29 +45,6 @@ import { clampReportedSparsity, targetReached } from './targets.ts'
  * @category Sparse evaluation
  */
 export const TEXT_EVAL_TASK_KINDS: readonly TextTaskName[] = TEXT_TASK_NAMES
-
-/**
- * The settings a text task description may carry besides `kind` (each task reads its own and
- * ignores the others', as `generateTextTask` does): `needles`, `groups`, `groupLength` (Ruler NIAH),
- * `chains`, `hops` (VT), `commonWords`, `commonFrequency`, `rareFrequency` (CWE), `queries` (Story
- * Retrieval), `chaptersWithoutPurchase` (Story Filtering), and `minFill`, `questionPosition` (all).
- *
- * @category Sparse evaluation
- */
-export const TEXT_TASK_SETTINGS: readonly string[] = Object.freeze([
-  'needles',
-  'groups',
-  'groupLength',
-  'chains',
-  'hops',
-  'commonWords',
-  'commonFrequency',
-  'rareFrequency',
-  'queries',
-  'chaptersWithoutPurchase',
-  'minFill',
-  'questionPosition',
-])
 
 /** The number of new tokens {@link runTextSparseEval} generates per prompt when none is given. */
 export const DEFAULT_TEXT_EVAL_NEW_TOKENS = 64

@@ -202,7 +202,9 @@ export function sparseEvalMetricKey(name: string, length: number, sparsity: numb
  * sparsity S (key {@link sparseEvalMetricKey}; with several methods the last one listed wins, so a
  * study gives one method per trial): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
  * `exactSparsity`, `reportedSparsity` and `relativeCost` (the cost model's price over dense, attention-only
- * models priced without an MLP term); per length L, layer l and head h (key `retrievalL{L}B{l}H{h}`,
+ * models priced without an MLP term), and for the text tasks (`ruler-niah`, ...: `runTextSparseEval` with the model's
+ * tokenizer, settings `tokenizer`, `dummyPrefix`, `maxNewTokens`) `agreement` (with the dense output), `tagged` and
+ * `skipped`; NaN values are null; per length L, layer l and head h (key `retrievalL{L}B{l}H{h}`,
  * `previousTokenL{L}B{l}H{h}`) which heads retrieve (`measureRetrievalHeads` of `@attnlab/experiments`), with
  * `uniformL{L}`; `samples` and `evalSeconds`. Every row is in the trial's `results.json`.
  */
@@ -220,13 +222,20 @@ const sparseEval: SweepExperiment = {
     const metrics: Record<string, number | null> = {}
     for (const row of run.rows) {
       const key = (name: string): string => sparseEvalMetricKey(name, row.length, row.targetSparsity)
-      metrics[key('score')] = row.score
-      metrics[key('scoreStd')] = row.scoreStd
+      // NaN (a text task's IoU when it is scored by accuracy, a score when every sample was skipped) is null.
+      const value = (x: number | undefined): number | null => (x === undefined || Number.isNaN(x) ? null : x)
+      metrics[key('score')] = value(row.score)
+      metrics[key('scoreStd')] = value(row.scoreStd)
       metrics[key('strict')] = row.strict
-      metrics[key('iou')] = row.iou
+      metrics[key('iou')] = value(row.iou)
       metrics[key('exactSparsity')] = row.exactSparsity
       metrics[key('reportedSparsity')] = row.reportedSparsity
       metrics[key('relativeCost')] = row.cost?.relative ?? null
+      if (row.agreement !== undefined) {
+        metrics[key('agreement')] = row.agreement
+        metrics[key('tagged')] = value(row.tagged)
+        metrics[key('skipped')] = value(row.skipped)
+      }
     }
     for (const head of run.heads ?? []) {
       const at = `L${head.length}B${head.layer}H${head.head}`

@@ -1,5 +1,13 @@
+import { existsSync } from 'node:fs'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { useBackend } from '@attnlab/core'
 import { describe, expect, it } from 'vitest'
 import { SWEEP_EXPERIMENTS, sparseEvalMetricKey } from './experiments.ts'
+import { expandTrials, parseSweepSpec, type Trial } from './index.ts'
+import { runTrial, trialDirectory } from './node.ts'
 
 const experiment = SWEEP_EXPERIMENTS['sparse-eval']
 
@@ -40,4 +48,79 @@ describe('the sparse-eval sweep experiment', () => {
     expect(metrics?.samples).toBe(10)
     expect(metrics?.evalSeconds).toBe(3)
   })
+})
+
+describe('the sparse-eval sweep experiment on a text task', () => {
+  it('gives agreement, tagged and skipped per row; NaN is null', () => {
+    const row = {
+      task: 'story-multihop',
+      length: 464,
+      samples: 4,
+      targetSparsity: 0.8,
+      score: Number.NaN,
+      scoreStd: Number.NaN,
+      strict: 0,
+      iou: Number.NaN,
+      exactSparsity: 0.79,
+      reportedSparsity: 0.8,
+      cost: { relative: 0.3 },
+      agreement: 0.25,
+      tagged: 0,
+      skipped: 4,
+    }
+    const metrics = experiment?.metrics({ rows: [row], heads: [], seconds: 1 })
+    expect(metrics?.['agreementL464S0.8']).toBe(0.25)
+    expect(metrics?.['skippedL464S0.8']).toBe(4)
+    expect(metrics?.['taggedL464S0.8']).toBe(0)
+    expect(metrics?.['scoreL464S0.8']).toBeNull()
+    expect(metrics?.['iouL464S0.8']).toBeNull()
+  })
+
+  const SHARED = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../shared/models/stories260K')
+  const present = existsSync(join(SHARED, 'stories260K.bin'))
+  it.skipIf(!present)(
+    'runs as a trial on stories260K with its tokenizer',
+    async () => {
+      await useBackend('cpu')
+      const dir = await mkdtemp(join(tmpdir(), 'attnlab-text-trial-'))
+      try {
+        const input = {
+          name: 'text',
+          experiment: 'sparse-eval',
+          base: {
+            model: join(SHARED, 'stories260K.bin'),
+            tokenizer: join(SHARED, 'tok512.bin'),
+            task: { kind: 'ruler-niah', needles: 1, groups: 1 },
+            methods: ['quest'],
+            sparsities: [0, 0.8],
+            lengths: [440],
+            samples: 1,
+            maxNewTokens: 4,
+          },
+          seeds: 1,
+        }
+        const spec = parseSweepSpec(JSON.stringify(input), 'spec.json')
+        const trial = (await expandTrials(spec))[0] as Trial
+        const record = await runTrial(dir, trial, { sweep: 'text' })
+        expect(record.error).toBeNull()
+        expect(record.status).toBe('done')
+        expect(record.metrics.agreementL440S0).toBe(1)
+        expect(record.metrics['exactSparsityL440S0.8']).toBeGreaterThan(0.5)
+        expect(record.metrics.iouL440S0).toBeNull()
+        const results = JSON.parse(await readFile(join(trialDirectory(dir, trial.id), 'results.json'), 'utf8'))
+        expect(results.task).toEqual({ kind: 'ruler-niah', needles: 1, groups: 1 })
+        expect(typeof results.rows[0].example).toBe('string')
+        // A text trial on a model without a tokenizer fails with the reason, not a crash.
+        const { tokenizer: _, ...bareBase } = input.base
+        const bareSpec = parseSweepSpec(JSON.stringify({ ...input, base: bareBase }), 'spec.json')
+        const bare = (await expandTrials(bareSpec))[0] as Trial
+        const failed = await runTrial(join(dir, 'bare'), bare, { sweep: 'text' })
+        expect(failed.status).toBe('failed')
+        expect(JSON.stringify(failed.error)).toMatch(/needs the model's tokenizer/)
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
+    },
+    120_000,
+  )
 })
