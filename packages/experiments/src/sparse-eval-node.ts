@@ -126,6 +126,7 @@ export async function runSparseEvalDirectory(
         tokenizer,
         eosTokens: loaded.specialTokens.eos ?? (tokenizer.eosId === undefined ? [] : [tokenizer.eosId]),
         ...(config.maxNewTokens === undefined ? {} : { maxNewTokens: config.maxNewTokens }),
+        ...(config.answerPrefix === undefined ? {} : { answerPrefix: config.answerPrefix }),
       })
     } else result = await runSparseEval(loaded.model, common)
   } finally {

@@ -110,6 +110,8 @@ export const sparseEvalTrialSchema = configSchema({
   tokenizer: customField<string>('text tasks: the tokenizer path (default: beside the model)').optional(),
   /** Text tasks only: `false` drops `tokenizer.json`'s leading '▁' (models trained without it). */
   dummyPrefix: customField<boolean>("text tasks: false drops tokenizer.json's leading '▁'").optional(),
+  /** Text tasks only: text appended to every prompt to start the answer, scored as part of the output. */
+  answerPrefix: customField<string>('text tasks: text appended to every prompt to start the answer').optional(),
   /** Text tasks only: new tokens generated per prompt at most (default 64). */
   maxNewTokens: integerField('text tasks: new tokens per prompt at most', { min: 1, max: 1 << 20 }).optional(),
 })
@@ -130,7 +132,7 @@ export type SparseEvalTrialConfig = Readonly<z.output<typeof sparseEvalTrialSche
  *   `@attnlab/sparse-attention`'s, a sparsity outside [0, 1), a length or sample count out of range, no model
  *   path, a task that is neither a retrieval task (niah-tokens, vt-tokens, cwe-tokens, multihop-tokens) nor a
  *   text task (ruler-niah, ...), a text task setting that no text task has or of the wrong type, or a text-task field
- *   (`tokenizer`, `dummyPrefix`, `maxNewTokens`) on a retrieval task
+ *   (`tokenizer`, `dummyPrefix`, `maxNewTokens`, `answerPrefix`) on a retrieval task
  * @example
  * ```ts
  * resolveSparseEvalTrialConfig({ model: 'runs/niah/checkpoint', methods: ['snapkv'], lengths: [256, 512] })
@@ -160,12 +162,16 @@ export function resolveSparseEvalTrialConfig(input: unknown): SparseEvalTrialCon
     )
   }
   if (!text) {
-    const key = (['tokenizer', 'dummyPrefix', 'maxNewTokens'] as const).find((k) => config[k] !== undefined)
+    const key = (['tokenizer', 'dummyPrefix', 'maxNewTokens', 'answerPrefix'] as const).find(
+      (k) => config[k] !== undefined,
+    )
     if (key !== undefined)
       throw new ConfigError(key, `applies to the text tasks (${TEXT_TASK_NAMES.join(', ')}), not to ${kind}`)
   } else {
     if (config.tokenizer !== undefined && (typeof config.tokenizer !== 'string' || config.tokenizer.trim() === ''))
       throw new ConfigError('tokenizer', `must be a tokenizer file path; got ${showValue(config.tokenizer)}`)
+    if (config.answerPrefix !== undefined && typeof config.answerPrefix !== 'string')
+      throw new ConfigError('answerPrefix', `must be a string; got ${showValue(config.answerPrefix)}`)
     if (config.dummyPrefix !== undefined && typeof config.dummyPrefix !== 'boolean')
       throw new ConfigError('dummyPrefix', `must be true or false; got ${showValue(config.dummyPrefix)}`)
     for (const [key, value] of Object.entries(task as Readonly<Record<string, unknown>>)) {

@@ -105,6 +105,37 @@ describeWithBackends('runTextSparseEval on stories260K', () => {
     expect(repeat.rows[1]?.exactSparsity).toBe(snap.exactSparsity)
   })
 
+  it.skipIf(!present)('an answer prefix starts every output and is scored with it', async () => {
+    const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
+    const prefix = '\n<answer>1. The answer for '
+    const result = await runTextSparseEval(loaded.model, {
+      tasks: [NIAH],
+      tokenizer,
+      methods: ['snapkv'],
+      sparsities: [0.8],
+      lengths: [440],
+      samples: 1,
+      seed: 3,
+      maxNewTokens: 3,
+      answerPrefix: prefix,
+    })
+    const rng = Rng.fromSeed(3).split('sparse-eval/ruler-niah/440')
+    const maxTokens = 439 - tokenizer.encode(prefix, { bos: false }).length
+    const sample = generateTextTask('ruler-niah', {
+      needles: 1,
+      groups: 1,
+      tokenizer,
+      maxTokens,
+      seed: rng.int(2 ** 31),
+    })
+    for (const row of result.rows) {
+      expect(row.example?.startsWith(prefix)).toBe(true)
+      expect(row.tagged).toBe(1) // the prefix opens the <answer> tag
+      expect(row.score).toBe(scoreTextSample(sample, row.example ?? '').score)
+      expect(row.promptTokens).toBe(tokenizer.encode(sample.prompt + prefix).length)
+    }
+  })
+
   it.skipIf(!present)('an IoU task reports its score as iou; the agreement is a fraction', async () => {
     const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
     const result = await runTextSparseEval(loaded.model, {
@@ -154,6 +185,7 @@ describeWithBackends(
       }
       await fails({ lengths: [510] }, /length 510 .*\[17, 508\].*nCtx 512/)
       await fails({ maxNewTokens: 0 }, /maxNewTokens must be an integer >= 1/)
+      await fails({ answerPrefix: 5 }, /answerPrefix must be a string/)
       await fails({ tasks: [{ kind: 'niah-tokens' }] }, /'niah-tokens' is not a text task/)
       await fails({ tasks: [{ kind: 'ruler-niah', needls: 1 }] }, /'needls' is not a text task setting/)
       await fails({ tokenizer: undefined }, /need the model tokenizer/)

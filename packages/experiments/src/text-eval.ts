@@ -73,6 +73,12 @@ export interface TextSparseEvalOptions {
   readonly seed?: number
   /** New tokens generated per prompt at most (default {@link DEFAULT_TEXT_EVAL_NEW_TOKENS}). */
   readonly maxNewTokens?: number
+  /**
+   * Text appended to every prompt to start the answer (default `''`: the study's template as it is). A base
+   * model that does not follow instructions can be started on the format, e.g. `'\n<answer>'`; the prefix is
+   * part of the scored output (`prefix + generated text`) and of the prompt's length.
+   */
+  readonly answerPrefix?: string
   /** Token ids that end an output (default: the tokenizer's EOS, if it has one). */
   readonly eosTokens?: readonly number[]
   /** User method sizes by config key (they win over the budget rules and are not calibrated). */
@@ -120,6 +126,12 @@ function checkTextOptions(model: Transformer, options: TextSparseEvalOptions): r
       `the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocabulary (dVocab) is ${model.config.dVocab}: ` +
         'not this model tokenizer',
       { vocabSize: tokenizer.vocabSize, dVocab: model.config.dVocab },
+    )
+  if (options.answerPrefix !== undefined && typeof options.answerPrefix !== 'string')
+    throw new ExperimentInputError(
+      'answerPrefix',
+      `answerPrefix must be a string; got ${typeof options.answerPrefix}`,
+      {},
     )
   const newTokens = options.maxNewTokens ?? DEFAULT_TEXT_EVAL_NEW_TOKENS
   if (!Number.isInteger(newTokens) || newTokens < 1)
@@ -186,7 +198,8 @@ interface Prompt {
  * Story Retrieval, IoU for VT, CWE and Filtering, exact match for Multi-hop; CWE 0 without an
  * `<answer>` tag; Multi-hop and Filtering skip an empty answer) and strictly. Each row also reports
  * how much of the dense output the method reproduced (`agreement`), since a small model may fail the
- * task densely, the fraction of tagged outputs, and the first prompt's output text. A method is
+ * task densely, the fraction of tagged outputs, and the first prompt's output text (with `answerPrefix`, the
+ * prefix is appended to every prompt and scored as the start of the output). A method is
  * sized once per (method, target, length) on the first prompt (`sizedConfig`). Costs: appendix B's
  * prefill FLOPs or decode memory at the reported sparsity, for the mean prompt length. Leaves no
  * tensors behind; deterministic for a seed on one backend.
@@ -196,7 +209,8 @@ interface Prompt {
  * @returns the rows (`iou` is the score for the IoU-scored tasks, `NaN` for the others) and no
  *   head measurement (`heads` empty: text prompts have no answer positions to probe)
  * @throws ExperimentInputError (`INVALID_ARGUMENT`) for an unknown method, a sparsity outside [0, 1),
- *   samples below 1, no tokenizer or one larger than the model's vocabulary, `maxNewTokens` below 1,
+ *   samples below 1, no tokenizer or one larger than the model's vocabulary, `maxNewTokens` below 1, an
+ *   `answerPrefix` that is not a string or whose prompt no longer fits `nCtx` with the new tokens,
  *   a length that leaves no room for the new tokens in `nCtx`, no task, a task that is not a text task
  *   or a setting no text task has
  * @throws ConfigError (`@attnlab/core`) naming the setting the task rejects, or `maxTokens` when a
@@ -222,6 +236,8 @@ export async function runTextSparseEval(model: Transformer, options: TextSparseE
   const { nLayers } = model.config
   const methods = options.methods.filter((m) => m !== 'dense')
   const bos = tokenizer.bosId === undefined ? 0 : 1
+  const prefix = options.answerPrefix ?? ''
+  const prefixTokens = prefix === '' ? 0 : tokenizer.encode(prefix, { bos: false, eos: false }).length
   // Every prompt first, so a task a length cannot hold fails before any generation.
   const groups = options.lengths.flatMap((length) =>
     options.tasks.map((description) => {
@@ -231,10 +247,19 @@ export async function runTextSparseEval(model: Transformer, options: TextSparseE
         const sample = generateTextTask(kind, {
           ...(settings as object),
           tokenizer,
-          maxTokens: length - bos,
+          maxTokens: length - bos - prefixTokens,
           seed: rng.int(2 ** 31),
         })
-        return { sample, ids: tokenizer.encode(sample.prompt) }
+        const ids = tokenizer.encode(sample.prompt + prefix)
+        // The prefix may merge with the prompt's last piece: the joint encoding is what runs, and it must fit.
+        if (ids.length + maxNewTokens > model.config.nCtx)
+          throw new ExperimentInputError(
+            'answerPrefix',
+            `the prompt with its answer prefix has ${ids.length} tokens, and ${maxNewTokens} new tokens do not fit ` +
+              `the model's context (nCtx ${model.config.nCtx}); shorten the length or the prefix`,
+            { tokens: ids.length },
+          )
+        return { sample, ids }
       })
       return { kind, length, prompts }
     }),
@@ -267,7 +292,7 @@ export async function runTextSparseEval(model: Transformer, options: TextSparseE
           ...(eosTokens.length === 0 ? {} : { eosToken: eosTokens }),
         })
         const tokens = (run.tokens[0] ?? []).filter((t) => !eosTokens.includes(t))
-        const text = tokenizer.decode(tokens)
+        const text = prefix + tokenizer.decode(tokens)
         outputs.push(tokens)
         texts.push(text)
         scores.push(scoreTextSample(prompt.sample, text))

@@ -45,6 +45,7 @@ interface EvalFlags {
   json?: boolean
   taskOptions?: Record<string, number | string>
   maxNewTokens?: number
+  answerPrefix?: string
   tokenizer?: string
   dummyPrefix?: boolean
 }
@@ -106,9 +107,15 @@ async function runEvalCommand(
       `--tasks mixes text tasks (${textTasks.join(', ')}) with token tasks of a model trained here ` +
         `(${flags.tasks.filter((t) => !textTasks.includes(t)).join(', ')}); run them separately`,
     )
-  if (!isText && (flags.taskOptions !== undefined || flags.maxNewTokens !== undefined || flags.tokenizer !== undefined))
+  if (
+    !isText &&
+    (flags.taskOptions !== undefined ||
+      flags.maxNewTokens !== undefined ||
+      flags.tokenizer !== undefined ||
+      flags.answerPrefix !== undefined)
+  )
     throw new UsageError(
-      '--task-options, --max-new-tokens and --tokenizer apply to the text tasks ' +
+      '--task-options, --max-new-tokens, --answer-prefix and --tokenizer apply to the text tasks ' +
         `(${TEXT_EVAL_TASK_KINDS.join(', ')}); a token task keeps the configuration the model was trained on`,
     )
   await activateBackend(flags.backend)
@@ -150,6 +157,7 @@ async function runEvalCommand(
         tokenizer,
         eosTokens: eos,
         ...(flags.maxNewTokens === undefined ? {} : { maxNewTokens: flags.maxNewTokens }),
+        ...(flags.answerPrefix === undefined ? {} : { answerPrefix: flags.answerPrefix.replace(/\\n/g, '\n') }),
       })
     } else result = await runSparseEval(loaded.model, common)
     if (flags.json !== true) process.stderr.write('\n')
@@ -215,6 +223,11 @@ export function registerSparseEval(sparse: Command): void {
       `text tasks: new tokens generated per prompt at most (default ${DEFAULT_TEXT_EVAL_NEW_TOKENS}; ` +
         "length + this must fit the model's nCtx)",
       intParser('--max-new-tokens', 1),
+    )
+    .option(
+      '--answer-prefix <text>',
+      'text tasks: text appended to every prompt to start the answer (\\n is a newline), scored as the start of ' +
+        "the output, e.g. '\\n<answer>' for a base model that does not follow the instruction",
     )
     .option('--tokenizer <path>', `text tasks: ${TOKENIZER_HELP}`)
     .option('--no-dummy-prefix', NO_DUMMY_PREFIX_HELP)
