@@ -74,7 +74,8 @@ export interface SparseEvalDirectoryResult extends SparseEvalResult {
  * @param settings - a `SparseEvalTrialConfig` (validated here)
  * @param options - `signal` stops it after the current row (throws `InterruptedError`); `onRow` sees each row
  * @returns the result, with the model, the task and the seconds
- * @throws `ConfigError` (`@attnlab/core`) for invalid settings or a text task on a model without a tokenizer; `ModelFileError` (`@attnlab/core`) for a model
+ * @throws `ConfigError` (`@attnlab/core`) for invalid settings or a text task on a model without a tokenizer;
+ *   `ModelFileError` (`@attnlab/core`) for a model
  *   path that cannot be read; `ExperimentInputError` for a length above the model's `nCtx` or a task the model's
  *   vocabulary cannot hold; `InterruptedError` when `signal` is aborted
  * @example

@@ -324,6 +324,7 @@ export async function sparseEvalReportHtml(result: SparseEvalResult, title: stri
       : `<figure>${await renderSvg(sparseEvalIsoCostSpec(result.rows, 'score against cost (isoCost)'))}</figure>`
   const table = sparseEvalTable(result.rows).map(escapeHtml).join('\n')
   const text = result.rows.some((r) => r.agreement !== undefined)
+  const where = text ? ' on its text tasks' : ' on a model trained here'
   const agreement = text
     ? `<h2>Agreement with the dense output</h2>
 <p>The fraction of the dense greedy output each method reproduced from its start: how far the method changes what
@@ -334,7 +335,8 @@ ${result.rows
   .filter((r) => r.method === 'dense' || r.targetSparsity > 0)
   .map(
     (r) =>
-      `<h3>${escapeHtml(`${r.task} ${r.length} ${r.method} ${r.targetSparsity}`)}</h3><pre>${escapeHtml(r.example ?? '')}</pre>`,
+      `<h3>${escapeHtml(`${r.task} ${r.length} ${r.method} ${r.targetSparsity}`)}</h3>` +
+      `<pre>${escapeHtml(r.example ?? '')}</pre>`,
   )
   .join('\n')}`
     : ''
@@ -347,7 +349,7 @@ ${result.rows
 <style>body{font-family:system-ui,sans-serif;margin:2em}pre{font-size:12px}</style></head><body>
 <h1>${escapeHtml(title)}</h1>
 <p>Score of greedy answers against target sparsity (sparsity 0 is dense), ${result.rows[0]?.samples ?? 0} sequences
-per point, seed ${result.seed}; the Sparse Frontier evaluation (arXiv 2504.17768)${text ? ' on its text tasks' : ' on a model trained here'}.</p>
+per point, seed ${result.seed}; the Sparse Frontier evaluation (arXiv 2504.17768)${where}.</p>
 <figure>${svg}</figure>
 <h2>Relative error against length</h2>
 <p>(dense - sparse) / dense of the mean scores at each target sparsity (arXiv 2504.17768 [v2], section 4.3).</p>

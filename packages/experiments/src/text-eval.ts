@@ -123,7 +123,8 @@ function checkTextOptions(model: Transformer, options: TextSparseEvalOptions): r
   if (typeof tokenizer.vocabSize === 'number' && tokenizer.vocabSize > model.config.dVocab)
     throw new ExperimentInputError(
       'tokenizer',
-      `the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocabulary (dVocab) is ${model.config.dVocab}: ` +
+      `the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocabulary (dVocab) is ` +
+        `${model.config.dVocab}: ` +
         'not this model tokenizer',
       { vocabSize: tokenizer.vocabSize, dVocab: model.config.dVocab },
     )

@@ -151,7 +151,9 @@ describe('attnlab sparse eval', () => {
       const mixed = await runCli([...bare, '--tasks', 'ruler-niah,niah-tokens', '--lengths', '40'])
       expect(mixed.stderr).toMatch(/--tasks mixes text tasks \(ruler-niah\) with token tasks/)
       const flags = await runCli([...bare, '--tasks', 'niah-tokens', '--lengths', '40', '--max-new-tokens', '4'])
-      expect(flags.stderr).toMatch(/--task-options, --max-new-tokens, --answer-prefix and --tokenizer apply to the text tasks/)
+      expect(flags.stderr).toMatch(
+        /--task-options, --max-new-tokens, --answer-prefix and --tokenizer apply to the text/,
+      )
       const bad = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'hops=two'])
       expect(bad.stderr).toMatch(/--task-options: hops must be a number, got 'two'/)
       const long = await runCli([
