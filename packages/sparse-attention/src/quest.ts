@@ -35,6 +35,8 @@ import {
 import { floatValues } from './tensor-values.ts'
 import { questSparsity } from './sparsity.ts'
 
+/** `'1 page of 16'`, `'3 pages of 16'`. */
+const pagesOf = (pages: number, size: number): string => `${pages} ${pages === 1 ? 'page' : 'pages'} of ${size}`
 /**
  * The schema of {@link QuestConfig}: each parameter's meaning, range and study default, declared once.
  *
@@ -205,7 +207,7 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
           'quest',
           shape.length,
           required,
-          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs the prompt to span ${pages + 1} ` +
+          `a budget of ${config.tokenBudget} tokens (${pagesOf(pages, P)}) needs the prompt to span ${pages + 1} ` +
             `full pages before the first generated token`,
         )
       }
@@ -252,7 +254,7 @@ function questStrategy(config: Readonly<QuestConfig>): DecodeStrategy {
           'quest',
           position,
           required,
-          `a budget of ${config.tokenBudget} tokens (${pages} pages of ${P}) needs ${pages + 1} full pages before ` +
+          `a budget of ${config.tokenBudget} tokens (${pagesOf(pages, P)}) needs ${pages + 1} full pages before ` +
             `the current one (prompt of ${input.cache.promptLength} tokens)`,
         )
       }
