@@ -14,8 +14,8 @@ import type { runTextSparseEval } from './text-eval.ts'
 /**
  * The rows of a {@link runSparseEval} result as a fixed-width text table: task, length, method,
  * target, exact and reported sparsity, score +- sample std, strict, the cost relative to dense,
- * for text tasks ({@link runTextSparseEval}) the agreement with the dense output and the fraction of
- * tagged answers, and the budget.
+ * for text tasks ({@link runTextSparseEval}) the agreement with the dense output, the fraction of tagged
+ * answers and the mean tokens generated, and the budget.
  *
  * @param rows - the rows of {@link runSparseEval}
  * @returns the lines, a header first
@@ -24,7 +24,7 @@ export function sparseEvalTable(rows: readonly SparseEvalRow[]): string[] {
   const text = rows.some((r) => r.agreement !== undefined)
   const lines = [
     'task             length  method          target  exact  reported  score +- std     strict  cost/dense  ' +
-      (text ? 'agree  tagged  ' : '') +
+      (text ? 'agree  tagged    new  ' : '') +
       'budget',
   ]
   for (const r of rows) {
@@ -39,7 +39,8 @@ export function sparseEvalTable(rows: readonly SparseEvalRow[]): string[] {
         `${r.score.toFixed(3)} +- ${r.scoreStd.toFixed(3)}  ${r.strict.toFixed(3).padStart(6)}  ` +
         `${cost.padStart(10)}  ` +
         (text
-          ? `${(r.agreement ?? Number.NaN).toFixed(3)}  ${(r.tagged ?? Number.NaN).toFixed(2).padStart(6)}  `
+          ? `${(r.agreement ?? Number.NaN).toFixed(3)}  ${(r.tagged ?? Number.NaN).toFixed(2).padStart(6)}  ` +
+            `${(r.newTokens ?? Number.NaN).toFixed(1).padStart(5)}  `
           : '') +
         budget,
     )

@@ -318,6 +318,8 @@ export interface SparseEvalRow {
    * method changes what the model says whether or not the model solves the task.
    */
   readonly agreement?: number
+  /** Text tasks only: the mean number of tokens generated per prompt (EOS excluded). */
+  readonly newTokens?: number
   /** Text tasks only: the first sample's output text, as decoded. */
   readonly example?: string
 }

@@ -78,6 +78,7 @@ describeWithBackends('runTextSparseEval on stories260K', () => {
     expect(dense.example).toBe(text)
     expect(dense.promptTokens).toBe(ids.length)
     expect(dense.agreement).toBe(1)
+    expect(dense.newTokens).toBe((direct.tokens[0] ?? []).filter((t) => t !== 2).length)
     for (const row of result.rows) {
       expect(row.score).toBe(scoreTextSample(sample, row.example ?? '').score)
       expect(row.strict).toBe(scoreTextSample(sample, row.example ?? '').strict)

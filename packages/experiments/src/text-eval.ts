@@ -336,6 +336,7 @@ export async function runTextSparseEval(model: Transformer, options: TextSparseE
         tagged: scores.filter((s) => s.tagged).length / scores.length,
         agreement:
           method === 'dense' ? 1 : meanStd(outputs.map((o, i) => prefixAgreement(denseOutputs[i] ?? [], o))).mean,
+        newTokens: meanStd(outputs.map((o) => o.length)).mean,
         example: texts[0] ?? '',
       }
       return { row, outputs }
