@@ -49,6 +49,7 @@ export {
   resolveSparseEvalTrialConfig,
   runSparseEval,
   SPARSE_EVAL_TASK_KINDS,
+  TEXT_TASK_KIND_SETTINGS,
   TEXT_TASK_SETTINGS,
   sparseEvalTrialSchema,
   type SparseEvalTrialConfig,

@@ -11,9 +11,13 @@ import { retrievalHeadsTable } from './retrieval-heads.ts'
 import type { SparseEvalResult, SparseEvalRow, runSparseEval } from './sparse-eval.ts'
 import type { runTextSparseEval } from './text-eval.ts'
 
+/** A sparse row whose method did not reach its target sparsity. */
+const missed = (r: SparseEvalRow): boolean => r.targetSparsity > 0 && r.method !== 'dense' && !r.targetReached
+
 /**
  * The rows of a {@link runSparseEval} result as a fixed-width text table: task, length, method,
- * target, exact and reported sparsity, score +- sample std, strict, the cost relative to dense,
+ * target (marked `!` when the method did not reach it, with a note below), exact and reported sparsity,
+ * score +- sample std, strict, the cost relative to dense,
  * for text tasks ({@link runTextSparseEval}) the agreement with the dense output, the fraction of tagged
  * answers and the mean tokens generated, and the budget.
  *
@@ -34,7 +38,7 @@ export function sparseEvalTable(rows: readonly SparseEvalRow[]): string[] {
     const cost = r.cost === null ? '-' : r.cost.relative.toFixed(3)
     lines.push(
       `${r.task.padEnd(16)} ${String(r.length).padStart(6)}  ${r.method.padEnd(15)} ` +
-        `${r.targetSparsity.toFixed(2).padStart(6)} ${r.exactSparsity.toFixed(3).padStart(6)} ` +
+        `${r.targetSparsity.toFixed(2).padStart(6)}${missed(r) ? '!' : ' '}${r.exactSparsity.toFixed(3).padStart(6)} ` +
         `${Math.max(0, r.reportedSparsity).toFixed(3).padStart(9)}  ` +
         `${r.score.toFixed(3)} +- ${r.scoreStd.toFixed(3)}  ${r.strict.toFixed(3).padStart(6)}  ` +
         `${cost.padStart(10)}  ` +
@@ -45,6 +49,8 @@ export function sparseEvalTable(rows: readonly SparseEvalRow[]): string[] {
         budget,
     )
   }
+  if (rows.some(missed))
+    lines.push('! the method did not reach the target at this length (exact and reported sparsity both short of it)')
   return lines
 }
 
@@ -343,7 +349,7 @@ ${result.rows
     : ''
   const heads =
     result.heads === undefined || result.heads.length === 0
-      ? '<p>Not measured in this run.</p>'
+      ? `<p>${text ? 'Not measured for text tasks (no answer positions to probe).' : 'Not measured in this run.'}</p>`
       : `<pre>${retrievalHeadsTable(result.heads).map(escapeHtml).join('\n')}</pre>`
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>

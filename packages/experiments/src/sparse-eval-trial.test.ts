@@ -28,6 +28,7 @@ describe('resolveSparseEvalTrialConfig', () => {
       /Invalid task\.needles: must be a positive integer; got 0/,
     ],
     [{ model: 'm', task: { kind: 'ruler-vt', hops: 'two' } }, /Invalid task\.hops: must be a positive integer/],
+    [{ model: 'm', task: { kind: 'ruler-vt', needles: 1 } }, /Invalid task\.needles: is not a ruler-vt setting/],
     [
       { model: 'm', task: { kind: 'ruler-cwe', minFill: 1.5 } },
       /Invalid task\.minFill: must be a fraction in \(0, 1\]/,

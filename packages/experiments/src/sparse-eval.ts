@@ -64,6 +64,21 @@ export const TEXT_TASK_SETTINGS: readonly string[] = Object.freeze([
   'questionPosition',
 ])
 
+/**
+ * The settings each text task reads (besides `minFill` and `questionPosition`, which every one reads): a
+ * description that carries another task's setting is refused, not silently run without it.
+ *
+ * @category Sparse evaluation
+ */
+export const TEXT_TASK_KIND_SETTINGS: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  'ruler-niah': ['needles', 'groups', 'groupLength', 'minFill', 'questionPosition'],
+  'ruler-vt': ['chains', 'hops', 'minFill', 'questionPosition'],
+  'ruler-cwe': ['commonWords', 'commonFrequency', 'rareFrequency', 'minFill', 'questionPosition'],
+  'story-retrieval': ['queries', 'minFill', 'questionPosition'],
+  'story-multihop': ['minFill', 'questionPosition'],
+  'story-filtering': ['chaptersWithoutPurchase', 'minFill', 'questionPosition'],
+})
+
 /** The sparse methods a {@link SparseEvalTrialConfig} may list (every method of `@attnlab/sparse-attention`). */
 const METHOD_NAMES = Object.keys(SPARSE_METHODS) as [SparseMethodName, ...SparseMethodName[]]
 
@@ -181,6 +196,9 @@ export function resolveSparseEvalTrialConfig(input: unknown): SparseEvalTrialCon
           `task.${key}`,
           `is not a text task setting; expected one of ${TEXT_TASK_SETTINGS.join(', ')}`,
         )
+      const own = TEXT_TASK_KIND_SETTINGS[kind] ?? []
+      if (!own.includes(key))
+        throw new ConfigError(`task.${key}`, `is not a ${kind} setting (it has ${own.join(', ')})`)
       const ok =
         key === 'questionPosition'
           ? value === 'both' || value === 'after' || value === 'before'

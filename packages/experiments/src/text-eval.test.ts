@@ -197,7 +197,18 @@ describeWithBackends(
       await fails({ methods: ['nope'] }, /methods must be a non-empty list/)
       await fails({ sparsities: [1] }, /sparsities must be/)
       await fails({ samples: 0 }, /samples must be an integer >= 1/)
-      await fails({ tasks: [{ kind: 'ruler-niah', needles: 4 }] }, /cannot hold 4 needles/, ConfigError)
+      await fails(
+        { tasks: [{ kind: 'ruler-niah', needles: 4 }] },
+        new RegExp(
+          'length 440 does not fit ruler-niah: the task gets 439 tokens \\(440 less BOS\\); 439 tokens cannot hold 4 ' +
+            'needles.*settings \\(needles, groups, groupLength, minFill\\)',
+        ),
+      )
+      await fails(
+        { tasks: [{ kind: 'ruler-vt', chains: 1, needles: 1 }] },
+        /'needles' is not a ruler-vt setting \(it has chains, hops/,
+      )
+      await fails({ maxNewTokens: 1000000 }, /maxNewTokens 1000000 leaves no room .*at most 495/)
       await fails({ tasks: [{ kind: 'ruler-niah', needles: 1, groups: 1, minFill: 2 }] }, /minFill/, ConfigError)
     })
   },

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { Rng } from '@attnlab/core'
+import { ConfigError, Rng } from '@attnlab/core'
 import {
   generateTextTask,
   scoreTextSample,
@@ -33,6 +33,7 @@ import {
   DEFAULT_EVAL_SPARSITIES,
   meanStd,
   modelShapeOf,
+  TEXT_TASK_KIND_SETTINGS,
   TEXT_TASK_SETTINGS,
   type SparseEvalResult,
   type SparseEvalRow,
@@ -140,6 +141,13 @@ function checkTextOptions(model: Transformer, options: TextSparseEvalOptions): r
       value: newTokens,
     })
   const { nCtx } = model.config
+  if (newTokens > nCtx - 17)
+    throw new ExperimentInputError(
+      'maxNewTokens',
+      `maxNewTokens ${newTokens} leaves no room for a prompt in the model's context (nCtx ${nCtx}): at most ` +
+        `${nCtx - 17}, so that a prompt of at least 17 tokens fits`,
+      { value: newTokens, nCtx },
+    )
   if (options.lengths.length === 0)
     throw new ExperimentInputError('lengths', 'lengths must be a non-empty list of prompt lengths', {})
   for (const length of options.lengths) {
@@ -168,6 +176,12 @@ function checkTextOptions(model: Transformer, options: TextSparseEvalOptions): r
         `'${extra}' is not a text task setting; expected one of ${TEXT_TASK_SETTINGS.join(', ')}`,
         { key: extra },
       )
+    const own = TEXT_TASK_KIND_SETTINGS[kind] ?? []
+    const other = Object.keys(task).find((key) => key !== 'kind' && !own.includes(key))
+    if (other !== undefined)
+      throw new ExperimentInputError('tasks', `'${other}' is not a ${kind} setting (it has ${own.join(', ')})`, {
+        key: other,
+      })
   }
   return sparsities
 }
@@ -213,9 +227,10 @@ interface Prompt {
  *   samples below 1, no tokenizer or one larger than the model's vocabulary, `maxNewTokens` below 1, an
  *   `answerPrefix` that is not a string or whose prompt no longer fits `nCtx` with the new tokens,
  *   a length that leaves no room for the new tokens in `nCtx`, no task, a task that is not a text task
- *   or a setting no text task has
- * @throws ConfigError (`@attnlab/core`) naming the setting the task rejects, or `maxTokens` when a
- *   length cannot hold the task in this tokenizer's tokens (the message names the smallest prompt)
+ *   or a setting no text task has or that the task does not read
+ * @throws ExperimentInputError (`lengths`) when a length cannot hold a task in this tokenizer's tokens (the
+ *   message names the smallest prompt or the fill reached); (`maxNewTokens`) when it leaves under 17 tokens of `nCtx`
+ * @throws ConfigError (`@attnlab/core`) naming the setting the task rejects (out of its range)
  * @example
  * ```ts
  * const { model, tokenizer } = await loadModel('stories260K.bin', { tokenizer: 'tok512.bin' })
@@ -245,12 +260,29 @@ export async function runTextSparseEval(model: Transformer, options: TextSparseE
       const { kind, ...settings } = description as { kind: TextTaskName } & Record<string, unknown>
       const rng = Rng.fromSeed(seed).split(`sparse-eval/${kind}/${length}`)
       const prompts: Prompt[] = Array.from({ length: options.samples }, () => {
-        const sample = generateTextTask(kind, {
-          ...(settings as object),
-          tokenizer,
-          maxTokens: length - bos - prefixTokens,
-          seed: rng.int(2 ** 31),
-        })
+        const budget = length - bos - prefixTokens
+        let sample: TextSample
+        try {
+          sample = generateTextTask(kind, {
+            ...(settings as object),
+            tokenizer,
+            maxTokens: budget,
+            seed: rng.int(2 ** 31),
+          })
+        } catch (error) {
+          if (!(error instanceof ConfigError) || error.parameter !== 'maxTokens') throw error
+          const own = (TEXT_TASK_KIND_SETTINGS[kind] ?? []).filter((k) => k !== 'questionPosition')
+          const less =
+            (bos === 1 ? ' less BOS' : '') + (prefixTokens > 0 ? ` less ${prefixTokens} of the answer prefix` : '')
+          throw new ExperimentInputError(
+            'lengths',
+            `length ${length} does not fit ${kind}: the task gets ${budget} tokens (${length}${less}); ` +
+              `${error.message.replace(/^Invalid maxTokens: /, '')}. Change the length (at most ` +
+              `${model.config.nCtx - maxNewTokens} with ${maxNewTokens} new tokens) or the task's settings ` +
+              `(${own.join(', ')})`,
+            { length, kind, budget },
+          )
+        }
         const ids = tokenizer.encode(sample.prompt + prefix)
         // The prefix may merge with the prompt's last piece: the joint encoding is what runs, and it must fit.
         if (ids.length + maxNewTokens > model.config.nCtx)

@@ -154,6 +154,8 @@ describe('attnlab sparse eval', () => {
       expect(flags.stderr).toMatch(
         /--task-options, --max-new-tokens, --answer-prefix and --tokenizer apply to the text/,
       )
+      const other = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'needles=1'])
+      expect(other.stderr).toMatch(/--task-options needles is read by ruler-niah, not by ruler-vt/)
       const bad = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'hops=two'])
       expect(bad.stderr).toMatch(/--task-options: hops must be a number, got 'two'/)
       const long = await runCli([

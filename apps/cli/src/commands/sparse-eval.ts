@@ -15,6 +15,7 @@ import {
   runTextSparseEval,
   SPARSE_EVAL_TASK_KINDS,
   TEXT_EVAL_TASK_KINDS,
+  TEXT_TASK_KIND_SETTINGS,
   TEXT_TASK_SETTINGS,
   sparseEvalReportHtml,
   sparseEvalTable,
@@ -89,6 +90,26 @@ function numberListParser(flag: string, check: (x: number) => boolean, what: str
   }
 }
 
+/**
+ * Each text task with the `--task-options` it reads (one flag serves several tasks); a key none of them reads is a
+ * usage error naming the tasks that do.
+ */
+function textTasksWithOptions(
+  tasks: readonly string[],
+  options: Readonly<Record<string, number | string>>,
+): Record<string, unknown>[] {
+  for (const key of Object.keys(options)) {
+    if (!tasks.some((kind) => (TEXT_TASK_KIND_SETTINGS[kind] ?? []).includes(key))) {
+      const readers = Object.keys(TEXT_TASK_KIND_SETTINGS).filter((k) => TEXT_TASK_KIND_SETTINGS[k]?.includes(key))
+      throw new UsageError(`--task-options ${key} is read by ${readers.join(', ')}, not by ${tasks.join(', ')}`)
+    }
+  }
+  return tasks.map((kind) => ({
+    kind,
+    ...Object.fromEntries(Object.entries(options).filter(([key]) => TEXT_TASK_KIND_SETTINGS[kind]?.includes(key))),
+  }))
+}
+
 /** Runs `sparse eval`; returns the result with the model path and the report written (or null). */
 async function runEvalCommand(
   flags: EvalFlags,
@@ -123,7 +144,7 @@ async function runEvalCommand(
   const trained = isText ? null : await readTrainedTask(modelPath)
   // A task the model was trained on keeps its stored configuration (its token ranges); others use defaults.
   const tasks = isText
-    ? flags.tasks.map((kind) => ({ kind, ...(flags.taskOptions ?? {}) }))
+    ? textTasksWithOptions(flags.tasks, flags.taskOptions ?? {})
     : flags.tasks.map((kind) => evaluationTask({ kind }, trained))
   const loaded = await loadModel(modelPath, isText ? tokenizerLoadOptions(flags) : {})
   try {
