@@ -473,7 +473,15 @@ export function greedyAnswers(
   }
 }
 
-function checkOptions(model: Transformer, options: SparseEvalOptions): readonly number[] {
+/**
+ * Checks what every sparse evaluation takes (methods, target sparsities, samples) and returns the sparsities.
+ * @throws ExperimentInputError naming the option
+ */
+export function checkEvalBasics(options: {
+  readonly methods: readonly SparseMethodName[]
+  readonly sparsities?: readonly number[] | undefined
+  readonly samples: number
+}): readonly number[] {
   const known = Object.keys(SPARSE_METHODS)
   const unknown = options.methods.find((m) => !known.includes(m))
   if (unknown !== undefined || options.methods.length === 0) {
@@ -497,6 +505,11 @@ function checkOptions(model: Transformer, options: SparseEvalOptions): readonly 
       value: options.samples,
     })
   }
+  return sparsities
+}
+
+function checkOptions(model: Transformer, options: SparseEvalOptions): readonly number[] {
+  const sparsities = checkEvalBasics(options)
   const { nCtx } = model.config
   if (options.lengths.length === 0)
     throw new ExperimentInputError('lengths', 'lengths must be a non-empty list of context lengths', {})

@@ -29,6 +29,7 @@ import type { Tokenizer } from '@attnlab/transformer/io'
 import { meanExtra, sizedConfig } from './compare-with-dense.ts'
 import { ExperimentInputError } from './errors.ts'
 import {
+  checkEvalBasics,
   costOf,
   DEFAULT_EVAL_SPARSITIES,
   meanStd,
@@ -89,26 +90,7 @@ export interface TextSparseEvalOptions {
 }
 
 function checkTextOptions(model: Transformer, options: TextSparseEvalOptions): readonly number[] {
-  const known = Object.keys(SPARSE_METHODS)
-  const unknown = options.methods.find((m) => !known.includes(m))
-  if (unknown !== undefined || options.methods.length === 0)
-    throw new ExperimentInputError(
-      'methods',
-      `methods must be a non-empty list of ${known.join(', ')}; got ${unknown === undefined ? 'none' : `'${unknown}'`}`,
-      { value: unknown ?? null },
-    )
-  const sparsities = options.sparsities ?? DEFAULT_EVAL_SPARSITIES
-  const bad = sparsities.find((s) => !(Number.isFinite(s) && s >= 0 && s < 1))
-  if (sparsities.length === 0 || bad !== undefined)
-    throw new ExperimentInputError(
-      'sparsities',
-      `sparsities must be a non-empty list of numbers in [0, 1); got ${bad === undefined ? 'none' : bad}`,
-      { value: bad ?? null },
-    )
-  if (!Number.isInteger(options.samples) || options.samples < 1)
-    throw new ExperimentInputError('samples', `samples must be an integer >= 1; got ${options.samples}`, {
-      value: options.samples,
-    })
+  const sparsities = checkEvalBasics(options)
   const tokenizer = options.tokenizer as Partial<Tokenizer> | null | undefined
   if (
     tokenizer === null ||
