@@ -75,6 +75,8 @@ const NOT_NUMERIC = new Set([
   '--plot',
   '--model',
   '--tokenizer',
+  '--task-options',
+  '--answer-prefix',
   '--qkv',
   '--prompt',
   '--prompt-file',

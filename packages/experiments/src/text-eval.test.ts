@@ -21,141 +21,150 @@ if (!present) console.warn(`[attnlab] ${MODEL} is absent: the text-task evaluati
 
 const NIAH = { kind: 'ruler-niah', needles: 1, groups: 1 } as const
 
-describeWithBackends('runTextSparseEval on stories260K', () => {
-  let loaded: LoadedModel
-  beforeAll(async () => {
-    if (present) loaded = await loadModel(MODEL, { tokenizer: TOKENIZER })
-  })
-  afterAll(() => {
-    if (present) loaded.model.dispose()
-  })
+describeWithBackends(
+  'runTextSparseEval on stories260K',
+  () => {
+    let loaded: LoadedModel
+    beforeAll(async () => {
+      if (present) loaded = await loadModel(MODEL, { tokenizer: TOKENIZER })
+    })
+    afterAll(() => {
+      if (present) loaded.model.dispose()
+    })
 
-  it.skipIf(!present)('scores greedy outputs with the study metric, dense first, sparsity 0 = dense', async () => {
-    const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
-    const before = tf.memory().numTensors
-    const options = {
-      tasks: [NIAH],
-      tokenizer,
-      methods: ['vertical-slash', 'snapkv'] as const,
-      sparsities: [0, 0.8],
-      lengths: [440],
-      samples: 1,
-      seed: 3,
-      maxNewTokens: 6,
-      eosTokens: [2],
-    }
-    const result = await runTextSparseEval(loaded.model, { ...options, methods: [...options.methods] })
-    expect(tf.memory().numTensors).toBe(before)
-    expect(result.heads).toEqual([])
-    expect(result.rows.map((r) => `${r.method}@${r.targetSparsity}`)).toEqual([
-      'dense@0',
-      'vertical-slash@0',
-      'vertical-slash@0.8',
-      'snapkv@0',
-      'snapkv@0.8',
-    ])
-    // The prompt the run scored, rebuilt from the documented seed derivation.
-    const rng = Rng.fromSeed(3).split('sparse-eval/ruler-niah/440')
-    const sample = generateTextTask('ruler-niah', {
-      needles: 1,
-      groups: 1,
-      tokenizer,
-      maxTokens: 439,
-      seed: rng.int(2 ** 31),
+    it.skipIf(!present)('scores greedy outputs with the study metric, dense first, sparsity 0 = dense', async () => {
+      const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
+      const before = tf.memory().numTensors
+      const options = {
+        tasks: [NIAH],
+        tokenizer,
+        methods: ['vertical-slash', 'snapkv'] as const,
+        sparsities: [0, 0.8],
+        lengths: [440],
+        samples: 1,
+        seed: 3,
+        maxNewTokens: 6,
+        eosTokens: [2],
+      }
+      const result = await runTextSparseEval(loaded.model, { ...options, methods: [...options.methods] })
+      expect(tf.memory().numTensors).toBe(before)
+      expect(result.heads).toEqual([])
+      expect(result.rows.map((r) => `${r.method}@${r.targetSparsity}`)).toEqual([
+        'dense@0',
+        'vertical-slash@0',
+        'vertical-slash@0.8',
+        'snapkv@0',
+        'snapkv@0.8',
+      ])
+      // The prompt the run scored, rebuilt from the documented seed derivation.
+      const rng = Rng.fromSeed(3).split('sparse-eval/ruler-niah/440')
+      const sample = generateTextTask('ruler-niah', {
+        needles: 1,
+        groups: 1,
+        tokenizer,
+        maxTokens: 439,
+        seed: rng.int(2 ** 31),
+      })
+      const ids = tokenizer.encode(sample.prompt)
+      expect(ids.length).toBeLessThanOrEqual(440)
+      expect(ids.length).toBeGreaterThanOrEqual(Math.floor(0.9 * 439))
+      const [dense, vs0, vs, snap0, snap] = result.rows as [
+        (typeof result.rows)[0],
+        (typeof result.rows)[0],
+        (typeof result.rows)[0],
+        (typeof result.rows)[0],
+        (typeof result.rows)[0],
+      ]
+      const direct = await generate(loaded.model, ids, { maxTokens: 6, temperature: 0, eosToken: [2] })
+      const text = tokenizer.decode((direct.tokens[0] ?? []).filter((t) => t !== 2))
+      expect(dense.example).toBe(text)
+      expect(dense.promptTokens).toBe(ids.length)
+      expect(dense.agreement).toBe(1)
+      expect(dense.newTokens).toBe((direct.tokens[0] ?? []).filter((t) => t !== 2).length)
+      for (const row of result.rows) {
+        expect(row.score).toBe(scoreTextSample(sample, row.example ?? '').score)
+        expect(row.strict).toBe(scoreTextSample(sample, row.example ?? '').strict)
+        expect(row.iou).toBeNaN() // NIAH is scored by accuracy
+        expect(row.skipped).toBe(0)
+      }
+      for (const zero of [vs0, snap0]) {
+        expect(zero.example).toBe(dense.example)
+        expect(zero.exactSparsity).toBe(0)
+      }
+      expect(vs.phase).toBe('prefill')
+      expect(snap.phase).toBe('decode')
+      expect(vs.exactSparsity).toBeGreaterThan(0.5)
+      expect(snap.exactSparsity).toBeGreaterThan(0.5)
+      expect(snap.budget.capacity).toBeGreaterThan(0)
+      expect(snap.cost?.metric).toBe('decode-memory')
+      expect(snap.cost?.relative).toBeLessThan(1)
+      // The SnapKV row's output is what generate gives with its kernel.
+      const kernel = createKernel('snapkv', snap.config as never)
+      const again = await generate(loaded.model, ids, {
+        maxTokens: 6,
+        temperature: 0,
+        eosToken: [2],
+        attention: kernel,
+      })
+      expect(snap.example).toBe(tokenizer.decode((again.tokens[0] ?? []).filter((t) => t !== 2)))
+      // Same seed, same rows.
+      const repeat = await runTextSparseEval(loaded.model, { ...options, methods: ['snapkv'], sparsities: [0.8] })
+      expect(repeat.rows[1]?.example).toBe(snap.example)
+      expect(repeat.rows[1]?.exactSparsity).toBe(snap.exactSparsity)
     })
-    const ids = tokenizer.encode(sample.prompt)
-    expect(ids.length).toBeLessThanOrEqual(440)
-    expect(ids.length).toBeGreaterThanOrEqual(Math.floor(0.9 * 439))
-    const [dense, vs0, vs, snap0, snap] = result.rows as [
-      (typeof result.rows)[0],
-      (typeof result.rows)[0],
-      (typeof result.rows)[0],
-      (typeof result.rows)[0],
-      (typeof result.rows)[0],
-    ]
-    const direct = await generate(loaded.model, ids, { maxTokens: 6, temperature: 0, eosToken: [2] })
-    const text = tokenizer.decode((direct.tokens[0] ?? []).filter((t) => t !== 2))
-    expect(dense.example).toBe(text)
-    expect(dense.promptTokens).toBe(ids.length)
-    expect(dense.agreement).toBe(1)
-    expect(dense.newTokens).toBe((direct.tokens[0] ?? []).filter((t) => t !== 2).length)
-    for (const row of result.rows) {
-      expect(row.score).toBe(scoreTextSample(sample, row.example ?? '').score)
-      expect(row.strict).toBe(scoreTextSample(sample, row.example ?? '').strict)
-      expect(row.iou).toBeNaN() // NIAH is scored by accuracy
-      expect(row.skipped).toBe(0)
-    }
-    for (const zero of [vs0, snap0]) {
-      expect(zero.example).toBe(dense.example)
-      expect(zero.exactSparsity).toBe(0)
-    }
-    expect(vs.phase).toBe('prefill')
-    expect(snap.phase).toBe('decode')
-    expect(vs.exactSparsity).toBeGreaterThan(0.5)
-    expect(snap.exactSparsity).toBeGreaterThan(0.5)
-    expect(snap.budget.capacity).toBeGreaterThan(0)
-    expect(snap.cost?.metric).toBe('decode-memory')
-    expect(snap.cost?.relative).toBeLessThan(1)
-    // The SnapKV row's output is what generate gives with its kernel.
-    const kernel = createKernel('snapkv', snap.config as never)
-    const again = await generate(loaded.model, ids, { maxTokens: 6, temperature: 0, eosToken: [2], attention: kernel })
-    expect(snap.example).toBe(tokenizer.decode((again.tokens[0] ?? []).filter((t) => t !== 2)))
-    // Same seed, same rows.
-    const repeat = await runTextSparseEval(loaded.model, { ...options, methods: ['snapkv'], sparsities: [0.8] })
-    expect(repeat.rows[1]?.example).toBe(snap.example)
-    expect(repeat.rows[1]?.exactSparsity).toBe(snap.exactSparsity)
-  })
 
-  it.skipIf(!present)('an answer prefix starts every output and is scored with it', async () => {
-    const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
-    const prefix = '\n<answer>1. The answer for '
-    const result = await runTextSparseEval(loaded.model, {
-      tasks: [NIAH],
-      tokenizer,
-      methods: ['snapkv'],
-      sparsities: [0.8],
-      lengths: [440],
-      samples: 1,
-      seed: 3,
-      maxNewTokens: 3,
-      answerPrefix: prefix,
+    it.skipIf(!present)('an answer prefix starts every output and is scored with it', async () => {
+      const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
+      const prefix = '\n<answer>1. The answer for '
+      const result = await runTextSparseEval(loaded.model, {
+        tasks: [NIAH],
+        tokenizer,
+        methods: ['snapkv'],
+        sparsities: [0.8],
+        lengths: [440],
+        samples: 1,
+        seed: 3,
+        maxNewTokens: 3,
+        answerPrefix: prefix,
+      })
+      const rng = Rng.fromSeed(3).split('sparse-eval/ruler-niah/440')
+      const maxTokens = 439 - tokenizer.encode(prefix, { bos: false }).length
+      const sample = generateTextTask('ruler-niah', {
+        needles: 1,
+        groups: 1,
+        tokenizer,
+        maxTokens,
+        seed: rng.int(2 ** 31),
+      })
+      for (const row of result.rows) {
+        expect(row.example?.startsWith(prefix)).toBe(true)
+        expect(row.tagged).toBe(1) // the prefix opens the <answer> tag
+        expect(row.score).toBe(scoreTextSample(sample, row.example ?? '').score)
+        expect(row.promptTokens).toBe(tokenizer.encode(sample.prompt + prefix).length)
+      }
     })
-    const rng = Rng.fromSeed(3).split('sparse-eval/ruler-niah/440')
-    const maxTokens = 439 - tokenizer.encode(prefix, { bos: false }).length
-    const sample = generateTextTask('ruler-niah', {
-      needles: 1,
-      groups: 1,
-      tokenizer,
-      maxTokens,
-      seed: rng.int(2 ** 31),
-    })
-    for (const row of result.rows) {
-      expect(row.example?.startsWith(prefix)).toBe(true)
-      expect(row.tagged).toBe(1) // the prefix opens the <answer> tag
-      expect(row.score).toBe(scoreTextSample(sample, row.example ?? '').score)
-      expect(row.promptTokens).toBe(tokenizer.encode(sample.prompt + prefix).length)
-    }
-  })
 
-  it.skipIf(!present)('an IoU task reports its score as iou; the agreement is a fraction', async () => {
-    const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
-    const result = await runTextSparseEval(loaded.model, {
-      tasks: [{ kind: 'ruler-vt', chains: 1, hops: 2 }],
-      tokenizer,
-      methods: ['quest'],
-      sparsities: [0.9],
-      lengths: [480],
-      samples: 2,
-      maxNewTokens: 4,
+    it.skipIf(!present)('an IoU task reports its score as iou; the agreement is a fraction', async () => {
+      const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
+      const result = await runTextSparseEval(loaded.model, {
+        tasks: [{ kind: 'ruler-vt', chains: 1, hops: 2 }],
+        tokenizer,
+        methods: ['quest'],
+        sparsities: [0.9],
+        lengths: [480],
+        samples: 2,
+        maxNewTokens: 4,
+      })
+      for (const row of result.rows) {
+        expect(row.iou).toBe(row.score)
+        expect(row.samples).toBe(2)
+        expect(row.agreement).toBeGreaterThanOrEqual(0)
+        expect(row.agreement).toBeLessThanOrEqual(1)
+      }
     })
-    for (const row of result.rows) {
-      expect(row.iou).toBe(row.score)
-      expect(row.samples).toBe(2)
-      expect(row.agreement).toBeGreaterThanOrEqual(0)
-      expect(row.agreement).toBeLessThanOrEqual(1)
-    }
-  })
-})
+  },
+  testBackends().filter((mode) => mode !== 'cpu'),
+) // 440-token prompts take minutes on the pure-JS backend
 
 // Input checks do not depend on the backend: one mode.
 describeWithBackends(
