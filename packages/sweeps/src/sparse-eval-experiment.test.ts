@@ -48,6 +48,32 @@ describe('the sparse-eval sweep experiment', () => {
     expect(metrics?.samples).toBe(10)
     expect(metrics?.evalSeconds).toBe(3)
   })
+
+  it('keys every row by its method when a trial lists several, so none overwrites another', () => {
+    const row = (method: string, score: number) => ({
+      method,
+      task: 'niah-tokens',
+      length: 128,
+      samples: 10,
+      targetSparsity: 0.9,
+      score,
+      scoreStd: 0.1,
+      strict: 0.5,
+      iou: 0.6,
+      exactSparsity: 0.9,
+      reportedSparsity: 0.9,
+      cost: { relative: 0.2 },
+    })
+    const reference = { ...row('dense', 0.9), targetSparsity: 0 }
+    const rows = [reference, row('quest', 0.8), row('snapkv', 0.3)]
+    const metrics = experiment?.metrics({ rows, heads: [], seconds: 3 })
+    expect(metrics?.scoreL128S0).toBe(0.9)
+    expect(metrics?.['quest:scoreL128S0.9']).toBe(0.8)
+    expect(metrics?.[sparseEvalMetricKey('score', 128, 0.9, 'snapkv')]).toBe(0.3)
+    expect(metrics?.['scoreL128S0.9']).toBeUndefined()
+    const one = experiment?.metrics({ rows: [reference, row('quest', 0.8)], heads: [], seconds: 3 })
+    expect(Object.keys(one ?? {}).filter((k) => k.includes(':'))).toEqual([])
+  })
 })
 
 describe('the sparse-eval sweep experiment on a text task', () => {

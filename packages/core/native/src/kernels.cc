@@ -1156,7 +1156,7 @@ struct SparseScratch {
     m.assign(tileRows, 0.f);
     l.assign(tileRows, 0.f);
     acc.assign((size_t)tileRows * dvp, 0.f);
-    idx.assign(kChunk, 0);
+    idx.assign(2 * kChunk, 0);
   }
 };
 thread_local SparseScratch tlsSparse;
@@ -1181,9 +1181,11 @@ void sparseTile(const float* q, const float* k, const float* v, float* out, cons
   const int64_t lastKey = (int64_t)r1 - 1 + sh.causalOffset;  // no row reads a key after this
   int64_t span = s0, next = s0 < s1 ? spans[2 * s0] : 0;
   float* s = w.s.data();
+  // Two chunks of key indices: the next one is gathered (and, for decode-like tiles, its rows
+  // requested) before the current one is computed.
   int32_t* idx = w.idx.data();
-  for (;;) {
-    // Gather the next chunk of ascending keys.
+  int32_t* ahead = w.idx.data() + kChunk;
+  auto gather = [&](int32_t* into) {
     int c = 0;
     while (c < kChunk && span < s1) {
       const int64_t stop = std::min<int64_t>(spans[2 * span + 1], lastKey + 1);
@@ -1192,9 +1194,27 @@ void sparseTile(const float* q, const float* k, const float* v, float* out, cons
         if (span < s1) next = spans[2 * span];
         continue;
       }
-      idx[c++] = (int32_t)next++;
+      into[c++] = (int32_t)next++;
     }
+    if (!packed) {
+      // Decode-like tiles read scattered runs (Quest's pages): request every key and value row of the
+      // chunk a chunk ahead, so the loads overlap the computation instead of restarting the hardware
+      // prefetcher at each run (64-byte lines).
+      for (int j = 0; j < c; j++) {
+        const char* kr = (const char*)(k + (int64_t)into[j] * dh);
+        const char* vr = (const char*)(v + (int64_t)into[j] * dv);
+        for (int64_t b = 0; b < (int64_t)dh * 4; b += 64) __builtin_prefetch(kr + b, 0, 3);
+        for (int64_t b = 0; b < (int64_t)dv * 4; b += 64) __builtin_prefetch(vr + b, 0, 3);
+      }
+    }
+    return c;
+  };
+  int cAhead = gather(ahead);
+  for (;;) {
+    std::swap(idx, ahead);
+    const int c = cAhead;
     if (c == 0) break;
+    cAhead = gather(ahead);
     if (packed) {
       for (int j = 0; j < c; j++) {
         const float* kr = k + (int64_t)idx[j] * dh;
@@ -1298,6 +1318,15 @@ void pageScoresRow(const float* q, const float* bmin, const float* bmax, int pag
     const float x = q[d];
     const float* lo = bmin + (int64_t)d * capacity;
     const float* hi = bmax + (int64_t)d * capacity;
+    if (d + 2 < dh) {
+      // the bounds stream row by row (2 x dHead rows of `pages` floats): request the rows two ahead
+      const char* lo2 = (const char*)(lo + 2 * capacity);
+      const char* hi2 = (const char*)(hi + 2 * capacity);
+      for (int64_t b = 0; b < (int64_t)pages * 4; b += 64) {
+        __builtin_prefetch(lo2 + b, 0, 3);
+        __builtin_prefetch(hi2 + b, 0, 3);
+      }
+    }
 #pragma omp simd
     for (int p = 0; p < pages; p++) {
       const float a = x * lo[p], b = x * hi[p];
