@@ -130,6 +130,14 @@ describe('runSparseEval', () => {
     await expect(runSparseEval(model, { ...base, tasks: [{ ...TASK, valueTokens: 40 }] })).rejects.toThrow(
       /uses 66 token ids but the model's vocabulary is 30/,
     )
+    await expect(runSparseEval(model, { ...base, methods: ['quest', 'quest'] })).rejects.toThrow(
+      /methods lists quest twice/,
+    )
+    await expect(runSparseEval(model, { ...base, sparsities: [0.5, 0.9, 0.5] })).rejects.toThrow(
+      /sparsities lists 0.5 twice/,
+    )
+    await expect(runSparseEval(model, { ...base, lengths: [48, 48] })).rejects.toBeInstanceOf(ExperimentInputError)
+    await expect(runSparseEval(model, { ...base, tasks: [TASK, { ...TASK }] })).rejects.toThrow(/tasks lists/)
     const tooShort = { ...base, tasks: [{ ...TASK, needles: 4 }], lengths: [8] }
     await expect(runSparseEval(model, tooShort)).rejects.toBeInstanceOf(ConfigError)
   })

@@ -473,14 +473,29 @@ export function greedyAnswers(
   }
 }
 
+/** Refuses a list that names one entry twice (it would be evaluated twice and give two rows with one key). */
+function refuseDuplicates(option: string, values: readonly unknown[]): void {
+  const seen = new Set<string>()
+  for (const value of values) {
+    const key = typeof value === 'object' ? JSON.stringify(value) : String(value)
+    if (seen.has(key)) {
+      throw new ExperimentInputError(option, `${option} lists ${key} twice; give each once`, { value: key })
+    }
+    seen.add(key)
+  }
+}
+
 /**
- * Checks what every sparse evaluation takes (methods, target sparsities, samples) and returns the sparsities.
+ * Checks what every sparse evaluation takes (methods, target sparsities, samples; lengths and tasks
+ * listed once each) and returns the sparsities.
  * @throws ExperimentInputError naming the option
  */
 export function checkEvalBasics(options: {
   readonly methods: readonly SparseMethodName[]
   readonly sparsities?: readonly number[] | undefined
   readonly samples: number
+  readonly lengths?: readonly number[]
+  readonly tasks?: readonly Readonly<Record<string, unknown>>[]
 }): readonly number[] {
   const known = Object.keys(SPARSE_METHODS)
   const unknown = options.methods.find((m) => !known.includes(m))
@@ -505,6 +520,10 @@ export function checkEvalBasics(options: {
       value: options.samples,
     })
   }
+  refuseDuplicates('methods', options.methods)
+  refuseDuplicates('sparsities', sparsities)
+  refuseDuplicates('lengths', options.lengths ?? [])
+  refuseDuplicates('tasks', options.tasks ?? [])
   return sparsities
 }
 

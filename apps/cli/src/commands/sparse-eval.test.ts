@@ -147,7 +147,20 @@ describe('attnlab sparse eval', () => {
         '1',
       ]
       const none = await runCli([...bare, '--tasks', 'ruler-niah', '--lengths', '440', '--backend', 'cpu'])
-      expect(none.stderr).toMatch(/text tasks need the model's tokenizer .* pass --tokenizer/)
+      expect(none.stderr).toMatch(/text tasks need the model's tokenizer .*\(tokenizer\.bin or tokenizer\.json beside/)
+      const twice = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'hops=1,hops=2'])
+      expect(twice.stderr).toMatch(/--task-options: hops is given twice/)
+      const prefix = await runCli([
+        ...args,
+        ...bare.slice(4),
+        '--tasks',
+        'ruler-niah',
+        '--lengths',
+        '440',
+        '--no-dummy-prefix',
+      ])
+      expect(prefix.stderr).toMatch(/Invalid dummyPrefix: applies to a Hugging Face tokenizer\.json/)
+      expect(prefix.code).not.toBe(0)
       const mixed = await runCli([...bare, '--tasks', 'ruler-niah,niah-tokens', '--lengths', '40'])
       expect(mixed.stderr).toMatch(/--tasks mixes text tasks \(ruler-niah\) with token tasks/)
       const flags = await runCli([...bare, '--tasks', 'niah-tokens', '--lengths', '40', '--max-new-tokens', '4'])

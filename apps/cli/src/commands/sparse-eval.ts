@@ -64,6 +64,7 @@ function taskOptionsParser(value: string): Record<string, number | string> {
         `--task-options: '${key}' is not a text task setting (${TEXT_TASK_SETTINGS.join(', ')})`,
       )
     const raw = (m[2] as string).trim()
+    if (key in out) throw new InvalidArgumentError(`--task-options: ${key} is given twice; give each setting once`)
     out[key] = key === 'questionPosition' ? raw : Number(raw)
     if (key !== 'questionPosition' && !Number.isFinite(out[key] as number))
       throw new InvalidArgumentError(`--task-options: ${key} must be a number, got '${raw}'`)
@@ -170,7 +171,9 @@ async function runEvalCommand(
       const tokenizer = loaded.tokenizer
       if (tokenizer === undefined)
         throw new UsageError(
-          `the text tasks need the model's tokenizer and none was found beside ${flags.model}; pass --tokenizer <path>`,
+          `the text tasks need the model's tokenizer and none was found beside ${flags.model} (tokenizer.bin or ` +
+            'tokenizer.json beside a .bin checkpoint, tokenizer.json or tokenizer.bin in a model directory); pass ' +
+            '--tokenizer <path>',
         )
       const eos = loaded.specialTokens.eos ?? (tokenizer.eosId === undefined ? [] : [tokenizer.eosId])
       result = await runTextSparseEval(loaded.model, {

@@ -205,6 +205,11 @@ describe('Hugging Face directories: export and import round trips', () => {
     await expect(loadTokenizer(tokenizerFile, { dummyPrefix: 1 } as never)).rejects.toThrow(
       /^Invalid dummyPrefix: got 1; expected true or false$/,
     )
+    // dummyPrefix is a tokenizer.json option: a llama2.c tokenizer refuses false (and accepts true, what it does).
+    await expect(loadTokenizer(tokenizerFile, { dummyPrefix: false })).rejects.toThrow(
+      /^Invalid dummyPrefix: applies to a Hugging Face tokenizer\.json, but .*tokenizer\.bin is a llama2\.c tokenizer/,
+    )
+    expect((await loadTokenizer(tokenizerFile, { dummyPrefix: true })).vocabSize).toBe(5)
     // Checked before the file is read: a bad option on a missing file names the option.
     await expect(loadTokenizer(join(root, 'missing.bin'), { eosId: 0.5 })).rejects.toThrow(/^Invalid eosId: /)
     // An id outside the vocabulary is the tokenizer's (a file) problem, as before.

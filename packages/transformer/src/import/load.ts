@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { AttentionKernel } from '@attnlab/core'
+import { ConfigError, type AttentionKernel } from '@attnlab/core'
 import { booleanField, configSchema, integerField, parseConfig, showValue, z } from '@attnlab/core/schema'
 import { createTransformer, transformerOptionsSchema, type Transformer } from '../model.ts'
 import type { CheckpointFormat, ImportedCheckpoint, SpecialTokens } from './checkpoint.ts'
@@ -173,7 +173,8 @@ function looksLikeJson(bytes: Uint8Array): boolean {
  * @throws `AttnlabError` (`@attnlab/core`) `UNSUPPORTED` outside Node.js (in a browser: fetch the
  *   bytes and use `Llama2cTokenizer.fromBytes` or `HuggingFaceTokenizer.fromJson`)
  * @throws `ConfigError` (`@attnlab/core`) naming the option for an unknown option name (with a
- *   did-you-mean) or a value of the wrong kind ({@link loadTokenizerOptionsSchema}), before reading
+ *   did-you-mean) or a value of the wrong kind ({@link loadTokenizerOptionsSchema}), before reading;
+ *   `dummyPrefix: false` with a llama2.c tokenizer (it has no such option)
  * @example
  * ```ts
  * const tokenizer = await loadTokenizer('models/tinystories656K/tokenizer.json', { dummyPrefix: false })
@@ -190,7 +191,17 @@ export async function loadTokenizer(path: string, options: LoadTokenizerOptions 
     bosId?: number
     eosId?: number
   }
-  if (!looksLikeJson(bytes)) return Llama2cTokenizer.fromBytes(bytes, { ...rest, file: path })
+  if (!looksLikeJson(bytes)) {
+    if (dummyPrefix === false) {
+      throw new ConfigError(
+        'dummyPrefix',
+        `applies to a Hugging Face tokenizer.json, but ${path} is a llama2.c tokenizer, which always prepends its ` +
+          'space (as run.c does); drop dummyPrefix: false',
+        { file: path },
+      )
+    }
+    return Llama2cTokenizer.fromBytes(bytes, { ...rest, file: path })
+  }
   const { dirname, join } = await pathModule('loadTokenizer')
   const configPath = join(dirname(path), HF_TOKENIZER_CONFIG_FILE)
   const { stat } = await fs('loadTokenizer')
