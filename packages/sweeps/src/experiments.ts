@@ -201,8 +201,9 @@ export function sparseEvalMetricKey(name: string, length: number, sparsity: numb
  * settings are a `SparseEvalTrialConfig` (`model`, `task`, `methods`, `sparsities`, `lengths`,
  * `samples`, `seed`), the defaults `sparseEvalTrialSchema`'s, `seed` (of the evaluation sequences)
  * replaced per trial. Metrics, per row of the trial's one task and every length L and target
- * sparsity S (key {@link sparseEvalMetricKey}; a trial listing several methods prefixes every sparse row's keys with its
- * method, `quest:scoreL256S0.9`, the dense reference row keeping `scoreL256S0`; a study gives one method per trial and gets the plain keys): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
+ * sparsity S (key {@link sparseEvalMetricKey}; a trial listing several methods prefixes every sparse row's
+ * keys with its method, `quest:scoreL256S0.9`, the dense reference row keeping `scoreL256S0`; a study gives
+ * one method per trial and gets the plain keys): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
  * `exactSparsity`, `reportedSparsity` and `relativeCost` (the cost model's price over dense, attention-only
  * models priced without an MLP term), and for the text tasks (`ruler-niah`, ...: `runTextSparseEval` with the model's
  * tokenizer, settings `tokenizer`, `dummyPrefix`, `maxNewTokens`) `agreement` (with the dense output), `tagged` and
