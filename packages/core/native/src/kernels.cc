@@ -1318,15 +1318,6 @@ void pageScoresRow(const float* q, const float* bmin, const float* bmax, int pag
     const float x = q[d];
     const float* lo = bmin + (int64_t)d * capacity;
     const float* hi = bmax + (int64_t)d * capacity;
-    if (d + 2 < dh) {
-      // the bounds stream row by row (2 x dHead rows of `pages` floats): request the rows two ahead
-      const char* lo2 = (const char*)(lo + 2 * capacity);
-      const char* hi2 = (const char*)(hi + 2 * capacity);
-      for (int64_t b = 0; b < (int64_t)pages * 4; b += 64) {
-        __builtin_prefetch(lo2 + b, 0, 3);
-        __builtin_prefetch(hi2 + b, 0, 3);
-      }
-    }
 #pragma omp simd
     for (int p = 0; p < pages; p++) {
       const float a = x * lo[p], b = x * hi[p];
