@@ -21,19 +21,23 @@ if (!present) console.warn(`[attnlab] ${MODEL} is absent: the text-task evaluati
 
 const NIAH = { kind: 'ruler-niah', needles: 1, groups: 1 } as const
 
+/** Loads stories260K with its tokenizer for the enclosing describe block (disposed after it), when present. */
+function useStories260K(): () => LoadedModel {
+  let loaded: LoadedModel | undefined
+  beforeAll(async () => {
+    if (present) loaded = await loadModel(MODEL, { tokenizer: TOKENIZER })
+  })
+  afterAll(() => loaded?.model.dispose())
+  return () => loaded as LoadedModel
+}
+
 describeWithBackends(
   'runTextSparseEval on stories260K',
   () => {
-    let loaded: LoadedModel
-    beforeAll(async () => {
-      if (present) loaded = await loadModel(MODEL, { tokenizer: TOKENIZER })
-    })
-    afterAll(() => {
-      if (present) loaded.model.dispose()
-    })
+    const stories = useStories260K()
 
     it.skipIf(!present)('scores greedy outputs with the study metric, dense first, sparsity 0 = dense', async () => {
-      const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
+      const tokenizer = stories().tokenizer as NonNullable<LoadedModel['tokenizer']>
       const before = tf.memory().numTensors
       const options = {
         tasks: [NIAH],
@@ -46,7 +50,7 @@ describeWithBackends(
         maxNewTokens: 6,
         eosTokens: [2],
       }
-      const result = await runTextSparseEval(loaded.model, { ...options, methods: [...options.methods] })
+      const result = await runTextSparseEval(stories().model, { ...options, methods: [...options.methods] })
       expect(tf.memory().numTensors).toBe(before)
       expect(result.heads).toEqual([])
       expect(result.rows.map((r) => `${r.method}@${r.targetSparsity}`)).toEqual([
@@ -75,7 +79,7 @@ describeWithBackends(
         (typeof result.rows)[0],
         (typeof result.rows)[0],
       ]
-      const direct = await generate(loaded.model, ids, { maxTokens: 6, temperature: 0, eosToken: [2] })
+      const direct = await generate(stories().model, ids, { maxTokens: 6, temperature: 0, eosToken: [2] })
       const text = tokenizer.decode((direct.tokens[0] ?? []).filter((t) => t !== 2))
       expect(dense.example).toBe(text)
       expect(dense.promptTokens).toBe(ids.length)
@@ -100,7 +104,7 @@ describeWithBackends(
       expect(snap.cost?.relative).toBeLessThan(1)
       // The SnapKV row's output is what generate gives with its kernel.
       const kernel = createKernel('snapkv', snap.config as never)
-      const again = await generate(loaded.model, ids, {
+      const again = await generate(stories().model, ids, {
         maxTokens: 6,
         temperature: 0,
         eosToken: [2],
@@ -108,15 +112,15 @@ describeWithBackends(
       })
       expect(snap.example).toBe(tokenizer.decode((again.tokens[0] ?? []).filter((t) => t !== 2)))
       // Same seed, same rows.
-      const repeat = await runTextSparseEval(loaded.model, { ...options, methods: ['snapkv'], sparsities: [0.8] })
+      const repeat = await runTextSparseEval(stories().model, { ...options, methods: ['snapkv'], sparsities: [0.8] })
       expect(repeat.rows[1]?.example).toBe(snap.example)
       expect(repeat.rows[1]?.exactSparsity).toBe(snap.exactSparsity)
     })
 
     it.skipIf(!present)('an answer prefix starts every output and is scored with it', async () => {
-      const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
+      const tokenizer = stories().tokenizer as NonNullable<LoadedModel['tokenizer']>
       const prefix = '\n<answer>1. The answer for '
-      const result = await runTextSparseEval(loaded.model, {
+      const result = await runTextSparseEval(stories().model, {
         tasks: [NIAH],
         tokenizer,
         methods: ['snapkv'],
@@ -145,8 +149,8 @@ describeWithBackends(
     })
 
     it.skipIf(!present)('an IoU task reports its score as iou; the agreement is a fraction', async () => {
-      const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
-      const result = await runTextSparseEval(loaded.model, {
+      const tokenizer = stories().tokenizer as NonNullable<LoadedModel['tokenizer']>
+      const result = await runTextSparseEval(stories().model, {
         tasks: [{ kind: 'ruler-vt', chains: 1, hops: 2 }],
         tokenizer,
         methods: ['quest'],
@@ -170,16 +174,10 @@ describeWithBackends(
 describeWithBackends(
   'runTextSparseEval input checks',
   () => {
-    let loaded: LoadedModel
-    beforeAll(async () => {
-      if (present) loaded = await loadModel(MODEL, { tokenizer: TOKENIZER })
-    })
-    afterAll(() => {
-      if (present) loaded.model.dispose()
-    })
+    const stories = useStories260K()
 
     it.skipIf(!present)('bad input is a typed error naming it, before any generation', async () => {
-      const tokenizer = loaded.tokenizer as NonNullable<LoadedModel['tokenizer']>
+      const tokenizer = stories().tokenizer as NonNullable<LoadedModel['tokenizer']>
       const base = {
         tasks: [NIAH],
         tokenizer,
@@ -189,9 +187,9 @@ describeWithBackends(
         maxNewTokens: 4,
       }
       const fails = async (over: Record<string, unknown>, pattern: RegExp, type: unknown = ExperimentInputError) => {
-        const run = runTextSparseEval(loaded.model, { ...base, ...over } as never)
+        const run = runTextSparseEval(stories().model, { ...base, ...over } as never)
         await expect(run).rejects.toBeInstanceOf(type)
-        await expect(runTextSparseEval(loaded.model, { ...base, ...over } as never)).rejects.toThrow(pattern)
+        await expect(runTextSparseEval(stories().model, { ...base, ...over } as never)).rejects.toThrow(pattern)
       }
       await fails({ lengths: [510] }, /length 510 .*\[17, 508\].*nCtx 512/)
       await fails({ maxNewTokens: 0 }, /maxNewTokens must be an integer >= 1/)
