@@ -96,3 +96,30 @@ describe('the quoted cases, end to end', () => {
     expect(stderr).not.toContain('pnpm add')
   })
 })
+
+describe('a flag given twice', () => {
+  it('is refused for a list flag, naming both values, instead of the first list being dropped', async () => {
+    const methods = await runCli(['sparse', 'eval', '--model', 'nowhere', '--methods', 'quest', '--methods', 'snapkv'])
+    expect(methods.code).toBe(2)
+    expect(methods.stderr).toContain(
+      "--methods was given twice ('quest', then 'snapkv'); it takes one comma-separated list: --methods quest,snapkv",
+    )
+    const options = ['--task-options', 'hops=1', '--task-options=chains=1']
+    const twice = await runCli(['sparse', 'eval', '--model', 'nowhere', '--tasks', 'ruler-vt', ...options])
+    expect(twice.code).toBe(2)
+    expect(twice.stderr).toContain("--task-options was given twice ('hops=1', then 'chains=1')")
+  })
+
+  it('lets the last scalar value win, and leaves variadic and boolean flags alone', async () => {
+    // the second --steps wins: the error is about the first run's range check of the last value
+    const steps = await runCli(['emergence', '--steps', '5', '--steps=0'])
+    expect(steps.stderr).toContain('--steps must be >= 1, got 0')
+    expect(steps.stderr).not.toContain('given twice')
+    // `--metric a --metric b` collects both: the error is about the missing directory, not the repeat
+    const report = await runCli(['sweep', 'report', '/nonexistent-sweep', '--metric', 'a', '--metric', 'b'])
+    expect(report.stderr).toContain('no such directory')
+    expect(report.stderr).not.toContain('given twice')
+    const once = await runCli(['sparse', 'eval', '--model', 'nowhere', '--methods', 'quest', '--json', '--json'])
+    expect(once.stderr).not.toContain('given twice')
+  })
+})

@@ -2,6 +2,7 @@
  * Shared flag parsers and the backend flag. Every parser throws a {@link UsageError} naming the
  * flag and what was expected, so bad input stops before any work.
  */
+import type { EventEmitter } from 'node:events'
 import { existsSync, statSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { InvalidArgumentError, Option, type Command } from 'commander'
@@ -124,6 +125,43 @@ export function refuseEmptyOutputPaths(command: Command): void {
     if (option.long === undefined || !OUTPUT_PATH_FLAGS.includes(option.long)) continue
     const value: unknown = command.getOptionValue(option.attributeName())
     if (typeof value === 'string') checkPathGiven(option.long, value)
+  }
+}
+
+/**
+ * Makes every command of `program` (recursively) refuse a list-valued flag given twice (`--methods quest --methods
+ * snapkv`, a second `--task-options`): commander keeps the last value, which silently drops the first list, where a
+ * user may have meant both. A flag is list-valued when its parsed value is an array or an object (its parser
+ * splits a comma-separated list). Scalar flags keep the usual rule, the last one wins (`--lr 0.003 ... --lr 0.001`
+ * overrides a base set of flags); variadic flags (`--metric a --metric b`) collect; boolean flags are left alone.
+ * Installed once by `buildProgram`; the check runs before commander stores the second value.
+ *
+ * @throws UsageError `--<flag> was given twice ('a', then 'b'); it takes one comma-separated list: --<flag> a,b`
+ *   (thrown out of parsing)
+ */
+export function refuseRepeatedOptions(program: Command): void {
+  const commands: Command[] = [program]
+  for (let i = 0; i < commands.length; i++) {
+    const command = commands[i] as Command
+    commands.push(...command.commands)
+    for (const option of command.options) {
+      if (!(option.required || option.optional) || option.variadic) continue
+      const attribute = option.attributeName()
+      let first: unknown
+      // commander's Command is an EventEmitter (its types leave that out); this listener runs before its own
+      ;(command as unknown as EventEmitter).prependListener(`option:${option.name()}`, (value: unknown) => {
+        const stored: unknown = command.getOptionValue(attribute)
+        const list = typeof stored === 'object' && stored !== null
+        if (list && first !== undefined && command.getOptionValueSource(attribute) === 'cli') {
+          const flag = option.long ?? option.short ?? option.flags
+          throw new UsageError(
+            `${flag} was given twice ('${String(first)}', then '${String(value)}'); it takes one comma-separated ` +
+              `list: ${flag} ${String(first)},${String(value)}`,
+          )
+        }
+        first = value
+      })
+    }
   }
 }
 

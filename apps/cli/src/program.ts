@@ -6,7 +6,7 @@
  */
 import { Command, CommanderError } from 'commander'
 import { describeError, exitCodeFor } from './errors.ts'
-import { refuseEmptyOutputPaths } from './options.ts'
+import { refuseEmptyOutputPaths, refuseRepeatedOptions } from './options.ts'
 import { registerInfo } from './commands/info.ts'
 import { registerEmergence } from './commands/emergence.ts'
 import { registerSparse } from './commands/sparse.ts'
@@ -52,6 +52,8 @@ export function buildProgram(): Command {
   registerWorker(program)
   // `--out ""`, `--plot ""`, ...: refused before any command's work.
   program.hook('preAction', (_root, action) => refuseEmptyOutputPaths(action))
+  // `--methods a --methods b`: refused, not the first silently dropped.
+  refuseRepeatedOptions(program)
   return program
 }
 

@@ -22,6 +22,7 @@ export {
 export { emergenceRunCheckpoint, loadInitialWeights } from './init-from.ts'
 export {
   evaluationTask,
+  missingTokenizerMessage,
   readTrainedTask,
   runSparseEvalDirectory,
   type SparseEvalDirectoryResult,

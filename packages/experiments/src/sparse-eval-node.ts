@@ -20,6 +20,24 @@ import {
 import { runTextSparseEval, TEXT_EVAL_TASK_KINDS } from './text-eval.ts'
 
 /**
+ * The message of a text task run on a model without a tokenizer, one wording for the CLI and the sweep trial: what
+ * was looked for, where, and `fix` (e.g. `pass --tokenizer <path>`).
+ *
+ * @param tasks - the text tasks asked for, e.g. `['ruler-niah']`
+ * @param model - the model path given
+ * @param fix - how to give a tokenizer, in the caller's terms
+ * @category Sparse evaluation
+ */
+export function missingTokenizerMessage(tasks: readonly string[], model: string, fix: string): string {
+  const what = tasks.length === 1 ? `task ${tasks[0]} needs` : `tasks ${tasks.join(', ')} need`
+  return (
+    `the text ${what} the model's tokenizer and none was found beside ${model} (looked for ` +
+    'tokenizer.bin or tokenizer.json beside a .bin checkpoint, tokenizer.json or tokenizer.bin in a model ' +
+    `directory); ${fix}`
+  )
+}
+
+/**
  * The task description an `attnlab train` checkpoint stores (`trainer.json`'s `extra.task`), or
  * null when `model` is not such a checkpoint (another model file, or no task recorded).
  *
@@ -120,7 +138,7 @@ export async function runSparseEvalDirectory(
       if (tokenizer === undefined)
         throw new ConfigError(
           'tokenizer',
-          `the text task ${String(task.kind)} needs the model's tokenizer and none was found beside ${config.model}`,
+          missingTokenizerMessage([String(task.kind)], config.model, "set the trial's tokenizer: <path>"),
         )
       result = await runTextSparseEval(loaded.model, {
         ...common,

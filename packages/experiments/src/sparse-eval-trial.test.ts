@@ -39,6 +39,10 @@ describe('resolveSparseEvalTrialConfig', () => {
     [{ model: 'm', task: { kind: 'ruler-niah' }, maxNewTokens: 0 }, /maxNewTokens/],
     [{ model: 'm', tokenizer: 't.bin' }, /Invalid tokenizer: applies to the text tasks .*not to niah-tokens/],
     [{ model: 'm', maxNewTokens: 8 }, /Invalid maxNewTokens: applies to the text tasks/],
+    // A list naming an entry twice, refused when a sweep spec is read rather than when the trial runs.
+    [{ model: 'm', methods: ['quest', 'quest'] }, /Invalid methods: lists quest twice; give each once/],
+    [{ model: 'm', sparsities: [0, 0.5, 0.5] }, /Invalid sparsities: lists 0.5 twice/],
+    [{ model: 'm', lengths: [64, 128, 64] }, /Invalid lengths: lists 64 twice/],
   ])('refuses %j', (input, message) => {
     expect(() => resolveSparseEvalTrialConfig(input)).toThrow(ConfigError)
     expect(() => resolveSparseEvalTrialConfig(input)).toThrow(message)

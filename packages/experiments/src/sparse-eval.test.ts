@@ -137,7 +137,9 @@ describe('runSparseEval', () => {
       /sparsities lists 0.5 twice/,
     )
     await expect(runSparseEval(model, { ...base, lengths: [48, 48] })).rejects.toBeInstanceOf(ExperimentInputError)
-    await expect(runSparseEval(model, { ...base, tasks: [TASK, { ...TASK }] })).rejects.toThrow(/tasks lists/)
+    await expect(runSparseEval(model, { ...base, tasks: [TASK, { ...TASK }] })).rejects.toThrow(
+      /tasks lists niah-tokens {"nCtx":48,.*} twice/,
+    )
     const tooShort = { ...base, tasks: [{ ...TASK, needles: 4 }], lengths: [8] }
     await expect(runSparseEval(model, tooShort)).rejects.toBeInstanceOf(ConfigError)
   })

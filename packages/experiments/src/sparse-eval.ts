@@ -147,7 +147,8 @@ export type SparseEvalTrialConfig = Readonly<z.output<typeof sparseEvalTrialSche
  *   `@attnlab/sparse-attention`'s, a sparsity outside [0, 1), a length or sample count out of range, no model
  *   path, a task that is neither a retrieval task (niah-tokens, vt-tokens, cwe-tokens, multihop-tokens) nor a
  *   text task (ruler-niah, ...), a text task setting that no text task has or of the wrong type, or a text-task field
- *   (`tokenizer`, `dummyPrefix`, `maxNewTokens`, `answerPrefix`) on a retrieval task
+ *   (`tokenizer`, `dummyPrefix`, `maxNewTokens`, `answerPrefix`) on a retrieval task, or a method, sparsity or
+ *   length listed twice
  * @example
  * ```ts
  * resolveSparseEvalTrialConfig({ model: 'runs/niah/checkpoint', methods: ['snapkv'], lengths: [256, 512] })
@@ -164,6 +165,14 @@ export function resolveSparseEvalTrialConfig(input: unknown): SparseEvalTrialCon
         value: config.model as unknown as string,
       },
     )
+  }
+  // A method, sparsity or length listed twice is refused here, when a sweep spec is read, not when its trial runs.
+  for (const key of ['methods', 'sparsities', 'lengths'] as const) {
+    const seen = new Set<number | string>()
+    for (const value of (config[key] ?? []) as readonly (number | string)[]) {
+      if (seen.has(value)) throw new ConfigError(key, `lists ${value} twice; give each once`, { value })
+      seen.add(value)
+    }
   }
   const task = config.task as Readonly<Record<string, unknown>> | null
   const kind = typeof task === 'object' && task !== null ? task.kind : undefined
@@ -477,7 +486,13 @@ export function greedyAnswers(
 function refuseDuplicates(option: string, values: readonly unknown[]): void {
   const seen = new Set<string>()
   for (const value of values) {
-    const key = typeof value === 'object' ? JSON.stringify(value) : String(value)
+    // a task reads as its kind and its other settings: `niah-tokens`, `niah-tokens {"needles":2}`
+    let key = String(value)
+    if (typeof value === 'object' && value !== null) {
+      const { kind, ...rest } = value as { kind?: unknown }
+      const settings = Object.keys(rest).length === 0 ? '' : JSON.stringify(rest)
+      key = typeof kind === 'string' ? `${kind}${settings === '' ? '' : ` ${settings}`}` : JSON.stringify(value)
+    }
     if (seen.has(key)) {
       throw new ExperimentInputError(option, `${option} lists ${key} twice; give each once`, { value: key })
     }

@@ -302,6 +302,13 @@ describe('text tasks: bad input', () => {
     expect(() => generateTextTask('story-retrieval', { ...base, maxTokens: 500 })).toThrow(
       /16 chapters for 16 questions/,
     )
+    // one of a kind is named in the singular
+    expect(() => generateTextTask('ruler-niah', { ...base, needles: 1, groups: 1, maxTokens: 20 })).toThrow(
+      /20 tokens cannot hold 1 needle: /,
+    )
+    expect(() => generateTextTask('ruler-vt', { ...base, chains: 1, hops: 1, maxTokens: 20 })).toThrow(
+      /cannot hold 1 chain of 1 hop: /,
+    )
     // smaller tasks fit
     const small = generateTextTask('ruler-cwe', {
       ...base,

@@ -184,15 +184,15 @@ function inductionMetrics(summary: InductionSummary): Record<string, number | nu
 }
 
 /**
- * The metric key of one row of a sparse evaluation: `<name>L<length>S<target sparsity>`, e.g.
- * `scoreL256S0.9`, for a trial of one method (what a study runs); with `method` (a trial listing several
- * methods) `<method>:<name>L<length>S<target sparsity>`, e.g. `quest:scoreL256S0.9`, so no method's row
- * overwrites another's.
+ * The metric key of one row of a sparse evaluation: `<method>:<name>L<length>S<target sparsity>`, e.g.
+ * `quest:scoreL256S0.9`, for a sparse method's row, and `<name>L<length>S0`, e.g. `scoreL256S0`, for the dense
+ * reference row (`method` undefined or `'dense'`). Every sparse row names its method, so a sweep mixing trials of
+ * one and of several methods gives a method's row the same key in each.
  *
  * @category Sweeps
  */
 export function sparseEvalMetricKey(name: string, length: number, sparsity: number, method?: string): string {
-  return `${method === undefined ? '' : `${method}:`}${name}L${length}S${sparsity}`
+  return `${method === undefined || method === 'dense' ? '' : `${method}:`}${name}L${length}S${sparsity}`
 }
 
 /**
@@ -201,9 +201,8 @@ export function sparseEvalMetricKey(name: string, length: number, sparsity: numb
  * settings are a `SparseEvalTrialConfig` (`model`, `task`, `methods`, `sparsities`, `lengths`,
  * `samples`, `seed`), the defaults `sparseEvalTrialSchema`'s, `seed` (of the evaluation sequences)
  * replaced per trial. Metrics, per row of the trial's one task and every length L and target
- * sparsity S (key {@link sparseEvalMetricKey}; a trial listing several methods prefixes every sparse row's
- * keys with its method, `quest:scoreL256S0.9`, the dense reference row keeping `scoreL256S0`; a study gives
- * one method per trial and gets the plain keys): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
+ * sparsity S (key {@link sparseEvalMetricKey}: every sparse row's keys carry its method, `quest:scoreL256S0.9`,
+ * the dense reference row's do not, `scoreL256S0`): `score`, `scoreStd` (sample std over sequences), `strict`, `iou`,
  * `exactSparsity`, `reportedSparsity` and `relativeCost` (the cost model's price over dense, attention-only
  * models priced without an MLP term), and for the text tasks (`ruler-niah`, ...: `runTextSparseEval` with the model's
  * tokenizer, settings `tokenizer`, `dummyPrefix`, `maxNewTokens`) `agreement` (with the dense output), `tagged` and
@@ -223,11 +222,9 @@ const sparseEval: SweepExperiment = {
   metrics(summary) {
     const run = summary as SparseEvalResult & { readonly seconds?: number }
     const metrics: Record<string, number | null> = {}
-    // the dense reference row (one per length) keeps the plain keys
-    const several = new Set(run.rows.map((row) => row.method).filter((m) => m !== 'dense')).size > 1
     for (const row of run.rows) {
-      const method = several && row.method !== 'dense' ? row.method : undefined
-      const key = (name: string): string => sparseEvalMetricKey(name, row.length, row.targetSparsity, method)
+      // the dense reference row (one per length) gets the plain keys, every sparse row its method's
+      const key = (name: string): string => sparseEvalMetricKey(name, row.length, row.targetSparsity, row.method)
       // NaN (a text task's IoU when it is scored by accuracy, a score when every sample was skipped) is null.
       const value = (x: number | undefined): number | null => (x === undefined || Number.isNaN(x) ? null : x)
       metrics[key('score')] = value(row.score)

@@ -88,4 +88,18 @@ describe('buildSweepReport', () => {
       "Invalid facet: 'task.tau' is already the x axis; expected another parameter: task.genLen, seed",
     )
   })
+
+  it('names the done trials that lack a metric, so a key spelled differently in some trials shows', async () => {
+    expect((await buildSweepReport(RECORDS)).absent).toEqual({})
+    // trial 2 gives the score under another key (a method prefix), trial 3 a null
+    const renamed = RECORDS.map((r) => {
+      if (r.index === 2) return { ...r, metrics: { 'quest:emergenceStep': 20, finalValidationLoss: 1.2 } }
+      if (r.index === 3) return { ...r, metrics: { ...r.metrics, emergenceStep: null } }
+      return r
+    })
+    const report = await buildSweepReport(renamed, { metrics: ['emergenceStep'] })
+    expect(report.absent).toEqual({ emergenceStep: [2, 3] })
+    expect(report.groups.find((g) => g.x === '4' && g.facet === '0.5')).toBeUndefined()
+    expect(report.html).toContain('2 of 7 done trials have no number for it (trials 2, 3) and are not shown.')
+  })
 })

@@ -44,6 +44,11 @@ export interface SweepReport {
   readonly metrics: readonly string[]
   /** What the charts show, as numbers: per metric, x value and facet value, the seeds' mean and spread. */
   readonly groups: readonly SweepReportGroup[]
+  /**
+   * Per plotted metric that some done trials lack (no key, or null), the indices of those trials: their points are
+   * missing from the chart and the means, so a metric named differently in some trials does not vanish silently.
+   */
+  readonly absent: Readonly<Record<string, readonly number[]>>
 }
 
 /**
@@ -280,13 +285,24 @@ export async function buildSweepReport(
   const name = records[0]?.sweep ?? ''
   const title = options.title ?? `Sweep ${name === '' ? '' : `'${name}'`}`.trim()
 
+  const absent: Record<string, number[]> = {}
+  for (const metric of metrics) {
+    const lacking = done.filter((r) => typeof r.metrics[metric] !== 'number').map((r) => r.index)
+    if (lacking.length > 0) absent[metric] = lacking
+  }
   const figures: string[] = []
   for (const metric of metrics) {
     const svg = await renderSvg(metricSpec(done, metric, x, facet, numericX))
+    const lacking = absent[metric]
     const caption =
       `${metric} of each done trial (blue points: one per seed and setting) against ${x}` +
       `${facet === null ? '' : `, one panel per ${facet}`}; red: the mean over the seeds, with a bar of ± one ` +
-      'standard deviation.'
+      'standard deviation.' +
+      (lacking === undefined
+        ? ''
+        : ` ${lacking.length} of ${done.length} done trials have no number for it (trial${
+            lacking.length === 1 ? '' : 's'
+          } ${lacking.join(', ')}) and are not shown.`)
     figures.push(`<figure><h2>${escapeHtml(metric)}</h2>${svg}<figcaption>${escapeHtml(caption)}</figcaption></figure>`)
   }
   const counts = ['done', 'failed', 'interrupted'].map((s) => `${records.filter((r) => r.status === s).length} ${s}`)
@@ -324,5 +340,5 @@ ${failedTable}
 </body></html>
 `
   const groups = metrics.flatMap((metric) => groupsOf(done, metric, x, facet))
-  return { html, csv: trialsCsv(records, swept, allMetrics), x, facet, metrics, groups }
+  return { html, csv: trialsCsv(records, swept, allMetrics), x, facet, metrics, groups, absent }
 }

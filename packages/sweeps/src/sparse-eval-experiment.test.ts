@@ -17,8 +17,9 @@ describe('the sparse-eval sweep experiment', () => {
     expect(() => experiment?.validate(experiment.defaults(() => undefined))).toThrow(/Invalid model/)
   })
 
-  it('gives one metric per row, keyed by length and target sparsity', () => {
+  it('gives one metric per row, keyed by method, length and target sparsity', () => {
     const row = (targetSparsity: number, score: number, cost: { relative: number } | null) => ({
+      method: targetSparsity === 0 ? 'dense' : 'quest',
       task: 'niah-tokens',
       length: 128,
       samples: 10,
@@ -41,15 +42,17 @@ describe('the sparse-eval sweep experiment', () => {
     expect(metrics?.retrievalL128B1H0).toBe(0.87)
     expect(metrics?.previousTokenL128B1H0).toBe(0.02)
     expect(metrics?.uniformL128).toBe(0.01)
-    expect(metrics?.[sparseEvalMetricKey('score', 128, 0.9)]).toBe(0.4)
+    expect(metrics?.[sparseEvalMetricKey('score', 128, 0.9, 'quest')]).toBe(0.4)
+    expect(metrics?.['quest:scoreL128S0.9']).toBe(0.4)
     expect(metrics?.scoreL128S0).toBe(0.9)
     expect(metrics?.relativeCostL128S0).toBe(1)
-    expect(metrics?.['relativeCostL128S0.9']).toBeNull()
+    expect(metrics?.['quest:relativeCostL128S0.9']).toBeNull()
+    expect(metrics?.['scoreL128S0.9']).toBeUndefined()
     expect(metrics?.samples).toBe(10)
     expect(metrics?.evalSeconds).toBe(3)
   })
 
-  it('keys every row by its method when a trial lists several, so none overwrites another', () => {
+  it('keys every sparse row by its method, with one method or several, so none overwrites another', () => {
     const row = (method: string, score: number) => ({
       method,
       task: 'niah-tokens',
@@ -71,14 +74,18 @@ describe('the sparse-eval sweep experiment', () => {
     expect(metrics?.['quest:scoreL128S0.9']).toBe(0.8)
     expect(metrics?.[sparseEvalMetricKey('score', 128, 0.9, 'snapkv')]).toBe(0.3)
     expect(metrics?.['scoreL128S0.9']).toBeUndefined()
+    // a trial of one method gives its rows the same keys as a trial of several (a sweep may mix them)
     const one = experiment?.metrics({ rows: [reference, row('quest', 0.8)], heads: [], seconds: 3 })
-    expect(Object.keys(one ?? {}).filter((k) => k.includes(':'))).toEqual([])
+    expect(one?.['quest:scoreL128S0.9']).toBe(0.8)
+    expect(one?.scoreL128S0).toBe(0.9)
+    expect(Object.keys(one ?? {}).filter((k) => k.startsWith('snapkv:'))).toEqual([])
   })
 })
 
 describe('the sparse-eval sweep experiment on a text task', () => {
   it('gives agreement, tagged and skipped per row; NaN is null', () => {
     const row = {
+      method: 'quest',
       task: 'story-multihop',
       length: 464,
       samples: 4,
@@ -95,11 +102,11 @@ describe('the sparse-eval sweep experiment on a text task', () => {
       skipped: 4,
     }
     const metrics = experiment?.metrics({ rows: [row], heads: [], seconds: 1 })
-    expect(metrics?.['agreementL464S0.8']).toBe(0.25)
-    expect(metrics?.['skippedL464S0.8']).toBe(4)
-    expect(metrics?.['taggedL464S0.8']).toBe(0)
-    expect(metrics?.['scoreL464S0.8']).toBeNull()
-    expect(metrics?.['iouL464S0.8']).toBeNull()
+    expect(metrics?.['quest:agreementL464S0.8']).toBe(0.25)
+    expect(metrics?.['quest:skippedL464S0.8']).toBe(4)
+    expect(metrics?.['quest:taggedL464S0.8']).toBe(0)
+    expect(metrics?.['quest:scoreL464S0.8']).toBeNull()
+    expect(metrics?.['quest:iouL464S0.8']).toBeNull()
   })
 
   const SHARED = resolve(dirname(fileURLToPath(import.meta.url)), '../../../../shared/models/stories260K')
@@ -131,7 +138,7 @@ describe('the sparse-eval sweep experiment on a text task', () => {
         expect(record.error).toBeNull()
         expect(record.status).toBe('done')
         expect(record.metrics.agreementL440S0).toBe(1)
-        expect(record.metrics['exactSparsityL440S0.8']).toBeGreaterThan(0.5)
+        expect(record.metrics['quest:exactSparsityL440S0.8']).toBeGreaterThan(0.5)
         expect(record.metrics.iouL440S0).toBeNull()
         const results = JSON.parse(await readFile(join(trialDirectory(dir, trial.id), 'results.json'), 'utf8'))
         expect(results.task).toEqual({ kind: 'ruler-niah', needles: 1, groups: 1 })
@@ -142,7 +149,9 @@ describe('the sparse-eval sweep experiment on a text task', () => {
         const bare = (await expandTrials(bareSpec))[0] as Trial
         const failed = await runTrial(join(dir, 'bare'), bare, { sweep: 'text' })
         expect(failed.status).toBe('failed')
-        expect(JSON.stringify(failed.error)).toMatch(/needs the model's tokenizer/)
+        expect(failed.error?.message).toMatch(
+          /text task ruler-niah needs the model's tokenizer .*\(looked for tokenizer\.bin .*set the trial's tokenizer/,
+        )
       } finally {
         await rm(dir, { recursive: true, force: true })
       }

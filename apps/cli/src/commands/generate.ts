@@ -13,10 +13,10 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { clampReportedSparsity, meanExtra, sizedConfig, targetReached, targetWarning } from '@attnlab/experiments'
 import { budgetFor, SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
-import { generate, loadModel, type AttentionReport, type LoadedModel, type Tokenizer } from '@attnlab/transformer'
+import { generate, type AttentionReport, type LoadedModel, type Tokenizer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, intParser, MODEL_PATH_HELP, modelFlagPath, numberParser } from '../options.ts'
-import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, loadModelWithTokenizerFlags } from '../tokenizer-flags.ts'
 import { addMethodFlags, attentionKernelFromFlags } from './sparse.ts'
 
 /**
@@ -248,7 +248,7 @@ export function registerGenerate(program: Command): void {
         )
     }
     const backend = await activateBackend(flags.backend)
-    const loaded = await loadModel(await modelFlagPath(flags.model), tokenizerLoadOptions(flags))
+    const loaded = await loadModelWithTokenizerFlags(await modelFlagPath(flags.model), flags)
     const { model, tokenizer } = loaded
     try {
       const prompt = promptIds(flags, loaded)

@@ -49,7 +49,7 @@ import {
   type LocalizationResult,
 } from '@attnlab/knockout'
 import type { Task } from '@attnlab/markov'
-import { loadModel, type LoadedModel } from '@attnlab/transformer'
+import type { LoadedModel } from '@attnlab/transformer'
 import { loadCheckpoint } from '@attnlab/transformer/node'
 import { UsageError } from '../errors.ts'
 import { registerKnockoutPatch } from './knockout-patch.ts'
@@ -64,7 +64,7 @@ import {
 } from '../options.ts'
 import { renderSvg, type PlotSpec } from '../plot.ts'
 import { rangeParser, schemaFieldOption } from '../schema-flags.ts'
-import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, loadModelWithTokenizerFlags } from '../tokenizer-flags.ts'
 
 const METHODS = ['cs', 'exhaustive', 'greedy'] as const
 
@@ -171,7 +171,7 @@ async function prepare(flags: CommonFlags): Promise<Prepared> {
     if (sentences.length === 0) throw new UsageError(`--text: '${flags.text}' holds no non-empty line`)
   }
   const modelPath = await modelFlagPath(flags.model)
-  const loaded = await loadModel(modelPath, tokenizerLoadOptions(flags))
+  const loaded = await loadModelWithTokenizerFlags(modelPath, flags)
   try {
     const { dVocab, nCtx } = loaded.model.config
     let task: Task | undefined

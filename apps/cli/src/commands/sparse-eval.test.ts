@@ -147,7 +147,9 @@ describe('attnlab sparse eval', () => {
         '1',
       ]
       const none = await runCli([...bare, '--tasks', 'ruler-niah', '--lengths', '440', '--backend', 'cpu'])
-      expect(none.stderr).toMatch(/text tasks need the model's tokenizer .*\(tokenizer\.bin or tokenizer\.json beside/)
+      expect(none.stderr).toMatch(
+        /text task ruler-niah needs the model's tokenizer .*\(looked for tokenizer\.bin .*pass --tokenizer <path>/,
+      )
       const twice = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'hops=1,hops=2'])
       expect(twice.stderr).toMatch(/--task-options: hops is given twice/)
       const prefix = await runCli([
@@ -159,14 +161,18 @@ describe('attnlab sparse eval', () => {
         '440',
         '--no-dummy-prefix',
       ])
-      expect(prefix.stderr).toMatch(/Invalid dummyPrefix: applies to a Hugging Face tokenizer\.json/)
+      expect(prefix.stderr).toMatch(
+        /--no-dummy-prefix applies to a Hugging Face tokenizer\.json.*drop --no-dummy-prefix/,
+      )
       expect(prefix.code).not.toBe(0)
       const mixed = await runCli([...bare, '--tasks', 'ruler-niah,niah-tokens', '--lengths', '40'])
       expect(mixed.stderr).toMatch(/--tasks mixes text tasks \(ruler-niah\) with token tasks/)
       const flags = await runCli([...bare, '--tasks', 'niah-tokens', '--lengths', '40', '--max-new-tokens', '4'])
-      expect(flags.stderr).toMatch(
-        /--task-options, --max-new-tokens, --answer-prefix and --tokenizer apply to the text/,
-      )
+      const textOnly = /--task-options, --max-new-tokens, --answer-prefix, --tokenizer and --no-dummy-prefix apply/
+      expect(flags.stderr).toMatch(textOnly)
+      const noPrefix = await runCli([...bare, '--tasks', 'niah-tokens', '--lengths', '40', '--no-dummy-prefix'])
+      expect(noPrefix.stderr).toMatch(textOnly)
+      expect(noPrefix.code).toBe(2)
       const other = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'needles=1'])
       expect(other.stderr).toMatch(/--task-options needles is read by ruler-niah, not by ruler-vt/)
       const bad = await runCli([...bare, '--tasks', 'ruler-vt', '--lengths', '40', '--task-options', 'hops=two'])

@@ -22,13 +22,12 @@ import {
   retrievalHeadsTable,
   type SparseEvalResult,
 } from '@attnlab/experiments'
-import { evaluationTask, readTrainedTask } from '@attnlab/experiments/node'
+import { evaluationTask, missingTokenizerMessage, readTrainedTask } from '@attnlab/experiments/node'
 import { SPARSE_METHODS, type SparseMethodName } from '@attnlab/sparse-attention'
-import { loadModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { activateBackend, backendOption, forceOption, intParser, MODEL_PATH_HELP, modelFlagPath } from '../options.ts'
 import { createDirectory, pathState } from '../out-dir.ts'
-import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, loadModelWithTokenizerFlags } from '../tokenizer-flags.ts'
 
 const ALL_TASKS: readonly string[] = [...SPARSE_EVAL_TASK_KINDS, ...TEXT_EVAL_TASK_KINDS]
 
@@ -134,10 +133,11 @@ async function runEvalCommand(
     (flags.taskOptions !== undefined ||
       flags.maxNewTokens !== undefined ||
       flags.tokenizer !== undefined ||
+      flags.dummyPrefix === false ||
       flags.answerPrefix !== undefined)
   )
     throw new UsageError(
-      '--task-options, --max-new-tokens, --answer-prefix and --tokenizer apply to the text tasks ' +
+      '--task-options, --max-new-tokens, --answer-prefix, --tokenizer and --no-dummy-prefix apply to the text tasks ' +
         `(${TEXT_EVAL_TASK_KINDS.join(', ')}); a token task keeps the configuration the model was trained on`,
     )
   await activateBackend(flags.backend)
@@ -147,7 +147,7 @@ async function runEvalCommand(
   const tasks = isText
     ? textTasksWithOptions(flags.tasks, flags.taskOptions ?? {})
     : flags.tasks.map((kind) => evaluationTask({ kind }, trained))
-  const loaded = await loadModel(modelPath, isText ? tokenizerLoadOptions(flags) : {})
+  const loaded = await loadModelWithTokenizerFlags(modelPath, flags, isText)
   try {
     const onRow = (
       row: { task: string; length: number; method: string; targetSparsity: number },
@@ -170,11 +170,7 @@ async function runEvalCommand(
     if (isText) {
       const tokenizer = loaded.tokenizer
       if (tokenizer === undefined)
-        throw new UsageError(
-          `the text tasks need the model's tokenizer and none was found beside ${flags.model} (tokenizer.bin or ` +
-            'tokenizer.json beside a .bin checkpoint, tokenizer.json or tokenizer.bin in a model directory); pass ' +
-            '--tokenizer <path>',
-        )
+        throw new UsageError(missingTokenizerMessage(textTasks, flags.model, 'pass --tokenizer <path>'))
       const eos = loaded.specialTokens.eos ?? (tokenizer.eosId === undefined ? [] : [tokenizer.eosId])
       result = await runTextSparseEval(loaded.model, {
         ...common,

@@ -37,7 +37,6 @@ import {
   type SparseAttentionKernel,
   type SparseMethodName,
 } from '@attnlab/sparse-attention'
-import { loadModel } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { renderSvg } from '../plot.ts'
 import {
@@ -52,7 +51,7 @@ import {
 } from '../options.ts'
 import { kebab } from '../run-flags.ts'
 import { fieldParser, showDefault } from '../schema-flags.ts'
-import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, tokenizerLoadOptions } from '../tokenizer-flags.ts'
+import { NO_DUMMY_PREFIX_HELP, TOKENIZER_HELP, loadModelWithTokenizerFlags } from '../tokenizer-flags.ts'
 import { registerSparseEval } from './sparse-eval.ts'
 
 /**
@@ -530,7 +529,7 @@ export async function runCompare(options: CompareFlags): Promise<Record<string, 
   if (text.trim().length === 0) throw new UsageError(`--prompt-file '${options.promptFile}' is empty`)
   await activateBackend(options.backend)
   const modelPath = options.model
-  const loaded = await loadModel(await modelFlagPath(modelPath), tokenizerLoadOptions(options))
+  const loaded = await loadModelWithTokenizerFlags(await modelFlagPath(modelPath), options)
   try {
     let prompt: number[]
     const pieces = text.split(/[\s,]+/).filter((x) => x.length > 0)

@@ -156,6 +156,46 @@ describe('attnlab sweep: usage errors', () => {
   })
 })
 
+describe('attnlab sweep report on hand-made records', () => {
+  it('warns about done trials that have no number for a --metric asked for', async () => {
+    const out = join(root(), 'mixed-keys')
+    await mkdir(out, { recursive: true })
+    const record = (index: number, metrics: Record<string, number | null>) => ({
+      format: 'attnlab-sweep-record/1',
+      sweep: 'mixed',
+      id: `t${index}`,
+      index,
+      experiment: 'sparse-eval',
+      params: { samples: 10 + index },
+      seed: 0,
+      settings: {},
+      status: 'done',
+      attempts: 1,
+      error: null,
+      attnlabVersion: '0.0.0',
+      backend: 'cpu',
+      host: 'h',
+      startedAt: '2026-12-04T00:00:00.000Z',
+      finishedAt: '2026-12-04T00:00:01.000Z',
+      durationSeconds: 1,
+      metrics,
+      runDirectory: `trials/t${index}`,
+    })
+    const records = [
+      record(0, { 'quest:scoreL32S0.5': 0.8 }),
+      record(1, { 'quest:scoreL32S0.5': 0.7 }),
+      record(2, { 'scoreL32S0.5': 0.6 }),
+    ]
+    await writeFile(join(out, 'trials.jsonl'), records.map((r) => `${JSON.stringify(r)}\n`).join(''))
+    const report = await runCli(['sweep', 'report', out, '--metric', 'quest:scoreL32S0.5'])
+    expect(report.code, report.stderr).toBe(0)
+    expect(report.stderr).toContain(
+      `attnlab: warning: 1 done trial of ${out} (2) has no number for quest:scoreL32S0.5; it is left out`,
+    )
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('1 of 3 done trials have no number for it')
+  })
+})
+
 describe('attnlab sweep: real processes', () => {
   it('SIGTERM stops `sweep run` (exit 143, state kept); --resume completes each trial once', async () => {
     const spec = await specFile('term.yaml', tinySpec(60))

@@ -411,8 +411,20 @@ async function reportCommand(dir: string, flags: ReportFlags): Promise<void> {
   })
   await writeFileAtomic(join(dir, 'report.html'), report.html)
   await writeFileAtomic(join(dir, 'trials.csv'), report.csv)
+  // A metric asked for by name that some done trials lack (a key spelled differently there, a null) is named.
+  for (const metric of flags.metric ?? []) {
+    const lacking = report.absent[metric]
+    if (lacking !== undefined)
+      console.error(
+        `attnlab: warning: ${lacking.length === 1 ? '1 done trial' : `${lacking.length} done trials`} of ${dir} ` +
+          `(${lacking.join(', ')}) ${lacking.length === 1 ? 'has' : 'have'} no number for ${metric}; ` +
+          `${lacking.length === 1 ? 'it is' : 'they are'} left out of its chart and means`,
+      )
+  }
   if (flags.json) {
-    console.log(JSON.stringify({ x: report.x, facet: report.facet, groups: report.groups }, null, 2))
+    console.log(
+      JSON.stringify({ x: report.x, facet: report.facet, groups: report.groups, absent: report.absent }, null, 2),
+    )
   } else {
     for (const metric of report.metrics) {
       console.log(`\n${metric} against ${report.x}${report.facet === null ? '' : ` (by ${report.facet})`}:`)

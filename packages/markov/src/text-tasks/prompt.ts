@@ -127,6 +127,11 @@ export function countTokens(tokenizer: TextTaskTokenizer, text: string): number 
   return tokenizer.encode(text, { bos: false, eos: false }).length
 }
 
+/** `1 needle`, `4 needles`: a count with its noun, for messages. */
+export function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`
+}
+
 /**
  * The largest `n` in `[min, max]` whose prompt fits `maxTokens`, by exponential then binary
  * search over `build(n)` (lengths are measured on the whole prompt, since merges across the

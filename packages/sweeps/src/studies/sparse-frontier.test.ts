@@ -1,18 +1,23 @@
 import { describe, expect, it } from 'vitest'
 import { expandTrials } from '../trial.ts'
+import { sparseEvalMetricKey } from '../experiments.ts'
 import { TRIAL_RECORD_FORMAT, type TrialRecord } from '../record.ts'
 import { buildStudyReport, resolveStudySweeps, studySweeps } from './index.ts'
 import { curvesOfEvaluation, sparseFrontier, toleratedSparsity } from './sparse-frontier.ts'
 
 const SPARSITIES = [0, 0.5, 0.8, 0.9, 0.95]
 
+/** The metric key of a method's row at a length and sparsity, as the sparse-eval experiment writes it. */
+const key = (name: string, method: string, length: number | string, s: number) =>
+  sparseEvalMetricKey(name, Number(length), s, s === 0 ? 'dense' : method)
+
 /** A finished sparse-eval trial of one method: scores by length, at SPARSITIES, all with std `sd`. */
 function evaluation(method: string, scores: Record<number, number[]>, sd = 0.1, samples = 50): TrialRecord {
   const metrics: Record<string, number | null> = { samples, evalSeconds: 1 }
   for (const [length, list] of Object.entries(scores)) {
     list.forEach((score, i) => {
-      metrics[`scoreL${length}S${SPARSITIES[i]}`] = score
-      metrics[`scoreStdL${length}S${SPARSITIES[i]}`] = sd
+      metrics[key('score', method, length, SPARSITIES[i] as number)] = score
+      metrics[key('scoreStd', method, length, SPARSITIES[i] as number)] = sd
     })
   }
   return {
@@ -73,11 +78,37 @@ describe('the sparse-frontier study', () => {
     expect(toleratedSparsity(curve as never)).toBe(0.8)
     // The exact sparsity the masks reached, not the target, is what is tolerated.
     const base = evaluation('quest', { 64: [0.9, 0.9, 0.9, 0.9, 0.9] })
-    const exact = Object.fromEntries(SPARSITIES.map((s) => [`exactSparsityL64S${s}`, Math.min(s, 0.62)]))
+    const exact = Object.fromEntries(SPARSITIES.map((s) => [key('exactSparsity', 'quest', 64, s), Math.min(s, 0.62)]))
     const capped = { ...base, metrics: { ...base.metrics, ...exact } }
     expect(toleratedSparsity(curvesOfEvaluation([capped])[0] as never)).toBe(0.62)
     const [noisy] = curvesOfEvaluation([evaluation('quest', { 64: [0.9, 0.5, 0.9, 0.9, 0.9] })])
     expect(toleratedSparsity(noisy as never)).toBe(0) // the first failure stops it
+  })
+
+  it('reads one curve per method from a trial of several, and plain keys of older one-method records', () => {
+    const quest = evaluation('quest', { 64: [0.9, 0.9, 0.88, 0.7, 0.5] })
+    const snapkv = evaluation('snapkv', { 64: [0.9, 0.6, 0.5, 0.4, 0.3] })
+    const both: TrialRecord = {
+      ...quest,
+      params: { methods: ['quest', 'snapkv'] },
+      settings: { methods: ['quest', 'snapkv'] },
+      metrics: { ...quest.metrics, ...snapkv.metrics },
+    }
+    const curves = curvesOfEvaluation([both])
+    expect(curves.map((c) => c.method)).toEqual(['quest', 'snapkv'])
+    expect(curves.map((c) => c.points.map((p) => p[1]))).toEqual([
+      [0.9, 0.9, 0.88, 0.7, 0.5],
+      [0.9, 0.6, 0.5, 0.4, 0.3],
+    ])
+    // a record of one method from before every sparse row named its method: `scoreL64S0.9` is quest's
+    const legacy = {
+      ...quest,
+      metrics: Object.fromEntries(Object.entries(quest.metrics).map(([k, v]) => [k.replace(/^quest:/, ''), v])),
+    }
+    expect(curvesOfEvaluation([legacy])).toEqual(curvesOfEvaluation([quest]))
+    // a prefix naming a method the trial did not run is no curve of it
+    const stray = { ...quest, metrics: { ...quest.metrics, 'snapkv:scoreL64S0.9': 0.1 } }
+    expect(curvesOfEvaluation([stray]).map((c) => c.method)).toEqual(['quest'])
   })
 
   it('decides the findings: reproduced, not reproduced, and undetermined', () => {
@@ -104,8 +135,8 @@ describe('the sparse-frontier study', () => {
     // moves the mean by 0.002, well inside 2 SE of the difference (about 0.06 here).
     const flat = good.map((r) => {
       const metrics = { ...r.metrics }
-      for (const s of SPARSITIES) metrics[`scoreL64S${s}`] = metrics[`scoreL32S${s}`] ?? null
-      if (r.id === 'quest') metrics['scoreL64S0.95'] = 0.85
+      for (const s of SPARSITIES) metrics[key('score', r.id, 64, s)] = metrics[key('score', r.id, 32, s)] ?? null
+      if (r.id === 'quest') metrics['quest:scoreL64S0.95'] = 0.85
       return { ...r, metrics }
     })
     // Vertical-Slash within noise of FlexPrefill (0.01 below, 2 SE = 0.04): no best to name.

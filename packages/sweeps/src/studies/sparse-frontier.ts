@@ -138,36 +138,61 @@ interface Curve {
   readonly points: readonly Point[]
 }
 
-/** The method a sparse-eval trial ran (its one `methods` entry; the last if several, as its metrics hold). */
-function methodOf(record: TrialRecord): string | null {
+/** The methods a sparse-eval trial ran (its `methods` list, `dense` left out). */
+function methodsOf(record: TrialRecord): string[] {
   const methods = paramOf(record, 'methods')
-  if (!Array.isArray(methods) || methods.length === 0) return null
-  const last = methods[methods.length - 1]
-  return typeof last === 'string' ? last : null
+  if (!Array.isArray(methods)) return []
+  return methods.filter((m): m is string => typeof m === 'string' && m !== 'dense')
 }
 
-/** Every (method, length) curve of the finished evaluation trials. */
+/**
+ * A score's metric key: `<method>:scoreL<length>S<sparsity>` for a sparse row, `scoreL<length>S0` for the dense
+ * reference row (see `sparseEvalMetricKey`); records written before every sparse row named its method have plain
+ * sparse keys, read as the trial's one method.
+ */
+const SCORE_KEY = /^(?:([a-z0-9-]+):)?scoreL(\d+)S([0-9.e-]+)$/
+
+/** Every (method, length) curve of the finished evaluation trials, a trial of several methods giving several. */
 export function curvesOfEvaluation(records: readonly TrialRecord[]): Curve[] {
   const curves: Curve[] = []
   for (const record of records) {
-    const method = methodOf(record)
-    if (method === null || record.status !== 'done') continue
-    const byLength = new Map<number, Point[]>()
+    const methods = methodsOf(record)
+    if (methods.length === 0 || record.status !== 'done') continue
+    const only = methods.length === 1 ? methods[0] : undefined
+    const byCurve = new Map<string, { method: string; length: number; points: Point[] }>()
+    const dense = new Map<number, Point>()
     for (const key of Object.keys(record.metrics)) {
-      const match = /^scoreL(\d+)S([0-9.e-]+)$/.exec(key)
+      const match = SCORE_KEY.exec(key)
       if (match === null) continue
-      const length = Number(match[1])
-      const sparsity = Number(match[2])
+      const prefix = match[1] === undefined ? '' : `${match[1]}:`
+      const length = Number(match[2])
+      const sparsity = Number(match[3])
       const score = metricOf(record, key)
       if (score === null || !Number.isFinite(sparsity)) continue
-      const sd = metricOf(record, `scoreStdL${length}S${match[2]}`) ?? 0
-      const exact = metricOf(record, `exactSparsityL${length}S${match[2]}`) ?? sparsity
-      const list = byLength.get(length) ?? []
-      list.push([sparsity, score, sd, exact])
-      byLength.set(length, list)
+      const sd = metricOf(record, `${prefix}scoreStdL${length}S${match[3]}`) ?? 0
+      const exact = metricOf(record, `${prefix}exactSparsityL${length}S${match[3]}`) ?? sparsity
+      const point: Point = [sparsity, score, sd, exact]
+      if (match[1] === undefined && sparsity === 0) {
+        dense.set(length, point)
+        continue
+      }
+      const method = match[1] ?? only
+      if (method === undefined || !methods.includes(method)) continue
+      const id = `${method} ${length}`
+      const curve = byCurve.get(id) ?? { method, length, points: [] }
+      curve.points.push(point)
+      byCurve.set(id, curve)
     }
+    // the dense reference row belongs to every method's curve at its length
+    for (const [length, point] of dense)
+      for (const method of methods) {
+        const id = `${method} ${length}`
+        const curve = byCurve.get(id) ?? { method, length, points: [] }
+        curve.points.push(point)
+        byCurve.set(id, curve)
+      }
     const samples = metricOf(record, 'samples') ?? 1
-    for (const [length, points] of byLength)
+    for (const { method, length, points } of byCurve.values())
       curves.push({ method, length, samples, points: points.sort((a, b) => a[0] - b[0]) })
   }
   return curves.sort((a, b) => a.length - b.length || METHODS.indexOf(a.method) - METHODS.indexOf(b.method))

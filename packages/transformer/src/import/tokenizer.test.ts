@@ -227,6 +227,13 @@ describe('Llama2cTokenizer.fromBytes errors', () => {
     const nan = good.slice()
     new DataView(nan.buffer).setFloat32(4, Number.NaN, true)
     expectReason(() => Llama2cTokenizer.fromBytes(nan), 'invalid-header', /not finite/)
+    // A text file given as the tokenizer: its first 4 bytes make a max_token_length no tokenizer has.
+    const text = new TextEncoder().encode('Once upon a time there was a tokenizer.\n')
+    expectReason(
+      () => Llama2cTokenizer.fromBytes(text),
+      'invalid-header',
+      /max_token_length is 1701015119 .*neither a llama2\.c tokenizer\.bin nor a Hugging Face tokenizer\.json/,
+    )
   })
 
   it('recognises JSON (a Hugging Face tokenizer.json) instead of reading it as a binary header', () => {

@@ -188,6 +188,9 @@ function rejectJson(bytes: Uint8Array, file: string | undefined): void {
   )
 }
 
+/** The longest token piece, in bytes, a `tokenizer.bin` header may announce (llama2.c's are tens of bytes). */
+const MAX_PIECE_BYTES = 65536
+
 /**
  * The llama2.c BPE tokenizer: encodes text to token ids and decodes ids to text exactly as
  * llama2.c's `run.c` does.
@@ -264,9 +267,9 @@ export class Llama2cTokenizer implements Tokenizer {
    * @param bytes - the whole file
    * @param options - expected vocabulary size, BOS/EOS ids, file name for messages
    * @throws {@link ModelFileError} `truncated` when a record is cut short, `invalid-header` for a
-   *   negative length or score that is not finite, `inconsistent` when `vocabSize` is given and
-   *   differs from the number of tokens in the file; `invalid-header` also for text that starts
-   *   like JSON but does not parse
+   *   negative length or score that is not finite or a `max_token_length` above 65,536 bytes (another kind of
+   *   file), `inconsistent` when `vocabSize` is given and differs from the number of tokens in the file;
+   *   `invalid-header` also for text that starts like JSON but does not parse
    * @throws {@link UnsupportedModelError} for a JSON file (a Hugging Face `tokenizer.json`), which
    *   this class does not read
    */
@@ -289,6 +292,15 @@ export class Llama2cTokenizer implements Tokenizer {
         {
           file,
         },
+      )
+    }
+    // A piece longer than 64 KiB is no tokenizer's: such a header is another file (text reads as ~1e9 here).
+    if (maxTokenLength > MAX_PIECE_BYTES) {
+      throw new ModelFileError(
+        'invalid-header',
+        `max_token_length is ${maxTokenLength} (the first 4 bytes as an int32), more than any tokenizer's ` +
+          `${MAX_PIECE_BYTES}-byte limit: this is neither a llama2.c tokenizer.bin nor a Hugging Face tokenizer.json`,
+        { file },
       )
     }
     const pieces: Uint8Array[] = []
