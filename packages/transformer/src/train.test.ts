@@ -1,8 +1,8 @@
 import * as tf from '@tensorflow/tfjs-core'
-import { AttnlabError, ConfigError, NonFiniteError, Rng } from '@attnlab/core'
+import { AttnlabError, ConfigError, NonFiniteError, Rng, TooLargeError } from '@attnlab/core'
 import { describeWithBackends, expectNoLeaks } from '@attnlab/core/testing'
 import { NiahTokensTask, SparseMarkovTask } from '@attnlab/markov'
-import { expect, it } from 'vitest'
+import { expect, it, vi } from 'vitest'
 import { createConfig, presetConfig } from './config.ts'
 import { createTransformer } from './model.ts'
 import { Trainer, train, type EvalRecord, type StepRecord, type TrainerState } from './train.ts'
@@ -212,6 +212,37 @@ describeWithBackends('train', (backend) => {
       train(model, task, { steps: 1, batchSize: 8, lr: 0.01, validation: 8, analysis: false }),
     ).rejects.toThrow(/training diverged at step 1: loss is NaN/)
     expect(seen).toBe(2)
+    trainer.dispose()
+    model.dispose()
+  })
+
+  it('turns a WebAssembly trap in a step (the wasm heap running out) into a TooLargeError naming the sizes', async () => {
+    // (the test `lib` has no WebAssembly types; Node has the class)
+    const { RuntimeError } = (globalThis as unknown as { WebAssembly: { RuntimeError: new (m: string) => Error } })
+      .WebAssembly
+    const model = createTransformer(gptConfig)
+    const forward = model.forwardTrusted.bind(model)
+    let calls = 0
+    // the trap a tfjs wasm kernel raises when its heap is exhausted, from the second forward on
+    const spy = vi.spyOn(model, 'forwardTrusted').mockImplementation((...args) => {
+      calls += 1
+      if (calls >= 2) throw new RuntimeError('memory access out of bounds')
+      return forward(...args)
+    })
+    const trainer = new Trainer(model, task, { steps: 5, batchSize: 8, lr: 0.01, validation: 8, analysis: false })
+    const error = await trainer.run().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(TooLargeError)
+    expect((error as Error).message).toMatch(
+      /^training step 2 stopped inside the \w+ backend \(memory access out of bounds\), most likely because its heap/,
+    )
+    expect((error as Error).message).toContain(`[batch, nHeads, nCtx, nCtx] = [8, ${gptConfig.nHeads}, `)
+    expect((error as Error).cause).toBeInstanceOf(RuntimeError)
+    // any other error passes through unchanged
+    spy.mockImplementation(() => {
+      throw new RangeError('not a trap')
+    })
+    await expect(trainer.validationLoss()).rejects.toThrow(RangeError)
+    spy.mockRestore()
     trainer.dispose()
     model.dispose()
   })

@@ -23,6 +23,7 @@ import {
   Rng,
   type RngState,
   type Task,
+  TooLargeError,
   type TokenBatch,
 } from '@attnlab/core'
 import { configSchema, customField, integerField, numberField, parseConfig, showValue, z } from '@attnlab/core/schema'
@@ -652,6 +653,35 @@ export class Trainer {
     }
   }
 
+  /**
+   * Runs `work` (a step's forward and backward, or a validation forward); a WebAssembly trap inside the tfjs
+   * `wasm` backend ("memory access out of bounds", "null function or function signature mismatch"), which is how
+   * its 4 GiB heap running out shows, becomes a `TooLargeError` naming the step's attention sizes.
+   *
+   * @throws `TooLargeError` (`@attnlab/core`) for such a trap; the backend is unusable in this process after it
+   */
+  private heapGuard<T>(what: string, batch: number, seqLength: number, work: () => T): T {
+    try {
+      return work()
+    } catch (error) {
+      // (the package's `lib` has no WebAssembly types: the class is looked up at run time)
+      const trap = (globalThis as { WebAssembly?: { RuntimeError?: new () => Error } }).WebAssembly?.RuntimeError
+      if (trap === undefined || !(error instanceof trap)) throw error
+      const { nHeads, nLayers } = this.model.config
+      const T = seqLength - 1
+      const bytes = batch * nHeads * T * T * 4
+      throw new TooLargeError(
+        `${what} stopped inside the ${tf.getBackend()} backend (${error.message}), most likely because its heap ` +
+          `(at most 4 GiB) ran out: each [batch, nHeads, nCtx, nCtx] = [${batch}, ${nHeads}, ${T}, ${T}] float32 ` +
+          `attention tensor is ${(bytes / 2 ** 20).toFixed(0)} MiB, and training keeps several per layer ` +
+          `(${nLayers} layers) for the backward pass; use a smaller batch or a shorter nCtx (the backend cannot be ` +
+          'used again in this process)',
+        { batch, nHeads, nCtx: T, nLayers, bytesPerAttentionTensor: bytes },
+        { cause: error },
+      )
+    }
+  }
+
   /** Mean validation loss over the whole validation set (nats, weighted by scored positions). */
   async validationLoss(): Promise<number> {
     const chunk = this.options.evalBatchSize
@@ -660,13 +690,15 @@ export class Trainer {
     for (let start = 0; start < this.validation.batchSize; start += chunk) {
       const size = Math.min(chunk, this.validation.batchSize - start)
       const { inputs, targets, weights, from } = Trainer.tensors(this.validation, start, size)
-      const [lossSum, scored] = tf.tidy(() => {
-        const logits = this.model.forwardTrusted(inputs, { logitsFrom: from, fwdHooks: this.forwardHooks })
-        const rows = tf.reshape(logits, [-1, this.model.config.dVocab]) as tf.Tensor2D
-        const mean = maskedCrossEntropy(rows, targets, weights)
-        const total = tf.sum(weights)
-        return [tf.mul(mean, total), total]
-      })
+      const [lossSum, scored] = this.heapGuard('the validation loss', size, this.validation.seqLength, () =>
+        tf.tidy(() => {
+          const logits = this.model.forwardTrusted(inputs, { logitsFrom: from, fwdHooks: this.forwardHooks })
+          const rows = tf.reshape(logits, [-1, this.model.config.dVocab]) as tf.Tensor2D
+          const mean = maskedCrossEntropy(rows, targets, weights)
+          const total = tf.sum(weights)
+          return [tf.mul(mean, total), total]
+        }),
+      )
       sum += (await lossSum.data())[0] as number
       count += (await scored.data())[0] as number
       tf.dispose([inputs, targets, weights, lossSum, scored])
@@ -680,7 +712,8 @@ export class Trainer {
    * Trains until `options.steps` steps are completed (or `signal` aborts).
    *
    * @returns the run's summary
-   * @throws `NonFiniteError` (`@attnlab/core`) naming the step whose loss or gradient norm is NaN/infinite
+   * @throws `NonFiniteError` (`@attnlab/core`) naming the step whose loss or gradient norm is NaN/infinite;
+   *   `TooLargeError` (`@attnlab/core`) when the `wasm` backend's heap runs out inside a step (a WebAssembly trap)
    */
   async run(): Promise<TrainResult> {
     const { steps, batchSize, onStep, onEval, onCheckpoint, signal } = this.options
@@ -702,16 +735,18 @@ export class Trainer {
       const started = performance.now()
       const { inputs, targets, weights, from } = Trainer.tensors(batch)
       const lr = this.schedule.learningRate(this.step)
-      const { value, grads } = tf.variableGrads(() => {
-        // [B, T - from, dVocab]
-        const logits = this.model.forwardTrusted(inputs, {
-          training: true,
-          rng: this.dropoutRng,
-          logitsFrom: from,
-          fwdHooks: this.forwardHooks,
-        })
-        return maskedCrossEntropy(tf.reshape(logits, [-1, dVocab]) as tf.Tensor2D, targets, weights)
-      }, variables)
+      const { value, grads } = this.heapGuard(`training step ${this.step + 1}`, batchSize, batch.seqLength, () =>
+        tf.variableGrads(() => {
+          // [B, T - from, dVocab]
+          const logits = this.model.forwardTrusted(inputs, {
+            training: true,
+            rng: this.dropoutRng,
+            logitsFrom: from,
+            fwdHooks: this.forwardHooks,
+          })
+          return maskedCrossEntropy(tf.reshape(logits, [-1, dVocab]) as tf.Tensor2D, targets, weights)
+        }, variables),
+      )
       const named = new Map<string, tf.Tensor>()
       for (const [variableName, grad] of Object.entries(grads))
         named.set(this.variableNames.get(variableName) as string, grad)
