@@ -102,8 +102,19 @@ describe('a flag given twice', () => {
     const methods = await runCli(['sparse', 'eval', '--model', 'nowhere', '--methods', 'quest', '--methods', 'snapkv'])
     expect(methods.code).toBe(2)
     expect(methods.stderr).toContain(
-      "--methods was given twice ('quest', then 'snapkv'); it takes one comma-separated list: --methods quest,snapkv",
+      "--methods was given twice ('quest', then 'snapkv'); it takes one comma-separated list, e.g. --methods quest,snapkv",
     )
+    // the suggestion lists each entry once and drops empty ones
+    const same = await runCli(['sparse', 'eval', '--model', 'nowhere', '--tasks', 'niah-tokens', '--tasks=niah-tokens'])
+    expect(same.stderr.trim().split('\n')[0]).toMatch(/one comma-separated list, e.g. --tasks niah-tokens$/)
+    const empty = await runCli(['sparse', 'eval', '--model', 'nowhere', '--lengths', '32', '--lengths='])
+    expect(empty.stderr.trim().split('\n')[0]).toMatch(
+      /--lengths was given twice \('32', then ''\); it takes one comma-separated list, e\.g\. --lengths 32$/,
+    )
+    // a list flag split after parsing (its value is still a string) is one too
+    const heads = await runCli(['knockout', 'ablate', '--model', 'nowhere', '--heads', 'L0H0', '--heads', 'L1H1'])
+    expect(heads.code).toBe(2)
+    expect(heads.stderr).toContain('e.g. --heads L0H0,L1H1')
     const options = ['--task-options', 'hops=1', '--task-options=chains=1']
     const twice = await runCli(['sparse', 'eval', '--model', 'nowhere', '--tasks', 'ruler-vt', ...options])
     expect(twice.code).toBe(2)

@@ -131,12 +131,12 @@ export function refuseEmptyOutputPaths(command: Command): void {
 /**
  * Makes every command of `program` (recursively) refuse a list-valued flag given twice (`--methods quest --methods
  * snapkv`, a second `--task-options`): commander keeps the last value, which silently drops the first list, where a
- * user may have meant both. A flag is list-valued when its parsed value is an array or an object (its parser
- * splits a comma-separated list). Scalar flags keep the usual rule, the last one wins (`--lr 0.003 ... --lr 0.001`
+ * user may have meant both. A flag is list-valued when its placeholder is `<list>` or `<ids>` or its parsed value is
+ * an array or an object (its parser splits a comma-separated list). Scalar flags keep the usual rule, the last one wins (`--lr 0.003 ... --lr 0.001`
  * overrides a base set of flags); variadic flags (`--metric a --metric b`) collect; boolean flags are left alone.
  * Installed once by `buildProgram`; the check runs before commander stores the second value.
  *
- * @throws UsageError `--<flag> was given twice ('a', then 'b'); it takes one comma-separated list: --<flag> a,b`
+ * @throws UsageError `--<flag> was given twice ('a', then 'b'); it takes one comma-separated list, e.g. --<flag> a,b`
  *   (thrown out of parsing)
  */
 export function refuseRepeatedOptions(program: Command): void {
@@ -147,16 +147,21 @@ export function refuseRepeatedOptions(program: Command): void {
     for (const option of command.options) {
       if (!(option.required || option.optional) || option.variadic) continue
       const attribute = option.attributeName()
+      // `--heads <list>`, `--prompt-ids <ids>`: split after parsing, so their parsed value is still a string
+      const listPlaceholder = /<(list|ids)>/.test(option.flags)
       let first: unknown
       // commander's Command is an EventEmitter (its types leave that out); this listener runs before its own
       ;(command as unknown as EventEmitter).prependListener(`option:${option.name()}`, (value: unknown) => {
         const stored: unknown = command.getOptionValue(attribute)
-        const list = typeof stored === 'object' && stored !== null
+        const list = listPlaceholder || (typeof stored === 'object' && stored !== null)
         if (list && first !== undefined && command.getOptionValueSource(attribute) === 'cli') {
           const flag = option.long ?? option.short ?? option.flags
+          // the one list meant: both lists' entries, each once, empty ones dropped
+          const entries = [...new Set(`${String(first)},${String(value)}`.split(',').map((e) => e.trim()))]
+          const joined = entries.filter((e) => e !== '').join(',')
           throw new UsageError(
             `${flag} was given twice ('${String(first)}', then '${String(value)}'); it takes one comma-separated ` +
-              `list: ${flag} ${String(first)},${String(value)}`,
+              `list${joined === '' ? '' : `, e.g. ${flag} ${joined}`}`,
           )
         }
         first = value

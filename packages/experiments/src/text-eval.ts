@@ -256,12 +256,24 @@ export async function runTextSparseEval(model: Transformer, options: TextSparseE
           const own = (TEXT_TASK_KIND_SETTINGS[kind] ?? []).filter((k) => k !== 'questionPosition')
           const less =
             (bos === 1 ? ' less BOS' : '') + (prefixTokens > 0 ? ` less ${prefixTokens} of the answer prefix` : '')
+          const longest = model.config.nCtx - maxNewTokens
+          // the generator's own advice names its options (maxTokens): replaced by this harness's terms
+          const reason = error.message.replace(/^Invalid maxTokens: /, '').replace(/; (raise|lower) maxTokens.*$/, '')
+          const needed = typeof error.details.needed === 'number' ? error.details.needed + length - budget : null
+          const tooShort = / cannot hold /.test(reason)
+          const advice =
+            tooShort && needed !== null && needed > longest
+              ? `No length fits: the smallest prompt needs a length of ${needed}, and with ${maxNewTokens} new ` +
+                `tokens the model's context (nCtx ${model.config.nCtx}) allows at most ${longest}; shrink the ` +
+                `task (${own.join(', ')}) or lower maxNewTokens`
+              : tooShort && needed !== null
+                ? `Use a length of ${needed} to ${longest} (at most ${longest} with ${maxNewTokens} new tokens) or ` +
+                  `shrink the task (${own.join(', ')})`
+                : `Use a shorter length or a lower minFill (the task's settings: ${own.join(', ')})`
           throw new ExperimentInputError(
             'lengths',
-            `length ${length} does not fit ${kind}: the task gets ${budget} tokens (${length}${less}); ` +
-              `${error.message.replace(/^Invalid maxTokens: /, '')}. Change the length (at most ` +
-              `${model.config.nCtx - maxNewTokens} with ${maxNewTokens} new tokens) or the task's settings ` +
-              `(${own.join(', ')})`,
+            `length ${length} does not fit ${kind}: the task gets ${budget} tokens (${length}${less}); ${reason}. ` +
+              advice,
             { length, kind, budget },
           )
         }

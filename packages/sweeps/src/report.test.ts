@@ -101,5 +101,12 @@ describe('buildSweepReport', () => {
     expect(report.absent).toEqual({ emergenceStep: [2, 3] })
     expect(report.groups.find((g) => g.x === '4' && g.facet === '0.5')).toBeUndefined()
     expect(report.html).toContain('2 of 7 done trials have no number for it (trials 2, 3) and are not shown.')
+    // a metric every done trial records as null (a NaN) is charted empty and named, not refused as unknown
+    const nulls = RECORDS.map((r) => ({ ...r, metrics: { ...r.metrics, iou: null } }))
+    const empty = await buildSweepReport(nulls, { metrics: ['iou', 'iou', 'emergenceStep'] })
+    expect(empty.metrics).toEqual(['iou', 'emergenceStep'])
+    expect(empty.absent.iou).toEqual([0, 1, 2, 3, 4, 6, 7])
+    expect(empty.html).toContain('7 of 7 done trials have no number for it')
+    expect((await buildSweepReport(nulls)).metrics).toEqual(['emergenceStep', 'finalValidationLoss'])
   })
 })

@@ -242,7 +242,8 @@ function trialsCsv(records: readonly TrialRecord[], parameters: readonly string[
  * @param options - metrics, x, facet, title
  * @returns the HTML page and the CSV, with the axes chosen
  * @throws `ConfigError` (`@attnlab/core`, parameter `x`, `facet` or `metrics`) for a parameter or
- *   metric that no record has, naming the ones there are
+ *   metric that no done record has (a metric every done trial records as null is charted empty and listed in
+ *   `absent`), naming the ones there are
  * @example
  * ```ts
  * const { html, csv } = await buildSweepReport(await readTrials('runs/sweep'), { x: 'task.genLen' })
@@ -279,8 +280,10 @@ export async function buildSweepReport(
     })
   }
   if (facet !== null && !values.has(facet)) refuse('facet', facet, [...values.keys()])
-  const metrics = options.metrics ?? allMetrics
-  for (const metric of metrics) if (!allMetrics.includes(metric)) refuse('metrics', metric, allMetrics)
+  // a metric asked for by name may be one the done trials record only as null (a NaN): charted empty, named absent
+  const recorded = [...new Set(done.flatMap((r) => Object.keys(r.metrics)))]
+  const metrics = options.metrics === undefined ? allMetrics : [...new Set(options.metrics)]
+  for (const metric of metrics) if (!recorded.includes(metric)) refuse('metrics', metric, allMetrics)
   const numericX = (values.get(x) ?? []).every((v) => typeof v === 'number')
   const name = records[0]?.sweep ?? ''
   const title = options.title ?? `Sweep ${name === '' ? '' : `'${name}'`}`.trim()
@@ -300,9 +303,11 @@ export async function buildSweepReport(
       'standard deviation.' +
       (lacking === undefined
         ? ''
-        : ` ${lacking.length} of ${done.length} done trials have no number for it (trial${
-            lacking.length === 1 ? '' : 's'
-          } ${lacking.join(', ')}) and are not shown.`)
+        : ` ${lacking.length} of ${done.length} done trial${done.length === 1 ? '' : 's'} ${
+            lacking.length === 1 ? 'has' : 'have'
+          } no number for it (trial${lacking.length === 1 ? '' : 's'} ${lacking.join(', ')}) and ${
+            lacking.length === 1 ? 'is' : 'are'
+          } not shown.`)
     figures.push(`<figure><h2>${escapeHtml(metric)}</h2>${svg}<figcaption>${escapeHtml(caption)}</figcaption></figure>`)
   }
   const counts = ['done', 'failed', 'interrupted'].map((s) => `${records.filter((r) => r.status === s).length} ${s}`)

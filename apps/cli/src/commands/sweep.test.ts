@@ -126,6 +126,35 @@ describe('attnlab sweep: usage errors', () => {
     expect(noModel.code).toBe(2)
     expect(noModel.stderr).toContain(`trial 1: model ${join(root(), 'no-model')}: no such file or directory`)
     expect(existsSync(out)).toBe(false)
+    // a tokenizer that is missing, or is not one, is refused when the spec is read too
+    const text = join(root(), 'notes.txt')
+    await writeFile(text, 'these are notes, not a tokenizer\n')
+    const textModel = join(root(), 'model.bin')
+    await writeFile(textModel, '')
+    for (const [tokenizer, message] of [
+      [
+        join(root(), 'no-tokenizer.bin'),
+        /trial 1: tokenizer .*no-tokenizer\.bin: no such file \(the spec's tokenizer\)/,
+      ],
+      [text, /trial 1: the spec's tokenizer .*notes\.txt: .*neither a llama2\.c tokenizer\.bin nor a Hugging Face/],
+    ] as const) {
+      const textSpec = await specFile(
+        'text-eval.yaml',
+        [
+          'name: cli-text-eval',
+          'experiment: sparse-eval',
+          'base:',
+          `  model: ${textModel}`,
+          `  tokenizer: ${tokenizer}`,
+          '  task: { kind: ruler-niah }',
+          '',
+        ].join('\n'),
+      )
+      const refused = await runCli(['sweep', 'run', textSpec, '--out', out, '--backend', 'cpu'])
+      expect(refused.code).toBe(2)
+      expect(refused.stderr).toMatch(message)
+      expect(existsSync(out)).toBe(false)
+    }
     const noOut = await runCli(['sweep', 'run', spec])
     expect(noOut.code).toBe(2)
     expect(noOut.stderr).toContain("required option '--out <dir>' not specified")
@@ -192,7 +221,7 @@ describe('attnlab sweep report on hand-made records', () => {
     expect(report.stderr).toContain(
       `attnlab: warning: 1 done trial of ${out} (2) has no number for quest:scoreL32S0.5; it is left out`,
     )
-    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('1 of 3 done trials have no number for it')
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('1 of 3 done trials has no number for it')
   })
 })
 

@@ -37,6 +37,7 @@ import {
   runTrial,
   type SweepProgress,
 } from '@attnlab/sweeps/node'
+import { loadTokenizer } from '@attnlab/transformer'
 import { UsageError } from '../errors.ts'
 import { checkWritable } from '../out-dir.ts'
 import { activateBackend, backendOption, intParser, kernelFlagsGiven } from '../options.ts'
@@ -102,16 +103,37 @@ export interface RunFlags {
 }
 
 /**
- * Refuses a sparse-eval sweep whose model is not on this machine, before any directory is made (a local run reads
- * it in every trial; queued and SLURM trials read it where they run, so only `sweep run` checks).
+ * Refuses a sparse-eval sweep whose model is not on this machine, or whose tokenizer is missing or unreadable
+ * (`loadTokenizer` with the trial's `dummyPrefix`), before any directory is made (a local run reads them in every
+ * trial; queued and SLURM trials read them where they run, so only `sweep run` checks).
  */
 async function checkLocalModels(spec: SweepSpec): Promise<void> {
   if (spec.experiment !== 'sparse-eval') return
+  const read = new Map<string, string | null>()
   for (const trial of await expandTrials(spec)) {
-    const model = (trial.settings as { model?: unknown }).model
+    const { model, tokenizer, dummyPrefix } = trial.settings as {
+      model?: unknown
+      tokenizer?: unknown
+      dummyPrefix?: unknown
+    }
     if (typeof model === 'string' && !existsSync(model)) {
       throw new UsageError(`trial ${trial.index + 1}: model ${model}: no such file or directory (the spec's model)`)
     }
+    if (typeof tokenizer !== 'string') continue
+    if (!existsSync(tokenizer))
+      throw new UsageError(`trial ${trial.index + 1}: tokenizer ${tokenizer}: no such file (the spec's tokenizer)`)
+    const key = `${tokenizer}\u0000${String(dummyPrefix)}`
+    if (!read.has(key)) {
+      try {
+        await loadTokenizer(tokenizer, dummyPrefix === false ? { dummyPrefix: false } : {})
+        read.set(key, null)
+      } catch (error) {
+        read.set(key, error instanceof Error ? error.message : String(error))
+      }
+    }
+    const problem = read.get(key)
+    if (problem !== null && problem !== undefined)
+      throw new UsageError(`trial ${trial.index + 1}: the spec's tokenizer ${tokenizer}: ${problem}`)
   }
 }
 

@@ -190,9 +190,14 @@ export function fitPrompt(
   if (best.tokens < options.minFill * maxTokens)
     throw new ConfigError(
       'maxTokens',
-      `${what} fills only ${best.tokens} of ${maxTokens} tokens (${max} at most), below the minimum fill ` +
-        `${options.minFill}; lower maxTokens or minFill`,
-      { value: maxTokens, tokens: best.tokens },
+      `${what} fills only ${best.tokens} of ${maxTokens} tokens, below the minimum fill ${options.minFill} ` +
+        `(${Math.ceil(options.minFill * maxTokens)} tokens)` +
+        (lo === max
+          ? `: every one of the generator's ${max} filler pieces is in it`
+          : `: ${lo === 0 ? 'no filler piece fits' : plural(lo, 'filler piece') + ' fit'}, one more runs past ` +
+            `${maxTokens} tokens`) +
+        '; lower maxTokens or minFill',
+      { value: maxTokens, tokens: best.tokens, needed: Math.ceil(options.minFill * maxTokens) },
     )
   return { n: lo, prompt: best.prompt, tokens: best.tokens }
 }
