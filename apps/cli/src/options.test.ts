@@ -102,7 +102,8 @@ describe('a flag given twice', () => {
     const methods = await runCli(['sparse', 'eval', '--model', 'nowhere', '--methods', 'quest', '--methods', 'snapkv'])
     expect(methods.code).toBe(2)
     expect(methods.stderr).toContain(
-      "--methods was given twice ('quest', then 'snapkv'); it takes one comma-separated list, e.g. --methods quest,snapkv",
+      "--methods was given twice ('quest', then 'snapkv'); it takes one comma-separated list, e.g. " +
+        '--methods quest,snapkv',
     )
     // the suggestion lists each entry once and drops empty ones
     const same = await runCli(['sparse', 'eval', '--model', 'nowhere', '--tasks', 'niah-tokens', '--tasks=niah-tokens'])

@@ -132,8 +132,9 @@ export function refuseEmptyOutputPaths(command: Command): void {
  * Makes every command of `program` (recursively) refuse a list-valued flag given twice (`--methods quest --methods
  * snapkv`, a second `--task-options`): commander keeps the last value, which silently drops the first list, where a
  * user may have meant both. A flag is list-valued when its placeholder is `<list>` or `<ids>` or its parsed value is
- * an array or an object (its parser splits a comma-separated list). Scalar flags keep the usual rule, the last one wins (`--lr 0.003 ... --lr 0.001`
- * overrides a base set of flags); variadic flags (`--metric a --metric b`) collect; boolean flags are left alone.
+ * an array or an object (its parser splits a comma-separated list). Scalar flags keep the usual rule, the last one
+ * wins (`--lr 0.003 ... --lr 0.001` overrides a base set of flags); variadic flags (`--metric a --metric b`)
+ * collect; boolean flags are left alone.
  * Installed once by `buildProgram`; the check runs before commander stores the second value.
  *
  * @throws UsageError `--<flag> was given twice ('a', then 'b'); it takes one comma-separated list, e.g. --<flag> a,b`

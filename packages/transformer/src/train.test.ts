@@ -216,7 +216,7 @@ describeWithBackends('train', (backend) => {
     model.dispose()
   })
 
-  it('turns a WebAssembly trap in a step (the wasm heap running out) into a TooLargeError naming the sizes', async () => {
+  it('turns a WebAssembly trap in a step (the wasm heap running out) into a TooLargeError with the sizes', async () => {
     // (the test `lib` has no WebAssembly types; Node has the class)
     const { RuntimeError } = (globalThis as unknown as { WebAssembly: { RuntimeError: new (m: string) => Error } })
       .WebAssembly
