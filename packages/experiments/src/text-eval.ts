@@ -259,14 +259,14 @@ export async function runTextSparseEval(model: Transformer, options: TextSparseE
           const longest = model.config.nCtx - maxNewTokens
           // the generator's own advice names its options (maxTokens): replaced by this harness's terms
           const reason = error.message.replace(/^Invalid maxTokens: /, '').replace(/; (raise|lower) maxTokens.*$/, '')
+          // `needed` (the smallest prompt's tokens) is set when the length is too short for the task at all
           const needed = typeof error.details.needed === 'number' ? error.details.needed + length - budget : null
-          const tooShort = / cannot hold /.test(reason)
           const advice =
-            tooShort && needed !== null && needed > longest
+            needed !== null && needed > longest
               ? `No length fits: the smallest prompt needs a length of ${needed}, and with ${maxNewTokens} new ` +
                 `tokens the model's context (nCtx ${model.config.nCtx}) allows at most ${longest}; shrink the ` +
                 `task (${own.join(', ')}) or lower maxNewTokens`
-              : tooShort && needed !== null
+              : needed !== null
                 ? `Use a length of ${needed} to ${longest} (at most ${longest} with ${maxNewTokens} new tokens) or ` +
                   `shrink the task (${own.join(', ')})`
                 : `Use a shorter length or a lower minFill (the task's settings: ${own.join(', ')})`

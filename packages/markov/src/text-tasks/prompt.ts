@@ -197,7 +197,7 @@ export function fitPrompt(
           : `: ${lo === 0 ? 'no filler piece fits' : plural(lo, 'filler piece') + ' fit'}, one more runs past ` +
             `${maxTokens} tokens`) +
         '; lower maxTokens or minFill',
-      { value: maxTokens, tokens: best.tokens, needed: Math.ceil(options.minFill * maxTokens) },
+      { value: maxTokens, tokens: best.tokens, minimumFill: Math.ceil(options.minFill * maxTokens) },
     )
   return { n: lo, prompt: best.prompt, tokens: best.tokens }
 }
