@@ -168,11 +168,8 @@ export function resolveSparseEvalTrialConfig(input: unknown): SparseEvalTrialCon
   }
   // A method, sparsity or length listed twice is refused here, when a sweep spec is read, not when its trial runs.
   for (const key of ['methods', 'sparsities', 'lengths'] as const) {
-    const seen = new Set<number | string>()
-    for (const value of (config[key] ?? []) as readonly (number | string)[]) {
-      if (seen.has(value)) throw new ConfigError(key, `lists ${value} twice; give each once`, { value })
-      seen.add(value)
-    }
+    const twice = listedTwice((config[key] ?? []) as readonly unknown[])
+    if (twice !== null) throw new ConfigError(key, `lists ${twice} twice; give each once`, { value: twice })
   }
   const task = config.task as Readonly<Record<string, unknown>> | null
   const kind = typeof task === 'object' && task !== null ? task.kind : undefined
@@ -482,22 +479,30 @@ export function greedyAnswers(
   }
 }
 
-/** Refuses a list that names one entry twice (it would be evaluated twice and give two rows with one key). */
-function refuseDuplicates(option: string, values: readonly unknown[]): void {
+/**
+ * The first entry a list names twice, as it reads in a message (a task as its kind and its other settings:
+ * `niah-tokens`, `niah-tokens {"needles":2}`), or null when every entry is listed once.
+ */
+function listedTwice(values: readonly unknown[]): string | null {
   const seen = new Set<string>()
   for (const value of values) {
-    // a task reads as its kind and its other settings: `niah-tokens`, `niah-tokens {"needles":2}`
     let key = String(value)
     if (typeof value === 'object' && value !== null) {
       const { kind, ...rest } = value as { kind?: unknown }
       const settings = Object.keys(rest).length === 0 ? '' : JSON.stringify(rest)
       key = typeof kind === 'string' ? `${kind}${settings === '' ? '' : ` ${settings}`}` : JSON.stringify(value)
     }
-    if (seen.has(key)) {
-      throw new ExperimentInputError(option, `${option} lists ${key} twice; give each once`, { value: key })
-    }
+    if (seen.has(key)) return key
     seen.add(key)
   }
+  return null
+}
+
+/** Refuses a list that names one entry twice (it would be evaluated twice and give two rows with one key). */
+function refuseDuplicates(option: string, values: readonly unknown[]): void {
+  const key = listedTwice(values)
+  if (key !== null)
+    throw new ExperimentInputError(option, `${option} lists ${key} twice; give each once`, { value: key })
 }
 
 /**

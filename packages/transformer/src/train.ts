@@ -658,7 +658,7 @@ export class Trainer {
    * `wasm` backend ("memory access out of bounds", "null function or function signature mismatch"), which is how
    * its 4 GiB heap running out shows, becomes a `TooLargeError` naming the step's attention sizes.
    *
-   * @throws `TooLargeError` (`@attnlab/core`) for such a trap; the backend is unusable in this process after it
+   * @throws `TooLargeError` (`@attnlab/core`) for such a trap; the backend may be unusable in this process after it
    */
   private heapGuard<T>(what: string, batch: number, seqLength: number, work: () => T): T {
     try {
@@ -674,8 +674,8 @@ export class Trainer {
         `${what} stopped inside the ${tf.getBackend()} backend (${error.message}), most likely because its heap ` +
           `(at most 4 GiB) ran out: each [batch, nHeads, nCtx, nCtx] = [${batch}, ${nHeads}, ${T}, ${T}] float32 ` +
           `attention tensor is ${(bytes / 2 ** 20).toFixed(0)} MiB, and training keeps several per layer ` +
-          `(${nLayers} layers) for the backward pass; use a smaller batch or a shorter nCtx (the backend cannot be ` +
-          'used again in this process)',
+          `(${nLayers} layers) for the backward pass; use a smaller batch or a shorter nCtx (the backend may be ` +
+          'unusable in this process after such a trap)',
         { batch, nHeads, nCtx: T, nLayers, bytesPerAttentionTensor: bytes },
         { cause: error },
       )
