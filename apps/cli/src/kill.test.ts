@@ -36,9 +36,11 @@ interface Kill {
   readonly finished: boolean
   /** Temporaries of an interrupted atomic write were left beside the output. */
   readonly midWrite: boolean
+  /** Milliseconds from `ready` appearing to the kill, or to the exit when the run finished first. */
+  readonly afterReady: number
 }
 
-/** Starts the CLI, waits for `ready` to exist, then SIGKILLs it after `delay` ms. */
+/** Starts the CLI, waits for `ready` to exist, then SIGKILLs it after `delay` ms (unless it exits before). */
 async function killDuring(argv: string[], ready: string, delay: number, out: string): Promise<Kill> {
   const child = spawn(launcher, argv, { stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
@@ -56,14 +58,16 @@ async function killDuring(argv: string[], ready: string, delay: number, out: str
     await new Promise((wait) => setTimeout(wait, 5))
   }
   if (finished) throw new Error(`the child exited before ${ready} appeared: ${stderr}`)
-  await new Promise((wait) => setTimeout(wait, delay))
+  const readyAt = Date.now()
+  await Promise.race([new Promise((wait) => setTimeout(wait, delay)), exited])
   const finishedFirst = finished
-  child.kill('SIGKILL')
+  const afterReady = Date.now() - readyAt
+  if (!finishedFirst) child.kill('SIGKILL')
   await exited
   const siblings = readdirSync(dirname(out)).filter((name) => name.startsWith(`.${basename(out)}.tmp-`))
   const inside = existsSync(out) ? readdirSync(out, { recursive: true }).map(String) : []
   const midWrite = siblings.length > 0 || inside.some((name) => /\.tmp-|\.\d+$/.test(basename(name)))
-  return { finished: finishedFirst, midWrite }
+  return { finished: finishedFirst, midWrite, afterReady }
 }
 
 const read = (path: string): Buffer => readFileSync(path)
@@ -90,12 +94,25 @@ describe('SIGKILL at random moments, then --resume: the same numbers as an unint
       const { evaluations, finalTrainLoss } = JSON.parse(stdout)
       return { evaluations, finalTrainLoss }
     }
+    // The kill moments are drawn over the time a run takes from its first checkpoint to its exit, measured here:
+    // on an idle machine the 12 tiny steps finish within a few hundred milliseconds of the first checkpoint
+    // (fixed delays of up to 800 ms then let nearly every run finish), under load they take seconds.
+    const calibration = join(dir(), 'train-calibration')
+    const span = await killDuring(
+      [...run, '--out', calibration],
+      join(calibration, 'manifest.json'),
+      600_000,
+      calibration,
+    )
+    expect(span.finished).toBe(true)
+    rmSync(calibration, { recursive: true, force: true })
     let kills = 0
     let midWrite = 0
     for (let trial = 0; kills < TRIALS; trial++) {
       expect(trial, 'too many runs finished before their kill').toBeLessThan(3 * TRIALS)
       const out = join(dir(), `train-${trial}`)
-      const kill = await killDuring([...run, '--out', out], join(out, 'manifest.json'), rng.int(800), out)
+      const delay = rng.int(Math.max(20, span.afterReady))
+      const kill = await killDuring([...run, '--out', out], join(out, 'manifest.json'), delay, out)
       // Killed after its last checkpoint but before it exited: nothing is left to resume.
       if (kill.finished || lastStep(join(out, 'trainer.json')) === 12) continue
       kills++
@@ -116,7 +133,9 @@ describe('SIGKILL at random moments, then --resume: the same numbers as an unint
       ])
       rmSync(out, { recursive: true, force: true })
     }
-    report.push(`train ${kills} kills survived (${midWrite} inside a checkpoint write)`)
+    report.push(
+      `train ${kills} kills survived (${midWrite} inside a checkpoint write; kills drawn over ${span.afterReady} ms)`,
+    )
   }, 900_000)
 
   it(`attnlab emergence: ${TRIALS} kills (checkpoint at every evaluation)`, async () => {
