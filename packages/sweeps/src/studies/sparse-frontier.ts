@@ -160,6 +160,12 @@ export function curvesOfEvaluation(records: readonly TrialRecord[]): Curve[] {
     if (methods.length === 0 || record.status !== 'done') continue
     const only = methods.length === 1 ? methods[0] : undefined
     const byCurve = new Map<string, { method: string; length: number; points: Point[] }>()
+    const add = (method: string, length: number, point: Point): void => {
+      const id = `${method} ${length}`
+      const curve = byCurve.get(id) ?? { method, length, points: [] }
+      curve.points.push(point)
+      byCurve.set(id, curve)
+    }
     const dense = new Map<number, Point>()
     for (const key of Object.keys(record.metrics)) {
       const match = SCORE_KEY.exec(key)
@@ -178,19 +184,10 @@ export function curvesOfEvaluation(records: readonly TrialRecord[]): Curve[] {
       }
       const method = match[1] ?? only
       if (method === undefined || !methods.includes(method)) continue
-      const id = `${method} ${length}`
-      const curve = byCurve.get(id) ?? { method, length, points: [] }
-      curve.points.push(point)
-      byCurve.set(id, curve)
+      add(method, length, point)
     }
     // the dense reference row belongs to every method's curve at its length
-    for (const [length, point] of dense)
-      for (const method of methods) {
-        const id = `${method} ${length}`
-        const curve = byCurve.get(id) ?? { method, length, points: [] }
-        curve.points.push(point)
-        byCurve.set(id, curve)
-      }
+    for (const [length, point] of dense) for (const method of methods) add(method, length, point)
     const samples = metricOf(record, 'samples') ?? 1
     for (const { method, length, points } of byCurve.values())
       curves.push({ method, length, samples, points: points.sort((a, b) => a[0] - b[0]) })
