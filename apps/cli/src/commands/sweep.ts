@@ -109,7 +109,8 @@ export interface RunFlags {
  */
 async function checkLocalModels(spec: SweepSpec): Promise<void> {
   if (spec.experiment !== 'sparse-eval') return
-  const read = new Map<string, string | null>()
+  // per (tokenizer, dummyPrefix): null when it loads, else why not (each file read once for all trials)
+  const problems = new Map<string, string | null>()
   for (const trial of await expandTrials(spec)) {
     const { model, tokenizer, dummyPrefix } = trial.settings as {
       model?: unknown
@@ -123,16 +124,15 @@ async function checkLocalModels(spec: SweepSpec): Promise<void> {
     if (!existsSync(tokenizer))
       throw new UsageError(`trial ${trial.index + 1}: tokenizer ${tokenizer}: no such file (the spec's tokenizer)`)
     const key = `${tokenizer}\u0000${String(dummyPrefix)}`
-    if (!read.has(key)) {
-      try {
-        await loadTokenizer(tokenizer, dummyPrefix === false ? { dummyPrefix: false } : {})
-        read.set(key, null)
-      } catch (error) {
-        read.set(key, error instanceof Error ? error.message : String(error))
-      }
+    let problem = problems.get(key)
+    if (problem === undefined) {
+      problem = await loadTokenizer(tokenizer, dummyPrefix === false ? { dummyPrefix: false } : {}).then(
+        () => null,
+        (error: unknown) => (error instanceof Error ? error.message : String(error)),
+      )
+      problems.set(key, problem)
     }
-    const problem = read.get(key)
-    if (problem !== null && problem !== undefined)
+    if (problem !== null)
       throw new UsageError(`trial ${trial.index + 1}: the spec's tokenizer ${tokenizer}: ${problem}`)
   }
 }
