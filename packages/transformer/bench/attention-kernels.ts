@@ -72,7 +72,7 @@ for (const mode of modes) {
     best.f = Math.min(best.f, (performance.now() - t0) / 1e3)
     best.fc = Math.min(best.fc, cpu() - c0)
     ;[t0, c0] = [performance.now(), cpu()]
-    provider.attentionBackward(x, probs, g, dQkv, B, T, H, dh, 1 / Math.sqrt(dh), true)
+    provider.attentionBackward(x, probs, g, dQkv, B, T, H, dh, 1 / Math.sqrt(dh), true, out)
     best.b = Math.min(best.b, (performance.now() - t0) / 1e3)
     best.bc = Math.min(best.bc, cpu() - c0)
   }

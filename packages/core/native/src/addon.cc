@@ -241,14 +241,16 @@ KERNEL(AttentionForward) {
   });
 }
 
-// attentionBackward(qkv, lse, dOut, dQkv, batch, pos, nHeads, dHead, scale, causal)
+// attentionBackward(qkv, lse, dOut, dQkv, batch, pos, nHeads, dHead, scale, causal, out | null):
+// out is the forward's output (the tile kernels' D = rowsum(dO o out)); null runs the row kernels.
 KERNEL(AttentionBackward) {
   return guarded(env, [&] {
     Args a(env, info);
     const int B = a.integer(4), T = a.integer(5), H = a.integer(6), dh = a.integer(7);
     const int64_t rows = (int64_t)B * T, width = (int64_t)H * dh;
     attn::attentionBackward(a.f32(0, rows * 3 * width), a.f32(1, (int64_t)B * H * T), a.f32(2, rows * width),
-                            a.f32(3, rows * 3 * width), B, T, H, dh, (float)a.num(8), a.flag(9));
+                            a.argc > 10 ? a.f32OrNull(10, rows * width) : nullptr, a.f32(3, rows * 3 * width), B, T, H, dh, (float)a.num(8),
+                            a.flag(9));
     return undefined(env);
   });
 }

@@ -35,6 +35,8 @@ namespace {
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));  // unaligned access
 typedef int32_t v16i __attribute__((vector_size(64)));
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
 
 constexpr int MR = 8;    // rows of C per micro-tile
 constexpr int NR = 32;   // columns of C per micro-tile (two v16)
@@ -851,6 +853,257 @@ void attentionBackwardHead(const float* qkv, int64_t rowStride, int64_t dModel, 
     }
 }
 
+
+// ---- training attention in 16-row / 16-key tiles (head sizes up to 64) -------------------------
+//
+// The forward puts 16 query rows in the lanes of a vector: every score, the running softmax
+// statistics and the output accumulators are whole vectors, with no horizontal max or sum per
+// row, and the causal mask touches only the 16 keys on the diagonal. The backward puts 16 keys in
+// the lanes (FlashAttention-2, Dao 2023, arXiv 2307.08691, Algorithm 2: key blocks outside, query
+// rows inside, D = rowsum(dO o O) from the forward's output): dK and dV of the block stay in
+// registers over all its query rows, and dQ takes the block's dS rows afterwards as one small
+// [rows, 16] x [16, dHead] product. Heads are zero-padded to DH in {8, 16, 32, 64}; larger heads
+// use the row kernels above.
+
+struct TileScratch {
+  int T = 0, DH = 0, Tp = 0;
+  // rows [T, DH]; transposed [DH, Tp]; tiles [Tp, 16]
+  std::vector<float> q, k, v, dO, dq, qT, kT, vT, D, tile, pTile;
+  void resize(int T_, int DH_) {
+    if (T == T_ && DH == DH_) return;
+    T = T_;
+    DH = DH_;
+    Tp = (T + 15) / 16 * 16;
+    for (auto* b : {&q, &k, &v, &dO, &dq}) b->assign((size_t)Tp * DH, 0.f);
+    for (auto* b : {&qT, &kT, &vT}) b->assign((size_t)DH * Tp, 0.f);
+    D.assign((size_t)Tp, 0.f);
+    tile.assign((size_t)Tp * 16, 0.f);
+    pTile.assign((size_t)Tp * 16, 0.f);
+  }
+};
+thread_local TileScratch tlsTile;
+
+// Lanes l >= from of x, `fill` below (the causal mask of a query tile against key `from` rows in).
+inline __attribute__((always_inline)) v16 lanesFrom(v16 x, int from, float fill) {
+  const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16i keep = lane >= from;
+  const v16 other = v16{} + fill;
+  return (v16)(((v16i)x & keep) | ((v16i)other & ~keep));
+}
+
+// Copies one head's [T, dh] block (rows strided by rowStride) into rows [T, DH] and / or the
+// transpose [DH, Tp]; the padding (d >= dh, i >= T) stays zero from TileScratch::resize.
+template <int DH>
+inline __attribute__((always_inline)) void gatherTile(const float* src, int64_t rowStride, int T, int dh, int Tp,
+                                                      float* rows, float* cols) {
+  for (int i = 0; i < T; i++)
+    for (int d = 0; d < dh; d++) {
+      const float x = src[i * rowStride + d];
+      if (rows) rows[i * DH + d] = x;
+      if (cols) cols[d * Tp + i] = x;
+    }
+}
+
+template <int DH>
+inline __attribute__((always_inline)) void tileForwardHead(const float* qkv, int64_t rowStride, int64_t dModel,
+                                                           float* out, float* lse, int T, int dh, float scale,
+                                                           bool causal) {
+  TileScratch& s = tlsTile;
+  s.resize(T, DH);
+  const int Tp = s.Tp;
+  float* qT = s.qT.data();
+  const float* k = s.k.data();
+  const float* v = s.v.data();
+  float* tile = s.tile.data();
+  gatherTile<DH>(qkv, rowStride, T, dh, Tp, nullptr, qT);
+  gatherTile<DH>(qkv + dModel, rowStride, T, dh, Tp, s.k.data(), nullptr);
+  gatherTile<DH>(qkv + 2 * dModel, rowStride, T, dh, Tp, s.v.data(), nullptr);
+  for (int i0 = 0; i0 < T; i0 += 16) {
+    const int keys = causal ? std::min(T, i0 + 16) : T;
+    // scores of the tile's 16 rows against every key it sees, and their running max
+    v16 m = v16{} - INFINITY;
+    for (int j = 0; j < keys; j++) {
+      const float* kj = k + (int64_t)j * DH;
+      v16 a = {};
+      for (int d = 0; d < DH; d++) a += *(const v16u*)(qT + (int64_t)d * Tp + i0) * kj[d];
+      a *= scale;
+      if (causal && j > i0) a = lanesFrom(a, j - i0, -INFINITY);
+      *(v16u*)(tile + (int64_t)j * 16) = a;
+      m = a > m ? a : m;  // a NaN score leaves m: it reaches the sum through exp below
+    }
+    const v16 mSafe = m == -INFINITY ? v16{} : m;  // a row of -inf: every p = 0
+    v16 sum = {};
+    v16 o[DH <= 16 ? DH : 16];
+    float* outTile = out + (int64_t)i0 * dModel;
+    const int rows = std::min(16, T - i0);
+    auto store = [&](int d0, int nd, v16 inv) {
+      for (int r = 0; r < rows; r++)
+        for (int c = 0; c < nd && d0 + c < dh; c++) outTile[(int64_t)r * dModel + d0 + c] = o[c][r] * inv[r];
+    };
+    if constexpr (DH <= 16) {
+      for (int c = 0; c < DH; c++) o[c] = v16{};
+      for (int j = 0; j < keys; j++) {
+        const v16 e = expV(*(const v16u*)(tile + (int64_t)j * 16) - mSafe);
+        sum += e;
+        const float* vj = v + (int64_t)j * DH;
+        for (int c = 0; c < DH; c++) o[c] += e * vj[c];
+      }
+      const v16 inv = sum > 0.f ? 1.f / sum : v16{};
+      store(0, DH, inv);
+    } else {
+      for (int j = 0; j < keys; j++) {
+        const v16 e = expV(*(const v16u*)(tile + (int64_t)j * 16) - mSafe);
+        *(v16u*)(tile + (int64_t)j * 16) = e;
+        sum += e;
+      }
+      const v16 inv = sum > 0.f ? 1.f / sum : v16{};
+      for (int d0 = 0; d0 < DH && d0 < dh; d0 += 16) {
+        for (int c = 0; c < 16; c++) o[c] = v16{};
+        for (int j = 0; j < keys; j++) {
+          const v16 e = *(const v16u*)(tile + (int64_t)j * 16);
+          const float* vj = v + (int64_t)j * DH + d0;
+          for (int c = 0; c < 16; c++) o[c] += e * vj[c];
+        }
+        store(d0, 16, inv);
+      }
+    }
+    for (int r = 0; r < rows; r++) {
+      const float total = sum[r];
+      lse[i0 + r] = total != total ? NAN : m[r] == -INFINITY ? INFINITY : m[r] + std::log(total);
+    }
+  }
+}
+
+template <int DH>
+inline __attribute__((always_inline)) void tileBackwardHead(const float* qkv, int64_t rowStride, int64_t dModel,
+                                                            const float* lse, const float* dOut, const float* out,
+                                                            float* dqkv, int T, int dh, float scale, bool causal) {
+  TileScratch& s = tlsTile;
+  s.resize(T, DH);
+  const int Tp = s.Tp;
+  float* q = s.q.data();
+  float* dO = s.dO.data();
+  float* dq = s.dq.data();
+  const float* kT = s.kT.data();
+  const float* vT = s.vT.data();
+  const float* k = s.k.data();
+  float* D = s.D.data();
+  float* tile = s.tile.data();
+  gatherTile<DH>(qkv, rowStride, T, dh, Tp, q, nullptr);
+  gatherTile<DH>(qkv + dModel, rowStride, T, dh, Tp, s.k.data(), s.kT.data());
+  gatherTile<DH>(qkv + 2 * dModel, rowStride, T, dh, Tp, nullptr, s.vT.data());
+  gatherTile<DH>(dOut, dModel, T, dh, Tp, dO, nullptr);
+  std::fill(dq, dq + (int64_t)T * DH, 0.f);
+  for (int i = 0; i < T; i++) {
+    float acc = 0.f;
+    for (int d = 0; d < dh; d++) acc += dOut[i * dModel + d] * out[i * dModel + d];
+    D[i] = acc;
+  }
+  float* pTile = s.pTile.data();
+  for (int j0 = 0; j0 < T; j0 += 16) {
+    const int first = causal ? j0 : 0;
+    const int validKeys = std::min(16, T - j0);
+    // p and dS of every query row against the block's 16 keys (masked lanes exactly 0)
+    for (int i = first; i < T; i++) {
+      const float* qi = q + (int64_t)i * DH;
+      const float* gi = dO + (int64_t)i * DH;
+      v16 a = {}, g = {};
+      for (int d = 0; d < DH; d++) {
+        a += qi[d] * *(const v16u*)(kT + (int64_t)d * Tp + j0);
+        g += gi[d] * *(const v16u*)(vT + (int64_t)d * Tp + j0);
+      }
+      v16 pr = expV(a * scale - lse[i]);
+      v16 dsr = pr * (g - D[i]) * scale;
+      const int visible = causal ? std::min(validKeys, i - j0 + 1) : validKeys;
+      if (visible < 16) {
+        pr = firstLanes(pr, visible);
+        dsr = firstLanes(dsr, visible);
+      }
+      *(v16u*)(pTile + (int64_t)i * 16) = pr;
+      *(v16u*)(tile + (int64_t)i * 16) = dsr;
+    }
+    // dK^T = dS^T Q and dV^T = P^T dO over the rows, in chunks of at most 16 accumulators each
+    constexpr int C = DH <= 8 ? DH : 16;
+    for (int d0 = 0; d0 < DH; d0 += C) {
+      v16 dk[C], dv[C];
+      for (int c = 0; c < C; c++) dk[c] = dv[c] = v16{};
+      if constexpr (DH <= 8) {
+        for (int i = first; i < T; i++) {
+          const v16 pr = *(const v16u*)(pTile + (int64_t)i * 16);
+          const v16 dsr = *(const v16u*)(tile + (int64_t)i * 16);
+          for (int c = 0; c < C; c++) {
+            dk[c] += dsr * q[(int64_t)i * DH + d0 + c];
+            dv[c] += pr * dO[(int64_t)i * DH + d0 + c];
+          }
+        }
+      } else {
+        for (int i = first; i < T; i++) {
+          const v16 dsr = *(const v16u*)(tile + (int64_t)i * 16);
+          for (int c = 0; c < C; c++) dk[c] += dsr * q[(int64_t)i * DH + d0 + c];
+        }
+        for (int i = first; i < T; i++) {
+          const v16 pr = *(const v16u*)(pTile + (int64_t)i * 16);
+          for (int c = 0; c < C; c++) dv[c] += pr * dO[(int64_t)i * DH + d0 + c];
+        }
+      }
+      for (int l = 0; l < validKeys; l++) {
+        float* dst = dqkv + (int64_t)(j0 + l) * rowStride;
+        for (int c = 0; c < C && d0 + c < dh; c++) {
+          dst[dModel + d0 + c] = dk[c][l];
+          dst[2 * dModel + d0 + c] = dv[c][l];
+        }
+      }
+    }
+    // dQ[i] += sum_l dS[i, l] K[j0 + l] for the rows that saw this block
+    const float* kBlock = k + (int64_t)j0 * DH;
+    for (int i = first; i < T; i++) {
+      const float* w = tile + (int64_t)i * 16;
+      float* dqi = dq + (int64_t)i * DH;
+      if constexpr (DH == 8) {
+        v8 acc = *(const v8u*)dqi;
+        for (int l = 0; l < 16; l++) acc += w[l] * *(const v8u*)(kBlock + l * DH);
+        *(v8u*)dqi = acc;
+      } else {
+        constexpr int V = DH / 16;
+        v16 acc[V];
+        for (int c = 0; c < V; c++) acc[c] = *(const v16u*)(dqi + 16 * c);
+        for (int l = 0; l < 16; l++) {
+          const float wl = w[l];
+          for (int c = 0; c < V; c++) acc[c] += wl * *(const v16u*)(kBlock + l * DH + 16 * c);
+        }
+        for (int c = 0; c < V; c++) *(v16u*)(dqi + 16 * c) = acc[c];
+      }
+    }
+  }
+  for (int i = 0; i < T; i++)
+    for (int d = 0; d < dh; d++) dqkv[i * rowStride + d] = dq[(int64_t)i * DH + d];
+}
+
+// The head size a tile kernel pads dh to, or 0 (the row kernels).
+inline int tileHeadSize(int dh) { return dh <= 8 ? 8 : dh <= 16 ? 16 : dh <= 32 ? 32 : dh <= 64 ? 64 : 0; }
+
+ATTN_MULTIVERSION
+void tileForward(const float* qkv, int64_t rowStride, int64_t dModel, float* out, float* lse, int T, int dh,
+                 float scale, bool causal) {
+  switch (tileHeadSize(dh)) {
+    case 8: return tileForwardHead<8>(qkv, rowStride, dModel, out, lse, T, dh, scale, causal);
+    case 16: return tileForwardHead<16>(qkv, rowStride, dModel, out, lse, T, dh, scale, causal);
+    case 32: return tileForwardHead<32>(qkv, rowStride, dModel, out, lse, T, dh, scale, causal);
+    default: return tileForwardHead<64>(qkv, rowStride, dModel, out, lse, T, dh, scale, causal);
+  }
+}
+
+ATTN_MULTIVERSION
+void tileBackward(const float* qkv, int64_t rowStride, int64_t dModel, const float* lse, const float* dOut,
+                  const float* out, float* dqkv, int T, int dh, float scale, bool causal) {
+  switch (tileHeadSize(dh)) {
+    case 8: return tileBackwardHead<8>(qkv, rowStride, dModel, lse, dOut, out, dqkv, T, dh, scale, causal);
+    case 16: return tileBackwardHead<16>(qkv, rowStride, dModel, lse, dOut, out, dqkv, T, dh, scale, causal);
+    case 32: return tileBackwardHead<32>(qkv, rowStride, dModel, lse, dOut, out, dqkv, T, dh, scale, causal);
+    default: return tileBackwardHead<64>(qkv, rowStride, dModel, lse, dOut, out, dqkv, T, dh, scale, causal);
+  }
+}
+
 }  // namespace
 
 void attentionForward(const float* qkv, float* out, float* lse, int B, int T, int H, int dh,
@@ -862,14 +1115,19 @@ void attentionForward(const float* qkv, float* out, float* lse, int B, int T, in
   pool::run(units, [&](int64_t u) {
     for (int64_t bh = slices * u / units; bh < slices * (u + 1) / units; bh++) {
       const int64_t b = bh / H, h = bh % H;
-      attentionForwardHead(qkv + (int64_t)b * T * rowStride + (int64_t)h * dh, rowStride, dModel,
-                           out + (int64_t)b * T * dModel + (int64_t)h * dh,
-                           lse + ((int64_t)b * H + h) * T, T, dh, scale, causal);
+      const float* x = qkv + (int64_t)b * T * rowStride + (int64_t)h * dh;
+      float* o = out + (int64_t)b * T * dModel + (int64_t)h * dh;
+      float* l = lse + ((int64_t)b * H + h) * T;
+      if (tileHeadSize(dh) != 0) {
+        tileForward(x, rowStride, dModel, o, l, T, dh, scale, causal);
+      } else {
+        attentionForwardHead(x, rowStride, dModel, o, l, T, dh, scale, causal);
+      }
     }
   });
 }
 
-void attentionBackward(const float* qkv, const float* lse, const float* dOut, float* dqkv,
+void attentionBackward(const float* qkv, const float* lse, const float* dOut, const float* out, float* dqkv,
                        int B, int T, int H, int dh, float scale, bool causal) {
   const int64_t dModel = (int64_t)H * dh, rowStride = 3 * dModel;
   const int64_t slices = (int64_t)B * H;
@@ -878,9 +1136,14 @@ void attentionBackward(const float* qkv, const float* lse, const float* dOut, fl
     for (int64_t bh = slices * u / units; bh < slices * (u + 1) / units; bh++) {
       const int64_t b = bh / H, h = bh % H;
       const int64_t off = (int64_t)b * T * rowStride + (int64_t)h * dh;
-      attentionBackwardHead(qkv + off, rowStride, dModel, lse + ((int64_t)b * H + h) * T,
-                            dOut + (int64_t)b * T * dModel + (int64_t)h * dh, dqkv + off, T, dh,
-                            scale, causal);
+      const int64_t headOff = (int64_t)b * T * dModel + (int64_t)h * dh;
+      const float* l = lse + ((int64_t)b * H + h) * T;
+      if (out != nullptr && tileHeadSize(dh) != 0) {
+        tileBackward(qkv + off, rowStride, dModel, l, dOut + headOff, out + headOff, dqkv + off, T, dh, scale,
+                     causal);
+      } else {
+        attentionBackwardHead(qkv + off, rowStride, dModel, l, dOut + headOff, dqkv + off, T, dh, scale, causal);
+      }
     }
   });
 }

@@ -31,11 +31,13 @@ void layerNormForward(const float* x, const float* g, const float* b, float* y, 
 void layerNormBackward(const float* x, const float* g, const float* mean, const float* rstd,
                        const float* dy, float* dx, float* dg, float* db, int64_t rows, int cols);
 // Multi-head attention on qkv [B, T, 3, H, dh] -> out [B, T, H, dh] and the rows' log-sum-exp of
-// the scaled scores lse [B, H, T] (no T x T pattern: the backward recomputes it from lse).
+// the scaled scores lse [B, H, T] (no T x T pattern: the backward recomputes it from lse). The
+// backward takes the forward's out for D = rowsum(dO o out) (FlashAttention-2); with out null, or
+// dh > 64, it runs the row kernels, which compute D from the recomputed pattern instead.
 void attentionForward(const float* qkv, float* out, float* lse, int B, int T, int H, int dh,
                       float scale, bool causal);
-void attentionBackward(const float* qkv, const float* lse, const float* dOut, float* dqkv, int B,
-                       int T, int H, int dh, float scale, bool causal);
+void attentionBackward(const float* qkv, const float* lse, const float* dOut, const float* out,
+                       float* dqkv, int B, int T, int H, int dh, float scale, bool causal);
 // Weighted mean softmax cross-entropy (nats) and its gradient.
 double softmaxCrossEntropy(const float* logits, const int32_t* labels, const float* weights,
                            int64_t rows, int cols);

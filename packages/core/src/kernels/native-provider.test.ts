@@ -108,7 +108,7 @@ describe.skipIf(status.state !== 'loadable')('native kernels with 2 threads', ()
       const probs = new Float32Array(b * h * t * t)
       provider.attentionForward(qkv, out, probs, b, t, h, dh, 0.25, true)
       const dQkv = new Float32Array(qkv.length)
-      provider.attentionBackward(qkv, probs, data(out.length, 8), dQkv, b, t, h, dh, 0.25, true)
+      provider.attentionBackward(qkv, probs, data(out.length, 8), dQkv, b, t, h, dh, 0.25, true, out)
       outs.push(out, probs, dQkv)
       const shape = {
         batch: 64,

@@ -149,6 +149,7 @@ interface NativeAddon {
     dh: number,
     scale: number,
     causal: boolean,
+    out: FloatArray | null,
   ): void
   softmaxCrossEntropy(logits: FloatArray, labels: IntArray, weights: FloatArray, rows: number, cols: number): number
   softmaxCrossEntropyBackward(
@@ -331,8 +332,8 @@ export async function loadNativeKernelProvider(options: { threads?: number } = {
       k.layerNormBackward(x, g, mean, rstd, dy, dx, dg, db, rows, cols),
     attentionForward: (qkv, out, probs, b, t, h, dh, scale, causal) =>
       k.attentionForward(qkv, out, probs, b, t, h, dh, scale, causal),
-    attentionBackward: (qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal) =>
-      k.attentionBackward(qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal),
+    attentionBackward: (qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal, out) =>
+      k.attentionBackward(qkv, probs, dOut, dQkv, b, t, h, dh, scale, causal, out ?? null),
     softmaxCrossEntropy: (logits, labels, weights, rows, cols) => {
       if (weights === null) throw new InvalidArgumentError('the native cross-entropy kernel needs explicit weights')
       return k.softmaxCrossEntropy(logits, labels, weights, rows, cols)

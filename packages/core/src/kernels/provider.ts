@@ -142,7 +142,12 @@ export interface KernelProvider {
     scale: number,
     causal: boolean,
   ): void
-  /** `dQkv [batch, pos, 3 * nHeads * dHead]` from `dOut [batch, pos, nHeads * dHead]`. */
+  /**
+   * `dQkv [batch, pos, 3 * nHeads * dHead]` from `dOut [batch, pos, nHeads * dHead]`. `out` is the
+   * forward's output `[batch, pos, nHeads * dHead]` when the caller has it: a provider that saves
+   * `'logSumExp'` may use it for `D = rowsum(dOut * out)` (FlashAttention-2, Dao 2023, arXiv
+   * 2307.08691, Algorithm 2) instead of recomputing `D` from the pattern; others ignore it.
+   */
   attentionBackward(
     qkv: FloatArray,
     probs: FloatArray,
@@ -154,6 +159,7 @@ export interface KernelProvider {
     dHead: number,
     scale: number,
     causal: boolean,
+    out?: FloatArray,
   ): void
   /**
    * Weighted mean softmax cross-entropy (nats): `sum_r w_r (logsumexp(x_r) - x_r[label_r]) /

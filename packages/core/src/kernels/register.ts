@@ -498,7 +498,12 @@ export function registerAttnlabKernels(
     )
   })
   add(ATTNLAB_KERNELS.attentionGrad, (args) => {
-    const { qkv, probs, dy } = args.inputs as { qkv: tf.TensorInfo; probs: tf.TensorInfo; dy: tf.TensorInfo }
+    const { qkv, probs, dy, out } = args.inputs as {
+      qkv: tf.TensorInfo
+      probs: tf.TensorInfo
+      dy: tf.TensorInfo
+      out?: tf.TensorInfo
+    }
     const { nHeads, scale, causal } = args.attrs as { nHeads: number; scale: number; causal: boolean }
     const [batch, pos, width] = qkv.shape as [number, number, number]
     const dHead = width / 3 / nHeads
@@ -516,6 +521,7 @@ export function registerAttnlabKernels(
         dHead,
         scale,
         causal,
+        out === undefined ? undefined : memory.floats(out),
       )
       return dQkv!
     })
@@ -728,12 +734,16 @@ function registerGradientsOnce(): void {
   tf.registerGradient({
     kernelName: ATTNLAB_KERNELS.attention,
     inputsToSave: ['qkv'],
-    outputsToSave: [false, true],
+    // the output too: a log-sum-exp provider takes D = rowsum(dy * out) from it (the next layer's
+    // linear keeps the same tensor alive for its own gradient, so this costs no memory)
+    outputsToSave: [true, true],
     gradFunc: (dy, saved, attrs) => {
-      const [qkv, probs] = saved as [tf.Tensor, tf.Tensor]
+      const [qkv, out, probs] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
       // dy = [dz, dPattern]: tfjs fills the gradient of an unused output with zeros. The ops never
       // expose the pattern output (it is saved for the backward pass only), so dPattern is ignored.
-      return { qkv: () => run(ATTNLAB_KERNELS.attentionGrad, { qkv, probs, dy: first(dy) }, attrs) as tf.Tensor }
+      return {
+        qkv: () => run(ATTNLAB_KERNELS.attentionGrad, { qkv, probs, dy: first(dy), out }, attrs) as tf.Tensor,
+      }
     },
   })
   tf.registerGradient({

@@ -29,12 +29,19 @@ describeWithBackends('causalMask', () => {
 })
 
 describeWithBackends('causalAttention', () => {
-  // pos not a multiple of 16, dHead not a multiple of 4, a single position.
+  // pos not a multiple of 16, dHead not a multiple of 4, a single position; on the native kernels
+  // each head size of the tile kernels (dHead padded to 8, 16, 32, 64) over several 16-row tiles,
+  // not causal across a partial key tile, and dHead > 64 (the row kernels).
   const cases = [
     { batch: 2, pos: 7, nHeads: 3, dHead: 5, causal: true },
     { batch: 1, pos: 19, nHeads: 2, dHead: 16, causal: true },
     { batch: 3, pos: 5, nHeads: 1, dHead: 3, causal: false },
     { batch: 1, pos: 1, nHeads: 2, dHead: 2, causal: true },
+    { batch: 2, pos: 37, nHeads: 2, dHead: 8, causal: true },
+    { batch: 1, pos: 21, nHeads: 2, dHead: 8, causal: false },
+    { batch: 1, pos: 33, nHeads: 1, dHead: 24, causal: true },
+    { batch: 1, pos: 18, nHeads: 1, dHead: 40, causal: false },
+    { batch: 1, pos: 17, nHeads: 1, dHead: 72, causal: true },
   ]
   for (const { batch, pos, nHeads, dHead, causal } of cases) {
     it(
