@@ -671,17 +671,13 @@ function pageScoresRow(q: usize, lo0: usize, hi0: usize, pages: i32, capacity: i
   for (let d = 0; d < dh; d++) {
     const x = ld(at(q, d))
     const xv = f32x4.splat(x)
-    const lo = at(lo0, <i64>d * capacity), hi = at(hi0, <i64>d * capacity)
+    // max(x lo, x hi) = x (x < 0 ? lo : hi) bit for bit when lo <= hi: one bound read per dimension
+    const b = at(x < 0 ? lo0 : hi0, <i64>d * capacity)
     let p = 0
     for (; p + 4 <= pages; p += 4) {
-      const a = f32x4.mul(xv, v128.load(at(lo, p))), b = f32x4.mul(xv, v128.load(at(hi, p)))
-      // pmax(b, a) = b < a ? a : b, i.e. a > b ? a : b
-      v128.store(at(score, p), f32x4.add(v128.load(at(score, p)), f32x4.pmax(b, a)))
+      v128.store(at(score, p), f32x4.add(v128.load(at(score, p)), f32x4.mul(xv, v128.load(at(b, p)))))
     }
-    for (; p < pages; p++) {
-      const a = x * ld(at(lo, p)), b = x * ld(at(hi, p))
-      st(at(score, p), ld(at(score, p)) + (a > b ? a : b))
-    }
+    for (; p < pages; p++) st(at(score, p), ld(at(score, p)) + x * ld(at(b, p)))
   }
 }
 

@@ -4,6 +4,8 @@
 // process tree). Prefill: the whole call (estimation included) and the attention alone. Decode: a
 // generation step on a cache prefilled once, the median of ATTNLAB_BENCH_STEPS steps (default 8),
 // with the one-off `afterPrefill` (Quest's page bounds, SnapKV's selection and eviction) apart.
+// ATTNLAB_BENCH_PAIRED=1 divides each decode step by a dense step run right after it on a full copy
+// of the cache (immune to drift in the machine's speed, but every step then starts colder).
 // Run with `pnpm bench`. Sizes: ATTNLAB_BENCH_T (comma-separated, default 1024,2048,4096,8192,16384;
 // ATTNLAB_BENCH_QUICK=1 gives 1024,2048,4096), backend ATTNLAB_BENCH_BACKEND (default wasm with the
 // fastest attnlab kernels), ATTNLAB_BENCH_THREADS (attnlab and PyTorch, default 1),
@@ -35,6 +37,7 @@ const backend = (process.env.ATTNLAB_BENCH_BACKEND ?? 'wasm') as BackendName
 const threads = Number(process.env.ATTNLAB_BENCH_THREADS ?? 1)
 const steps = Number(process.env.ATTNLAB_BENCH_STEPS ?? 8)
 const phase = process.env.ATTNLAB_BENCH_PHASE ?? 'both'
+const paired = process.env.ATTNLAB_BENCH_PAIRED === '1'
 const H = 8
 const d = 64
 const scale = 1 / Math.sqrt(d)
@@ -95,9 +98,13 @@ const median = (xs: number[]): number => {
 /**
  * A generation: the prompt's keys and values form the cache, `afterPrefill` runs once, then `steps`
  * decode steps append a token each; per step the wall-clock of `decode` (output read back) and its
- * estimation and attention seconds, medians.
+ * estimation and attention seconds, medians. With `peer` (dense), each step is also run by the peer
+ * right after, on the same cache and query, and its medians are returned as `peerStep` and
+ * `peerAttention`: the ratio then compares steps taken moments apart, so a change in the machine's
+ * speed during the run (memory bandwidth shared with other machines moves these ~1-3 ms steps by
+ * up to 1.8x between runs here) does not enter it.
  */
-function timeDecode(kernel: SparseAttentionKernel, qkv: Qkv, rng: Rng, T: number) {
+function timeDecode(kernel: SparseAttentionKernel, qkv: Qkv, rng: Rng, T: number, peer?: SparseAttentionKernel) {
   const [q, k, v] = [qkv.q, qkv.k, qkv.v].map((x) => tf.expandDims(x, 0) as tf.Tensor4D) as [
     tf.Tensor4D,
     tf.Tensor4D,
@@ -110,19 +117,28 @@ function timeDecode(kernel: SparseAttentionKernel, qkv: Qkv, rng: Rng, T: number
     promptLength: T,
     kernelState: null,
   }
+  // the peer's own full cache (an eviction method compacts `cache`), given the same new tokens
+  const peerCache: LayerKVCache | null =
+    peer === undefined
+      ? null
+      : { keys: tf.keep(tf.clone(k)), values: tf.keep(tf.clone(v)), positions: T, promptLength: T, kernelState: null }
   const start = performance.now()
   kernel.afterPrefill?.({ q, k, v, scale, layer: 0 }, cache)
   const afterPrefill = (performance.now() - start) / 1000
   const walls: number[] = []
   const estimations: number[] = []
   const attentions: number[] = []
+  const peerWalls: number[] = []
+  const peerAttentions: number[] = []
   const token = () => tf.tensor4d(rng.fillNormal(new Float32Array(H * d)), [1, H, 1, d])
   for (let i = 0; i < steps + 2; i++) {
     for (const key of ['keys', 'values'] as const) {
       const x = token()
-      const appended = tf.keep(tf.concat([cache[key] as tf.Tensor4D, x], 2) as tf.Tensor4D)
-      cache[key]?.dispose()
-      cache[key] = appended
+      for (const c of peerCache === null ? [cache] : [cache, peerCache]) {
+        const appended = tf.keep(tf.concat([c[key] as tf.Tensor4D, x], 2) as tf.Tensor4D)
+        c[key]?.dispose()
+        c[key] = appended
+      }
       x.dispose()
     }
     const qNew = token()
@@ -130,8 +146,19 @@ function timeDecode(kernel: SparseAttentionKernel, qkv: Qkv, rng: Rng, T: number
     const r = kernel.decodeWithMask({ q: qNew, cache, position: cache.positions, scale, layer: 0 })
     r.z.dataSync()
     const wall = (performance.now() - stepStart) / 1000
-    cache.positions += 1
     r.z.dispose()
+    if (peer !== undefined && peerCache !== null) {
+      const peerStart = performance.now()
+      const p = peer.decodeWithMask({ q: qNew, cache: peerCache, position: peerCache.positions, scale, layer: 0 })
+      p.z.dataSync()
+      if (i >= 2) {
+        peerWalls.push((performance.now() - peerStart) / 1000)
+        peerAttentions.push(p.timing.attentionSeconds)
+      }
+      p.z.dispose()
+    }
+    cache.positions += 1
+    if (peerCache !== null) peerCache.positions += 1
     qNew.dispose()
     if (i < 2) continue // warm-up steps
     walls.push(wall)
@@ -139,8 +166,16 @@ function timeDecode(kernel: SparseAttentionKernel, qkv: Qkv, rng: Rng, T: number
     attentions.push(r.timing.attentionSeconds)
   }
   tf.dispose([q, k, v, cache.keys as tf.Tensor4D, cache.values as tf.Tensor4D])
+  if (peerCache !== null) tf.dispose([peerCache.keys as tf.Tensor4D, peerCache.values as tf.Tensor4D])
   cache.kernelState?.dispose()
-  return { afterPrefill, step: median(walls), estimation: median(estimations), attention: median(attentions) }
+  return {
+    afterPrefill,
+    step: median(walls),
+    estimation: median(estimations),
+    attention: median(attentions),
+    peerStep: peer === undefined ? NaN : median(peerWalls),
+    peerAttention: peer === undefined ? NaN : median(peerAttentions),
+  }
 }
 
 const f = (x: number, digits = 2, width = 7): string => x.toFixed(digits).padStart(width)
@@ -230,20 +265,27 @@ for (const T of lengths) {
             adaSnapKV(budgetFor('ada-snapkv', T, s).config),
           ]
     for (const kernel of decoders) {
-      const t = timeDecode(kernel, qkv, rng, T)
+      const t = timeDecode(kernel, qkv, rng, T, paired ? dense() : undefined)
+      const [denseStep, denseAttention] = paired
+        ? [t.peerStep, t.peerAttention]
+        : [denseDecode.step, denseDecode.attention]
       decodeRows.push(
         `  ${kernel.method.padEnd(15)} ${s.toFixed(2)}  ${f(1 / (1 - s), 1, 5)}  ` +
-          `${f(denseDecode.step / t.step, 2, 13)}  ${f(denseDecode.step / (t.step + t.afterPrefill), 3, 17)}  ` +
-          `${f(denseDecode.attention / t.attention, 2, 18)}  ${f(t.step * 1e3, 3, 7)}  ` +
+          `${f(denseStep / t.step, 2, 13)}  ${f(denseStep / (t.step + t.afterPrefill), 3, 17)}  ` +
+          `${f(denseAttention / t.attention, 2, 18)}  ${f(t.step * 1e3, 3, 7)}  ` +
           `${f(t.estimation * 1e3, 3, 9)}  ` +
-          `${f(t.afterPrefill, 3, 12)}`,
+          `${f(t.afterPrefill, 3, 12)}` +
+          (paired ? `  ${f(t.peerStep * 1e3, 3, 13)}` : ''),
       )
     }
   }
   console.log(
     `  decode step     s     ideal  speed-up step  with afterPrefill  speed-up attention  step ms  step est ms` +
-      `  afterPrefill s   (dense step ${(denseDecode.step * 1e3).toFixed(3)} ms, attention ` +
-      `${(denseDecode.attention * 1e3).toFixed(3)} ms)`,
+      `  afterPrefill s` +
+      (paired
+        ? '  dense step ms   (speed-ups against the dense step run right after each step; dense alone'
+        : '   (dense step') +
+      ` ${(denseDecode.step * 1e3).toFixed(3)} ms, attention ${(denseDecode.attention * 1e3).toFixed(3)} ms)`,
   )
   for (const row of decodeRows) console.log(row)
   tf.dispose([qkv.q, qkv.k, qkv.v])

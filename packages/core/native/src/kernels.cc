@@ -1572,20 +1572,19 @@ namespace {
 
 // Quest's page upper bounds of one query head, d by d (vectorised over pages, each page summed
 // over d in order, so every engine gets the same float32 sums): score[p] = sum_d max(q_d min[d][p],
-// q_d max[d][p]) with max(a, b) = a > b ? a : b.
+// q_d max[d][p]), each term computed as q_d (q_d < 0 ? min : max).
 ATTN_MULTIVERSION
 void pageScoresRow(const float* q, const float* bmin, const float* bmax, int pages, int64_t capacity, int dh,
                    float* score) {
   for (int p = 0; p < pages; p++) score[p] = 0.f;
+  // max(x lo, x hi) is x hi for x >= 0 (or NaN) and x lo for x < 0, bit for bit, special values
+  // included (lo <= hi on full pages, and a zero lo and hi share their sign): one bound read per
+  // dimension, half the memory of reading both.
   for (int d = 0; d < dh; d++) {
     const float x = q[d];
-    const float* lo = bmin + (int64_t)d * capacity;
-    const float* hi = bmax + (int64_t)d * capacity;
+    const float* b = (x < 0.f ? bmin : bmax) + (int64_t)d * capacity;
 #pragma omp simd
-    for (int p = 0; p < pages; p++) {
-      const float a = x * lo[p], b = x * hi[p];
-      score[p] += a > b ? a : b;
-    }
+    for (int p = 0; p < pages; p++) score[p] += x * b[p];
   }
 }
 

@@ -11,7 +11,10 @@ import { topKMembers } from './top-k.ts'
 
 const f = Math.fround
 
-/** `score[p] = sum_d max(q_d lo[d][p], q_d hi[d][p])`, float32, `d` in order. */
+/**
+ * `score[p] = sum_d q_d (q_d < 0 ? lo : hi)[d][p]`, float32, `d` in order: `max(q_d lo, q_d hi)` bit for
+ * bit when `lo <= hi` (Quest's page minima and maxima), reading one bound per dimension.
+ */
 function scoreRow(
   q: FloatArray,
   qOffset: number,
@@ -25,14 +28,8 @@ function scoreRow(
   score.fill(0, 0, pages)
   for (let d = 0; d < dHead; d++) {
     const x = q[qOffset + d] as number
-    const l = lo + d * capacity
-    const h = hi + d * capacity
-    for (let p = 0; p < pages; p++) {
-      const a = f(x * (bounds[l + p] as number))
-      const b = f(x * (bounds[h + p] as number))
-      // biome-ignore lint/complexity/useMathMinMax: the compiled kernels' max (NaN and -0 as `a > b ? a : b`)
-      score[p] = (score[p] as number) + (a > b ? a : b)
-    }
+    const b = (x < 0 ? lo : hi) + d * capacity
+    for (let p = 0; p < pages; p++) score[p] = (score[p] as number) + f(x * (bounds[b + p] as number))
   }
 }
 

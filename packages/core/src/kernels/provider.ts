@@ -235,7 +235,8 @@ export interface KernelProvider {
   /**
    * Quest's page selection for one decode query per head (Tang et al. 2024, arXiv 2406.10774, §3):
    * every page's upper bound of `q . k`, `sum_d max(q_d min_d, q_d max_d)` over the page's key
-   * minima and maxima, and the `min(budget, pages)` pages of largest bound per head, written in
+   * minima and maxima (each term computed as `q_d * (q_d < 0 ? min_d : max_d)`, equal bit for bit
+   * when `min_d <= max_d`), and the `min(budget, pages)` pages of largest bound per head, written in
    * ascending page order (ties to the lower page, `NaN` below every number). With `share` the
    * bounds of a GQA group's heads are summed and the group reads the same pages. Every engine sums
    * in float32, `d` by `d` for each page, then over the group's heads in order: the same scores and

@@ -121,6 +121,72 @@ describeWithBackends('pageSelect', () => {
     tf.dispose([q, bounds])
   })
 
+  it('scores q_d (q_d < 0 ? min : max): the float32 max(q_d min, q_d max) bit for bit, special values included', () => {
+    // pages whose bounds come from keys with signed zeros, infinities and ties; queries with signed
+    // zeros and negative entries. The chosen pages for every budget must be those of the float32
+    // maximum (`a > b ? a : b`, the kernels' max before they read one bound), which a wrong sign
+    // choice or a different sum would reorder.
+    const keysOfPage = [
+      [0, -0],
+      [-0, 0],
+      [Number.POSITIVE_INFINITY, 1],
+      [Number.NEGATIVE_INFINITY, -2],
+      [3, 3],
+      [-1.5, 2.25],
+      [1e-30, -1e-30],
+      [7, -7],
+    ]
+    const d = 3
+    const pages = keysOfPage.length
+    const lo: number[] = []
+    const hi: number[] = []
+    for (let dim = 0; dim < d; dim++) {
+      for (let p = 0; p < pages; p++) {
+        // dimension dim of page p's keys: the page's values, rotated by dim so dimensions differ
+        const keys = keysOfPage[(p + dim) % pages] as number[]
+        let [mn, mx] = [Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]
+        for (const x of keys) {
+          if (x < mn) mn = x
+          if (x > mx) mx = x
+        }
+        lo.push(mn)
+        hi.push(mx)
+      }
+    }
+    const bounds = tf.tensor4d([...lo, ...hi], [1, 2, d, pages])
+    const f = Math.fround
+    for (const qv of [
+      [1, -0.5, 0],
+      [-0, 2, -3],
+      [-1, -1, 0.25],
+    ]) {
+      const score = Array.from({ length: pages }, (_, p) => {
+        let sum = 0
+        for (let dim = 0; dim < d; dim++) {
+          const a = f((qv[dim] as number) * (lo[dim * pages + p] as number))
+          const b = f((qv[dim] as number) * (hi[dim * pages + p] as number))
+          // biome-ignore lint/complexity/useMathMinMax: the float32 `a > b ? a : b` of the kernels before
+          sum = f(sum + (a > b ? a : b))
+        }
+        return sum
+      })
+      const order = Array.from({ length: pages }, (_, p) => p).sort((x, y) => {
+        const [sx, sy] = [score[x] as number, score[y] as number]
+        if (Number.isNaN(sx) !== Number.isNaN(sy)) return Number.isNaN(sx) ? 1 : -1
+        return sx === sy || (Number.isNaN(sx) && Number.isNaN(sy)) ? x - y : sy - sx
+      })
+      const q = tf.tensor4d(qv, [1, 1, 1, d])
+      for (let budget = 1; budget <= pages; budget++) {
+        const t = pageSelect(q, bounds, { pages, budget, share: false })
+        const expected = order.slice(0, budget).sort((x, y) => x - y)
+        expect(Array.from(t.dataSync()), `q ${qv}, budget ${budget}`).toEqual(expected)
+        t.dispose()
+      }
+      q.dispose()
+    }
+    bounds.dispose()
+  })
+
   it('rejects bad shapes and sizes with typed errors naming the problem', () => {
     const q = tf.zeros([1, 4, 1, 8]) as tf.Tensor4D
     const bounds = tf.zeros([2, 2, 8, 10]) as tf.Tensor4D

@@ -31,7 +31,10 @@ export interface PageSelectOptions {
 /**
  * For each query head, the `budget` pages with the largest upper bound of `q . k`,
  * `sum_d max(q_d min[p, d], q_d max[p, d])` (Quest, arXiv 2406.10774, §3), in ascending page
- * order (ties to the lower page, `NaN` below every number). Query head `h` reads the bounds of KV
+ * order (ties to the lower page, `NaN` below every number). Every engine computes each term as
+ * `q_d * (q_d < 0 ? min : max)`: the same maximum bit for bit whenever `min <= max` (as page minima
+ * and maxima are), reading one bound per dimension, half the memory of both; for bounds with
+ * `min > max` the score is that sum, not the maximum. Query head `h` reads the bounds of KV
  * row `b * nKvHeads + floor(h / group)`; with `share` the scores of a group's heads are summed
  * first. Scores are float32 sums in a fixed order, so every engine (native, WebAssembly,
  * JavaScript, and the JavaScript kernel on values read back where no attnlab kernels are
