@@ -40,8 +40,12 @@ interface Kill {
   readonly afterReady: number
 }
 
-/** Starts the CLI, waits for `ready` to exist, then SIGKILLs it after `delay` ms (unless it exits before). */
-async function killDuring(argv: string[], ready: string, delay: number, out: string): Promise<Kill> {
+/**
+ * Starts the CLI, waits for `ready` (a file to exist, or a predicate to hold), then SIGKILLs it after `delay` ms
+ * (unless it exits before).
+ */
+async function killDuring(argv: string[], ready: string | (() => boolean), delay: number, out: string): Promise<Kill> {
+  const isReady = typeof ready === 'string' ? () => existsSync(ready) : ready
   const child = spawn(launcher, argv, { stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => {
@@ -53,11 +57,11 @@ async function killDuring(argv: string[], ready: string, delay: number, out: str
     finished = true
   })
   const started = Date.now()
-  while (!existsSync(ready) && !finished) {
-    if (Date.now() - started > 300_000) throw new Error(`${ready} never appeared: ${stderr}`)
-    await new Promise((wait) => setTimeout(wait, 5))
+  while (!isReady() && !finished) {
+    if (Date.now() - started > 300_000) throw new Error(`${String(ready)} never held: ${stderr}`)
+    await new Promise((wait) => setTimeout(wait, 2))
   }
-  if (finished) throw new Error(`the child exited before ${ready} appeared: ${stderr}`)
+  if (finished) throw new Error(`the child exited before ${String(ready)} held: ${stderr}`)
   const readyAt = Date.now()
   await Promise.race([new Promise((wait) => setTimeout(wait, delay)), exited])
   const finishedFirst = finished
@@ -94,25 +98,37 @@ describe('SIGKILL at random moments, then --resume: the same numbers as an unint
       const { evaluations, finalTrainLoss } = JSON.parse(stdout)
       return { evaluations, finalTrainLoss }
     }
-    // The kill moments are drawn over the time a run takes from its first checkpoint to its exit, measured here:
-    // on an idle machine the 12 tiny steps finish within a few hundred milliseconds of the first checkpoint
-    // (fixed delays of up to 800 ms then let nearly every run finish), under load they take seconds.
+    // The kill moments: wait for the checkpoint of a seeded random step k in 1..10 (trainer.json's step), then
+    // kill within the next two steps' time, measured here from a run's step-1 to step-12 checkpoints. A moment
+    // drawn over the whole run (fixed, or calibrated from the first checkpoint to the exit) fell after the last
+    // checkpoint or the exit in most trials whenever a run was faster or slower than the calibration (CI failed
+    // with 60 trials for fewer than 20 kills); a step-anchored moment lands inside the steps at any speed.
     const calibration = join(dir(), 'train-calibration')
-    const span = await killDuring(
+    let firstAt = 0
+    let lastAt = 0
+    await killDuring(
       [...run, '--out', calibration],
-      join(calibration, 'manifest.json'),
-      600_000,
+      () => {
+        const step = lastStep(join(calibration, 'trainer.json'))
+        if (step >= 1 && firstAt === 0) firstAt = Date.now()
+        if (step === 12) lastAt = Date.now()
+        return step === 12
+      },
+      0,
       calibration,
     )
-    expect(span.finished).toBe(true)
+    expect(lastAt, 'the calibration run reached its step-12 checkpoint').toBeGreaterThan(0)
+    const stepMs = Math.max(5, (lastAt - firstAt) / 11)
     rmSync(calibration, { recursive: true, force: true })
     let kills = 0
     let midWrite = 0
     for (let trial = 0; kills < TRIALS; trial++) {
       expect(trial, 'too many runs finished before their kill').toBeLessThan(3 * TRIALS)
       const out = join(dir(), `train-${trial}`)
-      const delay = rng.int(Math.max(20, span.afterReady))
-      const kill = await killDuring([...run, '--out', out], join(out, 'manifest.json'), delay, out)
+      const step = 1 + rng.int(10)
+      const delay = rng.int(Math.ceil(2 * stepMs))
+      const reached = () => lastStep(join(out, 'trainer.json')) >= step
+      const kill = await killDuring([...run, '--out', out], reached, delay, out)
       // Killed after its last checkpoint but before it exited: nothing is left to resume.
       if (kill.finished || lastStep(join(out, 'trainer.json')) === 12) continue
       kills++
@@ -134,7 +150,7 @@ describe('SIGKILL at random moments, then --resume: the same numbers as an unint
       rmSync(out, { recursive: true, force: true })
     }
     report.push(
-      `train ${kills} kills survived (${midWrite} inside a checkpoint write; kills drawn over ${span.afterReady} ms)`,
+      `train ${kills} kills survived (${midWrite} inside a checkpoint write; kills within 2 steps of ${Math.round(stepMs)} ms after a random step's checkpoint)`,
     )
   }, 900_000)
 
