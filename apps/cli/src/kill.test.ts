@@ -37,7 +37,6 @@ interface Kill {
   /** Temporaries of an interrupted atomic write were left beside the output. */
   readonly midWrite: boolean
   /** Milliseconds from `ready` appearing to the kill, or to the exit when the run finished first. */
-  readonly afterReady: number
 }
 
 /**
@@ -62,16 +61,14 @@ async function killDuring(argv: string[], ready: string | (() => boolean), delay
     await new Promise((wait) => setTimeout(wait, 2))
   }
   if (finished) throw new Error(`the child exited before ${String(ready)} held: ${stderr}`)
-  const readyAt = Date.now()
   await Promise.race([new Promise((wait) => setTimeout(wait, delay)), exited])
   const finishedFirst = finished
-  const afterReady = Date.now() - readyAt
   if (!finishedFirst) child.kill('SIGKILL')
   await exited
   const siblings = readdirSync(dirname(out)).filter((name) => name.startsWith(`.${basename(out)}.tmp-`))
   const inside = existsSync(out) ? readdirSync(out, { recursive: true }).map(String) : []
   const midWrite = siblings.length > 0 || inside.some((name) => /\.tmp-|\.\d+$/.test(basename(name)))
-  return { finished: finishedFirst, midWrite, afterReady }
+  return { finished: finishedFirst, midWrite }
 }
 
 const read = (path: string): Buffer => readFileSync(path)
@@ -150,7 +147,8 @@ describe('SIGKILL at random moments, then --resume: the same numbers as an unint
       rmSync(out, { recursive: true, force: true })
     }
     report.push(
-      `train ${kills} kills survived (${midWrite} inside a checkpoint write; kills within 2 steps of ${Math.round(stepMs)} ms after a random step's checkpoint)`,
+      `train ${kills} kills survived (${midWrite} inside a checkpoint write; ` +
+        `kills within 2 steps of ${Math.round(stepMs)} ms after a random step's checkpoint)`,
     )
   }, 900_000)
 
